@@ -1,0 +1,14 @@
+# Warning flags for stash's own targets (never imposed on consumers of stash::stash).
+function(stash_set_warnings target)
+  set(cxx_flags -Wall -Wextra -Wpedantic -Wshadow)
+  set(cuda_flags -Xcompiler=-Wall,-Wextra)
+  if(STASH_WARNINGS_AS_ERRORS)
+    list(APPEND cxx_flags -Werror)
+    list(APPEND cuda_flags -Werror=all-warnings -Xcompiler=-Werror)
+  endif()
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${cxx_flags}>
+    $<$<COMPILE_LANGUAGE:CUDA>:${cuda_flags}>)
+  set_target_properties(${target} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON
+                                             CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON)
+endfunction()

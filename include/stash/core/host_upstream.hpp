@@ -1,0 +1,53 @@
+/**
+ * @file host_upstream.hpp
+ * @brief Plain (pageable) host memory as an upstream, so pools run and are tested on a CPU.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/core/upstream_resource.hpp>
+#include <stash/core/units.hpp>
+
+#include <cstddef>
+#include <new>
+
+namespace stash {
+
+/// @brief Host memory from aligned `operator new`. Stateless; all instances compare equal.
+class host_upstream {
+ public:
+  /// @brief Host memory can be touched by the host only.
+  static constexpr bool is_device_accessible = false;
+  /// @brief Host memory can be touched by the host.
+  static constexpr bool is_host_accessible = true;
+
+  /// @brief Allocates `bytes` aligned to `alignment` (a power of two); throws stash::out_of_memory.
+  void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
+  {
+    STASH_EXPECTS(is_pow2(alignment), "host_upstream: alignment must be a power of two");
+    if (bytes == 0) { bytes = 1; }  // distinct non-null pointers, as operator new gives
+    try {
+      return ::operator new(bytes, std::align_val_t{alignment});
+    } catch (std::bad_alloc const&) {
+      throw out_of_memory("host_upstream", bytes, std::nullopt, std::nullopt);
+    }
+  }
+
+  /// @brief Frees memory from allocate() with the same alignment.
+  void deallocate(void* p, std::size_t /*bytes*/, std::size_t alignment = alignof(std::max_align_t)) noexcept
+  {
+    ::operator delete(p, std::align_val_t{alignment});
+  }
+
+  /// @brief Any host_upstream may free another's memory.
+  friend bool operator==(host_upstream const&, host_upstream const&) noexcept { return true; }
+
+#if defined(STASH_HAS_CUDA_MR)
+  /// @brief cuda::mr property: the memory is host accessible.
+  friend void get_property(host_upstream const&, cuda::mr::host_accessible) noexcept {}
+#endif
+};
+
+static_assert(upstream_resource<host_upstream>);
+
+}  // namespace stash

@@ -1,0 +1,79 @@
+/**
+ * @file limiting_upstream.hpp
+ * @brief An adaptor that caps what an upstream may hand out, to emulate a smaller device.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/core/upstream_resource.hpp>
+
+#include <algorithm>
+#include <utility>
+#include <cstddef>
+
+namespace stash {
+
+/// @brief Forwards to `Upstream` while the bytes outstanding stay within a budget; beyond it,
+/// throws stash::out_of_memory with the budget and the bytes in use, and changes nothing.
+///
+/// Used to emulate a GPU with less memory than the one present, and in tests to make an upstream
+/// fail on purpose. Not thread safe. Compares equal only to itself (its counters are its own).
+template <upstream_resource Upstream>
+class limiting_upstream {
+ public:
+  /// @brief Same accessibility as the wrapped upstream.
+  static constexpr bool is_device_accessible = Upstream::is_device_accessible;
+  /// @brief Same accessibility as the wrapped upstream.
+  static constexpr bool is_host_accessible = Upstream::is_host_accessible;
+
+  /// @brief Caps `upstream` at `budget_bytes` outstanding.
+  explicit limiting_upstream(std::size_t budget_bytes, Upstream upstream = Upstream{})
+      : upstream_(std::move(upstream)), budget_(budget_bytes)
+  {
+  }
+
+  limiting_upstream(limiting_upstream const&)            = delete;
+  limiting_upstream& operator=(limiting_upstream const&) = delete;
+
+  /// @brief Allocates from the upstream if `bytes` fits in what is left of the budget.
+  void* allocate(std::size_t bytes, std::size_t alignment)
+  {
+    if (bytes > budget_ - in_use_) {
+      throw out_of_memory("limiting_upstream", bytes, budget_, in_use_, budget_ - in_use_);
+    }
+    void* p = upstream_.allocate(bytes, alignment);
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    return p;
+  }
+
+  /// @brief Returns memory to the upstream and to the budget.
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    upstream_.deallocate(p, bytes, alignment);
+    in_use_ -= bytes;
+  }
+
+  /// @brief The cap.
+  [[nodiscard]] std::size_t budget_bytes() const noexcept { return budget_; }
+  /// @brief Bytes outstanding now.
+  [[nodiscard]] std::size_t in_use_bytes() const noexcept { return in_use_; }
+  /// @brief Most bytes outstanding at any time.
+  [[nodiscard]] std::size_t peak_bytes() const noexcept { return peak_; }
+  /// @brief The wrapped upstream.
+  [[nodiscard]] Upstream& upstream() noexcept { return upstream_; }
+
+  /// @brief Identity: only this adaptor knows what it handed out.
+  friend bool operator==(limiting_upstream const& a, limiting_upstream const& b) noexcept
+  {
+    return &a == &b;
+  }
+
+ private:
+  Upstream upstream_;
+  std::size_t budget_;
+  std::size_t in_use_{0};
+  std::size_t peak_{0};
+};
+
+}  // namespace stash

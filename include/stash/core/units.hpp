@@ -1,0 +1,69 @@
+/**
+ * @file units.hpp
+ * @brief Byte units, alignment arithmetic and human-readable byte counts.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace stash {
+
+/// @brief 1 KiB in bytes.
+inline constexpr std::size_t KiB = std::size_t{1} << 10;
+/// @brief 1 MiB in bytes.
+inline constexpr std::size_t MiB = std::size_t{1} << 20;
+/// @brief 1 GiB in bytes.
+inline constexpr std::size_t GiB = std::size_t{1} << 30;
+
+/// @brief The alignment cudaMalloc guarantees, and stash's default for planned offsets.
+inline constexpr std::size_t cuda_allocation_alignment = 256;
+
+/// @brief True when `value` is a power of two (0 is not).
+[[nodiscard]] constexpr bool is_pow2(std::size_t value) noexcept
+{
+  return value != 0 && (value & (value - 1)) == 0;
+}
+
+/// @brief Rounds `value` up to a multiple of `alignment` (a power of two).
+[[nodiscard]] constexpr std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) noexcept
+{
+  return (value + alignment - 1) & ~(alignment - 1);
+}
+
+/// @brief Rounds `value` down to a multiple of `alignment` (a power of two).
+[[nodiscard]] constexpr std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) noexcept
+{
+  return value & ~(alignment - 1);
+}
+
+/// @brief True when `value` is a multiple of `alignment` (a power of two).
+[[nodiscard]] constexpr bool is_aligned(std::uint64_t value, std::uint64_t alignment) noexcept
+{
+  return (value & (alignment - 1)) == 0;
+}
+
+/// @brief Formats a byte count with a binary unit, e.g. "797.1 MiB".
+[[nodiscard]] inline std::string format_bytes(std::uint64_t bytes)
+{
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit     = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buffer[32];
+  if (unit == 0) {
+    std::snprintf(buffer, sizeof(buffer), "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%.1f %s", value, units[unit]);
+  }
+  return buffer;
+}
+
+}  // namespace stash

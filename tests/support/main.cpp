@@ -1,0 +1,3 @@
+#include "test_main.hpp"
+
+int main(int argc, char** argv) { return stash::test::run_tests(argc, argv); }
