@@ -34,6 +34,10 @@ class limiting_upstream {
 
   limiting_upstream(limiting_upstream const&)            = delete;
   limiting_upstream& operator=(limiting_upstream const&) = delete;
+  /// @brief Moves the counters along with the upstream (a pool may own its upstream).
+  limiting_upstream(limiting_upstream&&) noexcept            = default;
+  /// @brief Moves the counters along with the upstream.
+  limiting_upstream& operator=(limiting_upstream&&) noexcept = default;
 
   /// @brief Allocates from the upstream if `bytes` fits in what is left of the budget.
   void* allocate(std::size_t bytes, std::size_t alignment)

@@ -1,0 +1,146 @@
+/**
+ * @file async_pool.hpp
+ * @brief A pool over the CUDA driver's stream-ordered allocator (cudaMallocFromPoolAsync): the
+ * third baseline stash's arena is compared against on a GPU.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/pool/pool.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+namespace stash {
+
+/// @brief Allocates from a private cudaMemPool_t of the current device, with a budget on the bytes
+/// in use.
+///
+/// The private pool keeps freed memory (release threshold: unlimited) so it caches like the other
+/// pools; the default driver pool would return it at every synchronisation (threshold 0). Reserved
+/// figures come from the driver (cudaMemPoolAttrReservedMem*). Not thread safe.
+class async_pool {
+ public:
+  /// @brief Device memory: the host may not touch it.
+  static constexpr bool is_host_accessible = false;
+
+  /// @brief A private pool on the current device; allocations beyond `budget` bytes in use throw.
+  explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max()) : budget_(budget)
+  {
+    int device = 0;
+    STASH_CUDA_TRY(cudaGetDevice(&device));
+    cudaMemPoolProps props{};
+    props.allocType     = cudaMemAllocationTypePinned;
+    props.handleTypes   = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id   = device;
+    STASH_CUDA_TRY(cudaMemPoolCreate(&pool_, &props));
+    std::uint64_t threshold = std::numeric_limits<std::uint64_t>::max();
+    cudaError_t const status = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
+    if (status != cudaSuccess) {
+      STASH_CUDA_CHECK_NOTHROW(cudaMemPoolDestroy(pool_));
+      STASH_CUDA_TRY(status);
+    }
+  }
+
+  async_pool(async_pool const&)            = delete;
+  async_pool& operator=(async_pool const&) = delete;
+
+  /// @brief Destroys the driver pool (outstanding allocations are freed with it). Never throws.
+  ~async_pool()
+  {
+    STASH_CUDA_CHECK_NOTHROW(cudaDeviceSynchronize());
+    STASH_CUDA_CHECK_NOTHROW(cudaMemPoolDestroy(pool_));
+  }
+
+  /// @brief cudaMallocFromPoolAsync on `stream` (nullptr for 0 bytes).
+  void* allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    if (bytes == 0) { return nullptr; }
+    if (bytes > budget_ - in_use_) { throw_oom(bytes); }
+    void* p                  = nullptr;
+    cudaError_t const status = cudaMallocFromPoolAsync(&p, bytes, pool_, stream);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw_oom(bytes);
+    }
+    STASH_CUDA_TRY(status);
+    sizes_.emplace(p, bytes);
+    in_use_ += bytes;
+    peak_in_use_ = std::max(peak_in_use_, in_use_);
+    ++allocations_;
+    return p;
+  }
+
+  /// @brief cudaFreeAsync on `stream`; a pointer not from this pool, or another size, throws
+  /// stash::logic_error and changes nothing.
+  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  {
+    if (p == nullptr && bytes == 0) { return; }
+    auto it = sizes_.find(p);
+    STASH_EXPECTS(it != sizes_.end(),
+                  "async_pool::deallocate: pointer not allocated by this pool, or already freed");
+    STASH_EXPECTS(it->second == bytes, "async_pool::deallocate: size differs from the one allocated");
+    STASH_CUDA_TRY(cudaFreeAsync(p, stream));
+    sizes_.erase(it);
+    in_use_ -= bytes;
+  }
+
+  /// @brief Current figures; reserved ones as the driver reports them.
+  [[nodiscard]] pool_stats stats() const
+  {
+    pool_stats s;
+    s.in_use_bytes        = in_use_;
+    s.peak_in_use_bytes   = peak_in_use_;
+    s.reserved_bytes      = attribute(cudaMemPoolAttrReservedMemCurrent);
+    s.peak_reserved_bytes = attribute(cudaMemPoolAttrReservedMemHigh);
+    s.largest_free_bytes  = largest_free();
+    s.budget_bytes        = budget_;
+    s.allocations         = allocations_;
+    return s;
+  }
+
+  /// @brief The driver pool.
+  [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
+
+ private:
+  [[nodiscard]] std::size_t attribute(cudaMemPoolAttr attr) const
+  {
+    std::uint64_t value = 0;
+    STASH_CUDA_TRY(cudaMemPoolGetAttribute(pool_, attr, &value));
+    return static_cast<std::size_t>(value);
+  }
+
+  // The driver does not say how its reserve is fragmented: report an upper bound.
+  [[nodiscard]] std::size_t largest_free() const
+  {
+    std::size_t const reserved = attribute(cudaMemPoolAttrReservedMemCurrent);
+    std::size_t const used     = attribute(cudaMemPoolAttrUsedMemCurrent);
+    return std::min(reserved > used ? reserved - used : 0, budget_ - in_use_);
+  }
+
+  [[noreturn]] void throw_oom(std::size_t bytes) const
+  {
+    bool const has_budget = budget_ != std::numeric_limits<std::size_t>::max();
+    throw out_of_memory("async_pool", bytes,
+                        has_budget ? std::optional<std::size_t>(budget_) : std::nullopt, in_use_,
+                        largest_free());
+  }
+
+  cudaMemPool_t pool_{};
+  std::size_t budget_;
+  std::size_t in_use_{0};
+  std::size_t peak_in_use_{0};
+  std::uint64_t allocations_{0};
+  std::unordered_map<void*, std::size_t> sizes_;
+};
+
+static_assert(pool<async_pool>);
+
+}  // namespace stash

@@ -1,0 +1,325 @@
+/**
+ * @file caching_pool.hpp
+ * @brief An online, stream-ordered caching pool in the spirit of cnmem and PyTorch's caching
+ * allocator: the fallback of stash's lifetime arena, and the baseline it is measured against.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/core/units.hpp>
+#include <stash/core/upstream_resource.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/pool/stream_order.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <type_traits>
+#include <utility>
+
+namespace stash {
+
+/// @brief The stream order a pool uses by default: CUDA events where the upstream's memory is
+/// device accessible (device work may be using it), nothing for plain host memory.
+template <class Upstream>
+using default_stream_order_t =
+  std::conditional_t<Upstream::is_device_accessible, cuda_event_order, immediate_order>;
+
+/// @brief Tuning of a caching_pool; the defaults are PyTorch's documented ones.
+struct caching_pool_options {
+  std::size_t rounding        = 512;       ///< every request is rounded up to this (power of two)
+  std::size_t small_limit     = 1 * MiB;   ///< requests up to this come from small segments
+  std::size_t small_segment   = 2 * MiB;   ///< size of a small segment
+  std::size_t medium_limit    = 10 * MiB;  ///< requests below this come from medium segments
+  std::size_t medium_segment  = 20 * MiB;  ///< size of a medium segment
+  std::size_t large_rounding  = 2 * MiB;   ///< larger requests get a segment of their own, rounded
+  std::size_t budget          = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
+};
+
+/// @brief Best-fit caching pool over segments taken from `Upstream`.
+///
+/// Requests are rounded to `rounding`; free blocks are kept in a set ordered by size and the
+/// smallest that fits is split (small segments split down to the rounding; blocks of larger
+/// segments only when more than `small_limit` would remain, which keeps large segments from
+/// shattering). Freed blocks coalesce with free neighbours of the same segment. A block freed on
+/// stream A is reused on A at once and on another stream only once `Order` says A's work queued
+/// before the free has finished. When a segment would exceed the budget or the upstream is full,
+/// fully free segments are returned to the upstream and the request retried; if it still does
+/// not fit, stash::out_of_memory is thrown and the pool is unchanged. Not thread safe.
+template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
+class caching_pool {
+ public:
+  /// @brief Whether the host may touch the memory (it may for host and pinned upstreams).
+  static constexpr bool is_host_accessible = Upstream::is_host_accessible;
+
+  /// @brief A pool over `upstream` with `options`; `order` tracks cross-stream reuse.
+  explicit caching_pool(Upstream upstream = Upstream{}, caching_pool_options options = {},
+                        Order order = Order{})
+      : upstream_(std::move(upstream)), options_(options), order_(std::move(order))
+  {
+    STASH_EXPECTS(is_pow2(options_.rounding), "caching_pool: rounding must be a power of two");
+    STASH_EXPECTS(is_pow2(options_.large_rounding) && options_.large_rounding >= options_.rounding,
+                  "caching_pool: large_rounding must be a power of two >= rounding");
+  }
+
+  caching_pool(caching_pool const&)            = delete;
+  caching_pool& operator=(caching_pool const&) = delete;
+
+  /// @brief Returns every segment to the upstream (outstanding blocks included). Never throws.
+  ~caching_pool()
+  {
+    for (auto& [addr, b] : blocks_) { order_.release(b.marker); }
+    for (auto const& [base, size] : segments_) {
+      upstream_.deallocate(reinterpret_cast<void*>(base), size, cuda_allocation_alignment);
+    }
+  }
+
+  /// @brief Stream-ordered allocation of `bytes` (nullptr for 0); see the class docs.
+  void* allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    if (bytes == 0) { return nullptr; }
+    std::size_t const size = align_up(bytes, options_.rounding);
+    auto found             = find_free(size, stream);
+    if (found == blocks_.end()) { found = grow(bytes, size); }
+    return take(found, size, bytes, stream);
+  }
+
+  /// @brief Returns memory from allocate(); it may be reused once `stream`'s queued work is done.
+  /// Throws stash::logic_error (changing nothing) for an unknown pointer or a different size.
+  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  {
+    if (p == nullptr && bytes == 0) { return; }
+    auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(p));
+    STASH_EXPECTS(it != blocks_.end() && !it->second.free,
+                  "caching_pool::deallocate: pointer not allocated by this pool, or already freed");
+    STASH_EXPECTS(it->second.requested == bytes,
+                  "caching_pool::deallocate: size differs from the one allocated (" +
+                    std::to_string(it->second.requested) + " B allocated, " +
+                    std::to_string(bytes) + " B freed)");
+    auto marker = order_.record(stream);  // the only step that can throw: before any change
+    block& b    = it->second;
+    in_use_ -= b.size;
+    b.free      = true;
+    b.requested = 0;
+    b.stream    = stream;
+    b.marker    = std::move(marker);
+    it          = coalesce(it);
+    free_.insert({it->second.size, it->first});
+  }
+
+  /// @brief Current figures (largest_free_bytes counts cached blocks only).
+  [[nodiscard]] pool_stats stats() const
+  {
+    pool_stats s;
+    s.in_use_bytes        = in_use_;
+    s.peak_in_use_bytes   = peak_in_use_;
+    s.reserved_bytes      = reserved_;
+    s.peak_reserved_bytes = peak_reserved_;
+    s.largest_free_bytes  = free_.empty() ? 0 : free_.rbegin()->first;
+    s.budget_bytes        = options_.budget;
+    s.allocations         = allocations_;
+    s.fallbacks           = 0;
+    return s;
+  }
+
+  /// @brief Returns fully free segments whose last use has finished to the upstream; the bytes
+  /// released.
+  std::size_t release_cached()
+  {
+    std::size_t released = 0;
+    for (auto seg = segments_.begin(); seg != segments_.end();) {
+      auto it = blocks_.find(seg->first);
+      if (it != blocks_.end() && it->second.free && it->second.size == seg->second &&
+          order_.passed(it->second.marker)) {
+        order_.release(it->second.marker);
+        free_.erase({it->second.size, it->first});
+        blocks_.erase(it);
+        upstream_.deallocate(reinterpret_cast<void*>(seg->first), seg->second,
+                             cuda_allocation_alignment);
+        reserved_ -= seg->second;
+        released += seg->second;
+        seg = segments_.erase(seg);
+      } else {
+        ++seg;
+      }
+    }
+    return released;
+  }
+
+  /// @brief The options in use.
+  [[nodiscard]] caching_pool_options const& options() const noexcept { return options_; }
+  /// @brief The upstream segments come from.
+  [[nodiscard]] Upstream& upstream() noexcept { return upstream_; }
+  /// @brief The stream-order policy (tests use it to finish work on a stream).
+  [[nodiscard]] Order& order() noexcept { return order_; }
+
+ private:
+  using marker_type = typename Order::marker;
+
+  struct block {
+    std::size_t size{0};
+    std::uintptr_t segment{0};
+    bool free{false};
+    std::size_t requested{0};
+    cudaStream_t stream{nullptr};
+    marker_type marker{};
+  };
+  using block_map = std::map<std::uintptr_t, block>;
+  using block_iter = typename block_map::iterator;
+
+  block_iter find_free(std::size_t size, cudaStream_t stream)
+  {
+    for (auto it = free_.lower_bound({size, 0}); it != free_.end(); ++it) {
+      auto b = blocks_.find(it->second);
+      if (b->second.stream == stream || order_.passed(b->second.marker)) { return b; }
+    }
+    return blocks_.end();
+  }
+
+  [[nodiscard]] std::size_t segment_size(std::size_t size) const noexcept
+  {
+    if (size <= options_.small_limit) { return options_.small_segment; }
+    if (size < options_.medium_limit) { return options_.medium_segment; }
+    return align_up(size, options_.large_rounding);
+  }
+
+  [[nodiscard]] std::size_t headroom() const noexcept
+  {
+    return options_.budget > reserved_ ? options_.budget - reserved_ : 0;
+  }
+
+  // Takes a new segment from the upstream for a rounded request of `size` bytes.
+  block_iter grow(std::size_t requested, std::size_t size)
+  {
+    std::size_t seg = segment_size(size);
+    if (seg > headroom()) { release_cached(); }
+    // Under a tight budget an exact-size segment may still fit where the standard one does not.
+    if (seg > headroom() && size <= headroom()) { seg = size; }
+    if (seg > headroom()) { throw_oom(requested); }
+    void* p = try_upstream(seg);
+    if (p == nullptr) {
+      release_cached();
+      p = try_upstream(seg);
+      // A full upstream may still have room for the request itself.
+      if (p == nullptr && seg > size) {
+        seg = size;
+        p   = try_upstream(seg);
+      }
+      if (p == nullptr) { throw_oom(requested); }
+    }
+    auto const base = reinterpret_cast<std::uintptr_t>(p);
+    segments_.emplace(base, seg);
+    reserved_ += seg;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+    block b;
+    b.size    = seg;
+    b.segment = base;
+    b.free    = true;
+    auto it   = blocks_.emplace(base, std::move(b)).first;
+    free_.insert({seg, base});
+    return it;
+  }
+
+  void* try_upstream(std::size_t bytes)
+  {
+    try {
+      return upstream_.allocate(bytes, cuda_allocation_alignment);
+    } catch (out_of_memory const&) {
+      return nullptr;
+    }
+  }
+
+  [[noreturn]] void throw_oom(std::size_t requested) const
+  {
+    std::size_t const largest = free_.empty() ? 0 : free_.rbegin()->first;
+    bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
+    throw out_of_memory("caching_pool", requested,
+                        has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt,
+                        in_use_, has_budget ? std::max(largest, headroom()) : largest);
+  }
+
+  // Hands out `size` bytes from the free block `it`, splitting off the remainder.
+  void* take(block_iter it, std::size_t size, std::size_t requested, cudaStream_t stream)
+  {
+    block& b = it->second;
+    free_.erase({b.size, it->first});
+    bool const small_segment = segments_.at(b.segment) == options_.small_segment;
+    std::size_t const rest   = b.size - size;
+    bool const split = small_segment ? rest >= options_.rounding : rest > options_.small_limit;
+    if (split) {
+      block r;
+      r.size    = rest;
+      r.segment = b.segment;
+      r.free    = true;
+      r.stream  = b.stream;
+      r.marker  = std::move(b.marker);  // the remainder keeps the pending free's marker
+      b.marker  = marker_type{};
+      b.size    = size;
+      auto const raddr = it->first + size;
+      blocks_.emplace(raddr, std::move(r));
+      free_.insert({rest, raddr});
+    } else {
+      order_.release(b.marker);
+      b.marker = marker_type{};
+    }
+    b.free      = false;
+    b.requested = requested;
+    b.stream    = stream;
+    in_use_ += b.size;
+    peak_in_use_ = std::max(peak_in_use_, in_use_);
+    ++allocations_;
+    return reinterpret_cast<void*>(it->first);
+  }
+
+  // Merges the just-freed block `it` with free neighbours in its segment that are safe to merge:
+  // the same stream (ordered after them), or a different stream whose work has passed.
+  block_iter coalesce(block_iter it)
+  {
+    auto mergeable = [&](block_iter other) {
+      return other != blocks_.end() && other->second.free &&
+             other->second.segment == it->second.segment &&
+             (other->second.stream == it->second.stream || order_.passed(other->second.marker));
+    };
+    auto next = std::next(it);
+    if (next != blocks_.end() && next->first == it->first + it->second.size && mergeable(next)) {
+      free_.erase({next->second.size, next->first});
+      order_.release(next->second.marker);
+      it->second.size += next->second.size;
+      blocks_.erase(next);
+    }
+    if (it != blocks_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second.size == it->first && mergeable(prev)) {
+        free_.erase({prev->second.size, prev->first});
+        order_.release(prev->second.marker);
+        prev->second.size += it->second.size;
+        prev->second.stream = it->second.stream;
+        prev->second.marker = std::move(it->second.marker);
+        blocks_.erase(it);
+        it = prev;
+      }
+    }
+    return it;
+  }
+
+  Upstream upstream_;
+  caching_pool_options options_;
+  Order order_;
+  block_map blocks_;                                         // every block, by address
+  std::set<std::pair<std::size_t, std::uintptr_t>> free_;    // free blocks by (size, address)
+  std::map<std::uintptr_t, std::size_t> segments_;           // segment base -> size
+  std::size_t in_use_{0};
+  std::size_t peak_in_use_{0};
+  std::size_t reserved_{0};
+  std::size_t peak_reserved_{0};
+  std::uint64_t allocations_{0};
+};
+
+}  // namespace stash

@@ -1,0 +1,131 @@
+/**
+ * @file stream_order.hpp
+ * @brief How a pool learns that memory freed on one stream may be reused on another.
+ *
+ * A block freed on stream A may still be read by work queued on A. Reusing it on A is safe at once
+ * (A runs in order); reusing it on stream B is safe only once that work has finished. Pools record
+ * a marker when a block is freed and ask whether it has passed before handing the block to another
+ * stream. The marker's type is a policy so the same pool logic runs over CUDA events on a GPU and
+ * over plain flags on a CPU.
+ *
+ * Customization points of a stream order `O`:
+ * - `using marker = ...;` (default constructible, movable)
+ * - `marker record(cudaStream_t stream)`: mark the work queued on `stream` so far.
+ * - `bool passed(marker const& m)`: true once that work has finished. Never blocks.
+ * - `void release(marker& m) noexcept`: free the marker's resources.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace stash {
+
+/// @brief A policy that tracks when work on a stream has finished (see the file docs).
+template <class O>
+concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m) {
+  { o.record(s) } -> std::same_as<typename O::marker>;
+  { o.passed(m) } -> std::convertible_to<bool>;
+  { o.release(m) } noexcept;
+};
+
+/// @brief CUDA events: a marker is an event recorded on the freeing stream.
+class cuda_event_order {
+ public:
+  /// @brief An event (nullptr when none was needed).
+  using marker = cudaEvent_t;
+
+  /// @brief Records a timing-free event on `stream`.
+  marker record(cudaStream_t stream)
+  {
+    cudaEvent_t event{};
+    STASH_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    cudaError_t const status = cudaEventRecord(event, stream);
+    if (status != cudaSuccess) {
+      STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(event));
+      STASH_CUDA_TRY(status);
+    }
+    return event;
+  }
+
+  /// @brief Queries the event without blocking.
+  bool passed(marker const& event)
+  {
+    if (event == nullptr) { return true; }
+    cudaError_t const status = cudaEventQuery(event);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    STASH_CUDA_TRY(status);
+    return true;
+  }
+
+  /// @brief Destroys the event.
+  void release(marker& event) noexcept
+  {
+    if (event != nullptr) {
+      STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(event));
+      event = nullptr;
+    }
+  }
+};
+
+/// @brief Host memory with no device work behind it: everything has always passed.
+struct immediate_order {
+  /// @brief Nothing to remember.
+  struct marker {};
+  /// @brief No-op.
+  marker record(cudaStream_t) noexcept { return {}; }
+  /// @brief Always true.
+  bool passed(marker const&) const noexcept { return true; }
+  /// @brief No-op.
+  void release(marker&) noexcept {}
+};
+
+/// @brief A stream order whose markers pass only when a test says so, to check on a CPU that
+/// pools never reuse memory across streams too early. Copies share one state.
+class manual_order {
+ public:
+  /// @brief 1 + index of a recorded marker; 0 (the default) means "nothing pending".
+  using marker = std::uint64_t;
+
+  /// @brief Records an unfinished marker and remembers its stream.
+  marker record(cudaStream_t stream)
+  {
+    state_->finished.push_back(false);
+    state_->streams.push_back(stream);
+    return state_->finished.size();
+  }
+  /// @brief True for the default marker, and once finish(stream) was called after `m` was recorded.
+  bool passed(marker const& m) const { return m == 0 || state_->finished.at(m - 1); }
+  /// @brief No-op: markers are kept for inspection.
+  void release(marker&) noexcept {}
+
+  /// @brief Declares all work recorded so far on `stream` finished.
+  void finish(cudaStream_t stream)
+  {
+    for (std::size_t i = 0; i < state_->finished.size(); ++i) {
+      if (state_->streams[i] == stream) { state_->finished[i] = true; }
+    }
+  }
+
+ private:
+  struct state {
+    std::vector<bool> finished;
+    std::vector<cudaStream_t> streams;
+  };
+  std::shared_ptr<state> state_ = std::make_shared<state>();
+};
+
+static_assert(stream_order<cuda_event_order>);
+static_assert(stream_order<immediate_order>);
+static_assert(stream_order<manual_order>);
+
+}  // namespace stash

@@ -1,0 +1,49 @@
+// The pool conformance suite on a device: every pool over real device memory.
+#include "pool_conformance.hpp"
+
+#include <stash/core/cuda_stream.hpp>
+#include <stash/core/device_upstream.hpp>
+#include <stash/pool/async_pool.hpp>
+#include <stash/pool/caching_pool.hpp>
+
+#include <doctest/doctest.h>
+
+namespace {
+using device_caching_pool = stash::caching_pool<stash::device_upstream>;
+static_assert(stash::pool<device_caching_pool>);
+}  // namespace
+
+TEST_CASE("gpu: pool conformance: caching_pool over device memory")
+{
+  stash::cuda_stream stream;
+  stash::test::check_pool_conformance<device_caching_pool>(
+    [](std::size_t budget) {
+      stash::caching_pool_options o;
+      o.budget = budget;
+      return std::make_unique<device_caching_pool>(stash::device_upstream{}, o);
+    },
+    stream);
+  stream.synchronize();
+}
+
+TEST_CASE("gpu: pool conformance: async_pool (cudaMallocFromPoolAsync)")
+{
+  stash::cuda_stream stream;
+  stash::test::check_pool_conformance<stash::async_pool>(
+    [](std::size_t budget) { return std::make_unique<stash::async_pool>(budget); }, stream);
+  stream.synchronize();
+}
+
+TEST_CASE("gpu: caching_pool hands a block to another stream only after its event completed")
+{
+  stash::cuda_stream a;
+  stash::cuda_stream b;
+  device_caching_pool pool;
+  void* p = pool.allocate(4096, a);
+  pool.deallocate(p, 4096, a);
+  a.synchronize();  // the free's event has completed
+  void* q = pool.allocate(4096, b);
+  CHECK(q == p);
+  pool.deallocate(q, 4096, b);
+  b.synchronize();
+}
