@@ -7,6 +7,7 @@
 #include <stash/version.hpp>
 
 #include <stash/core/cuda_event.hpp>
+#include <stash/core/config.hpp>
 #include <stash/core/cuda_stream.hpp>
 #include <stash/core/device.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -18,6 +19,22 @@
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
 
+#include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+#include <stash/offload/offload_backend.hpp>
+#include <stash/offload/offload_manager.hpp>
+#include <stash/offload/pinned_host_pool.hpp>
+
+#include <stash/pool/async_pool.hpp>
+#include <stash/pool/caching_pool.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/pool/stream_order.hpp>
+
+#include <stash/trace/lifetime.hpp>
 #include <stash/trace/lifetime_interval.hpp>
 #include <stash/trace/minimalloc_reader.hpp>
+#include <stash/trace/trace.hpp>
 #include <stash/trace/trace_error.hpp>
+#include <stash/trace/trace_reader.hpp>
+#include <stash/trace/trace_recorder.hpp>
+#include <stash/trace/trace_writer.hpp>

@@ -25,5 +25,5 @@ foreach(mode IN ITEMS package subdirectory)
       -DCONSUMER_MODE=${mode}
       -DSTASH_SOURCE_DIR=${STASH_SOURCE_DIR})
   run(${CMAKE_COMMAND} --build "${build}")
-  run("${build}/consumer" "${STASH_SOURCE_DIR}/data/minimalloc/A.1048576.csv")
+  run("${build}/consumer" "${STASH_SOURCE_DIR}/data/traces/alexnet_b128.trace")
 endforeach()

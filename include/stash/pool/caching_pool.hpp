@@ -153,6 +153,18 @@ class caching_pool {
     return released;
   }
 
+  /// @brief Takes a segment of at least `bytes` from the upstream now, so later allocations up to
+  /// that size need no upstream call (e.g. none while a CUDA graph is being captured).
+  void reserve(std::size_t bytes)
+  {
+    if (bytes == 0) { return; }
+    std::size_t const size = align_up(bytes, options_.rounding);
+    (void)grow(bytes, size);
+  }
+
+  /// @brief Changes the cap on reserved bytes (a lower cap applies to future growth only).
+  void set_budget(std::size_t budget) noexcept { options_.budget = budget; }
+
   /// @brief The options in use.
   [[nodiscard]] caching_pool_options const& options() const noexcept { return options_; }
   /// @brief The upstream segments come from.

@@ -1,5 +1,6 @@
 // A minimal user program: includes the umbrella header, compiles a kernel next to stash, and uses
-// host-side stash code (runs without a GPU).
+// host-side stash code (runs without a GPU): reads a real trace and replays its storages' sizes
+// through a caching pool over host memory.
 #include <stash/stash.cuh>
 
 #include <cstdio>
@@ -13,14 +14,16 @@ __global__ void scale(float* x, int n, float a)
 int main(int argc, char** argv)
 {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: consumer FILE.csv\n");
+    std::fprintf(stderr, "usage: consumer FILE.trace\n");
     return 2;
   }
-  auto const instance = stash::read_minimalloc_csv(argv[1]);
-  stash::limiting_upstream<stash::host_upstream> upstream(1 << 20);
-  void* p = upstream.allocate(4096, 256);
-  upstream.deallocate(p, 4096, 256);
-  std::printf("consumer: stash %d, %zu buffers read, peak %zu B through the upstream\n",
-              STASH_VERSION, instance.buffers.size(), upstream.peak_bytes());
-  return instance.buffers.empty() ? 1 : 0;
+  stash::trace const t             = stash::read_trace(argv[1]);
+  stash::lifetime_analysis const a = stash::analyze_lifetimes(t);
+  stash::caching_pool<stash::host_upstream> pool;
+  void* p = pool.allocate(t.storages()[0].bytes, nullptr);
+  pool.deallocate(p, t.storages()[0].bytes, nullptr);
+  std::printf("consumer: stash %d, %zu storages, lower bound %llu B, pool peak %zu B\n",
+              STASH_VERSION, t.storages().size(),
+              static_cast<unsigned long long>(a.peak_live_bytes), pool.stats().peak_reserved_bytes);
+  return a.peak_live_bytes > 0 ? 0 : 1;
 }

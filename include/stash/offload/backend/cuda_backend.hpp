@@ -1,0 +1,102 @@
+/**
+ * @file cuda_backend.hpp
+ * @brief The offload backend of CUDA streams, events and cudaMemcpyAsync.
+ */
+#pragma once
+
+#include <stash/core/cuda_stream.hpp>
+#include <stash/core/error.hpp>
+#include <stash/offload/offload_backend.hpp>
+#include <stash/pool/stream_order.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <deque>
+
+namespace stash {
+
+/// @brief CUDA streams and events; copies are cudaMemcpyAsync (pinned host memory makes them
+/// asynchronous and lets them run on the copy engines).
+class cuda_backend {
+ public:
+  /// @brief A CUDA stream (owned by the backend when it created it).
+  using stream = cudaStream_t;
+  /// @brief A timing-free CUDA event.
+  using event = cudaEvent_t;
+  /// @brief Pools order cross-stream reuse with CUDA events.
+  using stream_order = cuda_event_order;
+
+  /// @brief A backend on the current device.
+  cuda_backend() = default;
+  cuda_backend(cuda_backend const&)            = delete;
+  cuda_backend& operator=(cuda_backend const&) = delete;
+
+  /// @brief A non-blocking stream with `priority`, clamped to the device's range.
+  stream create_stream(int priority = 0)
+  {
+    int least = 0, greatest = 0;
+    STASH_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    int const p = priority < greatest ? greatest : (priority > least ? least : priority);
+    streams_.emplace_back(p);
+    return streams_.back().value();
+  }
+  /// @brief Records a new event on `s`.
+  event record(stream s)
+  {
+    cudaEvent_t e{};
+    STASH_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaError_t const status = cudaEventRecord(e, s);
+    if (status != cudaSuccess) {
+      STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(e));
+      STASH_CUDA_TRY(status);
+    }
+    return e;
+  }
+  /// @brief cudaStreamWaitEvent: device-side ordering, no host block.
+  void wait(stream s, event e)
+  {
+    if (e != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(s, e, 0)); }
+  }
+  /// @brief cudaEventQuery.
+  bool query(event e)
+  {
+    if (e == nullptr) { return true; }
+    cudaError_t const status = cudaEventQuery(e);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    STASH_CUDA_TRY(status);
+    return true;
+  }
+  /// @brief cudaEventSynchronize.
+  void synchronize(event e)
+  {
+    if (e != nullptr) { STASH_CUDA_TRY(cudaEventSynchronize(e)); }
+  }
+  /// @brief cudaStreamSynchronize.
+  void synchronize(stream s) { STASH_CUDA_TRY(cudaStreamSynchronize(s)); }
+  /// @brief cudaEventDestroy (safe while the event is pending: the runtime defers it).
+  void release(event& e) noexcept
+  {
+    if (e != nullptr) {
+      STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(e));
+      e = nullptr;
+    }
+  }
+  /// @brief cudaMemcpyAsync with direction inferred from the pointers (unified addressing).
+  void copy_async(void* dst, void const* src, std::size_t bytes, stream s)
+  {
+    STASH_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  }
+  /// @brief The stream itself.
+  cudaStream_t tag(stream s) const noexcept { return s; }
+
+ private:
+  std::deque<cuda_stream> streams_;
+};
+
+static_assert(offload_backend<cuda_backend>);
+
+}  // namespace stash

@@ -1,0 +1,217 @@
+/**
+ * @file host_backend.hpp
+ * @brief The offload backend of worker threads: a stream is a thread draining a FIFO queue, an
+ * event a completion flag, a copy a memcpy. Lets the offload manager's every ordering rule run,
+ * and be stress-tested with random delays, on a CPU.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/offload/offload_backend.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+
+namespace stash {
+
+namespace detail {
+
+// A completion flag that threads can wait on.
+struct host_flag {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::atomic<bool> done{false};
+
+  void set()
+  {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      done.store(true, std::memory_order_release);
+    }
+    done_cv.notify_all();
+  }
+  void wait()
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    done_cv.wait(lock, [&] { return done.load(std::memory_order_acquire); });
+  }
+};
+
+}  // namespace detail
+
+/// @brief An in-order queue of host work drained by one worker thread.
+class host_stream_worker {
+ public:
+  /// @brief Starts the worker; before each task it sleeps a random time up to `max_delay`
+  /// (0: never), to shake out ordering bugs in tests.
+  explicit host_stream_worker(std::chrono::microseconds max_delay = {}, std::uint64_t seed = 0)
+      : max_delay_(max_delay), rng_(seed), worker_([this] { run(); })
+  {
+  }
+
+  host_stream_worker(host_stream_worker const&)            = delete;
+  host_stream_worker& operator=(host_stream_worker const&) = delete;
+
+  /// @brief Finishes the queued work, then stops the thread. Never throws.
+  ~host_stream_worker()
+  {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  /// @brief Queues `task` after everything queued so far.
+  void enqueue(std::function<void()> task)
+  {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+
+  /// @brief A flag set once everything queued so far has run.
+  std::shared_ptr<detail::host_flag> mark()
+  {
+    auto flag = std::make_shared<detail::host_flag>();
+    enqueue([flag] { flag->set(); });
+    return flag;
+  }
+
+ private:
+  void run()
+  {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) { return; }
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (max_delay_.count() > 0) {
+        std::uniform_int_distribution<std::int64_t> d(0, max_delay_.count());
+        std::this_thread::sleep_for(std::chrono::microseconds(d(rng_)));
+      }
+      task();
+    }
+  }
+
+  std::chrono::microseconds max_delay_;
+  std::mt19937_64 rng_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_{false};
+  std::thread worker_;  // last: started once the members above exist
+};
+
+/// @brief Pools' view of host streams: a marker is a flag queued on the stream.
+class host_stream_order {
+ public:
+  /// @brief The flag (null: nothing pending).
+  using marker = std::shared_ptr<detail::host_flag>;
+
+  /// @brief Queues a flag on the host stream behind `tag` (nullptr: nothing to wait for).
+  marker record(cudaStream_t tag)
+  {
+    if (tag == nullptr) { return nullptr; }
+    return reinterpret_cast<host_stream_worker*>(tag)->mark();
+  }
+  /// @brief True once the flag is set.
+  bool passed(marker const& m) const noexcept
+  {
+    return m == nullptr || m->done.load(std::memory_order_acquire);
+  }
+  /// @brief Drops the flag.
+  void release(marker& m) noexcept { m.reset(); }
+};
+
+/// @brief Options of the host backend.
+struct host_backend_options {
+  std::chrono::microseconds max_delay{0};  ///< random delay before each task (tests)
+  std::uint64_t seed{0};                   ///< for the delays
+};
+
+/// @brief Streams as worker threads, events as flags, copies as memcpy (see the file docs).
+class host_backend {
+ public:
+  /// @brief A stream: the worker thread owned by the backend.
+  using stream = host_stream_worker*;
+  /// @brief An event: a flag that a stream sets.
+  using event = std::shared_ptr<detail::host_flag>;
+  /// @brief Pools order reuse by host-stream flags.
+  using stream_order = host_stream_order;
+
+  /// @brief A backend; streams it creates live as long as it does.
+  explicit host_backend(host_backend_options options = {}) : options_(options) {}
+
+  host_backend(host_backend const&)            = delete;
+  host_backend& operator=(host_backend const&) = delete;
+
+  /// @brief A new worker thread (the priority is ignored: each stream has its own thread).
+  stream create_stream(int /*priority*/ = 0)
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.push_back(
+      std::make_unique<host_stream_worker>(options_.max_delay, options_.seed + streams_.size()));
+    return streams_.back().get();
+  }
+  /// @brief A flag set after the work queued on `s` so far.
+  event record(stream s) { return s->mark(); }
+  /// @brief `s` blocks its worker until `e` is set.
+  void wait(stream s, event e)
+  {
+    if (e == nullptr || e->done.load(std::memory_order_acquire)) { return; }
+    s->enqueue([e] { e->wait(); });
+  }
+  /// @brief Whether `e` is set.
+  bool query(event const& e) const noexcept
+  {
+    return e == nullptr || e->done.load(std::memory_order_acquire);
+  }
+  /// @brief Blocks until `e` is set.
+  void synchronize(event const& e) const
+  {
+    if (e != nullptr) { e->wait(); }
+  }
+  /// @brief Blocks until `s` ran everything queued so far.
+  void synchronize(stream s) { s->mark()->wait(); }
+  /// @brief Drops the handle.
+  void release(event& e) noexcept { e.reset(); }
+  /// @brief memcpy in `s`'s order.
+  void copy_async(void* dst, void const* src, std::size_t bytes, stream s)
+  {
+    s->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  }
+  /// @brief Runs `task` in `s`'s order (the host backend's "kernel launch").
+  void launch(stream s, std::function<void()> task) { s->enqueue(std::move(task)); }
+  /// @brief The host stream as the tag pools receive.
+  cudaStream_t tag(stream s) const noexcept { return reinterpret_cast<cudaStream_t>(s); }
+
+ private:
+  host_backend_options options_;
+  std::mutex mutex_;
+  std::deque<std::unique_ptr<host_stream_worker>> streams_;
+};
+
+static_assert(offload_backend<host_backend>);
+
+}  // namespace stash

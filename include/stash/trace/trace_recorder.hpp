@@ -1,0 +1,64 @@
+/**
+ * @file trace_recorder.hpp
+ * @brief Records a stash::trace from a running training loop: allocations, frees, ops and phase
+ * markers in program order.
+ *
+ * The recorder is what a user's loop (or an allocator hook) drives during one iteration; the
+ * trace it builds is the same one read_trace produces from the file that write() emits.
+ */
+#pragma once
+
+#include <stash/trace/trace.hpp>
+#include <stash/trace/trace_writer.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace stash {
+
+/// @brief Builds a trace event by event. Misuse (freeing an unknown or freed id, an op on a
+/// freed id, a bad name or label) throws stash::logic_error and leaves the recording unchanged.
+class trace_recorder {
+ public:
+  trace_recorder() = default;
+
+  /// @brief Adds a header entry (e.g. "model", "resnet18"); see trace::add_header for the rules.
+  void set_header(std::string key, std::string value)
+  {
+    trace_.add_header(std::move(key), std::move(value));
+  }
+
+  /// @brief Records an allocation and returns its id (0, 1, 2, ... in call order).
+  storage_id allocate(std::uint64_t bytes, storage_kind kind, std::string label = {})
+  {
+    return trace_.add_alloc(bytes, kind, std::move(label));
+  }
+
+  /// @brief Records the free of a live storage.
+  void free(storage_id id) { trace_.add_free(id); }
+
+  /// @brief Records an op reading and writing live storages; returns its op index.
+  std::uint64_t op(std::string name, std::vector<storage_id> reads, std::vector<storage_id> writes)
+  {
+    return trace_.add_op(std::move(name), std::move(reads), std::move(writes));
+  }
+
+  /// @brief Records the start of a phase.
+  void phase(stash::phase p) { trace_.add_phase(p); }
+
+  /// @brief The trace recorded so far.
+  [[nodiscard]] stash::trace const& trace() const& noexcept { return trace_; }
+  /// @brief Moves the recorded trace out of a recorder that is done.
+  [[nodiscard]] stash::trace trace() && noexcept { return std::move(trace_); }
+
+  /// @brief Writes the recording as a v1 trace file (see write_trace).
+  void write(std::filesystem::path const& path) const { write_trace(path, trace_); }
+
+ private:
+  stash::trace trace_;
+};
+
+}  // namespace stash

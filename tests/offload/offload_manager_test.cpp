@@ -1,0 +1,307 @@
+// The offload manager's state machine, ordering rules and error paths, on the host backend.
+#include <stash/core/host_upstream.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+#include <stash/offload/offload_manager.hpp>
+#include <stash/offload/pinned_host_pool.hpp>
+#include <stash/pool/caching_pool.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using manager   = stash::offload_manager<stash::host_backend, host_pool, host_pool>;
+
+stash::caching_pool_options budget_of(std::size_t bytes)
+{
+  stash::caching_pool_options o;
+  o.budget = bytes;
+  return o;
+}
+
+// The byte pattern of tensor `id` at version `version`.
+std::uint8_t pattern(std::uint64_t id, std::uint32_t version, std::size_t i)
+{
+  return static_cast<std::uint8_t>(id * 131 + version * 17 + i * 7 + (i >> 9));
+}
+
+// "Kernels" on a host stream: fill a tensor, or check it and count mismatches.
+void fill_async(stash::host_backend& b, stash::host_backend::stream s, void* p, std::size_t n,
+                std::uint64_t id, std::uint32_t version)
+{
+  b.launch(s, [=] {
+    auto* bytes = static_cast<std::uint8_t*>(p);
+    for (std::size_t i = 0; i < n; ++i) { bytes[i] = pattern(id, version, i); }
+  });
+}
+
+void check_async(stash::host_backend& b, stash::host_backend::stream s, void const* p,
+                 std::size_t n, std::uint64_t id, std::uint32_t version,
+                 std::atomic<std::uint64_t>& bad)
+{
+  b.launch(s, [=, &bad] {
+    auto const* bytes = static_cast<std::uint8_t const*>(p);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (bytes[i] != pattern(id, version, i)) {
+        bad.fetch_add(1);
+        return;
+      }
+    }
+  });
+}
+
+struct fixture {
+  stash::host_backend backend;
+  host_pool device;
+  host_pool host;
+  stash::host_backend::stream compute;
+  std::atomic<std::uint64_t> bad{0};
+
+  explicit fixture(std::size_t device_budget = 256 * stash::MiB,
+                   std::size_t host_budget   = 256 * stash::MiB,
+                   stash::host_backend_options options = {})
+      : backend(options),
+        device(stash::host_upstream{}, budget_of(device_budget)),
+        host(stash::host_upstream{}, stash::pinned_host_pool_options(host_budget, 8 * stash::MiB)),
+        compute(backend.create_stream())
+  {
+  }
+};
+
+}  // namespace
+
+TEST_CASE("offload then acquire brings back the same bytes, through every state")
+{
+  fixture f;
+  manager m(f.backend, f.device, f.host);
+  std::size_t const n = 3 * stash::MiB + 123;
+  auto h              = m.create(n, f.compute);
+  CHECK(m.state(h) == stash::tensor_state::resident);
+  void* p = m.acquire(h, f.compute);
+  fill_async(f.backend, f.compute, p, n, h.id, 0);
+  m.offload_async(h, f.compute);
+  auto const s = m.state(h);
+  CHECK((s == stash::tensor_state::offloading || s == stash::tensor_state::offloaded));
+  m.synchronize();
+  CHECK(m.state(h) == stash::tensor_state::offloaded);
+  // The device bytes went back to the device pool once the copy was done.
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(f.host.stats().in_use_bytes >= n);
+
+  m.prefetch_async(h);
+  CHECK(m.state(h) == stash::tensor_state::prefetching);
+  void* q = m.acquire(h, f.compute);
+  CHECK(m.state(h) == stash::tensor_state::resident);
+  check_async(f.backend, f.compute, q, n, h.id, 0, f.bad);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  CHECK(m.stats().offloads == 1);
+  CHECK(m.stats().prefetches == 1);
+  CHECK(m.stats().demand_prefetches == 0);
+  CHECK(m.stats().bytes_offloaded == n);
+  m.release(h);
+  CHECK(m.state(h) == stash::tensor_state::released);
+  m.synchronize();
+  f.backend.synchronize(f.compute);
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(f.host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("acquire of an offloaded tensor prefetches on demand, ordered after the offload")
+{
+  // Slow workers: the offload is still running when acquire is called.
+  stash::host_backend_options slow;
+  slow.max_delay = std::chrono::microseconds(2000);
+  slow.seed      = 7;
+  fixture f(256 * stash::MiB, 256 * stash::MiB, slow);
+  manager m(f.backend, f.device, f.host);
+  std::size_t const n = 1 * stash::MiB;
+  auto h              = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(h, f.compute), n, h.id, 3);
+  m.offload_async(h, f.compute);
+  void* q = m.acquire(h, f.compute);  // no prefetch_async before: on demand
+  check_async(f.backend, f.compute, q, n, h.id, 3, f.bad);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  CHECK(m.stats().demand_prefetches == 1);
+}
+
+TEST_CASE("an exhausted host pool leaves the tensor resident and intact")
+{
+  fixture f(64 * stash::MiB, 8 * stash::MiB);
+  manager m(f.backend, f.device, f.host);
+  auto a = m.create(6 * stash::MiB, f.compute);
+  auto b = m.create(6 * stash::MiB, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.id, 1);
+  m.offload_async(a, f.compute);
+  try {
+    m.offload_async(b, f.compute);
+    FAIL("offload beyond the host budget succeeded");
+  } catch (stash::out_of_memory const& e) {
+    CHECK(std::string(e.what()).find("tensor #1") != std::string::npos);
+    CHECK(std::string(e.what()).find("stays resident") != std::string::npos);
+    CHECK(e.requested_bytes() == 6 * stash::MiB);
+  }
+  CHECK(m.state(b) == stash::tensor_state::resident);
+  check_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.id, 1, f.bad);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  CHECK(m.stats().offloads == 1);
+}
+
+TEST_CASE("a full device pool on prefetch throws with context; the host copy survives a retry")
+{
+  fixture f(8 * stash::MiB, 64 * stash::MiB);
+  manager m(f.backend, f.device, f.host);
+  std::size_t const n = 5 * stash::MiB;
+  auto a              = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(a, f.compute), n, a.id, 9);
+  m.offload_async(a, f.compute);
+  m.synchronize();
+  auto b = m.create(n, f.compute);  // takes the device memory a gave back
+  try {
+    (void)m.acquire(a, f.compute);
+    FAIL("prefetch into a full device pool succeeded");
+  } catch (stash::out_of_memory const& e) {
+    CHECK(std::string(e.what()).find("prefetch of tensor #0") != std::string::npos);
+    CHECK(e.requested_bytes() == n);
+  }
+  CHECK(m.state(a) == stash::tensor_state::offloaded);
+  m.release(b);
+  f.backend.synchronize(f.compute);
+  void* q = m.acquire(a, f.compute);  // retry after freeing memory
+  check_async(f.backend, f.compute, q, n, a.id, 9, f.bad);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+}
+
+TEST_CASE("misuse is a logic_error naming the tensor and its state")
+{
+  fixture f;
+  manager m(f.backend, f.device, f.host);
+  auto h = m.create(4096, f.compute);
+  m.offload_async(h, f.compute);
+  try {
+    m.offload_async(h, f.compute);
+    FAIL("double offload accepted");
+  } catch (stash::logic_error const& e) {
+    std::string const what = e.what();
+    CHECK(what.find("tensor #0") != std::string::npos);
+    CHECK((what.find("offloading") != std::string::npos || what.find("offloaded") != std::string::npos));
+  }
+  m.release(h);
+  CHECK_THROWS_AS(m.release(h), stash::logic_error);
+  CHECK_THROWS_AS((void)m.acquire(h, f.compute), stash::logic_error);
+  CHECK_THROWS_AS(m.prefetch_async(h), stash::logic_error);
+  CHECK_THROWS_AS(m.offload_async(h, f.compute), stash::logic_error);
+  try {
+    (void)m.acquire(stash::tensor_handle{42}, f.compute);
+    FAIL("unknown handle accepted");
+  } catch (stash::logic_error const& e) {
+    CHECK(std::string(e.what()).find("unknown tensor #42") != std::string::npos);
+  }
+  CHECK_THROWS_AS(m.release(stash::tensor_handle{}), stash::logic_error);
+}
+
+TEST_CASE("stress: random schedules over several streams keep every tensor's bytes")
+{
+  stash::host_backend_options jitter;
+  jitter.max_delay = std::chrono::microseconds(50);
+  jitter.seed      = 2026;
+  // A tight device budget makes the pool reuse freed memory constantly.
+  fixture f(96 * stash::MiB, 64 * stash::MiB, jitter);
+  manager m(f.backend, f.device, f.host);
+  std::vector<stash::host_backend::stream> streams = {f.compute, f.backend.create_stream(),
+                                                      f.backend.create_stream()};
+  std::mt19937_64 rng(12345);
+  struct tracked {
+    stash::tensor_handle h;
+    std::size_t bytes;
+    std::uint32_t version;
+    bool alive;
+  };
+  std::vector<tracked> tensors;
+  std::uint64_t acquires = 0, ooms = 0;
+  auto sync_all = [&] {
+    for (auto st : streams) { f.backend.synchronize(st); }
+    m.synchronize();
+  };
+  for (int step = 0; step < 3000; ++step) {
+    int const action = std::uniform_int_distribution<int>(0, 9)(rng);
+    auto const s     = streams[std::uniform_int_distribution<std::size_t>(0, streams.size() - 1)(rng)];
+    std::vector<std::size_t> alive;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].alive) { alive.push_back(i); }
+    }
+    bool const create = (action < 2 && alive.size() < 40) || alive.empty();
+    std::size_t const pick =
+      alive.empty() ? 0 : alive[std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(rng)];
+    std::size_t const n = std::uniform_int_distribution<std::size_t>(1, 2 * stash::MiB)(rng);
+    auto run = [&] {
+      if (create) {
+        auto h = m.create(n, s);
+        fill_async(f.backend, s, m.acquire(h, s), n, h.id, 0);
+        tensors.push_back({h, n, 0, true});
+        return;
+      }
+      auto& t = tensors[pick];
+      switch (action) {
+        case 2:
+        case 3:
+          // offload_async orders after `s` and after the tensor's last stream.
+          if (m.state(t.h) == stash::tensor_state::resident) { m.offload_async(t.h, s); }
+          break;
+        case 4: m.prefetch_async(t.h); break;
+        case 5:
+        case 6:
+        case 7: {
+          void* p = m.acquire(t.h, s);
+          check_async(f.backend, s, p, t.bytes, t.h.id, t.version, f.bad);
+          if (action == 7) {  // rewrite it: the next check expects the new version
+            ++t.version;
+            fill_async(f.backend, s, p, t.bytes, t.h.id, t.version);
+          }
+          ++acquires;
+          break;
+        }
+        default:
+          m.release(t.h);
+          t.alive = false;
+          break;
+      }
+    };
+    try {
+      run();
+    } catch (stash::out_of_memory const&) {
+      // The streams are behind and freed memory is still pending: a full pool is a legal
+      // outcome that must lose nothing. Wait for the streams and try again, as a user would.
+      ++ooms;
+      sync_all();
+      run();
+    }
+  }
+  for (auto& t : tensors) {
+    if (!t.alive) { continue; }
+    check_async(f.backend, f.compute, m.acquire(t.h, f.compute), t.bytes, t.h.id, t.version, f.bad);
+    f.backend.synchronize(f.compute);
+    m.release(t.h);
+  }
+  for (auto s : streams) { f.backend.synchronize(s); }
+  m.synchronize();
+  MESSAGE("stress: " << tensors.size() << " tensors, " << acquires << " acquires, "
+                     << m.stats().offloads << " offloads, " << m.stats().prefetches
+                     << " prefetches, " << ooms << " full-pool retries");
+  CHECK(f.bad.load() == 0);
+  CHECK(acquires > 500);
+  CHECK(m.stats().offloads > 100);
+  CHECK(m.stats().prefetches > 100);
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(f.host.stats().in_use_bytes == 0);
+}
