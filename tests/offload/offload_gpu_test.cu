@@ -1,0 +1,139 @@
+// The offload manager on the CUDA backend: the host backend's rules, on real streams and copy
+// engines, with every tensor's bytes checked by a kernel after every acquire.
+#include <stash/core/device_upstream.hpp>
+#include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/offload_manager.hpp>
+#include <stash/offload/pinned_host_pool.hpp>
+#include <stash/pool/caching_pool.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+using device_pool = stash::caching_pool<stash::device_upstream>;
+using host_pool   = stash::pinned_host_pool<>;
+using manager     = stash::offload_manager<stash::cuda_backend, device_pool, host_pool>;
+
+__host__ __device__ std::uint8_t pattern(std::uint64_t id, std::uint32_t version, std::size_t i)
+{
+  return static_cast<std::uint8_t>(id * 131 + version * 17 + i * 7 + (i >> 9));
+}
+
+__global__ void fill_kernel(std::uint8_t* p, std::size_t n, std::uint64_t id, std::uint32_t version)
+{
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    p[i] = pattern(id, version, i);
+  }
+}
+
+__global__ void check_kernel(std::uint8_t const* p, std::size_t n, std::uint64_t id,
+                             std::uint32_t version, unsigned long long* bad)
+{
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    if (p[i] != pattern(id, version, i)) { atomicAdd(bad, 1ull); }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's bytes")
+{
+  stash::cuda_backend backend;
+  device_pool device(stash::device_upstream{}, [] {
+    stash::caching_pool_options o;
+    o.budget = 256 * stash::MiB;
+    return o;
+  }());
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
+  manager m(backend, device, host);
+  std::vector<cudaStream_t> streams = {backend.create_stream(), backend.create_stream(),
+                                       backend.create_stream()};
+  unsigned long long* bad = nullptr;
+  STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
+  *bad = 0;
+
+  struct tracked {
+    stash::tensor_handle h;
+    std::size_t bytes;
+    std::uint32_t version;
+    bool alive;
+  };
+  std::vector<tracked> tensors;
+  std::mt19937_64 rng(99);
+  std::uint64_t acquires = 0;
+  auto sync_all = [&] {
+    for (auto s : streams) { backend.synchronize(s); }
+    m.synchronize();
+  };
+  for (int step = 0; step < 4000; ++step) {
+    int const action = std::uniform_int_distribution<int>(0, 9)(rng);
+    auto const s     = streams[std::uniform_int_distribution<std::size_t>(0, 2)(rng)];
+    std::vector<std::size_t> alive;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].alive) { alive.push_back(i); }
+    }
+    bool const create = (action < 2 && alive.size() < 40) || alive.empty();
+    std::size_t const pick =
+      alive.empty() ? 0 : alive[std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(rng)];
+    std::size_t const n = std::uniform_int_distribution<std::size_t>(1, 4 * stash::MiB)(rng);
+    auto run = [&] {
+      if (create) {
+        auto h  = m.create(n, s);
+        auto* p = static_cast<std::uint8_t*>(m.acquire(h, s));
+        fill_kernel<<<64, 256, 0, s>>>(p, n, h.id, 0);
+        tensors.push_back({h, n, 0, true});
+        return;
+      }
+      auto& t = tensors[pick];
+      switch (action) {
+        case 2:
+        case 3:
+          if (m.state(t.h) == stash::tensor_state::resident) { m.offload_async(t.h, s); }
+          break;
+        case 4: m.prefetch_async(t.h); break;
+        case 5:
+        case 6:
+        case 7: {
+          auto* p = static_cast<std::uint8_t*>(m.acquire(t.h, s));
+          check_kernel<<<64, 256, 0, s>>>(p, t.bytes, t.h.id, t.version, bad);
+          if (action == 7) {
+            ++t.version;
+            fill_kernel<<<64, 256, 0, s>>>(p, t.bytes, t.h.id, t.version);
+          }
+          ++acquires;
+          break;
+        }
+        default:
+          m.release(t.h);
+          t.alive = false;
+          break;
+      }
+    };
+    try {
+      run();
+    } catch (stash::out_of_memory const&) {
+      sync_all();
+      run();
+    }
+    STASH_CUDA_TRY(cudaGetLastError());
+  }
+  for (auto& t : tensors) {
+    if (!t.alive) { continue; }
+    auto* p = static_cast<std::uint8_t*>(m.acquire(t.h, streams[0]));
+    check_kernel<<<64, 256, 0, streams[0]>>>(p, t.bytes, t.h.id, t.version, bad);
+    m.release(t.h);
+  }
+  sync_all();
+  MESSAGE("gpu stress: " << tensors.size() << " tensors, " << acquires << " acquires, "
+                         << m.stats().offloads << " offloads, " << m.stats().prefetches
+                         << " prefetches");
+  CHECK(*bad == 0);
+  CHECK(m.stats().offloads > 100);
+  STASH_CUDA_TRY(cudaFree(bad));
+}
