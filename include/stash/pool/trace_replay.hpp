@@ -1,0 +1,42 @@
+/**
+ * @file trace_replay.hpp
+ * @brief Replays a trace's allocation and free sequence through a pool, to compare pools on the
+ * same recorded iteration.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace stash {
+
+/// @brief Allocates every storage of `t` at its alloc event and frees it at its free event, in
+/// program order, on `stream`; storages never freed are freed after the last event. Returns the
+/// pool's figures as they stood at the end of the iteration (before those final frees), so
+/// `peak_reserved_bytes` is the footprint the pool needed for the iteration.
+template <pool Pool>
+pool_stats replay_trace(trace const& t, Pool& p, cudaStream_t stream = nullptr)
+{
+  std::vector<void*> ptrs(t.storages().size(), nullptr);
+  for (auto const& e : t.events()) {
+    if (e.kind == event_kind::alloc) {
+      ptrs[e.index] = p.allocate(t.storages()[e.index].bytes, stream);
+    } else if (e.kind == event_kind::free) {
+      p.deallocate(ptrs[e.index], t.storages()[e.index].bytes, stream);
+      ptrs[e.index] = nullptr;
+    }
+  }
+  pool_stats const at_end = p.stats();
+  for (std::size_t id = 0; id < ptrs.size(); ++id) {
+    if (ptrs[id] != nullptr) { p.deallocate(ptrs[id], t.storages()[id].bytes, stream); }
+  }
+  return at_end;
+}
+
+}  // namespace stash
