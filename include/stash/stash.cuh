@@ -7,6 +7,24 @@
 #include <stash/version.hpp>
 
 #include <stash/core/cuda_event.hpp>
+#include <stash/codec/bitmask.hpp>
+#include <stash/codec/buffer_header.hpp>
+#include <stash/codec/chain.hpp>
+#include <stash/codec/codec.hpp>
+#include <stash/codec/codec_error.hpp>
+#include <stash/codec/codec_status.hpp>
+#include <stash/codec/csr.hpp>
+#include <stash/codec/device_bitmask.cuh>
+#include <stash/codec/device_codec.cuh>
+#include <stash/codec/device_precision.cuh>
+#include <stash/codec/device_zvc.cuh>
+#include <stash/codec/element_type.hpp>
+#include <stash/codec/identity.hpp>
+#include <stash/codec/pool_argmax.hpp>
+#include <stash/codec/precision.hpp>
+#include <stash/codec/rle.hpp>
+#include <stash/codec/zvc.hpp>
+
 #include <stash/core/config.hpp>
 #include <stash/core/cuda_stream.hpp>
 #include <stash/core/device.hpp>
@@ -17,6 +35,7 @@
 #include <stash/core/pinned_host_buffer.hpp>
 #include <stash/core/pinned_host_upstream.hpp>
 #include <stash/core/units.hpp>
+#include <stash/core/virtual_upstream.hpp>
 #include <stash/core/upstream_resource.hpp>
 
 #include <stash/offload/backend/cuda_backend.hpp>
@@ -29,6 +48,7 @@
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/pool.hpp>
 #include <stash/pool/stream_order.hpp>
+#include <stash/pool/trace_replay.hpp>
 
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/lifetime_interval.hpp>

@@ -1,0 +1,195 @@
+// bench_planners: offset planners on MiniMalloc's 11 "challenging" instances, a 100k-block
+// instance and the recorded training traces. Prints a Markdown table (or JSON with --json).
+//
+//   bench_planners [--data DIR] [--budget-ms N] [--trace-budget-ms N] [--json]
+//
+// DIR defaults to the repository's data/ folder (STASH_DATA_DIR at build time).
+#include <stash/pool/best_of_planner.hpp>
+#include <stash/pool/greedy_planner.hpp>
+#include <stash/pool/plan_checker.hpp>
+#include <stash/pool/search_planner.hpp>
+#include <stash/trace/lifetime.hpp>
+#include <stash/trace/minimalloc_reader.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#ifndef STASH_DATA_DIR
+#define STASH_DATA_DIR "data"
+#endif
+
+namespace {
+
+struct row {
+  std::string name;
+  std::size_t blocks{0};
+  std::uint64_t lower{0};
+  std::uint64_t capacity{0};  // 0: none
+  std::uint64_t greedy{0};
+  double greedy_s{0};
+  std::uint64_t search{0};
+  double search_s{0};
+  std::uint64_t nodes{0};
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+row run(std::string const& name,
+        std::vector<stash::lifetime_interval> const& in,
+        std::uint64_t alignment,
+        std::optional<std::uint64_t> capacity,
+        std::chrono::milliseconds budget)
+{
+  row r;
+  r.name     = name;
+  r.blocks   = in.size();
+  r.lower    = stash::plan_lower_bound(in, alignment);
+  r.capacity = capacity.value_or(0);
+  auto const g = stash::greedy_planner{}.plan(in, alignment);
+  stash::check_plan(in, g);
+  r.greedy   = g.footprint;
+  r.greedy_s = g.plan_seconds();
+  stash::search_options o;
+  o.capacity    = capacity;
+  o.time_budget = budget;
+  stash::search_stats stats;
+  auto const s = stash::search_planner(o).plan(in, alignment, stats);
+  stash::check_plan(in, s);
+  r.search   = s.footprint;
+  r.search_s = s.plan_seconds();
+  r.nodes    = stats.nodes;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::string data = STASH_DATA_DIR;
+  long budget_ms = 8000, trace_budget_ms = 2000;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--data" && i + 1 < argc) {
+      data = argv[++i];
+    } else if (a == "--budget-ms" && i + 1 < argc) {
+      budget_ms = std::atol(argv[++i]);
+    } else if (a == "--trace-budget-ms" && i + 1 < argc) {
+      trace_budget_ms = std::atol(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--data DIR] [--budget-ms N] [--trace-budget-ms N] [--json]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    std::vector<row> mm, traces;
+    for (char c = 'A'; c <= 'K'; ++c) {
+      auto const inst = stash::read_minimalloc_csv(data + "/minimalloc/" + c + ".1048576.csv");
+      mm.push_back(run(std::string(1, c), inst.buffers, 1, inst.capacity,
+                       std::chrono::milliseconds(budget_ms)));
+      std::fprintf(stderr, "%c done\n", c);
+    }
+
+    // 100k blocks: instance A repeated back to back in time.
+    auto const a = stash::read_minimalloc_csv(data + "/minimalloc/A.1048576.csv");
+    std::uint64_t span = 0;
+    for (auto const& b : a.buffers) { span = std::max(span, b.end); }
+    std::vector<stash::lifetime_interval> big;
+    for (std::uint64_t shift = 0; big.size() < 100000; shift += span) {
+      for (auto b : a.buffers) {
+        b.id = big.size();
+        b.begin += shift;
+        b.end += shift;
+        big.push_back(b);
+      }
+    }
+    auto t0          = std::chrono::steady_clock::now();
+    auto const gbig  = stash::greedy_planner{}.plan(big, 1);
+    double const g_s = seconds_since(t0);
+    t0               = std::chrono::steady_clock::now();
+    stash::check_plan(big, gbig);
+    double const check_s = seconds_since(t0);
+    t0                   = std::chrono::steady_clock::now();
+    auto const lbig      = stash::plan_lower_bound(big, 1);
+    double const lb_s    = seconds_since(t0);
+
+    for (char const* t : {"resnet18_b32", "vgg16_b32", "alexnet_b128", "mobilenet_v2_b32",
+                          "transformer_encoder_b8"}) {
+      auto const tr = stash::read_trace(data + "/traces/" + t + ".trace");
+      auto const in = stash::lifetime_intervals(tr);
+      traces.push_back(run(t, in, stash::cuda_allocation_alignment, std::nullopt,
+                           std::chrono::milliseconds(trace_budget_ms)));
+      std::fprintf(stderr, "%s done\n", t);
+    }
+
+    if (json) {
+      std::printf("{\n  \"minimalloc\": [\n");
+      for (std::size_t i = 0; i < mm.size(); ++i) {
+        auto const& r = mm[i];
+        std::printf("    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"capacity\": %llu, "
+                    "\"greedy\": %llu, \"greedy_s\": %.6f, \"search\": %llu, \"search_s\": %.3f, "
+                    "\"nodes\": %llu, \"within_capacity\": %s}%s\n",
+                    r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.capacity,
+                    (unsigned long long)r.greedy, r.greedy_s, (unsigned long long)r.search, r.search_s,
+                    (unsigned long long)r.nodes, r.search <= r.capacity ? "true" : "false",
+                    i + 1 < mm.size() ? "," : "");
+      }
+      std::printf("  ],\n  \"big\": {\"blocks\": %zu, \"greedy\": %llu, \"lower_bound\": %llu, "
+                  "\"greedy_s\": %.4f, \"check_s\": %.4f, \"lower_bound_s\": %.4f},\n  \"traces\": [\n",
+                  big.size(), (unsigned long long)gbig.footprint, (unsigned long long)lbig, g_s, check_s, lb_s);
+      for (std::size_t i = 0; i < traces.size(); ++i) {
+        auto const& r = traces[i];
+        std::printf("    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"greedy\": %llu, "
+                    "\"greedy_alpha\": %.5f, \"search\": %llu, \"search_alpha\": %.5f, \"search_s\": %.3f}%s\n",
+                    r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
+                    double(r.greedy) / double(r.lower), (unsigned long long)r.search,
+                    double(r.search) / double(r.lower), r.search_s, i + 1 < traces.size() ? "," : "");
+      }
+      std::printf("  ]\n}\n");
+      return 0;
+    }
+
+    int within = 0;
+    std::printf("## MiniMalloc challenging instances (alignment 1, capacity 1048576)\n\n");
+    std::printf("| inst | blocks | L | L/cap | greedy | greedy/L | greedy s | search | search/L | within cap | search s | nodes |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
+    for (auto const& r : mm) {
+      bool const ok = r.search <= r.capacity;
+      within += ok ? 1 : 0;
+      std::printf("| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %llu |\n",
+                  r.name.c_str(), r.blocks, (unsigned long long)r.lower,
+                  double(r.lower) / double(r.capacity), (unsigned long long)r.greedy,
+                  double(r.greedy) / double(r.lower), r.greedy_s, (unsigned long long)r.search,
+                  double(r.search) / double(r.lower), ok ? "yes" : "NO", r.search_s,
+                  (unsigned long long)r.nodes);
+    }
+    std::printf("\nwithin capacity: %d of %zu (search budget %ld ms each)\n\n", within, mm.size(), budget_ms);
+    std::printf("## 100k blocks (instance A repeated %zu times in time)\n\n", big.size() / a.buffers.size());
+    std::printf("| blocks | L | greedy | greedy s | check_plan s | plan_lower_bound s |\n|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| %zu | %llu | %llu | %.4f | %.4f | %.4f |\n\n", big.size(), (unsigned long long)lbig,
+                (unsigned long long)gbig.footprint, g_s, check_s, lb_s);
+    std::printf("## Training traces (alignment 256, no capacity: minimise toward L)\n\n");
+    std::printf("| trace | blocks | L | greedy | greedy alpha | search | search alpha | search s |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (auto const& r : traces) {
+      std::printf("| %s | %zu | %llu | %llu | %.5f | %llu | %.5f | %.2f |\n", r.name.c_str(), r.blocks,
+                  (unsigned long long)r.lower, (unsigned long long)r.greedy,
+                  double(r.greedy) / double(r.lower), (unsigned long long)r.search,
+                  double(r.search) / double(r.lower), r.search_s);
+    }
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "bench_planners: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
