@@ -45,10 +45,29 @@
 #include <stash/offload/pinned_host_pool.hpp>
 
 #include <stash/pool/async_pool.hpp>
+#include <stash/pool/best_of_planner.hpp>
+#include <stash/pool/greedy_planner.hpp>
+#include <stash/pool/lifetime_arena.hpp>
+#include <stash/pool/offset_planner.hpp>
+#include <stash/pool/plan.hpp>
+#include <stash/pool/plan_checker.hpp>
+#include <stash/pool/search_planner.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/pool.hpp>
 #include <stash/pool/stream_order.hpp>
 #include <stash/pool/trace_replay.hpp>
+
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/op_flops.hpp>
+#include <stash/sim/simulator.hpp>
+
+#include <stash/swap/auto_swap.hpp>
+#include <stash/swap/no_swap.hpp>
+#include <stash/swap/policy_registry.hpp>
+#include <stash/swap/schedule.hpp>
+#include <stash/swap/swap_policy.hpp>
+#include <stash/swap/vdnn.hpp>
 
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/lifetime_interval.hpp>

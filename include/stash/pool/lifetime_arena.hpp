@@ -1,0 +1,421 @@
+/**
+ * @file lifetime_arena.hpp
+ * @brief The lifetime-aware arena: record one iteration's allocations, plan their offsets
+ * offline, and replay later iterations from one pre-allocated block in O(1) per allocation.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/core/units.hpp>
+#include <stash/core/upstream_resource.hpp>
+#include <stash/pool/caching_pool.hpp>
+#include <stash/pool/greedy_planner.hpp>
+#include <stash/pool/offset_planner.hpp>
+#include <stash/pool/plan.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/pool/stream_order.hpp>
+#include <stash/trace/lifetime_interval.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace stash {
+
+/// @brief Tuning of a lifetime_arena.
+struct lifetime_arena_options {
+  std::size_t budget = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes (arena + fallback)
+  std::uint64_t alignment = cuda_allocation_alignment;           ///< of every planned offset
+  /// Consecutive iterations with the same deviating allocation sequence before re-planning.
+  unsigned settle_iterations = 2;
+  caching_pool_options fallback{};  ///< the online pool that serves what the plan does not
+};
+
+/// @brief Where a lifetime_arena stands.
+enum class arena_state : std::uint8_t {
+  recording,  ///< no plan yet: everything comes from the fallback pool while the sequence is recorded
+  replaying,  ///< a plan is in force: allocations matching it come from the arena
+};
+
+/// @brief A pool that learns a training iteration and replays it (SmartPool's scheme).
+///
+/// Use: `begin_iteration()`, the iteration's allocate/deallocate calls, `end_iteration()`. The
+/// first iteration is recorded (served by the fallback caching_pool); at its end the lifetimes of
+/// the allocations made and freed within it are planned by `Planner` and one arena of the plan's
+/// footprint is taken from the upstream. From then on, allocation number k of an iteration gets
+/// `arena + offset[k]` when its size matches the recording: a lookup, no search.
+///
+/// It never hands out overlapping memory, whatever the program does: an arena block that is
+/// still live past its recorded end (or past its iteration) is "overdue", and an allocation whose
+/// planned range would touch an overdue block goes to the fallback pool instead. Allocations that
+/// deviate from the recording (another size, extra allocations, another stream) also go to the
+/// fallback pool and are counted in `stats().fallbacks`; once the same deviating sequence has been
+/// seen `settle_iterations` times in a row, it is planned anew (at an iteration boundary with no
+/// arena block live). Storages that outlive the recorded iteration (parameters, optimizer state)
+/// are persistent: they stay where the fallback pool placed them, once.
+///
+/// The arena serves the stream it was recorded on; other streams are served by the fallback pool,
+/// which orders cross-stream reuse with `Order`. Not thread safe.
+template <upstream_resource Upstream,
+          offset_planner Planner = greedy_planner,
+          stream_order Order     = default_stream_order_t<Upstream>>
+class lifetime_arena {
+ public:
+  /// @brief Whether the host may touch the memory.
+  static constexpr bool is_host_accessible = Upstream::is_host_accessible;
+
+  /// @brief An arena over `upstream` (the fallback pool takes its segments from a copy of it).
+  explicit lifetime_arena(Upstream upstream = Upstream{}, lifetime_arena_options options = {},
+                          Planner planner = Planner{}, Order order = Order{})
+      : upstream_(upstream),
+        options_(options),
+        planner_(std::move(planner)),
+        fallback_(std::move(upstream), with_budget(options.fallback, options.budget), std::move(order))
+  {
+    STASH_EXPECTS(is_pow2(options_.alignment), "lifetime_arena: alignment must be a power of two");
+  }
+
+  lifetime_arena(lifetime_arena const&)            = delete;
+  lifetime_arena& operator=(lifetime_arena const&) = delete;
+
+  /// @brief Returns the arena to the upstream. Never throws.
+  ~lifetime_arena() { release_arena(); }
+
+  /// @brief Starts an iteration: allocation numbering restarts at 0.
+  void begin_iteration()
+  {
+    STASH_EXPECTS(!in_iteration_, "lifetime_arena::begin_iteration: iteration already begun");
+    in_iteration_ = true;
+    index_        = 0;
+    time_         = 0;
+    current_.clear();
+    next_recorded_end_ = 0;
+    deviated_          = false;
+  }
+
+  /// @brief Ends an iteration; plans (or re-plans) from it when that is due.
+  void end_iteration()
+  {
+    STASH_EXPECTS(in_iteration_, "lifetime_arena::end_iteration: no iteration begun");
+    in_iteration_ = false;
+    ++iterations_;
+    // Blocks still live now outlive their iteration: from here on they are overdue.
+    for (auto& [ptr, live] : live_) {
+      if (live.in_arena) { overdue_.push_back({ptr, live.offset, live.size}); }
+      live.index = no_index;
+    }
+    if (state_ == arena_state::recording) {
+      adopt_recording();
+      try_plan();
+      return;
+    }
+    if (!deviated_) {
+      pending_.clear();
+      settled_ = 0;
+      return;
+    }
+    // The iteration deviated: re-plan once the same sequence has repeated long enough.
+    if (!pending_.empty() && same_sequence(pending_, current_)) {
+      ++settled_;
+    } else {
+      pending_ = current_;
+      settled_ = 1;
+    }
+    if (settled_ >= options_.settle_iterations && overdue_.empty() && arena_live_ == 0) {
+      recorded_ = std::move(pending_);
+      pending_.clear();
+      settled_ = 0;
+      release_arena();
+      state_ = arena_state::recording;
+      try_plan();
+      ++replans_;
+    }
+  }
+
+  /// @brief Allocation number k of the iteration: from the arena when it matches the plan,
+  /// otherwise from the fallback pool.
+  void* allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    if (bytes == 0) { return nullptr; }
+    std::size_t const k = in_iteration_ ? index_++ : no_index;
+    std::uint64_t const t = time_++;
+    void* p          = nullptr;
+    bool in_arena    = false;
+    std::uint64_t off = 0;
+    if (k != no_index && state_ == arena_state::replaying && stream == stream_ &&
+        k < recorded_.size() && recorded_[k].bytes == bytes && recorded_[k].planned) {
+      mark_overdue_until(recorded_[k].begin);
+      off = plan_.offsets[recorded_[k].slot];
+      if (!touches_overdue(off, padded(bytes))) {
+        p        = arena_ + off;
+        in_arena = true;
+      }
+    }
+    if (p == nullptr) {
+      p = fallback_allocate(bytes, stream);  // may throw: nothing below has happened yet
+      bool const expected_persistent = k < recorded_.size() && recorded_[k].bytes == bytes &&
+                                       recorded_[k].end == never;
+      if (state_ == arena_state::replaying && k != no_index && !expected_persistent) {
+        ++fallbacks_;
+        deviated_ = true;
+      }
+    }
+    if (k != no_index) { current_.push_back(recorded_alloc{bytes, t, never, 0, false, stream, p}); }
+    live_.emplace(p, live_block{k, bytes, in_arena, off, padded(bytes)});
+    if (in_arena) { ++arena_live_; }
+    in_use_ += padded(bytes);
+    peak_in_use_   = std::max(peak_in_use_, in_use_);
+    peak_reserved_ = std::max(peak_reserved_, arena_bytes_ + fallback_.stats().reserved_bytes);
+    ++allocations_;
+    return p;
+  }
+
+  /// @brief Frees memory from allocate(). An unknown pointer or a different size throws
+  /// stash::logic_error and changes nothing.
+  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  {
+    if (p == nullptr && bytes == 0) { return; }
+    auto it = live_.find(p);
+    STASH_EXPECTS(it != live_.end(),
+                  "lifetime_arena::deallocate: pointer not allocated by this pool, or already freed");
+    STASH_EXPECTS(it->second.bytes == bytes,
+                  "lifetime_arena::deallocate: size differs from the one allocated (" +
+                    std::to_string(it->second.bytes) + " B allocated, " + std::to_string(bytes) +
+                    " B freed)");
+    live_block const block = it->second;
+    if (!block.in_arena) { fallback_.deallocate(p, bytes, stream); }
+    live_.erase(it);
+    std::uint64_t const t = time_++;
+    if (block.index != no_index && block.index < current_.size()) { current_[block.index].end = t; }
+    if (block.in_arena) {
+      --arena_live_;
+      std::erase_if(overdue_, [&](overdue_block const& o) { return o.ptr == p; });
+      // Freed on another stream, the block may still be in use there: keep it fenced off until
+      // the next plan (rare; the arena serves one stream).
+      if (stream != stream_) { fenced_.push_back({p, block.offset, block.size}); }
+    }
+    in_use_ -= padded(bytes);
+  }
+
+  /// @brief Figures for the arena and its fallback pool together.
+  [[nodiscard]] pool_stats stats() const
+  {
+    pool_stats const f = fallback_.stats();
+    pool_stats s;
+    s.in_use_bytes        = in_use_;
+    s.peak_in_use_bytes   = peak_in_use_;
+    s.reserved_bytes      = arena_bytes_ + f.reserved_bytes;
+    s.peak_reserved_bytes = peak_reserved_;
+    s.largest_free_bytes  = f.largest_free_bytes;
+    s.budget_bytes        = options_.budget;
+    s.allocations         = allocations_;
+    s.fallbacks           = fallbacks_;
+    return s;
+  }
+
+  /// @brief recording or replaying.
+  [[nodiscard]] arena_state state() const noexcept { return state_; }
+  /// @brief The plan in force (empty while recording).
+  [[nodiscard]] stash::plan const& current_plan() const noexcept { return plan_; }
+  /// @brief Bytes of the arena block (the plan's footprint).
+  [[nodiscard]] std::size_t arena_bytes() const noexcept { return arena_bytes_; }
+  /// @brief How many times a deviating pattern was planned anew.
+  [[nodiscard]] std::uint64_t replans() const noexcept { return replans_; }
+  /// @brief Why the last planning attempt left the arena recording ("" when it succeeded).
+  [[nodiscard]] std::string const& plan_failure() const noexcept { return plan_failure_; }
+  /// @brief The fallback pool.
+  [[nodiscard]] caching_pool<Upstream, Order> const& fallback() const noexcept { return fallback_; }
+
+ private:
+  static constexpr std::size_t no_index = std::numeric_limits<std::size_t>::max();
+  static constexpr std::uint64_t never  = std::numeric_limits<std::uint64_t>::max();
+
+  struct recorded_alloc {
+    std::size_t bytes;
+    std::uint64_t begin;  // event time within the iteration
+    std::uint64_t end;    // never: outlived the iteration (persistent)
+    std::size_t slot;     // index into the planned intervals
+    bool planned;
+    cudaStream_t stream;
+    void* ptr;            // where it went (running iteration only)
+  };
+  struct live_block {
+    std::size_t index;  // allocation number in its iteration (no_index outside / after it)
+    std::size_t bytes;
+    bool in_arena;
+    std::uint64_t offset;
+    std::uint64_t size;  // padded
+  };
+  struct overdue_block {
+    void* ptr;
+    std::uint64_t offset;
+    std::uint64_t size;
+  };
+
+  static caching_pool_options with_budget(caching_pool_options o, std::size_t budget)
+  {
+    o.budget = std::min(o.budget, budget);
+    return o;
+  }
+
+  [[nodiscard]] std::uint64_t padded(std::size_t bytes) const noexcept
+  {
+    return align_up(bytes, options_.alignment);
+  }
+
+  static bool same_sequence(std::vector<recorded_alloc> const& a, std::vector<recorded_alloc> const& b)
+  {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](auto const& x, auto const& y) {
+             return x.bytes == y.bytes && x.begin == y.begin && x.end == y.end;
+           });
+  }
+
+  // The fallback's own figures leave out the arena: report the arena's.
+  void* fallback_allocate(std::size_t bytes, cudaStream_t stream)
+  {
+    try {
+      return fallback_.allocate(bytes, stream);
+    } catch (out_of_memory const& e) {
+      bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
+      throw out_of_memory(
+        "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
+        bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
+        e.largest_free_bytes());
+    }
+  }
+
+  void adopt_recording()
+  {
+    recorded_ = current_;
+    if (!recorded_.empty()) { stream_ = recorded_.front().stream; }
+  }
+
+  // Plans recorded_ and takes the arena; on failure stays recording (the fallback serves all).
+  void try_plan()
+  {
+    std::vector<lifetime_interval> intervals;
+    for (std::size_t k = 0; k < recorded_.size(); ++k) {
+      auto& r   = recorded_[k];
+      r.planned = r.end != never && r.stream == stream_;
+      if (r.planned) {
+        r.slot = intervals.size();
+        intervals.push_back(lifetime_interval{k, r.begin, r.end, r.bytes});
+      }
+    }
+    // Planned recorded ends in time order, to find overdue blocks in O(1) amortised.
+    ends_by_time_.clear();
+    for (std::size_t k = 0; k < recorded_.size(); ++k) {
+      if (recorded_[k].planned) { ends_by_time_.push_back({recorded_[k].end, k}); }
+    }
+    std::sort(ends_by_time_.begin(), ends_by_time_.end());
+    if (intervals.empty()) {
+      plan_failure_ = "the recorded iteration freed nothing it allocated";
+      return;
+    }
+    plan_ = planner_.plan(intervals, options_.alignment);
+    auto const f = fallback_.stats();
+    if (plan_.footprint > options_.budget || f.reserved_bytes > options_.budget - plan_.footprint) {
+      fallback_.release_cached();
+    }
+    auto const reserved = fallback_.stats().reserved_bytes;
+    if (plan_.footprint > options_.budget || reserved > options_.budget - plan_.footprint) {
+      plan_failure_ = "plan footprint " + std::to_string(plan_.footprint) +
+                      " B does not fit the budget next to the fallback pool's " +
+                      std::to_string(reserved) + " B";
+      plan_ = {};
+      return;
+    }
+    try {
+      arena_ = static_cast<char*>(upstream_.allocate(plan_.footprint, cuda_allocation_alignment));
+    } catch (out_of_memory const& e) {
+      plan_failure_ = std::string("the upstream cannot hold the arena: ") + e.what();
+      plan_         = {};
+      return;
+    }
+    arena_bytes_ = plan_.footprint;
+    fallback_.set_budget(options_.budget - arena_bytes_);
+    peak_reserved_ = std::max(peak_reserved_, arena_bytes_ + reserved);
+    fenced_.clear();
+    plan_failure_.clear();
+    state_ = arena_state::replaying;
+  }
+
+  void release_arena() noexcept
+  {
+    if (arena_ != nullptr) {
+      upstream_.deallocate(arena_, arena_bytes_, cuda_allocation_alignment);
+      arena_       = nullptr;
+      arena_bytes_ = 0;
+      fallback_.set_budget(std::min(options_.fallback.budget, options_.budget));
+    }
+  }
+
+  // Every planned block whose recorded end is at or before `t` and that is still live is overdue.
+  void mark_overdue_until(std::uint64_t t)
+  {
+    while (next_recorded_end_ < ends_by_time_.size() && ends_by_time_[next_recorded_end_].first <= t) {
+      std::size_t const k = ends_by_time_[next_recorded_end_++].second;
+      if (k < current_.size() && current_[k].end == never) {
+        // Allocation k of this iteration is still live past its recorded end.
+        auto const live = live_.find(current_[k].ptr);
+        if (live != live_.end() && live->second.in_arena) {
+          overdue_.push_back({live->first, live->second.offset, live->second.size});
+        }
+      }
+    }
+  }
+
+  [[nodiscard]] bool touches_overdue(std::uint64_t offset, std::uint64_t size) const noexcept
+  {
+    auto const hits = [&](overdue_block const& o) {
+      return offset < o.offset + o.size && o.offset < offset + size;
+    };
+    return std::any_of(overdue_.begin(), overdue_.end(), hits) ||
+           std::any_of(fenced_.begin(), fenced_.end(), hits);
+  }
+
+  Upstream upstream_;
+  lifetime_arena_options options_;
+  Planner planner_;
+  caching_pool<Upstream, Order> fallback_;
+  arena_state state_{arena_state::recording};
+  stash::plan plan_{};
+  char* arena_{nullptr};
+  std::size_t arena_bytes_{0};
+  cudaStream_t stream_{nullptr};
+
+  bool in_iteration_{false};
+  bool deviated_{false};
+  std::size_t index_{0};
+  std::uint64_t time_{0};
+  std::vector<recorded_alloc> recorded_;  // the planned iteration
+  std::vector<recorded_alloc> current_;   // the running iteration
+  std::vector<recorded_alloc> pending_;   // a deviating sequence waiting to settle
+  unsigned settled_{0};
+  std::vector<std::pair<std::uint64_t, std::size_t>> ends_by_time_;
+  std::size_t next_recorded_end_{0};
+  std::vector<overdue_block> overdue_;
+  std::vector<overdue_block> fenced_;
+  std::unordered_map<void*, live_block> live_;
+  std::size_t arena_live_{0};
+
+  std::size_t in_use_{0};
+  std::size_t peak_in_use_{0};
+  std::size_t peak_reserved_{0};
+  std::uint64_t allocations_{0};
+  std::uint64_t fallbacks_{0};
+  std::uint64_t iterations_{0};
+  std::uint64_t replans_{0};
+  std::string plan_failure_;
+};
+
+}  // namespace stash

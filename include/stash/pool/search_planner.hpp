@@ -1,0 +1,248 @@
+/**
+ * @file search_planner.hpp
+ * @brief An offset planner that searches for footprints at or near the lower bound, bounded by a
+ * time and node budget, falling back to the best plan found (at worst the greedy one).
+ *
+ * Steps: (1) plan greedily (stash::greedy_planner); (2) split the blocks at the moments where
+ * nothing is live into independent sections, each planned on its own; (3) for every section
+ * whose greedy footprint exceeds the target, run a depth-first search over canonical placements
+ * (detail::dsa_search) against that target. With a capacity the target is the capacity; without
+ * one the planner tries the lower bound L first and then bisects between L and the best
+ * footprint found, each try with part of the remaining budget. The ideas (canonical solutions,
+ * lowest-offset-first branching, section decomposition, capacity pruning) follow MiniMalloc
+ * (Moffitt, ASPLOS 2023); the code is stash's own.
+ */
+#pragma once
+
+#include <stash/core/units.hpp>
+#include <stash/pool/detail/dsa_search.hpp>
+#include <stash/pool/detail/time_cells.hpp>
+#include <stash/pool/greedy_planner.hpp>
+#include <stash/pool/offset_planner.hpp>
+#include <stash/pool/plan.hpp>
+#include <stash/trace/lifetime_interval.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stash {
+
+/// @brief Budget and target of a stash::search_planner.
+struct search_options {
+  /// @brief Arena size to fit into (bytes). When set, the search stops at the first plan within
+  /// it; when unset, it minimises the footprint toward the lower bound.
+  std::optional<std::uint64_t> capacity{};
+  /// @brief Wall-clock budget for the whole plan() call (greedy included).
+  std::chrono::milliseconds time_budget{1000};
+  /// @brief Search nodes allowed per section and target footprint (over all restarts); 0 means
+  /// only the time budget limits the search.
+  std::uint64_t node_budget{0};
+  /// @brief Sections with more time-overlapping pairs than this keep their greedy plan (the
+  /// search's memory and per-node work grow with them).
+  std::size_t max_conflict_pairs{4'000'000};
+};
+
+/// @brief Per-call statistics of the last search (for benchmarks and diagnostics).
+struct search_stats {
+  std::uint64_t nodes{0};          ///< search nodes expanded, all attempts and sections
+  std::size_t sections{0};         ///< independent sections the input split into
+  std::size_t attempts{0};         ///< target footprints tried
+  std::uint64_t greedy_footprint{0};  ///< footprint of the greedy starting plan
+  std::uint64_t lower_bound{0};    ///< L at the plan's alignment
+};
+
+/// @brief Bounded search planner (see the file comment).
+class search_planner {
+ public:
+  /// @brief A planner with the given options.
+  explicit search_planner(search_options options = {}) : options_(options) {}
+
+  /// @brief The planner's name in plans and reports.
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "search"; }
+
+  /// @brief The options this planner runs with.
+  [[nodiscard]] search_options const& options() const noexcept { return options_; }
+
+  /// @brief Plans `intervals` (sizes padded to `alignment`, a power of two).
+  [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
+                                 std::uint64_t alignment = cuda_allocation_alignment) const
+  {
+    search_stats ignored;
+    return plan(intervals, alignment, ignored);
+  }
+
+  /// @brief As plan(intervals, alignment), also reporting statistics into `stats`.
+  [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
+                                 std::uint64_t alignment,
+                                 search_stats& stats) const
+  {
+    using clock      = std::chrono::steady_clock;
+    auto const start = clock::now();
+    auto const deadline = start + options_.time_budget;
+    validate_planner_input(intervals, alignment, "search_planner");
+    STASH_EXPECTS(!options_.capacity || *options_.capacity > 0,
+                  "search_planner: capacity must be positive");
+
+    stash::plan best = greedy_planner{}.plan(intervals, alignment);
+    best.planner     = std::string(name());
+    stats            = search_stats{};
+    stats.greedy_footprint = best.footprint;
+    stats.lower_bound      = plan_lower_bound(intervals, alignment);
+
+    auto const sections = split_sections(intervals);
+    stats.sections      = sections.size();
+    std::vector<std::uint64_t> section_footprint(sections.size(), 0);
+    for (std::size_t s = 0; s < sections.size(); ++s) {
+      for (auto i : sections[s]) {
+        section_footprint[s] = std::max(
+          section_footprint[s], best.offsets[i] + padded_size(intervals[i].bytes, alignment));
+      }
+    }
+    std::vector<std::optional<detail::dsa_search>> engines(sections.size());
+    std::vector<std::vector<std::uint32_t>> members(sections.size());  // non-empty blocks
+
+    // Tries to bring every section to footprint <= target; commits only if all succeed.
+    auto attempt = [&](std::uint64_t target, clock::time_point attempt_deadline) -> bool {
+      ++stats.attempts;
+      std::vector<std::pair<std::size_t, std::vector<std::uint64_t>>> solved;
+      for (std::size_t s = 0; s < sections.size(); ++s) {
+        if (section_footprint[s] <= target) { continue; }
+        if (!engines[s]) {
+          if (!build_engine(intervals, alignment, sections[s], members[s], engines[s])) {
+            return false;
+          }
+        }
+        std::vector<std::uint64_t> units;
+        bool found = false;
+        // Portfolio with restarts: three static orders x {lowest offset only, any offset}, node
+        // limits doubling every six runs, orders randomly perturbed after the first six. The
+        // search's running time is heavy-tailed in the order, so many short runs beat one long.
+        std::uint64_t spent = 0;
+        for (std::uint64_t run = 0;; ++run) {
+          if (clock::now() >= attempt_deadline) { break; }
+          std::uint64_t limit = std::uint64_t{3000} << std::min<std::uint64_t>(run / 6, 30);
+          if (options_.node_budget != 0) {
+            if (spent >= options_.node_budget) { break; }
+            limit = std::min(limit, options_.node_budget - spent);
+          }
+          constexpr detail::dsa_order orders[] = {
+            detail::dsa_order::twa, detail::dsa_order::wat, detail::dsa_order::taw};
+          auto const status = engines[s]->solve(target / alignment, orders[run % 3],
+                                                attempt_deadline, limit, units,
+                                                run < 6 ? 0 : run, (run / 3) % 2 == 1);
+          spent += engines[s]->nodes();
+          stats.nodes += engines[s]->nodes();
+          if (status == detail::dsa_status::found) {
+            found = true;
+            break;
+          }
+          // An exhausted run proves nothing (bans and the lowest-offset mode prune solutions
+          // away), so the next configuration still gets its turn.
+        }
+        if (!found) { return false; }
+        solved.emplace_back(s, std::move(units));
+      }
+      for (auto& [s, units] : solved) {
+        std::uint64_t fp = 0;
+        for (std::size_t k = 0; k < members[s].size(); ++k) {
+          auto const i    = members[s][k];
+          best.offsets[i] = units[k] * alignment;
+          fp = std::max(fp, best.offsets[i] + padded_size(intervals[i].bytes, alignment));
+        }
+        section_footprint[s] = fp;
+      }
+      best.footprint = sections.empty()
+                         ? 0
+                         : *std::max_element(section_footprint.begin(), section_footprint.end());
+      return true;
+    };
+
+    if (options_.capacity) {
+      auto const target = align_down(*options_.capacity, alignment);
+      if (best.footprint > target && target >= stats.lower_bound) { attempt(target, deadline); }
+    } else {
+      std::uint64_t lo = stats.lower_bound;  // no plan below lo exists
+      bool first       = true;
+      while (lo < best.footprint && clock::now() < deadline) {
+        std::uint64_t const target =
+          first ? lo : align_down(lo + (best.footprint - lo) / 2, alignment);
+        auto const now       = clock::now();
+        auto const remaining = deadline - now;
+        if (!attempt(target, now + remaining / 2)) {
+          lo = target + alignment;
+        }
+        first = false;
+      }
+    }
+    best.plan_time = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start);
+    return best;
+  }
+
+ private:
+  // Groups block indices into maximal runs of time in which something is always live.
+  static std::vector<std::vector<std::uint32_t>> split_sections(
+    std::span<const lifetime_interval> intervals)
+  {
+    std::vector<std::uint32_t> order(intervals.size());
+    std::iota(order.begin(), order.end(), 0U);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return intervals[a].begin < intervals[b].begin;
+    });
+    std::vector<std::vector<std::uint32_t>> out;
+    std::uint64_t reach = 0;
+    for (auto i : order) {
+      if (out.empty() || intervals[i].begin >= reach) { out.emplace_back(); }
+      out.back().push_back(i);
+      reach = std::max(reach, intervals[i].end);
+    }
+    return out;
+  }
+
+  bool build_engine(std::span<const lifetime_interval> intervals,
+                    std::uint64_t alignment,
+                    std::vector<std::uint32_t> const& section,
+                    std::vector<std::uint32_t>& members,
+                    std::optional<detail::dsa_search>& engine) const
+  {
+    members.clear();
+    for (auto i : section) {
+      if (intervals[i].bytes != 0) { members.push_back(i); }
+    }
+    auto cells = detail::make_time_cells(intervals, members);
+    detail::dsa_instance inst;
+    inst.size.reserve(members.size());
+    for (auto i : members) { inst.size.push_back(padded_size(intervals[i].bytes, alignment) / alignment); }
+    inst.cell_begin = std::move(cells.cell_begin);
+    inst.cell_end   = std::move(cells.cell_end);
+    inst.cells      = cells.cells;
+    // Count conflicts before building the graph, so a dense section cannot exhaust memory.
+    {
+      std::vector<std::uint32_t> begins(inst.cell_begin);
+      std::sort(begins.begin(), begins.end());
+      std::size_t pairs = 0;
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        auto const below = static_cast<std::size_t>(
+          std::lower_bound(begins.begin(), begins.end(), inst.cell_end[k]) - begins.begin());
+        pairs += below;  // blocks starting before k ends: an upper bound on 2x pairs + n
+        if (pairs > 2 * options_.max_conflict_pairs + members.size()) { return false; }
+      }
+    }
+    engine.emplace(std::move(inst));
+    return true;
+  }
+
+  search_options options_;
+};
+
+static_assert(offset_planner<search_planner>);
+
+}  // namespace stash

@@ -1,0 +1,156 @@
+/**
+ * @file cost_model.hpp
+ * @brief Time of ops, transfers and codec kernels on a hardware preset, with every assumption a
+ * named parameter.
+ *
+ * Op time = kernel launch + max(FLOPs / (peak FLOP/s x compute_efficiency),
+ *                                bytes / (peak memory bandwidth x memory_efficiency)),
+ * a roofline over the bytes an op reads and writes and, where sizes determine them, its FLOPs
+ * (see op_flops.hpp). Ops that write nothing are views: they launch no kernel and cost view_op_s.
+ * Transfer time = link latency + wire bytes / achieved link bandwidth, where wire bytes =
+ * bytes / codec_ratio when a codec is modelled. Codec kernels stream their input once and write
+ * their output once, so each runs at codec_bandwidth_fraction of the memory bandwidth.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/op_flops.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stash {
+
+/// @brief The assumptions of the cost model. Defaults are stated guesses, not measurements.
+struct cost_params {
+  /// Share of peak fp32 FLOP/s that conv and GEMM kernels sustain (cuDNN/cuBLAS on large
+  /// layers reach 60-80%; an assumption).
+  double compute_efficiency = 0.7;
+  /// Share of peak memory bandwidth that elementwise kernels sustain (STREAM-like; assumption).
+  double memory_efficiency = 0.8;
+  /// Whether FLOPs derived from sizes are used; false = a bytes-only roofline.
+  bool use_flops = true;
+  /// Whether offloaded data passes through a codec (encode before D2H, decode after H2D).
+  bool use_codec = false;
+  /// Uncompressed / compressed bytes when use_codec; fixed, or measured (codec_ratio_of).
+  double codec_ratio = 1.0;
+  /// Codec kernel throughput as a share of the memory bandwidth: a stream compaction reads the
+  /// input once and writes at most as much, so about half of copy throughput (assumption).
+  double codec_bandwidth_fraction = 0.5;
+  /// Cost of an op that writes nothing (view, detach): no kernel; its host cost hides behind
+  /// queued GPU work (assumption).
+  double view_op_s = 0.0;
+};
+
+/// @brief The ratio uncompressed / compressed from a measured pair of sizes; stash::logic_error
+/// for empty sizes.
+[[nodiscard]] inline double codec_ratio_of(std::uint64_t raw_bytes, std::uint64_t encoded_bytes)
+{
+  STASH_EXPECTS(raw_bytes > 0 && encoded_bytes > 0,
+                "codec_ratio_of: sizes must be positive (raw " + std::to_string(raw_bytes) +
+                  " B, encoded " + std::to_string(encoded_bytes) + " B)");
+  return static_cast<double>(raw_bytes) / static_cast<double>(encoded_bytes);
+}
+
+/// @brief Times of ops, transfers and codec kernels on one hardware preset.
+class cost_model {
+ public:
+  /// @brief A model of `hw` under `params`; stash::logic_error for nonsensical parameters.
+  explicit cost_model(hardware const& hw, cost_params const& params = {}) : hw_(hw), params_(params)
+  {
+    auto positive = [](double v) { return v > 0 && std::isfinite(v); };
+    STASH_EXPECTS(positive(hw.pcie_d2h_bytes_per_s) && positive(hw.pcie_h2d_bytes_per_s) &&
+                    positive(hw.device_bytes_per_s) && positive(hw.fp32_flops_per_s),
+                  "hardware '" + std::string(hw.name) + "': rates must be positive");
+    STASH_EXPECTS(hw.pcie_latency_s >= 0 && hw.kernel_launch_s >= 0,
+                  "hardware '" + std::string(hw.name) + "': latencies must be >= 0");
+    STASH_EXPECTS(params.compute_efficiency > 0 && params.compute_efficiency <= 1,
+                  "cost_params.compute_efficiency must be in (0, 1], got " +
+                    std::to_string(params.compute_efficiency));
+    STASH_EXPECTS(params.memory_efficiency > 0 && params.memory_efficiency <= 1,
+                  "cost_params.memory_efficiency must be in (0, 1], got " +
+                    std::to_string(params.memory_efficiency));
+    STASH_EXPECTS(positive(params.codec_ratio),
+                  "cost_params.codec_ratio must be positive, got " +
+                    std::to_string(params.codec_ratio));
+    STASH_EXPECTS(params.codec_bandwidth_fraction > 0,
+                  "cost_params.codec_bandwidth_fraction must be positive");
+    STASH_EXPECTS(params.view_op_s >= 0, "cost_params.view_op_s must be >= 0");
+  }
+
+  /// @brief The hardware preset.
+  [[nodiscard]] hardware const& hw() const noexcept { return hw_; }
+  /// @brief The assumptions.
+  [[nodiscard]] cost_params const& params() const noexcept { return params_; }
+
+  /// @brief Seconds for an op of the given work.
+  [[nodiscard]] double op_time(op_work const& w) const noexcept
+  {
+    if (w.view) { return params_.view_op_s; }
+    double const memory = static_cast<double>(w.bytes) /
+                          (hw_.device_bytes_per_s * params_.memory_efficiency);
+    double const compute =
+      params_.use_flops ? w.flops / (hw_.fp32_flops_per_s * params_.compute_efficiency) : 0.0;
+    return hw_.kernel_launch_s + std::max(memory, compute);
+  }
+
+  /// @brief Seconds of every op of `t`, indexed by op index.
+  [[nodiscard]] std::vector<double> op_times(trace const& t) const
+  {
+    auto const work = estimate_op_work(t);
+    std::vector<double> times(work.size());
+    for (std::size_t i = 0; i < work.size(); ++i) { times[i] = op_time(work[i]); }
+    return times;
+  }
+
+  /// @brief Bytes that cross the link for a storage of `bytes` (after the codec, if any).
+  [[nodiscard]] std::uint64_t wire_bytes(std::uint64_t bytes) const noexcept
+  {
+    if (!params_.use_codec) { return bytes; }
+    return static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / params_.codec_ratio));
+  }
+
+  /// @brief Seconds of the device-to-host copy of a storage of `bytes`.
+  [[nodiscard]] double d2h_time(std::uint64_t bytes) const noexcept
+  {
+    return hw_.pcie_latency_s + static_cast<double>(wire_bytes(bytes)) / hw_.pcie_d2h_bytes_per_s;
+  }
+  /// @brief Seconds of the host-to-device copy of a storage of `bytes`.
+  [[nodiscard]] double h2d_time(std::uint64_t bytes) const noexcept
+  {
+    return hw_.pcie_latency_s + static_cast<double>(wire_bytes(bytes)) / hw_.pcie_h2d_bytes_per_s;
+  }
+  /// @brief Seconds of the encode kernel before an offload (0 without a codec).
+  [[nodiscard]] double encode_time(std::uint64_t bytes) const noexcept { return codec_time(bytes); }
+  /// @brief Seconds of the decode kernel after a prefetch (0 without a codec).
+  [[nodiscard]] double decode_time(std::uint64_t bytes) const noexcept { return codec_time(bytes); }
+
+  /// @brief Whole offload: encode then D2H.
+  [[nodiscard]] double offload_time(std::uint64_t bytes) const noexcept
+  {
+    return encode_time(bytes) + d2h_time(bytes);
+  }
+  /// @brief Whole prefetch: H2D then decode.
+  [[nodiscard]] double prefetch_time(std::uint64_t bytes) const noexcept
+  {
+    return h2d_time(bytes) + decode_time(bytes);
+  }
+
+ private:
+  [[nodiscard]] double codec_time(std::uint64_t bytes) const noexcept
+  {
+    if (!params_.use_codec) { return 0.0; }
+    return hw_.kernel_launch_s + static_cast<double>(bytes) / (hw_.device_bytes_per_s *
+                                                               params_.codec_bandwidth_fraction);
+  }
+
+  hardware hw_;
+  cost_params params_;
+};
+
+}  // namespace stash

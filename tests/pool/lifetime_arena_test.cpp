@@ -1,0 +1,231 @@
+#include "pool_conformance.hpp"
+
+#include <stash/core/host_upstream.hpp>
+#include <stash/pool/lifetime_arena.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+using host_arena = stash::lifetime_arena<stash::host_upstream>;
+static_assert(stash::pool<host_arena>);
+
+cudaStream_t const main_stream = reinterpret_cast<cudaStream_t>(0x1000);
+cudaStream_t const side_stream = reinterpret_cast<cudaStream_t>(0x2000);
+
+stash::lifetime_arena_options with_budget(std::size_t budget)
+{
+  stash::lifetime_arena_options o;
+  o.budget = budget;
+  return o;
+}
+
+// One step of a synthetic iteration: allocate (size > 0) or free the slot's block.
+struct step {
+  int slot;
+  std::size_t bytes;  // 0: free
+};
+
+// A forward/backward-shaped iteration: activations allocated in order, freed in reverse, with
+// short-lived workspaces in between.
+std::vector<step> training_like_iteration(std::size_t scale = 1)
+{
+  std::vector<step> s;
+  int const layers = 12;
+  for (int l = 0; l < layers; ++l) {
+    s.push_back({100 + l, scale * (1000 + 37 * std::size_t(l)) * 256});  // workspace
+    s.push_back({l, scale * (4096 + 512 * std::size_t(l % 5)) * 64});    // activation
+    s.push_back({100 + l, 0});
+  }
+  for (int l = layers - 1; l >= 0; --l) {
+    s.push_back({200 + l, scale * (4096 + 512 * std::size_t(l % 5)) * 64});  // gradient
+    s.push_back({l, 0});
+    s.push_back({200 + l, 0});
+  }
+  return s;
+}
+
+// Runs one iteration through the arena, checking that no two live blocks overlap and that every
+// block keeps its contents until freed.
+struct iteration_runner {
+  host_arena& arena;
+  stash::test::detail::live_set addresses{};
+  std::map<int, std::pair<void*, std::size_t>> live{};
+  bool ok = true;
+
+  void run(std::vector<step> const& steps, cudaStream_t stream = main_stream)
+  {
+    arena.begin_iteration();
+    for (auto const& st : steps) {
+      if (st.bytes > 0) {
+        void* p = arena.allocate(st.bytes, stream);
+        ok      = ok && addresses.insert(p, st.bytes);
+        std::memset(p, st.slot & 0xFF, st.bytes);
+        live[st.slot] = {p, st.bytes};
+      } else {
+        auto [p, n] = live.at(st.slot);
+        auto const* b = static_cast<unsigned char const*>(p);
+        ok = ok && b[0] == (st.slot & 0xFF) && b[n - 1] == (st.slot & 0xFF);
+        arena.deallocate(p, n, stream);
+        addresses.erase(p);
+        live.erase(st.slot);
+      }
+    }
+    arena.end_iteration();
+  }
+};
+}  // namespace
+
+TEST_CASE("pool conformance: lifetime_arena over host memory (outside iterations: the fallback)")
+{
+  stash::test::check_pool_conformance<host_arena>(
+    [](std::size_t budget) { return std::make_unique<host_arena>(stash::host_upstream{}, with_budget(budget)); },
+    main_stream);
+}
+
+TEST_CASE("lifetime_arena records one iteration, then replays every allocation from its plan")
+{
+  host_arena arena;
+  iteration_runner runner{arena};
+  auto const iteration = training_like_iteration();
+  CHECK(arena.state() == stash::arena_state::recording);
+  runner.run(iteration);
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+  CHECK(arena.plan_failure().empty());
+  auto const footprint = arena.arena_bytes();
+  CHECK(footprint == arena.current_plan().footprint);
+  CHECK(footprint > 0);
+
+  for (int i = 0; i < 3; ++i) { runner.run(iteration); }
+  CHECK(runner.ok);
+  auto const s = arena.stats();
+  CHECK(s.fallbacks == 0);
+  CHECK(s.in_use_bytes == 0);
+  CHECK(arena.replans() == 0);
+  // The arena is no larger than what the caching pool reserved while recording.
+  CHECK(footprint <= arena.fallback().stats().peak_reserved_bytes);
+}
+
+TEST_CASE("lifetime_arena: a deviating allocation goes to the fallback, and a settled pattern is re-planned")
+{
+  stash::lifetime_arena_options o;
+  o.settle_iterations = 2;
+  host_arena arena(stash::host_upstream{}, o);
+  iteration_runner runner{arena};
+  auto const iteration = training_like_iteration();
+  runner.run(iteration);
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+
+  auto changed = iteration;
+  changed[4].bytes += 4096;  // the second activation grows (a dynamic shape)
+  runner.run(changed);
+  CHECK(runner.ok);
+  CHECK(arena.stats().fallbacks == 1);
+  CHECK(arena.replans() == 0);
+  runner.run(changed);  // seen twice in a row: planned anew
+  CHECK(arena.replans() == 1);
+  auto const fallbacks = arena.stats().fallbacks;
+  runner.run(changed);
+  runner.run(changed);
+  CHECK(runner.ok);
+  CHECK(arena.stats().fallbacks == fallbacks);  // the new plan serves it
+}
+
+TEST_CASE("lifetime_arena never overlaps a block that lives past its recorded end")
+{
+  host_arena arena;
+  iteration_runner runner{arena};
+  auto const iteration = training_like_iteration();
+  runner.run(iteration);
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+
+  // Keep every workspace alive to the end of the iteration: later blocks planned on top of them
+  // must not be handed the same memory.
+  std::vector<step> late;
+  for (auto const& st : iteration) {
+    if (st.bytes == 0 && st.slot >= 100 && st.slot < 200) { continue; }
+    late.push_back(st);
+  }
+  for (int l = 0; l < 12; ++l) { late.push_back({100 + l, 0}); }
+  runner.run(late);
+  CHECK(runner.ok);
+  CHECK(arena.stats().fallbacks > 0);
+  CHECK(arena.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("lifetime_arena: blocks outliving the iteration are persistent and fenced")
+{
+  host_arena arena;
+  iteration_runner runner{arena};
+  std::vector<step> first = {{1, 1 << 20}, {2, 1 << 20}, {2, 0}, {3, 4096}, {3, 0}};  // 1 persists
+  runner.run(first);
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+  // The persistent block came from the fallback and is not part of the plan.
+  CHECK(arena.current_plan().offsets.size() == 2);
+  std::vector<step> next = {{2, 1 << 20}, {2, 0}, {3, 4096}, {3, 0}};
+  // Index 0 is now 2's allocation (1 MiB, recorded as the persistent one): served by the
+  // fallback as expected, and never overlapping block 1, which is still live.
+  runner.run(next);
+  CHECK(runner.ok);
+}
+
+TEST_CASE("lifetime_arena: other streams are served by the fallback pool")
+{
+  host_arena arena;
+  iteration_runner runner{arena};
+  auto const iteration = training_like_iteration();
+  runner.run(iteration, main_stream);
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+  runner.run(iteration, side_stream);
+  CHECK(runner.ok);
+  CHECK(arena.stats().fallbacks > 0);
+}
+
+TEST_CASE("lifetime_arena: a budget too small for the plan keeps it recording, and still serving")
+{
+  auto const iteration = training_like_iteration();
+  // First find the footprint the plan needs.
+  std::size_t footprint = 0;
+  {
+    host_arena probe;
+    iteration_runner r{probe};
+    r.run(iteration);
+    footprint = probe.arena_bytes();
+  }
+  REQUIRE(footprint > 0);
+  // Room for the caching pool's segments one at a time, not for the arena next to them.
+  host_arena arena(stash::host_upstream{}, with_budget(footprint + footprint / 2));
+  iteration_runner runner{arena};
+  runner.run(iteration);
+  runner.run(iteration);
+  CHECK(runner.ok);
+  if (arena.state() == stash::arena_state::recording) {
+    CHECK_FALSE(arena.plan_failure().empty());
+  } else {
+    CHECK(arena.stats().reserved_bytes <= footprint + footprint / 2);
+  }
+  CHECK(arena.stats().peak_reserved_bytes <= footprint + footprint / 2);
+}
+
+TEST_CASE("lifetime_arena: out_of_memory carries the arena's figures and leaves it intact")
+{
+  host_arena arena(stash::host_upstream{}, with_budget(4 * stash::MiB));
+  arena.begin_iteration();
+  void* a = arena.allocate(3 * stash::MiB, main_stream);
+  auto const before = arena.stats();
+  try {
+    (void)arena.allocate(3 * stash::MiB, main_stream);
+    FAIL("allocation beyond the budget succeeded");
+  } catch (stash::out_of_memory const& e) {
+    CHECK(std::string(e.what()).find("lifetime_arena") != std::string::npos);
+    CHECK(e.budget_bytes() == 4 * stash::MiB);
+    CHECK(e.in_use_bytes() == 3 * stash::MiB);
+  }
+  CHECK(stash::test::detail::same_stats(before, arena.stats()));
+  arena.deallocate(a, 3 * stash::MiB, main_stream);
+  arena.end_iteration();
+  CHECK_THROWS_AS(arena.end_iteration(), stash::logic_error);
+}

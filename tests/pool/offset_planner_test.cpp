@@ -1,0 +1,217 @@
+// Tests of the offset planners (greedy, search, best-of): known optima on hand-made cases,
+// alignment, bad input, randomized instances and MiniMalloc instances. Every plan made here goes
+// through stash::check_plan.
+#include <stash/pool/best_of_planner.hpp>
+#include <stash/pool/greedy_planner.hpp>
+#include <stash/pool/offset_planner.hpp>
+#include <stash/pool/plan.hpp>
+#include <stash/pool/plan_checker.hpp>
+#include <stash/pool/search_planner.hpp>
+#include <stash/trace/minimalloc_reader.hpp>
+
+#include "support/data.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+using intervals = std::vector<stash::lifetime_interval>;
+using best_of   = stash::best_of_planner<stash::greedy_planner, stash::search_planner>;
+
+static_assert(stash::offset_planner<stash::greedy_planner>);
+static_assert(stash::offset_planner<stash::search_planner>);
+static_assert(stash::offset_planner<best_of>);
+
+stash::search_planner quick_search(std::uint64_t ms = 200)
+{
+  stash::search_options o;
+  o.time_budget = std::chrono::milliseconds(ms);
+  return stash::search_planner(o);
+}
+
+template <class Planner>
+stash::plan checked(Planner const& p, intervals const& in, std::uint64_t alignment)
+{
+  auto result = p.plan(in, alignment);
+  stash::check_plan(in, result);
+  CHECK(result.footprint >= stash::plan_lower_bound(in, alignment));
+  CHECK(result.alignment == alignment);
+  return result;
+}
+
+intervals random_instance(std::uint64_t seed, std::size_t n, std::uint64_t horizon)
+{
+  std::mt19937_64 rng(seed);
+  intervals out;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto const begin = rng() % horizon;
+    auto const len   = 1 + rng() % (horizon / 8 + 1);
+    auto const bytes = (rng() % 8 == 0) ? 0 : 1 + rng() % 100000;
+    out.push_back({1000 + i, begin, begin + len, bytes});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("planners: disjoint lifetimes all share offset 0")
+{
+  intervals const in{{1, 0, 2, 500}, {2, 2, 5, 300}, {3, 5, 6, 700}, {4, 6, 9, 200}};
+  auto const check = [&](auto const& planner) {
+    auto const p = checked(planner, in, 1);
+    CHECK(p.footprint == 700);
+    for (auto o : p.offsets) { CHECK(o == 0); }
+  };
+  check(stash::greedy_planner{});
+  check(quick_search());
+  check(best_of{});
+}
+
+TEST_CASE("planners: blocks all live together stack up to the sum")
+{
+  intervals const in{{1, 0, 10, 64}, {2, 1, 9, 128}, {3, 2, 8, 32}, {4, 3, 7, 256}};
+  auto const check = [&](auto const& planner) {
+    auto const p = checked(planner, in, 1);
+    CHECK(p.footprint == 64 + 128 + 32 + 256);
+    CHECK(p.alpha(stash::plan_lower_bound(in, 1)) == doctest::Approx(1.0));
+  };
+  check(stash::greedy_planner{});
+  check(quick_search());
+  check(best_of{});
+}
+
+TEST_CASE("greedy places largest first, best fit in the smallest gap that fits")
+{
+  intervals const in{{1, 0, 4, 100}, {2, 0, 10, 40}, {3, 5, 9, 30}, {4, 5, 6, 50}};
+  auto const p = checked(stash::greedy_planner{}, in, 1);
+  // Largest first: 1 -> 0; 4 -> 0 (no placed conflict); 2 conflicts with 1 [0,100) and 4 [0,50)
+  // and has no gap, so it goes on top at 100; 3 conflicts with 2 [100,140) and 4 [0,50) and
+  // fits the gap [50,100).
+  CHECK(p.offsets == std::vector<std::uint64_t>{0, 100, 50, 0});
+  CHECK(p.footprint == 140);
+}
+
+TEST_CASE("greedy is provably suboptimal here and the search reaches the lower bound")
+{
+  intervals const in{{0, 2, 4, 3}, {1, 4, 6, 3}, {2, 5, 8, 3}, {3, 3, 5, 1}};
+  auto const lower = stash::plan_lower_bound(in, 1);
+  CHECK(lower == 6);
+  auto const greedy = checked(stash::greedy_planner{}, in, 1);
+  CHECK(greedy.footprint == 7);  // > L, so greedy is not optimal
+  auto const search = checked(quick_search(), in, 1);
+  CHECK(search.footprint == lower);
+  auto const best = checked(best_of{}, in, 1);
+  CHECK(best.footprint == lower);
+  CHECK(best.planner == "search");
+  CHECK(best_of{}.name() == "best_of(greedy_by_size,search)");
+}
+
+TEST_CASE("planners pad sizes and align offsets")
+{
+  intervals const in{{1, 0, 5, 100}, {2, 1, 6, 257}, {3, 2, 3, 1}, {4, 6, 9, 1000}, {5, 0, 9, 0}};
+  for (std::uint64_t alignment : {1ULL, 8ULL, 256ULL, 4096ULL}) {
+    CAPTURE(alignment);
+    for (auto const& p : {checked(stash::greedy_planner{}, in, alignment),
+                          checked(quick_search(), in, alignment)}) {
+      for (auto o : p.offsets) { CHECK(o % alignment == 0); }
+      CHECK(p.footprint % alignment == 0);
+    }
+  }
+  // At 256: three overlapping blocks padded to 256 + 512 + 256 = 1024; 1000 pads to 1024.
+  CHECK(stash::greedy_planner{}.plan(in, 256).footprint == 1024);
+  CHECK(stash::greedy_planner{}.plan(in).alignment == 256);
+}
+
+TEST_CASE("planners reject bad input with a logic_error naming the block")
+{
+  intervals const empty_life{{1, 0, 5, 8}, {42, 7, 7, 8}};
+  try {
+    (void)stash::greedy_planner{}.plan(empty_life, 1);
+    FAIL("expected stash::logic_error");
+  } catch (stash::logic_error const& e) {
+    CHECK(std::string(e.what()).find("id 42") != std::string::npos);
+    CHECK(std::string(e.what()).find("greedy_planner") != std::string::npos);
+  }
+  CHECK_THROWS_AS((void)quick_search().plan(empty_life, 1), stash::logic_error);
+  intervals const ok{{1, 0, 5, 8}};
+  CHECK_THROWS_AS((void)stash::greedy_planner{}.plan(ok, 24), stash::logic_error);
+  CHECK_THROWS_AS((void)quick_search().plan(ok, 0), stash::logic_error);
+  auto const none = stash::greedy_planner{}.plan(intervals{}, 256);
+  CHECK(none.offsets.empty());
+  CHECK(none.footprint == 0);
+}
+
+TEST_CASE("planners: randomized instances validate, and the search never loses to greedy")
+{
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    CAPTURE(seed);
+    auto const in     = random_instance(seed, 40 + 20 * seed, 400);
+    auto const lower  = stash::plan_lower_bound(in, 256);
+    auto const greedy = checked(stash::greedy_planner{}, in, 256);
+    auto const search = checked(quick_search(100), in, 256);
+    CHECK(search.footprint <= greedy.footprint);
+    auto const best = checked(best_of{stash::greedy_planner{}, quick_search(100)}, in, 256);
+    CHECK(best.footprint <= greedy.footprint);
+    CHECK(best.footprint >= lower);
+  }
+}
+
+TEST_CASE("search planner: statistics and independent sections")
+{
+  // Two time-disjoint groups; the second is the greedy-suboptimal case shifted to t >= 100.
+  intervals in{{0, 0, 3, 5}, {1, 1, 4, 5}};
+  for (auto b : intervals{{10, 2, 4, 3}, {11, 4, 6, 3}, {12, 5, 8, 3}, {13, 3, 5, 1}}) {
+    b.begin += 100;
+    b.end += 100;
+    in.push_back(b);
+  }
+  stash::search_stats stats;
+  auto const p = quick_search().plan(in, 1, stats);
+  stash::check_plan(in, p);
+  CHECK(stats.sections == 2);
+  CHECK(stats.lower_bound == 10);
+  CHECK(stats.greedy_footprint == 10);  // the first section dominates: greedy already optimal
+  CHECK(p.footprint == 10);
+}
+
+TEST_CASE("search planner packs MiniMalloc instances F and H within capacity")
+{
+  for (char const* name : {"minimalloc/F.1048576.csv", "minimalloc/H.1048576.csv"}) {
+    CAPTURE(name);
+    auto const inst = stash::read_minimalloc_csv(stash::test::data_path(name));
+    REQUIRE(inst.capacity.has_value());
+    auto const greedy = checked(stash::greedy_planner{}, inst.buffers, 1);
+    CHECK(greedy.footprint > *inst.capacity);  // these are hard for greedy
+    stash::search_options o;
+    o.capacity    = inst.capacity;
+    o.time_budget = std::chrono::milliseconds(4000);
+    auto const p  = checked(stash::search_planner(o), inst.buffers, 1);
+    CHECK(p.footprint <= *inst.capacity);
+  }
+}
+
+TEST_CASE("greedy plans 100k blocks (a MiniMalloc instance repeated in time) validly")
+{
+  auto const inst = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/A.1048576.csv"));
+  intervals big;
+  std::uint64_t shift = 0;
+  std::uint64_t span  = 0;
+  for (auto const& b : inst.buffers) { span = std::max(span, b.end); }
+  while (big.size() < 100000) {
+    for (auto b : inst.buffers) {
+      b.id = big.size();
+      b.begin += shift;
+      b.end += shift;
+      big.push_back(b);
+    }
+    shift += span;
+  }
+  auto const p = checked(stash::greedy_planner{}, big, 1);
+  // Repetitions are disjoint in time, so the footprint is that of one copy.
+  CHECK(p.footprint == stash::greedy_planner{}.plan(inst.buffers, 1).footprint);
+}

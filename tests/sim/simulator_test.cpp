@@ -1,0 +1,140 @@
+// The simulator on a four-op trace whose timeline can be worked out by hand.
+//
+// Machine: 1 GB/s device memory (every op is memory-bound: 1 byte = 1 ns), 1 GB/s H2D, no
+// latency, no launch overhead. Ops: op0 5 us, op1 5 us, op2 7 us, op3 6 us (bytes read +
+// written). Storage a (4000 B) is written by op0, read by op1 and op3.
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/swap/schedule.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+std::string const tiny = R"(# stash-trace v1 model=tiny dtype=float32
+p forward
+t 0 1000 input x
+t 1 4000 act a
+o aten::relu 0 1
+t 2 1000 act b
+o aten::relu 1 2
+t 3 6000 temp c
+o aten::relu 2 3
+f 3
+p backward
+t 4 1000 temp d
+o aten::relu_backward 2,1 4
+f 1
+f 2
+f 4
+)";
+
+stash::cost_model model(double d2h_bytes_per_s = 1e9)
+{
+  stash::hardware const hw{"round", "test", d2h_bytes_per_s, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.compute_efficiency = 1.0;
+  p.memory_efficiency  = 1.0;
+  return stash::cost_model(hw, p);
+}
+
+stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at, std::uint64_t prefetch_at)
+{
+  return stash::make_schedule(t, "hand", 0, {stash::swap_entry{1, 1, 3, offload_at, prefetch_at, 4000}});
+}
+
+}  // namespace
+
+TEST_CASE("without swaps the iteration is the sum of op times and the peak the trace's")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  auto const r = stash::simulate(t, model(), stash::make_schedule(t, "none", 0, {}));
+  CHECK(r.iteration_s == doctest::Approx(23e-6));
+  CHECK(r.compute_s == doctest::Approx(23e-6));
+  CHECK(r.stall_s == 0.0);
+  CHECK(r.stalls.empty());
+  CHECK(r.device_peak == 12000);  // x + a + b + c while op2 runs
+  CHECK(r.d2h_bytes == 0);
+  REQUIRE(r.op_start.size() == 4);
+  CHECK(r.op_start[2] == doctest::Approx(10e-6));
+  CHECK(r.timeline.size() == 4);
+}
+
+TEST_CASE("a late prefetch stalls the op that needs it for exactly the transfer time")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  auto const s = offload_a(t, 1, 3);
+  CHECK(s.device_peak == 8000);  // a is off the device while op2 holds c
+  // D2H issued when op1 starts (5 us): [5, 9]. Prefetch issued when op3 is reached (17 us):
+  // [17, 21]. op3 waits 4 us.
+  auto const r = stash::simulate(t, model(), s);
+  CHECK(r.iteration_s == doctest::Approx(27e-6));
+  CHECK(r.stall_s == doctest::Approx(4e-6));
+  REQUIRE(r.stalls.size() == 1);
+  CHECK(r.stalls[0].op == 3);
+  CHECK(r.stalls[0].storage == 1);
+  CHECK(r.stalls[0].cause == stash::stall_cause::transfer);
+  CHECK(r.stalls[0].seconds == doctest::Approx(4e-6));
+  CHECK(r.op_start[3] == doctest::Approx(21e-6));
+  CHECK(r.device_peak == 8000);
+  CHECK(r.d2h_bytes == 4000);
+  CHECK(r.h2d_bytes == 4000);
+  int offloads = 0, prefetches = 0, stalls = 0;
+  for (auto const& span : r.timeline) {
+    if (span.kind == stash::timeline_span::kind_t::offload) {
+      ++offloads;
+      CHECK(span.start == doctest::Approx(5e-6));
+      CHECK(span.end == doctest::Approx(9e-6));
+    }
+    if (span.kind == stash::timeline_span::kind_t::prefetch) {
+      ++prefetches;
+      CHECK(span.start == doctest::Approx(17e-6));
+    }
+    if (span.kind == stash::timeline_span::kind_t::stall) { ++stalls; }
+  }
+  CHECK(offloads == 1);
+  CHECK(prefetches == 1);
+  CHECK(stalls == 1);
+}
+
+TEST_CASE("an early prefetch hides the transfer but saves no memory")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  auto const s = offload_a(t, 1, 2);
+  CHECK(s.device_peak == 12000);
+  auto const r = stash::simulate(t, model(), s);
+  CHECK(r.stall_s == 0.0);
+  CHECK(r.iteration_s == doctest::Approx(23e-6));
+  CHECK(r.device_peak == 12000);
+}
+
+TEST_CASE("a prefetch waiting for a slow offload is reported as such")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  // D2H at 0.25 GB/s: 16 us, [5, 21]. Prefetch issued at 10 us waits until 21, ends at 25;
+  // op3, reached at 17 us, stalls 8 us.
+  auto const r = stash::simulate(t, model(0.25e9), offload_a(t, 1, 2));
+  REQUIRE(r.stalls.size() == 1);
+  CHECK(r.stalls[0].cause == stash::stall_cause::offload_pending);
+  CHECK(r.stall_s == doctest::Approx(8e-6));
+  CHECK(r.iteration_s == doctest::Approx(31e-6));
+}
+
+TEST_CASE("the device keeps an offloaded storage until its copy is done")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  // D2H at 0.4 GB/s: 10 us, [5, 15], so a still holds its bytes when c arrives at 10 us.
+  auto const r = stash::simulate(t, model(0.4e9), offload_a(t, 1, 3));
+  CHECK(r.device_peak == 12000);
+  auto const fast = stash::simulate(t, model(), offload_a(t, 1, 3));
+  CHECK(fast.device_peak == 8000);
+}
+
+TEST_CASE("simulate rejects an invalid schedule")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  auto s       = offload_a(t, 1, 3);
+  s.entries[0].prefetch_at = 1;
+  CHECK_THROWS_AS((void)stash::simulate(t, model(), s), stash::schedule_error);
+}

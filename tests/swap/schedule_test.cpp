@@ -1,0 +1,101 @@
+// The schedule validator and the planned device curve on a hand-made trace.
+#include <stash/swap/schedule.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+namespace {
+
+// a (id 1, 4000 B) is written by op0 and read by op1 and op3; b is read at op2 and written at op3.
+std::string const tiny = R"(# stash-trace v1 model=tiny dtype=float32
+p forward
+t 0 1000 input x
+t 1 4000 act a
+o aten::relu 0 1
+t 2 1000 act b
+o aten::relu 1 2
+t 3 6000 temp c
+o aten::relu 2 3
+f 3
+p backward
+t 4 1000 temp d
+o aten::relu_backward 2,1 4
+f 1
+f 2
+f 4
+)";
+
+stash::schedule with(stash::trace const& t, stash::swap_entry e)
+{
+  return stash::make_schedule(t, "hand", 0, {e});
+}
+
+void expect_rejected(stash::trace const& t, stash::schedule const& s, std::string const& what)
+{
+  try {
+    stash::validate_schedule(t, s);
+    FAIL("accepted an invalid schedule; expected: " << what);
+  } catch (stash::schedule_error const& e) {
+    CHECK(std::string(e.what()).find(what) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a valid schedule passes and plans the peak without the storage")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  auto const s = with(t, {1, 1, 3, 1, 3, 4000});
+  CHECK_NOTHROW(stash::validate_schedule(t, s));
+  CHECK(s.baseline_peak == 12000);
+  CHECK(s.device_peak == 8000);
+  CHECK(s.offloaded_bytes() == 4000);
+  auto const curve = stash::planned_device_curve(t, s.entries);
+  // Events: p t0 t1 o0 t2 o1 t3 o2 f3 p t4 o3 f1 f2 f4; a is off after o1 through o2.
+  REQUIRE(curve.size() == 15);
+  CHECK(curve[5] == 6000);  // o1: a still there
+  CHECK(curve[6] == 8000);  // t3: 12000 - 4000
+  CHECK(curve[7] == 8000);  // o2
+  CHECK(curve[8] == 6000);  // f3: the prefetch issued as op3 starts holds a's bytes again
+  CHECK(curve[10] == 7000); // t4: a back for op3
+}
+
+TEST_CASE("the validator names the entry and the broken rule")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  auto broken = [&](auto change) {
+    auto s = with(t, {1, 1, 3, 1, 3, 4000});
+    change(s.entries[0]);
+    return s;
+  };
+  expect_rejected(t, broken([](auto& e) { e.id = 9; }), "entry 0: storage id 9 does not exist");
+  expect_rejected(t, broken([](auto& e) { e.bytes = 10; }), "differ from its size 4000");
+  expect_rejected(t, broken([](auto& e) { e.last_use = 0; }), "not consecutive accesses");
+  expect_rejected(t, broken([](auto& e) { e.next_use = 7; }), "out of range");
+  expect_rejected(t, broken([](auto& e) { e.prefetch_at = 1; }), "must be in (last_use 1, next_use 3]");
+  expect_rejected(t, broken([](auto& e) { e.offload_at = 0; }), "writes it after its offload starts");
+  expect_rejected(t, broken([](auto& e) { e.offload_at = 3; }), "must precede prefetch_at");
+
+  auto twice = with(t, {1, 1, 3, 1, 3, 4000});
+  twice.entries.push_back(twice.entries[0]);
+  twice.device_peak = stash::planned_peak(t, twice.entries);
+  expect_rejected(t, twice, "overlaps entry 0");
+
+  auto peak = with(t, {1, 1, 3, 1, 3, 4000});
+  peak.device_peak = 12000;
+  expect_rejected(t, peak, "is not the planned peak 8000");
+}
+
+TEST_CASE("a storage not yet allocated cannot be offloaded")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  // b (id 2) is allocated after op0; its gap op1 -> op3 with the offload at op0 is invalid.
+  auto const s = with(t, {2, 2, 3, 2, 3, 1000});
+  CHECK_NOTHROW(stash::validate_schedule(t, s));
+  auto bad       = s;
+  bad.entries[0] = {2, 1, 2, 0, 2, 1000};
+  bad.device_peak = stash::planned_peak(t, bad.entries);
+  expect_rejected(t, bad, "before the storage is allocated");
+}
