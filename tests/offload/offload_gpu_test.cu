@@ -1,6 +1,9 @@
 // The offload manager on the CUDA backend: the host backend's rules, on real streams and copy
 // engines, with every tensor's bytes checked by a kernel after every acquire.
+#include <stash/codec/device_zvc.cuh>
+#include <stash/codec/zvc.hpp>
 #include <stash/core/device_upstream.hpp>
+#include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
@@ -9,7 +12,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -136,4 +141,33 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
   CHECK(*bad == 0);
   CHECK(m.stats().offloads > 100);
   STASH_CUDA_TRY(cudaFree(bad));
+}
+
+TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like data")
+{
+  using zvc_manager = stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
+                                             stash::device_codec_transfer<stash::device_zvc<float>>>;
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
+  zvc_manager m(backend, device, host);
+  cudaStream_t const s = backend.create_stream();
+  std::size_t const n  = (1 << 20) + 77;
+  std::vector<float> h(n);
+  for (std::size_t i = 0; i < n; ++i) { h[i] = (i * 2654435761u) % 3 == 0 ? float(i % 1000) : 0.0f; }
+  auto t  = m.create(n * sizeof(float), s);
+  void* p = m.acquire(t, s);
+  STASH_CUDA_TRY(cudaMemcpyAsync(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+  m.offload_async(t, s);
+  auto const copy = m.host_copy(t);
+  std::vector<float> decoded(n);
+  CHECK(stash::zvc<float>::host_decode(copy, std::span<float>(decoded)) == n);
+  CHECK(std::memcmp(decoded.data(), h.data(), n * sizeof(float)) == 0);
+  void* q = m.acquire(t, s);
+  std::vector<float> back(n);
+  STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), q, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(std::memcmp(back.data(), h.data(), n * sizeof(float)) == 0);
+  m.release(t);
 }

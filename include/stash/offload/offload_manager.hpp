@@ -5,13 +5,18 @@
  */
 #pragma once
 
+#include <stash/codec/codec_error.hpp>
+#include <stash/codec/codec_status.hpp>
 #include <stash/core/error.hpp>
+#include <stash/core/units.hpp>
 #include <stash/offload/offload_backend.hpp>
+#include <stash/offload/transfer.hpp>
 #include <stash/pool/pool.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,8 +59,9 @@ struct offload_stats {
   std::uint64_t offloads{0};             ///< offload_async calls that moved a tensor
   std::uint64_t prefetches{0};           ///< host -> device transfers started
   std::uint64_t demand_prefetches{0};    ///< of those, started by acquire() (not prefetched ahead)
-  std::uint64_t bytes_offloaded{0};      ///< device -> host bytes
-  std::uint64_t bytes_prefetched{0};     ///< host -> device bytes
+  std::uint64_t bytes_offloaded{0};      ///< device -> host bytes (uncompressed)
+  std::uint64_t bytes_prefetched{0};     ///< host -> device bytes (uncompressed)
+  std::uint64_t decode_failures{0};      ///< host copies found corrupted on the way back
 };
 
 /// @brief Streams the manager queues its copies on.
@@ -84,7 +90,12 @@ struct offload_manager_options {
 /// prefetch_async/acquire throw stash::out_of_memory and the host copy stays valid for a retry.
 /// Misuse (an unknown or released handle, offloading a tensor not resident) throws
 /// stash::logic_error naming the tensor and its state. Not thread safe.
-template <offload_backend Backend, pool DevicePool, pool HostPool>
+///
+/// `Transfer` (transfer.hpp) moves the bytes: raw copies, or a codec that encodes on the way out
+/// and decodes on the way back. A host copy that fails to decode (corrupted) is never handed out
+/// as data: the decode leaves zeros and an error status, and the next call into the manager once
+/// the decode has run (at the latest synchronize()) throws stash::codec_error naming the tensor.
+template <offload_backend Backend, pool DevicePool, pool HostPool, class Transfer = raw_transfer>
 class offload_manager {
  public:
   /// @brief The backend's stream handle.
@@ -110,6 +121,7 @@ class offload_manager {
     try {
       backend_.synchronize(d2h_);
       backend_.synchronize(h2d_);
+      drop_pending(std::nullopt);
       for (std::uint64_t id = 0; id < entries_.size(); ++id) {
         if (entries_[id].state != tensor_state::released) { release(tensor_handle{id}); }
       }
@@ -141,11 +153,14 @@ class offload_manager {
   /// @brief Stash the tensor on the host after the work queued on `stream`; see the class docs.
   void offload_async(tensor_handle h, stream_type stream)
   {
+    reap();
     entry& e = checked(h, "offload_async");
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
-    void* host = nullptr;
+    std::size_t const capacity = Transfer::host_bytes(e.bytes);
+    std::size_t const slot     = slot_bytes(capacity);
+    void* host                 = nullptr;
     try {
-      host = host_pool_.allocate(e.bytes, backend_.tag(d2h_));
+      host = host_pool_.allocate(slot, backend_.tag(d2h_));
     } catch (out_of_memory const& oom) {
       throw out_of_memory("offload_manager host pool (offload of tensor #" + std::to_string(h.id) +
                             ", which stays resident)",
@@ -156,12 +171,16 @@ class offload_manager {
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    backend_.copy_async(host, e.device, e.bytes, d2h_);
+    void* scratch = take_scratch(e.bytes, d2h_);
+    Transfer::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
+                     status_of(host, capacity));
+    give_back_scratch(scratch, e.bytes, d2h_);
     backend_.release(e.ready);
     e.host_ready = backend_.record(d2h_);
     device_pool_.deallocate(e.device, e.bytes, backend_.tag(d2h_));
-    e.device = nullptr;
-    e.host   = host;
+    e.device   = nullptr;
+    e.host     = host;
+    e.capacity = capacity;
     e.state  = tensor_state::offloading;
     ++stats_.offloads;
     stats_.bytes_offloaded += e.bytes;
@@ -173,6 +192,7 @@ class offload_manager {
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.
   [[nodiscard]] void* acquire(tensor_handle h, stream_type stream)
   {
+    reap();
     entry& e = checked(h, "acquire");
     refresh(e);
     if (e.state == tensor_state::offloading || e.state == tensor_state::offloaded) {
@@ -191,13 +211,15 @@ class offload_manager {
   /// @brief The tensor is dead: free what it holds, in the order of its last use.
   void release(tensor_handle h)
   {
+    reap();
     entry& e = checked(h, "release");
     if (e.device != nullptr) {
       // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
       auto const last = e.state == tensor_state::prefetching ? h2d_ : e.last_stream;
       device_pool_.deallocate(e.device, e.bytes, backend_.tag(last));
     }
-    if (e.host != nullptr) { host_pool_.deallocate(e.host, e.bytes, backend_.tag(d2h_)); }
+    if (e.host != nullptr) { host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(d2h_)); }
+    drop_pending(h.id);
     backend_.release(e.ready);
     backend_.release(e.host_ready);
     e.device = nullptr;
@@ -214,6 +236,20 @@ class offload_manager {
     return entries_[h.id].state;
   }
 
+  /// @brief The host copy of an offloaded tensor (as the transfer wrote it: raw bytes or a codec
+  /// buffer a host reference decodes), e.g. to inspect stashed data on the host. Blocks until the
+  /// copy is complete.
+  [[nodiscard]] std::span<std::byte const> host_copy(tensor_handle h)
+  {
+    entry& e = checked(h, "host_copy");
+    if (e.state != tensor_state::offloading && e.state != tensor_state::offloaded) {
+      misuse(h, e, "host_copy", "only an offloaded tensor has a host copy");
+    }
+    backend_.synchronize(e.host_ready);
+    refresh(e);
+    return {static_cast<std::byte const*>(e.host), e.capacity};
+  }
+
   /// @brief The tensor's size in bytes.
   [[nodiscard]] std::size_t bytes(tensor_handle h) const
   {
@@ -222,11 +258,13 @@ class offload_manager {
     return entries_[h.id].bytes;
   }
 
-  /// @brief Blocks until the manager's copies queued so far have finished.
+  /// @brief Blocks until the manager's copies queued so far have finished; throws
+  /// stash::codec_error if a host copy failed to decode.
   void synchronize()
   {
     backend_.synchronize(d2h_);
     backend_.synchronize(h2d_);
+    reap();
   }
 
   /// @brief What was moved so far.
@@ -242,6 +280,7 @@ class offload_manager {
   struct entry {
     tensor_state state{tensor_state::released};
     std::size_t bytes{0};
+    std::size_t capacity{0};  // of the host copy
     void* device{nullptr};
     void* host{nullptr};
     event_type ready{};       // the device copy is complete (after a prefetch)
@@ -262,6 +301,70 @@ class offload_manager {
   {
     STASH_FAIL(std::string("offload_manager::") + what + ": tensor #" + std::to_string(h.id) +
                " is " + to_string(e.state) + ", and " + why);
+  }
+
+  // A decode whose status is read once its event has passed; the host copy is kept until then.
+  struct pending_check {
+    std::uint64_t id;
+    void* host;
+    std::size_t capacity;
+    event_type decoded;
+  };
+
+  // The host slot: the copy, then (16-byte aligned) the transfer_status the transfer writes.
+  static std::size_t slot_bytes(std::size_t capacity) noexcept
+  {
+    return align_up(capacity, 16) + sizeof(transfer_status);
+  }
+  static transfer_status* status_of(void* host, std::size_t capacity) noexcept
+  {
+    return reinterpret_cast<transfer_status*>(static_cast<char*>(host) + align_up(capacity, 16));
+  }
+
+  void* take_scratch(std::size_t bytes, stream_type s)
+  {
+    std::size_t const n = Transfer::scratch_bytes(bytes);
+    return n == 0 ? nullptr : device_pool_.allocate(n, backend_.tag(s));
+  }
+  void give_back_scratch(void* scratch, std::size_t bytes, stream_type s)
+  {
+    if (scratch != nullptr) {
+      device_pool_.deallocate(scratch, Transfer::scratch_bytes(bytes), backend_.tag(s));
+    }
+  }
+
+  // Frees the host copies of finished decodes; throws codec_error for one that failed.
+  void reap()
+  {
+    for (std::size_t i = 0; i < pending_.size();) {
+      if (!backend_.query(pending_[i].decoded)) {
+        ++i;
+        continue;
+      }
+      pending_check p = pending_[i];
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      codec_status const status = status_of(p.host, p.capacity)->status;
+      backend_.release(p.decoded);
+      host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      if (status.code != 0) {
+        ++stats_.decode_failures;
+        throw codec_error(static_cast<codec_errc>(status.code), status.offset,
+                          "offload_manager: the host copy of tensor #" + std::to_string(p.id) +
+                            " failed to decode; its device bytes are zeros, not data");
+      }
+    }
+  }
+
+  // Drops the unchecked decodes of tensor `id` (or all), freeing their host copies in the H2D
+  // stream's order. Never throws on a bad status: the tensor is gone.
+  void drop_pending(std::optional<std::uint64_t> id) noexcept
+  {
+    std::erase_if(pending_, [&](pending_check& p) {
+      if (id && p.id != *id) { return false; }
+      backend_.release(p.decoded);
+      host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      return true;
+    });
   }
 
   // Work queued on `later` from now on runs after the work queued on `earlier` so far.
@@ -294,10 +397,18 @@ class offload_manager {
                           oom.largest_free_bytes());
     }
     backend_.wait(h2d_, e.host_ready);
-    backend_.copy_async(device, e.host, e.bytes, h2d_);
+    void* scratch = take_scratch(e.bytes, h2d_);
+    Transfer::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
+                     status_of(e.host, e.capacity));
+    give_back_scratch(scratch, e.bytes, h2d_);
     e.ready = backend_.record(h2d_);
-    host_pool_.deallocate(e.host, e.bytes, backend_.tag(h2d_));
     backend_.release(e.host_ready);
+    if constexpr (Transfer::reports_status) {
+      // The host copy is kept until the decode's status has been read.
+      pending_.push_back(pending_check{h.id, e.host, e.capacity, backend_.record(h2d_)});
+    } else {
+      host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
+    }
     e.host   = nullptr;
     e.device = device;
     e.state  = tensor_state::prefetching;
@@ -312,6 +423,7 @@ class offload_manager {
   stream_type d2h_;
   stream_type h2d_;
   std::vector<entry> entries_;
+  std::vector<pending_check> pending_;
   offload_stats stats_;
 };
 

@@ -1,0 +1,131 @@
+/**
+ * @file transfer.hpp
+ * @brief How the offload manager moves a tensor's bytes: raw, or through a codec.
+ *
+ * A transfer policy `T` turns a device tensor into a host copy and back, in a stream's order, on a
+ * backend `B`. The manager gives it a host slot of `T::host_bytes(bytes)` and, right after it, a
+ * `transfer_status` the transfer writes (so errors travel back without a host round trip), and
+ * device scratch of `T::scratch_bytes(bytes)` from the device pool, freed in the stream's order.
+ *
+ * Customization points:
+ * - `static std::size_t host_bytes(std::size_t bytes)`: the most bytes the host copy can need.
+ * - `static std::size_t scratch_bytes(std::size_t bytes)`: device scratch for encode or decode.
+ * - `static void encode(B&, typename B::stream, void const* device, std::size_t bytes,
+ *    void* host, std::size_t capacity, void* scratch, transfer_status* status)`
+ * - `static void decode(B&, typename B::stream, void const* host, std::size_t capacity,
+ *    void* device, std::size_t bytes, void* scratch, transfer_status* status)`: on a bad host copy,
+ *    writes the error to `*status` instead of throwing (it runs asynchronously).
+ * - `static constexpr bool lossless`
+ * - `static constexpr bool reports_status`: whether encode/decode write `*status` (the manager
+ *   reads it only then).
+ *
+ * Choosing the compressed size without a host round trip: the encoder writes straight into the
+ * pinned host slot (the host backend's memcpy; on a GPU, the encode kernel's stores go over PCIe to
+ * mapped pinned memory — a software "compressing DMA engine", cDMA's idea), so no D2H copy has to
+ * know the size in advance; the slot is sized for the worst case.
+ */
+#pragma once
+
+#include <stash/codec/codec.hpp>
+#include <stash/codec/codec_error.hpp>
+#include <stash/codec/codec_status.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+
+#include <cstddef>
+#include <cstring>
+#include <span>
+
+namespace stash {
+
+/// @brief What a transfer reports back through the host slot (written by the transfer's own
+/// stream, read by the manager once that stream got there).
+struct transfer_status {
+  codec_status status;         ///< decode (or encode) result; code 0 is success
+  std::size_t encoded_bytes;    ///< compressed size written by the encoder, where it knows it
+  std::uint64_t reserved;       ///< keeps the record 32 bytes
+};
+
+/// @brief Bytes as they are: one copy each way.
+struct raw_transfer {
+  /// @brief Nothing is lost.
+  static constexpr bool lossless = true;
+  /// @brief Copies cannot find a corrupted buffer: no status is written.
+  static constexpr bool reports_status = false;
+  /// @brief The tensor's own size.
+  static std::size_t host_bytes(std::size_t bytes) noexcept { return bytes; }
+  /// @brief None.
+  static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
+
+  /// @brief A copy in `s`'s order.
+  template <class Backend>
+  static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
+                     void* host, std::size_t, void*, transfer_status*)
+  {
+    b.copy_async(host, device, bytes, s);
+  }
+
+  /// @brief A copy in `s`'s order.
+  template <class Backend>
+  static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t,
+                     void* device, std::size_t bytes, void*, transfer_status*)
+  {
+    b.copy_async(device, host, bytes, s);
+  }
+};
+
+/// @brief A codec's host reference run on the host backend's streams: the CPU twin of the device
+/// codec transfer, so the manager's codec path (sizes, status, errors) is tested without a GPU.
+template <codec Codec>
+struct host_codec_transfer {
+  /// @brief As the codec.
+  static constexpr bool lossless = Codec::lossless;
+  /// @brief encode and decode write a codec_status.
+  static constexpr bool reports_status = true;
+  /// @brief The codec's element type.
+  using value_type = typename Codec::value_type;
+
+  /// @brief The codec's worst case for the tensor's elements.
+  static std::size_t host_bytes(std::size_t bytes)
+  {
+    STASH_EXPECTS(bytes % sizeof(value_type) == 0,
+                  "host_codec_transfer: tensor size is not a whole number of elements");
+    return Codec::max_compressed_bytes(bytes / sizeof(value_type));
+  }
+  /// @brief None: the host reference needs none.
+  static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
+
+  /// @brief host_encode in `s`'s order.
+  static void encode(host_backend& b, host_backend::stream s, void const* device, std::size_t bytes,
+                     void* host, std::size_t capacity, void*, transfer_status* status)
+  {
+    b.launch(s, [=] {
+      try {
+        auto const used = Codec::host_encode(
+          std::span<value_type const>(static_cast<value_type const*>(device), bytes / sizeof(value_type)),
+          std::span<std::byte>(static_cast<std::byte*>(host), capacity));
+        *status = transfer_status{codec_status{0, 0, 0}, used, 0};
+      } catch (codec_error const& e) {
+        *status = transfer_status{codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()}, 0, 0};
+      }
+    });
+  }
+
+  /// @brief host_decode in `s`'s order; a bad host copy leaves zeros and an error in `*status`.
+  static void decode(host_backend& b, host_backend::stream s, void const* host, std::size_t capacity,
+                     void* device, std::size_t bytes, void*, transfer_status* status)
+  {
+    b.launch(s, [=] {
+      try {
+        (void)Codec::host_decode(
+          std::span<std::byte const>(static_cast<std::byte const*>(host), capacity),
+          std::span<value_type>(static_cast<value_type*>(device), bytes / sizeof(value_type)));
+        status->status = codec_status{0, 0, 0};
+      } catch (codec_error const& e) {
+        std::memset(device, 0, bytes);  // no half-decoded data
+        status->status = codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()};
+      }
+    });
+  }
+};
+
+}  // namespace stash
