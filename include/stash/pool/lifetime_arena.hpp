@@ -62,7 +62,8 @@ enum class arena_state : std::uint8_t {
 /// arena block live). Storages that outlive the recorded iteration (parameters, optimizer state)
 /// are persistent: they stay where the fallback pool placed them, once.
 ///
-/// The arena serves the stream it was recorded on; other streams are served by the fallback pool,
+/// The arena serves the stream it was recorded on (the first one allocated on in the recorded
+/// iteration); allocations on other streams are not numbered and are served by the fallback pool,
 /// which orders cross-stream reuse with `Order`. Not thread safe.
 template <upstream_resource Upstream,
           offset_planner Planner = greedy_planner,
@@ -145,7 +146,10 @@ class lifetime_arena {
   void* allocate(std::size_t bytes, cudaStream_t stream)
   {
     if (bytes == 0) { return nullptr; }
-    std::size_t const k = in_iteration_ ? index_++ : no_index;
+    // Only the arena's stream is numbered (the first stream allocated on while recording), so
+    // allocations on side streams (e.g. an offload manager's prefetches) do not shift the sequence.
+    if (in_iteration_ && state_ == arena_state::recording && current_.empty()) { stream_ = stream; }
+    std::size_t const k = in_iteration_ && stream == stream_ ? index_++ : no_index;
     std::uint64_t const t = time_++;
     void* p          = nullptr;
     bool in_arena    = false;
@@ -293,11 +297,7 @@ class lifetime_arena {
     }
   }
 
-  void adopt_recording()
-  {
-    recorded_ = current_;
-    if (!recorded_.empty()) { stream_ = recorded_.front().stream; }
-  }
+  void adopt_recording() { recorded_ = current_; }
 
   // Plans recorded_ and takes the arena; on failure stays recording (the fallback serves all).
   void try_plan()
