@@ -6,6 +6,8 @@
 
 #include <stash/version.hpp>
 
+#include <stash/allocator.hpp>
+
 #include <stash/core/cuda_event.hpp>
 #include <stash/codec/bitmask.hpp>
 #include <stash/codec/buffer_header.hpp>

@@ -79,6 +79,7 @@ class lifetime_arena {
       : upstream_(upstream),
         options_(options),
         planner_(std::move(planner)),
+        order_(order),
         fallback_(std::move(upstream), with_budget(options.fallback, options.budget), std::move(order))
   {
     STASH_EXPECTS(is_pow2(options_.alignment), "lifetime_arena: alignment must be a power of two");
@@ -88,12 +89,21 @@ class lifetime_arena {
   lifetime_arena& operator=(lifetime_arena const&) = delete;
 
   /// @brief Returns the arena to the upstream. Never throws.
-  ~lifetime_arena() { release_arena(); }
+  ~lifetime_arena()
+  {
+    for (auto& f : fenced_) { order_.release(f.marker); }
+    release_arena();
+    for (auto& r : retired_) {
+      for (auto& m : r.markers) { order_.release(m); }
+      upstream_.deallocate(r.ptr, r.bytes, cuda_allocation_alignment);
+    }
+  }
 
   /// @brief Starts an iteration: allocation numbering restarts at 0.
   void begin_iteration()
   {
     STASH_EXPECTS(!in_iteration_, "lifetime_arena::begin_iteration: iteration already begun");
+    reap_retired();
     in_iteration_ = true;
     index_        = 0;
     time_         = 0;
@@ -134,7 +144,7 @@ class lifetime_arena {
       recorded_ = std::move(pending_);
       pending_.clear();
       settled_ = 0;
-      release_arena();
+      retire_arena();
       state_ = arena_state::recording;
       try_plan();
       ++replans_;
@@ -202,9 +212,11 @@ class lifetime_arena {
     if (block.in_arena) {
       --arena_live_;
       std::erase_if(overdue_, [&](overdue_block const& o) { return o.ptr == p; });
-      // Freed on another stream, the block may still be in use there: keep it fenced off until
-      // the next plan (rare; the arena serves one stream).
-      if (stream != stream_) { fenced_.push_back({p, block.offset, block.size}); }
+      // Freed on another stream, the block may still be in use there: fence it off until that
+      // stream's work queued so far has passed.
+      if (stream != stream_) {
+        fenced_.push_back({p, block.offset, block.size, order_.record(stream)});
+      }
     }
     in_use_ -= padded(bytes);
   }
@@ -262,6 +274,17 @@ class lifetime_arena {
     void* ptr;
     std::uint64_t offset;
     std::uint64_t size;
+  };
+  struct fenced_block {
+    void* ptr;
+    std::uint64_t offset;
+    std::uint64_t size;
+    typename Order::marker marker;
+  };
+  struct retired_arena {
+    void* ptr;
+    std::size_t bytes;
+    std::vector<typename Order::marker> markers;  // the arena's stream, and streams still fenced
   };
 
   static caching_pool_options with_budget(caching_pool_options o, std::size_t budget)
@@ -344,9 +367,23 @@ class lifetime_arena {
     arena_bytes_ = plan_.footprint;
     fallback_.set_budget(options_.budget - arena_bytes_);
     peak_reserved_ = std::max(peak_reserved_, arena_bytes_ + reserved);
-    fenced_.clear();
     plan_failure_.clear();
     state_ = arena_state::replaying;
+  }
+
+  // Work queued on the old arena (on its stream, or on streams that freed fenced blocks) may
+  // still run: it goes back to the upstream only once that work has passed.
+  void retire_arena()
+  {
+    if (arena_ == nullptr) { return; }
+    retired_arena r{arena_, arena_bytes_, {}};
+    r.markers.push_back(order_.record(stream_));
+    for (auto& f : fenced_) { r.markers.push_back(std::move(f.marker)); }
+    fenced_.clear();
+    retired_.push_back(std::move(r));
+    arena_       = nullptr;
+    arena_bytes_ = 0;
+    fallback_.set_budget(std::min(options_.fallback.budget, options_.budget));
   }
 
   void release_arena() noexcept
@@ -374,18 +411,37 @@ class lifetime_arena {
     }
   }
 
-  [[nodiscard]] bool touches_overdue(std::uint64_t offset, std::uint64_t size) const noexcept
+  [[nodiscard]] bool touches_overdue(std::uint64_t offset, std::uint64_t size)
   {
-    auto const hits = [&](overdue_block const& o) {
+    auto const hits = [&](auto const& o) {
       return offset < o.offset + o.size && o.offset < offset + size;
     };
+    std::erase_if(fenced_, [&](fenced_block& f) {
+      if (!order_.passed(f.marker)) { return false; }
+      order_.release(f.marker);
+      return true;
+    });
     return std::any_of(overdue_.begin(), overdue_.end(), hits) ||
            std::any_of(fenced_.begin(), fenced_.end(), hits);
+  }
+
+  // Arenas replaced by a new plan go back to the upstream once the work queued on them passed.
+  void reap_retired() noexcept
+  {
+    std::erase_if(retired_, [&](retired_arena& r) {
+      for (auto const& m : r.markers) {
+        if (!order_.passed(m)) { return false; }
+      }
+      for (auto& m : r.markers) { order_.release(m); }
+      upstream_.deallocate(r.ptr, r.bytes, cuda_allocation_alignment);
+      return true;
+    });
   }
 
   Upstream upstream_;
   lifetime_arena_options options_;
   Planner planner_;
+  Order order_;
   caching_pool<Upstream, Order> fallback_;
   arena_state state_{arena_state::recording};
   stash::plan plan_{};
@@ -404,7 +460,8 @@ class lifetime_arena {
   std::vector<std::pair<std::uint64_t, std::size_t>> ends_by_time_;
   std::size_t next_recorded_end_{0};
   std::vector<overdue_block> overdue_;
-  std::vector<overdue_block> fenced_;
+  std::vector<fenced_block> fenced_;
+  std::vector<retired_arena> retired_;
   std::unordered_map<void*, live_block> live_;
   std::size_t arena_live_{0};
 

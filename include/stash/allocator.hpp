@@ -1,0 +1,413 @@
+/**
+ * @file allocator.hpp
+ * @brief `stash::allocator<Pool, SwapPolicy, Codec, Backend>`: the one type a training loop uses.
+ *
+ * It composes the three policy slots: where device memory comes from (a `stash::pool`), what
+ * leaves the device and when (a `stash::swap_policy`), and how it travels (a codec, a transfer
+ * policy, or `void` for raw copies), over an offload backend (CUDA streams, or host threads for
+ * CPU tests).
+ *
+ * Life cycle:
+ * 1. Storages allocated before the first `begin_iteration()` are persistent (parameters,
+ *    optimizer state).
+ * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / free / op /
+ *    phase); nothing is offloaded.
+ * 3. At its end, `SwapPolicy::plan(trace, cost_model, budget)` gives the schedule.
+ * 4. Later iterations replay it: the k-th allocation of the iteration is the recording's k-th
+ *    storage (if its size matches), the j-th op the recording's j-th op. A scheduled storage is
+ *    offloaded once its last use before the gap has been enqueued (at the next op) and prefetched
+ *    when the op the schedule names starts; `op()` hands out pointers that are resident for the
+ *    work the caller queues on its stream (on-demand prefetch covers anything the schedule
+ *    missed).
+ * 5. An iteration that deviates from the recording (other sizes, more or fewer allocations or
+ *    ops) stays correct — unmatched storages are simply not swapped — and the next iteration is
+ *    recorded anew and re-planned.
+ * A pool that learns iterations itself (lifetime_arena) gets begin/end_iteration forwarded.
+ */
+#pragma once
+
+#include <stash/codec/codec.hpp>
+#include <stash/core/error.hpp>
+#include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+#include <stash/offload/offload_backend.hpp>
+#include <stash/offload/offload_manager.hpp>
+#include <stash/offload/pinned_host_pool.hpp>
+#include <stash/offload/transfer.hpp>
+#include <stash/core/host_upstream.hpp>
+#include <stash/core/pinned_host_upstream.hpp>
+#include <stash/pool/caching_pool.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/swap/schedule.hpp>
+#include <stash/swap/swap_policy.hpp>
+#include <stash/trace/trace.hpp>
+#include <stash/trace/trace_recorder.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace stash {
+
+namespace detail {
+
+template <class T>
+concept transfer_policy = requires { T::reports_status; T::lossless; };
+
+template <class Backend, class Codec>
+struct transfer_for;  // no default: a CUDA backend needs a device transfer named explicitly
+
+template <class Backend>
+struct transfer_for<Backend, void> {
+  using type = raw_transfer;
+};
+
+template <class Backend, transfer_policy T>
+struct transfer_for<Backend, T> {
+  using type = T;
+};
+
+template <codec C>
+  requires(!transfer_policy<C>)
+struct transfer_for<host_backend, C> {
+  using type = host_codec_transfer<C>;
+};
+
+// Where a backend's host copies live: pinned memory for CUDA, plain memory for host threads.
+template <class Backend>
+struct staging_for {
+  using upstream = pinned_host_upstream;
+};
+template <>
+struct staging_for<host_backend> {
+  using upstream = host_upstream;
+};
+
+template <class P>
+concept iteration_aware_pool = requires(P& p) {
+  p.begin_iteration();
+  p.end_iteration();
+};
+
+}  // namespace detail
+
+/// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
+/// transfer policy is itself; a codec runs its host reference on the host backend (on a GPU, name
+/// `device_codec_transfer<device_zvc<float>>` etc. from device_codec_transfer.cuh).
+template <class Backend, class Codec>
+using transfer_for_t = typename detail::transfer_for<Backend, Codec>::type;
+
+/// @brief Settings of a stash::allocator.
+struct allocator_options {
+  /// Device memory the swap policy must fit the iteration into (bytes).
+  std::uint64_t device_budget = std::numeric_limits<std::uint64_t>::max();
+  /// Cost-model hardware preset the policy plans with (see sim/hardware.hpp).
+  std::string hardware = "pcie4_x16";
+  /// Cap on the host staging pool (pinned memory on a GPU).
+  std::size_t host_budget = std::numeric_limits<std::size_t>::max();
+  /// The host staging pool grows in steps of this many bytes.
+  std::size_t host_step = 64 * MiB;
+};
+
+/// @brief Where a stash::allocator stands.
+enum class allocator_state : std::uint8_t {
+  persistent,  ///< before the first iteration
+  recording,   ///< recording an iteration
+  replaying,   ///< following the planned schedule
+};
+
+/// @brief Counters of a stash::allocator.
+struct allocator_stats {
+  std::uint64_t iterations{0};        ///< completed iterations
+  std::uint64_t replanned{0};         ///< schedules planned (the first one included)
+  std::uint64_t deviations{0};        ///< iterations that did not match the recording
+  std::uint64_t scheduled_offloads{0};   ///< offloads issued from the schedule
+  std::uint64_t scheduled_prefetches{0}; ///< prefetches issued from the schedule
+};
+
+/// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
+template <pool Pool,
+          swap_policy SwapPolicy,
+          class Codec            = void,
+          offload_backend Backend = cuda_backend>
+class allocator {
+ public:
+  /// @brief The backend's stream type.
+  using stream_type = typename Backend::stream;
+  /// @brief Names a tensor for the allocator's lifetime.
+  using tensor_id = std::uint64_t;
+  /// @brief How bytes travel.
+  using transfer_type = transfer_for_t<Backend, Codec>;
+  /// @brief The host staging pool.
+  using host_pool_type =
+    caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
+
+  /// @brief An allocator over `backend`, taking device memory from `device_pool`.
+  allocator(Backend& backend, Pool& device_pool, allocator_options options = {})
+      : backend_(backend),
+        pool_(device_pool),
+        options_(std::move(options)),
+        host_pool_(typename detail::staging_for<Backend>::upstream{},
+                   pinned_host_pool_options(options_.host_budget, options_.host_step)),
+        manager_(backend, device_pool, host_pool_),
+        model_(hardware_preset(options_.hardware))
+  {
+  }
+
+  allocator(allocator const&)            = delete;
+  allocator& operator=(allocator const&) = delete;
+
+  /// @brief Starts an iteration.
+  void begin_iteration()
+  {
+    STASH_EXPECTS(!in_iteration_, "stash::allocator::begin_iteration: iteration already begun");
+    in_iteration_    = true;
+    alloc_index_     = 0;
+    op_index_        = 0;
+    next_offload_op_ = 0;
+    deviated_        = false;
+    if (state_ == allocator_state::persistent || rerecord_) { start_recording(); }
+    if constexpr (detail::iteration_aware_pool<Pool>) { pool_.begin_iteration(); }
+  }
+
+  /// @brief Ends an iteration: plans after a recorded one, notes deviations of a replayed one.
+  void end_iteration()
+  {
+    STASH_EXPECTS(in_iteration_, "stash::allocator::end_iteration: no iteration begun");
+    if (state_ == allocator_state::replaying) {
+      issue_offloads_before(std::numeric_limits<std::uint64_t>::max(), nullptr);
+      if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
+    }
+    in_iteration_ = false;
+    ++stats_.iterations;
+    if constexpr (detail::iteration_aware_pool<Pool>) { pool_.end_iteration(); }
+    if (state_ == allocator_state::recording) {
+      plan();
+      return;
+    }
+    if (deviated_) {
+      ++stats_.deviations;
+      rerecord_ = true;
+    }
+  }
+
+  /// @brief A new tensor of `bytes`, usable by work queued on `stream`.
+  tensor_id allocate(std::size_t bytes, storage_kind kind, std::string label, stream_type stream)
+  {
+    tensor t;
+    t.handle = manager_.create(bytes, stream);
+    t.bytes  = bytes;
+    if (state_ != allocator_state::replaying) {
+      t.storage = recorder_->allocate(bytes, kind, std::move(label));
+    } else if (in_iteration_) {
+      std::uint64_t const k = alloc_index_++;
+      if (k < recorded_allocs_ && recording_->storages()[first_storage_ + k].bytes == bytes) {
+        t.storage = first_storage_ + k;
+      } else {
+        deviated_ = true;
+      }
+    }
+    bool const matched = state_ == allocator_state::replaying && t.storage.has_value();
+    tensors_.push_back(std::move(t));
+    tensor_id const id = tensors_.size() - 1;
+    if (matched) { by_storage_[*tensors_.back().storage] = id; }
+    return id;
+  }
+
+  /// @brief The tensor is dead.
+  void free(tensor_id id)
+  {
+    tensor& t = checked(id, "free");
+    manager_.release(t.handle);
+    if (state_ == allocator_state::recording && t.storage) { recorder_->free(*t.storage); }
+    if (state_ == allocator_state::replaying && t.storage && *t.storage < by_storage_.size()) {
+      by_storage_[*t.storage] = no_tensor;
+    }
+    t.alive = false;
+  }
+
+  /// @brief Records a phase change (forward, backward, optimizer).
+  void phase(stash::phase p)
+  {
+    if (state_ == allocator_state::recording) { recorder_->phase(p); }
+  }
+
+  /// @brief An op about to be queued on `stream`: runs the schedule up to it and returns device
+  /// pointers, reads first then writes, resident for work queued on `stream` from now on.
+  std::vector<void*> op(std::string name,
+                        std::span<tensor_id const> reads,
+                        std::span<tensor_id const> writes,
+                        stream_type stream)
+  {
+    std::uint64_t const j = op_index_++;
+    if (state_ == allocator_state::recording) {
+      std::vector<storage_id> r, w;
+      for (auto id : reads) { r.push_back(storage_of(id, "op")); }
+      for (auto id : writes) { w.push_back(storage_of(id, "op")); }
+      recorder_->op(std::move(name), std::move(r), std::move(w));
+    } else if (state_ == allocator_state::replaying && in_iteration_) {
+      if (j >= recorded_ops_) { deviated_ = true; }
+      issue_offloads_before(j, stream);
+      issue_prefetches_at(j);
+    }
+    std::vector<void*> pointers;
+    pointers.reserve(reads.size() + writes.size());
+    for (auto id : reads) { pointers.push_back(pointer(id, stream)); }
+    for (auto id : writes) { pointers.push_back(pointer(id, stream)); }
+    return pointers;
+  }
+
+  /// @brief The device pointer of `id` for work queued on `stream` (prefetched on demand).
+  [[nodiscard]] void* pointer(tensor_id id, stream_type stream)
+  {
+    tensor& t = checked(id, "pointer");
+    return manager_.acquire(t.handle, stream);
+  }
+
+  /// @brief The schedule in force (empty before the first iteration ends).
+  [[nodiscard]] schedule const& current_schedule() const noexcept { return schedule_; }
+  /// @brief The last recorded iteration's trace (nullptr before one was recorded).
+  [[nodiscard]] trace const* recorded_trace() const noexcept { return recording_ ? &*recording_ : nullptr; }
+  /// @brief persistent, recording or replaying.
+  [[nodiscard]] allocator_state state() const noexcept { return state_; }
+  /// @brief The allocator's counters.
+  [[nodiscard]] allocator_stats const& stats() const noexcept { return stats_; }
+  /// @brief The offload manager's counters.
+  [[nodiscard]] offload_stats const& offload_statistics() const noexcept { return manager_.stats(); }
+  /// @brief Where tensor `id` is now.
+  [[nodiscard]] tensor_state where(tensor_id id) { return manager_.state(checked(id, "where").handle); }
+  /// @brief Waits for the allocator's transfers (and surfaces decode errors).
+  void synchronize() { manager_.synchronize(); }
+
+ private:
+  static constexpr tensor_id no_tensor = std::numeric_limits<tensor_id>::max();
+
+  struct tensor {
+    tensor_handle handle{};
+    std::size_t bytes{0};
+    std::optional<storage_id> storage;  // in the recording, when matched
+    bool alive{true};
+  };
+
+  tensor& checked(tensor_id id, const char* what)
+  {
+    STASH_EXPECTS(id < tensors_.size() && tensors_[id].alive,
+                  std::string("stash::allocator::") + what + ": tensor #" + std::to_string(id) +
+                    (id < tensors_.size() ? " was freed" : " does not exist"));
+    return tensors_[id];
+  }
+
+  storage_id storage_of(tensor_id id, const char* what)
+  {
+    tensor& t = checked(id, what);
+    STASH_EXPECTS(t.storage.has_value(), "stash::allocator: tensor #" + std::to_string(id) +
+                                           " was allocated outside the recording");
+    return *t.storage;
+  }
+
+  // Starts a fresh recording; tensors alive now enter it as persistent storages.
+  void start_recording()
+  {
+    recorder_.emplace();
+    by_storage_.clear();
+    for (tensor_id id = 0; id < tensors_.size(); ++id) {
+      auto& t = tensors_[id];
+      if (!t.alive) { continue; }
+      t.storage = recorder_->allocate(t.bytes, storage_kind::param, "persistent#" + std::to_string(id));
+    }
+    first_storage_ = recorder_->trace().storages().size();
+    first_op_      = recorder_->trace().ops().size();
+    state_         = allocator_state::recording;
+    rerecord_      = false;
+  }
+
+  // Plans the schedule for the recorded iteration and switches to replay.
+  void plan()
+  {
+    recording_       = std::move(*recorder_).trace();
+    recorder_.reset();
+    recorded_allocs_ = recording_->storages().size() - first_storage_;
+    recorded_ops_    = recording_->ops().size() - first_op_;
+    schedule_        = SwapPolicy::plan(*recording_, model_, options_.device_budget);
+    ++stats_.replanned;
+    offloads_by_op_.assign(recorded_ops_ + 1, {});
+    prefetches_by_op_.assign(recorded_ops_ + 1, {});
+    for (auto const& e : schedule_.entries) {
+      if (e.id < first_storage_ || e.last_use < first_op_ || e.prefetch_at < first_op_) {
+        continue;  // persistent storages stay put
+      }
+      offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(e.id);
+      prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
+    }
+    by_storage_.assign(recording_->storages().size(), no_tensor);
+    for (auto& t : tensors_) { t.storage.reset(); }  // matches are made anew in each iteration
+    state_ = allocator_state::replaying;
+  }
+
+  // Offloads the scheduled storages whose last use before the gap was op < j (their readers are
+  // queued by now), ordered after `stream`'s work.
+  void issue_offloads_before(std::uint64_t j, stream_type stream)
+  {
+    std::uint64_t const end = std::min<std::uint64_t>(j, recorded_ops_);
+    for (; next_offload_op_ <= end && next_offload_op_ < offloads_by_op_.size(); ++next_offload_op_) {
+      for (storage_id s : offloads_by_op_[next_offload_op_]) {
+        tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
+        if (id == no_tensor || !tensors_[id].alive) { continue; }
+        auto const h = tensors_[id].handle;
+        if (manager_.state(h) != tensor_state::resident) { continue; }
+        manager_.offload_async(h, stream == stream_type{} ? last_stream_ : stream);
+        ++stats_.scheduled_offloads;
+      }
+    }
+    if (stream != stream_type{}) { last_stream_ = stream; }
+  }
+
+  void issue_prefetches_at(std::uint64_t j)
+  {
+    if (j >= prefetches_by_op_.size()) { return; }
+    for (storage_id s : prefetches_by_op_[j]) {
+      tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
+      if (id == no_tensor || !tensors_[id].alive) { continue; }
+      manager_.prefetch_async(tensors_[id].handle);
+      ++stats_.scheduled_prefetches;
+    }
+  }
+
+  Backend& backend_;
+  Pool& pool_;
+  allocator_options options_;
+  host_pool_type host_pool_;
+  offload_manager<Backend, Pool, host_pool_type, transfer_type> manager_;
+  cost_model model_;
+
+  allocator_state state_{allocator_state::persistent};
+  bool in_iteration_{false};
+  bool deviated_{false};
+  bool rerecord_{false};
+  std::optional<trace_recorder> recorder_{std::in_place};
+  std::optional<trace> recording_;
+  schedule schedule_;
+  std::uint64_t first_storage_{0};
+  std::uint64_t first_op_{0};
+  std::uint64_t recorded_allocs_{0};
+  std::uint64_t recorded_ops_{0};
+  std::uint64_t alloc_index_{0};
+  std::uint64_t op_index_{0};
+  std::uint64_t next_offload_op_{0};
+  stream_type last_stream_{};
+  std::vector<std::vector<storage_id>> offloads_by_op_;
+  std::vector<std::vector<storage_id>> prefetches_by_op_;
+  std::vector<tensor_id> by_storage_;
+  std::vector<tensor> tensors_;
+  allocator_stats stats_;
+};
+
+}  // namespace stash

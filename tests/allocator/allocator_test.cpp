@@ -1,0 +1,184 @@
+// The facade end to end on the host backend: a real training step's trace drives
+// stash::allocator for several iterations (record, plan, replay), and every tensor's bytes are
+// checked whenever an op reads them.
+#include "support/data.hpp"
+
+#include <stash/allocator.hpp>
+#include <stash/codec/zvc.hpp>
+#include <stash/core/host_upstream.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+#include <stash/pool/caching_pool.hpp>
+#include <stash/pool/lifetime_arena.hpp>
+#include <stash/swap/no_swap.hpp>
+#include <stash/swap/vdnn.hpp>
+#include <stash/trace/lifetime.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using host_arena   = stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
+
+constexpr std::uint64_t scale = 64;  // tensors 64x smaller than recorded, to keep CI light
+
+// Scaled size: a whole number of floats, never 0.
+std::size_t scaled(std::uint64_t bytes) { return std::max<std::uint64_t>(4, bytes / scale / 4 * 4); }
+
+float value(std::uint64_t tensor, std::uint32_t version, std::size_t i)
+{
+  // Mostly zeros, like ReLU maps, so codecs have something to do; exact in float.
+  return (i + version) % 3 == 0 ? float((tensor * 7 + version * 13 + i) % 4096) : 0.0f;
+}
+
+// Drives `alloc` through `iterations` iterations of trace `t`, checking contents on every read.
+template <class Allocator>
+std::uint64_t drive(Allocator& alloc, stash::host_backend& backend, stash::host_backend::stream s,
+                    stash::trace const& t, int iterations)
+{
+  std::atomic<std::uint64_t> bad{0};
+  std::vector<std::uint64_t> id_of(t.storages().size(), ~0ull);
+  std::vector<std::uint32_t> version(t.storages().size(), 0);
+  auto fill = [&](std::uint64_t sid, void* p) {
+    std::size_t const n = scaled(t.storages()[sid].bytes) / 4;
+    auto const v        = ++version[sid];
+    backend.launch(s, [=] {
+      auto* f = static_cast<float*>(p);
+      for (std::size_t i = 0; i < n; ++i) { f[i] = value(sid, v, i); }
+    });
+  };
+  auto check = [&](std::uint64_t sid, void const* p) {
+    std::size_t const n = scaled(t.storages()[sid].bytes) / 4;
+    auto const v        = version[sid];
+    backend.launch(s, [=, &bad] {
+      auto const* f = static_cast<float const*>(p);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (f[i] != value(sid, v, i)) {
+          bad.fetch_add(1);
+          return;
+        }
+      }
+    });
+  };
+  // Storages declared before the first phase marker are persistent: allocated once.
+  std::size_t first_iteration_event = 0;
+  for (; first_iteration_event < t.events().size(); ++first_iteration_event) {
+    auto const& e = t.events()[first_iteration_event];
+    if (e.kind == stash::event_kind::phase) { break; }
+    if (e.kind == stash::event_kind::alloc) {
+      auto const& st = t.storages()[e.index];
+      id_of[e.index] = alloc.allocate(scaled(st.bytes), st.kind, st.label, s);
+      fill(e.index, alloc.pointer(id_of[e.index], s));
+    }
+  }
+  for (int it = 0; it < iterations; ++it) {
+    alloc.begin_iteration();
+    for (std::size_t k = first_iteration_event; k < t.events().size(); ++k) {
+      auto const& e = t.events()[k];
+      switch (e.kind) {
+        case stash::event_kind::phase: alloc.phase(e.phase_value()); break;
+        case stash::event_kind::alloc: {
+          auto const& st = t.storages()[e.index];
+          id_of[e.index] = alloc.allocate(scaled(st.bytes), st.kind, st.label, s);
+          version[e.index] = 0;
+          break;
+        }
+        case stash::event_kind::free: alloc.free(id_of[e.index]); break;
+        case stash::event_kind::op: {
+          auto const& op = t.ops()[e.index];
+          std::vector<std::uint64_t> reads, writes;
+          for (auto sid : op.reads) { reads.push_back(id_of[sid]); }
+          for (auto sid : op.writes) { writes.push_back(id_of[sid]); }
+          auto const ptrs = alloc.op(op.name, reads, writes, s);
+          for (std::size_t r = 0; r < op.reads.size(); ++r) {
+            if (version[op.reads[r]] > 0) { check(op.reads[r], ptrs[r]); }
+          }
+          for (std::size_t w = 0; w < op.writes.size(); ++w) { fill(op.writes[w], ptrs[op.reads.size() + w]); }
+          break;
+        }
+      }
+    }
+    alloc.end_iteration();
+  }
+  backend.synchronize(s);
+  alloc.synchronize();
+  return bad.load();
+}
+
+std::uint64_t scaled_peak(stash::trace const& t)
+{
+  return stash::analyze_lifetimes(t).peak_live_bytes / scale;
+}
+
+}  // namespace
+
+TEST_CASE("allocator<caching_pool, vdnn_all>: record, plan, replay a real step with checked bytes")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = 0;  // as small as possible: vdnn_all offloads everything it may
+  stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool, o);
+  CHECK(alloc.state() == stash::allocator_state::persistent);
+  auto const bad = drive(alloc, backend, s, t, 3);
+  CHECK(bad == 0);
+  CHECK(alloc.state() == stash::allocator_state::replaying);
+  CHECK(alloc.stats().iterations == 3);
+  CHECK(alloc.stats().replanned == 1);
+  CHECK(alloc.stats().deviations == 0);
+  REQUIRE_FALSE(alloc.current_schedule().entries.empty());
+  // Both replayed iterations issued every scheduled offload and prefetch.
+  CHECK(alloc.stats().scheduled_offloads == 2 * alloc.current_schedule().entries.size());
+  CHECK(alloc.stats().scheduled_prefetches == 2 * alloc.current_schedule().entries.size());
+  CHECK(alloc.offload_statistics().offloads == alloc.stats().scheduled_offloads);
+  CHECK(alloc.offload_statistics().demand_prefetches == 0);
+}
+
+TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs carry the bytes")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_arena pool;
+  stash::allocator_options o;
+  o.device_budget = scaled_peak(t) * scale / 2;
+  stash::allocator<host_arena, stash::vdnn_conv, stash::zvc<float>, stash::host_backend> alloc(
+    backend, pool, o);
+  auto const bad = drive(alloc, backend, s, t, 3);
+  CHECK(bad == 0);
+  CHECK(pool.state() == stash::arena_state::replaying);
+  CHECK(alloc.stats().deviations == 0);
+  CHECK(alloc.offload_statistics().offloads > 0);
+  CHECK(alloc.offload_statistics().decode_failures == 0);
+  MESSAGE("resnet18 (1/64 scale) through lifetime_arena + vdnn_conv + zvc: "
+          << alloc.offload_statistics().offloads << " offloads, arena "
+          << pool.arena_bytes() << " B, fallbacks " << pool.stats().fallbacks);
+}
+
+TEST_CASE("allocator: a deviating iteration stays correct and triggers a new recording")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = 0;
+  stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool, o);
+  CHECK(drive(alloc, backend, s, t, 2) == 0);
+  // An extra tensor at the start of the iteration shifts every allocation.
+  alloc.begin_iteration();
+  auto extra = alloc.allocate(4096, stash::storage_kind::temp, "extra", s);
+  (void)alloc.op("extra_op", {}, std::vector<std::uint64_t>{extra}, s);
+  alloc.free(extra);
+  alloc.end_iteration();
+  CHECK(alloc.stats().deviations == 1);
+  CHECK_THROWS_AS(alloc.free(extra), stash::logic_error);  // freed already
+}
