@@ -61,9 +61,11 @@
 #include <stash/pool/stream_order.hpp>
 #include <stash/pool/trace_replay.hpp>
 
+#include <stash/sim/cluster.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/op_flops.hpp>
+#include <stash/sim/projection.hpp>
 #include <stash/sim/simulator.hpp>
 
 #include <stash/swap/auto_swap.hpp>
