@@ -85,16 +85,21 @@ TEST_CASE("caching_pool reuses a block on another stream only after the freeing 
   void* again = pool.allocate(4096, stream_a);
   CHECK(again == a);
   pool.deallocate(again, 4096, stream_a);
-  // Another stream: the whole segment is pending on stream_a, so a new segment is taken.
-  void* other = pool.allocate(4096, stream_b);
+  // Another stream: the whole segment is pending on stream_a, so a new segment is taken; fill it
+  // completely so that it offers no free block.
+  void* other  = pool.allocate(stash::MiB, stream_b);
+  void* other2 = pool.allocate(stash::MiB, stream_b);
   CHECK(other != a);
   CHECK(pool.stats().reserved_bytes == 4 * stash::MiB);
-  pool.deallocate(other, 4096, stream_b);
+  CHECK(pool.stats().largest_free_bytes == 2 * stash::MiB);  // a's segment, still pending
   // Once stream_a's work has finished, stream_b may take a's block.
   pool.order().finish(stream_a);
   void* reused = pool.allocate(4096, stream_b);
   CHECK(reused == a);
+  CHECK(pool.stats().reserved_bytes == 4 * stash::MiB);
   pool.deallocate(reused, 4096, stream_b);
+  pool.deallocate(other, stash::MiB, stream_b);
+  pool.deallocate(other2, stash::MiB, stream_b);
   // Both segments were last freed on stream_b: none goes back to the upstream while that work is
   // pending, both once it has finished.
   CHECK(pool.release_cached() == 0);
