@@ -1,5 +1,7 @@
 // The offload manager on the CUDA backend: the host backend's rules, on real streams and copy
 // engines, with every tensor's bytes checked by a kernel after every acquire.
+#include "offload_stress.hpp"
+
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -62,80 +64,17 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
   unsigned long long* bad = nullptr;
   STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
   *bad = 0;
-
-  struct tracked {
-    stash::tensor_handle h;
-    std::size_t bytes;
-    std::uint32_t version;
-    bool alive;
-  };
-  std::vector<tracked> tensors;
-  std::mt19937_64 rng(99);
-  std::uint64_t acquires = 0;
-  auto sync_all = [&] {
-    for (auto s : streams) { backend.synchronize(s); }
-    m.synchronize();
-  };
-  for (int step = 0; step < 4000; ++step) {
-    int const action = std::uniform_int_distribution<int>(0, 9)(rng);
-    auto const s     = streams[std::uniform_int_distribution<std::size_t>(0, 2)(rng)];
-    std::vector<std::size_t> alive;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      if (tensors[i].alive) { alive.push_back(i); }
-    }
-    bool const create = (action < 2 && alive.size() < 40) || alive.empty();
-    std::size_t const pick =
-      alive.empty() ? 0 : alive[std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(rng)];
-    std::size_t const n = std::uniform_int_distribution<std::size_t>(1, 4 * stash::MiB)(rng);
-    auto run = [&] {
-      if (create) {
-        auto h  = m.create(n, s);
-        auto* p = static_cast<std::uint8_t*>(m.acquire(h, s));
-        fill_kernel<<<64, 256, 0, s>>>(p, n, h.id, 0);
-        tensors.push_back({h, n, 0, true});
-        return;
-      }
-      auto& t = tensors[pick];
-      switch (action) {
-        case 2:
-        case 3:
-          if (m.state(t.h) == stash::tensor_state::resident) { m.offload_async(t.h, s); }
-          break;
-        case 4: m.prefetch_async(t.h); break;
-        case 5:
-        case 6:
-        case 7: {
-          auto* p = static_cast<std::uint8_t*>(m.acquire(t.h, s));
-          check_kernel<<<64, 256, 0, s>>>(p, t.bytes, t.h.id, t.version, bad);
-          if (action == 7) {
-            ++t.version;
-            fill_kernel<<<64, 256, 0, s>>>(p, t.bytes, t.h.id, t.version);
-          }
-          ++acquires;
-          break;
-        }
-        default:
-          m.release(t.h);
-          t.alive = false;
-          break;
-      }
-    };
-    try {
-      run();
-    } catch (stash::out_of_memory const&) {
-      sync_all();
-      run();
-    }
+  auto fill = [](cudaStream_t s, void* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
+    fill_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t*>(p), n, id, v);
     STASH_CUDA_TRY(cudaGetLastError());
-  }
-  for (auto& t : tensors) {
-    if (!t.alive) { continue; }
-    auto* p = static_cast<std::uint8_t*>(m.acquire(t.h, streams[0]));
-    check_kernel<<<64, 256, 0, streams[0]>>>(p, t.bytes, t.h.id, t.version, bad);
-    m.release(t.h);
-  }
-  sync_all();
-  MESSAGE("gpu stress: " << tensors.size() << " tensors, " << acquires << " acquires, "
+  };
+  auto check = [bad](cudaStream_t s, void const* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
+    check_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t const*>(p), n, id, v, bad);
+    STASH_CUDA_TRY(cudaGetLastError());
+  };
+  auto const c = stash::test::run_offload_stress(m, backend, streams, 99, 4000, 4 * stash::MiB,
+                                                 fill, check);
+  MESSAGE("gpu stress: " << c.tensors << " tensors, " << c.acquires << " acquires, "
                          << m.stats().offloads << " offloads, " << m.stats().prefetches
                          << " prefetches");
   CHECK(*bad == 0);

@@ -1,4 +1,5 @@
 // The offload manager's state machine, ordering rules and error paths, on the host backend.
+#include "offload_stress.hpp"
 #include "support/data.hpp"
 
 #include <stash/codec/zvc.hpp>
@@ -225,86 +226,19 @@ TEST_CASE("stress: random schedules over several streams keep every tensor's byt
   manager m(f.backend, f.device, f.host);
   std::vector<stash::host_backend::stream> streams = {f.compute, f.backend.create_stream(),
                                                       f.backend.create_stream()};
-  std::mt19937_64 rng(12345);
-  struct tracked {
-    stash::tensor_handle h;
-    std::size_t bytes;
-    std::uint32_t version;
-    bool alive;
+  auto fill = [&](auto s, void* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
+    fill_async(f.backend, s, p, n, id, v);
   };
-  std::vector<tracked> tensors;
-  std::uint64_t acquires = 0, ooms = 0;
-  auto sync_all = [&] {
-    for (auto st : streams) { f.backend.synchronize(st); }
-    m.synchronize();
+  auto check = [&](auto s, void const* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
+    check_async(f.backend, s, p, n, id, v, f.bad);
   };
-  for (int step = 0; step < 3000; ++step) {
-    int const action = std::uniform_int_distribution<int>(0, 9)(rng);
-    auto const s     = streams[std::uniform_int_distribution<std::size_t>(0, streams.size() - 1)(rng)];
-    std::vector<std::size_t> alive;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      if (tensors[i].alive) { alive.push_back(i); }
-    }
-    bool const create = (action < 2 && alive.size() < 40) || alive.empty();
-    std::size_t const pick =
-      alive.empty() ? 0 : alive[std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(rng)];
-    std::size_t const n = std::uniform_int_distribution<std::size_t>(1, 2 * stash::MiB)(rng);
-    auto run = [&] {
-      if (create) {
-        auto h = m.create(n, s);
-        fill_async(f.backend, s, m.acquire(h, s), n, h.id, 0);
-        tensors.push_back({h, n, 0, true});
-        return;
-      }
-      auto& t = tensors[pick];
-      switch (action) {
-        case 2:
-        case 3:
-          // offload_async orders after `s` and after the tensor's last stream.
-          if (m.state(t.h) == stash::tensor_state::resident) { m.offload_async(t.h, s); }
-          break;
-        case 4: m.prefetch_async(t.h); break;
-        case 5:
-        case 6:
-        case 7: {
-          void* p = m.acquire(t.h, s);
-          check_async(f.backend, s, p, t.bytes, t.h.id, t.version, f.bad);
-          if (action == 7) {  // rewrite it: the next check expects the new version
-            ++t.version;
-            fill_async(f.backend, s, p, t.bytes, t.h.id, t.version);
-          }
-          ++acquires;
-          break;
-        }
-        default:
-          m.release(t.h);
-          t.alive = false;
-          break;
-      }
-    };
-    try {
-      run();
-    } catch (stash::out_of_memory const&) {
-      // The streams are behind and freed memory is still pending: a full pool is a legal
-      // outcome that must lose nothing. Wait for the streams and try again, as a user would.
-      ++ooms;
-      sync_all();
-      run();
-    }
-  }
-  for (auto& t : tensors) {
-    if (!t.alive) { continue; }
-    check_async(f.backend, f.compute, m.acquire(t.h, f.compute), t.bytes, t.h.id, t.version, f.bad);
-    f.backend.synchronize(f.compute);
-    m.release(t.h);
-  }
-  for (auto s : streams) { f.backend.synchronize(s); }
-  m.synchronize();
-  MESSAGE("stress: " << tensors.size() << " tensors, " << acquires << " acquires, "
+  auto const c = stash::test::run_offload_stress(m, f.backend, streams, 12345, 3000,
+                                                 2 * stash::MiB, fill, check);
+  MESSAGE("stress: " << c.tensors << " tensors, " << c.acquires << " acquires, "
                      << m.stats().offloads << " offloads, " << m.stats().prefetches
-                     << " prefetches, " << ooms << " full-pool retries");
+                     << " prefetches, " << c.full_pool_retries << " full-pool retries");
   CHECK(f.bad.load() == 0);
-  CHECK(acquires > 500);
+  CHECK(c.acquires > 500);
   CHECK(m.stats().offloads > 100);
   CHECK(m.stats().prefetches > 100);
   CHECK(f.device.stats().in_use_bytes == 0);
