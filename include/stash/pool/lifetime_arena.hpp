@@ -345,10 +345,9 @@ class lifetime_arena {
       return;
     }
     plan_ = planner_.plan(intervals, options_.alignment);
-    auto const f = fallback_.stats();
-    if (plan_.footprint > options_.budget || f.reserved_bytes > options_.budget - plan_.footprint) {
-      fallback_.release_cached();
-    }
+    // What the fallback cached while recording is not needed any more: give it back before the
+    // arena is taken, so the two never add up.
+    fallback_.release_cached();
     auto const reserved = fallback_.stats().reserved_bytes;
     if (plan_.footprint > options_.budget || reserved > options_.budget - plan_.footprint) {
       plan_failure_ = "plan footprint " + std::to_string(plan_.footprint) +
