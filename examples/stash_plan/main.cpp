@@ -1,12 +1,14 @@
 // stash-plan: summarises stash traces (v1) and MiniMalloc instances: sizes, the lower bound on
-// memory (peak live bytes) and where it happens. See usage() for the interface.
+// memory (peak live bytes) and where it happens, offset planners against that bound, swap
+// policies under a budget, and a picture of the iteration. See usage() for the interface.
 //
-// Layout: report.hpp reads and analyses one input into a file_report; print.hpp prints a report
-// as text or JSON; this file only parses the command line and loops over the inputs.
+// Layout: options.hpp parses the command line; report.hpp reads and analyses one input into a
+// file_report (sections from planners.hpp, policies.hpp, svg.hpp); print.hpp prints a report
+// as text or JSON; this file only wires them together and loops over the inputs.
 #include "print.hpp"
 #include "report.hpp"
 
-#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,7 +21,7 @@ constexpr int exit_usage     = 2;  // bad command line
 
 void usage(std::ostream& out)
 {
-  out << "usage: stash-plan [--json] FILE...\n"
+  out << "usage: stash-plan [OPTIONS] FILE...\n"
          "\n"
          "Summarises each FILE: a stash trace (format \"stash-trace v1\") or a MiniMalloc CSV\n"
          "(\"id,lower,upper,size\"; chosen by a .csv extension or that header line).\n"
@@ -27,9 +29,57 @@ void usage(std::ostream& out)
          "it occurs (event, phase, op), activation bytes and bytes per storage kind; for a CSV,\n"
          "the buffer count, the lower bound and the capacity from a <name>.<capacity>.csv name.\n"
          "\n"
+         "Planners: each FILE is also planned by the greedy and the search offset planner; every\n"
+         "plan is checked. Reported: footprint, alpha = footprint / L (L = peak live bytes with\n"
+         "sizes padded to the alignment), planning time and the best plan. Traces are planned\n"
+         "with 256-B alignment and compared with a caching pool replaying the same allocations;\n"
+         "CSVs are planned byte-exact with the capacity as the search's target.\n"
+         "  --search-ms N      time budget of the search planner per FILE (default 1000)\n"
+         "\n"
+         "Swap policies (traces; only when --policy or --budget is given): each policy's\n"
+         "schedule for the budget, simulated against no_swap: fits, planned and simulated device\n"
+         "peak, offloaded bytes, iteration time, stalls and the longest ones.\n"
+         "  --policy NAME|all  a policy to run (repeatable); default with --budget: all. Known:\n"
+         "                     ";
+  std::size_t column = 21;
+  for (auto const name : stash::swap_policy_names()) {
+    if (column + name.size() > 90) {
+      out << "\n                     ";
+      column = 21;
+    }
+    out << name << ' ';
+    column += name.size() + 1;
+  }
+  out << "\n"
+         "  --budget SIZE      device memory budget: bytes with an optional unit (KiB, MiB, GiB,\n"
+         "                     KB, MB, GB; e.g. 6GiB, 512MB), or a percentage of the no_swap\n"
+         "                     peak (e.g. 70%); default: the hardware preset's device memory\n"
+         "  --hw PRESET        hardware for the simulation (default pcie3_x16); presets:\n";
+  for (auto const& hw : stash::hardware_presets) {
+    // The description up to its first parenthesis names the GPU and link; the rest is sources.
+    auto const description = hw.description.substr(0, hw.description.find(" ("));
+    out << "                       " << hw.name << ": " << description << "\n";
+  }
+  out << "  --codec NAME       offloads pass through a codec, NAME being a label (e.g. zvc); give\n"
+         "  --ratio R          its fixed compression ratio (uncompressed / compressed bytes), or\n"
+         "  --activations FILE...  raw float32 files to measure the ratio of the host zvc codec\n"
+         "                     on (implies --codec zvc); --activations takes every FILE up to the\n"
+         "                     next option, so put it after the inputs or end it with --\n"
+         "\n"
+         "Picture:\n"
+         "  --svg FILE         write an SVG of the iteration: device memory over simulated time,\n"
+         "                     stacked by storage kind (with the budget line and the no_swap\n"
+         "                     curve against the drawn policy when a policy is given; with several\n"
+         "                     policies the fastest that fits), above the compute, D2H and H2D\n"
+         "                     streams. With several FILEs, FILE gets each input's stem appended\n"
+         "                     (out.svg -> out_vgg16_b32.svg).\n"
+         "\n"
+         "Output:\n"
          "  --json      print one JSON object per FILE, one per line (JSON Lines), in argument\n"
          "              order, with at least \"file\", \"format\", \"tensors\",\n"
-         "              \"lower_bound_bytes\" and \"activation_bytes\" (null for a CSV)\n"
+         "              \"lower_bound_bytes\", \"activation_bytes\" (null for a CSV), \"planners\",\n"
+         "              \"best\", for traces \"caching_pool\", for CSVs \"capacity_bytes\", and with\n"
+         "              a policy \"swap\" and \"policies\"\n"
          "  -h, --help  print this help and exit\n"
          "  --          treat every later argument as a FILE\n"
          "\n"
@@ -43,41 +93,45 @@ void usage(std::ostream& out)
 
 int main(int argc, char** argv)
 {
-  bool json = false;
-  std::vector<std::string> files;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string const arg = argv[i];
-    if (!options_done && arg == "--") {
-      options_done = true;
-    } else if (!options_done && (arg == "-h" || arg == "--help")) {
-      usage(std::cout);
-      return exit_ok;
-    } else if (!options_done && arg == "--json") {
-      json = true;
-    } else if (!options_done && arg.size() > 1 && arg[0] == '-') {
-      std::cerr << "stash-plan: unknown option '" << arg << "'\n";
-      usage(std::cerr);
-      return exit_usage;
-    } else {
-      files.push_back(arg);
-    }
+  stash_plan::options opt;
+  try {
+    opt = stash_plan::parse_args(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (stash_plan::usage_error const& e) {
+    std::cerr << "stash-plan: " << e.what() << "\n\n";
+    usage(std::cerr);
+    return exit_usage;
   }
-  if (files.empty()) {
-    std::cerr << "stash-plan: no input files\n";
+  if (opt.help) {
+    usage(std::cout);
+    return exit_ok;
+  }
+  if (opt.files.empty()) {
+    std::cerr << "stash-plan: no input files\n\n";
     usage(std::cerr);
     return exit_usage;
   }
 
   int status = exit_ok;
   bool first = true;
-  for (auto const& file : files) {
-    auto const report = stash_plan::analyze_file(file);
+  for (auto const& file : opt.files) {
+    auto report = stash_plan::analyze_file(file, opt);
+    if (report.svg) {
+      auto const path = stash_plan::svg_path(*opt.svg, file, opt.files.size() > 1);
+      std::ofstream out(path);
+      out << *report.svg;
+      out.close();
+      if (!out) {
+        std::cerr << "stash-plan: " << path << ": cannot write the SVG\n";
+        status = exit_bad_input;
+      } else {
+        report.svg_file = path;
+      }
+    }
     if (report.error) {
       std::cerr << "stash-plan: " << *report.error << '\n';
       status = exit_bad_input;
     }
-    if (json) {
+    if (opt.json) {
       stash_plan::print_json(std::cout, report);
     } else if (!report.error) {
       if (!first) { std::cout << '\n'; }

@@ -10,6 +10,7 @@
 
 #include <stash/core/units.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +37,75 @@ inline std::string bytes_text(std::uint64_t bytes)
 {
   if (bytes < 1024) { return with_commas(bytes) + " B"; }
   return with_commas(bytes) + " B (" + stash::format_bytes(bytes) + ")";
+}
+
+/// @brief printf into a std::string (the tables are fixed-width).
+template <class... Args>
+std::string format(char const* pattern, Args... args)
+{
+  char buffer[512];
+  std::snprintf(buffer, sizeof(buffer), pattern, args...);
+  return buffer;
+}
+
+/// @brief The planner lines of the text summary.
+inline void print_planners_text(std::ostream& out, planner_section const& p)
+{
+  out << format("  %-17s%s  (peak live bytes, sizes padded to %llu B)\n", "plan lower bound",
+                bytes_text(p.lower_bound).c_str(), static_cast<unsigned long long>(p.alignment));
+  out << format("    %-15s %30s %9s %11s\n", "planner", "footprint", "alpha", "time");
+  for (auto const& planner : p.planners) {
+    out << format("    %-15s %30s %9.4f %8.1f ms\n", planner.name.c_str(),
+                  bytes_text(planner.footprint_bytes).c_str(), planner.alpha, planner.plan_ms);
+  }
+  auto const& best = p.best_result();
+  std::string line = best.name + ", alpha " + format("%.4f", best.alpha);
+  if (auto const within = p.best_within_capacity()) {
+    line += *within ? "; within the capacity"
+                    : "; exceeds the capacity by " + bytes_text(best.footprint_bytes - *p.capacity);
+  }
+  out << format("  %-17s%s\n", "best plan", line.c_str());
+  if (p.caching_pool_reserved_peak) {
+    std::string pool = bytes_text(*p.caching_pool_reserved_peak) + " reserved at peak";
+    if (auto const saving = p.saving_vs_caching_pool_percent()) {
+      pool += format("; the best plan is %.1f%% %s", std::abs(*saving), *saving >= 0 ? "smaller" : "larger");
+    }
+    out << format("  %-17s%s\n", "caching pool", pool.c_str());
+  }
+}
+
+/// @brief The swap-policy lines of the text summary.
+inline void print_policies_text(std::ostream& out, policy_section const& s)
+{
+  std::string head = "budget " + bytes_text(s.budget_bytes) + " (" + s.budget_origin + ") on " + s.hardware;
+  if (s.codec) {
+    head += format("; codec %s, ratio %.3f (%s)", s.codec->name.c_str(), s.codec->ratio,
+                   s.codec->source.c_str());
+  }
+  out << format("  %-17s%s\n", "swap policies", head.c_str());
+  out << format("    %-15s %-4s %13s %14s %12s %12s %10s %10s\n", "policy", "fits", "planned peak",
+                "simulated peak", "offloaded", "iteration", "vs no_swap", "stall");
+  for (auto const& p : s.policies) {
+    if (p.error) {
+      out << format("    %-15s error: %s\n", p.name.c_str(), p.error->c_str());
+      continue;
+    }
+    double const slowdown = s.baseline_ms > 0 ? (p.iteration_ms / s.baseline_ms - 1) * 100 : 0.0;
+    out << format("    %-15s %-4s %13s %14s %12s %9.2f ms %+9.1f%% %7.2f ms\n", p.name.c_str(),
+                  p.fits ? "yes" : "no", stash::format_bytes(p.device_peak_bytes).c_str(),
+                  stash::format_bytes(p.simulated_peak_bytes).c_str(),
+                  stash::format_bytes(p.offloaded_bytes).c_str(), p.iteration_ms, slowdown, p.stall_ms);
+    if (!p.top_stalls.empty()) {
+      out << "      " << p.stall_count << " stall" << (p.stall_count == 1 ? "" : "s")
+          << ", longest:\n";
+      for (auto const& st : p.top_stalls) {
+        out << format("        %8.2f ms before op #%llu %s, waiting for '%s' (%s)\n", st.ms,
+                      static_cast<unsigned long long>(st.op), st.op_name.c_str(), st.storage.c_str(),
+                      st.cause.c_str());
+      }
+    }
+    if (!p.note.empty()) { out << "      note: " << p.note << '\n'; }
+  }
 }
 
 /// @brief The readable summary of one input; errors are not printed here (see main).
@@ -87,6 +157,10 @@ inline void print_text(std::ostream& out, file_report const& r)
       out << line;
     }
   }
+  if (r.planners) { print_planners_text(out, *r.planners); }
+  if (r.policies) { print_policies_text(out, *r.policies); }
+  if (r.svg_file) { row("picture", *r.svg_file); }
+  for (auto const& note : r.notes) { row("note", note); }
 }
 
 /// @brief One JSON object on one line. Keys: file, format, and either error, or tensors,
@@ -148,6 +222,92 @@ inline void print_json(std::ostream& out, file_report const& r)
       .value(*r.capacity_bytes == 0 ? 0.0
                                     : static_cast<double>(r.lower_bound_bytes) /
                                         static_cast<double>(*r.capacity_bytes));
+  }
+  if (r.planners) {
+    auto const& p = *r.planners;
+    json.key("plan_alignment").value(p.alignment);
+    json.key("plan_lower_bound_bytes").value(p.lower_bound);
+    json.key("planners").begin_array();
+    for (auto const& planner : p.planners) {
+      json.begin_object();
+      json.key("name").value(planner.name);
+      json.key("footprint_bytes").value(planner.footprint_bytes);
+      json.key("alpha").value(planner.alpha);
+      json.key("plan_ms").value(planner.plan_ms);
+      json.end_object();
+    }
+    json.end_array();
+    auto const& best = p.best_result();
+    json.key("best").begin_object();
+    json.key("name").value(best.name);
+    json.key("footprint_bytes").value(best.footprint_bytes);
+    json.key("alpha").value(best.alpha);
+    if (auto const within = p.best_within_capacity()) { json.key("within_capacity").value(*within); }
+    json.end_object();
+    if (p.caching_pool_reserved_peak) {
+      json.key("caching_pool").begin_object();
+      json.key("reserved_peak_bytes").value(*p.caching_pool_reserved_peak);
+      json.key("best_plan_saving_percent").value_or_null(p.saving_vs_caching_pool_percent());
+      json.end_object();
+    }
+  }
+  if (r.policies) {
+    auto const& s = *r.policies;
+    json.key("swap").begin_object();
+    json.key("hardware").value(s.hardware);
+    json.key("budget_bytes").value(s.budget_bytes);
+    json.key("baseline_peak_bytes").value(s.baseline_peak_bytes);
+    json.key("baseline_ms").value(s.baseline_ms);
+    json.key("codec");
+    if (s.codec) {
+      json.begin_object();
+      json.key("name").value(s.codec->name);
+      json.key("ratio").value(s.codec->ratio);
+      json.key("source").value(s.codec->source);
+      json.end_object();
+    } else {
+      json.null();
+    }
+    json.end_object();
+    json.key("policies").begin_array();
+    for (auto const& p : s.policies) {
+      json.begin_object();
+      json.key("name").value(p.name);
+      if (p.error) {
+        json.key("error").value(*p.error);
+        json.end_object();
+        continue;
+      }
+      json.key("fits").value(p.fits);
+      json.key("device_peak_bytes").value(p.device_peak_bytes);
+      json.key("simulated_peak_bytes").value(p.simulated_peak_bytes);
+      json.key("offloaded_bytes").value(p.offloaded_bytes);
+      json.key("entries").value(std::uint64_t{p.entries});
+      json.key("iteration_ms").value(p.iteration_ms);
+      json.key("baseline_ms").value(s.baseline_ms);
+      json.key("stall_ms").value(p.stall_ms);
+      json.key("stalls").value(std::uint64_t{p.stall_count});
+      json.key("top_stalls").begin_array();
+      for (auto const& st : p.top_stalls) {
+        json.begin_object();
+        json.key("op").value(st.op);
+        json.key("op_name").value(st.op_name);
+        json.key("ms").value(st.ms);
+        json.key("storage").value(st.storage);
+        json.key("cause").value(st.cause);
+        json.end_object();
+      }
+      json.end_array();
+      if (!p.note.empty()) { json.key("note").value(p.note); }
+      json.end_object();
+    }
+    json.end_array();
+  }
+  if (r.svg_file) { json.key("svg").value(*r.svg_file); }
+  if (!r.notes.empty()) {
+    json.key("notes").begin_array();
+    for (auto const& note : r.notes) { json.value(note); }
+    json.end_array();
   }
   json.end_object();
   out << '\n';

@@ -3,10 +3,15 @@
  * @brief stash-plan's per-file report and the analysis steps that fill it.
  *
  * Each input becomes one `file_report`. Analysis steps fill sections of it; the text and JSON
- * printers only read it. A later step (planners, pool replays, swap policies) adds a section
- * here, a function filling it, and a few lines in each printer.
+ * printers only read it. A later step adds a section here, a function filling it (in its own
+ * header: planners.hpp, policies.hpp, svg.hpp), and a few lines in each printer.
  */
 #pragma once
+
+#include "options.hpp"
+#include "planners.hpp"
+#include "policies.hpp"
+#include "svg.hpp"
 
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/minimalloc_reader.hpp>
@@ -67,6 +72,13 @@ struct file_report {
   std::optional<std::uint64_t> activation_bytes;
   std::vector<kind_summary> kinds;
   std::optional<std::uint64_t> capacity_bytes;  ///< MiniMalloc: from the file name
+
+  // Later sections; each is absent when not asked for.
+  std::optional<planner_section> planners;  ///< offset planners vs the lower bound
+  std::optional<policy_section> policies;   ///< swap policies (trace, --policy / --budget)
+  std::optional<std::string> svg;           ///< the --svg picture (trace)
+  std::optional<std::string> svg_file;      ///< where main wrote it
+  std::vector<std::string> notes;           ///< sections asked for that do not apply
 };
 
 /// @brief Guesses the format: a `.csv` extension or a first line `id,lower,upper,size` means a
@@ -123,18 +135,86 @@ inline void summarize_instance(file_report& report, stash::minimalloc_instance c
   report.capacity_bytes = instance.capacity;
 }
 
+/// @brief Offset alignment stash-plan plans traces with: what cudaMalloc guarantees, so a plan
+/// can sit in a real arena.
+inline constexpr std::uint64_t trace_plan_alignment = stash::cuda_allocation_alignment;
+
+/// @brief Analysis step: planners on a trace's storages (alignment 256), and the caching pool
+/// replaying the same trace.
+inline void plan_trace(file_report& report, stash::trace const& t, options const& opt)
+{
+  stash::search_options search;
+  search.time_budget = opt.search_budget;
+  auto const intervals = stash::lifetime_intervals(t);
+  report.planners = plan_intervals(intervals, trace_plan_alignment, search);
+  report.planners->caching_pool_reserved_peak = caching_pool_peak(t);
+}
+
+/// @brief Analysis step: planners on a MiniMalloc instance, byte-exact (alignment 1), with the
+/// capacity from the file name as the search's target.
+inline void plan_instance(file_report& report,
+                          stash::minimalloc_instance const& instance,
+                          options const& opt)
+{
+  stash::search_options search;
+  search.time_budget = opt.search_budget;
+  search.capacity    = instance.capacity;
+  report.planners = plan_intervals(instance.buffers, 1, search);
+}
+
+/// @brief Analysis step: the swap-policy section and the picture, as the options ask.
+inline void simulate_trace(file_report& report, stash::trace const& t, options const& opt)
+{
+  if (opt.swap_requested()) { report.policies = run_policies(t, opt); }
+  if (!opt.svg) { return; }
+  auto const model = make_cost_model(opt);
+  svg_request request;
+  request.title = std::filesystem::path(report.file).filename().string();
+  auto const peak = stash::analyze_lifetimes(t).peak_live_bytes;
+  std::string budget_origin;
+  auto const budget = resolve_budget(opt, model, peak, &budget_origin);
+  if (opt.swap_requested()) { request.budget = budget; }
+  auto const drawn = report.policies ? policy_to_draw(*report.policies) : std::nullopt;
+  auto const shown = stash::plan_by_name(drawn.value_or("no_swap"), t, model, budget);
+  auto const baseline_ms =
+    stash::simulate(t, model, stash::plan_by_name("no_swap", t, model, budget), {false}).iteration_s * 1e3;
+  auto const shown_ms = stash::simulate(t, model, shown, {false}).iteration_s * 1e3;
+  request.compare_no_swap = drawn.has_value();
+  char line[256];
+  if (drawn) {
+    std::snprintf(line, sizeof(line), "%s on %s: peak %s (no_swap %s), %s budget; %.1f ms vs %.1f ms no_swap",
+                  drawn->c_str(), opt.hardware.c_str(), stash::format_bytes(shown.device_peak).c_str(),
+                  stash::format_bytes(peak).c_str(), shown.fits() ? "fits the" : "exceeds the",
+                  shown_ms, baseline_ms);
+  } else {
+    std::snprintf(line, sizeof(line), "no_swap on %s: peak %s, %.1f ms per iteration%s",
+                  opt.hardware.c_str(), stash::format_bytes(peak).c_str(), shown_ms,
+                  opt.swap_requested() ? (shown.fits() ? "; fits the budget" : "; exceeds the budget")
+                                       : "");
+  }
+  request.subtitle = line;
+  report.svg       = render_svg(t, model, shown, request);
+}
+
 /// @brief Reads and analyses one input. Never throws for a bad input: the message lands in
 /// `error` ("file:line: what" for malformed files).
-inline file_report analyze_file(std::filesystem::path const& path)
+inline file_report analyze_file(std::filesystem::path const& path, options const& opt = {})
 {
   file_report report;
   report.file = path.string();
   try {
     report.format = detect_format(path);
     if (*report.format == input_format::minimalloc_csv) {
-      summarize_instance(report, stash::read_minimalloc_csv(path));
+      auto const instance = stash::read_minimalloc_csv(path);
+      summarize_instance(report, instance);
+      if (opt.planners) { plan_instance(report, instance, opt); }
+      if (opt.swap_requested()) { report.notes.push_back("swap policies need a trace (a CSV has no ops)"); }
+      if (opt.svg) { report.notes.push_back("--svg needs a trace; no picture for a CSV"); }
     } else {
-      summarize_trace(report, stash::read_trace(path));
+      auto const t = stash::read_trace(path);
+      summarize_trace(report, t);
+      if (opt.planners) { plan_trace(report, t, opt); }
+      simulate_trace(report, t, opt);
     }
   } catch (stash::trace_error const& e) {
     report.error = e.what();  // already "file:line: what"

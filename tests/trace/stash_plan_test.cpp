@@ -42,8 +42,11 @@ TEST_CASE("stash-plan number formatting")
 
 TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed file")
 {
+  // The summary only: the planner section has its own tests (tests/tools).
+  stash_plan::options summary_only;
+  summary_only.planners = false;
   auto const trace_report =
-    stash_plan::analyze_file(stash::test::data_path("traces/alexnet_b128.trace"));
+    stash_plan::analyze_file(stash::test::data_path("traces/alexnet_b128.trace"), summary_only);
   REQUIRE_FALSE(trace_report.error.has_value());
   CHECK(trace_report.format == stash_plan::input_format::stash_trace_v1);
   CHECK(trace_report.tensors == 185);
@@ -62,7 +65,7 @@ TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed fil
   stash_plan::print_text(text, trace_report);
   CHECK(text.str().find("1,246,636,392 B") != std::string::npos);
 
-  auto const csv_report = stash_plan::analyze_file(stash::test::data_path("minimalloc/J.1048576.csv"));
+  auto const csv_report = stash_plan::analyze_file(stash::test::data_path("minimalloc/J.1048576.csv"), summary_only);
   REQUIRE_FALSE(csv_report.error.has_value());
   CHECK(csv_report.format == stash_plan::input_format::minimalloc_csv);
   CHECK(csv_report.tensors == 409);
@@ -71,7 +74,7 @@ TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed fil
   CHECK_FALSE(csv_report.activation_bytes.has_value());
 
   auto const bad_path   = std::string(STASH_DATA_DIR) + "/../tests/trace/malformed/double_free.trace";
-  auto const bad_report = stash_plan::analyze_file(bad_path);
+  auto const bad_report = stash_plan::analyze_file(bad_path, summary_only);
   REQUIRE(bad_report.error.has_value());
   CHECK(bad_report.error->find("double_free.trace:5: double free of storage id 1") !=
         std::string::npos);

@@ -1,0 +1,161 @@
+/**
+ * @file policies.hpp
+ * @brief stash-plan's swap-policy section: each policy's schedule for one trace and budget,
+ * simulated on a hardware preset against the no_swap baseline.
+ */
+#pragma once
+
+#include "options.hpp"
+
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/swap/policy_registry.hpp>
+#include <stash/swap/schedule.hpp>
+#include <stash/trace/lifetime.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stash_plan {
+
+/// @brief One stall of the compute stream, described for people.
+struct stall_summary {
+  std::uint64_t op{};
+  std::string op_name;
+  double ms{};
+  std::string storage;  ///< label of the storage waited for ("#id" when unlabelled)
+  std::string cause;    ///< stash::to_string(stall_cause)
+};
+
+/// @brief One policy's outcome.
+struct policy_result {
+  std::string name;
+  std::optional<std::string> error;  ///< the policy or simulator refused; other fields unset
+  bool fits{};
+  std::uint64_t device_peak_bytes{};     ///< planned (copies instantaneous)
+  std::uint64_t simulated_peak_bytes{};  ///< timed by the simulator
+  std::uint64_t offloaded_bytes{};
+  std::size_t entries{};
+  double iteration_ms{};
+  double stall_ms{};
+  std::size_t stall_count{};
+  std::vector<stall_summary> top_stalls;  ///< longest first, at most 3
+  std::string note;
+};
+
+/// @brief The swap-policy section of a trace's report.
+struct policy_section {
+  std::string hardware;
+  std::uint64_t budget_bytes{};
+  std::string budget_origin;  ///< how the budget was chosen, for the text output
+  std::optional<codec_choice> codec;
+  std::uint64_t baseline_peak_bytes{};
+  double baseline_ms{};
+  std::vector<policy_result> policies;
+};
+
+/// @brief The budget for `t`: --budget resolved against the no_swap peak, or the preset's
+/// device memory when none was given.
+[[nodiscard]] inline std::uint64_t resolve_budget(options const& opt,
+                                                  stash::cost_model const& model,
+                                                  std::uint64_t baseline_peak,
+                                                  std::string* origin = nullptr)
+{
+  if (!opt.budget) {
+    if (origin) { *origin = "device memory of " + std::string(model.hw().name); }
+    return model.hw().device_memory_bytes;
+  }
+  if (origin) {
+    if (opt.budget->bytes) {
+      *origin = "given";
+    } else {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%g%% of the no_swap peak", opt.budget->percent);
+      *origin = text;
+    }
+  }
+  return opt.budget->resolve(baseline_peak);
+}
+
+/// @brief The policies to run: --policy's list, or all of them when only --budget was given.
+[[nodiscard]] inline std::vector<std::string> requested_policies(options const& opt)
+{
+  if (!opt.policies.empty()) { return opt.policies; }
+  auto const names = stash::swap_policy_names();
+  return {names.begin(), names.end()};
+}
+
+/// @brief Plans and simulates every requested policy on `t`.
+[[nodiscard]] inline policy_section run_policies(stash::trace const& t, options const& opt)
+{
+  auto const model = make_cost_model(opt);
+  policy_section section;
+  section.hardware            = opt.hardware;
+  section.codec               = opt.codec;
+  section.baseline_peak_bytes = stash::analyze_lifetimes(t).peak_live_bytes;
+  section.budget_bytes =
+    resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
+  auto const baseline = stash::simulate(
+    t, model, stash::plan_by_name("no_swap", t, model, section.budget_bytes), {false});
+  section.baseline_ms = baseline.iteration_s * 1e3;
+  for (auto const& name : requested_policies(opt)) {
+    policy_result p;
+    p.name = name;
+    try {
+      auto const s = stash::plan_by_name(name, t, model, section.budget_bytes);
+      auto const r = stash::simulate(t, model, s, {false});
+      p.fits                 = s.fits();
+      p.device_peak_bytes    = s.device_peak;
+      p.simulated_peak_bytes = r.device_peak;
+      p.offloaded_bytes      = s.offloaded_bytes();
+      p.entries              = s.entries.size();
+      p.iteration_ms         = r.iteration_s * 1e3;
+      p.stall_ms             = r.stall_s * 1e3;
+      p.stall_count          = r.stalls.size();
+      p.note                 = s.note;
+      auto stalls            = r.stalls;
+      std::stable_sort(stalls.begin(), stalls.end(),
+                       [](auto const& a, auto const& b) { return a.seconds > b.seconds; });
+      for (std::size_t k = 0; k < std::min<std::size_t>(3, stalls.size()); ++k) {
+        auto const& st    = stalls[k];
+        auto const& label = t.storages()[st.storage].label;
+        p.top_stalls.push_back(stall_summary{st.op, t.ops()[st.op].name, st.seconds * 1e3,
+                                             label.empty() ? "#" + std::to_string(st.storage) : label,
+                                             std::string(stash::to_string(st.cause))});
+      }
+    } catch (std::exception const& e) {
+      p.error = e.what();  // one policy's failure should not hide the others
+    }
+    section.policies.push_back(std::move(p));
+  }
+  return section;
+}
+
+/// @brief The policy --svg draws against no_swap: the only one asked for, else the fastest that
+/// fits other than no_swap, else the one with the lowest planned peak. nullopt: only no_swap.
+[[nodiscard]] inline std::optional<std::string> policy_to_draw(policy_section const& section)
+{
+  policy_result const* pick = nullptr;
+  for (auto const& p : section.policies) {
+    if (p.error || p.name == "no_swap") { continue; }
+    if (pick == nullptr) {
+      pick = &p;
+    } else if (p.fits != pick->fits) {
+      if (p.fits) { pick = &p; }
+    } else if (p.fits ? p.iteration_ms < pick->iteration_ms
+                      : p.device_peak_bytes < pick->device_peak_bytes) {
+      pick = &p;
+    }
+  }
+  if (pick == nullptr) { return std::nullopt; }
+  return pick->name;
+}
+
+}  // namespace stash_plan
