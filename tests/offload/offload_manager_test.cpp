@@ -290,6 +290,12 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
   m.synchronize();
   CHECK(std::memcmp(back.data(), act.data(), n) == 0);
   CHECK(m.stats().decode_failures == 0);
+  // host_copy() waited for the copy, so its compressed size was counted: 72% zeros compress.
+  CHECK(m.stats().bytes_encoded_source == n);
+  std::vector<std::byte> reference(stash::zvc<float>::max_compressed_bytes(act.size()));
+  auto const expected = stash::zvc<float>::host_encode(std::span<float const>(act), std::span<std::byte>(reference));
+  CHECK(m.stats().bytes_encoded == expected);
+  CHECK(m.stats().bytes_encoded < n / 2);
   m.release(h);
   m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);

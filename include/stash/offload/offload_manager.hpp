@@ -62,6 +62,11 @@ struct offload_stats {
   std::uint64_t bytes_offloaded{0};      ///< device -> host bytes (uncompressed)
   std::uint64_t bytes_prefetched{0};     ///< host -> device bytes (uncompressed)
   std::uint64_t decode_failures{0};      ///< host copies found corrupted on the way back
+  /// Host-copy bytes of the offloads whose size was read back (a codec reports it once the copy
+  /// is complete; raw copies are their own size); compression ratio =
+  /// bytes_encoded_source / bytes_encoded.
+  std::uint64_t bytes_encoded{0};
+  std::uint64_t bytes_encoded_source{0};  ///< uncompressed bytes of those same offloads
 };
 
 /// @brief Streams the manager queues its copies on.
@@ -380,13 +385,26 @@ class offload_manager {
   {
     if (e.state == tensor_state::offloading && backend_.query(e.host_ready)) {
       e.state = tensor_state::offloaded;
+      count_encoded(e);
     }
+  }
+
+  // The size of a completed host copy, for the compression ratio.
+  void count_encoded(entry const& e) noexcept
+  {
+    if constexpr (Transfer::reports_status) {
+      stats_.bytes_encoded += status_of(e.host, e.capacity)->encoded_bytes;
+    } else {
+      stats_.bytes_encoded += e.bytes;
+    }
+    stats_.bytes_encoded_source += e.bytes;
   }
 
   void prefetch(tensor_handle h, bool on_demand)
   {
     entry& e = checked(h, "prefetch_async");
     if (e.state == tensor_state::resident || e.state == tensor_state::prefetching) { return; }
+    refresh(e);  // a copy that has completed is counted before its slot is recycled
     void* device = nullptr;
     try {
       device = device_pool_.allocate(e.bytes, backend_.tag(h2d_));
