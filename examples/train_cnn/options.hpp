@@ -1,0 +1,236 @@
+// train_cnn's command line, parsed on the host (no CUDA), so the tests can check it on a CPU.
+#pragma once
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace train_cnn {
+
+/// @brief A bad command line; the message says which argument and why.
+class usage_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief The swap policies train_cnn instantiates (stash/swap/*.hpp).
+enum class policy_kind : std::uint8_t { no_swap, vdnn_all, vdnn_conv, vdnn_dyn, auto_swap };
+/// @brief How offloaded activations travel: raw copies, or stash's zero-value compression.
+enum class codec_kind : std::uint8_t { none, zvc };
+
+inline constexpr std::array<std::string_view, 5> policy_names = {"no_swap", "vdnn_all", "vdnn_conv",
+                                                                 "vdnn_dyn", "auto_swap"};
+inline constexpr std::array<std::string_view, 2> codec_names = {"none", "zvc"};
+
+[[nodiscard]] inline std::string_view to_string(policy_kind p) noexcept
+{
+  return policy_names[static_cast<std::size_t>(p)];
+}
+[[nodiscard]] inline std::string_view to_string(codec_kind c) noexcept
+{
+  return codec_names[static_cast<std::size_t>(c)];
+}
+
+/// @brief Everything the command line sets.
+struct options {
+  std::string data_dir;                  ///< folder with the IDX files (plain or .gz)
+  policy_kind policy = policy_kind::vdnn_conv;
+  codec_kind codec   = codec_kind::none;
+  std::optional<std::uint64_t> budget;   ///< emulated device size (bytes); none: the whole GPU
+  int batch          = 128;
+  int width          = 1;                ///< channel / unit multiplier of the network
+  int epochs         = 2;
+  long max_steps     = 0;                ///< per epoch; 0: the whole training set
+  double lr          = 0.02;
+  double momentum    = 0.9;
+  std::uint64_t seed = 1;
+  bool check         = false;            ///< run with and without offload, compare weights bitwise
+  long check_steps   = 50;
+  int progress       = -1;               ///< -1: when stderr is a terminal; 0 off; 1 on
+  bool help          = false;
+};
+
+/// @brief The usage text.
+[[nodiscard]] inline std::string usage()
+{
+  return "usage: train_cnn DATA_DIR [options]\n"
+         "  DATA_DIR           folder with Fashion-MNIST's IDX files, plain or .gz\n"
+         "                     (apt-get install dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)\n"
+         "  --policy NAME      swap policy: no_swap, vdnn_all, vdnn_conv (default), vdnn_dyn, auto_swap\n"
+         "  --codec NAME       none (raw copies, default) or zvc (zero-value compression on the GPU)\n"
+         "  --budget BYTES     emulate a GPU of this size (e.g. 64MiB, 1.5GiB, 200000000): the swap\n"
+         "                     policy plans for it, and from the second step on (the first is\n"
+         "                     recorded without offload) device bytes in use may not exceed it\n"
+         "  --batch N          mini-batch size (default 128)\n"
+         "  --width N          multiply every layer's channels / units by N (default 1)\n"
+         "  --epochs N         epochs (default 2)\n"
+         "  --steps N          at most N steps per epoch (default: the whole training set)\n"
+         "  --lr X             SGD learning rate (default 0.02)\n"
+         "  --momentum X       SGD momentum (default 0.9)\n"
+         "  --seed N           shuffling and initialisation seed (default 1)\n"
+         "  --check            train --check-steps steps without offload and with the chosen\n"
+         "                     policy/codec, deterministic cuDNN algorithms, and compare the\n"
+         "                     weights bitwise (exit 1 when they differ)\n"
+         "  --check-steps N    steps of --check (default 50)\n"
+         "  --progress/--no-progress  progress bar on stderr (default: when stderr is a terminal)\n"
+         "  --help\n";
+}
+
+/// @brief Bytes from "123", "64MiB", "1.5GiB", "512KiB", "2GB", "100MB" (KiB/MiB/GiB/TiB are
+/// powers of 1024, kB/KB/MB/GB/TB of 1000, K/M/G/T alone of 1024). Zero, negative, fractional
+/// byte counts, garbage and overflow throw usage_error.
+[[nodiscard]] inline std::uint64_t parse_bytes(std::string_view text, std::string_view what = "--budget")
+{
+  auto fail = [&](std::string const& why) -> std::uint64_t {
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' " + why +
+                      " (examples: 64MiB, 1.5GiB, 200000000)");
+  };
+  if (text.empty()) { return fail("is empty"); }
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) != 0 || text[i] == '.')) { ++i; }
+  std::string_view const number = text.substr(0, i);
+  std::string_view const unit   = text.substr(i);
+  if (number.empty()) {
+    return fail(text.front() == '-' ? "is negative" : "does not start with a number");
+  }
+  double value = 0;
+  auto const [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc{} || end != number.data() + number.size()) { return fail("is not a number"); }
+  double scale = 1;
+  struct unit_scale {
+    std::string_view name;
+    double scale;
+  };
+  static constexpr std::array<unit_scale, 17> units = {{
+    {"", 1},          {"B", 1},
+    {"K", 1024.0},    {"KiB", 1024.0},    {"kB", 1e3}, {"KB", 1e3},
+    {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},
+    {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
+    {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
+    {"k", 1e3}, {"Ki", 1024.0},
+  }};
+  bool known = false;
+  for (auto const& u : units) {
+    if (u.name == unit) {
+      scale = u.scale;
+      known = true;
+    }
+  }
+  if (!known) { return fail("has an unknown unit '" + std::string(unit) + "'"); }
+  double const bytes = value * scale;
+  if (!(bytes >= 1)) { return fail("is less than one byte"); }
+  if (bytes >= 18446744073709551615.0) { return fail("is too large"); }
+  if (bytes != std::floor(bytes)) { return fail("is not a whole number of bytes"); }
+  return static_cast<std::uint64_t>(bytes);
+}
+
+/// @brief A positive integer option.
+[[nodiscard]] inline long parse_positive(std::string_view text, std::string_view what, long max)
+{
+  long v = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || v < 1 || v > max) {
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not an integer in 1.." +
+                      std::to_string(max));
+  }
+  return v;
+}
+
+/// @brief A real option in [lo, hi].
+[[nodiscard]] inline double parse_real(std::string_view text, std::string_view what, double lo, double hi)
+{
+  double v = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || !(v >= lo && v <= hi)) {
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not a number in [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+/// @brief The policy called `name`; usage_error listing the known ones otherwise.
+[[nodiscard]] inline policy_kind parse_policy(std::string_view name)
+{
+  std::string known;
+  for (std::size_t i = 0; i < policy_names.size(); ++i) {
+    if (policy_names[i] == name) { return static_cast<policy_kind>(i); }
+    known += (i == 0 ? "" : ", ") + std::string(policy_names[i]);
+  }
+  throw usage_error("--policy: unknown swap policy '" + std::string(name) + "' (known: " + known + ")");
+}
+
+/// @brief The codec called `name`; usage_error listing the known ones otherwise.
+[[nodiscard]] inline codec_kind parse_codec(std::string_view name)
+{
+  for (std::size_t i = 0; i < codec_names.size(); ++i) {
+    if (codec_names[i] == name) { return static_cast<codec_kind>(i); }
+  }
+  throw usage_error("--codec: unknown codec '" + std::string(name) +
+                    "' (known: none, zvc; train_cnn instantiates only these two)");
+}
+
+/// @brief Parses the arguments after the program name.
+[[nodiscard]] inline options parse_options(std::vector<std::string> const& args)
+{
+  options o;
+  bool have_dir = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string const& a = args[i];
+    auto value = [&]() -> std::string const& {
+      if (i + 1 >= args.size()) { throw usage_error(a + ": needs a value"); }
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--policy") {
+      o.policy = parse_policy(value());
+    } else if (a == "--codec") {
+      o.codec = parse_codec(value());
+    } else if (a == "--budget") {
+      o.budget = parse_bytes(value());
+    } else if (a == "--batch") {
+      o.batch = static_cast<int>(parse_positive(value(), a, 65536));
+    } else if (a == "--width") {
+      o.width = static_cast<int>(parse_positive(value(), a, 64));
+    } else if (a == "--epochs") {
+      o.epochs = static_cast<int>(parse_positive(value(), a, 100000));
+    } else if (a == "--steps") {
+      o.max_steps = parse_positive(value(), a, 1L << 40);
+    } else if (a == "--lr") {
+      o.lr = parse_real(value(), a, 0.0, 10.0);
+    } else if (a == "--momentum") {
+      o.momentum = parse_real(value(), a, 0.0, 0.999999);
+    } else if (a == "--seed") {
+      o.seed = static_cast<std::uint64_t>(parse_positive(value(), a, 1L << 62));
+    } else if (a == "--check") {
+      o.check = true;
+    } else if (a == "--check-steps") {
+      o.check_steps = parse_positive(value(), a, 1L << 30);
+    } else if (a == "--progress") {
+      o.progress = 1;
+    } else if (a == "--no-progress") {
+      o.progress = 0;
+    } else if (a.starts_with("-")) {
+      throw usage_error("unknown option '" + a + "' (see --help)");
+    } else if (!have_dir) {
+      o.data_dir = a;
+      have_dir   = true;
+    } else {
+      throw usage_error("unexpected argument '" + a + "': only one DATA_DIR is taken");
+    }
+  }
+  if (!o.help && !have_dir) {
+    throw usage_error("missing DATA_DIR (Fashion-MNIST's folder; apt-get install dataset-fashion-mnist "
+                      "puts it in /usr/share/datasets/fashion-mnist)");
+  }
+  return o;
+}
+
+}  // namespace train_cnn
