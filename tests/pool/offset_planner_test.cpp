@@ -2,6 +2,8 @@
 // alignment, bad input, randomized instances and MiniMalloc instances. Every plan made here goes
 // through stash::check_plan.
 #include <stash/pool/best_of_planner.hpp>
+#include <stash/pool/detail/dsa_search.hpp>
+#include <stash/pool/detail/time_cells.hpp>
 #include <stash/pool/greedy_planner.hpp>
 #include <stash/pool/offset_planner.hpp>
 #include <stash/pool/plan.hpp>
@@ -13,8 +15,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -57,7 +61,90 @@ intervals random_instance(std::uint64_t seed, std::size_t n, std::uint64_t horiz
   return out;
 }
 
+// The optimal footprint by brute force: every gravity-packed plan, sorted by offset, puts each
+// block on the highest top of the time-overlapping blocks before it, so trying every order finds
+// the optimum. Only for a handful of blocks.
+std::uint64_t brute_force_optimum(intervals const& in)
+{
+  std::vector<std::size_t> order(in.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::uint64_t best = ~std::uint64_t{0};
+  do {
+    std::vector<std::uint64_t> offset(in.size(), 0);
+    std::uint64_t footprint = 0;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      auto const b = order[k];
+      for (std::size_t j = 0; j < k; ++j) {
+        auto const c = order[j];
+        if (in[c].begin < in[b].end && in[b].begin < in[c].end) {
+          offset[b] = std::max(offset[b], offset[c] + in[c].bytes);
+        }
+      }
+      footprint = std::max(footprint, offset[b] + in[b].bytes);
+    }
+    best = std::min(best, footprint);
+  } while (std::next_permutation(order.begin(), order.end()));
+  return best;
+}
+
+intervals small_instance(std::uint64_t seed)
+{
+  std::mt19937_64 rng(seed);
+  intervals out;
+  auto const n = 3 + rng() % 5;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto const begin = rng() % 10;
+    out.push_back({i, begin, begin + 1 + rng() % 6, 1 + rng() % 9});
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("dsa_search is complete: it packs at the optimum and proves nothing fits below it")
+{
+  for (std::uint64_t seed = 1; seed <= 150; ++seed) {
+    CAPTURE(seed);
+    auto const in      = small_instance(seed);
+    auto const optimum = brute_force_optimum(in);
+    auto const cells   = stash::detail::make_time_cells(in);
+    stash::detail::dsa_instance inst;
+    for (auto const& b : in) { inst.size.push_back(b.bytes); }
+    inst.cell_begin = cells.cell_begin;
+    inst.cell_end   = cells.cell_end;
+    inst.cells      = cells.cells;
+    stash::detail::dsa_search search(inst);
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (auto order : {stash::detail::dsa_order::twa, stash::detail::dsa_order::wat,
+                       stash::detail::dsa_order::taw}) {
+      for (bool critical_first : {true, false}) {
+        std::vector<std::uint64_t> offsets;
+        REQUIRE(search.solve(optimum, order, deadline, ~std::uint64_t{0}, offsets, seed % 3,
+                             critical_first) == stash::detail::dsa_status::found);
+        stash::plan p;
+        p.alignment = 1;
+        p.offsets   = offsets;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+          p.footprint = std::max(p.footprint, offsets[i] + in[i].bytes);
+        }
+        stash::check_plan(in, p);
+        CHECK(p.footprint <= optimum);
+        CHECK(search.solve(optimum - 1, order, deadline, ~std::uint64_t{0}, offsets, seed % 3,
+                           critical_first) == stash::detail::dsa_status::exhausted);
+      }
+    }
+  }
+}
+
+TEST_CASE("search planner without a capacity reaches the optimum on small instances")
+{
+  for (std::uint64_t seed = 200; seed <= 240; ++seed) {
+    CAPTURE(seed);
+    auto const in = small_instance(seed);
+    auto const p  = checked(quick_search(1000), in, 1);
+    CHECK(p.footprint == brute_force_optimum(in));
+  }
+}
 
 TEST_CASE("planners: disjoint lifetimes all share offset 0")
 {
@@ -179,9 +266,11 @@ TEST_CASE("search planner: statistics and independent sections")
   CHECK(p.footprint == 10);
 }
 
-TEST_CASE("search planner packs MiniMalloc instances F and H within capacity")
+TEST_CASE("search planner packs MiniMalloc instances A, B, C, F, H and J within capacity")
 {
-  for (char const* name : {"minimalloc/F.1048576.csv", "minimalloc/H.1048576.csv"}) {
+  for (char const* name : {"minimalloc/A.1048576.csv", "minimalloc/B.1048576.csv",
+                           "minimalloc/C.1048576.csv", "minimalloc/F.1048576.csv",
+                           "minimalloc/H.1048576.csv", "minimalloc/J.1048576.csv"}) {
     CAPTURE(name);
     auto const inst = stash::read_minimalloc_csv(stash::test::data_path(name));
     REQUIRE(inst.capacity.has_value());
@@ -189,7 +278,7 @@ TEST_CASE("search planner packs MiniMalloc instances F and H within capacity")
     CHECK(greedy.footprint > *inst.capacity);  // these are hard for greedy
     stash::search_options o;
     o.capacity    = inst.capacity;
-    o.time_budget = std::chrono::milliseconds(4000);
+    o.time_budget = std::chrono::milliseconds(8000);  // each takes well under a second alone
     auto const p  = checked(stash::search_planner(o), inst.buffers, 1);
     CHECK(p.footprint <= *inst.capacity);
   }

@@ -5,12 +5,13 @@
  *
  * Steps: (1) plan greedily (stash::greedy_planner); (2) split the blocks at the moments where
  * nothing is live into independent sections, each planned on its own; (3) for every section
- * whose greedy footprint exceeds the target, run a depth-first search over canonical placements
- * (detail::dsa_search) against that target. With a capacity the target is the capacity; without
- * one the planner tries the lower bound L first and then bisects between L and the best
- * footprint found, each try with part of the remaining budget. The ideas (canonical solutions,
- * lowest-offset-first branching, section decomposition, capacity pruning) follow MiniMalloc
- * (Moffitt, ASPLOS 2023); the code is stash's own.
+ * whose greedy footprint exceeds the target, run a depth-first search over gravity-packed
+ * placements (detail::dsa_search) against that target, restarting it with other orders. With a
+ * capacity the target is the capacity; without one the planner tries the lower bound L first and
+ * then bisects between L and the best footprint found, each try with part of the remaining
+ * budget. The ideas (canonical solutions, branching on which block goes next, dominance,
+ * inference, section decomposition) follow MiniMalloc (Moffitt, ASPLOS 2023); the code is
+ * stash's own.
  */
 #pragma once
 
@@ -123,30 +124,31 @@ class search_planner {
         }
         std::vector<std::uint64_t> units;
         bool found = false;
-        // Portfolio with restarts: three static orders x {lowest offset only, any offset}, node
-        // limits doubling every six runs, orders randomly perturbed after the first six. The
-        // search's running time is heavy-tailed in the order, so many short runs beat one long.
+        // Portfolio with restarts: three static orders x {critical cell first, plain offset
+        // order}, node limits doubling every six runs, orders randomly perturbed after the
+        // first six. The search's running time is heavy-tailed in the order, so many short
+        // runs beat one long one.
         std::uint64_t spent = 0;
         for (std::uint64_t run = 0;; ++run) {
           if (clock::now() >= attempt_deadline) { break; }
-          std::uint64_t limit = std::uint64_t{3000} << std::min<std::uint64_t>(run / 6, 30);
+          std::uint64_t limit = std::uint64_t{5000} << std::min<std::uint64_t>(run / 6, 30);
           if (options_.node_budget != 0) {
             if (spent >= options_.node_budget) { break; }
             limit = std::min(limit, options_.node_budget - spent);
           }
           constexpr detail::dsa_order orders[] = {
             detail::dsa_order::twa, detail::dsa_order::wat, detail::dsa_order::taw};
-          auto const status = engines[s]->solve(target / alignment, orders[run % 3],
-                                                attempt_deadline, limit, units,
-                                                run < 6 ? 0 : run, (run / 3) % 2 == 1);
+          auto const status =
+            engines[s]->solve(target / alignment, orders[run % 3], attempt_deadline, limit, units,
+                              run < 6 ? 0 : run, (run / 3) % 2 == 0);
           spent += engines[s]->nodes();
           stats.nodes += engines[s]->nodes();
           if (status == detail::dsa_status::found) {
             found = true;
             break;
           }
-          // An exhausted run proves nothing (bans and the lowest-offset mode prune solutions
-          // away), so the next configuration still gets its turn.
+          // The search is complete, so an exhausted run proves the target unreachable.
+          if (status == detail::dsa_status::exhausted) { break; }
         }
         if (!found) { return false; }
         solved.emplace_back(s, std::move(units));

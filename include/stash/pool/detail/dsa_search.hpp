@@ -3,23 +3,35 @@
  * @brief Planner internal: depth-first search for an offset assignment within a capacity, over
  * one independent section of blocks (the engine behind stash::search_planner).
  *
- * The search builds canonical solutions: blocks are placed in non-decreasing offset order, each
- * at the lowest offset it can take (0 or the top of a time-overlapping placed block). Branching
- * picks the next block: in the narrow mode only among blocks that can take the lowest offset any
- * unplaced block can take, in the wide mode among all (lowest offset first). Pruning:
- * - capacity: every time cell must still fit the unplaced blocks live in it above its floor
- *   (the top of what is placed there, and never below the current offset);
- * - a block with no unplaced time-overlapping block ("no hat") is placed without branching: it
- *   constrains nothing that is still to be placed;
- * - a block tried at offset x and refuted is banned from x in the sibling branches (placing it
- *   there later reaches states already explored), and blocks identical in lifetime and size to
- *   one already tried at x are skipped;
- * - dominance: when the floor rises, a block that would fit entirely below it ends the branch;
- * - decomposition: when no unplaced block spans some moment, the parts before and after it are
- *   solved one after the other, so a failure in one never re-explores choices in the other.
- * Neither mode is complete (bans and narrowing cut some solutions), so callers restart with other
- * orders rather than trust "exhausted". Undo is by a trail of (address, old value) pairs; a
- * node costs O(conflicts + cells spanned by the unplaced blocks of its part).
+ * The search enumerates gravity-packed solutions (every block at 0 or on the top of a block live
+ * at a common time; any plan can be pushed down into one). Sorted by offset, each block of such a
+ * solution sits exactly at its minoff (the highest top of its placed time-overlapping blocks)
+ * when the blocks below it are placed, and minoff >= the level (the offset of the block placed
+ * last). So the search branches on WHICH unplaced block goes next, among those whose minoff is
+ * at or above the level, at its minoff; a block whose minoff fell below the level has to wait
+ * for a block to rest on. Pruning, each cheap enough to run at every node:
+ * - dominance ("monotonic floor"): putting b at x is pointless while another unplaced block c
+ *   fits entirely below x on what is already placed (minoff(c) + size(c) <= x): every completion
+ *   could lower c there and place it before b;
+ * - inference: in every time cell the unplaced blocks live there stack up from the lowest offset
+ *   any of them can take, so that plus their total must fit (a waiting block, or one refuted at
+ *   its minoff, can take no less than the level plus the smallest unplaced size);
+ * - fail first: the blocks that can fill the lowest (then tightest) cell are tried first; once
+ *   all of them are refuted, inference usually sees the waste in that cell at once;
+ * - a block whose time-overlapping blocks are all placed ("no hat") constrains nothing that is
+ *   still to be placed: it settles at its minoff at once, out of the offset order;
+ * - a block refuted at offset x is banned from x in the sibling branches (they would only reach
+ *   the same placements in another order), and a block identical in lifetime and size to one
+ *   already tried at x is skipped;
+ * - decomposition: when no unplaced block spans some cell boundary, the parts before and after
+ *   it are solved one after the other (each with its own level), so a failure in one never
+ *   re-explores choices in the other.
+ * The rules only remove solutions that a kept branch also reaches, so a search that runs out of
+ * nodes proves nothing but an exhausted one means no plan exists (a brute-force test checks
+ * this on small instances). Sizes are kept in units of their gcd. Undo is by a trail of
+ * (address, old value) pairs. A node costs O(blocks and cells of its part + conflicts and cells
+ * of the block placed); the per-cell inference uses a union-find over "next unpainted cell"
+ * instead of walking every lifetime, and the lists in offset order are merged, not sorted.
  */
 #pragma once
 
@@ -28,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -45,7 +58,7 @@ struct dsa_instance {
 /// @brief How a search ended.
 enum class dsa_status {
   found,      ///< offsets within the capacity were found
-  exhausted,  ///< the (pruned) search space holds no solution
+  exhausted,  ///< the search space holds no solution
   budget      ///< the deadline or node budget ran out first
 };
 
@@ -60,6 +73,13 @@ class dsa_search {
   /// @brief Precomputes the time-overlap graph. O(n log n + overlapping pairs).
   explicit dsa_search(dsa_instance inst) : inst_(std::move(inst)), n_(inst_.size.size())
   {
+    // Every offset of a canonical solution is a sum of sizes, so the search runs in units of
+    // their gcd: the capacity rounds down to it, and a block that cannot stay at an offset has
+    // to rise by at least one such unit (which makes the inference on banned blocks bite).
+    grain_ = 0;
+    for (auto sz : inst_.size) { grain_ = std::gcd(grain_, sz); }
+    if (grain_ == 0) { grain_ = 1; }
+    for (auto& sz : inst_.size) { sz /= grain_; }
     std::vector<std::uint32_t> by_begin(n_);
     for (std::uint32_t i = 0; i < n_; ++i) { by_begin[i] = i; }
     std::sort(by_begin.begin(), by_begin.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -74,6 +94,19 @@ class dsa_search {
         neighbors_[by_begin[m]].push_back(a);
       }
     }
+    by_begin_ = std::move(by_begin);
+    twin_.resize(n_);
+    {
+      std::vector<std::uint32_t> ord(n_);
+      for (std::uint32_t i = 0; i < n_; ++i) { ord[i] = i; }
+      auto key = [&](std::uint32_t b) {
+        return std::tuple(inst_.size[b], inst_.cell_begin[b], inst_.cell_end[b]);
+      };
+      std::sort(ord.begin(), ord.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+      for (std::size_t k = 0; k < n_; ++k) {
+        twin_[ord[k]] = (k > 0 && key(ord[k]) == key(ord[k - 1])) ? twin_[ord[k - 1]] : ord[k];
+      }
+    }
   }
 
   /// @brief Number of time-overlapping pairs (a measure of the work per node).
@@ -85,95 +118,63 @@ class dsa_search {
   }
 
   /// @brief Searches offsets with every block's top <= `capacity` (in units). On `found`,
-  /// `offsets` (units, indexed like the instance) holds the solution.
+  /// `offsets` (units, indexed like the instance) holds the solution. A nonzero `seed` perturbs
+  /// the static candidate order (for restarts); `critical_first` tries the blocks that can fill
+  /// the lowest, tightest cell before the others (else the order is offset, then rank).
   dsa_status solve(std::uint64_t capacity,
                    dsa_order order,
                    std::chrono::steady_clock::time_point deadline,
                    std::uint64_t max_nodes,
                    std::vector<std::uint64_t>& offsets,
-                   std::uint64_t seed = 0,
-                   bool any_offset = false)
+                   std::uint64_t seed         = 0,
+                   bool critical_first        = true)
   {
-    any_offset_ = any_offset;
-    cap_       = capacity;
+    crit_order_ = critical_first;
+    cap_       = capacity / grain_;
     deadline_  = deadline;
     max_nodes_ = max_nodes;
     nodes_     = 0;
     aborted_   = false;
-    floor_now_ = 0;
-    placed_count_ = 0;
+    level_     = 0;
     trail_.clear();
     minoff_.assign(n_, 0);
     placed_.assign(n_, 0);
     offset_.assign(n_, 0);
     banned_.assign(n_, none);
-    floor_.assign(inst_.cells, 0);
     remaining_.assign(inst_.cells, 0);
+    span_.assign(std::size_t{inst_.cells} + 1, 0);
     unplaced_neighbors_.resize(n_);
     for (std::size_t b = 0; b < n_; ++b) {
       unplaced_neighbors_[b] = neighbors_[b].size();
-      if (inst_.size[b] > capacity) { return dsa_status::exhausted; }
+      if (inst_.size[b] > cap_) { return dsa_status::exhausted; }
       for (auto s = inst_.cell_begin[b]; s < inst_.cell_end[b]; ++s) {
         remaining_[s] += inst_.size[b];
       }
+      for (auto s = inst_.cell_begin[b] + 1; s < inst_.cell_end[b]; ++s) { ++span_[s]; }
     }
     for (auto r : remaining_) {
-      if (r > capacity) { return dsa_status::exhausted; }
+      if (r > cap_) { return dsa_status::exhausted; }
     }
-    rank_.assign(n_, 0);
-    {
-      std::vector<std::uint64_t> total(n_, 0);
-      for (std::size_t b = 0; b < n_; ++b) {
-        for (auto s = inst_.cell_begin[b]; s < inst_.cell_end[b]; ++s) {
-          total[b] = std::max(total[b], remaining_[s]);
-        }
+    rank_blocks(order, seed);
+    raised_stamp_.assign(n_, 0);
+    stamp_ = 0;
+    // Blocks that overlap nothing sit at 0 and take no part in the search.
+    std::vector<std::uint32_t> by_rank(n_);
+    for (std::uint32_t b = 0; b < n_; ++b) { by_rank[rank_[b]] = b; }
+    std::vector<std::uint32_t> all;
+    all.reserve(n_);
+    for (auto b : by_rank) {
+      if (unplaced_neighbors_[b] == 0) {
+        settle(b);
+      } else {
+        all.push_back(b);
       }
-      auto width = [&](std::uint32_t b) {
-        return static_cast<std::uint64_t>(inst_.cell_end[b] - inst_.cell_begin[b]);
-      };
-      auto key = [&](std::uint32_t b) -> std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> {
-        auto const area = inst_.size[b] * width(b);
-        switch (order) {
-          case dsa_order::twa: return {total[b], width(b), area};
-          case dsa_order::wat: return {width(b), area, total[b]};
-          case dsa_order::taw: return {total[b], area, width(b)};
-        }
-        return {};
-      };
-      std::vector<std::uint32_t> ord(n_);
-      for (std::uint32_t i = 0; i < n_; ++i) { ord[i] = i; }
-      std::sort(ord.begin(), ord.end(), [&](std::uint32_t a, std::uint32_t b) {
-        auto const ka = key(a);
-        auto const kb = key(b);
-        if (ka != kb) { return ka > kb; }
-        return a < b;
-      });
-      if (seed != 0 && n_ > 1) {
-        // Restarts explore different trees: perturb the static order by random adjacent swaps
-        // (a deterministic xorshift, so a seed always gives the same search).
-        std::uint64_t state = seed * 0x9E3779B97F4A7C15ULL;
-        auto next = [&state] {
-          state ^= state << 13U;
-          state ^= state >> 7U;
-          state ^= state << 17U;
-          return state;
-        };
-        for (std::size_t k = 0; k < n_ / 16 + 1; ++k) {
-          auto const i = static_cast<std::size_t>(next() % (n_ - 1));
-          std::swap(ord[i], ord[i + 1]);
-        }
-      }
-      for (std::uint32_t r = 0; r < n_; ++r) { rank_[ord[r]] = r; }
     }
-    lowest_.assign(inst_.cells, none);
-    std::vector<std::uint32_t> all(n_);
-    for (std::uint32_t i = 0; i < n_; ++i) { all[i] = i; }
-    std::sort(all.begin(), all.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return inst_.cell_begin[a] < inst_.cell_begin[b];
-    });
-    bool const ok = dfs(all);
+    // minoff is 0 for all: rank order is also (minoff, rank) order.
+    bool const ok = dfs(all, all);
     if (ok) {
       offsets = offset_;
+      for (auto& o : offsets) { o *= grain_; }
       return dsa_status::found;
     }
     return aborted_ ? dsa_status::budget : dsa_status::exhausted;
@@ -183,7 +184,64 @@ class dsa_search {
   [[nodiscard]] std::uint64_t nodes() const noexcept { return nodes_; }
 
  private:
+  struct candidate {
+    std::uint64_t offset;
+    std::uint32_t rank;
+    std::uint32_t block;
+    bool operator<(candidate const& o) const noexcept
+    {
+      return offset != o.offset ? offset < o.offset : rank < o.rank;
+    }
+  };
+
   static constexpr std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
+
+  void rank_blocks(dsa_order order, std::uint64_t seed)
+  {
+    rank_.assign(n_, 0);
+    std::vector<std::uint64_t> total(n_, 0);
+    for (std::size_t b = 0; b < n_; ++b) {
+      for (auto s = inst_.cell_begin[b]; s < inst_.cell_end[b]; ++s) {
+        total[b] = std::max(total[b], remaining_[s]);
+      }
+    }
+    auto width = [&](std::uint32_t b) {
+      return static_cast<std::uint64_t>(inst_.cell_end[b] - inst_.cell_begin[b]);
+    };
+    auto key = [&](std::uint32_t b) -> std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> {
+      auto const area = inst_.size[b] * width(b);
+      switch (order) {
+        case dsa_order::twa: return {total[b], width(b), area};
+        case dsa_order::wat: return {width(b), area, total[b]};
+        case dsa_order::taw: return {total[b], area, width(b)};
+      }
+      return {};
+    };
+    std::vector<std::uint32_t> ord(n_);
+    for (std::uint32_t i = 0; i < n_; ++i) { ord[i] = i; }
+    std::sort(ord.begin(), ord.end(), [&](std::uint32_t a, std::uint32_t b) {
+      auto const ka = key(a);
+      auto const kb = key(b);
+      if (ka != kb) { return ka > kb; }
+      return a < b;
+    });
+    if (seed != 0 && n_ > 1) {
+      // Restarts explore different trees: perturb the static order by random adjacent swaps
+      // (a deterministic xorshift, so a seed always gives the same search).
+      std::uint64_t state = seed * 0x9E3779B97F4A7C15ULL;
+      auto next           = [&state] {
+        state ^= state << 13U;
+        state ^= state >> 7U;
+        state ^= state << 17U;
+        return state;
+      };
+      for (std::size_t k = 0; k < n_ / 4 + 1; ++k) {
+        auto const i = static_cast<std::size_t>(next() % (n_ - 1));
+        std::swap(ord[i], ord[i + 1]);
+      }
+    }
+    for (std::uint32_t r = 0; r < n_; ++r) { rank_[ord[r]] = r; }
+  }
 
   void set(std::uint64_t& slot, std::uint64_t value)
   {
@@ -198,64 +256,46 @@ class dsa_search {
     }
   }
 
-  // Places b at x; false if a check fails (the caller undoes the trail either way). `active`
-  // is the subproblem b belongs to (b included): the checks look only at it.
-  bool place(std::uint32_t b, std::uint64_t x, std::vector<std::uint32_t> const& active)
+  // Places a block none of whose time-overlapping blocks is unplaced at its lowest offset: no
+  // choice is left for it, and it is outside the offset order (it constrains nothing later).
+  void settle(std::uint32_t c)
   {
-    bool const floor_rose = x > floor_now_;
-    set(floor_now_, x);
-    std::uint64_t const top = x + inst_.size[b];
-    if (top > cap_) { return false; }
-    offset_[b] = x;
-    placed_[b] = 1;
-    ++placed_count_;
-    for (auto c : neighbors_[b]) {
-      if (placed_[c]) { continue; }
-      set(unplaced_neighbors_[c], unplaced_neighbors_[c] - 1);
-      if (top > minoff_[c]) {
-        set(minoff_[c], top);
-        if (top + inst_.size[c] > cap_) { return false; }
-      }
+    set(placed_[c], 1);
+    set(offset_[c], minoff_[c]);
+    for (auto s = inst_.cell_begin[c]; s < inst_.cell_end[c]; ++s) {
+      set(remaining_[s], remaining_[s] - inst_.size[c]);
     }
+    for (auto s = inst_.cell_begin[c] + 1; s < inst_.cell_end[c]; ++s) { set(span_[s], span_[s] - 1); }
+  }
+
+  // Places b at x (>= level). False if a check fails; the caller undoes the trail either way.
+  bool place(std::uint32_t b, std::uint64_t x)
+  {
+    std::uint64_t const top = x + inst_.size[b];
+    ++stamp_;
+    raised_.clear();
+    if (top > cap_) { return false; }
+    set(placed_[b], 1);
+    set(offset_[b], x);
+
+    if (x > level_) { set(level_, x); }
     for (auto s = inst_.cell_begin[b]; s < inst_.cell_end[b]; ++s) {
-      set(floor_[s], top);
       set(remaining_[s], remaining_[s] - inst_.size[b]);
       if (remaining_[s] != 0 && top + remaining_[s] > cap_) { return false; }
     }
-    if (floor_rose) {
-      // Dominance: an unplaced block that fits entirely below the new floor, where nothing
-      // placed is in its way, could have gone there; this state is no better than that one.
-      for (auto c : active) {
-        if (!placed_[c] && minoff_[c] + inst_.size[c] <= x) { return false; }
-      }
-    }
-    // Section inference: in every cell the unplaced blocks stack up from no lower than the
-    // lowest offset any of them can still take.
-    std::uint32_t lo_cell = inst_.cells;
-    std::uint32_t hi_cell = 0;
-    for (auto c : active) {
+    for (auto s = inst_.cell_begin[b] + 1; s < inst_.cell_end[b]; ++s) { set(span_[s], span_[s] - 1); }
+    for (auto c : neighbors_[b]) {
       if (placed_[c]) { continue; }
-      lo_cell       = std::min(lo_cell, inst_.cell_begin[c]);
-      hi_cell       = std::max(hi_cell, inst_.cell_end[c]);
-      auto const at = std::max(minoff_[c], x);
-      for (auto s = inst_.cell_begin[c]; s < inst_.cell_end[c]; ++s) {
-        lowest_[s] = std::min(lowest_[s], at);
+      if (top > minoff_[c]) {
+        set(minoff_[c], top);
+        raised_.push_back(c);
+        raised_stamp_[c] = stamp_;
+        if (top + inst_.size[c] > cap_) { return false; }
       }
+      set(unplaced_neighbors_[c], unplaced_neighbors_[c] - 1);
+      if (unplaced_neighbors_[c] == 0) { settle(c); }
     }
-    bool ok = true;
-    for (auto s = lo_cell; s < hi_cell; ++s) {
-      if (remaining_[s] != 0 && lowest_[s] + remaining_[s] > cap_) { ok = false; }
-      lowest_[s] = none;
-    }
-    return ok;
-  }
-
-  void unplace(std::uint32_t b)
-  {
-    if (placed_[b]) {
-      placed_[b] = 0;
-      --placed_count_;
-    }
+    return true;
   }
 
   bool budget_spent()
@@ -268,83 +308,128 @@ class dsa_search {
     return aborted_;
   }
 
-  // Solves the subproblem `active` (unplaced blocks, sorted by cell_begin) on top of the current
-  // placements. Leaves its placements in place on success; the caller undoes them on failure.
-  bool dfs(std::vector<std::uint32_t> const& active)
+  // Solves the subproblem `active` (unplaced blocks, in rank order; `by_minoff`: the same blocks
+  // by (minoff, rank)) on top of the current placements. Leaves its placements in place on
+  // success; the caller undoes them on failure.
+  bool dfs(std::vector<std::uint32_t> const& active, std::vector<std::uint32_t> const& by_minoff)
   {
     if (active.empty()) { return true; }
     if (budget_spent()) { return false; }
 
-    // Dynamic decomposition: when no unplaced block spans a moment, the blocks before and after
-    // it no longer interact, so each part is solved once instead of in every combination.
+    std::uint32_t lo_cell = inst_.cells;
+    std::uint32_t hi_cell = 0;
+    for (auto c : active) {
+      lo_cell = std::min(lo_cell, inst_.cell_begin[c]);
+      hi_cell = std::max(hi_cell, inst_.cell_end[c]);
+    }
+    // Dynamic decomposition: when no unplaced block spans a cell boundary, the blocks before and
+    // after it no longer interact, so each part is solved once instead of in every combination.
     {
-      std::vector<std::size_t> cuts;
-      std::uint32_t reach = 0;
-      for (std::size_t k = 0; k < active.size(); ++k) {
-        auto const c = active[k];
-        if (k > 0 && inst_.cell_begin[c] >= reach) { cuts.push_back(k); }
-        reach = std::max(reach, inst_.cell_end[c]);
+      std::vector<std::uint32_t> cuts;
+      for (auto s = lo_cell + 1; s < hi_cell; ++s) {
+        if (span_[s] == 0) { cuts.push_back(s); }
       }
       if (!cuts.empty()) {
-        cuts.push_back(active.size());
-        std::uint64_t const floor_at_split = floor_now_;
-        std::size_t from = 0;
-        for (auto to : cuts) {
-          std::vector<std::uint32_t> part(active.begin() + static_cast<std::ptrdiff_t>(from),
-                                          active.begin() + static_cast<std::ptrdiff_t>(to));
-          set(floor_now_, floor_at_split);  // each part keeps its own monotone floor
-          if (!dfs(part)) { return false; }
-          from = to;
+        auto part_of = [&](std::uint32_t c) {
+          return static_cast<std::size_t>(
+            std::upper_bound(cuts.begin(), cuts.end(), inst_.cell_begin[c]) - cuts.begin());
+        };
+        std::vector<std::vector<std::uint32_t>> parts(cuts.size() + 1), parts_m(cuts.size() + 1);
+        for (auto c : active) { parts[part_of(c)].push_back(c); }
+        for (auto c : by_minoff) { parts_m[part_of(c)].push_back(c); }
+        std::uint64_t const level_at_split = level_;
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+          set(level_, level_at_split);  // each part keeps its own monotone level
+          if (!dfs(parts[k], parts_m[k])) { return false; }
         }
         return true;
       }
     }
+    if (!infer(by_minoff, lo_cell, hi_cell)) { return false; }
 
-    // Candidates: every unplaced block at the lowest offset it can take now, lowest first.
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> candidates;
-    for (auto b : active) {
-      auto const at = std::max(minoff_[b], floor_now_);
-      if (at == banned_[b]) { continue; }
-      if (unplaced_neighbors_[b] == 0 && at == minoff_[b]) {
-        candidates.assign(1, {at, b});
-        break;
+    // Dominance bound: the two smallest tops an unplaced block could take right now.
+    std::uint64_t best1 = none, best2 = none;
+    std::uint32_t arg1 = 0;
+    for (auto c : active) {
+      auto const t = minoff_[c] + inst_.size[c];
+      if (t < best1) {
+        best2 = best1;
+        best1 = t;
+        arg1  = c;
+      } else if (t < best2) {
+        best2 = t;
       }
-      candidates.emplace_back(at, b);
     }
-    std::sort(candidates.begin(), candidates.end(), [&](auto const& a, auto const& b) {
-      if (a.first != b.first) { return a.first < b.first; }
-      return rank_[a.second] < rank_[b.second];
-    });
-    if (!any_offset_) {
-      // Narrow mode: only the lowest offset is tried (the floor never goes down, so those
-      // blocks either go there now or rest on something placed later).
-      std::size_t k = 1;
-      while (k < candidates.size() && candidates[k].first == candidates[0].first) { ++k; }
-      candidates.resize(std::min(k, candidates.size()));
+    // Candidates by (offset, rank): the blocks that can go at the level, in rank order, then
+    // those above it, in (minoff, rank) order; only offsets below the dominance bound.
+    std::vector<candidate> mine;
+    auto consider = [&](std::uint32_t c) {
+      auto const x = std::max(minoff_[c], level_);
+      if (x >= (c == arg1 ? best2 : best1) || x == banned_[c]) { return; }
+      mine.push_back({x, rank_[c], c});
+    };
+    for (auto c : active) {
+      if (minoff_[c] == level_) { consider(c); }
     }
+    for (auto c : by_minoff) {
+      if (minoff_[c] > level_) { consider(c); }
+    }
+    std::size_t crit_group = 0;
+    if (crit_order_) {
+      // Fail first: the blocks that can fill the critical cell at its lowest offset go first;
+      // when all of them are refuted (and banned), inference sees the cell's waste at once.
+      auto const at   = crit_at_;
+      auto const cell = crit_cell_;
+      crit_group = static_cast<std::size_t>(
+        std::stable_partition(mine.begin(), mine.end(), [&](candidate const& cand) {
+          return cand.offset == at && inst_.cell_begin[cand.block] <= cell &&
+                 cell < inst_.cell_end[cand.block];
+        }) - mine.begin());
+    }
+
     std::size_t const mark = trail_.size();
-    std::vector<std::uint32_t> rest;
+    std::vector<std::uint32_t> rest, rest_m;
     rest.reserve(active.size());
-    for (std::size_t k = 0; k < candidates.size(); ++k) {
-      auto const [x, b] = candidates[k];
+    rest_m.reserve(active.size());
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      auto const x = mine[k].offset;
+      auto const b = mine[k].block;
+      // With the critical cell's blocks all refuted (banned) there, the cell may be unable to
+      // take the waste; one more inference settles that before the other candidates are tried.
+      if (k == crit_group && k > 0 && !infer(by_minoff, lo_cell, hi_cell)) { break; }
+      if (banned_[b] == x) { continue; }
       bool duplicate = false;
-      for (std::size_t j = 0; j < k && !duplicate; ++j) {
-        auto const a = candidates[j].second;
-        duplicate = candidates[j].first == x && inst_.size[a] == inst_.size[b] &&
-                    inst_.cell_begin[a] == inst_.cell_begin[b] &&
-                    inst_.cell_end[a] == inst_.cell_end[b];
+      for (std::size_t j = k; j > 0 && mine[j - 1].offset == x && !duplicate; --j) {
+        duplicate = twin_[mine[j - 1].block] == twin_[b];
       }
       if (!duplicate) {
         std::size_t const before = trail_.size();
-        if (place(b, x, active)) {
+        if (place(b, x)) {
           rest.clear();
           for (auto c : active) {
-            if (c != b) { rest.push_back(c); }
+            if (!placed_[c]) { rest.push_back(c); }
           }
-          if (dfs(rest)) { return true; }
+          // The blocks b raised leave their place in the (minoff, rank) order; merge them back.
+          std::size_t kept = 0;
+          for (auto c : raised_) {
+            if (!placed_[c]) { raised_[kept++] = c; }
+          }
+          raised_.resize(kept);
+          auto const by_key = [&](std::uint32_t p, std::uint32_t q) {
+            return minoff_[p] != minoff_[q] ? minoff_[p] < minoff_[q] : rank_[p] < rank_[q];
+          };
+          std::sort(raised_.begin(), raised_.end(), by_key);
+          rest_m.clear();
+          std::size_t j = 0;
+          for (auto c : by_minoff) {
+            if (placed_[c] || raised_stamp_[c] == stamp_) { continue; }
+            while (j < raised_.size() && by_key(raised_[j], c)) { rest_m.push_back(raised_[j++]); }
+            rest_m.push_back(c);
+          }
+          while (j < raised_.size()) { rest_m.push_back(raised_[j++]); }
+          if (dfs(rest, rest_m)) { return true; }
         }
         undo(before);
-        unplace(b);
         if (aborted_) { break; }
       }
       set(banned_[b], x);
@@ -353,9 +438,105 @@ class dsa_search {
     return false;
   }
 
+  // Inference: in every cell, the unplaced blocks live there stack up from no lower than the
+  // lowest offset any of them can take. Painting each block's still unpainted cells, blocks in
+  // order of their offset, gives every cell that lowest offset; a union-find over "next
+  // unpainted cell" makes it O(cells + blocks) rather than O(sum of lifetimes). Most blocks sit
+  // at the level, so only the few above it need sorting.
+  bool infer(std::vector<std::uint32_t> const& by_minoff, std::uint32_t lo_cell, std::uint32_t hi_cell)
+  {
+    if (next_cell_.size() < std::size_t{inst_.cells} + 1) {
+      next_cell_.resize(std::size_t{inst_.cells} + 1);
+    }
+    for (auto s = lo_cell; s <= hi_cell; ++s) { next_cell_[s] = s; }
+    auto find = [&](std::uint32_t s) {
+      while (next_cell_[s] != s) {
+        next_cell_[s] = next_cell_[next_cell_[s]];
+        s             = next_cell_[s];
+      }
+      return s;
+    };
+    auto paint = [&](std::uint32_t c, std::uint64_t at) {
+      for (auto s = find(inst_.cell_begin[c]); s < inst_.cell_end[c]; s = find(s + 1)) {
+        if (at + remaining_[s] > cap_) { return false; }
+        next_cell_[s] = s + 1;
+        auto const slack = cap_ - at - remaining_[s];
+        if (at < crit_at_ || (at == crit_at_ && slack < crit_slack_)) {
+          crit_at_    = at;
+          crit_slack_ = slack;
+          crit_cell_  = s;
+        }
+      }
+      return true;
+    };
+    crit_at_    = none;
+    crit_slack_ = none;
+    crit_cell_  = lo_cell;
+    // Lowest offsets: a block at or above the level can go at its minoff, unless it was refuted
+    // there (banned), when it must rise onto a block placed later: above the level by the
+    // smallest size at least, and by one grain at least. A block below the level cannot float
+    // at the level (that would not be gravity-packed) and waits for a block to rest on, too.
+    std::uint64_t min_size = none;
+    for (auto c : by_minoff) { min_size = std::min(min_size, inst_.size[c]); }
+    std::uint64_t const above = level_ + min_size;
+    deferred_.clear();
+    std::size_t d       = 0;
+    bool below_pending  = false;
+    std::size_t below_n = 0;
+    auto deferred_at = [&](std::uint32_t c) { return std::max(minoff_[c] + 1, above); };
+    // Paints the waiting blocks (deferred, and the below-level group at `above`) up to `limit`.
+    auto flush = [&](std::uint64_t limit) {
+      for (;;) {
+        bool const take_d = d < deferred_.size() && deferred_at(deferred_[d]) <= limit &&
+                            (!below_pending || deferred_at(deferred_[d]) <= above);
+        if (take_d) {
+          if (!paint(deferred_[d], deferred_at(deferred_[d]))) { return false; }
+          ++d;
+          continue;
+        }
+        if (below_pending && above <= limit) {
+          for (std::size_t k = 0; k < below_n; ++k) {
+            if (!paint(by_minoff[k], above)) { return false; }
+          }
+          below_pending = false;
+          continue;
+        }
+        return true;
+      }
+    };
+    for (auto c : by_minoff) {
+      if (minoff_[c] < level_) {
+        below_pending = true;
+        ++below_n;  // the below-level blocks are a prefix of by_minoff
+        continue;
+      }
+      auto const v = minoff_[c];
+      if (banned_[c] == v) {
+        deferred_.push_back(c);
+        continue;
+      }
+      if (!flush(v)) { return false; }
+      if (!paint(c, v)) { return false; }
+    }
+    return flush(none);
+  }
+
+  std::vector<std::uint32_t> next_cell_;  // scratch of infer(): next unpainted cell
+  std::vector<std::uint32_t> deferred_;   // scratch of infer(): banned blocks, by minoff
+  // The cell infer() found lowest (then tightest): the place the next block most urgently needs.
+  std::uint64_t crit_at_{0}, crit_slack_{0};
+  std::uint32_t crit_cell_{0};
+  bool crit_order_{true};
+  std::vector<std::uint32_t> raised_;     // blocks whose minoff the last place() raised
+  std::vector<std::uint64_t> raised_stamp_;
+  std::uint64_t stamp_{0};
+  std::vector<std::uint32_t> twin_;       // blocks equal in size and lifetime share a value
+
   dsa_instance inst_;
   std::size_t n_;
+  std::uint64_t grain_{1};  // gcd of the sizes; sizes, offsets and capacity are kept in grains
   std::vector<std::vector<std::uint32_t>> neighbors_;
+  std::vector<std::uint32_t> by_begin_;
   std::vector<std::uint32_t> rank_;
 
   std::uint64_t cap_{0};
@@ -363,13 +544,10 @@ class dsa_search {
   std::uint64_t max_nodes_{0};
   std::uint64_t nodes_{0};
   bool aborted_{false};
-  bool any_offset_{false};
 
-  std::uint64_t floor_now_{0};
-  std::size_t placed_count_{0};
-  std::vector<std::uint64_t> minoff_, placed_, offset_, banned_, floor_, remaining_,
+  std::uint64_t level_{0};
+  std::vector<std::uint64_t> minoff_, placed_, offset_, banned_, remaining_, span_,
     unplaced_neighbors_;
-  std::vector<std::uint64_t> lowest_;  // scratch: per cell, lowest offset an unplaced block can take
   std::vector<std::pair<std::uint64_t*, std::uint64_t>> trail_;
 };
 
