@@ -68,10 +68,14 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals,
                                   std::uint64_t offset,
                                   std::uint64_t size)
 {
+  // Appends rather than a chain of operator+: GCC 12 at -O3 flags the chain (-Wrestrict).
   auto const& b = intervals[i];
-  return "#" + std::to_string(i) + " (id " + std::to_string(b.id) + ", live [" +
-         std::to_string(b.begin) + ", " + std::to_string(b.end) + "), addresses [" +
-         std::to_string(offset) + ", " + std::to_string(offset + size) + "))";
+  std::string text = "#";
+  text.append(std::to_string(i)).append(" (id ").append(std::to_string(b.id));
+  text.append(", live [").append(std::to_string(b.begin)).append(", ").append(std::to_string(b.end));
+  text.append("), addresses [").append(std::to_string(offset)).append(", ");
+  text.append(std::to_string(offset + size)).append("))");
+  return text;
 }
 
 }  // namespace detail
