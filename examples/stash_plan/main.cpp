@@ -1,6 +1,7 @@
 // stash-plan: summarises stash traces (v1) and MiniMalloc instances: sizes, the lower bound on
 // memory (peak live bytes) and where it happens, offset planners against that bound, swap
-// policies under a budget, and a picture of the iteration. See usage() for the interface.
+// policies under a budget, a picture of the iteration, and the projected time to train on a
+// cluster for every data-parallel x model-parallel configuration. See usage() for the interface.
 //
 // Layout: options.hpp parses the command line; report.hpp reads and analyses one input into a
 // file_report (sections from planners.hpp, policies.hpp, svg.hpp); print.hpp prints a report
@@ -10,6 +11,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,20 +68,53 @@ void usage(std::ostream& out)
          "                     on (implies --codec zvc); --activations takes every FILE up to the\n"
          "                     next option, so put it after the inputs or end it with --\n"
          "\n"
+         "Multi-device projection (traces; only with --cluster): every data-parallel x\n"
+         "model-parallel configuration of the trace on the cluster, with and without a swap\n"
+         "policy: per-device peak, step time (pipeline, all-reduce, offload stall), epochs and\n"
+         "predicted time to train; the best is the fitting one with the least time to train.\n"
+         "Every time is predicted by stash's cost model, not measured.\n"
+         "  --cluster SPEC     the cluster, comma-separated key=value: nodes, gpus (per node),\n"
+         "                     intra (link preset: nvlink, nvlink4, nvlink3, pcie, pcie4, pcie5),\n"
+         "                     intra_gbps, intra_latency_us, inter_gbps (required when nodes > 1),\n"
+         "                     latency_us, hw (device preset, default h100_sxm); e.g.\n"
+         "                     nodes=16,gpus=8,intra=nvlink,inter_gbps=100,latency_us=5\n"
+         "  --gns S_MIN,B_NOISE  statistical efficiency, gradient-noise form: steps(B) =\n"
+         "                     S_MIN (1 + B_NOISE / B) at global batch B; or\n"
+         "  --epochs-table B:E,B:E,...  epochs to target E at global batch B (log-linear between\n"
+         "                     rows; batches outside the table have no time to train).\n"
+         "                     One of the two is required with --cluster.\n"
+         "  --dataset N        samples per epoch (default 1281167, ImageNet-1k)\n"
+         "  --replica-batch N  samples per replica and step (default: the trace's batch)\n"
+         "  --micro-batches N  pipeline micro-batches when mp > 1 (default 4; must divide the\n"
+         "                     replica batch)\n"
+         "  --max-mp N         largest model-parallel degree tried (default 8)\n"
+         "  With --cluster, --budget is also the per-device budget of the projection (a\n"
+         "  percentage: of the trace's no_swap peak at its recorded batch; default: the cluster\n"
+         "  device's memory), --codec/--ratio apply to its offloads, and --hw does not apply\n"
+         "  (give hw=PRESET in SPEC).\n"
+         "\n"
          "Picture:\n"
          "  --svg FILE         write an SVG of the iteration: device memory over simulated time,\n"
          "                     stacked by storage kind (with the budget line and the no_swap\n"
          "                     curve against the drawn policy when a policy is given; with several\n"
          "                     policies the fastest that fits), above the compute, D2H and H2D\n"
          "                     streams. With several FILEs, FILE gets each input's stem appended\n"
-         "                     (out.svg -> out_vgg16_b32.svg).\n"
+         "                     (out.svg -> out_vgg16_b32.svg). With --cluster, the projection's\n"
+         "                     picture (time to train against devices, one line per MP degree,\n"
+         "                     the best ringed) goes beside it with \"-projection\" before the\n"
+         "                     extension (out.svg -> out-projection.svg,\n"
+         "                     out_vgg16_b32-projection.svg).\n"
          "\n"
          "Output:\n"
          "  --json      print one JSON object per FILE, one per line (JSON Lines), in argument\n"
          "              order, with at least \"file\", \"format\", \"tensors\",\n"
          "              \"lower_bound_bytes\", \"activation_bytes\" (null for a CSV), \"planners\",\n"
          "              \"best\", for traces \"caching_pool\", for CSVs \"capacity_bytes\", and with\n"
-         "              a policy \"swap\" and \"policies\"\n"
+         "              a policy \"swap\" and \"policies\", with --cluster \"projection\"\n"
+         "              (cluster, devices, budget_bytes, assumptions, best: index or null) and\n"
+         "              \"configs\" (one object per configuration: dp, mp, devices,\n"
+         "              global_batch, policy, fits, offload, device_peak_bytes, step_ms, ...,\n"
+         "              epochs_to_target, time_to_train_s, best)\n"
          "  -h, --help  print this help and exit\n"
          "  --          treat every later argument as a FILE\n"
          "\n"
@@ -115,16 +150,23 @@ int main(int argc, char** argv)
   bool first = true;
   for (auto const& file : opt.files) {
     auto report = stash_plan::analyze_file(file, opt);
-    if (report.svg) {
-      auto const path = stash_plan::svg_path(*opt.svg, file, opt.files.size() > 1);
+    auto write_svg = [&](std::string const& path, std::string const& svg) -> std::optional<std::string> {
       std::ofstream out(path);
-      out << *report.svg;
+      out << svg;
       out.close();
       if (!out) {
         std::cerr << "stash-plan: " << path << ": cannot write the SVG\n";
         status = exit_bad_input;
-      } else {
-        report.svg_file = path;
+        return std::nullopt;
+      }
+      return path;
+    };
+    if (opt.svg) {
+      auto const path = stash_plan::svg_path(*opt.svg, file, opt.files.size() > 1);
+      if (report.svg) { report.svg_file = write_svg(path, *report.svg); }
+      if (report.projection_svg) {
+        report.projection_svg_file =
+          write_svg(stash_plan::projection_svg_path(path), *report.projection_svg);
       }
     }
     if (report.error) {

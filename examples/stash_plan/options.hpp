@@ -1,7 +1,8 @@
 /**
  * @file options.hpp
  * @brief stash-plan's command line: the options struct, the parsers of sizes, budgets and
- * numbers, and the codec-ratio measurement behind `--activations`.
+ * numbers, the multi-device projection's options (`--cluster` and its efficiency model), and
+ * the codec-ratio measurement behind `--activations`.
  *
  * Parsing never prints or exits: a bad command line throws stash_plan::usage_error, whose
  * message names the option and the offending text, so main() can print it with the usage and
@@ -11,8 +12,11 @@
 
 #include <stash/codec/codec.hpp>
 #include <stash/codec/zvc.hpp>
+#include <stash/core/error.hpp>
+#include <stash/sim/cluster.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
+#include <stash/sim/projection.hpp>
 #include <stash/swap/policy_registry.hpp>
 
 #include <algorithm>
@@ -62,6 +66,16 @@ struct codec_choice {
   std::string source;  ///< "fixed" or "measured on N files"
 };
 
+/// @brief The multi-device projection (--cluster): the cluster, the statistical-efficiency
+/// model and the projection's parameters. device_budget_bytes stays 0 here; an absolute
+/// --budget or a percentage of each trace's no_swap peak is resolved per input.
+struct projection_request {
+  std::string spec;                              ///< --cluster as given
+  stash::cluster cluster;                        ///< parsed from `spec`
+  stash::statistical_efficiency efficiency;      ///< --gns or --epochs-table
+  stash::projection_params params;               ///< --dataset, --replica-batch, ...
+};
+
 /// @brief Everything the command line asks for.
 struct options {
   bool json = false;
@@ -72,6 +86,7 @@ struct options {
   std::string hardware = "pcie3_x16";              ///< --hw
   std::optional<codec_choice> codec;               ///< --codec with --ratio / --activations
   std::optional<std::string> svg;                  ///< --svg FILE
+  std::optional<projection_request> projection;    ///< --cluster with its efficiency model
   bool help = false;                               ///< -h / --help
   bool planners = true;  ///< run the planner section (always from the command line; tests may skip it)
 
@@ -193,6 +208,76 @@ inline std::optional<double> parse_decimal(std::string_view text)
   return std::chrono::milliseconds(std::stoll(std::string(text)));
 }
 
+/// @brief Parses a positive whole number (at most 18 digits) for the projection's counts.
+[[nodiscard]] inline std::uint64_t parse_count(std::string_view text, std::string_view what,
+                                               std::uint64_t max = std::numeric_limits<std::uint64_t>::max())
+{
+  bool const digits = !text.empty() && text.size() <= 18 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  std::uint64_t const value = digits ? std::stoull(std::string(text)) : 0;
+  if (!digits || value == 0 || value > max) {
+    throw usage_error(std::string(what) + ": '" + std::string(text) +
+                      "' is not a positive whole number" +
+                      (max < std::numeric_limits<std::uint64_t>::max() ? " (at most " + std::to_string(max) + ")"
+                                                                       : std::string()));
+  }
+  return value;
+}
+
+/// @brief Parses --cluster SPEC (stash::parse_cluster_spec); its stash::logic_error becomes a
+/// usage_error carrying the same what().
+[[nodiscard]] inline stash::cluster parse_cluster(std::string const& spec)
+{
+  try {
+    return stash::parse_cluster_spec(spec);
+  } catch (stash::logic_error const& e) {
+    throw usage_error(e.what());
+  }
+}
+
+/// @brief Parses --gns S_MIN,B_NOISE: the gradient-noise efficiency model.
+[[nodiscard]] inline stash::statistical_efficiency parse_gns(std::string_view text)
+{
+  auto const comma = text.find(',');
+  auto const s_min = comma == std::string_view::npos ? std::nullopt : detail::parse_decimal(text.substr(0, comma));
+  auto const noise = comma == std::string_view::npos ? std::nullopt : detail::parse_decimal(text.substr(comma + 1));
+  if (!s_min || !noise) {
+    throw usage_error("--gns: '" + std::string(text) +
+                      "' is not S_MIN,B_NOISE (two numbers, e.g. 13648.8,8192)");
+  }
+  try {
+    return stash::statistical_efficiency::gradient_noise(*s_min, *noise);
+  } catch (stash::logic_error const& e) {
+    throw usage_error("--gns: '" + std::string(text) + "': " + e.what());
+  }
+}
+
+/// @brief Parses --epochs-table B:E,B:E,...: epochs to target at each global batch.
+[[nodiscard]] inline stash::statistical_efficiency parse_epochs_table(std::string_view text)
+{
+  std::vector<stash::epochs_point> points;
+  std::size_t pos = 0;
+  while (true) {
+    auto const comma = text.find(',', pos);
+    auto const item  = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    auto const colon = item.find(':');
+    auto const batch = colon == std::string_view::npos ? std::nullopt : detail::parse_decimal(item.substr(0, colon));
+    auto const epochs = colon == std::string_view::npos ? std::nullopt : detail::parse_decimal(item.substr(colon + 1));
+    if (!batch || !epochs) {
+      throw usage_error("--epochs-table: '" + std::string(item) + "' in '" + std::string(text) +
+                        "' is not BATCH:EPOCHS (e.g. 256:90,4096:131)");
+    }
+    points.push_back(stash::epochs_point{*batch, *epochs});
+    if (comma == std::string_view::npos) { break; }
+    pos = comma + 1;
+  }
+  try {
+    return stash::statistical_efficiency::table(std::move(points));
+  } catch (stash::logic_error const& e) {
+    throw usage_error("--epochs-table: '" + std::string(text) + "': " + e.what());
+  }
+}
+
 /// @brief Parses --ratio: a finite number >= 1 is typical, but anything positive is accepted
 /// (a ratio below 1 models a codec that expands the data).
 [[nodiscard]] inline double parse_ratio(std::string_view text)
@@ -239,6 +324,12 @@ inline std::optional<double> parse_decimal(std::string_view text)
   std::vector<std::string> activations;
   bool hw_given     = false;
   bool options_done = false;
+  std::optional<std::string> cluster_spec;
+  std::optional<stash::cluster> cluster;
+  std::optional<stash::statistical_efficiency> efficiency;
+  std::string efficiency_option;  // the option that set `efficiency`
+  stash::projection_params params;
+  std::vector<std::string> projection_options;  // given, for the "needs --cluster" message
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string const& arg = args[i];
     auto value = [&]() -> std::string const& {
@@ -295,6 +386,30 @@ inline std::optional<double> parse_decimal(std::string_view text)
       if (activations.empty()) { throw usage_error("--activations: missing FILE"); }
     } else if (arg == "--svg") {
       opt.svg = value();
+    } else if (arg == "--cluster") {
+      cluster_spec = value();
+      cluster      = parse_cluster(*cluster_spec);
+    } else if (arg == "--gns" || arg == "--epochs-table") {
+      auto const& text = value();
+      if (efficiency) {
+        throw usage_error(arg + ": the efficiency model is already set by " + efficiency_option +
+                          "; give one of --gns and --epochs-table");
+      }
+      efficiency        = arg == "--gns" ? parse_gns(text) : parse_epochs_table(text);
+      efficiency_option = arg;
+      projection_options.push_back(arg);
+    } else if (arg == "--dataset") {
+      params.dataset_samples = parse_count(value(), arg);
+      projection_options.push_back(arg);
+    } else if (arg == "--replica-batch") {
+      params.replica_batch = parse_count(value(), arg);
+      projection_options.push_back(arg);
+    } else if (arg == "--micro-batches") {
+      params.micro_batches = static_cast<std::uint32_t>(parse_count(value(), arg, 1u << 20));
+      projection_options.push_back(arg);
+    } else if (arg == "--max-mp") {
+      params.max_mp = static_cast<std::uint32_t>(parse_count(value(), arg, 1u << 20));
+      projection_options.push_back(arg);
     } else {
       throw usage_error("unknown option '" + arg + "'");
     }
@@ -322,9 +437,29 @@ inline std::optional<double> parse_decimal(std::string_view text)
                         "to measure zvc's");
     }
   }
-  // The cost model only feeds the simulator, which runs for the policy section and --svg.
-  if ((opt.codec || hw_given) && !opt.swap_requested() && !opt.svg) {
-    throw usage_error(std::string(opt.codec ? "--codec" : "--hw") +
+  if (cluster) {
+    if (!efficiency) {
+      throw usage_error("--cluster needs an efficiency model: --gns S_MIN,B_NOISE or "
+                        "--epochs-table B:E,B:E,...");
+    }
+    if (opt.codec) {
+      // Offloads in the projection pass through the same codec as in the simulation.
+      params.cost.use_codec   = true;
+      params.cost.codec_ratio = opt.codec->ratio;
+    }
+    opt.projection = projection_request{*cluster_spec, std::move(*cluster), std::move(*efficiency), params};
+  } else if (!projection_options.empty()) {
+    throw usage_error(projection_options.front() + " only applies to the projection: add --cluster SPEC");
+  }
+  if (hw_given && opt.projection && !opt.swap_requested() && !opt.svg) {
+    throw usage_error("--hw sets the simulated device, not the cluster's: give hw=PRESET in the "
+                      "--cluster SPEC");
+  }
+  // The cost model only feeds the simulator, which runs for the policy section and --svg (and
+  // the codec also the projection's offloads).
+  bool const codec_unused = opt.codec && !opt.projection;
+  if ((codec_unused || hw_given) && !opt.swap_requested() && !opt.svg) {
+    throw usage_error(std::string(codec_unused ? "--codec" : "--hw") +
                       " only affects simulated times: add --policy NAME|all, --budget or --svg");
   }
   return opt;

@@ -159,12 +159,15 @@ inline void print_text(std::ostream& out, file_report const& r)
   }
   if (r.planners) { print_planners_text(out, *r.planners); }
   if (r.policies) { print_policies_text(out, *r.policies); }
+  if (r.projection) { print_projection_text(out, *r.projection); }
   if (r.svg_file) { row("picture", *r.svg_file); }
+  if (r.projection_svg_file) { row("projection svg", *r.projection_svg_file); }
   for (auto const& note : r.notes) { row("note", note); }
 }
 
 /// @brief One JSON object on one line. Keys: file, format, and either error, or tensors,
-/// lower_bound_bytes, activation_bytes (null for CSV), peak, and the format's own fields.
+/// lower_bound_bytes, activation_bytes (null for CSV), peak, and the format's own fields; with
+/// --cluster "projection" and "configs" (projection_section.hpp).
 inline void print_json(std::ostream& out, file_report const& r)
 {
   json_writer json(out);
@@ -303,7 +306,9 @@ inline void print_json(std::ostream& out, file_report const& r)
     }
     json.end_array();
   }
+  if (r.projection) { write_projection_json(json, *r.projection); }
   if (r.svg_file) { json.key("svg").value(*r.svg_file); }
+  if (r.projection_svg_file) { json.key("projection_svg").value(*r.projection_svg_file); }
   if (!r.notes.empty()) {
     json.key("notes").begin_array();
     for (auto const& note : r.notes) { json.value(note); }

@@ -4,13 +4,15 @@
  *
  * Each input becomes one `file_report`. Analysis steps fill sections of it; the text and JSON
  * printers only read it. A later step adds a section here, a function filling it (in its own
- * header: planners.hpp, policies.hpp, svg.hpp), and a few lines in each printer.
+ * header: planners.hpp, policies.hpp, svg.hpp, projection_section.hpp), and a few lines in
+ * each printer.
  */
 #pragma once
 
 #include "options.hpp"
 #include "planners.hpp"
 #include "policies.hpp"
+#include "projection_section.hpp"
 #include "svg.hpp"
 
 #include <stash/trace/lifetime.hpp>
@@ -78,6 +80,9 @@ struct file_report {
   std::optional<policy_section> policies;   ///< swap policies (trace, --policy / --budget)
   std::optional<std::string> svg;           ///< the --svg picture (trace)
   std::optional<std::string> svg_file;      ///< where main wrote it
+  std::optional<projection_section> projection;  ///< multi-device projection (trace, --cluster)
+  std::optional<std::string> projection_svg;     ///< its picture (--cluster with --svg)
+  std::optional<std::string> projection_svg_file;  ///< where main wrote it
   std::vector<std::string> notes;           ///< sections asked for that do not apply
 };
 
@@ -210,11 +215,18 @@ inline file_report analyze_file(std::filesystem::path const& path, options const
       if (opt.planners) { plan_instance(report, instance, opt); }
       if (opt.swap_requested()) { report.notes.push_back("swap policies need a trace (a CSV has no ops)"); }
       if (opt.svg) { report.notes.push_back("--svg needs a trace; no picture for a CSV"); }
+      if (opt.projection) {
+        report.notes.push_back("--cluster needs a trace (a CSV has no ops); no projection");
+      }
     } else {
       auto const t = stash::read_trace(path);
       summarize_trace(report, t);
       if (opt.planners) { plan_trace(report, t, opt); }
       simulate_trace(report, t, opt);
+      if (opt.projection) {
+        report.projection = run_projection(t, opt);
+        if (opt.svg) { report.projection_svg = render_projection_svg(*report.projection); }
+      }
     }
   } catch (stash::trace_error const& e) {
     report.error = e.what();  // already "file:line: what"

@@ -3,6 +3,7 @@
 // Machine: 1 GB/s device memory (every op is memory-bound: 1 byte = 1 ns), 1 GB/s H2D, no
 // latency, no launch overhead. Ops: op0 5 us, op1 5 us, op2 7 us, op3 6 us (bytes read +
 // written). Storage a (4000 B) is written by op0, read by op1 and op3.
+#include "support/tiny_trace.hpp"
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/swap/schedule.hpp>
@@ -12,23 +13,7 @@
 
 namespace {
 
-std::string const tiny = R"(# stash-trace v1 model=tiny dtype=float32
-p forward
-t 0 1000 input x
-t 1 4000 act a
-o aten::relu 0 1
-t 2 1000 act b
-o aten::relu 1 2
-t 3 6000 temp c
-o aten::relu 2 3
-f 3
-p backward
-t 4 1000 temp d
-o aten::relu_backward 2,1 4
-f 1
-f 2
-f 4
-)";
+std::string const& tiny = stash::test::tiny_trace_text;
 
 stash::cost_model model(double d2h_bytes_per_s = 1e9)
 {
