@@ -13,51 +13,30 @@
 
 namespace stash {
 
+/// @brief The layout of a reduced-precision format: sign, `ExponentBits`, `MantissaBits`, whether
+/// the top exponent is reserved for Inf/NaN, the codec id's low byte, and how many elements share
+/// how many stored bytes.
+template <int ExponentBits, int MantissaBits, bool ReservedTop, std::uint8_t Code,
+          int GroupElements, int GroupBytes>
+struct minifloat_format {
+  static constexpr int exponent_bits  = ExponentBits;   ///< exponent field width
+  static constexpr int mantissa_bits  = MantissaBits;   ///< stored mantissa bits
+  static constexpr bool reserved_top  = ReservedTop;    ///< top exponent is Inf/NaN
+  static constexpr std::uint8_t code  = Code;           ///< low byte of the codec id
+  static constexpr int group_elements = GroupElements;  ///< elements per storage group
+  static constexpr int group_bytes    = GroupBytes;     ///< bytes per storage group
+};
+
 /// @brief IEEE binary16 layout (1/5/10); no denormals.
-struct fp16 {
-  static constexpr int exponent_bits = 5;       ///< exponent field width
-  static constexpr int mantissa_bits = 10;      ///< stored mantissa bits
-  static constexpr bool reserved_top = true;    ///< top exponent is Inf/NaN
-  static constexpr std::uint8_t code = 1;       ///< low byte of the codec id
-  static constexpr int group_elements = 1;      ///< elements per storage group
-  static constexpr int group_bytes    = 2;      ///< bytes per storage group
-};
+struct fp16 : minifloat_format<5, 10, true, 1, 1, 2> {};
 /// @brief bfloat16 (1/8/7); no denormals.
-struct bf16 {
-  static constexpr int exponent_bits = 8;       ///< exponent field width
-  static constexpr int mantissa_bits = 7;       ///< stored mantissa bits
-  static constexpr bool reserved_top = true;    ///< top exponent is Inf/NaN
-  static constexpr std::uint8_t code = 2;       ///< low byte of the codec id
-  static constexpr int group_elements = 1;      ///< elements per storage group
-  static constexpr int group_bytes    = 2;      ///< bytes per storage group
-};
-/// @brief OCP fp8 e4m3 (1/4/3, max 448, no infinities); no denormals.
-struct fp8_e4m3 {
-  static constexpr int exponent_bits = 4;       ///< exponent field width
-  static constexpr int mantissa_bits = 3;       ///< stored mantissa bits
-  static constexpr bool reserved_top = false;   ///< only S.1111.111 is NaN
-  static constexpr std::uint8_t code = 3;       ///< low byte of the codec id
-  static constexpr int group_elements = 1;      ///< elements per storage group
-  static constexpr int group_bytes    = 1;      ///< bytes per storage group
-};
+struct bf16 : minifloat_format<8, 7, true, 2, 1, 2> {};
+/// @brief OCP fp8 e4m3 (1/4/3, max 448, no infinities: only S.1111.111 is NaN); no denormals.
+struct fp8_e4m3 : minifloat_format<4, 3, false, 3, 1, 1> {};
 /// @brief OCP fp8 e5m2 (1/5/2, max 57344); no denormals.
-struct fp8_e5m2 {
-  static constexpr int exponent_bits = 5;       ///< exponent field width
-  static constexpr int mantissa_bits = 2;       ///< stored mantissa bits
-  static constexpr bool reserved_top = true;    ///< top exponent is Inf/NaN
-  static constexpr std::uint8_t code = 4;       ///< low byte of the codec id
-  static constexpr int group_elements = 1;      ///< elements per storage group
-  static constexpr int group_bytes    = 1;      ///< bytes per storage group
-};
+struct fp8_e5m2 : minifloat_format<5, 2, true, 4, 1, 1> {};
 /// @brief Gist's fp10 (1/5/4, max 63488), three per 32-bit word; no denormals.
-struct fp10 {
-  static constexpr int exponent_bits = 5;       ///< exponent field width
-  static constexpr int mantissa_bits = 4;       ///< stored mantissa bits
-  static constexpr bool reserved_top = true;    ///< top exponent is Inf/NaN
-  static constexpr std::uint8_t code = 5;       ///< low byte of the codec id
-  static constexpr int group_elements = 3;      ///< elements per storage group
-  static constexpr int group_bytes    = 4;      ///< bytes per storage group
-};
+struct fp10 : minifloat_format<5, 4, true, 5, 3, 4> {};
 
 /// @brief Error bound of a format: for |x| <= max_finite, |decode(encode(x)) - x| <=
 /// max(relative * |x|, flush_below); beyond it, the result is +-max_finite.
