@@ -26,4 +26,4 @@ command -v nvcc >/dev/null 2>&1 || { echo "error: nvcc not found: install the CU
 
 cmake --preset test
 cmake --build --preset test -j "$(nproc)"
-ctest --preset test "$@"
+ctest --preset test --no-label-summary "$@"
