@@ -284,6 +284,65 @@ TEST_CASE("search planner packs MiniMalloc instances A, B, C, F, H and J within 
   }
 }
 
+TEST_CASE("search planner packs MiniMalloc instances D, I and K within capacity on a node budget")
+{
+  // D needs a tight lower offset for the blocks that must rise; I and K also need the restart
+  // portfolio. A node budget (not a time budget) keeps the outcome the same on any machine.
+  for (char const* name :
+       {"minimalloc/D.1048576.csv", "minimalloc/I.1048576.csv", "minimalloc/K.1048576.csv"}) {
+    CAPTURE(name);
+    auto const inst = stash::read_minimalloc_csv(stash::test::data_path(name));
+    REQUIRE(inst.capacity.has_value());
+    stash::search_options o;
+    o.capacity    = inst.capacity;
+    o.time_budget = std::chrono::milliseconds(600000);
+    o.node_budget = 1'000'000;
+    stash::search_stats stats;
+    auto const p = stash::search_planner(o).plan(inst.buffers, 1, stats);
+    stash::check_plan(inst.buffers, p);
+    CHECK(p.footprint <= *inst.capacity);
+    CHECK(stats.nodes <= o.node_budget);
+  }
+}
+
+TEST_CASE("dsa_search: a restart reuses the failed sub-states of earlier runs, and stays complete")
+{
+  // The same engine solved repeatedly at one capacity (remembering failures) and at others
+  // (forgetting them) must keep agreeing with brute force.
+  for (std::uint64_t seed = 300; seed <= 340; ++seed) {
+    CAPTURE(seed);
+    auto const in      = small_instance(seed);
+    auto const optimum = brute_force_optimum(in);
+    auto const cells   = stash::detail::make_time_cells(in);
+    stash::detail::dsa_instance inst;
+    for (auto const& b : in) { inst.size.push_back(b.bytes); }
+    inst.cell_begin = cells.cell_begin;
+    inst.cell_end   = cells.cell_end;
+    inst.cells      = cells.cells;
+    stash::detail::dsa_search search(inst);
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::vector<std::uint64_t> offsets;
+    for (std::uint64_t run = 0; run < 9; ++run) {
+      auto const order = static_cast<stash::detail::dsa_order>(run % 3);
+      CHECK(search.solve(optimum - 1, order, deadline, ~std::uint64_t{0}, offsets, run,
+                         run % 2 == 0, run % 3 == 2) == stash::detail::dsa_status::exhausted);
+    }
+    for (std::uint64_t run = 0; run < 9; ++run) {
+      auto const order = static_cast<stash::detail::dsa_order>(run % 3);
+      REQUIRE(search.solve(optimum, order, deadline, ~std::uint64_t{0}, offsets, run,
+                           run % 2 == 1, run % 3 == 1) == stash::detail::dsa_status::found);
+      stash::plan p;
+      p.alignment = 1;
+      p.offsets   = offsets;
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        p.footprint = std::max(p.footprint, offsets[i] + in[i].bytes);
+      }
+      stash::check_plan(in, p);
+      CHECK(p.footprint <= optimum);
+    }
+  }
+}
+
 TEST_CASE("greedy plans 100k blocks (a MiniMalloc instance repeated in time) validly")
 {
   auto const inst = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/A.1048576.csv"));

@@ -125,13 +125,17 @@ class search_planner {
         std::vector<std::uint64_t> units;
         bool found = false;
         // Portfolio with restarts: three static orders x {critical cell first, plain offset
-        // order}, node limits doubling every six runs, orders randomly perturbed after the
-        // first six. The search's running time is heavy-tailed in the order, so many short
-        // runs beat one long one.
+        // order, critical cell first with its largest blocks first}, node limits following the
+        // Luby sequence (8000 x 1 1 2 1 1 2 4 ...), orders randomly perturbed after the first
+        // nine. The search's running time is heavy-tailed in the order, so many short runs beat
+        // one long one; the engine remembers failed sub-states across the runs. (The unit was
+        // picked on the MiniMalloc instances: each of the hard ones is solved by one short run
+        // of the sequence, and 8000 is long enough for K's and early enough for G's; see
+        // benchmarks/results/planners_minimalloc.md.)
         std::uint64_t spent = 0;
         for (std::uint64_t run = 0;; ++run) {
           if (clock::now() >= attempt_deadline) { break; }
-          std::uint64_t limit = std::uint64_t{5000} << std::min<std::uint64_t>(run / 6, 30);
+          std::uint64_t limit = std::uint64_t{8000} * luby(run + 1);
           if (options_.node_budget != 0) {
             if (spent >= options_.node_budget) { break; }
             limit = std::min(limit, options_.node_budget - spent);
@@ -140,7 +144,8 @@ class search_planner {
             detail::dsa_order::twa, detail::dsa_order::wat, detail::dsa_order::taw};
           auto const status =
             engines[s]->solve(target / alignment, orders[run % 3], attempt_deadline, limit, units,
-                              run < 6 ? 0 : run, (run / 3) % 2 == 0);
+                              run < 9 ? 0 : run, /*critical_first=*/(run / 3) % 3 != 1,
+                              /*largest_first=*/(run / 3) % 3 == 2);
           spent += engines[s]->nodes();
           stats.nodes += engines[s]->nodes();
           if (status == detail::dsa_status::found) {
@@ -190,6 +195,18 @@ class search_planner {
   }
 
  private:
+  // The Luby sequence 1 1 2 1 1 2 4 1 1 2 1 1 2 4 8 ... (i >= 1): restart lengths that waste
+  // at most a logarithmic factor against the best fixed length, whatever the run-time law.
+  static std::uint64_t luby(std::uint64_t i)
+  {
+    for (;;) {
+      std::uint64_t k = 1;
+      while (k < 63 && (std::uint64_t{1} << k) - 1 < i) { ++k; }
+      if ((std::uint64_t{1} << k) - 1 == i) { return std::uint64_t{1} << (k - 1); }
+      i -= (std::uint64_t{1} << (k - 1)) - 1;
+    }
+  }
+
   // Groups block indices into maximal runs of time in which something is always live.
   static std::vector<std::vector<std::uint32_t>> split_sections(
     std::span<const lifetime_interval> intervals)

@@ -15,9 +15,15 @@
  *   could lower c there and place it before b;
  * - inference: in every time cell the unplaced blocks live there stack up from the lowest offset
  *   any of them can take, so that plus their total must fit (a waiting block, or one refuted at
- *   its minoff, can take no less than the level plus the smallest unplaced size);
- * - fail first: the blocks that can fill the lowest (then tightest) cell are tried first; once
- *   all of them are refuted, inference usually sees the waste in that cell at once;
+ *   its minoff, has to rest on one of its own unplaced time-overlapping blocks, so it can take no
+ *   less than the lowest top any of those can reach: max(its minoff, level) + its size);
+ * - fail first: the blocks that can fill the lowest (then tightest) cell are tried first (in
+ *   rank order, or largest first); once all of them are refuted, inference usually sees the
+ *   waste in that cell at once;
+ * - failed sub-states: what is left to solve depends only on the unplaced blocks, their minoffs
+ *   (those below the level only as "waiting"), the level and the bans in force, so a sub-state
+ *   proven infeasible is remembered (a lossy table of 128-bit hashes, kept across restarts for
+ *   the same capacity) and skipped when another prefix leads to it again;
  * - a block whose time-overlapping blocks are all placed ("no hat") constrains nothing that is
  *   still to be placed: it settles at its minoff at once, out of the offset order;
  * - a block refuted at offset x is banned from x in the sibling branches (they would only reach
@@ -95,6 +101,12 @@ class dsa_search {
       }
     }
     by_begin_ = std::move(by_begin);
+    by_size_  = neighbors_;
+    for (auto& v : by_size_) {
+      std::sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return inst_.size[a] != inst_.size[b] ? inst_.size[a] < inst_.size[b] : a < b;
+      });
+    }
     twin_.resize(n_);
     {
       std::vector<std::uint32_t> ord(n_);
@@ -120,17 +132,24 @@ class dsa_search {
   /// @brief Searches offsets with every block's top <= `capacity` (in units). On `found`,
   /// `offsets` (units, indexed like the instance) holds the solution. A nonzero `seed` perturbs
   /// the static candidate order (for restarts); `critical_first` tries the blocks that can fill
-  /// the lowest, tightest cell before the others (else the order is offset, then rank).
+  /// the lowest, tightest cell before the others (else the order is offset, then rank), and
+  /// `largest_first` tries those by descending size instead of rank.
   dsa_status solve(std::uint64_t capacity,
                    dsa_order order,
                    std::chrono::steady_clock::time_point deadline,
                    std::uint64_t max_nodes,
                    std::vector<std::uint64_t>& offsets,
                    std::uint64_t seed         = 0,
-                   bool critical_first        = true)
+                   bool critical_first        = true,
+                   bool largest_first         = false)
   {
-    crit_order_ = critical_first;
-    cap_       = capacity / grain_;
+    crit_order_    = critical_first;
+    largest_first_ = largest_first;
+    cap_           = capacity / grain_;
+    if (cap_ != memo_cap_) {
+      memo_.clear();
+      memo_cap_ = cap_;
+    }
     deadline_  = deadline;
     max_nodes_ = max_nodes;
     nodes_     = 0;
@@ -182,6 +201,8 @@ class dsa_search {
 
   /// @brief Nodes expanded by the last solve().
   [[nodiscard]] std::uint64_t nodes() const noexcept { return nodes_; }
+  /// @brief Sub-states skipped as known failures, over all solves so far.
+  [[nodiscard]] std::uint64_t memo_hits() const noexcept { return memo_hits_; }
 
  private:
   struct candidate {
@@ -315,6 +336,73 @@ class dsa_search {
   {
     if (active.empty()) { return true; }
     if (budget_spent()) { return false; }
+    // Failed sub-states: what is left to solve depends only on the unplaced blocks, their
+    // lowest offsets, the level and the bans in force (not on how the placed blocks got there),
+    // so a sub-state proven infeasible once is skipped when it comes back, in this run or a
+    // later restart against the same capacity.
+    auto const key = state_key(active);
+    if (memo_has(key)) {
+      ++memo_hits_;
+      return false;
+    }
+    bool const ok = dfs_body(active, by_minoff);
+    if (!ok && !aborted_) { memo_put(key); }
+    return ok;
+  }
+
+  // A 128-bit hash of the sub-state: the level, and per active block its minoff above the
+  // level (or "waiting") and whether it is banned there. Order-independent (sums of mixes).
+  std::pair<std::uint64_t, std::uint64_t> state_key(std::vector<std::uint32_t> const& active) const
+  {
+    std::uint64_t h1 = mix(level_ ^ 0x51ED27D1B3C2A8F5ULL);
+    std::uint64_t h2 = mix(level_ + 0x2545F4914F6CDD1DULL);
+    for (auto c : active) {
+      auto const m = minoff_[c];
+      // A block below the level waits for a block to rest on; its exact lowest offset is moot.
+      std::uint64_t const v =
+        m < level_ ? 0 : ((m - level_ + 1) << 1U) | (banned_[c] == m ? 1U : 0U);
+      std::uint64_t const x = (static_cast<std::uint64_t>(c) << 40U) ^ v;
+      auto const hx = mix(x);
+      h1 += hx;
+      h2 += (hx ^ (hx >> 29U)) * 0x9E3779B97F4A7C15ULL;
+    }
+    return {h1, h2 ^ active.size()};
+  }
+  static std::uint64_t mix(std::uint64_t z)
+  {
+    z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31U);
+  }
+  bool memo_has(std::pair<std::uint64_t, std::uint64_t> const& k) const
+  {
+    if (memo_.empty()) { return false; }
+    auto const i = static_cast<std::size_t>(k.first & (memo_.size() - 1));
+    return memo_[i] == k;
+  }
+  // The table starts at 2^14 entries (256 KiB) and doubles (keeping its entries) each time as
+  // many keys as half its size went in, up to 2^20 entries (16 MiB), so memory follows the
+  // search actually done, not the number of sections.
+  void memo_put(std::pair<std::uint64_t, std::uint64_t> const& k)
+  {
+    if (memo_.empty()) {
+      memo_.assign(std::size_t{1} << 14U, {0, 0});
+      memo_puts_ = 0;
+    } else if (++memo_puts_ > memo_.size() / 2 && memo_.size() < (std::size_t{1} << memo_bits)) {
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> bigger(2 * memo_.size(), {0, 0});
+      for (auto const& e : memo_) {
+        if (e.first != 0 || e.second != 0) {
+          bigger[static_cast<std::size_t>(e.first & (bigger.size() - 1))] = e;
+        }
+      }
+      memo_.swap(bigger);
+      memo_puts_ = 0;
+    }
+    memo_[static_cast<std::size_t>(k.first & (memo_.size() - 1))] = k;
+  }
+
+  bool dfs_body(std::vector<std::uint32_t> const& active, std::vector<std::uint32_t> const& by_minoff)
+  {
 
     std::uint32_t lo_cell = inst_.cells;
     std::uint32_t hi_cell = 0;
@@ -385,6 +473,12 @@ class dsa_search {
           return cand.offset == at && inst_.cell_begin[cand.block] <= cell &&
                  cell < inst_.cell_end[cand.block];
         }) - mine.begin());
+      if (largest_first_) {
+        std::stable_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(crit_group),
+                         [&](candidate const& p, candidate const& q) {
+                           return inst_.size[p.block] > inst_.size[q.block];
+                         });
+      }
     }
 
     std::size_t const mark = trail_.size();
@@ -473,60 +567,56 @@ class dsa_search {
     crit_slack_ = none;
     crit_cell_  = lo_cell;
     // Lowest offsets: a block at or above the level can go at its minoff, unless it was refuted
-    // there (banned), when it must rise onto a block placed later: above the level by the
-    // smallest size at least, and by one grain at least. A block below the level cannot float
-    // at the level (that would not be gravity-packed) and waits for a block to rest on, too.
-    std::uint64_t min_size = none;
-    for (auto c : by_minoff) { min_size = std::min(min_size, inst_.size[c]); }
-    std::uint64_t const above = level_ + min_size;
+    // there (banned). A banned block, or one below the level (it cannot float at the level: that
+    // would not be gravity-packed), waits: it must rise onto one of its unplaced time-overlapping
+    // blocks, placed later at or above the level and at or above that block's own minoff, so it
+    // starts no lower than the lowest top any of those can take (and a banned one above its
+    // minoff).
     deferred_.clear();
-    std::size_t d       = 0;
-    bool below_pending  = false;
-    std::size_t below_n = 0;
-    auto deferred_at = [&](std::uint32_t c) { return std::max(minoff_[c] + 1, above); };
-    // Paints the waiting blocks (deferred, and the below-level group at `above`) up to `limit`.
-    auto flush = [&](std::uint64_t limit) {
-      for (;;) {
-        bool const take_d = d < deferred_.size() && deferred_at(deferred_[d]) <= limit &&
-                            (!below_pending || deferred_at(deferred_[d]) <= above);
-        if (take_d) {
-          if (!paint(deferred_[d], deferred_at(deferred_[d]))) { return false; }
-          ++d;
-          continue;
-        }
-        if (below_pending && above <= limit) {
-          for (std::size_t k = 0; k < below_n; ++k) {
-            if (!paint(by_minoff[k], above)) { return false; }
-          }
-          below_pending = false;
-          continue;
-        }
-        return true;
+    for (auto c : by_minoff) {
+      auto const m = minoff_[c];
+      if (m >= level_ && banned_[c] != m) { continue; }
+      std::uint64_t lb = none;
+      for (auto e : by_size_[c]) {  // ascending size: stop once no later one can go lower
+        if (level_ + inst_.size[e] >= lb) { break; }
+        if (placed_[e]) { continue; }
+        lb = std::min(lb, std::max(minoff_[e], level_) + inst_.size[e]);
       }
+      if (m >= level_) { lb = std::max(lb, m + 1); }
+      if (lb == none) { lb = level_ + 1; }  // not reached: such a block is settled at once
+      deferred_.push_back({lb, c});
+    }
+    std::sort(deferred_.begin(), deferred_.end());
+    std::size_t d = 0;
+    auto flush = [&](std::uint64_t limit) {
+      for (; d < deferred_.size() && deferred_[d].first <= limit; ++d) {
+        if (!paint(deferred_[d].second, deferred_[d].first)) { return false; }
+      }
+      return true;
     };
     for (auto c : by_minoff) {
-      if (minoff_[c] < level_) {
-        below_pending = true;
-        ++below_n;  // the below-level blocks are a prefix of by_minoff
-        continue;
-      }
       auto const v = minoff_[c];
-      if (banned_[c] == v) {
-        deferred_.push_back(c);
-        continue;
-      }
+      if (v < level_ || banned_[c] == v) { continue; }
       if (!flush(v)) { return false; }
       if (!paint(c, v)) { return false; }
     }
     return flush(none);
   }
 
+  static constexpr unsigned memo_bits = 20;
+  // Failed sub-states (a lossy direct-mapped table of 128-bit keys); valid for one capacity.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> memo_;
+  std::uint64_t memo_cap_{none};
+  std::uint64_t memo_hits_{0};
+  std::size_t memo_puts_{0};  // insertions since the table last grew
   std::vector<std::uint32_t> next_cell_;  // scratch of infer(): next unpainted cell
-  std::vector<std::uint32_t> deferred_;   // scratch of infer(): banned blocks, by minoff
+  // Scratch of infer(): (lowest offset, block) of the waiting blocks.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
   // The cell infer() found lowest (then tightest): the place the next block most urgently needs.
   std::uint64_t crit_at_{0}, crit_slack_{0};
   std::uint32_t crit_cell_{0};
   bool crit_order_{true};
+  bool largest_first_{false};  // the critical cell's blocks by descending size
   std::vector<std::uint32_t> raised_;     // blocks whose minoff the last place() raised
   std::vector<std::uint64_t> raised_stamp_;
   std::uint64_t stamp_{0};
@@ -536,6 +626,7 @@ class dsa_search {
   std::size_t n_;
   std::uint64_t grain_{1};  // gcd of the sizes; sizes, offsets and capacity are kept in grains
   std::vector<std::vector<std::uint32_t>> neighbors_;
+  std::vector<std::vector<std::uint32_t>> by_size_;  // neighbors_, by ascending size
   std::vector<std::uint32_t> by_begin_;
   std::vector<std::uint32_t> rank_;
 
