@@ -41,35 +41,15 @@ class cuda_backend {
     streams_.emplace_back(p);
     return streams_.back().value();
   }
-  /// @brief Records a new event on `s`.
-  event record(stream s)
-  {
-    cudaEvent_t e{};
-    STASH_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    cudaError_t const status = cudaEventRecord(e, s);
-    if (status != cudaSuccess) {
-      STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(e));
-      STASH_CUDA_TRY(status);
-    }
-    return e;
-  }
+  /// @brief Records a new event on `s` (the same events pools order their reuse with).
+  event record(stream s) { return events_.record(s); }
   /// @brief cudaStreamWaitEvent: device-side ordering, no host block.
   void wait(stream s, event e)
   {
     if (e != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(s, e, 0)); }
   }
-  /// @brief cudaEventQuery.
-  bool query(event e)
-  {
-    if (e == nullptr) { return true; }
-    cudaError_t const status = cudaEventQuery(e);
-    if (status == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    STASH_CUDA_TRY(status);
-    return true;
-  }
+  /// @brief cudaEventQuery, without blocking.
+  bool query(event e) { return events_.passed(e); }
   /// @brief cudaEventSynchronize.
   void synchronize(event e)
   {
@@ -78,13 +58,7 @@ class cuda_backend {
   /// @brief cudaStreamSynchronize.
   void synchronize(stream s) { STASH_CUDA_TRY(cudaStreamSynchronize(s)); }
   /// @brief cudaEventDestroy (safe while the event is pending: the runtime defers it).
-  void release(event& e) noexcept
-  {
-    if (e != nullptr) {
-      STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(e));
-      e = nullptr;
-    }
-  }
+  void release(event& e) noexcept { events_.release(e); }
   /// @brief cudaMemcpyAsync with direction inferred from the pointers (unified addressing).
   void copy_async(void* dst, void const* src, std::size_t bytes, stream s)
   {
@@ -95,6 +69,7 @@ class cuda_backend {
 
  private:
   std::deque<cuda_stream> streams_;
+  cuda_event_order events_;
 };
 
 static_assert(offload_backend<cuda_backend>);
