@@ -190,7 +190,12 @@ class allocator {
     ++stats_.iterations;
     if constexpr (detail::iteration_aware_pool<Pool>) { pool_.end_iteration(); }
     if (state_ == allocator_state::recording) {
-      plan();
+      try {
+        plan();
+      } catch (...) {
+        rerecord_ = true;  // the next iteration is recorded afresh
+        throw;
+      }
       return;
     }
     if (deviated_) {
@@ -332,11 +337,13 @@ class allocator {
   // Plans the schedule for the recorded iteration and switches to replay.
   void plan()
   {
+    // Plan before anything changes: a policy that throws leaves the allocator recording.
+    schedule planned = SwapPolicy::plan(recorder_->trace(), model_, options_.device_budget);
     recording_       = std::move(*recorder_).trace();
     recorder_.reset();
     recorded_allocs_ = recording_->storages().size() - first_storage_;
     recorded_ops_    = recording_->ops().size() - first_op_;
-    schedule_        = SwapPolicy::plan(*recording_, model_, options_.device_budget);
+    schedule_        = std::move(planned);
     ++stats_.replanned;
     offloads_by_op_.assign(recorded_ops_ + 1, {});
     prefetches_by_op_.assign(recorded_ops_ + 1, {});

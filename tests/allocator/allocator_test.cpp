@@ -182,3 +182,46 @@ TEST_CASE("allocator: a deviating iteration stays correct and triggers a new rec
   CHECK(alloc.stats().deviations == 1);
   CHECK_THROWS_AS(alloc.free(extra), stash::logic_error);  // freed already
 }
+
+namespace {
+// A policy that cannot plan the first time it is asked, and plans nothing after that.
+struct flaky_policy {
+  static constexpr std::string_view name = "flaky";
+  static inline int calls                = 0;
+  static stash::schedule plan(stash::trace const& t, stash::cost_model const& m, std::uint64_t budget)
+  {
+    if (calls++ == 0) { throw stash::logic_error("flaky_policy: cannot plan this time"); }
+    return stash::no_swap::plan(t, m, budget);
+  }
+};
+static_assert(stash::swap_policy<flaky_policy>);
+}  // namespace
+
+TEST_CASE("allocator: a policy that fails to plan leaves it recording, and the next iteration plans")
+{
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator<host_caching, flaky_policy, void, stash::host_backend> alloc(backend, pool);
+  auto step = [&] {
+    alloc.begin_iteration();
+    auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
+    (void)alloc.op("produce", {}, std::vector<std::uint64_t>{a}, s);
+    (void)alloc.op("consume", std::vector<std::uint64_t>{a}, {}, s);
+    alloc.free(a);
+  };
+  step();
+  CHECK_THROWS_AS(alloc.end_iteration(), stash::logic_error);
+  CHECK(alloc.state() == stash::allocator_state::recording);
+  step();
+  alloc.end_iteration();
+  CHECK(alloc.state() == stash::allocator_state::replaying);
+  // The schedule comes from the second recording alone (one iteration, one storage).
+  REQUIRE(alloc.recorded_trace() != nullptr);
+  CHECK(alloc.recorded_trace()->storages().size() == 1);
+  CHECK(alloc.recorded_trace()->ops().size() == 2);
+  step();
+  alloc.end_iteration();
+  CHECK(alloc.stats().deviations == 0);
+  backend.synchronize(s);
+}
