@@ -127,7 +127,7 @@ struct policy_section {
         auto const& st    = stalls[k];
         auto const& label = t.storages()[st.storage].label;
         p.top_stalls.push_back(stall_summary{st.op, t.ops()[st.op].name, st.seconds * 1e3,
-                                             label.empty() ? "#" + std::to_string(st.storage) : label,
+                                             label.empty() ? std::string("#").append(std::to_string(st.storage)) : label,
                                              std::string(stash::to_string(st.cause))});
       }
     } catch (std::exception const& e) {
