@@ -5,6 +5,7 @@
 #include <stash/core/device_upstream.hpp>
 #include <stash/pool/async_pool.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/pool/lifetime_arena.hpp>
 
 #include <doctest/doctest.h>
 
@@ -21,6 +22,21 @@ TEST_CASE("gpu: pool conformance: caching_pool over device memory")
       stash::caching_pool_options o;
       o.budget = budget;
       return std::make_unique<device_caching_pool>(stash::device_upstream{}, o);
+    },
+    stream);
+  stream.synchronize();
+}
+
+TEST_CASE("gpu: pool conformance: lifetime_arena over device memory")
+{
+  using device_arena = stash::lifetime_arena<stash::device_upstream>;
+  static_assert(stash::pool<device_arena>);
+  stash::cuda_stream stream;
+  stash::test::check_pool_conformance<device_arena>(
+    [](std::size_t budget) {
+      stash::lifetime_arena_options o;
+      o.budget = budget;
+      return std::make_unique<device_arena>(stash::device_upstream{}, o);
     },
     stream);
   stream.synchronize();
