@@ -99,6 +99,18 @@ intervals small_instance(std::uint64_t seed)
   return out;
 }
 
+// The engine's input for `in`, built the way search_planner builds it for one section.
+stash::detail::dsa_instance engine_instance(std::vector<stash::lifetime_interval> const& in)
+{
+  auto const cells = stash::detail::make_time_cells(in);
+  stash::detail::dsa_instance inst;
+  for (auto const& b : in) { inst.size.push_back(b.bytes); }
+  inst.cell_begin = cells.cell_begin;
+  inst.cell_end   = cells.cell_end;
+  inst.cells      = cells.cells;
+  return inst;
+}
+
 }  // namespace
 
 TEST_CASE("dsa_search is complete: it packs at the optimum and proves nothing fits below it")
@@ -107,13 +119,7 @@ TEST_CASE("dsa_search is complete: it packs at the optimum and proves nothing fi
     CAPTURE(seed);
     auto const in      = small_instance(seed);
     auto const optimum = brute_force_optimum(in);
-    auto const cells   = stash::detail::make_time_cells(in);
-    stash::detail::dsa_instance inst;
-    for (auto const& b : in) { inst.size.push_back(b.bytes); }
-    inst.cell_begin = cells.cell_begin;
-    inst.cell_end   = cells.cell_end;
-    inst.cells      = cells.cells;
-    stash::detail::dsa_search search(inst);
+    stash::detail::dsa_search search(engine_instance(in));
     auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (auto order : {stash::detail::dsa_order::twa, stash::detail::dsa_order::wat,
                        stash::detail::dsa_order::taw}) {
@@ -313,13 +319,7 @@ TEST_CASE("dsa_search: a restart reuses the failed sub-states of earlier runs, a
     CAPTURE(seed);
     auto const in      = small_instance(seed);
     auto const optimum = brute_force_optimum(in);
-    auto const cells   = stash::detail::make_time_cells(in);
-    stash::detail::dsa_instance inst;
-    for (auto const& b : in) { inst.size.push_back(b.bytes); }
-    inst.cell_begin = cells.cell_begin;
-    inst.cell_end   = cells.cell_end;
-    inst.cells      = cells.cells;
-    stash::detail::dsa_search search(inst);
+    stash::detail::dsa_search search(engine_instance(in));
     auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     std::vector<std::uint64_t> offsets;
     for (std::uint64_t run = 0; run < 9; ++run) {
