@@ -64,7 +64,12 @@ enum class arena_state : std::uint8_t {
 ///
 /// The arena serves the stream it was recorded on (the first one allocated on in the recorded
 /// iteration); allocations on other streams are not numbered and are served by the fallback pool,
-/// which orders cross-stream reuse with `Order`. Not thread safe.
+/// which orders cross-stream reuse with `Order`. An arena block freed on another stream (e.g. by
+/// an offload manager once its D2H copy is queued) is fenced: when its range is planned for a
+/// later allocation, the arena's stream is made to wait for the freeing stream's work on the
+/// device (`Order::wait`, counted in `fence_waits()`), so the plan's footprint holds; an `Order`
+/// that cannot wait sends that allocation to the fallback pool while the fence is pending. Such
+/// timing-caused fallbacks do not re-plan: only a changed sequence does. Not thread safe.
 template <upstream_resource Upstream,
           offset_planner Planner = greedy_planner,
           stream_order Order     = default_stream_order_t<Upstream>>
@@ -128,7 +133,9 @@ class lifetime_arena {
       try_plan();
       return;
     }
-    if (!deviated_) {
+    // Fallbacks with the recorded sequence unchanged come from timing (blocks still fenced or
+    // overdue), which a new plan of the same sequence would not fix.
+    if (!deviated_ || same_sequence(current_, recorded_)) {
       pending_.clear();
       settled_ = 0;
       return;
@@ -168,7 +175,7 @@ class lifetime_arena {
         k < recorded_.size() && recorded_[k].bytes == bytes && recorded_[k].planned) {
       mark_overdue_until(recorded_[k].begin);
       off = plan_.offsets[recorded_[k].slot];
-      if (!touches_overdue(off, padded(bytes))) {
+      if (!touches_overdue(off, padded(bytes)) && clear_fences(off, padded(bytes), stream)) {
         p        = arena_ + off;
         in_arena = true;
       }
@@ -245,6 +252,9 @@ class lifetime_arena {
   [[nodiscard]] std::size_t arena_bytes() const noexcept { return arena_bytes_; }
   /// @brief How many times a deviating pattern was planned anew.
   [[nodiscard]] std::uint64_t replans() const noexcept { return replans_; }
+  /// @brief How many times the arena's stream was made to wait for a block freed on another
+  /// stream (instead of taking other memory).
+  [[nodiscard]] std::uint64_t fence_waits() const noexcept { return fence_waits_; }
   /// @brief Why the last planning attempt left the arena recording ("" when it succeeded).
   [[nodiscard]] std::string const& plan_failure() const noexcept { return plan_failure_; }
   /// @brief The fallback pool.
@@ -410,18 +420,45 @@ class lifetime_arena {
     }
   }
 
-  [[nodiscard]] bool touches_overdue(std::uint64_t offset, std::uint64_t size)
+  [[nodiscard]] bool touches_overdue(std::uint64_t offset, std::uint64_t size) const
   {
-    auto const hits = [&](auto const& o) {
+    return std::any_of(overdue_.begin(), overdue_.end(), [&](overdue_block const& o) {
       return offset < o.offset + o.size && o.offset < offset + size;
-    };
-    std::erase_if(fenced_, [&](fenced_block& f) {
-      if (!order_.passed(f.marker)) { return false; }
-      order_.release(f.marker);
-      return true;
     });
-    return std::any_of(overdue_.begin(), overdue_.end(), hits) ||
-           std::any_of(fenced_.begin(), fenced_.end(), hits);
+  }
+
+  // Whether [offset, offset + size) may be handed to `stream` now. Fences that passed are dropped.
+  // A fence still pending is waited for on the device when the order can do that (the range is
+  // then free for the arena's stream, so the fence goes); otherwise the range must not be used.
+  [[nodiscard]] bool clear_fences(std::uint64_t offset, std::uint64_t size, cudaStream_t stream)
+  {
+    auto const hits = [&](fenced_block const& f) {
+      return offset < f.offset + f.size && f.offset < offset + size;
+    };
+    if constexpr (!stream_order_with_wait<Order>) {
+      std::erase_if(fenced_, [&](fenced_block& f) {
+        if (!order_.passed(f.marker)) { return false; }
+        order_.release(f.marker);
+        return true;
+      });
+      return std::none_of(fenced_.begin(), fenced_.end(), hits);
+    } else {
+      // Waits are enqueued before any fence is dropped, so a failing wait loses no fence.
+      std::uint64_t waits = 0;
+      for (auto const& f : fenced_) {
+        if (hits(f) && !order_.passed(f.marker)) {
+          order_.wait(stream, f.marker);
+          ++waits;
+        }
+      }
+      fence_waits_ += waits;
+      std::erase_if(fenced_, [&](fenced_block& f) {
+        if (!hits(f) && !order_.passed(f.marker)) { return false; }
+        order_.release(f.marker);
+        return true;
+      });
+      return true;
+    }
   }
 
   // Arenas replaced by a new plan go back to the upstream once the work queued on them passed.
@@ -471,6 +508,7 @@ class lifetime_arena {
   std::uint64_t fallbacks_{0};
   std::uint64_t iterations_{0};
   std::uint64_t replans_{0};
+  std::uint64_t fence_waits_{0};
   std::string plan_failure_;
 };
 

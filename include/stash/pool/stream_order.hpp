@@ -13,6 +13,12 @@
  * - `marker record(cudaStream_t stream)`: mark the work queued on `stream` so far.
  * - `bool passed(marker const& m)`: true once that work has finished. Never blocks.
  * - `void release(marker& m) noexcept`: free the marker's resources.
+ *
+ * Optional (`stream_order_with_wait`):
+ * - `void wait(cudaStream_t stream, marker const& m)`: make work queued on `stream` from now on
+ *   wait for `m`, without blocking the host. Pools that can wait reuse a block across streams at
+ *   once, ordered on the device (as cudaMallocAsync's internal dependencies do), instead of
+ *   taking other memory.
  */
 #pragma once
 
@@ -23,6 +29,7 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace stash {
@@ -34,6 +41,11 @@ concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m) {
   { o.passed(m) } -> std::convertible_to<bool>;
   { o.release(m) } noexcept;
 };
+
+/// @brief A stream order that can also make a stream wait for a marker (see the file docs).
+template <class O>
+concept stream_order_with_wait =
+  stream_order<O> && requires(O& o, cudaStream_t s, typename O::marker const& m) { o.wait(s, m); };
 
 /// @brief CUDA events: a marker is an event recorded on the freeing stream.
 class cuda_event_order {
@@ -67,6 +79,12 @@ class cuda_event_order {
     return true;
   }
 
+  /// @brief cudaStreamWaitEvent: `stream`'s later work runs after the marked work.
+  void wait(cudaStream_t stream, marker const& event)
+  {
+    if (event != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(stream, event, 0)); }
+  }
+
   /// @brief Destroys the event.
   void release(marker& event) noexcept
   {
@@ -85,6 +103,8 @@ struct immediate_order {
   marker record(cudaStream_t) noexcept { return {}; }
   /// @brief Always true.
   bool passed(marker const&) const noexcept { return true; }
+  /// @brief No-op: nothing is ever pending.
+  void wait(cudaStream_t, marker const&) noexcept {}
   /// @brief No-op.
   void release(marker&) noexcept {}
 };
@@ -107,6 +127,13 @@ class manual_order {
   bool passed(marker const& m) const { return m == 0 || state_->finished.at(m - 1); }
   /// @brief No-op: markers are kept for inspection.
   void release(marker&) noexcept {}
+  /// @brief Remembers that `stream` was made to wait for `m` (see waits()).
+  void wait(cudaStream_t stream, marker const& m) { state_->waits.emplace_back(stream, m); }
+  /// @brief Every wait asked for so far: (stream, marker), in order.
+  [[nodiscard]] std::vector<std::pair<cudaStream_t, marker>> const& waits() const noexcept
+  {
+    return state_->waits;
+  }
 
   /// @brief Declares all work recorded so far on `stream` finished.
   void finish(cudaStream_t stream)
@@ -120,6 +147,7 @@ class manual_order {
   struct state {
     std::vector<bool> finished;
     std::vector<cudaStream_t> streams;
+    std::vector<std::pair<cudaStream_t, marker>> waits;
   };
   std::shared_ptr<state> state_ = std::make_shared<state>();
 };
@@ -127,5 +155,8 @@ class manual_order {
 static_assert(stream_order<cuda_event_order>);
 static_assert(stream_order<immediate_order>);
 static_assert(stream_order<manual_order>);
+static_assert(stream_order_with_wait<cuda_event_order>);
+static_assert(stream_order_with_wait<immediate_order>);
+static_assert(stream_order_with_wait<manual_order>);
 
 }  // namespace stash

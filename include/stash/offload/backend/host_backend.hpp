@@ -140,6 +140,12 @@ class host_stream_order {
   {
     return m == nullptr || m->done.load(std::memory_order_acquire);
   }
+  /// @brief The worker behind `tag` blocks until the flag is set (what cudaStreamWaitEvent does).
+  void wait(cudaStream_t tag, marker const& m)
+  {
+    if (tag == nullptr || passed(m)) { return; }
+    reinterpret_cast<host_stream_worker*>(tag)->enqueue([m] { m->wait(); });
+  }
   /// @brief Drops the flag.
   void release(marker& m) noexcept { m.reset(); }
 };
