@@ -22,7 +22,11 @@
  * 5. An iteration that deviates from the recording (other sizes, more or fewer allocations or
  *    ops) stays correct — unmatched storages are simply not swapped — and the next iteration is
  *    recorded anew and re-planned.
- * A pool that learns iterations itself (lifetime_arena) gets begin/end_iteration forwarded.
+ * A pool that learns iterations itself (lifetime_arena) gets begin/end_iteration forwarded, and
+ * prefetches take their memory in the compute stream's order, so the pool learns the split
+ * lifetimes of swapped tensors (freed at the offload, allocated again at the prefetch): the first
+ * replayed iterations deviate from the pool's recording, and once that sequence has settled the
+ * pool plans it, with the swapped tensors' memory reused while they are away.
  */
 #pragma once
 
@@ -261,7 +265,7 @@ class allocator {
     } else if (state_ == allocator_state::replaying && in_iteration_) {
       if (j >= recorded_ops_) { deviated_ = true; }
       issue_offloads_before(j, stream);
-      issue_prefetches_at(j);
+      issue_prefetches_at(j, stream);
     }
     std::vector<void*> pointers;
     pointers.reserve(reads.size() + writes.size());
@@ -377,13 +381,19 @@ class allocator {
     if (stream != stream_type{}) { last_stream_ = stream; }
   }
 
-  void issue_prefetches_at(std::uint64_t j)
+  // A pool that learns iterations numbers the allocations of the compute stream: the prefetch
+  // takes its memory there, so the pool sees (and plans) the re-fetched tensor's second lifetime.
+  void issue_prefetches_at(std::uint64_t j, stream_type stream)
   {
     if (j >= prefetches_by_op_.size()) { return; }
     for (storage_id s : prefetches_by_op_[j]) {
       tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
       if (id == no_tensor || !tensors_[id].alive) { continue; }
-      manager_.prefetch_async(tensors_[id].handle);
+      if constexpr (detail::iteration_aware_pool<Pool>) {
+        manager_.prefetch_async(tensors_[id].handle, stream);
+      } else {
+        manager_.prefetch_async(tensors_[id].handle);
+      }
       ++stats_.scheduled_prefetches;
     }
   }

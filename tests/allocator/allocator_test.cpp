@@ -163,6 +163,47 @@ TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs 
           << pool.arena_bytes() << " B, fallbacks " << pool.stats().fallbacks);
 }
 
+TEST_CASE("allocator<lifetime_arena, vdnn_all>: the arena learns the swapped tensors' split lifetimes")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+
+  // The arena's footprint for this step without swapping.
+  std::size_t resident_footprint = 0;
+  {
+    host_arena pool;
+    stash::allocator<host_arena, stash::no_swap, void, stash::host_backend> alloc(backend, pool);
+    CHECK(drive(alloc, backend, s, t, 3) == 0);
+    REQUIRE(pool.state() == stash::arena_state::replaying);
+    resident_footprint = pool.arena_bytes();
+  }
+
+  host_arena pool;
+  stash::allocator_options o;
+  o.device_budget = 0;
+  stash::allocator<host_arena, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool, o);
+  // 1: recorded (nothing offloaded); 2-3: the arena sees the split lifetimes (fallbacks) and,
+  // the sequence having settled, plans them; 4-6 replay that plan.
+  CHECK(drive(alloc, backend, s, t, 3) == 0);
+  CHECK(pool.replans() == 1);
+  REQUIRE(pool.state() == stash::arena_state::replaying);
+  auto const fallbacks = pool.stats().fallbacks;
+  CHECK(drive(alloc, backend, s, t, 3) == 0);
+  CHECK(pool.stats().fallbacks == fallbacks);  // every numbered allocation from the new plan
+  CHECK(pool.replans() == 1);
+  CHECK(alloc.stats().deviations == 0);
+  CHECK(alloc.offload_statistics().offloads > 0);
+  CHECK(alloc.offload_statistics().demand_prefetches == 0);
+  auto const swapped_footprint = pool.arena_bytes();
+  MESSAGE("resnet18 (1/64 scale) lifetime_arena footprint: " << resident_footprint
+          << " B without swapping, " << swapped_footprint << " B with vdnn_all ("
+          << alloc.offload_statistics().offloads << " offloads, " << pool.fence_waits()
+          << " device-side waits for offloaded blocks)");
+  // Offloaded activations' memory is reused while they are away.
+  CHECK(swapped_footprint < resident_footprint * 3 / 4);
+}
+
 TEST_CASE("allocator: a deviating iteration stays correct and triggers a new recording")
 {
   auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));

@@ -192,7 +192,13 @@ class offload_manager {
   }
 
   /// @brief Start bringing the tensor back (no-op when it is resident or on its way).
-  void prefetch_async(tensor_handle h) { prefetch(h, false); }
+  void prefetch_async(tensor_handle h) { prefetch(h, false, std::nullopt); }
+
+  /// @brief As prefetch_async(h), but the device memory is taken in `stream`'s order and the
+  /// copy starts after the work queued on `stream` so far. A pool that numbers one stream's
+  /// allocations (lifetime_arena) then sees the prefetch at the same place every iteration and
+  /// plans it; the price is that the copy cannot start before `stream` reaches this point.
+  void prefetch_async(tensor_handle h, stream_type stream) { prefetch(h, false, stream); }
 
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.
   [[nodiscard]] void* acquire(tensor_handle h, stream_type stream)
@@ -201,7 +207,7 @@ class offload_manager {
     entry& e = checked(h, "acquire");
     refresh(e);
     if (e.state == tensor_state::offloading || e.state == tensor_state::offloaded) {
-      prefetch(h, true);
+      prefetch(h, true, stream);  // `stream` waits for it anyway
     }
     backend_.wait(stream, e.ready);
     // Uses on the previous stream come first, so the last stream's order covers every use.
@@ -400,20 +406,22 @@ class offload_manager {
     stats_.bytes_encoded_source += e.bytes;
   }
 
-  void prefetch(tensor_handle h, bool on_demand)
+  // `in`: the stream whose order the device memory is taken in (default: the H2D stream's).
+  void prefetch(tensor_handle h, bool on_demand, std::optional<stream_type> in)
   {
     entry& e = checked(h, "prefetch_async");
     if (e.state == tensor_state::resident || e.state == tensor_state::prefetching) { return; }
     refresh(e);  // a copy that has completed is counted before its slot is recycled
     void* device = nullptr;
     try {
-      device = device_pool_.allocate(e.bytes, backend_.tag(h2d_));
+      device = device_pool_.allocate(e.bytes, backend_.tag(in ? *in : h2d_));
     } catch (out_of_memory const& oom) {
       throw out_of_memory("offload_manager device pool (prefetch of tensor #" +
                             std::to_string(h.id) + "; its host copy stays valid)",
                           oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),
                           oom.largest_free_bytes());
     }
+    if (in && *in != h2d_) { order_after(h2d_, *in); }  // the memory is ours from here on
     backend_.wait(h2d_, e.host_ready);
     void* scratch = take_scratch(e.bytes, h2d_);
     Transfer::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
