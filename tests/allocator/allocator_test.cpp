@@ -12,6 +12,7 @@
 #include <stash/swap/no_swap.hpp>
 #include <stash/swap/vdnn.hpp>
 #include <stash/trace/lifetime.hpp>
+#include <stash/trace/trace_driver.hpp>
 #include <stash/trace/trace_reader.hpp>
 
 #include <doctest/doctest.h>
@@ -28,9 +29,6 @@ using host_arena   = stash::lifetime_arena<stash::host_upstream, stash::greedy_p
 
 constexpr std::uint64_t scale = 64;  // tensors 64x smaller than recorded, to keep CI light
 
-// Scaled size: a whole number of floats, never 0.
-std::size_t scaled(std::uint64_t bytes) { return std::max<std::uint64_t>(4, bytes / scale / 4 * 4); }
-
 float value(std::uint64_t tensor, std::uint32_t version, std::size_t i)
 {
   // Mostly zeros, like ReLU maps, so codecs have something to do; exact in float.
@@ -43,10 +41,10 @@ std::uint64_t drive(Allocator& alloc, stash::host_backend& backend, stash::host_
                     stash::trace const& t, int iterations)
 {
   std::atomic<std::uint64_t> bad{0};
-  std::vector<std::uint64_t> id_of(t.storages().size(), ~0ull);
   std::vector<std::uint32_t> version(t.storages().size(), 0);
+  stash::trace_driver<Allocator> driver(alloc, t, s, scale);
   auto fill = [&](std::uint64_t sid, void* p) {
-    std::size_t const n = scaled(t.storages()[sid].bytes) / 4;
+    std::size_t const n = driver.bytes_of(sid) / 4;
     auto const v        = ++version[sid];
     backend.launch(s, [=] {
       auto* f = static_cast<float*>(p);
@@ -54,7 +52,7 @@ std::uint64_t drive(Allocator& alloc, stash::host_backend& backend, stash::host_
     });
   };
   auto check = [&](std::uint64_t sid, void const* p) {
-    std::size_t const n = scaled(t.storages()[sid].bytes) / 4;
+    std::size_t const n = driver.bytes_of(sid) / 4;
     auto const v        = version[sid];
     backend.launch(s, [=, &bad] {
       auto const* f = static_cast<float const*>(p);
@@ -66,46 +64,17 @@ std::uint64_t drive(Allocator& alloc, stash::host_backend& backend, stash::host_
       }
     });
   };
-  // Storages declared before the first phase marker are persistent: allocated once.
-  std::size_t first_iteration_event = 0;
-  for (; first_iteration_event < t.events().size(); ++first_iteration_event) {
-    auto const& e = t.events()[first_iteration_event];
-    if (e.kind == stash::event_kind::phase) { break; }
-    if (e.kind == stash::event_kind::alloc) {
-      auto const& st = t.storages()[e.index];
-      id_of[e.index] = alloc.allocate(scaled(st.bytes), st.kind, st.label, s);
-      fill(e.index, alloc.pointer(id_of[e.index], s));
+  driver.on_allocate([&](stash::storage_id sid, std::uint64_t id, bool persistent) {
+    version[sid] = 0;
+    if (persistent) { fill(sid, alloc.pointer(id, s)); }
+  });
+  driver.on_op([&](stash::op_record const& op, std::span<void* const> ptrs) {
+    for (std::size_t r = 0; r < op.reads.size(); ++r) {
+      if (version[op.reads[r]] > 0) { check(op.reads[r], ptrs[r]); }
     }
-  }
-  for (int it = 0; it < iterations; ++it) {
-    alloc.begin_iteration();
-    for (std::size_t k = first_iteration_event; k < t.events().size(); ++k) {
-      auto const& e = t.events()[k];
-      switch (e.kind) {
-        case stash::event_kind::phase: alloc.phase(e.phase_value()); break;
-        case stash::event_kind::alloc: {
-          auto const& st = t.storages()[e.index];
-          id_of[e.index] = alloc.allocate(scaled(st.bytes), st.kind, st.label, s);
-          version[e.index] = 0;
-          break;
-        }
-        case stash::event_kind::free: alloc.free(id_of[e.index]); break;
-        case stash::event_kind::op: {
-          auto const& op = t.ops()[e.index];
-          std::vector<std::uint64_t> reads, writes;
-          for (auto sid : op.reads) { reads.push_back(id_of[sid]); }
-          for (auto sid : op.writes) { writes.push_back(id_of[sid]); }
-          auto const ptrs = alloc.op(op.name, reads, writes, s);
-          for (std::size_t r = 0; r < op.reads.size(); ++r) {
-            if (version[op.reads[r]] > 0) { check(op.reads[r], ptrs[r]); }
-          }
-          for (std::size_t w = 0; w < op.writes.size(); ++w) { fill(op.writes[w], ptrs[op.reads.size() + w]); }
-          break;
-        }
-      }
-    }
-    alloc.end_iteration();
-  }
+    for (std::size_t w = 0; w < op.writes.size(); ++w) { fill(op.writes[w], ptrs[op.reads.size() + w]); }
+  });
+  driver.run(iterations);
   backend.synchronize(s);
   alloc.synchronize();
   return bad.load();
