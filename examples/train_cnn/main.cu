@@ -1,11 +1,16 @@
 // train_cnn: a VGG-style CNN trained on Fashion-MNIST with every activation in stash (see
-// README.md in this folder). Exit codes: 0 done (or no CUDA device, after validating arguments and
-// the dataset), 1 error or --check mismatch, 2 bad arguments or missing/malformed dataset,
-// 3 out of (emulated) device memory.
+// README.md in this folder), on one GPU or data-parallel over several (one process per GPU, NCCL).
+// Exit codes: 0 done (or no CUDA device, after validating arguments, rank environment and the
+// dataset), 1 error or --check mismatch, 2 bad arguments, bad rank environment or
+// missing/malformed dataset, 3 out of (emulated) device memory.
+#include "data_parallel.hpp"
 #include "idx_reader.hpp"
 #include "memory.cuh"
 #include "network.cuh"
 #include "options.hpp"
+#ifdef STASH_HAVE_NCCL
+#include "nccl_comm.cuh"
+#endif
 
 #include <stash/codec/device_zvc.cuh>
 #include <stash/core/device.hpp>
@@ -19,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -31,6 +37,18 @@ namespace train_cnn {
 namespace {
 
 using zvc_transfer = stash::device_codec_transfer<stash::device_zvc<float>>;
+
+// Only rank 0 reports on stdout; every rank reports its errors on stderr.
+bool quiet = false;
+
+[[gnu::format(printf, 1, 2)]] void say(char const* format, ...)
+{
+  if (quiet) { return; }
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+}
 
 // One allocator type per (policy, codec): ten instantiations, the network is compiled once.
 template <class Codec>
@@ -105,24 +123,43 @@ std::string ratio_text(memory_report const& before, memory_report const& after, 
   return "n/a (not reported by stash yet)";
 }
 
-double evaluate(network& net, labelled_images const& test, int batch)
+// Test accuracy: each rank evaluates its part of the test set, the correct counts are summed.
+double evaluate(network& net, labelled_images const& test, int batch, rank_info const& ranks)
 {
   net.reset_counters();
-  std::vector<std::size_t> index(test.count);
-  std::iota(index.begin(), index.end(), std::size_t{0});
-  for (std::size_t at = 0; at < test.count; at += std::size_t(batch)) {
-    std::size_t const n = std::min<std::size_t>(std::size_t(batch), test.count - at);
+  index_range const part = even_partition(test.count, ranks.rank, ranks.world_size);
+  std::vector<std::size_t> index(part.count);
+  std::iota(index.begin(), index.end(), part.begin);
+  for (std::size_t at = 0; at < part.count; at += std::size_t(batch)) {
+    std::size_t const n = std::min<std::size_t>(std::size_t(batch), part.count - at);
     net.evaluate_batch(test, std::span<std::size_t const>(index).subspan(at, n));
   }
-  auto const [loss, correct] = net.counters();
+  auto const [loss, correct] = net.counters(true);
   (void)loss;
   return double(correct) / double(test.count);
+}
+
+// With several ranks: every replica must hold bitwise the same weights (they start from the same
+// seed and apply the same averaged gradients); a difference means the ranks diverged.
+void check_replicas(network& net, collective* dp, std::string const& when)
+{
+  if (dp == nullptr) { return; }
+  auto const w                = net.weights();
+  std::uint64_t const mine    = fingerprint(w);
+  auto const [lowest, highest] = dp->min_max(mine);
+  if (lowest != highest) {
+    throw std::runtime_error("the " + std::to_string(dp->world_size()) + " replicas' weights differ " + when +
+                             " (weight fingerprints range from " + std::to_string(lowest) + " to " +
+                             std::to_string(highest) + ")");
+  }
+  say("  replicas in sync %s: weight fingerprint %016llx on all %d ranks\n", when.c_str(),
+      static_cast<unsigned long long>(mine), dp->world_size());
 }
 
 void print_schedule(activation_memory& mem)
 {
   auto const& s = mem.schedule();
-  std::printf("  schedule (%s): %zu tensors leave the device; planned peak %s, no-offload peak %s, %s\n",
+  say("  schedule (%s): %zu tensors leave the device; planned peak %s, no-offload peak %s, %s\n",
               s.policy.c_str(), s.entries.size(), stash::format_bytes(s.device_peak).c_str(),
               stash::format_bytes(s.baseline_peak).c_str(),
               s.budget == std::numeric_limits<std::uint64_t>::max()
@@ -130,7 +167,7 @@ void print_schedule(activation_memory& mem)
                 : (s.fits() ? "fits the budget" : "DOES NOT FIT the budget"));
 }
 
-int train(options const& o, dataset const& data)
+int train(options const& o, dataset const& data, rank_info const& ranks, collective* dp)
 {
   network_config nc;
   nc.width    = o.width;
@@ -140,19 +177,24 @@ int train(options const& o, dataset const& data)
   nc.lr       = float(o.lr);
   nc.momentum = float(o.momentum);
   nc.seed     = o.seed;
-  long steps  = long(data.train.count / std::size_t(o.batch));
+  long steps  = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
   if (o.max_steps > 0) { steps = std::min(steps, o.max_steps); }
   auto mem = make_memory(o.policy, o.codec, o.budget);
-  network net(*mem, nc, o.batch);
-  std::printf("train_cnn: %s\n  network width %d: %zu parameters; batch %d, %ld steps per epoch (last partial "
-              "batch dropped), SGD lr %g momentum %g, seed %llu\n",
-              mem->description().c_str(), o.width, net.parameter_count(), o.batch, steps, o.lr, o.momentum,
-              static_cast<unsigned long long>(o.seed));
-  if (o.codec != codec_kind::none) {
-    std::printf("  note: stash::offload_stats does not report compressed bytes yet, so the compression ratio "
-                "achieved is printed only once it does\n");
+  network net(*mem, nc, o.batch, dp);
+  say("train_cnn: %s\n  network width %d: %zu parameters; batch %d, %ld steps per epoch (last partial "
+      "batch dropped), SGD lr %g momentum %g, seed %llu\n",
+      mem->description().c_str(), o.width, net.parameter_count(), o.batch, steps, o.lr, o.momentum,
+      static_cast<unsigned long long>(o.seed));
+  if (ranks.distributed()) {
+    say("  data parallel: %d ranks (%s); global batch %d = %d ranks x %d; gradients averaged with one "
+        "ncclAllReduce(ncclAvg) per step; loss and accuracy over all ranks, memory figures rank 0's\n",
+        ranks.world_size, ranks.source.c_str(), ranks.world_size * o.batch, ranks.world_size, o.batch);
   }
-  bool const bar = o.progress == 1 || (o.progress == -1 && isatty(2) != 0);
+  if (o.codec != codec_kind::none) {
+    say("  note: stash::offload_stats does not report compressed bytes yet, so the compression ratio "
+        "achieved is printed only once it does\n");
+  }
+  bool const bar = ranks.is_root() && (o.progress == 1 || (o.progress == -1 && isatty(2) != 0));
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     auto const order = epoch_order(data.train.count, o.seed, epoch);
     net.reset_counters();
@@ -161,8 +203,7 @@ int train(options const& o, dataset const& data)
     progress_bar progress(bar, steps, "epoch " + std::to_string(epoch + 1));
     auto const t0 = std::chrono::steady_clock::now();
     for (long step = 0; step < steps; ++step) {
-      net.train_step(data.train, std::span<std::size_t const>(order).subspan(std::size_t(step) * o.batch,
-                                                                            std::size_t(o.batch)));
+      net.train_step(data.train, rank_batch(order, std::size_t(step), std::size_t(o.batch), ranks));
       if (epoch == 0 && step == 0) {
         mem->synchronize();
         print_schedule(*mem);
@@ -171,11 +212,11 @@ int train(options const& o, dataset const& data)
     }
     mem->synchronize();
     double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto const [loss_sum, train_correct] = net.counters();
+    auto const [loss_sum, train_correct] = net.counters(true);
     memory_report const after = mem->report();
-    double const accuracy     = evaluate(net, data.test, o.batch);
-    double const samples      = double(steps) * o.batch;
-    std::printf("epoch %d/%d: loss %.4f, train acc %.2f%%, test acc %.2f%%, step %.2f ms%s, device peak in use %s "
+    double const accuracy     = evaluate(net, data.test, o.batch, ranks);
+    double const samples      = double(steps) * o.batch * ranks.world_size;
+    say("epoch %d/%d: loss %.4f, train acc %.2f%%, test acc %.2f%%, step %.2f ms%s, device peak in use %s "
                 "(reserved %s), offloaded %s in %llu offloads (%llu prefetches, %llu on demand), compression %s\n",
                 epoch + 1, o.epochs, loss_sum / samples, 100.0 * double(train_correct) / samples, 100.0 * accuracy,
                 1e3 * seconds / double(steps), epoch == 0 ? " (incl. the recorded first step)" : "",
@@ -187,16 +228,18 @@ int train(options const& o, dataset const& data)
                 ratio_text(before, after, o.codec).c_str());
     std::fflush(stdout);
     if (after.deviations != 0) {
-      std::printf("  note: %llu iterations deviated from the recording and were re-recorded\n",
-                  static_cast<unsigned long long>(after.deviations));
+      say("  note: %llu iterations deviated from the recording and were re-recorded\n",
+          static_cast<unsigned long long>(after.deviations));
     }
+    check_replicas(net, dp, "after epoch " + std::to_string(epoch + 1));
   }
   return 0;
 }
 
 // Trains `steps` steps from the same seed and data order; returns the weights and what moved.
-std::pair<std::vector<float>, memory_report> check_run(options const& o, dataset const& data, policy_kind p,
-                                                       codec_kind k, std::optional<std::uint64_t> budget, long steps)
+std::pair<std::vector<float>, memory_report> check_run(options const& o, dataset const& data, rank_info const& ranks,
+                                                       collective* dp, policy_kind p, codec_kind k,
+                                                       std::optional<std::uint64_t> budget, long steps)
 {
   network_config nc;
   nc.width    = o.width;
@@ -206,31 +249,37 @@ std::pair<std::vector<float>, memory_report> check_run(options const& o, dataset
   nc.momentum = float(o.momentum);
   nc.seed     = o.seed;
   auto mem = make_memory(p, k, budget);
-  network net(*mem, nc, o.batch);
-  long const per_epoch = long(data.train.count / std::size_t(o.batch));
-  progress_bar progress(o.progress == 1 || (o.progress == -1 && isatty(2) != 0), steps, std::string(to_string(p)));
+  network net(*mem, nc, o.batch, dp);
+  long const per_epoch = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
+  progress_bar progress(ranks.is_root() && (o.progress == 1 || (o.progress == -1 && isatty(2) != 0)), steps,
+                        std::string(to_string(p)));
   std::vector<std::size_t> order;
   for (long step = 0; step < steps; ++step) {
     if (step % per_epoch == 0) { order = epoch_order(data.train.count, o.seed, int(step / per_epoch)); }
-    net.train_step(data.train, std::span<std::size_t const>(order).subspan(std::size_t(step % per_epoch) * o.batch,
-                                                                          std::size_t(o.batch)));
+    net.train_step(data.train, rank_batch(order, std::size_t(step % per_epoch), std::size_t(o.batch), ranks));
     progress.update(step + 1);
   }
   mem->synchronize();
-  std::printf("  %s: %llu offloads, %s offloaded, device peak in use %s\n", mem->description().c_str(),
-              static_cast<unsigned long long>(mem->report().offloads),
-              stash::format_bytes(mem->report().bytes_offloaded).c_str(),
-              stash::format_bytes(mem->report().peak_in_use).c_str());
+  say("  %s: %llu offloads, %s offloaded, device peak in use %s\n", mem->description().c_str(),
+      static_cast<unsigned long long>(mem->report().offloads), stash::format_bytes(mem->report().bytes_offloaded).c_str(),
+      stash::format_bytes(mem->report().peak_in_use).c_str());
+  check_replicas(net, dp, "after the " + std::string(to_string(p)) + " run");
   return {net.weights(), mem->report()};
 }
 
-int check(options const& o, dataset const& data)
+int check(options const& o, dataset const& data, rank_info const& ranks, collective* dp)
 {
-  std::printf("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; weights "
-              "compared bitwise\n",
-              o.check_steps, o.batch, o.width);
-  auto const [reference, r0] = check_run(o, data, policy_kind::no_swap, codec_kind::none, std::nullopt, o.check_steps);
-  auto const [subject, r1]   = check_run(o, data, o.policy, o.codec, o.budget, o.check_steps);
+  say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; weights "
+      "compared bitwise\n",
+      o.check_steps, o.batch, o.width);
+  if (ranks.distributed()) {
+    say("  data parallel over %d ranks: both runs all-reduce their gradients; every rank compares its own "
+        "replica (this also assumes NCCL reduces in the same order in both runs)\n",
+        ranks.world_size);
+  }
+  auto const [reference, r0] =
+    check_run(o, data, ranks, dp, policy_kind::no_swap, codec_kind::none, std::nullopt, o.check_steps);
+  auto const [subject, r1] = check_run(o, data, ranks, dp, o.policy, o.codec, o.budget, o.check_steps);
   (void)r0;
   std::size_t differ = 0;
   float max_diff     = 0;
@@ -240,17 +289,86 @@ int check(options const& o, dataset const& data)
       max_diff = std::max(max_diff, std::abs(reference[i] - subject[i]));
     }
   }
-  if (differ != 0) {
-    std::printf("check FAILED: %zu of %zu weights differ from the run without offload (max |diff| %g)\n", differ,
-                reference.size(), double(max_diff));
+  // Every rank learns the worst rank's count, so that all of them exit alike.
+  std::uint64_t const worst = dp != nullptr ? dp->min_max(differ).second : differ;
+  if (worst != 0) {
+    if (differ != 0) {
+      std::printf("check FAILED%s: %zu of %zu weights differ from the run without offload (max |diff| %g)\n",
+                  ranks.distributed() ? (" on rank " + std::to_string(ranks.rank)).c_str() : "", differ,
+                  reference.size(), double(max_diff));
+    }
     return 1;
   }
-  std::printf("check passed: all %zu weights bitwise identical to the run without offload\n", reference.size());
+  say("check passed: all %zu weights bitwise identical to the run without offload%s\n", reference.size(),
+      ranks.distributed() ? (" on all " + std::to_string(ranks.world_size) + " ranks").c_str() : "");
   if (r1.offloads == 0) {
-    std::printf("  warning: the checked run offloaded nothing, so this proves nothing about offload; pick a "
-                "policy (and --budget) that offloads\n");
+    say("  warning: the checked run offloaded nothing, so this proves nothing about offload; pick a "
+        "policy (and --budget) that offloads\n");
   }
   return 0;
+}
+
+#ifdef STASH_HAVE_NCCL
+// Rank 0 creates NCCL's unique id and publishes it in the id file, the others wait for it; all
+// join the communicator, after which every rank has read the file and rank 0 removes it.
+std::unique_ptr<nccl_collective> join(options const& o, rank_info const& ranks, run_token const& token)
+{
+  id_exchange x;
+  x.file       = o.nccl_id_file;
+  x.token      = token.value;
+  x.world_size = ranks.world_size;
+  x.timeout    = std::chrono::milliseconds(static_cast<long long>(o.nccl_id_timeout * 1000.0));
+  unique_id_bytes id{};
+  if (!ranks.distributed()) {
+    id = new_unique_id();  // --nccl-always with one rank: nobody to hand the id to
+  } else if (ranks.is_root()) {
+    id = new_unique_id();
+    publish_unique_id(x, id);
+  } else {
+    id = wait_for_unique_id(x, ranks.rank);
+  }
+  auto comm = std::make_unique<nccl_collective>(ranks, id);
+  if (ranks.distributed() && ranks.is_root()) { (void)remove_unique_id(x); }
+  if (ranks.distributed()) {
+    say("  NCCL %d.%d.%d communicator of %d ranks joined (id through %s, run token from %s)\n", NCCL_MAJOR,
+        NCCL_MINOR, NCCL_PATCH, ranks.world_size, o.nccl_id_file.c_str(), token.source.c_str());
+  } else {
+    say("  NCCL %d.%d.%d communicator of 1 rank (--nccl-always): the all-reduce runs every step and must change "
+        "nothing\n",
+        NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  }
+  return comm;
+}
+#endif
+
+// The rank environment, checked before the dataset and the GPU so that a bad launch fails at once.
+void check_rank_setup(options const& o, rank_info const& ranks, std::optional<run_token>& token)
+{
+#ifndef STASH_HAVE_NCCL
+  if (o.nccl_always) {
+    throw environment_error("--nccl-always: this train_cnn was built without NCCL (CMake did not find it)");
+  }
+#endif
+  if (!ranks.distributed()) { return; }
+  std::string const n = std::to_string(ranks.world_size) + " ranks (" + ranks.source + ")";
+#ifndef STASH_HAVE_NCCL
+  if (ranks.distributed()) {
+    throw environment_error("the environment asks for " + n +
+                            ", but this train_cnn was built without NCCL (CMake did not find it) and runs a "
+                            "single rank only");
+  }
+#endif
+  if (o.nccl_id_file.empty()) {
+    throw environment_error("--nccl-id-file PATH is needed for " + n +
+                            ": rank 0 leaves NCCL's unique id there for the others (launch_dp.sh passes one)");
+  }
+  token = run_token_from_environment(process_environment(), ranks);
+  if (!token) {
+    throw environment_error("no run token for " + n +
+                            ": set STASH_RUN_ID to one fresh value on every rank (launch_dp.sh does; with mpirun: "
+                            "-x STASH_RUN_ID=$(date +%s%N)), so that an id file left by an earlier run is never "
+                            "taken for this one's");
+  }
 }
 
 }  // namespace
@@ -270,35 +388,73 @@ int main(int argc, char** argv)
     std::printf("%s", usage().c_str());
     return 0;
   }
+  rank_info ranks;
+  std::optional<run_token> token;
+  try {
+    ranks = rank_from_environment(process_environment());
+    check_rank_setup(o, ranks, token);
+  } catch (environment_error const& e) {
+    std::fprintf(stderr, "train_cnn: bad rank environment: %s\n", e.what());
+    return 2;
+  }
+  quiet = !ranks.is_root();
+  std::string const who = ranks.distributed() ? " [rank " + std::to_string(ranks.rank) + "]" : "";
+  if (!ranks.distributed() && !o.nccl_id_file.empty()) {
+    say("train_cnn: a single rank (%s): --nccl-id-file is not used\n", ranks.source.c_str());
+  }
   dataset data;
   try {
     data = load_fashion_mnist(o.data_dir);
   } catch (idx_error const& e) {
-    std::fprintf(stderr, "train_cnn: %s\n", e.what());
+    std::fprintf(stderr, "train_cnn%s: %s\n", who.c_str(), e.what());
     return 2;
   }
-  std::printf("train_cnn: Fashion-MNIST from %s: %zu training and %zu test images of %zux%zu\n", o.data_dir.c_str(),
-              data.train.count, data.test.count, data.train.rows, data.train.cols);
-  if (std::size_t(o.batch) > data.train.count) {
-    std::fprintf(stderr, "train_cnn: --batch %d is larger than the training set (%zu images)\n", o.batch,
-                 data.train.count);
+  say("train_cnn: Fashion-MNIST from %s: %zu training and %zu test images of %zux%zu\n", o.data_dir.c_str(),
+      data.train.count, data.test.count, data.train.rows, data.train.cols);
+  if (std::size_t(o.batch) * std::size_t(ranks.world_size) > data.train.count) {
+    std::fprintf(stderr, "train_cnn%s: --batch %d x %d ranks is larger than the training set (%zu images)\n",
+                 who.c_str(), o.batch, ranks.world_size, data.train.count);
     return 2;
   }
   if (std::string const why = stash::no_gpu_reason(); !why.empty()) {
-    std::printf("no CUDA device: %s\ntrain_cnn: arguments and dataset validated (%s); nothing was trained\n",
-                why.c_str(), o.check ? "--check requested" : "training requested");
+    say("no CUDA device: %s\ntrain_cnn: arguments, rank environment (%s) and dataset validated (%s); nothing was "
+        "trained\n",
+        why.c_str(), ranks.source.c_str(), o.check ? "--check requested" : "training requested");
     return 0;
   }
+  int device = 0;
   try {
-    return o.check ? check(o, data) : train(o, data);
+    int count = 0;
+    STASH_CUDA_TRY(cudaGetDeviceCount(&count));
+    device = device_for(ranks, count);
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "train_cnn%s: %s\n", who.c_str(), e.what());
+    return 2;
+  }
+  try {
+    // Before any stream, event or allocation: they all belong to the current device.
+    STASH_CUDA_TRY(cudaSetDevice(device));
+    collective* dp = nullptr;
+#ifdef STASH_HAVE_NCCL
+    std::unique_ptr<nccl_collective> comm;
+    if (ranks.distributed() || o.nccl_always) {
+      comm = join(o, ranks, token.value_or(run_token{}));
+      dp   = comm.get();
+    }
+#endif
+    int const rc = o.check ? check(o, data, ranks, dp) : train(o, data, ranks, dp);
+#ifdef STASH_HAVE_NCCL
+    if (comm) { comm->finalize(); }
+#endif
+    return rc;
   } catch (stash::out_of_memory const& e) {
     std::fprintf(stderr,
-                 "train_cnn: out of device memory: %s\n  (with --budget, the policy's schedule must fit the model "
+                 "train_cnn%s: out of device memory: %s\n  (with --budget, the policy's schedule must fit the model "
                  "into it: try vdnn_all or auto_swap, a smaller --batch or --width, or a larger --budget)\n",
-                 e.what());
+                 who.c_str(), e.what());
     return 3;
   } catch (std::exception const& e) {
-    std::fprintf(stderr, "train_cnn: error: %s\n", e.what());
+    std::fprintf(stderr, "train_cnn%s: error: %s\n", who.c_str(), e.what());
     return 1;
   }
 }

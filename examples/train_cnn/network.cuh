@@ -10,6 +10,8 @@
 // Only deterministic algorithms are used (implicit-GEMM forward, ALGO_1 backward data and filter,
 // deterministic max pooling, FMA math without TF32, reductions in a fixed order), so two runs with
 // the same seed compute bitwise the same weights whatever the memory does.
+// All parameter gradients live in one flat stash tensor, so that data parallelism averages them
+// across ranks with a single all-reduce (see collective, and nccl_comm.cuh for the NCCL one).
 #pragma once
 
 #include "idx_reader.hpp"
@@ -169,6 +171,23 @@ class tensor_desc {
   cudnnTensorDescriptor_t d_{};
 };
 
+/// @brief What data parallelism needs from the ranks' communicator, kept free of NCCL types so the
+/// network compiles without NCCL. Device calls are stream-ordered and never block the host: their
+/// work starts after everything already queued on `stream` and everything queued on `stream`
+/// afterwards starts after it.
+class collective {
+ public:
+  virtual ~collective() = default;
+  /// @brief data[0..count) = the mean over ranks of every rank's data, in place.
+  virtual void average(float* data, std::size_t count, cudaStream_t stream) = 0;
+  /// @brief *loss and *correct = their sums over ranks, in place.
+  virtual void sum(double* loss, unsigned long long* correct, cudaStream_t stream) = 0;
+  /// @brief The smallest and largest `value` over ranks (synchronizes; for checks between epochs).
+  [[nodiscard]] virtual std::pair<std::uint64_t, std::uint64_t> min_max(std::uint64_t value) = 0;
+  /// @brief Number of ranks.
+  [[nodiscard]] virtual int world_size() const = 0;
+};
+
 /// @brief The network's hyper-parameters.
 struct network_config {
   int width       = 1;
@@ -185,7 +204,10 @@ class network {
  public:
   using id = activation_memory::id;
 
-  network(activation_memory& mem, network_config cfg, int max_batch) : mem_(mem), cfg_(cfg), max_batch_(max_batch)
+  /// @brief Builds the network over `mem`; with `dp`, each step averages the gradients over its
+  /// ranks before the optimizer (dp must outlive the network).
+  network(activation_memory& mem, network_config cfg, int max_batch, collective* dp = nullptr)
+      : mem_(mem), cfg_(cfg), max_batch_(max_batch), dp_(dp)
   {
     if (cfg_.rows % 4 != 0 || cfg_.cols % 4 != 0) {
       throw std::runtime_error("train_cnn: images must be a multiple of 4 pixels high and wide (two 2x2 poolings); got " +
@@ -233,6 +255,12 @@ class network {
     fc1_  = fc_layer{flat_, u, make_param("fc1", std::size_t(u) * flat_, std::sqrt(2.0f / float(flat_)), std::size_t(u), rng)};
     fc2_  = fc_layer{u, cfg_.classes,
                     make_param("fc2", std::size_t(cfg_.classes) * u, std::sqrt(1.0f / float(u)), std::size_t(cfg_.classes), rng)};
+    grads_ = mem_.allocate(grad_floats_ * sizeof(float), stash::storage_kind::grad, "gradients.flat");
+    {
+      // The padding between gradients is never written by backward: zero, so all-reducing it is harmless.
+      auto p = mem_.op("init_gradients", {}, std::vector<id>{grads_});
+      STASH_CUDA_TRY(cudaMemsetAsync(p[0], 0, grad_floats_ * sizeof(float), mem_.stream()));
+    }
 
     images_  = mem_.allocate(std::size_t(max_batch) * cfg_.rows * cfg_.cols, stash::storage_kind::input, "images_u8");
     labels_  = mem_.allocate(std::size_t(max_batch), stash::storage_kind::input, "labels_u8");
@@ -270,11 +298,16 @@ class network {
     STASH_CUDA_TRY(cudaMemsetAsync(p[0], 0, sizeof(double), mem_.stream()));
     STASH_CUDA_TRY(cudaMemsetAsync(p[1], 0, sizeof(unsigned long long), mem_.stream()));
   }
-  /// @brief Loss sum and correct predictions since reset_counters() (synchronizes).
-  std::pair<double, unsigned long long> counters()
+  /// @brief Loss sum and correct predictions since reset_counters() (synchronizes); with
+  /// `all_ranks` and a collective, summed over the ranks (every rank must call it then).
+  std::pair<double, unsigned long long> counters(bool all_ranks = false)
   {
     double loss            = 0;
     unsigned long long ok  = 0;
+    if (all_ranks && dp_ != nullptr) {
+      auto p = mem_.op("nccl::all_reduce_counters", {}, std::vector<id>{loss_acc_, correct_});
+      dp_->sum(static_cast<double*>(p[0]), static_cast<unsigned long long*>(p[1]), mem_.stream());
+    }
     auto p = mem_.op("read_counters", std::vector<id>{loss_acc_, correct_}, {});
     STASH_CUDA_TRY(cudaMemcpyAsync(&loss, p[0], sizeof loss, cudaMemcpyDeviceToHost, mem_.stream()));
     STASH_CUDA_TRY(cudaMemcpyAsync(&ok, p[1], sizeof ok, cudaMemcpyDeviceToHost, mem_.stream()));
@@ -293,6 +326,14 @@ class network {
     forward_result f = forward(n, true);
     mem_.phase(stash::phase::backward);
     backward(n, f);
+    if (dp_ != nullptr) {
+      // Each rank's gradient is the mean over its own slice (the loss gradient is divided by the
+      // slice size), so the mean over ranks is the gradient of the global batch's mean loss. The
+      // all-reduce runs on the collective's stream, ordered after backward and before the optimizer
+      // by events: no host synchronisation.
+      auto p = mem_.op("nccl::all_reduce_gradients", {}, std::vector<id>{grads_});
+      dp_->average(static_cast<float*>(p[0]), grad_floats_, mem_.stream());
+    }
     mem_.phase(stash::phase::optimizer);
     for (auto* p : params()) { sgd(*p); }
     mem_.end_iteration();
@@ -335,8 +376,9 @@ class network {
 
  private:
   struct param {
-    id w{}, b{}, dw{}, db{}, vw{}, vb{};
+    id w{}, b{}, vw{}, vb{};
     std::size_t w_count{0}, b_count{0};
+    std::size_t dw_at{0}, db_at{0};  // offsets (floats) of the gradients in grads_
   };
   struct conv_layer {
     int cin{}, cout{}, h{}, w{}, block{};
@@ -373,8 +415,12 @@ class network {
     using stash::storage_kind;
     p.w  = mem_.allocate(w_count * sizeof(float), storage_kind::param, name + ".weight");
     p.b  = mem_.allocate(b_count * sizeof(float), storage_kind::param, name + ".bias");
-    p.dw = mem_.allocate(w_count * sizeof(float), storage_kind::grad, name + ".weight.grad");
-    p.db = mem_.allocate(b_count * sizeof(float), storage_kind::grad, name + ".bias.grad");
+    // 64 floats: every gradient starts 256-byte aligned, as cudaMalloc'd ones would.
+    auto const padded = [](std::size_t n) { return (n + 63) / 64 * 64; };
+    p.dw_at = grad_floats_;
+    grad_floats_ += padded(w_count);
+    p.db_at = grad_floats_;
+    grad_floats_ += padded(b_count);
     p.vw = mem_.allocate(w_count * sizeof(float), storage_kind::optstate, name + ".weight.momentum");
     p.vb = mem_.allocate(b_count * sizeof(float), storage_kind::optstate, name + ".bias.momentum");
     std::normal_distribution<float> normal(0.0f, stddev);
@@ -540,19 +586,20 @@ class network {
   // dY given: dW = dY^T X, db = column sums of dY, dX = dY W (when wanted).
   void linear_backward(fc_layer const& l, id x, id dy, std::optional<id> dx, int n)
   {
-    auto p = mem_.op("aten::addmm_backward", std::vector<id>{dy, x, l.p.w}, with({l.p.dw, l.p.db}, dx));
+    auto p = mem_.op("aten::addmm_backward", std::vector<id>{dy, x, l.p.w}, with({grads_}, dx));
     auto const* dyp = static_cast<float const*>(p[0]);
     auto const* xp  = static_cast<float const*>(p[1]);
     auto const* wp  = static_cast<float const*>(p[2]);
+    auto* const g   = static_cast<float*>(p[3]);
     // Column-major dW^T (in x out) = X^T (in x N) * dY (N x out).
     TRAIN_CNN_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, l.in, l.out, n, &one, xp, l.in, dyp, l.out,
-                                 &zero, static_cast<float*>(p[3]), l.in));
-    kernels::bias_grad<<<l.out, 256, 0, mem_.stream()>>>(dyp, static_cast<float*>(p[4]), n, l.out, 1);
+                                 &zero, g + l.p.dw_at, l.in));
+    kernels::bias_grad<<<l.out, 256, 0, mem_.stream()>>>(dyp, g + l.p.db_at, n, l.out, 1);
     STASH_CUDA_TRY(cudaGetLastError());
     if (dx) {
       // Column-major dX^T (in x N) = W^T (in x out) * dY^T (out x N).
       TRAIN_CNN_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, l.in, n, l.out, &one, wp, l.in, dyp, l.out,
-                                   &zero, static_cast<float*>(p[5]), l.in));
+                                   &zero, static_cast<float*>(p[4]), l.in));
     }
   }
 
@@ -620,20 +667,21 @@ class network {
       }
       auto ws = workspace(std::max(filter_ws, data_ws), name + ".backward");
       {
-        std::vector<id> writes{l.p.dw, l.p.db};
+        std::vector<id> writes{grads_};
         if (dxin) { writes.push_back(*dxin); }
         if (ws) { writes.push_back(*ws); }
         auto p = mem_.op("aten::convolution_backward", std::vector<id>{dz, x, l.p.w}, writes);
-        void* wsp = ws ? p[dxin ? 6 : 5] : nullptr;
+        auto* const g = static_cast<float*>(p[3]);
+        void* wsp = ws ? p[dxin ? 5 : 4] : nullptr;
         std::size_t const ws_bytes = std::max(filter_ws, data_ws);
         TRAIN_CNN_CUDNN(cudnnConvolutionBackwardFilter(cudnn_, &one, in_d, p[1], out_d, p[0], conv_, bwd_filter_algo,
-                                                       wsp, ws_bytes, &zero, l.filter, p[3]));
-        kernels::bias_grad<<<l.cout, 256, 0, mem_.stream()>>>(static_cast<float const*>(p[0]),
-                                                              static_cast<float*>(p[4]), n, l.cout, l.h * l.w);
+                                                       wsp, ws_bytes, &zero, l.filter, g + l.p.dw_at));
+        kernels::bias_grad<<<l.cout, 256, 0, mem_.stream()>>>(static_cast<float const*>(p[0]), g + l.p.db_at, n,
+                                                              l.cout, l.h * l.w);
         STASH_CUDA_TRY(cudaGetLastError());
         if (dxin) {
           TRAIN_CNN_CUDNN(cudnnConvolutionBackwardData(cudnn_, &one, l.filter, p[2], out_d, p[0], conv_,
-                                                       bwd_data_algo, wsp, ws_bytes, &zero, in_d, p[5]));
+                                                       bwd_data_algo, wsp, ws_bytes, &zero, in_d, p[4]));
         }
       }
       if (ws) { mem_.free(*ws); }
@@ -646,14 +694,12 @@ class network {
   void sgd(param& p)
   {
     auto const s = mem_.stream();
-    auto ptr = mem_.op("aten::_foreach_sgd_momentum", std::vector<id>{p.dw, p.db},
-                       std::vector<id>{p.w, p.vw, p.b, p.vb});
+    auto ptr = mem_.op("aten::_foreach_sgd_momentum", std::vector<id>{grads_}, std::vector<id>{p.w, p.vw, p.b, p.vb});
+    auto const* g = static_cast<float const*>(ptr[0]);
     kernels::sgd_momentum<<<kernels::grid_for(p.w_count), 256, 0, s>>>(
-      static_cast<float*>(ptr[2]), static_cast<float const*>(ptr[0]), static_cast<float*>(ptr[3]), p.w_count,
-      cfg_.lr, cfg_.momentum);
+      static_cast<float*>(ptr[1]), g + p.dw_at, static_cast<float*>(ptr[2]), p.w_count, cfg_.lr, cfg_.momentum);
     kernels::sgd_momentum<<<kernels::grid_for(p.b_count), 256, 0, s>>>(
-      static_cast<float*>(ptr[4]), static_cast<float const*>(ptr[1]), static_cast<float*>(ptr[5]), p.b_count,
-      cfg_.lr, cfg_.momentum);
+      static_cast<float*>(ptr[3]), g + p.db_at, static_cast<float*>(ptr[4]), p.b_count, cfg_.lr, cfg_.momentum);
     STASH_CUDA_TRY(cudaGetLastError());
   }
 
@@ -664,6 +710,7 @@ class network {
   activation_memory& mem_;
   network_config cfg_;
   int max_batch_;
+  collective* dp_;
   cudnnHandle_t cudnn_{};
   cublasHandle_t cublas_{};
   cudnnActivationDescriptor_t relu_{};
@@ -673,6 +720,8 @@ class network {
   int flat_{0};
   fc_layer fc1_, fc2_;
   id images_{}, labels_{}, loss_acc_{}, correct_{};
+  id grads_{};                     // every parameter's gradient, one flat tensor (see make_param)
+  std::size_t grad_floats_{0};
   std::uint8_t* host_images_{nullptr};
   std::uint8_t* host_labels_{nullptr};
   cudaEvent_t staged_{};

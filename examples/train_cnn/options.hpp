@@ -54,6 +54,9 @@ struct options {
   bool check         = false;            ///< run with and without offload, compare weights bitwise
   long check_steps   = 50;
   int progress       = -1;               ///< -1: when stderr is a terminal; 0 off; 1 on
+  std::string nccl_id_file;              ///< data parallel: where rank 0 leaves NCCL's unique id
+  double nccl_id_timeout = 120;          ///< seconds a rank waits for that file
+  bool nccl_always   = false;            ///< a communicator and its all-reduce even with one rank
   bool help          = false;
 };
 
@@ -80,6 +83,14 @@ struct options {
          "                     weights bitwise (exit 1 when they differ)\n"
          "  --check-steps N    steps of --check (default 50)\n"
          "  --progress/--no-progress  progress bar on stderr (default: when stderr is a terminal)\n"
+         "  --nccl-id-file PATH  data parallel (rank and world size from STASH_RANK/STASH_WORLD_SIZE,\n"
+         "                     mpirun, torchrun or srun variables): the file, on a file system every\n"
+         "                     rank sees, through which rank 0 hands NCCL's unique id to the others\n"
+         "                     (launch_dp.sh passes a fresh one; see README.md)\n"
+         "  --nccl-id-timeout S  seconds a rank waits for rank 0's id file (default 120)\n"
+         "  --nccl-always      with a single rank too, build the NCCL communicator and all-reduce\n"
+         "                     every step (tests the data-parallel path on one GPU: the weights\n"
+         "                     must be bitwise those of a run without it)\n"
          "  --help\n";
 }
 
@@ -217,6 +228,13 @@ struct options {
       o.progress = 1;
     } else if (a == "--no-progress") {
       o.progress = 0;
+    } else if (a == "--nccl-id-file") {
+      o.nccl_id_file = value();
+      if (o.nccl_id_file.empty()) { throw usage_error("--nccl-id-file: the path is empty"); }
+    } else if (a == "--nccl-always") {
+      o.nccl_always = true;
+    } else if (a == "--nccl-id-timeout") {
+      o.nccl_id_timeout = parse_real(value(), a, 0.001, 86400.0);
     } else if (a.starts_with("-")) {
       throw usage_error("unknown option '" + a + "' (see --help)");
     } else if (!have_dir) {
