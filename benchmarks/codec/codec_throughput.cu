@@ -4,7 +4,9 @@
 //
 //   bench_codec_throughput [max_MiB=1024] [zero_fraction=0.5]
 #include <stash/codec/device_bitmask.cuh>
+#include <stash/codec/device_csr.cuh>
 #include <stash/codec/device_precision.cuh>
+#include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/core/cuda_event.hpp>
 #include <stash/core/cuda_stream.hpp>
@@ -124,6 +126,8 @@ int main(int argc, char** argv)
       s);
     auto const* d_in = static_cast<float const*>(in.p);
     bench<stash::device_zvc<float>>("zvc", d_in, n, memcpy_ms, s);
+    bench<stash::device_csr<float>>("csr", d_in, n, memcpy_ms, s);
+    bench<stash::device_rle<float>>("rle", d_in, n, memcpy_ms, s);
     bench<stash::device_bitmask>("bitmask", d_in, n, memcpy_ms, s);
     bench<stash::device_precision<stash::fp16>>("fp16", d_in, n, memcpy_ms, s);
     bench<stash::device_precision<stash::fp10>>("fp10", d_in, n, memcpy_ms, s);

@@ -18,7 +18,9 @@
 #include <stash/codec/csr.hpp>
 #include <stash/codec/device_bitmask.cuh>
 #include <stash/codec/device_codec.cuh>
+#include <stash/codec/device_csr.cuh>
 #include <stash/codec/device_precision.cuh>
+#include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/element_type.hpp>
 #include <stash/codec/identity.hpp>

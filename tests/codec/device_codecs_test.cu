@@ -4,7 +4,9 @@
 #include "codec_test_support.hpp"
 
 #include <stash/codec/device_bitmask.cuh>
+#include <stash/codec/device_csr.cuh>
 #include <stash/codec/device_precision.cuh>
+#include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/core/cuda_stream.hpp>
 
@@ -12,6 +14,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 namespace {
@@ -39,17 +44,29 @@ class device_bytes {
 };
 
 template <class D>
-std::vector<std::byte> device_encode(std::vector<float> const& in, stash::cuda_stream const& s)
+using element_of = typename D::host_codec::value_type;
+
+template <class T>
+bool same_bits(std::vector<T> const& a, std::vector<T> const& b)
+{
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+template <class D>
+std::vector<std::byte> device_encode(std::vector<element_of<D>> const& in,
+                                     stash::cuda_stream const& s)
 {
   using H = typename D::host_codec;
-  device_bytes d_in(in.size() * sizeof(float));
+  using T = element_of<D>;
+  device_bytes d_in(in.size() * sizeof(T));
   device_bytes d_out(H::max_compressed_bytes(in.size()));
   device_bytes d_size(sizeof(std::size_t));
   std::size_t const scratch_bytes = D::encode_scratch_bytes(in.size());
   device_bytes scratch(scratch_bytes);
-  STASH_CUDA_TRY(cudaMemcpyAsync(d_in.as<void>(), in.data(), in.size() * sizeof(float),
+  STASH_CUDA_TRY(cudaMemcpyAsync(d_in.as<void>(), in.data(), in.size() * sizeof(T),
                                  cudaMemcpyHostToDevice, s));
-  D::encode_async(d_in.as<float>(), in.size(), d_out.as<std::byte>(), d_out.size(),
+  D::encode_async(d_in.as<T>(), in.size(), d_out.as<std::byte>(), d_out.size(),
                   d_size.as<std::size_t>(), scratch.as<void>(), scratch_bytes, s);
   std::size_t size = 0;
   STASH_CUDA_TRY(cudaMemcpyAsync(&size, d_size.as<void>(), sizeof(size), cudaMemcpyDeviceToHost, s));
@@ -63,13 +80,14 @@ std::vector<std::byte> device_encode(std::vector<float> const& in, stash::cuda_s
 /// Decodes on the device into `capacity` elements; returns the status and the elements.
 template <class D>
 stash::codec_status device_decode(std::vector<std::byte> const& buf, std::size_t capacity,
-                                  std::vector<float>& out, stash::cuda_stream const& s)
+                                  std::vector<element_of<D>>& out, stash::cuda_stream const& s)
 {
+  using T = element_of<D>;
   device_bytes d_src(buf.size());
-  device_bytes d_out(capacity * sizeof(float));
+  device_bytes d_out(capacity * sizeof(T));
   device_bytes d_status(sizeof(stash::codec_status));
   STASH_CUDA_TRY(cudaMemcpyAsync(d_src.as<void>(), buf.data(), buf.size(), cudaMemcpyHostToDevice, s));
-  D::decode_async(d_src.as<std::byte>(), buf.size(), d_out.as<float>(), capacity,
+  D::decode_async(d_src.as<std::byte>(), buf.size(), d_out.as<T>(), capacity,
                   d_status.as<stash::codec_status>(), nullptr, 0, s);
   stash::codec_status status{};
   STASH_CUDA_TRY(cudaMemcpyAsync(&status, d_status.as<void>(), sizeof(status),
@@ -77,10 +95,68 @@ stash::codec_status device_decode(std::vector<std::byte> const& buf, std::size_t
   s.synchronize();
   out.resize(capacity);
   if (status.code == 0 && capacity > 0) {
-    STASH_CUDA_TRY(cudaMemcpy(out.data(), d_out.as<void>(), capacity * sizeof(float),
+    STASH_CUDA_TRY(cudaMemcpy(out.data(), d_out.as<void>(), capacity * sizeof(T),
                               cudaMemcpyDeviceToHost));
   }
   return status;
+}
+
+/// Encodes `in` on both sides and checks byte identity and both cross decodes.
+template <class D>
+void check_against_host(std::vector<element_of<D>> const& in, stash::cuda_stream const& s)
+{
+  using H = typename D::host_codec;
+  CAPTURE(in.size());
+  auto const host = stash::host_encode_vector<H>(std::span<element_of<D> const>(in));
+  auto const dev  = device_encode<D>(in, s);
+  CHECK(dev == host);
+  // device decodes host bytes
+  std::vector<element_of<D>> from_device;
+  auto const status = device_decode<D>(host, in.size(), from_device, s);
+  CHECK(status.code == 0);
+  auto const ref = stash::host_decode_vector<H>(host);
+  CHECK(same_bits(from_device, ref));
+  // host decodes device bytes
+  CHECK(same_bits(stash::host_decode_vector<H>(dev), ref));
+}
+
+float float_bits(std::uint32_t u)
+{
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// Inputs at the edges of the sparse codecs' rows (256) and chunks (1024, 4096): empty, one
+/// element, all zero, no zero, -0.0 and NaN payloads, constant runs far beyond 65536.
+std::vector<std::vector<float>> edge_inputs()
+{
+  std::vector<std::vector<float>> all;
+  for (std::size_t n : {0, 1, 2, 255, 256, 257, 4095, 4096, 4097, 70001}) {
+    all.emplace_back(n, 0.0f);
+    all.emplace_back(n, -0.0f);
+    std::vector<float> dense(n);
+    for (std::size_t i = 0; i < n; ++i) { dense[i] = 1.0f + static_cast<float>(i % 1000); }
+    all.push_back(std::move(dense));
+    std::vector<float> specials(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t const pick = static_cast<std::uint32_t>((i / 3) % 6);
+      specials[i] = pick == 0   ? 0.0f
+                    : pick == 1 ? -0.0f
+                    : pick == 2 ? float_bits(0x7fa12345u)
+                    : pick == 3 ? std::numeric_limits<float>::quiet_NaN()
+                    : pick == 4 ? std::numeric_limits<float>::infinity()
+                                : 2.5f;
+    }
+    all.push_back(std::move(specials));
+  }
+  all.emplace_back(200000, 0.25f);  // runs split only by the 4096-element chunks
+  std::vector<float> long_runs(300007);
+  for (std::size_t i = 0; i < long_runs.size(); ++i) {
+    long_runs[i] = static_cast<float>(i / 70000);  // runs of 70000 > 65536
+  }
+  all.push_back(std::move(long_runs));
+  return all;
 }
 
 std::vector<std::vector<float>> inputs()
@@ -103,29 +179,51 @@ std::vector<std::vector<float>> inputs()
 static_assert(stash::device_codec<stash::device_zvc<float>>);
 static_assert(stash::device_codec<stash::device_bitmask>);
 static_assert(stash::device_codec<stash::device_precision<stash::fp10>>);
+static_assert(stash::device_codec<stash::device_csr<float>>);
+static_assert(stash::device_codec<stash::device_rle<float>>);
+static_assert(stash::device_codec<stash::device_rle<std::uint8_t>>);
 
 TEST_CASE_TEMPLATE("device codecs match the host reference byte for byte",
                    D,
                    stash::device_zvc<float>,
                    stash::device_bitmask,
                    stash::device_precision<stash::fp16>,
-                   stash::device_precision<stash::fp10>)
+                   stash::device_precision<stash::fp10>,
+                   stash::device_csr<float>,
+                   stash::device_rle<float>)
 {
-  using H = typename D::host_codec;
   stash::cuda_stream s;
-  for (auto const& in : inputs()) {
-    CAPTURE(in.size());
-    auto const host = stash::host_encode_vector<H>(in);
-    auto const dev  = device_encode<D>(in, s);
-    CHECK(dev == host);
-    // device decodes host bytes
-    std::vector<float> from_device;
-    auto const status = device_decode<D>(host, in.size(), from_device, s);
-    CHECK(status.code == 0);
-    auto const ref = stash::host_decode_vector<H>(host);
-    CHECK(stash::test::bitwise_equal(from_device, ref));
-    // host decodes device bytes
-    CHECK(stash::test::bitwise_equal(stash::host_decode_vector<H>(dev), ref));
+  for (auto const& in : inputs()) { check_against_host<D>(in, s); }
+}
+
+TEST_CASE_TEMPLATE("lossless device codecs match the host on edge cases",
+                   D,
+                   stash::device_zvc<float>,
+                   stash::device_csr<float>,
+                   stash::device_rle<float>)
+{
+  stash::cuda_stream s;
+  for (auto const& in : edge_inputs()) { check_against_host<D>(in, s); }
+}
+
+TEST_CASE("device csr and rle match the host for other element types")
+{
+  stash::cuda_stream s;
+  for (std::size_t n : {0, 1, 300, 4097, 70001}) {
+    std::vector<std::uint16_t> u16(n);
+    for (std::size_t i = 0; i < n; ++i) { u16[i] = static_cast<std::uint16_t>(i % 3 == 0 ? 0 : i); }
+    check_against_host<stash::device_csr<std::uint16_t>>(u16, s);
+    check_against_host<stash::device_rle<std::uint16_t>>(u16, s);
+    std::vector<double> f64(n, 0.0);
+    for (std::size_t i = 0; i < n; i += 7) {
+      f64[i] = i % 2 == 0 ? -0.0 : 0.5 * static_cast<double>(i);
+    }
+    check_against_host<stash::device_csr<double>>(f64, s);
+    check_against_host<stash::device_rle<double>>(f64, s);
+    std::vector<std::uint8_t> u8(n);
+    for (std::size_t i = 0; i < n; ++i) { u8[i] = static_cast<std::uint8_t>((i / 50) % 3); }
+    check_against_host<stash::device_csr<std::uint8_t>>(u8, s);
+    check_against_host<stash::device_rle<std::uint8_t>>(u8, s);
   }
 }
 
@@ -133,7 +231,9 @@ TEST_CASE_TEMPLATE("device decoders report corrupted input through codec_status"
                    D,
                    stash::device_zvc<float>,
                    stash::device_bitmask,
-                   stash::device_precision<stash::fp10>)
+                   stash::device_precision<stash::fp10>,
+                   stash::device_csr<float>,
+                   stash::device_rle<float>)
 {
   using H = typename D::host_codec;
   stash::cuda_stream s;
@@ -173,6 +273,91 @@ TEST_CASE_TEMPLATE("device decoders report corrupted input through codec_status"
     if (host_ok && ds.code == 0) { CHECK(stash::test::bitwise_equal(dev_out, host_out)); }
   }
   CHECK(agreements == 200);
+}
+
+namespace {
+
+/// The host decoder's verdict on `buf` as a codec_status (code 0 when it decodes).
+template <class H>
+stash::codec_status host_verdict(std::vector<std::byte> const& buf, std::size_t capacity)
+{
+  std::vector<typename H::value_type> out(capacity);
+  try {
+    (void)H::host_decode(buf, out);
+  } catch (stash::codec_error const& e) {
+    return {static_cast<std::uint32_t>(e.code()), 0, e.offset()};
+  }
+  return {};
+}
+
+/// A buffer with exactly one fault: device and host must name the same code and offset.
+template <class D>
+void check_same_fault(std::vector<std::byte> const& buf, std::size_t capacity,
+                      stash::codec_errc expected, stash::cuda_stream const& s)
+{
+  auto const host = host_verdict<typename D::host_codec>(buf, capacity);
+  CHECK(host.code == static_cast<std::uint32_t>(expected));
+  std::vector<element_of<D>> out;
+  auto const dev = device_decode<D>(buf, capacity, out, s);
+  CHECK(dev.code == host.code);
+  CHECK(dev.offset == host.offset);
+}
+
+}  // namespace
+
+TEST_CASE("device csr and rle name the same fault and offset as the host")
+{
+  using stash::codec_errc;
+  namespace d = stash::detail;
+  stash::cuda_stream s;
+  auto const in = stash::test::load_activation("netA_final_relu4.f32");
+  {
+    auto const clean         = stash::host_encode_vector<stash::csr<float>>(in);
+    std::uint64_t const rows = d::make_csr_layout(in.size(), 0).rows;
+    std::uint64_t const nnz  = d::load_u32(clean.data() + 32 + 4 * rows);
+    auto const l             = d::make_csr_layout(in.size(), nnz);
+    // A row in the middle with at least two entries: repeat its first column.
+    std::uint64_t r = rows / 2;
+    while (d::load_u32(clean.data() + l.row_ptr_off + 4 * (r + 1)) -
+             d::load_u32(clean.data() + l.row_ptr_off + 4 * r) < 2) {
+      ++r;
+    }
+    std::uint64_t const k0 = d::load_u32(clean.data() + l.row_ptr_off + 4 * r);
+    auto repeated          = clean;
+    repeated[l.cols_off + k0 + 1] = repeated[l.cols_off + k0];
+    check_same_fault<stash::device_csr<float>>(repeated, in.size(), codec_errc::bad_column_index,
+                                               s);
+    // The total count disagreeing with the payload size.
+    auto total = clean;
+    d::store_u32(total.data() + 32 + 4 * rows, static_cast<std::uint32_t>(nnz - 1));
+    check_same_fault<stash::device_csr<float>>(total, in.size(),
+                                               codec_errc::payload_size_mismatch, s);
+    if (l.values_off > l.cols_off + nnz) {
+      auto padded               = clean;
+      padded[l.values_off - 1] = std::byte{0x5a};
+      check_same_fault<stash::device_csr<float>>(padded, in.size(), codec_errc::bad_padding, s);
+    }
+  }
+  {
+    auto const clean             = stash::host_encode_vector<stash::rle<float>>(in);
+    std::uint64_t const chunks   = d::rle_chunks(in.size());
+    std::uint64_t const runs_off = 32 + 4 * chunks;
+    std::uint64_t const c        = chunks / 2;
+    std::uint64_t const begin    = d::load_u32(clean.data() + 32 + 4 * (c - 1));
+    std::uint64_t const end      = d::load_u32(clean.data() + 32 + 4 * c);
+    REQUIRE(end - begin >= 12);  // at least two runs, so the first is shorter than the chunk
+    // The first run one longer: the chunk's last record overruns it.
+    auto longer = clean;
+    d::store_u16(longer.data() + runs_off + begin,
+                 static_cast<std::uint16_t>(d::load_u16(longer.data() + runs_off + begin) + 1));
+    check_same_fault<stash::device_rle<float>>(longer, in.size(), codec_errc::bad_run, s);
+    // The payload size disagreeing with the last table entry.
+    auto grown = clean;
+    grown.resize(clean.size() + 6);
+    d::store_u64(grown.data() + 24, d::load_u64(clean.data() + 24) + 6);
+    check_same_fault<stash::device_rle<float>>(grown, in.size(),
+                                               codec_errc::payload_size_mismatch, s);
+  }
 }
 
 TEST_CASE("device bitmask applies the mask to a gradient like the host")

@@ -9,7 +9,6 @@
 #include <stash/codec/detail/csr_format.hpp>
 #include <stash/codec/element_type.hpp>
 
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -44,21 +43,16 @@ class csr {
                   "csr::host_encode: " + std::to_string(in.size()) +
                     " elements exceed the per-buffer limit of 2^32-1");
     detail::expect_capacity(out.size(), max_compressed_bytes(in.size()), "csr");
-    std::uint64_t nnz = 0;
-    for (T const& v : in) { nnz += detail::bits_nonzero(v) ? 1 : 0; }
-    auto const l = detail::make_csr_layout(in.size(), nnz);
+    std::uint64_t const n    = in.size();
+    std::uint64_t const rows = detail::make_csr_layout(n, 0).rows;
+    std::uint64_t nnz        = 0;
+    for (std::uint64_t r = 0; r < rows; ++r) { nnz += detail::csr_row_nnz(in.data(), n, r); }
+    auto const l = detail::make_csr_layout(n, nnz);
     std::byte* o = out.data();
     std::uint64_t k = 0;
     for (std::uint64_t r = 0; r < l.rows; ++r) {
       detail::store_u32(o + l.row_ptr_off + 4 * r, static_cast<std::uint32_t>(k));
-      for (std::uint64_t c = 0; c < row_width && r * row_width + c < in.size(); ++c) {
-        T const& v = in[r * row_width + c];
-        if (detail::bits_nonzero(v)) {
-          o[l.cols_off + k] = static_cast<std::byte>(c);
-          std::memcpy(o + l.values_off + k * sizeof(T), &v, sizeof(T));
-          ++k;
-        }
-      }
+      k = detail::csr_encode_row(in.data(), l, r, k, o);
     }
     detail::store_u32(o + l.row_ptr_off + 4 * l.rows, static_cast<std::uint32_t>(k));
     for (std::uint64_t p = l.cols_off + nnz; p < l.values_off; ++p) { o[p] = std::byte{0}; }
@@ -77,18 +71,10 @@ class csr {
     std::uint64_t nnz = 0;
     detail::throw_if(detail::csr_check<T>(src.data(), h.count, h.payload, nnz));
     auto const l = detail::make_csr_layout(h.count, nnz);
-    auto const n = static_cast<std::size_t>(h.count);
-    for (std::size_t i = 0; i < n; ++i) { dst[i] = T{}; }
     for (std::uint64_t r = 0; r < l.rows; ++r) {
-      std::uint64_t const k0 = detail::load_u32(src.data() + l.row_ptr_off + 4 * r);
-      std::uint64_t const k1 = detail::load_u32(src.data() + l.row_ptr_off + 4 * (r + 1));
-      for (std::uint64_t k = k0; k < k1; ++k) {
-        std::uint64_t const col = static_cast<std::uint8_t>(src[l.cols_off + k]);
-        std::memcpy(&dst[r * row_width + col], src.data() + l.values_off + k * sizeof(T),
-                    sizeof(T));
-      }
+      detail::csr_decode_row(src.data(), l, r, dst.data());
     }
-    return n;
+    return static_cast<std::size_t>(h.count);
   }
 };
 

@@ -10,7 +10,6 @@
 #include <stash/codec/detail/rle_format.hpp>
 #include <stash/codec/element_type.hpp>
 
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -47,16 +46,7 @@ class rle {
     std::byte* const runs = out.data() + detail::header_bytes + 4 * chunks;
     std::uint64_t p       = 0;
     for (std::uint64_t c = 0; c < chunks; ++c) {
-      std::uint64_t const e1 = (c + 1) * chunk_elements < n ? (c + 1) * chunk_elements : n;
-      std::uint64_t i        = c * chunk_elements;
-      while (i < e1) {
-        std::uint64_t j = i + 1;
-        while (j < e1 && detail::bits_equal(in[j], in[i])) { ++j; }
-        detail::store_u16(runs + p, static_cast<std::uint16_t>(j - i - 1));
-        std::memcpy(runs + p + 2, &in[i], sizeof(T));
-        p += 2 + sizeof(T);
-        i = j;
-      }
+      p = detail::rle_encode_chunk(in.data(), n, c, runs, p);
       detail::store_u32(out.data() + detail::header_bytes + 4 * c, static_cast<std::uint32_t>(p));
     }
     std::uint64_t const payload = 4 * chunks + p;
@@ -77,11 +67,7 @@ class rle {
     for (std::uint64_t c = 0; c < chunks; ++c) {
       detail::throw_if(detail::rle_check_chunk<T>(src.data(), h.count, h.payload, c));
     }
-    std::uint64_t const used =
-      chunks == 0 ? 0 : detail::load_u32(src.data() + detail::header_bytes + 4 * (chunks - 1));
-    if (h.payload != 4 * chunks + used) {
-      throw codec_error(codec_errc::payload_size_mismatch, detail::off_payload);
-    }
+    detail::throw_if(detail::rle_check_size(src.data(), h.count, h.payload));
     for (std::uint64_t c = 0; c < chunks; ++c) {
       detail::rle_decode_chunk(src.data(), h.count, c, dst.data());
     }

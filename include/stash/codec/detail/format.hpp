@@ -187,36 +187,44 @@ inline void verify_checksum(std::byte const* src, header_fields const& h)
   }
 }
 
+/// @brief The bit pattern of `v` as an unsigned integer of the same size (lossless codecs compare
+/// bit patterns, never values).
+template <class T>
+STASH_HOST_DEVICE STASH_FORCEINLINE auto bit_pattern(T v)
+{
+  if constexpr (sizeof(T) == 1) {
+    std::uint8_t u;
+    memcpy(&u, &v, 1);
+    return u;
+  } else if constexpr (sizeof(T) == 2) {
+    std::uint16_t u;
+    memcpy(&u, &v, 2);
+    return u;
+  } else if constexpr (sizeof(T) == 4) {
+    std::uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+  } else {
+    static_assert(sizeof(T) == 8, "element size must be 1, 2, 4 or 8 bytes");
+    std::uint64_t u;
+    memcpy(&u, &v, 8);
+    return u;
+  }
+}
+
 /// @brief Bit pattern of `v` is not all zero (so -0.0 and NaN count as nonzero: lossless codecs
 /// keep them bit-exactly).
 template <class T>
 STASH_HOST_DEVICE STASH_FORCEINLINE bool bits_nonzero(T v)
 {
-  if constexpr (sizeof(T) == 1) {
-    std::uint8_t u;
-    memcpy(&u, &v, 1);
-    return u != 0;
-  } else if constexpr (sizeof(T) == 2) {
-    std::uint16_t u;
-    memcpy(&u, &v, 2);
-    return u != 0;
-  } else if constexpr (sizeof(T) == 4) {
-    std::uint32_t u;
-    memcpy(&u, &v, 4);
-    return u != 0;
-  } else {
-    static_assert(sizeof(T) == 8, "element size must be 1, 2, 4 or 8 bytes");
-    std::uint64_t u;
-    memcpy(&u, &v, 8);
-    return u != 0;
-  }
+  return bit_pattern(v) != 0;
 }
 
 /// @brief Bitwise equality (NaN == NaN with the same payload, -0.0 != 0.0).
 template <class T>
-inline bool bits_equal(T a, T b)
+STASH_HOST_DEVICE STASH_FORCEINLINE bool bits_equal(T a, T b)
 {
-  return memcmp(&a, &b, sizeof(T)) == 0;
+  return bit_pattern(a) == bit_pattern(b);
 }
 
 }  // namespace stash::detail

@@ -42,6 +42,51 @@ inline unsigned int blocks_for(std::uint64_t items, std::uint64_t per_block)
   return static_cast<unsigned int>(b == 0 ? 1 : b);
 }
 
+/// @brief Blocks for a grid-stride loop over `items` warp-sized work items: one warp each up to a
+/// cap that fills any current GPU many times over (so a huge capacity cannot overflow the grid).
+inline unsigned int warp_grid_for(std::uint64_t items)
+{
+  constexpr std::uint64_t max_blocks = 1u << 16;
+  std::uint64_t const b = blocks_for(items, codec_warps_per_block);
+  return static_cast<unsigned int>(b < max_blocks ? b : max_blocks);
+}
+
+/// @brief This thread's warp in the grid, and the number of warps in the grid.
+__device__ STASH_FORCEINLINE std::uint64_t global_warp()
+{
+  return (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+}
+__device__ STASH_FORCEINLINE std::uint64_t grid_warps()
+{
+  return std::uint64_t{gridDim.x} * blockDim.x / 32;
+}
+
+/// @brief Inclusive prefix sum over the lanes of a full warp.
+__device__ STASH_FORCEINLINE std::uint32_t warp_inclusive_sum(std::uint32_t v, unsigned lane)
+{
+  for (unsigned d = 1; d < 32; d *= 2) {
+    std::uint32_t const up = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) { v += up; }
+  }
+  return v;
+}
+
+/// @brief __shfl_sync of any codec element type, through its bit pattern.
+template <class T>
+__device__ STASH_FORCEINLINE T shfl_element(T v, int src_lane)
+{
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long u = bit_pattern(v);
+    u                    = __shfl_sync(0xffffffffu, u, src_lane);
+    memcpy(&v, &u, sizeof(T));
+  } else {
+    auto b = bit_pattern(v);
+    b      = static_cast<decltype(b)>(__shfl_sync(0xffffffffu, static_cast<unsigned>(b), src_lane));
+    memcpy(&v, &b, sizeof(T));
+  }
+  return v;
+}
+
 /// @brief Bits of lanes below this one.
 __device__ STASH_FORCEINLINE std::uint32_t lanemask_lt(unsigned lane)
 {
