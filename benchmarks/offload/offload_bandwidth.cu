@@ -5,8 +5,32 @@
 //    device memory and one pinned buffer, in the same run.
 // 2. Overlap: a compute kernel of fixed work runs on the compute stream alone, then while the
 //    manager offloads and prefetches; the compute stream's slowdown is reported.
+// 3. How the D2H copy of a zvc-compressed tensor learns how many bytes to move (issue #5). The
+//    encoder computes the compressed size on the device; per tensor size, each way of getting the
+//    compressed tensor into pinned host memory is timed back to back on one stream:
+//    - raw:       cudaMemcpyAsync D2H of the uncompressed bytes (no codec; what compression must beat)
+//    - mapped:    the encode kernel writes straight into mapped pinned memory (the manager's path,
+//                 device_codec_transfer: cDMA's idea in software); exactly the compressed bytes
+//                 cross PCIe, as the kernel's stores
+//    - worst:     encode into device scratch, then cudaMemcpyAsync of max_compressed_bytes (a
+//                 copy-engine copy, but as many bytes as no compression at all, plus the header)
+//    - sized:     encode into device scratch, then a copy kernel reads the device-written size and
+//                 moves exactly that prefix into mapped pinned memory with 16-byte stores
+//    - roundtrip: encode into device scratch, copy the 8-byte size to the host and synchronize,
+//                 then cudaMemcpyAsync of exactly that many bytes (one host round trip per tensor)
+//    - encode:    encode into device scratch only, no transfer (the encoder's own ceiling)
+//    A chunked cudaMemcpyAsync that skips chunks past the size is not in the list: the host
+//    queues a cudaMemcpyAsync's size, so it cannot depend on a size the device has not yet
+//    written without a round trip (a graph with conditional nodes could; not measured here).
+//    GB/s are uncompressed bytes per second. The data are ReLU-like float32: the raw float32
+//    tensor in --activations FILE (e.g. data/activations/netA_final_relu2.f32) tiled to each
+//    size, or (default) random positive values with a --zero-fraction of zeros. Every method's
+//    host copy is checked against the mapped one, and that one against the host reference.
 //
-// Usage: bench_offload [--tensor-mib S] [--count N] [--json]
+// Usage: bench_offload [--tensor-mib S] [--count N] [--sizes MIB,...] [--zero-fraction F]
+//                      [--activations FILE] [--d2h-only] [--json]
+#include <stash/codec/device_zvc.cuh>
+#include <stash/codec/zvc.hpp>
 #include <stash/core/cuda_event.hpp>
 #include <stash/core/cuda_stream.hpp>
 #include <stash/core/device.hpp>
@@ -17,10 +41,18 @@
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/pool/caching_pool.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -45,32 +77,197 @@ float elapsed_ms(stash::cuda_event const& a, stash::cuda_event const& b)
   return ms;
 }
 
-}  // namespace
+// ------------------------------------------------------------------------------------------
+// Section 3: D2H-size alternatives for zvc.
 
-int main(int argc, char** argv)
+using zvc_device = stash::device_zvc<float>;
+using zvc_host   = stash::zvc<float>;
+
+__device__ std::uint32_t mix(std::uint64_t x)
 {
-  std::size_t tensor_mib = 64;
-  int count              = 16;
-  bool json              = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (a == "--tensor-mib" && i + 1 < argc) {
-      tensor_mib = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--count" && i + 1 < argc) {
-      count = std::atoi(argv[++i]);
-    } else if (a == "--json") {
-      json = true;
-    } else {
-      std::fprintf(stderr, "usage: bench_offload [--tensor-mib S] [--count N] [--json]\n");
-      return 2;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x);
+}
+
+// Random positive values, zero with probability zero_fraction (what a ReLU leaves).
+__global__ void relu_like_kernel(float* x, std::size_t n, std::uint32_t zero_threshold)
+{
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    std::uint32_t const h = mix(i);
+    x[i] = h < zero_threshold ? 0.0f : 1e-3f + float(mix(i ^ 0x9e3779b97f4a7c15ull) >> 8) * 1e-6f;
+  }
+}
+
+// Copies the first *bytes bytes (rounded up to 16) of src to dst: the size never leaves the
+// device. Both buffers are 16-byte aligned and padded to a multiple of 16.
+__global__ void copy_prefix_kernel(uint4 const* src, uint4* dst, std::size_t const* bytes)
+{
+  std::size_t const words = (*bytes + 15) / 16;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < words;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    dst[i] = src[i];
+  }
+}
+
+struct d2h_result {
+  std::size_t tensor_bytes{0};
+  std::size_t compressed_bytes{0};
+  int reps{0};
+  double raw{0}, mapped{0}, worst{0}, sized{0}, roundtrip{0}, encode{0};
+  bool ok{true};
+};
+
+std::vector<float> read_f32(std::string const& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  if (!in) { throw std::runtime_error("bench_offload: cannot read " + path); }
+  in.seekg(0, std::ios::end);
+  auto const bytes = static_cast<std::size_t>(in.tellg());
+  in.seekg(0);
+  std::vector<float> v(bytes / sizeof(float));
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  if (v.empty()) { throw std::runtime_error("bench_offload: " + path + " holds no float32"); }
+  return v;
+}
+
+// One tensor size: every method timed over `reps` encodes of the same device tensor.
+d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations, double zero_fraction,
+                       int sms)
+{
+  std::size_t const n   = bytes / sizeof(float);
+  std::size_t const cap = zvc_host::max_compressed_bytes(n);
+  std::size_t const pad = stash::align_up(cap, 16);
+  std::size_t const scratch_bytes = zvc_device::encode_scratch_bytes(n);
+  d2h_result r;
+  r.tensor_bytes = bytes;
+  r.reps         = static_cast<int>(std::clamp<std::size_t>((1024 * stash::MiB) / bytes, 4, 200));
+
+  stash::cuda_stream s;
+  stash::cuda_event t0(cudaEventDefault), t1(cudaEventDefault);
+  float* in = nullptr;
+  void *out = nullptr, *scratch = nullptr;
+  std::size_t* d_size = nullptr;
+  STASH_CUDA_TRY(cudaMalloc(&in, bytes));
+  STASH_CUDA_TRY(cudaMalloc(&out, pad));
+  STASH_CUDA_TRY(cudaMalloc(&scratch, std::max<std::size_t>(scratch_bytes, 16)));
+  STASH_CUDA_TRY(cudaMalloc(&d_size, sizeof(std::size_t)));
+  // Pinned memory is mapped at the same address (unified addressing): kernels store to it.
+  stash::pinned_host_buffer raw_host(bytes), mapped_host(pad), staged_host(pad),
+    sizes_host(2 * sizeof(std::size_t));
+  auto* h_size = static_cast<std::size_t*>(sizes_host.data());  // [0]: mapped, [1]: round trip
+
+  if (activations.empty()) {
+    auto const threshold = static_cast<std::uint32_t>(std::min(zero_fraction, 1.0) * 4294967295.0);
+    relu_like_kernel<<<sms * 8, 256, 0, s.value()>>>(in, n, threshold);
+    STASH_CUDA_TRY(cudaGetLastError());
+  } else {  // tiled: the file's zero pattern, repeated
+    std::size_t const chunk = std::min(activations.size(), n);
+    STASH_CUDA_TRY(cudaMemcpyAsync(in, activations.data(), chunk * sizeof(float),
+                                   cudaMemcpyHostToDevice, s.value()));
+    for (std::size_t done = chunk; done < n;) {
+      std::size_t const step = std::min(done, n - done);
+      STASH_CUDA_TRY(cudaMemcpyAsync(in + done, in, step * sizeof(float), cudaMemcpyDeviceToDevice,
+                                     s.value()));
+      done += step;
     }
   }
-  if (!stash::gpu_available()) {
-    std::printf("bench_offload: no CUDA device (%s); nothing measured\n", stash::no_gpu_reason().c_str());
-    return 0;
+  STASH_CUDA_TRY(cudaMemsetAsync(out, 0, pad, s.value()));
+  s.synchronize();
+
+  auto encode_to = [&](void* dst, std::size_t* size_out) {
+    zvc_device::encode_async(in, n, static_cast<std::byte*>(dst), cap, size_out, scratch,
+                             scratch_bytes, s.value());
+  };
+  int const copy_blocks = sms * 4;
+  std::vector<std::pair<const char*, std::function<void()>>> const methods = {
+    {"raw", [&] {
+       STASH_CUDA_TRY(cudaMemcpyAsync(raw_host.data(), in, bytes, cudaMemcpyDeviceToHost, s.value()));
+     }},
+    {"mapped", [&] { encode_to(mapped_host.data(), &h_size[0]); }},
+    {"worst", [&] {
+       encode_to(out, d_size);
+       STASH_CUDA_TRY(cudaMemcpyAsync(staged_host.data(), out, cap, cudaMemcpyDeviceToHost, s.value()));
+     }},
+    {"sized", [&] {
+       encode_to(out, d_size);
+       copy_prefix_kernel<<<copy_blocks, 256, 0, s.value()>>>(
+         static_cast<uint4 const*>(out), static_cast<uint4*>(staged_host.data()), d_size);
+       STASH_CUDA_TRY(cudaGetLastError());
+     }},
+    {"roundtrip", [&] {
+       encode_to(out, d_size);
+       STASH_CUDA_TRY(cudaMemcpyAsync(&h_size[1], d_size, sizeof(std::size_t),
+                                      cudaMemcpyDeviceToHost, s.value()));
+       s.synchronize();  // the host round trip this method is about
+       STASH_CUDA_TRY(cudaMemcpyAsync(staged_host.data(), out, h_size[1], cudaMemcpyDeviceToHost,
+                                      s.value()));
+     }},
+    {"encode", [&] { encode_to(out, d_size); }},
+  };
+
+  std::vector<std::byte> reference;  // the mapped path's bytes, checked by the host reference
+  for (auto const& [name, run] : methods) {
+    std::string const which = name;
+    std::memset(staged_host.data(), 0, pad);
+    run();  // warm-up, and the copy that is checked
+    s.synchronize();
+    if (which == "mapped") {
+      r.compressed_bytes = h_size[0];
+      auto const* p      = static_cast<std::byte const*>(mapped_host.data());
+      reference.assign(p, p + r.compressed_bytes);
+      std::vector<float> decoded(n), original(n);
+      STASH_CUDA_TRY(cudaMemcpy(original.data(), in, bytes, cudaMemcpyDeviceToHost));
+      bool const same = zvc_host::host_decode(std::span<std::byte const>(reference),
+                                              std::span<float>(decoded)) == n &&
+                        std::memcmp(decoded.data(), original.data(), bytes) == 0;
+      r.ok = r.ok && same;
+    } else if (which == "worst" || which == "sized" || which == "roundtrip") {
+      r.ok = r.ok && std::memcmp(staged_host.data(), reference.data(), reference.size()) == 0;
+    }
+    t0.record(s.value());
+    for (int i = 0; i < r.reps; ++i) { run(); }
+    t1.record(s.value());
+    t1.synchronize();
+    double const gbps = double(bytes) * r.reps / 1e9 / (elapsed_ms(t0, t1) / 1e3);
+    if (which == "raw") { r.raw = gbps; }
+    if (which == "mapped") { r.mapped = gbps; }
+    if (which == "worst") { r.worst = gbps; }
+    if (which == "sized") { r.sized = gbps; }
+    if (which == "roundtrip") { r.roundtrip = gbps; }
+    if (which == "encode") { r.encode = gbps; }
   }
-  cudaDeviceProp prop{};
-  STASH_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+  STASH_CUDA_TRY(cudaFree(in));
+  STASH_CUDA_TRY(cudaFree(out));
+  STASH_CUDA_TRY(cudaFree(scratch));
+  STASH_CUDA_TRY(cudaFree(d_size));
+  return r;
+}
+
+std::vector<std::size_t> parse_sizes(std::string const& list)
+{
+  std::vector<std::size_t> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    std::size_t const mib = std::strtoull(item.c_str(), nullptr, 10);
+    if (mib > 0) { out.push_back(mib); }
+  }
+  return out;
+}
+
+// Sections 1 and 2.
+struct manager_result {
+  std::size_t bytes{0};
+  double raw_d2h{0}, raw_h2d{0}, mgr_d2h{0}, mgr_h2d{0};
+  double alone_ms{0}, shared_ms{0}, slowdown{0};
+};
+
+manager_result measure_manager(std::size_t tensor_mib, int count)
+{
   std::size_t const bytes = tensor_mib * stash::MiB;
   double const total_gb   = double(bytes) * count / 1e9;
 
@@ -142,20 +339,111 @@ int main(int argc, char** argv)
   device.deallocate(x, n * sizeof(float), compute);
   for (auto h : hs) { m.release(h); }
   compute.synchronize();
+  manager_result r;
+  r.bytes     = bytes;
+  r.raw_d2h   = raw_d2h;
+  r.raw_h2d   = raw_h2d;
+  r.mgr_d2h   = mgr_d2h;
+  r.mgr_h2d   = mgr_h2d;
+  r.alone_ms  = alone_ms;
+  r.shared_ms = shared_ms;
+  r.slowdown  = (shared_ms - alone_ms) / alone_ms * 100.0;
+  return r;
+}
 
-  double const slowdown = (shared_ms - alone_ms) / alone_ms * 100.0;
-  if (json) {
-    std::printf("{\"device\":\"%s\",\"tensor_bytes\":%zu,\"count\":%d,\"raw_d2h_gbps\":%.2f,"
-                "\"raw_h2d_gbps\":%.2f,\"offload_gbps\":%.2f,\"prefetch_gbps\":%.2f,"
-                "\"compute_alone_ms\":%.3f,\"compute_with_traffic_ms\":%.3f,\"slowdown_pct\":%.2f}\n",
-                prop.name, bytes, count, raw_d2h, raw_h2d, mgr_d2h, mgr_h2d, alone_ms, shared_ms,
-                slowdown);
-  } else {
-    std::printf("device: %s\n%d tensors x %zu MiB (identity codec)\n", prop.name, count, tensor_mib);
-    std::printf("  cudaMemcpyAsync D2H %.2f GB/s, H2D %.2f GB/s\n", raw_d2h, raw_h2d);
-    std::printf("  offload_manager offload %.2f GB/s, prefetch+acquire %.2f GB/s\n", mgr_d2h, mgr_h2d);
-    std::printf("  compute kernel alone %.3f ms, beside the traffic %.3f ms: slowdown %.2f%%\n",
-                alone_ms, shared_ms, slowdown);
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::size_t tensor_mib = 64;
+  int count              = 16;
+  bool json              = false;
+  bool d2h_only          = false;
+  std::vector<std::size_t> sizes_mib = {1, 16, 64, 256};
+  double zero_fraction               = 0.5;
+  std::string activations_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string const a = argv[i];
+    if (a == "--tensor-mib" && i + 1 < argc) {
+      tensor_mib = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--count" && i + 1 < argc) {
+      count = std::atoi(argv[++i]);
+    } else if (a == "--sizes" && i + 1 < argc) {
+      sizes_mib = parse_sizes(argv[++i]);
+    } else if (a == "--zero-fraction" && i + 1 < argc) {
+      zero_fraction = std::strtod(argv[++i], nullptr);
+    } else if (a == "--activations" && i + 1 < argc) {
+      activations_file = argv[++i];
+    } else if (a == "--d2h-only") {
+      d2h_only = true;
+    } else if (a == "--json") {
+      json = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_offload [--tensor-mib S] [--count N] [--sizes MIB,...] "
+                           "[--zero-fraction F] [--activations FILE] [--d2h-only] [--json]\n");
+      return 2;
+    }
   }
-  return 0;
+  if (!stash::gpu_available()) {
+    std::printf("bench_offload: no CUDA device (%s); nothing measured\n", stash::no_gpu_reason().c_str());
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  STASH_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+
+  manager_result mr;
+  if (!d2h_only) { mr = measure_manager(tensor_mib, count); }
+
+  std::vector<float> activations;
+  if (!activations_file.empty()) { activations = read_f32(activations_file); }
+  std::vector<d2h_result> d2h;
+  for (std::size_t mib : sizes_mib) {
+    d2h.push_back(measure_d2h(mib * stash::MiB, activations, zero_fraction, prop.multiProcessorCount));
+  }
+  std::string const data = activations_file.empty()
+                             ? "synthetic, zero fraction " + std::to_string(zero_fraction)
+                             : activations_file;
+
+  if (json) {
+    std::printf("{\"device\":\"%s\"", prop.name);
+    if (!d2h_only) {
+      std::printf(",\"tensor_bytes\":%zu,\"count\":%d,\"raw_d2h_gbps\":%.2f,"
+                  "\"raw_h2d_gbps\":%.2f,\"offload_gbps\":%.2f,\"prefetch_gbps\":%.2f,"
+                  "\"compute_alone_ms\":%.3f,\"compute_with_traffic_ms\":%.3f,\"slowdown_pct\":%.2f",
+                  mr.bytes, count, mr.raw_d2h, mr.raw_h2d, mr.mgr_d2h, mr.mgr_h2d, mr.alone_ms,
+                  mr.shared_ms, mr.slowdown);
+    }
+    std::printf(",\"zvc_d2h\":{\"data\":\"%s\",\"unit\":\"GB/s of uncompressed bytes\",\"sizes\":[",
+                data.c_str());
+    for (std::size_t i = 0; i < d2h.size(); ++i) {
+      auto const& r = d2h[i];
+      std::printf("%s{\"tensor_bytes\":%zu,\"compressed_bytes\":%zu,\"reps\":%d,\"raw\":%.2f,"
+                  "\"mapped\":%.2f,\"worst\":%.2f,\"sized\":%.2f,\"roundtrip\":%.2f,"
+                  "\"encode\":%.2f,\"ok\":%s}",
+                  i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.mapped,
+                  r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "true" : "false");
+    }
+    std::printf("]}}\n");
+  } else {
+    std::printf("device: %s\n", prop.name);
+    if (!d2h_only) {
+      std::printf("%d tensors x %zu MiB (identity codec)\n", count, tensor_mib);
+      std::printf("  cudaMemcpyAsync D2H %.2f GB/s, H2D %.2f GB/s\n", mr.raw_d2h, mr.raw_h2d);
+      std::printf("  offload_manager offload %.2f GB/s, prefetch+acquire %.2f GB/s\n", mr.mgr_d2h,
+                  mr.mgr_h2d);
+      std::printf("  compute kernel alone %.3f ms, beside the traffic %.3f ms: slowdown %.2f%%\n",
+                  mr.alone_ms, mr.shared_ms, mr.slowdown);
+    }
+    std::printf("zvc D2H: how the copy learns the compressed size (%s; GB/s of uncompressed bytes)\n",
+                data.c_str());
+    std::printf("  %8s %7s %8s %8s %8s %8s %10s %8s %s\n", "MiB", "ratio", "raw", "mapped",
+                "worst", "sized", "roundtrip", "encode", "check");
+    for (auto const& r : d2h) {
+      std::printf("  %8zu %7.2f %8.2f %8.2f %8.2f %8.2f %10.2f %8.2f %s\n", r.tensor_bytes / stash::MiB,
+                  r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0,
+                  r.raw, r.mapped, r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "ok" : "MISMATCH");
+    }
+  }
+  bool const all_ok = std::all_of(d2h.begin(), d2h.end(), [](d2h_result const& r) { return r.ok; });
+  return all_ok ? 0 : 1;
 }

@@ -110,3 +110,214 @@ TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like 
   CHECK(std::memcmp(back.data(), h.data(), n * sizeof(float)) == 0);
   m.release(t);
 }
+
+// ---------------------------------------------------------------------------------------------
+// CUDA graph capture (the rules are in offload_manager.hpp's file docs).
+
+namespace {
+
+// As pattern(), with every third 4-byte word zero so that zvc has something to drop. The version
+// is read on the device, so that each launch of one graph writes and expects new bytes.
+__host__ __device__ std::uint8_t graph_pattern(std::uint64_t id, std::uint32_t version, std::size_t i)
+{
+  return (i / 4) % 3 == 0 ? std::uint8_t{0} : pattern(id, version, i);
+}
+
+__global__ void fill_versioned_kernel(std::uint8_t* p, std::size_t n, std::uint64_t id,
+                                      std::uint32_t const* version)
+{
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    p[i] = graph_pattern(id, *version, i);
+  }
+}
+
+__global__ void check_versioned_kernel(std::uint8_t const* p, std::size_t n, std::uint64_t id,
+                                       std::uint32_t const* version, unsigned long long* bad)
+{
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    if (p[i] != graph_pattern(id, *version, i)) { atomicAdd(bad, 1ull); }
+  }
+}
+
+__global__ void scribble_kernel(std::uint8_t* p, std::size_t n)
+{
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    p[i] = 0xA5;
+  }
+}
+
+// Device memory the graph reads its version from and counts mismatches into.
+struct graph_probe {
+  std::uint32_t* version{nullptr};
+  unsigned long long* bad{nullptr};
+
+  graph_probe()
+  {
+    STASH_CUDA_TRY(cudaMalloc(&version, sizeof(*version)));
+    STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
+    *bad = 0;
+  }
+  graph_probe(graph_probe const&)            = delete;
+  graph_probe& operator=(graph_probe const&) = delete;
+  ~graph_probe()
+  {
+    STASH_CUDA_CHECK_NOTHROW(cudaFree(version));
+    STASH_CUDA_CHECK_NOTHROW(cudaFree(bad));
+  }
+
+  void set_version(std::uint32_t v, cudaStream_t s)
+  {
+    STASH_CUDA_TRY(cudaMemcpyAsync(version, &v, sizeof(v), cudaMemcpyHostToDevice, s));
+    STASH_CUDA_TRY(cudaStreamSynchronize(s));  // `v` lives on this frame
+  }
+  void fill(cudaStream_t s, void* p, std::size_t n, std::uint64_t id) const
+  {
+    fill_versioned_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t*>(p), n, id, version);
+    STASH_CUDA_TRY(cudaGetLastError());
+  }
+  void check(cudaStream_t s, void const* p, std::size_t n, std::uint64_t id) const
+  {
+    check_versioned_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t const*>(p), n, id, version,
+                                              bad);
+    STASH_CUDA_TRY(cudaGetLastError());
+  }
+};
+
+// An instantiated graph, destroyed with its source.
+struct graph_exec {
+  cudaGraph_t graph{nullptr};
+  cudaGraphExec_t exec{nullptr};
+
+  explicit graph_exec(cudaStream_t s)
+  {
+    STASH_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+    STASH_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  }
+  graph_exec(graph_exec const&)            = delete;
+  graph_exec& operator=(graph_exec const&) = delete;
+  ~graph_exec()
+  {
+    if (exec != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec)); }
+    if (graph != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph)); }
+  }
+  void launch(cudaStream_t s) const { STASH_CUDA_TRY(cudaGraphLaunch(exec, s)); }
+};
+
+bool is_capturing(cudaStream_t s)
+{
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  STASH_CUDA_TRY(cudaStreamIsCapturing(s, &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+
+// Captures create / fill / offload / (scribble over the old device bytes) / prefetch / acquire /
+// check / release of several tensors, then launches the graph several times with new data.
+template <class Transfer>
+void capture_offload_round_trip()
+{
+  using graph_manager = stash::offload_manager<stash::cuda_backend, device_pool, host_pool, Transfer>;
+  stash::cuda_backend backend;
+  // Pools of the graph's own: the graph owns the blocks its capture took.
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
+  graph_manager m(backend, device, host);
+  cudaStream_t const s = backend.create_stream();
+  graph_probe probe;
+  std::vector<std::size_t> const sizes = {1 * stash::MiB + 4, 3 * stash::MiB, 256 * 1024 + 12,
+                                          5 * stash::MiB};
+  device.reserve(96 * stash::MiB);
+  host.reserve(64 * stash::MiB);
+  auto const device_reserved = device.stats().reserved_bytes;
+  auto const host_reserved   = host.stats().reserved_bytes;
+
+  STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  std::vector<stash::tensor_handle> ts;
+  std::vector<void*> old;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    ts.push_back(m.create(sizes[k], s));
+    old.push_back(m.acquire(ts[k], s));
+    probe.fill(s, old[k], sizes[k], ts[k].id);
+    m.offload_async(ts[k], s);
+  }
+  // After the copies, the bytes left on the device are garbage: what comes back came from the host.
+  m.join(s);
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    scribble_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t*>(old[k]), sizes[k]);
+    STASH_CUDA_TRY(cudaGetLastError());
+  }
+  for (auto t : ts) { m.prefetch_async(t, s); }
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    void* q = m.acquire(ts[k], s);
+    CHECK(q != old[k]);
+    probe.check(s, q, sizes[k], ts[k].id);
+    m.release(ts[k]);
+  }
+  m.join(s);
+  graph_exec const g(s);  // cudaStreamEndCapture: fails if the capture was invalidated or unjoined
+
+  CHECK(device.stats().reserved_bytes == device_reserved);
+  CHECK(host.stats().reserved_bytes == host_reserved);
+  for (std::uint32_t v = 1; v <= 4; ++v) {
+    probe.set_version(v, s);
+    g.launch(s);
+    STASH_CUDA_TRY(cudaStreamSynchronize(s));
+    CHECK_MESSAGE(*probe.bad == 0, "launch " << v);
+  }
+  m.synchronize();
+  CHECK(m.stats().offloads == sizes.size());  // counted once, at capture
+  CHECK(device.stats().in_use_bytes == 0);
+  CHECK(host.stats().in_use_bytes == 0);
+}
+
+}  // namespace
+
+TEST_CASE("gpu: a captured offload / prefetch / acquire region replays with new bytes each launch")
+{
+  SUBCASE("raw copies") { capture_offload_round_trip<stash::raw_transfer>(); }
+  SUBCASE("zvc into mapped pinned memory")
+  {
+    capture_offload_round_trip<stash::device_codec_transfer<stash::device_zvc<float>>>();
+  }
+}
+
+TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools and capture intact")
+{
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
+  manager m(backend, device, host);
+  cudaStream_t const s = backend.create_stream();
+  graph_probe probe;
+  std::size_t const n = 2 * stash::MiB;
+  device.reserve(8 * stash::MiB);  // the tensor fits; the host pool has nothing reserved
+
+  STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  auto t = m.create(n, s);
+  probe.fill(s, m.acquire(t, s), n, t.id);
+  auto const host_before   = host.stats();
+  auto const device_before = device.stats();
+  try {
+    m.offload_async(t, s);
+    FAIL("the pinned pool grew while capturing");
+  } catch (stash::logic_error const& e) {
+    CHECK(std::string(e.what()).find("captured into a CUDA graph") != std::string::npos);
+  }
+  CHECK(m.state(t) == stash::tensor_state::resident);
+  CHECK(host.stats().reserved_bytes == host_before.reserved_bytes);
+  CHECK(host.stats().in_use_bytes == host_before.in_use_bytes);
+  CHECK(device.stats().in_use_bytes == device_before.in_use_bytes);
+  CHECK(is_capturing(s));                     // not invalidated
+  CHECK_FALSE(is_capturing(m.d2h_stream()));  // nothing was queued on the side stream
+  probe.check(s, m.acquire(t, s), n, t.id);
+  m.release(t);
+  m.join(s);
+  graph_exec const g(s);
+  probe.set_version(7, s);
+  g.launch(s);
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+  CHECK(*probe.bad == 0);
+  CHECK(m.stats().offloads == 0);
+}

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -214,6 +215,131 @@ TEST_CASE("misuse is a logic_error naming the tensor and its state")
     CHECK(std::string(e.what()).find("unknown tensor #42") != std::string::npos);
   }
   CHECK_THROWS_AS(m.release(stash::tensor_handle{}), stash::logic_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA graph capture, as the host backend models its rules (offload_gpu_test.cu runs it for real).
+
+TEST_CASE("capture: a closed region forks the side streams, joins them back and allocates nothing")
+{
+  fixture f;
+  manager m(f.backend, f.device, f.host);
+  std::size_t const n = 1 * stash::MiB + 40;
+  f.device.reserve(16 * stash::MiB);
+  f.host.reserve(16 * stash::MiB);
+  auto const device_before = f.device.stats();
+  auto const host_before   = f.host.stats();
+
+  f.backend.begin_capture(f.compute);
+  std::vector<stash::tensor_handle> ts;
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    ts.push_back(m.create(n, f.compute));
+    fill_async(f.backend, f.compute, m.acquire(ts.back(), f.compute), n, ts.back().id, k);
+    m.offload_async(ts.back(), f.compute);
+  }
+  // The D2H stream joined the capture through an event recorded on the capturing stream.
+  CHECK(f.backend.capturing(m.d2h_stream()));
+  // Nothing on the host may wait for captured work, nor poll it as if it had run.
+  CHECK_THROWS_AS(m.synchronize(), stash::logic_error);
+  CHECK_THROWS_AS((void)m.host_copy(ts[0]), stash::logic_error);
+  CHECK_THROWS_AS(m.prefetch_async(ts[0]), stash::logic_error);  // must name the stream
+  CHECK(m.state(ts[0]) == stash::tensor_state::offloading);       // never "offloaded"
+  for (auto t : ts) { m.prefetch_async(t, f.compute); }
+  CHECK(f.backend.capturing(m.h2d_stream()));
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    check_async(f.backend, f.compute, m.acquire(ts[k], f.compute), n, ts[k].id, k, f.bad);
+    m.release(ts[k]);
+  }
+  m.join(f.compute);
+  f.backend.end_capture(f.compute);
+  CHECK_FALSE(f.backend.capturing(m.d2h_stream()));
+  CHECK_FALSE(f.backend.capturing(m.h2d_stream()));
+
+  f.backend.synchronize(f.compute);
+  m.synchronize();
+  CHECK(f.bad.load() == 0);  // the host backend runs captured work at once: the bytes are real
+  CHECK(m.stats().offloads == 3);
+  CHECK(m.stats().prefetches == 3);
+  // Everything came from the reservations.
+  CHECK(f.device.stats().reserved_bytes == device_before.reserved_bytes);
+  CHECK(f.host.stats().reserved_bytes == host_before.reserved_bytes);
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(f.host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("capture: memory that would have to be allocated is refused; tensor and pools intact")
+{
+  fixture f;
+  manager m(f.backend, f.device, f.host);
+  std::size_t const n = 2 * stash::MiB;
+  f.device.reserve(4 * stash::MiB);  // room for the tensor; none reserved on the host
+  f.backend.begin_capture(f.compute);
+  CHECK_THROWS_AS((void)m.create(64 * stash::MiB, f.compute), stash::logic_error);
+  auto t = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 5);
+  auto const device_before = f.device.stats();
+  auto const host_before   = f.host.stats();
+  try {
+    m.offload_async(t, f.compute);
+    FAIL("the host pool grew while capturing");
+  } catch (stash::logic_error const& e) {
+    std::string const what = e.what();
+    CHECK(what.find("captured into a CUDA graph") != std::string::npos);
+    CHECK(what.find("reserve()") != std::string::npos);
+    CHECK(what.find("tensor #0, which stays resident") != std::string::npos);
+  }
+  CHECK(m.state(t) == stash::tensor_state::resident);
+  CHECK(m.stats().offloads == 0);
+  CHECK(f.host.stats().reserved_bytes == host_before.reserved_bytes);
+  CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);
+  CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);
+  CHECK_FALSE(f.backend.capturing(m.d2h_stream()));  // refused before anything was queued
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 5, f.bad);
+  m.release(t);
+  m.join(f.compute);
+  f.backend.end_capture(f.compute);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+
+  // Outside the capture the same offload may grow the pool.
+  auto u = m.create(n, f.compute);
+  m.offload_async(u, f.compute);
+  CHECK(f.host.stats().reserved_bytes > host_before.reserved_bytes);
+  m.release(u);
+  m.synchronize();
+}
+
+TEST_CASE("capture: tensors do not cross the capture's boundary, except to be released")
+{
+  fixture f;
+  manager m(f.backend, f.device, f.host);
+  f.device.reserve(8 * stash::MiB);
+  f.host.reserve(8 * stash::MiB);
+  auto outside = m.create(4096, f.compute);
+  auto other   = f.backend.create_stream();
+  f.backend.begin_capture(f.compute);
+  CHECK_THROWS_AS(m.offload_async(outside, f.compute), stash::logic_error);
+  CHECK_THROWS_AS((void)m.acquire(outside, f.compute), stash::logic_error);
+  auto inside = m.create(4096, f.compute);
+  m.offload_async(inside, f.compute);
+  // Once the side streams are in the capture, a call on a stream outside it would drag its
+  // copies into the graph.
+  CHECK_THROWS_AS((void)m.create(4096, other), stash::logic_error);
+  CHECK_THROWS_AS(m.offload_async(outside, other), stash::logic_error);
+  CHECK(m.state(outside) == stash::tensor_state::resident);
+  m.join(f.compute);
+  f.backend.end_capture(f.compute);
+  try {
+    m.prefetch_async(inside, f.compute);
+    FAIL("a captured tensor was used after its capture");
+  } catch (stash::logic_error const& e) {
+    CHECK(std::string(e.what()).find("belongs to it") != std::string::npos);
+  }
+  m.release(inside);  // releasing is always allowed
+  m.offload_async(outside, f.compute);
+  m.synchronize();
+  CHECK(m.state(outside) == stash::tensor_state::offloaded);
+  m.release(outside);
 }
 
 TEST_CASE("stress: random schedules over several streams keep every tensor's bytes")

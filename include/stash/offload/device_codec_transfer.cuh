@@ -5,9 +5,11 @@
  *
  * Pinned host memory is mapped into the device's address space, so the encoder's stores cross
  * PCIe as they are made and the number of bytes moved is exactly the compressed size, with no
- * host round trip to learn it (cDMA's compressing DMA engine, in software). Whether this beats
- * "encode into device scratch, then cudaMemcpyAsync the worst-case size" is a question for
- * benchmarks/offload on a GPU.
+ * host round trip to learn it (cDMA's compressing DMA engine, in software). It also needs no device
+ * buffer for the compressed bytes and is legal in a CUDA graph. The alternatives (encode into
+ * device scratch, then a worst-case cudaMemcpyAsync, a copy kernel that reads the device-written
+ * size, or a host round trip for the size) are measured against it by bench_offload
+ * (benchmarks/offload/offload_bandwidth.cu, section 3); no GPU result is recorded yet.
  */
 #pragma once
 
@@ -36,6 +38,10 @@ __global__ inline void zero_on_decode_error_kernel(unsigned char* dst, std::size
     dst[i] = 0;
   }
 }
+
+// The status lives in pinned host memory: a one-thread kernel clears it, which a CUDA graph
+// captures like any kernel (a memset node is meant for device memory).
+__global__ inline void clear_status_kernel(codec_status* status) { *status = codec_status{}; }
 
 }  // namespace detail
 
@@ -69,7 +75,8 @@ struct device_codec_transfer {
   static void encode(cuda_backend&, cudaStream_t s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void* scratch, transfer_status* status)
   {
-    STASH_CUDA_TRY(cudaMemsetAsync(&status->status, 0, sizeof(codec_status), s));
+    detail::clear_status_kernel<<<1, 1, 0, s>>>(&status->status);
+    STASH_CUDA_TRY(cudaGetLastError());
     D::encode_async(static_cast<value_type const*>(device), bytes / sizeof(value_type),
                     static_cast<std::byte*>(host), capacity, &status->encoded_bytes, scratch,
                     scratch_bytes(bytes), s);

@@ -20,6 +20,9 @@
  * - `void release(event& e) noexcept`: drops the handle's resources.
  * - `void copy_async(void* dst, void const* src, std::size_t bytes, stream s)`: a copy in `s`'s order.
  * - `cudaStream_t tag(stream s)`: the value pools receive as "the stream" for this stream.
+ * - `bool capturing(stream s)`: whether `s` is part of a CUDA graph capture (it began one, or
+ *   waited for an event recorded in one). `query` of an event recorded while capturing returns
+ *   false and never blocks or throws; `synchronize` of a capturing stream is illegal.
  */
 #pragma once
 
@@ -47,6 +50,7 @@ concept offload_backend =
     { b.release(e) } noexcept;
     b.copy_async(dst, src, bytes, s);
     { b.tag(s) } -> std::same_as<cudaStream_t>;
+    { b.capturing(s) } -> std::convertible_to<bool>;
   };
 
 }  // namespace stash

@@ -2,6 +2,50 @@
  * @file offload_manager.hpp
  * @brief vDNN's runtime as a library: stash tensors in pinned host memory on side streams and
  * bring them back before they are needed, without stalling the compute stream.
+ *
+ * CUDA graphs. A region of calls can be captured into a graph and the graph launched any number
+ * of times. The supported pattern is a closed region, as a captured training step is:
+ *
+ * ```cpp
+ * host_pool.reserve(...); device_pool.reserve(...);   // 1. everything the region takes, up front
+ * cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+ * auto t = m.create(bytes, s);                         // 2. tensors born in the region...
+ * produce<<<..., s>>>(m.acquire(t, s));
+ * m.offload_async(t, s);
+ * m.prefetch_async(t, s);                              // 3. ...every call names a capturing stream
+ * consume<<<..., s>>>(m.acquire(t, s));
+ * m.release(t);                                        // 4. ...and die in it
+ * m.join(s);                                           // 5. the side streams rejoin s
+ * cudaStreamEndCapture(s, &graph);
+ * ```
+ *
+ * Why these rules:
+ * - The side streams join the capture the legal way: an event recorded on the capturing stream
+ *   and cudaStreamWaitEvent on it (a fork); join(s) is the matching join, without which
+ *   cudaStreamEndCapture fails if a copy is left that `s` does not already wait for.
+ * - Nothing is allocated while capturing: cudaHostAlloc and cudaMalloc are illegal then, and a
+ *   graph replays no allocation. Memory is taken from the pools in the capturing stream's order,
+ *   so a caching_pool (pinned_host_pool included) sees the capture and refuses a request its
+ *   cached blocks cannot serve with stash::logic_error, before anything was queued: the tensor
+ *   and the pools are as they were. reserve() is the way to have the memory ready.
+ * - At capture time the manager only decides addresses and queues work; the graph moves the
+ *   bytes at each launch, to those same addresses. A tensor from outside the region would be
+ *   read at its old address by every launch although the pool may have reused it, and one that
+ *   outlived the region would have events that never complete on the host (an event recorded
+ *   while capturing is not a real event). So a tensor created while capturing is usable only
+ *   while capturing, one created outside only outside (stash::logic_error otherwise), except
+ *   that release() is always allowed. Tensors the region only reads (weights) are acquired
+ *   before capturing, their pointers used inside.
+ * - Host-side polling (returning finished host copies, counting compressed bytes) sees captured
+ *   events as never finished, so it never reads a slot the graph has not written; queries are
+ *   made in relaxed capture mode, which is legal during a global capture. synchronize(),
+ *   host_copy() and prefetch_async(h) without a stream are refused while capturing.
+ * - The graph owns the device and host blocks the capture took; the pools count them as free
+ *   once the region released them. Give a manager that captures a graph its own pools, and use
+ *   them only through the graph while it may be launched (PyTorch likewise keeps a private pool
+ *   per graph). Launch the graph on one stream at a time.
+ * - stats() counts the captured calls once, at capture time; decode errors inside a launched
+ *   graph are not reported (the decode still zeroes the tensor: no corrupt data is handed out).
  */
 #pragma once
 
@@ -15,6 +59,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -89,6 +134,9 @@ struct offload_manager_options {
 ///   before, the new stream also waits for the work queued on the previous one, so the tensor's
 ///   last stream always orders all its uses.
 /// - `release(h)`: the tensor is dead; whatever it holds is freed in the order of its last use.
+/// - `join(stream)`: `stream` waits for every copy queued so far (ends a captured region).
+///
+/// Calls can be captured into a CUDA graph under the rules in the file docs.
 ///
 /// Failures lose nothing: if the host pool cannot take a tensor, offload_async throws
 /// stash::out_of_memory and the tensor stays resident; if the device pool cannot take it back,
@@ -138,6 +186,7 @@ class offload_manager {
   tensor_handle create(std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(bytes > 0, "offload_manager::create: a tensor needs at least one byte");
+    (void)capture_of(stream, "create");
     void* p = device_pool_.allocate(bytes, backend_.tag(stream));
     return adopt(p, bytes, stream);
   }
@@ -151,6 +200,7 @@ class offload_manager {
     e.bytes       = bytes;
     e.device      = device;
     e.last_stream = stream;
+    e.captured    = capture_of(stream, "adopt");
     entries_.push_back(std::move(e));
     return tensor_handle{entries_.size() - 1};
   }
@@ -160,23 +210,27 @@ class offload_manager {
   {
     reap();
     entry& e = checked(h, "offload_async");
+    bool const capturing = check_capture(h, e, "offload_async", stream);
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
     std::size_t const capacity = Transfer::host_bytes(e.bytes);
     std::size_t const slot     = slot_bytes(capacity);
-    void* host                 = nullptr;
+    // While capturing, memory is taken in the capturing stream's order: the pools can see that
+    // stream capturing (the D2H stream joins the capture only below), and every use of the
+    // memory on the D2H stream is ordered after it.
+    cudaStream_t const tag = backend_.tag(capturing ? stream : d2h_);
+    std::string const why  = "offload of tensor #" + std::to_string(h.id) + ", which stays resident";
+    void* host             = take(host_pool_, slot, tag, "host pool", why);
+    void* scratch          = nullptr;
     try {
-      host = host_pool_.allocate(slot, backend_.tag(d2h_));
-    } catch (out_of_memory const& oom) {
-      throw out_of_memory("offload_manager host pool (offload of tensor #" + std::to_string(h.id) +
-                            ", which stays resident)",
-                          oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),
-                          oom.largest_free_bytes());
+      scratch = take_scratch(e.bytes, tag, why);
+    } catch (...) {
+      host_pool_.deallocate(host, slot, tag);
+      throw;
     }
     // Nothing below fails but CUDA itself; from here the tensor is on its way out.
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    void* scratch = take_scratch(e.bytes, d2h_);
     Transfer::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
                      status_of(host, capacity));
     give_back_scratch(scratch, e.bytes, d2h_);
@@ -205,6 +259,7 @@ class offload_manager {
   {
     reap();
     entry& e = checked(h, "acquire");
+    (void)check_capture(h, e, "acquire", stream);
     refresh(e);
     if (e.state == tensor_state::offloading || e.state == tensor_state::offloaded) {
       prefetch(h, true, stream);  // `stream` waits for it anyway
@@ -219,7 +274,8 @@ class offload_manager {
     return e.device;
   }
 
-  /// @brief The tensor is dead: free what it holds, in the order of its last use.
+  /// @brief The tensor is dead: free what it holds, in the order of its last use. Allowed in and
+  /// out of a capture (see the file docs).
   void release(tensor_handle h)
   {
     reap();
@@ -253,6 +309,10 @@ class offload_manager {
   [[nodiscard]] std::span<std::byte const> host_copy(tensor_handle h)
   {
     entry& e = checked(h, "host_copy");
+    if (e.captured || side_capturing()) {
+      misuse(h, e, "host_copy", "the host cannot wait for a copy while a CUDA graph is captured, "
+                                "nor for one that a graph makes");
+    }
     if (e.state != tensor_state::offloading && e.state != tensor_state::offloaded) {
       misuse(h, e, "host_copy", "only an offloaded tensor has a host copy");
     }
@@ -270,12 +330,29 @@ class offload_manager {
   }
 
   /// @brief Blocks until the manager's copies queued so far have finished; throws
-  /// stash::codec_error if a host copy failed to decode.
+  /// stash::codec_error if a host copy failed to decode. Not while capturing (stash::logic_error:
+  /// synchronizing would invalidate the capture).
   void synchronize()
   {
+    STASH_EXPECTS(!side_capturing(),
+                  "offload_manager::synchronize: the manager's streams are being captured into a "
+                  "CUDA graph; synchronizing them would invalidate the capture");
     backend_.synchronize(d2h_);
     backend_.synchronize(h2d_);
     reap();
+  }
+
+  /// @brief Makes `stream` wait, on the device, for every copy the manager queued so far. Ends a
+  /// captured region: the side streams that joined the capture rejoin the capturing `stream`
+  /// (cudaStreamEndCapture requires it). Never blocks the host.
+  void join(stream_type stream)
+  {
+    bool const capturing = backend_.capturing(stream);
+    // A stream outside the capture must not wait for captured work (that would fork it into the
+    // capture), nor a capturing one for work outside it (an isolation error).
+    for (stream_type side : {d2h_, h2d_}) {
+      if (backend_.capturing(side) == capturing) { order_after(stream, side); }
+    }
   }
 
   /// @brief What was moved so far.
@@ -297,6 +374,7 @@ class offload_manager {
     event_type ready{};       // the device copy is complete (after a prefetch)
     event_type host_ready{};  // the host copy is complete (after an offload)
     stream_type last_stream{};
+    bool captured{false};     // created while capturing: belongs to that graph
   };
 
   entry& checked(tensor_handle h, const char* what)
@@ -312,6 +390,62 @@ class offload_manager {
   {
     STASH_FAIL(std::string("offload_manager::") + what + ": tensor #" + std::to_string(h.id) +
                " is " + to_string(e.state) + ", and " + why);
+  }
+
+  // Whether the manager's side streams are part of a capture.
+  bool side_capturing() { return backend_.capturing(d2h_) || backend_.capturing(h2d_); }
+
+  // Whether a call on `stream` is made while capturing. A call outside the capture while the side
+  // streams are in one would queue its copies into the graph.
+  bool capture_of(stream_type stream, const char* what)
+  {
+    bool const capturing = backend_.capturing(stream);
+    if (!capturing && side_capturing()) {
+      STASH_FAIL(std::string("offload_manager::") + what +
+                 ": the manager's streams are being captured into a CUDA graph; until the capture "
+                 "ends, every call must name a capturing stream");
+    }
+    return capturing;
+  }
+
+  // Capture rules of the file docs for a call on tensor `h` (in `stream`'s order when given).
+  bool check_capture(tensor_handle h, entry const& e, const char* what,
+                     std::optional<stream_type> stream)
+  {
+    if (!stream) {
+      if (e.captured || side_capturing()) {
+        misuse(h, e, what, "while capturing a CUDA graph, or for a tensor created while capturing, "
+                           "the call must name the capturing stream");
+      }
+      return false;
+    }
+    bool const capturing = capture_of(*stream, what);
+    if (capturing && !e.captured) {
+      misuse(h, e, what, "it was created outside the CUDA graph being captured (only tensors "
+                         "created while capturing can be used in it; acquire others before)");
+    }
+    if (!capturing && e.captured) {
+      misuse(h, e, what, "it was created while capturing a CUDA graph and belongs to it (release "
+                         "it before the capture ends)");
+    }
+    return capturing;
+  }
+
+  // pool.allocate, with the tensor in the message of a refusal.
+  template <class Pool>
+  void* take(Pool& pool, std::size_t bytes, cudaStream_t tag, const char* which,
+             std::string const& why)
+  {
+    try {
+      return pool.allocate(bytes, tag);
+    } catch (out_of_memory const& oom) {
+      throw out_of_memory(std::string("offload_manager ") + which + " (" + why + ")",
+                          oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),
+                          oom.largest_free_bytes());
+    } catch (logic_error const& refused) {
+      throw logic_error(std::string(refused.what()) + " [offload_manager " + which + ", " + why +
+                        "]");
+    }
   }
 
   // A decode whose status is read once its event has passed; the host copy is kept until then.
@@ -332,10 +466,10 @@ class offload_manager {
     return reinterpret_cast<transfer_status*>(static_cast<char*>(host) + align_up(capacity, 16));
   }
 
-  void* take_scratch(std::size_t bytes, stream_type s)
+  void* take_scratch(std::size_t bytes, cudaStream_t tag, std::string const& why)
   {
     std::size_t const n = Transfer::scratch_bytes(bytes);
-    return n == 0 ? nullptr : device_pool_.allocate(n, backend_.tag(s));
+    return n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
   }
   void give_back_scratch(void* scratch, std::size_t bytes, stream_type s)
   {
@@ -410,20 +544,22 @@ class offload_manager {
   void prefetch(tensor_handle h, bool on_demand, std::optional<stream_type> in)
   {
     entry& e = checked(h, "prefetch_async");
+    if (!on_demand) { (void)check_capture(h, e, "prefetch_async", in); }
     if (e.state == tensor_state::resident || e.state == tensor_state::prefetching) { return; }
     refresh(e);  // a copy that has completed is counted before its slot is recycled
-    void* device = nullptr;
+    // While capturing `in` is a capturing stream, which the pools see (see offload_async).
+    cudaStream_t const tag = backend_.tag(in ? *in : h2d_);
+    std::string const why  = "prefetch of tensor #" + std::to_string(h.id) + "; its host copy stays valid";
+    void* device           = take(device_pool_, e.bytes, tag, "device pool", why);
+    void* scratch          = nullptr;
     try {
-      device = device_pool_.allocate(e.bytes, backend_.tag(in ? *in : h2d_));
-    } catch (out_of_memory const& oom) {
-      throw out_of_memory("offload_manager device pool (prefetch of tensor #" +
-                            std::to_string(h.id) + "; its host copy stays valid)",
-                          oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),
-                          oom.largest_free_bytes());
+      scratch = take_scratch(e.bytes, tag, why);
+    } catch (...) {
+      device_pool_.deallocate(device, e.bytes, tag);
+      throw;
     }
     if (in && *in != h2d_) { order_after(h2d_, *in); }  // the memory is ours from here on
     backend_.wait(h2d_, e.host_ready);
-    void* scratch = take_scratch(e.bytes, h2d_);
     Transfer::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
                      status_of(e.host, e.capacity));
     give_back_scratch(scratch, e.bytes, h2d_);

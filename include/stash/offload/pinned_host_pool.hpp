@@ -6,8 +6,9 @@
  * cudaHostAlloc costs milliseconds and can synchronise the device; PyTorch's per-tensor pinning
  * is the most cited cost of its offloading. The pool is a caching_pool whose every segment is one
  * large step and whose blocks split down to the rounding, so tensors of any size share segments.
- * `reserve()` takes memory up front, e.g. before capturing a CUDA graph (no allocation while
- * capturing).
+ * `reserve()` takes memory up front, e.g. before capturing a CUDA graph: while the requesting
+ * stream is being captured, the pool takes nothing from the upstream and refuses what its cached
+ * blocks cannot serve with stash::logic_error, changing nothing (see caching_pool).
  */
 #pragma once
 

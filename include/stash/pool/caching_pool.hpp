@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -21,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -52,7 +54,10 @@ struct caching_pool_options {
 /// stream A is reused on A at once and on another stream only once `Order` says A's work queued
 /// before the free has finished. When a segment would exceed the budget or the upstream is full,
 /// fully free segments are returned to the upstream and the request retried; if it still does
-/// not fit, stash::out_of_memory is thrown and the pool is unchanged. Not thread safe.
+/// not fit, stash::out_of_memory is thrown and the pool is unchanged. While `stream` is being
+/// captured into a CUDA graph (where `Order` can tell, e.g. cuda_event_order) the upstream is not
+/// touched: a request the cached blocks cannot serve throws stash::logic_error and changes
+/// nothing; reserve() before capturing. Not thread safe.
 template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
 class caching_pool {
  public:
@@ -87,7 +92,10 @@ class caching_pool {
     if (bytes == 0) { return nullptr; }
     std::size_t const size = align_up(bytes, options_.rounding);
     auto found             = find_free(size, stream);
-    if (found == blocks_.end()) { found = grow(bytes, size); }
+    if (found == blocks_.end()) {
+      refuse_if_capturing(bytes, stream);
+      found = grow(bytes, size);
+    }
     return take(found, size, bytes, stream);
   }
 
@@ -103,14 +111,15 @@ class caching_pool {
                   "caching_pool::deallocate: size differs from the one allocated (" +
                     std::to_string(it->second.requested) + " B allocated, " +
                     std::to_string(bytes) + " B freed)");
-    auto marker = order_.record(stream);  // the only step that can throw: before any change
+    bool const captured = capturing(stream);
+    auto marker         = order_.record(stream);  // the steps that can throw: before any change
     block& b    = it->second;
     in_use_ -= b.size;
     b.free      = true;
     b.requested = 0;
     b.stream    = stream;
     b.marker    = std::move(marker);
-    it          = coalesce(it);
+    it          = coalesce(it, captured);
     free_.insert({it->second.size, it->first});
   }
 
@@ -193,6 +202,27 @@ class caching_pool {
       if (b->second.stream == stream || order_.passed(b->second.marker)) { return b; }
     }
     return blocks_.end();
+  }
+
+  // Whether `stream` is being captured into a CUDA graph, where the order can tell.
+  bool capturing(cudaStream_t stream)
+  {
+    if constexpr (requires { { order_.capturing(stream) } -> std::convertible_to<bool>; }) {
+      return order_.capturing(stream);
+    } else {
+      return false;
+    }
+  }
+
+  // cudaHostAlloc / cudaMalloc (and the frees release_cached would do) are illegal while
+  // capturing, and the graph would not replay them anyway.
+  void refuse_if_capturing(std::size_t bytes, cudaStream_t stream)
+  {
+    if (capturing(stream)) {
+      STASH_FAIL("caching_pool: " + std::to_string(bytes) +
+                 " B need a new segment from the upstream, but the stream is being captured "
+                 "into a CUDA graph (no allocation while capturing; reserve() before capturing)");
+    }
   }
 
   [[nodiscard]] std::size_t segment_size(std::size_t size) const noexcept
@@ -291,13 +321,16 @@ class caching_pool {
   }
 
   // Merges the just-freed block `it` with free neighbours in its segment that are safe to merge:
-  // the same stream (ordered after them), or a different stream whose work has passed.
-  block_iter coalesce(block_iter it)
+  // the same stream (ordered after them), or a different stream whose work has passed. A block
+  // freed while capturing has a marker that never passes (the graph runs whenever it is
+  // launched): it merges with its own stream's blocks only, not to lock its neighbours to it.
+  block_iter coalesce(block_iter it, bool captured)
   {
     auto mergeable = [&](block_iter other) {
       return other != blocks_.end() && other->second.free &&
              other->second.segment == it->second.segment &&
-             (other->second.stream == it->second.stream || order_.passed(other->second.marker));
+             (other->second.stream == it->second.stream ||
+              (!captured && order_.passed(other->second.marker)));
     };
     auto next = std::next(it);
     if (next != blocks_.end() && next->first == it->first + it->second.size && mergeable(next)) {

@@ -14,6 +14,9 @@
  * - `bool passed(marker const& m)`: true once that work has finished. Never blocks.
  * - `void release(marker& m) noexcept`: free the marker's resources.
  *
+ * Optional: `bool capturing(cudaStream_t stream)`: whether `stream` is being captured into a CUDA
+ * graph; a caching_pool then refuses to take memory from its upstream (see caching_pool).
+ *
  * Optional (`stream_order_with_wait`):
  * - `void wait(cudaStream_t stream, marker const& m)`: make work queued on `stream` from now on
  *   wait for `m`, without blocking the host. Pools that can wait reuse a block across streams at
@@ -66,17 +69,37 @@ class cuda_event_order {
     return event;
   }
 
-  /// @brief Queries the event without blocking.
+  /// @brief Queries the event without blocking. Safe while a CUDA graph is being captured; an
+  /// event recorded in a capture never passes (its work runs whenever the graph is launched).
   bool passed(marker const& event)
   {
     if (event == nullptr) { return true; }
+    // A query is one of the calls a global-mode capture forbids (it would invalidate it) though
+    // it touches no stream; relaxed mode for this one call lets pools run beside a capture.
+    auto mode = cudaStreamCaptureModeRelaxed;
+    STASH_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
     cudaError_t const status = cudaEventQuery(event);
-    if (status == cudaErrorNotReady) {
+    STASH_CUDA_CHECK_NOTHROW(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (status == cudaErrorNotReady || status == cudaErrorCapturedEvent) {
       (void)cudaGetLastError();
       return false;
     }
     STASH_CUDA_TRY(status);
     return true;
+  }
+
+  /// @brief Whether `stream` is being captured into a CUDA graph (pools then take nothing from
+  /// their upstream).
+  bool capturing(cudaStream_t stream)
+  {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t const err          = cudaStreamIsCapturing(stream, &status);
+    if (err == cudaErrorStreamCaptureImplicit) {  // the legacy stream, beside a capture
+      (void)cudaGetLastError();
+      return true;
+    }
+    STASH_CUDA_TRY(err);
+    return status != cudaStreamCaptureStatusNone;
   }
 
   /// @brief cudaStreamWaitEvent: `stream`'s later work runs after the marked work.

@@ -48,7 +48,8 @@ class cuda_backend {
   {
     if (e != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(s, e, 0)); }
   }
-  /// @brief cudaEventQuery, without blocking.
+  /// @brief cudaEventQuery, without blocking; safe beside a capture, and an event recorded while
+  /// capturing never completes (see cuda_event_order::passed).
   bool query(event e) { return events_.passed(e); }
   /// @brief cudaEventSynchronize.
   void synchronize(event e)
@@ -57,6 +58,8 @@ class cuda_backend {
   }
   /// @brief cudaStreamSynchronize.
   void synchronize(stream s) { STASH_CUDA_TRY(cudaStreamSynchronize(s)); }
+  /// @brief cudaStreamIsCapturing: whether `s` is part of a CUDA graph capture.
+  bool capturing(stream s) { return events_.capturing(s); }
   /// @brief cudaEventDestroy (safe while the event is pending: the runtime defers it).
   void release(event& e) noexcept { events_.release(e); }
   /// @brief cudaMemcpyAsync with direction inferred from the pointers (unified addressing).

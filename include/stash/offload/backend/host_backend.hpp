@@ -3,6 +3,13 @@
  * @brief The offload backend of worker threads: a stream is a thread draining a FIFO queue, an
  * event a completion flag, a copy a memcpy. Lets the offload manager's every ordering rule run,
  * and be stress-tested with random delays, on a CPU.
+ *
+ * It also models CUDA graph capture's rules (not its deferral: captured work still runs at once):
+ * begin_capture(s) marks `s` capturing; a stream that waits for an event recorded while capturing
+ * joins the capture; such events, and pool markers recorded on a capturing stream, never pass
+ * (cudaErrorCapturedEvent); synchronizing a capturing stream or a captured event throws
+ * stash::logic_error (CUDA would invalidate the capture); end_capture(s) ends it for every stream
+ * that joined.
  */
 #pragma once
 
@@ -34,6 +41,7 @@ struct host_flag {
   std::mutex mutex;
   std::condition_variable done_cv;
   std::atomic<bool> done{false};
+  std::uint64_t capture{0};  // the capture it was recorded in (0: none); set before it is shared
 
   void set()
   {
@@ -86,13 +94,20 @@ class host_stream_worker {
     cv_.notify_all();
   }
 
-  /// @brief A flag set once everything queued so far has run.
+  /// @brief A flag set once everything queued so far has run (part of the stream's capture, if
+  /// it is capturing).
   std::shared_ptr<detail::host_flag> mark()
   {
-    auto flag = std::make_shared<detail::host_flag>();
+    auto flag     = std::make_shared<detail::host_flag>();
+    flag->capture = capture_;
     enqueue([flag] { flag->set(); });
     return flag;
   }
+
+  /// @brief The capture this stream is part of (0: none). Host thread only.
+  [[nodiscard]] std::uint64_t capture() const noexcept { return capture_; }
+  /// @brief Joins capture `id` (0: leaves it). Host thread only.
+  void set_capture(std::uint64_t id) noexcept { capture_ = id; }
 
  private:
   void run()
@@ -120,6 +135,7 @@ class host_stream_worker {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stopping_{false};
+  std::uint64_t capture_{0};
   std::thread worker_;  // last: started once the members above exist
 };
 
@@ -135,10 +151,15 @@ class host_stream_order {
     if (tag == nullptr) { return nullptr; }
     return reinterpret_cast<host_stream_worker*>(tag)->mark();
   }
-  /// @brief True once the flag is set.
+  /// @brief True once the flag is set; a flag recorded while capturing never passes.
   bool passed(marker const& m) const noexcept
   {
-    return m == nullptr || m->done.load(std::memory_order_acquire);
+    return m == nullptr || (m->capture == 0 && m->done.load(std::memory_order_acquire));
+  }
+  /// @brief Whether the host stream behind `tag` is capturing (see host_backend).
+  bool capturing(cudaStream_t tag) const noexcept
+  {
+    return tag != nullptr && reinterpret_cast<host_stream_worker*>(tag)->capture() != 0;
   }
   /// @brief The worker behind `tag` blocks until the flag is set (what cudaStreamWaitEvent does).
   void wait(cudaStream_t tag, marker const& m)
@@ -182,24 +203,55 @@ class host_backend {
   }
   /// @brief A flag set after the work queued on `s` so far.
   event record(stream s) { return s->mark(); }
-  /// @brief `s` blocks its worker until `e` is set.
+  /// @brief `s` blocks its worker until `e` is set; waiting for an event recorded while capturing
+  /// makes `s` join that capture (cudaStreamWaitEvent's fork).
   void wait(stream s, event e)
   {
-    if (e == nullptr || e->done.load(std::memory_order_acquire)) { return; }
+    if (e == nullptr) { return; }
+    if (e->capture != 0 && s->capture() == 0) { s->set_capture(e->capture); }
+    if (e->done.load(std::memory_order_acquire)) { return; }
     s->enqueue([e] { e->wait(); });
   }
-  /// @brief Whether `e` is set.
+  /// @brief Whether `e` is set; an event recorded while capturing never is.
   bool query(event const& e) const noexcept
   {
-    return e == nullptr || e->done.load(std::memory_order_acquire);
+    return e == nullptr || (e->capture == 0 && e->done.load(std::memory_order_acquire));
   }
-  /// @brief Blocks until `e` is set.
+  /// @brief Blocks until `e` is set; throws stash::logic_error for an event recorded while
+  /// capturing (cudaEventSynchronize fails on one).
   void synchronize(event const& e) const
   {
-    if (e != nullptr) { e->wait(); }
+    if (e == nullptr) { return; }
+    STASH_EXPECTS(e->capture == 0,
+                  "host_backend::synchronize: the event was recorded while capturing a graph");
+    e->wait();
   }
-  /// @brief Blocks until `s` ran everything queued so far.
-  void synchronize(stream s) { s->mark()->wait(); }
+  /// @brief Blocks until `s` ran everything queued so far; throws stash::logic_error while `s` is
+  /// capturing (cudaStreamSynchronize would invalidate the capture).
+  void synchronize(stream s)
+  {
+    STASH_EXPECTS(s->capture() == 0,
+                  "host_backend::synchronize: the stream is being captured into a graph");
+    s->mark()->wait();
+  }
+  /// @brief Starts modelling a capture on `s` (cudaStreamBeginCapture); see the file docs.
+  void begin_capture(stream s)
+  {
+    STASH_EXPECTS(s->capture() == 0, "host_backend::begin_capture: the stream is already capturing");
+    s->set_capture(++captures_);
+  }
+  /// @brief Ends the capture `s` began, for every stream that joined it (cudaStreamEndCapture).
+  void end_capture(stream s)
+  {
+    std::uint64_t const id = s->capture();
+    STASH_EXPECTS(id != 0, "host_backend::end_capture: the stream is not capturing");
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& w : streams_) {
+      if (w->capture() == id) { w->set_capture(0); }
+    }
+  }
+  /// @brief Whether `s` is part of a capture.
+  bool capturing(stream s) const noexcept { return s->capture() != 0; }
   /// @brief Drops the handle.
   void release(event& e) noexcept { e.reset(); }
   /// @brief memcpy in `s`'s order.
@@ -216,6 +268,7 @@ class host_backend {
   host_backend_options options_;
   std::mutex mutex_;
   std::deque<std::unique_ptr<host_stream_worker>> streams_;
+  std::uint64_t captures_{0};
 };
 
 static_assert(offload_backend<host_backend>);
