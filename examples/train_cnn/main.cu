@@ -12,7 +12,9 @@
 #include "nccl_comm.cuh"
 #endif
 
+#include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_zvc.cuh>
+#include <stash/codec/precision.hpp>
 #include <stash/core/device.hpp>
 #include <stash/core/units.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -31,12 +34,18 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace train_cnn {
 namespace {
 
-using zvc_transfer = stash::device_codec_transfer<stash::device_zvc<float>>;
+// The codecs --codec offers, one allocator instantiation per (policy, codec); a codec that is not
+// in this table is not compiled. fp16+zvc would need a device chain, which stash does not have.
+using zvc_transfer  = stash::device_codec_transfer<stash::device_zvc<float>>;
+using fp16_transfer = stash::device_codec_transfer<stash::device_precision<stash::fp16>>;
+using bf16_transfer = stash::device_codec_transfer<stash::device_precision<stash::bf16>>;
+using fp8_transfer  = stash::device_codec_transfer<stash::device_precision<stash::fp8_e4m3>>;
 
 // Only rank 0 reports on stdout; every rank reports its errors on stderr.
 bool quiet = false;
@@ -50,10 +59,16 @@ bool quiet = false;
   va_end(args);
 }
 
-// One allocator type per (policy, codec): ten instantiations, the network is compiled once.
-template <class Codec>
+// One allocator type per (policy, codec): 5 x 5 instantiations, the network is compiled once.
+template <codec_kind Kind, class Codec>
 std::unique_ptr<activation_memory> make_for_codec(policy_kind p, memory_config const& c, std::string d)
 {
+  // --check picks its comparison from is_lossy: it must agree with what the codec really does.
+  if constexpr (std::is_void_v<Codec>) {
+    static_assert(!is_lossy(Kind), "raw copies are lossless");
+  } else {
+    static_assert(is_lossy(Kind) == !Codec::lossless, "options.hpp's is_lossy disagrees with the codec");
+  }
   switch (p) {
     case policy_kind::no_swap: return std::make_unique<stash_memory<stash::no_swap, Codec>>(c, std::move(d));
     case policy_kind::vdnn_all: return std::make_unique<stash_memory<stash::vdnn_all, Codec>>(c, std::move(d));
@@ -71,8 +86,11 @@ std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k, std:
   std::string d = "policy " + std::string(to_string(p)) + ", codec " + std::string(to_string(k)) + ", budget " +
                   (budget ? stash::format_bytes(*budget) : std::string("none (whole GPU)"));
   switch (k) {
-    case codec_kind::none: return make_for_codec<void>(p, c, std::move(d));
-    case codec_kind::zvc: return make_for_codec<zvc_transfer>(p, c, std::move(d));
+    case codec_kind::none: return make_for_codec<codec_kind::none, void>(p, c, std::move(d));
+    case codec_kind::zvc: return make_for_codec<codec_kind::zvc, zvc_transfer>(p, c, std::move(d));
+    case codec_kind::fp16: return make_for_codec<codec_kind::fp16, fp16_transfer>(p, c, std::move(d));
+    case codec_kind::bf16: return make_for_codec<codec_kind::bf16, bf16_transfer>(p, c, std::move(d));
+    case codec_kind::fp8_e4m3: return make_for_codec<codec_kind::fp8_e4m3, fp8_transfer>(p, c, std::move(d));
   }
   throw std::logic_error("train_cnn: unhandled codec");
 }
@@ -109,18 +127,18 @@ class progress_bar {
   std::string label_;
 };
 
+// Uncompressed over host bytes of the offloads that completed in between: stash learns a codec's
+// output size only once its copy is done, so both counts cover exactly the same offloads.
 std::string ratio_text(memory_report const& before, memory_report const& after, codec_kind codec)
 {
-  std::uint64_t const raw = after.bytes_offloaded - before.bytes_offloaded;
-  if (raw == 0) { return "-"; }
-  if (codec == codec_kind::none) { return "1.00 (raw copies)"; }
-  if (after.bytes_stored && before.bytes_stored) {
-    std::uint64_t const stored = *after.bytes_stored - *before.bytes_stored;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2fx", stored == 0 ? 0.0 : double(raw) / double(stored));
-    return buf;
-  }
-  return "n/a (not reported by stash yet)";
+  std::uint64_t const source  = after.bytes_encoded_source - before.bytes_encoded_source;
+  std::uint64_t const encoded = after.bytes_encoded - before.bytes_encoded;
+  if (source == 0) { return "-"; }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.2fx (%s stored on the host%s)",
+                encoded == 0 ? 0.0 : double(source) / double(encoded), stash::format_bytes(encoded).c_str(),
+                codec == codec_kind::none ? ", raw copies" : "");
+  return buf;
 }
 
 // Test accuracy: each rank evaluates its part of the test set, the correct counts are summed.
@@ -190,10 +208,6 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
         "ncclAllReduce(ncclAvg) per step; loss and accuracy over all ranks, memory figures rank 0's\n",
         ranks.world_size, ranks.source.c_str(), ranks.world_size * o.batch, ranks.world_size, o.batch);
   }
-  if (o.codec != codec_kind::none) {
-    say("  note: stash::offload_stats does not report compressed bytes yet, so the compression ratio "
-        "achieved is printed only once it does\n");
-  }
   bool const bar = ranks.is_root() && (o.progress == 1 || (o.progress == -1 && isatty(2) != 0));
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     auto const order = epoch_order(data.train.count, o.seed, epoch);
@@ -217,10 +231,11 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
     double const accuracy     = evaluate(net, data.test, o.batch, ranks);
     double const samples      = double(steps) * o.batch * ranks.world_size;
     say("epoch %d/%d: loss %.4f, train acc %.2f%%, test acc %.2f%%, step %.2f ms%s, device peak in use %s "
-                "(reserved %s), offloaded %s in %llu offloads (%llu prefetches, %llu on demand), compression %s\n",
+                "(reserved %s now, %s at most), offloaded %s in %llu offloads (%llu prefetches, %llu on demand), compression %s\n",
                 epoch + 1, o.epochs, loss_sum / samples, 100.0 * double(train_correct) / samples, 100.0 * accuracy,
                 1e3 * seconds / double(steps), epoch == 0 ? " (incl. the recorded first step)" : "",
-                stash::format_bytes(after.peak_in_use).c_str(), stash::format_bytes(after.peak_reserved).c_str(),
+                stash::format_bytes(after.peak_in_use).c_str(), stash::format_bytes(after.reserved).c_str(),
+                stash::format_bytes(after.peak_reserved).c_str(),
                 stash::format_bytes(after.bytes_offloaded - before.bytes_offloaded).c_str(),
                 static_cast<unsigned long long>(after.offloads - before.offloads),
                 static_cast<unsigned long long>(after.prefetches - before.prefetches),
@@ -231,15 +246,28 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
       say("  note: %llu iterations deviated from the recording and were re-recorded\n",
           static_cast<unsigned long long>(after.deviations));
     }
+    if (after.arena_replans != before.arena_replans) {
+      say("  lifetime arena re-planned %llu time(s) this epoch (swapped tensors' memory reused while they are "
+          "away): arena now %s, %llu allocations served outside it so far\n",
+          static_cast<unsigned long long>(after.arena_replans - before.arena_replans),
+          stash::format_bytes(after.arena_bytes).c_str(), static_cast<unsigned long long>(after.pool_fallbacks));
+    }
     check_replicas(net, dp, "after epoch " + std::to_string(epoch + 1));
   }
   return 0;
 }
 
-// Trains `steps` steps from the same seed and data order; returns the weights and what moved.
-std::pair<std::vector<float>, memory_report> check_run(options const& o, dataset const& data, rank_info const& ranks,
-                                                       collective* dp, policy_kind p, codec_kind k,
-                                                       std::optional<std::uint64_t> budget, long steps)
+/// @brief What one --check run ends with.
+struct check_result {
+  std::vector<float> weights;
+  memory_report memory;
+  double test_accuracy{0};  ///< fraction of the test set, over all ranks
+};
+
+// Trains `steps` steps from the same seed and data order; returns the weights, what moved and the
+// test accuracy.
+check_result check_run(options const& o, dataset const& data, rank_info const& ranks, collective* dp, policy_kind p,
+                       codec_kind k, std::optional<std::uint64_t> budget, long steps)
 {
   network_config nc;
   nc.width    = o.width;
@@ -264,44 +292,78 @@ std::pair<std::vector<float>, memory_report> check_run(options const& o, dataset
       static_cast<unsigned long long>(mem->report().offloads), stash::format_bytes(mem->report().bytes_offloaded).c_str(),
       stash::format_bytes(mem->report().peak_in_use).c_str());
   check_replicas(net, dp, "after the " + std::string(to_string(p)) + " run");
-  return {net.weights(), mem->report()};
+  check_result r{net.weights(), mem->report(), 0.0};
+  r.test_accuracy = evaluate(net, data.test, o.batch, ranks);
+  say("  %s: test accuracy %.2f%%\n", std::string(to_string(p)).c_str(), 100.0 * r.test_accuracy);
+  return r;
+}
+
+// A lossy codec rounds the activations it brings back, so the two trainings drift apart and only
+// their outcome can be compared: test accuracy within --accuracy-margin points. Every rank sees
+// the same accuracies (the correct counts are summed over all ranks), so all decide alike.
+int check_accuracy(options const& o, check_result const& reference, check_result const& subject, std::size_t differ,
+                   float max_diff)
+{
+  double const diff_pp = 100.0 * std::abs(subject.test_accuracy - reference.test_accuracy);
+  bool const pass      = diff_pp <= o.accuracy_margin;
+  say("check %s: test accuracy %.2f%% with offload (%s) vs %.2f%% without, |difference| %.2f points %s the "
+      "margin of %.2f\n",
+      pass ? "passed" : "FAILED", 100.0 * subject.test_accuracy, std::string(to_string(o.codec)).c_str(),
+      100.0 * reference.test_accuracy, diff_pp, pass ? "<=" : ">", o.accuracy_margin);
+  say("  for information: %zu of %zu weights differ from the run without offload, max |diff| %g (a lossy codec "
+      "is not expected to keep them bitwise)\n",
+      differ, reference.weights.size(), double(max_diff));
+  if (pass && subject.memory.offloads == 0) {
+    say("  warning: the checked run offloaded nothing, so this proves nothing about the codec; pick a policy "
+        "(and --budget) that offloads\n");
+  }
+  return pass ? 0 : 1;
 }
 
 int check(options const& o, dataset const& data, rank_info const& ranks, collective* dp)
 {
-  say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; weights "
-      "compared bitwise\n",
-      o.check_steps, o.batch, o.width);
+  long const per_epoch = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
+  long const steps     = check_steps_for(o, per_epoch);
+  check_kind const how = check_kind_for(o.codec);
+  if (how == check_kind::bitwise) {
+    say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; weights "
+        "compared bitwise\n",
+        steps, o.batch, o.width);
+  } else {
+    say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; lossy codec %s: "
+        "test accuracies compared, margin %.2f points\n",
+        steps, o.batch, o.width, std::string(to_string(o.codec)).c_str(), o.accuracy_margin);
+  }
   if (ranks.distributed()) {
     say("  data parallel over %d ranks: both runs all-reduce their gradients; every rank compares its own "
         "replica (this also assumes NCCL reduces in the same order in both runs)\n",
         ranks.world_size);
   }
-  auto const [reference, r0] =
-    check_run(o, data, ranks, dp, policy_kind::no_swap, codec_kind::none, std::nullopt, o.check_steps);
-  auto const [subject, r1] = check_run(o, data, ranks, dp, o.policy, o.codec, o.budget, o.check_steps);
-  (void)r0;
+  check_result const reference =
+    check_run(o, data, ranks, dp, policy_kind::no_swap, codec_kind::none, std::nullopt, steps);
+  check_result const subject = check_run(o, data, ranks, dp, o.policy, o.codec, o.budget, steps);
   std::size_t differ = 0;
   float max_diff     = 0;
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    if (std::memcmp(&reference[i], &subject[i], sizeof(float)) != 0) {
+  for (std::size_t i = 0; i < reference.weights.size(); ++i) {
+    if (std::memcmp(&reference.weights[i], &subject.weights[i], sizeof(float)) != 0) {
       ++differ;
-      max_diff = std::max(max_diff, std::abs(reference[i] - subject[i]));
+      max_diff = std::max(max_diff, std::abs(reference.weights[i] - subject.weights[i]));
     }
   }
+  if (how == check_kind::accuracy) { return check_accuracy(o, reference, subject, differ, max_diff); }
   // Every rank learns the worst rank's count, so that all of them exit alike.
   std::uint64_t const worst = dp != nullptr ? dp->min_max(differ).second : differ;
   if (worst != 0) {
     if (differ != 0) {
       std::printf("check FAILED%s: %zu of %zu weights differ from the run without offload (max |diff| %g)\n",
                   ranks.distributed() ? (" on rank " + std::to_string(ranks.rank)).c_str() : "", differ,
-                  reference.size(), double(max_diff));
+                  reference.weights.size(), double(max_diff));
     }
     return 1;
   }
-  say("check passed: all %zu weights bitwise identical to the run without offload%s\n", reference.size(),
+  say("check passed: all %zu weights bitwise identical to the run without offload%s\n", reference.weights.size(),
       ranks.distributed() ? (" on all " + std::to_string(ranks.world_size) + " ranks").c_str() : "");
-  if (r1.offloads == 0) {
+  if (subject.memory.offloads == 0) {
     say("  warning: the checked run offloaded nothing, so this proves nothing about offload; pick a "
         "policy (and --budget) that offloads\n");
   }

@@ -33,12 +33,15 @@ struct memory_report {
   std::uint64_t prefetches{0};
   std::uint64_t demand_prefetches{0};
   std::uint64_t bytes_offloaded{0};          ///< uncompressed
-  std::optional<std::uint64_t> bytes_stored; ///< host bytes written (compressed), when stash reports it
+  std::uint64_t bytes_encoded{0};            ///< host bytes of the completed offloads (compressed)
+  std::uint64_t bytes_encoded_source{0};     ///< uncompressed bytes of those same offloads
   std::uint64_t peak_in_use{0};              ///< device bytes handed out at once, since reset_peak()
   std::uint64_t peak_reserved{0};            ///< device bytes the pool took from cudaMalloc (ever)
+  std::uint64_t reserved{0};                 ///< device bytes the pool holds from cudaMalloc now
   std::uint64_t arena_bytes{0};
   std::uint64_t pool_fallbacks{0};
-  std::uint64_t replans{0};
+  std::uint64_t replans{0};                  ///< schedules the allocator re-planned
+  std::uint64_t arena_replans{0};            ///< plans the lifetime_arena re-made (split lifetimes)
   std::uint64_t deviations{0};
 };
 
@@ -67,8 +70,9 @@ class activation_memory {
 /// iteration on, an allocation that would take the bytes handed out past the budget throws
 /// stash::out_of_memory. The recorded first iteration is not held to it, because stash records it
 /// without offloading (its peak is reported instead). Counts bytes handed out (in use), not bytes
-/// reserved from cudaMalloc: stash's lifetime_arena does not plan the schedule's split lifetimes
-/// yet, so its reservation is not what a policy can shrink.
+/// reserved from cudaMalloc: the lifetime_arena plans the swapped tensors' split lifetimes only
+/// once the replayed sequence has settled (its re-plan, after about three steps), and until then
+/// it serves them from fallback memory beside the arena planned for the step without offload.
 template <stash::pool Pool>
 class budget_guard {
  public:
@@ -173,14 +177,16 @@ class stash_memory final : public activation_memory {
     r.prefetches        = o.prefetches;
     r.demand_prefetches = o.demand_prefetches;
     r.bytes_offloaded   = o.bytes_offloaded;
-    // stash::offload_stats does not report the compressed (host) bytes yet; printed once it does.
-    if constexpr (requires { o.bytes_encoded; }) { r.bytes_stored = o.bytes_encoded; }
+    r.bytes_encoded        = o.bytes_encoded;
+    r.bytes_encoded_source = o.bytes_encoded_source;
     auto const s     = pool_.stats();
     r.peak_in_use    = pool_.peak();
     r.peak_reserved  = s.peak_reserved_bytes;
+    r.reserved       = s.reserved_bytes;
     r.arena_bytes    = pool_.inner().arena_bytes();
     r.pool_fallbacks = s.fallbacks;
     r.replans        = alloc_.stats().replanned;
+    r.arena_replans  = pool_.inner().replans();
     r.deviations     = alloc_.stats().deviations;
     return r;
   }

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -22,12 +23,37 @@ class usage_error : public std::runtime_error {
 
 /// @brief The swap policies train_cnn instantiates (stash/swap/*.hpp).
 enum class policy_kind : std::uint8_t { no_swap, vdnn_all, vdnn_conv, vdnn_dyn, auto_swap };
-/// @brief How offloaded activations travel: raw copies, or stash's zero-value compression.
-enum class codec_kind : std::uint8_t { none, zvc };
+/// @brief How offloaded activations travel: raw copies, stash's zero-value compression
+/// (lossless), or float32 rounded to fp16, bf16 or fp8 e4m3 (stash::precision, lossy).
+enum class codec_kind : std::uint8_t { none, zvc, fp16, bf16, fp8_e4m3 };
 
 inline constexpr std::array<std::string_view, 5> policy_names = {"no_swap", "vdnn_all", "vdnn_conv",
                                                                  "vdnn_dyn", "auto_swap"};
-inline constexpr std::array<std::string_view, 2> codec_names = {"none", "zvc"};
+inline constexpr std::array<std::string_view, 5> codec_names = {"none", "zvc", "fp16", "bf16", "fp8_e4m3"};
+
+/// @brief Whether the codec rounds what it stores (main.cu checks this against the stash type's
+/// `lossless` at compile time).
+[[nodiscard]] constexpr bool is_lossy(codec_kind c) noexcept
+{
+  return c == codec_kind::fp16 || c == codec_kind::bf16 || c == codec_kind::fp8_e4m3;
+}
+
+/// @brief What --check compares between the run without offload and the run with it.
+enum class check_kind : std::uint8_t {
+  bitwise,   ///< lossless codec: every weight must be bitwise identical
+  accuracy,  ///< lossy codec: test accuracies may differ by at most --accuracy-margin points
+};
+
+/// @brief The comparison --check makes for `c`: a lossy codec cannot keep the weights bitwise.
+[[nodiscard]] constexpr check_kind check_kind_for(codec_kind c) noexcept
+{
+  return is_lossy(c) ? check_kind::accuracy : check_kind::bitwise;
+}
+
+/// @brief --check-steps when not given: 50 steps prove a bitwise comparison (the first difference
+/// would persist), while an accuracy comparison needs a model past the steep start of its learning
+/// curve, where a small perturbation moves test accuracy by whole points: one epoch.
+inline constexpr long default_bitwise_check_steps = 50;
 
 [[nodiscard]] inline std::string_view to_string(policy_kind p) noexcept
 {
@@ -51,8 +77,9 @@ struct options {
   double lr          = 0.02;
   double momentum    = 0.9;
   std::uint64_t seed = 1;
-  bool check         = false;            ///< run with and without offload, compare weights bitwise
-  long check_steps   = 50;
+  bool check         = false;            ///< run with and without offload and compare (check_kind_for)
+  std::optional<long> check_steps;       ///< none: check_steps_for's default
+  double accuracy_margin = 1.0;          ///< --check with a lossy codec: allowed |test acc diff|, points
   int progress       = -1;               ///< -1: when stderr is a terminal; 0 off; 1 on
   std::string nccl_id_file;              ///< data parallel: where rank 0 leaves NCCL's unique id
   double nccl_id_timeout = 120;          ///< seconds a rank waits for that file
@@ -67,7 +94,9 @@ struct options {
          "  DATA_DIR           folder with Fashion-MNIST's IDX files, plain or .gz\n"
          "                     (apt-get install dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)\n"
          "  --policy NAME      swap policy: no_swap, vdnn_all, vdnn_conv (default), vdnn_dyn, auto_swap\n"
-         "  --codec NAME       none (raw copies, default) or zvc (zero-value compression on the GPU)\n"
+         "  --codec NAME       none (raw copies, default), zvc (zero-value compression on the GPU;\n"
+         "                     both lossless), or fp16, bf16, fp8_e4m3 (activations rounded on the\n"
+         "                     GPU to that format while they are off the device: lossy)\n"
          "  --budget BYTES     emulate a GPU of this size (e.g. 64MiB, 1.5GiB, 200000000): the swap\n"
          "                     policy plans for it, and from the second step on (the first is\n"
          "                     recorded without offload) device bytes in use may not exceed it\n"
@@ -79,9 +108,13 @@ struct options {
          "  --momentum X       SGD momentum (default 0.9)\n"
          "  --seed N           shuffling and initialisation seed (default 1)\n"
          "  --check            train --check-steps steps without offload and with the chosen\n"
-         "                     policy/codec, deterministic cuDNN algorithms, and compare the\n"
-         "                     weights bitwise (exit 1 when they differ)\n"
-         "  --check-steps N    steps of --check (default 50)\n"
+         "                     policy/codec, deterministic cuDNN algorithms, and compare: with a\n"
+         "                     lossless codec the weights bitwise, with a lossy one the test\n"
+         "                     accuracies (exit 1 when they differ / differ by more than the margin)\n"
+         "  --check-steps N    steps of --check (default 50; one epoch with a lossy codec)\n"
+         "  --accuracy-margin PP  --check with a lossy codec: the largest allowed difference in test\n"
+         "                     accuracy, in percentage points (default 1.0; 0 to 100; a lossless\n"
+         "                     codec is compared bitwise and does not use it)\n"
          "  --progress/--no-progress  progress bar on stderr (default: when stderr is a terminal)\n"
          "  --nccl-id-file PATH  data parallel (rank and world size from STASH_RANK/STASH_WORLD_SIZE,\n"
          "                     mpirun, torchrun or srun variables): the file, on a file system every\n"
@@ -160,8 +193,10 @@ struct options {
   double v = 0;
   auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || end != text.data() + text.size() || !(v >= lo && v <= hi)) {
-    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not a number in [" +
-                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    // %g: the bounds as the user would type them ("[0, 100]", not "[0.000000, 100.000000]").
+    std::array<char, 64> bounds{};
+    std::snprintf(bounds.data(), bounds.size(), "[%g, %g]", lo, hi);
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not a number in " + bounds.data());
   }
   return v;
 }
@@ -183,8 +218,18 @@ struct options {
   for (std::size_t i = 0; i < codec_names.size(); ++i) {
     if (codec_names[i] == name) { return static_cast<codec_kind>(i); }
   }
-  throw usage_error("--codec: unknown codec '" + std::string(name) +
-                    "' (known: none, zvc; train_cnn instantiates only these two)");
+  std::string known;
+  for (std::size_t i = 0; i < codec_names.size(); ++i) { known += (i == 0 ? "" : ", ") + std::string(codec_names[i]); }
+  throw usage_error("--codec: unknown codec '" + std::string(name) + "' (known: " + known +
+                    "; train_cnn instantiates only these)");
+}
+
+/// @brief The steps --check trains: --check-steps when given, otherwise 50 for a bitwise
+/// comparison and one epoch (`steps_per_epoch`) for an accuracy comparison.
+[[nodiscard]] inline long check_steps_for(options const& o, long steps_per_epoch) noexcept
+{
+  if (o.check_steps) { return *o.check_steps; }
+  return check_kind_for(o.codec) == check_kind::accuracy ? steps_per_epoch : default_bitwise_check_steps;
 }
 
 /// @brief Parses the arguments after the program name.
@@ -224,6 +269,8 @@ struct options {
       o.check = true;
     } else if (a == "--check-steps") {
       o.check_steps = parse_positive(value(), a, 1L << 30);
+    } else if (a == "--accuracy-margin") {
+      o.accuracy_margin = parse_real(value(), a, 0.0, 100.0);
     } else if (a == "--progress") {
       o.progress = 1;
     } else if (a == "--no-progress") {
