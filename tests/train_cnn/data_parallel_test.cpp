@@ -4,6 +4,9 @@
 #include "../../examples/train_cnn/data_parallel.hpp"
 #include "../../examples/train_cnn/options.hpp"
 
+#include "support/message_of.hpp"
+#include "support/temp_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,6 +25,8 @@
 
 namespace fs = std::filesystem;
 using namespace train_cnn;
+using stash::test::message_of;
+using stash::test::temp_dir;
 using namespace std::chrono_literals;
 
 namespace {
@@ -34,36 +39,6 @@ env_lookup env_of(std::map<std::string, std::string> vars)
     return it->second;
   };
 }
-
-std::string message_of(auto&& f)
-{
-  try {
-    f();
-  } catch (std::exception const& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
-struct temp_dir {
-  fs::path path;
-  temp_dir()
-  {
-    path = fs::temp_directory_path() / ("train_cnn_dp_test_" + std::to_string(std::random_device{}()) + "_" +
-                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-  temp_dir(temp_dir const&)            = delete;
-  temp_dir& operator=(temp_dir const&) = delete;
-  [[nodiscard]] std::vector<std::string> names() const
-  {
-    std::vector<std::string> v;
-    for (auto const& e : fs::directory_iterator(path)) { v.push_back(e.path().filename().string()); }
-    std::sort(v.begin(), v.end());
-    return v;
-  }
-};
 
 unique_id_bytes id_with(std::uint8_t seed)
 {

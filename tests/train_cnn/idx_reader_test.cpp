@@ -3,6 +3,9 @@
 #include "../../examples/train_cnn/idx_reader.hpp"
 #include "../../examples/train_cnn/options.hpp"
 
+#include "support/message_of.hpp"
+#include "support/temp_dir.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +19,8 @@
 
 namespace fs = std::filesystem;
 using namespace train_cnn;
+using stash::test::message_of;
+using stash::test::temp_dir;
 
 namespace {
 
@@ -54,23 +59,6 @@ std::vector<std::uint8_t> gzip_stored(std::vector<std::uint8_t> const& data)
   return g;
 }
 
-struct temp_dir {
-  fs::path path;
-  temp_dir()
-  {
-    path = fs::temp_directory_path() /
-           ("train_cnn_test_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "_" +
-            std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-  void write(std::string const& name, std::vector<std::uint8_t> const& bytes) const
-  {
-    std::ofstream f(path / name, std::ios::binary);
-    f.write(reinterpret_cast<char const*>(bytes.data()), std::streamsize(bytes.size()));
-  }
-};
-
 // A consistent little dataset: `n` images of 4x4 and labels i % 10, in `dir`.
 void write_split(temp_dir const& dir, std::string const& split, std::uint32_t n, bool gz)
 {
@@ -86,16 +74,6 @@ void write_split(temp_dir const& dir, std::string const& split, std::uint32_t n,
     dir.write(split + "-images-idx3-ubyte", images);
     dir.write(split + "-labels-idx1-ubyte", lab);
   }
-}
-
-std::string message_of(auto&& f)
-{
-  try {
-    f();
-  } catch (std::exception const& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 }  // namespace

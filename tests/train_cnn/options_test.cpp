@@ -2,26 +2,15 @@
 // comparison, the lossy ones switch it to test accuracy within --accuracy-margin points.
 #include "../../examples/train_cnn/options.hpp"
 
+#include "support/message_of.hpp"
+
 #include <doctest/doctest.h>
 
 #include <exception>
 #include <string>
 
 using namespace train_cnn;
-
-namespace {
-
-std::string message_of(auto&& f)
-{
-  try {
-    f();
-  } catch (std::exception const& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
-}  // namespace
+using stash::test::message_of;
 
 TEST_CASE("train_cnn options: every codec name parses to its kind, and the names round-trip")
 {
