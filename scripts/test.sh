@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks (doctest, ninja, cmake),
+# Installs what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks (doctest, ninja, cmake,
+# clang-format 14 for the style check, python3 for the layering check),
 # then configures, builds and runs all of stash's tests with the `test` preset.
 # GPU tests (ctest label `gpu`) are reported as skipped when no CUDA device is present.
 set -euo pipefail
@@ -9,6 +10,8 @@ missing=()
 [ -f /usr/include/doctest/doctest.h ] || [ -f /usr/local/include/doctest/doctest.h ] || missing+=(doctest-dev)
 command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v clang-format-14 >/dev/null 2>&1 || missing+=(clang-format-14)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   sudo=""

@@ -59,7 +59,8 @@ int main(int argc, char** argv)
         }
         in_bytes += static_cast<double>(in.size() * 4);
         out_bytes += static_cast<double>(size);
-        min_ratio = std::min(min_ratio, static_cast<double>(in.size() * 4) / static_cast<double>(size));
+        min_ratio =
+            std::min(min_ratio, static_cast<double>(in.size() * 4) / static_cast<double>(size));
       }
       std::printf(" %.2fx |", in_bytes / out_bytes);
     }

@@ -35,7 +35,10 @@ __global__ void fill_relu(float* x, std::size_t n, float zero_fraction)
 
 struct device_buffer {
   void* p = nullptr;
-  explicit device_buffer(std::size_t bytes) { STASH_CUDA_TRY(cudaMalloc(&p, bytes == 0 ? 1 : bytes)); }
+  explicit device_buffer(std::size_t bytes)
+  {
+    STASH_CUDA_TRY(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  }
   device_buffer(device_buffer const&)            = delete;
   device_buffer& operator=(device_buffer const&) = delete;
   ~device_buffer() { STASH_CUDA_CHECK_NOTHROW(cudaFree(p)); }
@@ -70,24 +73,24 @@ void bench(const char* name, float const* d_in, std::size_t n, double memcpy_ms,
 {
   using H = typename D::host_codec;
   device_buffer out(H::max_compressed_bytes(n)), size(sizeof(std::size_t)),
-    status(sizeof(stash::codec_status)), back(n * sizeof(float));
+      status(sizeof(stash::codec_status)), back(n * sizeof(float));
   std::size_t const scratch_bytes = D::encode_scratch_bytes(n);
   device_buffer scratch(scratch_bytes);
-  auto* o = static_cast<std::byte*>(out.p);
+  auto* o          = static_cast<std::byte*>(out.p);
   double const enc = median_ms(
-    [&] {
-      D::encode_async(d_in, n, o, H::max_compressed_bytes(n), static_cast<std::size_t*>(size.p),
-                      scratch.p, scratch_bytes, s);
-    },
-    s);
+      [&] {
+        D::encode_async(d_in, n, o, H::max_compressed_bytes(n), static_cast<std::size_t*>(size.p),
+                        scratch.p, scratch_bytes, s);
+      },
+      s);
   std::size_t bytes = 0;
   STASH_CUDA_TRY(cudaMemcpy(&bytes, size.p, sizeof(bytes), cudaMemcpyDeviceToHost));
   double const dec = median_ms(
-    [&] {
-      D::decode_async(o, bytes, static_cast<float*>(back.p), n,
-                      static_cast<stash::codec_status*>(status.p), nullptr, 0, s);
-    },
-    s);
+      [&] {
+        D::decode_async(o, bytes, static_cast<float*>(back.p), n,
+                        static_cast<stash::codec_status*>(status.p), nullptr, 0, s);
+      },
+      s);
   stash::codec_status st{};
   STASH_CUDA_TRY(cudaMemcpy(&st, status.p, sizeof(st), cudaMemcpyDeviceToHost));
   stash::throw_if_error(st);
@@ -111,8 +114,9 @@ int main(int argc, char** argv)
   cudaDeviceProp prop{};
   STASH_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, zero fraction %.2f\n\n", prop.name, static_cast<double>(zeros));
-  std::printf("| codec | MiB | ratio | encode GB/s | decode GB/s | memcpy D2D GB/s | "
-              "encode/memcpy speed | decode/memcpy speed |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| codec | MiB | ratio | encode GB/s | decode GB/s | memcpy D2D GB/s | "
+      "encode/memcpy speed | decode/memcpy speed |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
   stash::cuda_stream s;
   for (std::size_t mib = 1; mib <= max_mib; mib *= 4) {
     std::size_t const n = mib * (1 << 20) / sizeof(float);
@@ -120,10 +124,11 @@ int main(int argc, char** argv)
     fill_relu<<<1024, 256, 0, s>>>(static_cast<float*>(in.p), n, zeros);
     STASH_CUDA_TRY(cudaGetLastError());
     double const memcpy_ms = median_ms(
-      [&] {
-        STASH_CUDA_TRY(cudaMemcpyAsync(copy.p, in.p, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
-      },
-      s);
+        [&] {
+          STASH_CUDA_TRY(
+              cudaMemcpyAsync(copy.p, in.p, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+        },
+        s);
     auto const* d_in = static_cast<float const*>(in.p);
     bench<stash::device_zvc<float>>("zvc", d_in, n, memcpy_ms, s);
     bench<stash::device_csr<float>>("csr", d_in, n, memcpy_ms, s);

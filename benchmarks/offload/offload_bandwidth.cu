@@ -8,7 +8,8 @@
 // 3. How the D2H copy of a zvc-compressed tensor learns how many bytes to move (issue #5). The
 //    encoder computes the compressed size on the device; per tensor size, each way of getting the
 //    compressed tensor into pinned host memory is timed back to back on one stream:
-//    - raw:       cudaMemcpyAsync D2H of the uncompressed bytes (no codec; what compression must beat)
+//    - raw:       cudaMemcpyAsync D2H of the uncompressed bytes (no codec; what compression must
+//    beat)
 //    - mapped:    the encode kernel writes straight into mapped pinned memory (the manager's path,
 //                 device_codec_transfer: cDMA's idea in software); exactly the compressed bytes
 //                 cross PCIe, as the kernel's stores
@@ -130,18 +131,19 @@ std::vector<float> read_f32(std::string const& path)
   auto const bytes = static_cast<std::size_t>(in.tellg());
   in.seekg(0);
   std::vector<float> v(bytes / sizeof(float));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  in.read(reinterpret_cast<char*>(v.data()),
+          static_cast<std::streamsize>(v.size() * sizeof(float)));
   if (v.empty()) { throw std::runtime_error("bench_offload: " + path + " holds no float32"); }
   return v;
 }
 
 // One tensor size: every method timed over `reps` encodes of the same device tensor.
-d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations, double zero_fraction,
-                       int sms)
+d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
+                       double zero_fraction, int sms)
 {
-  std::size_t const n   = bytes / sizeof(float);
-  std::size_t const cap = zvc_host::max_compressed_bytes(n);
-  std::size_t const pad = stash::align_up(cap, 16);
+  std::size_t const n             = bytes / sizeof(float);
+  std::size_t const cap           = zvc_host::max_compressed_bytes(n);
+  std::size_t const pad           = stash::align_up(cap, 16);
   std::size_t const scratch_bytes = zvc_device::encode_scratch_bytes(n);
   d2h_result r;
   r.tensor_bytes = bytes;
@@ -158,7 +160,7 @@ d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
   STASH_CUDA_TRY(cudaMalloc(&d_size, sizeof(std::size_t)));
   // Pinned memory is mapped at the same address (unified addressing): kernels store to it.
   stash::pinned_host_buffer raw_host(bytes), mapped_host(pad), staged_host(pad),
-    sizes_host(2 * sizeof(std::size_t));
+      sizes_host(2 * sizeof(std::size_t));
   auto* h_size = static_cast<std::size_t*>(sizes_host.data());  // [0]: mapped, [1]: round trip
 
   if (activations.empty()) {
@@ -183,31 +185,37 @@ d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
     zvc_device::encode_async(in, n, static_cast<std::byte*>(dst), cap, size_out, scratch,
                              scratch_bytes, s.value());
   };
-  int const copy_blocks = sms * 4;
+  int const copy_blocks                                                    = sms * 4;
   std::vector<std::pair<const char*, std::function<void()>>> const methods = {
-    {"raw", [&] {
-       STASH_CUDA_TRY(cudaMemcpyAsync(raw_host.data(), in, bytes, cudaMemcpyDeviceToHost, s.value()));
-     }},
-    {"mapped", [&] { encode_to(mapped_host.data(), &h_size[0]); }},
-    {"worst", [&] {
-       encode_to(out, d_size);
-       STASH_CUDA_TRY(cudaMemcpyAsync(staged_host.data(), out, cap, cudaMemcpyDeviceToHost, s.value()));
-     }},
-    {"sized", [&] {
-       encode_to(out, d_size);
-       copy_prefix_kernel<<<copy_blocks, 256, 0, s.value()>>>(
-         static_cast<uint4 const*>(out), static_cast<uint4*>(staged_host.data()), d_size);
-       STASH_CUDA_TRY(cudaGetLastError());
-     }},
-    {"roundtrip", [&] {
-       encode_to(out, d_size);
-       STASH_CUDA_TRY(cudaMemcpyAsync(&h_size[1], d_size, sizeof(std::size_t),
-                                      cudaMemcpyDeviceToHost, s.value()));
-       s.synchronize();  // the host round trip this method is about
-       STASH_CUDA_TRY(cudaMemcpyAsync(staged_host.data(), out, h_size[1], cudaMemcpyDeviceToHost,
-                                      s.value()));
-     }},
-    {"encode", [&] { encode_to(out, d_size); }},
+      {"raw",
+       [&] {
+         STASH_CUDA_TRY(
+             cudaMemcpyAsync(raw_host.data(), in, bytes, cudaMemcpyDeviceToHost, s.value()));
+       }},
+      {"mapped", [&] { encode_to(mapped_host.data(), &h_size[0]); }},
+      {"worst",
+       [&] {
+         encode_to(out, d_size);
+         STASH_CUDA_TRY(
+             cudaMemcpyAsync(staged_host.data(), out, cap, cudaMemcpyDeviceToHost, s.value()));
+       }},
+      {"sized",
+       [&] {
+         encode_to(out, d_size);
+         copy_prefix_kernel<<<copy_blocks, 256, 0, s.value()>>>(
+             static_cast<uint4 const*>(out), static_cast<uint4*>(staged_host.data()), d_size);
+         STASH_CUDA_TRY(cudaGetLastError());
+       }},
+      {"roundtrip",
+       [&] {
+         encode_to(out, d_size);
+         STASH_CUDA_TRY(cudaMemcpyAsync(&h_size[1], d_size, sizeof(std::size_t),
+                                        cudaMemcpyDeviceToHost, s.value()));
+         s.synchronize();  // the host round trip this method is about
+         STASH_CUDA_TRY(cudaMemcpyAsync(staged_host.data(), out, h_size[1], cudaMemcpyDeviceToHost,
+                                        s.value()));
+       }},
+      {"encode", [&] { encode_to(out, d_size); }},
   };
 
   std::vector<std::byte> reference;  // the mapped path's bytes, checked by the host reference
@@ -355,10 +363,10 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
 
 int main(int argc, char** argv)
 {
-  std::size_t tensor_mib = 64;
-  int count              = 16;
-  bool json              = false;
-  bool d2h_only          = false;
+  std::size_t tensor_mib             = 64;
+  int count                          = 16;
+  bool json                          = false;
+  bool d2h_only                      = false;
   std::vector<std::size_t> sizes_mib = {1, 16, 64, 256};
   double zero_fraction               = 0.5;
   std::string activations_file;
@@ -379,13 +387,15 @@ int main(int argc, char** argv)
     } else if (a == "--json") {
       json = true;
     } else {
-      std::fprintf(stderr, "usage: bench_offload [--tensor-mib S] [--count N] [--sizes MIB,...] "
-                           "[--zero-fraction F] [--activations FILE] [--d2h-only] [--json]\n");
+      std::fprintf(stderr,
+                   "usage: bench_offload [--tensor-mib S] [--count N] [--sizes MIB,...] "
+                   "[--zero-fraction F] [--activations FILE] [--d2h-only] [--json]\n");
       return 2;
     }
   }
   if (!stash::gpu_available()) {
-    std::printf("bench_offload: no CUDA device (%s); nothing measured\n", stash::no_gpu_reason().c_str());
+    std::printf("bench_offload: no CUDA device (%s); nothing measured\n",
+                stash::no_gpu_reason().c_str());
     return 0;
   }
   cudaDeviceProp prop{};
@@ -398,30 +408,33 @@ int main(int argc, char** argv)
   if (!activations_file.empty()) { activations = read_f32(activations_file); }
   std::vector<d2h_result> d2h;
   for (std::size_t mib : sizes_mib) {
-    d2h.push_back(measure_d2h(mib * stash::MiB, activations, zero_fraction, prop.multiProcessorCount));
+    d2h.push_back(
+        measure_d2h(mib * stash::MiB, activations, zero_fraction, prop.multiProcessorCount));
   }
   std::string const data = activations_file.empty()
-                             ? "synthetic, zero fraction " + std::to_string(zero_fraction)
-                             : activations_file;
+                               ? "synthetic, zero fraction " + std::to_string(zero_fraction)
+                               : activations_file;
 
   if (json) {
     std::printf("{\"device\":\"%s\"", prop.name);
     if (!d2h_only) {
-      std::printf(",\"tensor_bytes\":%zu,\"count\":%d,\"raw_d2h_gbps\":%.2f,"
-                  "\"raw_h2d_gbps\":%.2f,\"offload_gbps\":%.2f,\"prefetch_gbps\":%.2f,"
-                  "\"compute_alone_ms\":%.3f,\"compute_with_traffic_ms\":%.3f,\"slowdown_pct\":%.2f",
-                  mr.bytes, count, mr.raw_d2h, mr.raw_h2d, mr.mgr_d2h, mr.mgr_h2d, mr.alone_ms,
-                  mr.shared_ms, mr.slowdown);
+      std::printf(
+          ",\"tensor_bytes\":%zu,\"count\":%d,\"raw_d2h_gbps\":%.2f,"
+          "\"raw_h2d_gbps\":%.2f,\"offload_gbps\":%.2f,\"prefetch_gbps\":%.2f,"
+          "\"compute_alone_ms\":%.3f,\"compute_with_traffic_ms\":%.3f,\"slowdown_pct\":%.2f",
+          mr.bytes, count, mr.raw_d2h, mr.raw_h2d, mr.mgr_d2h, mr.mgr_h2d, mr.alone_ms,
+          mr.shared_ms, mr.slowdown);
     }
     std::printf(",\"zvc_d2h\":{\"data\":\"%s\",\"unit\":\"GB/s of uncompressed bytes\",\"sizes\":[",
                 data.c_str());
     for (std::size_t i = 0; i < d2h.size(); ++i) {
       auto const& r = d2h[i];
-      std::printf("%s{\"tensor_bytes\":%zu,\"compressed_bytes\":%zu,\"reps\":%d,\"raw\":%.2f,"
-                  "\"mapped\":%.2f,\"worst\":%.2f,\"sized\":%.2f,\"roundtrip\":%.2f,"
-                  "\"encode\":%.2f,\"ok\":%s}",
-                  i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.mapped,
-                  r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "true" : "false");
+      std::printf(
+          "%s{\"tensor_bytes\":%zu,\"compressed_bytes\":%zu,\"reps\":%d,\"raw\":%.2f,"
+          "\"mapped\":%.2f,\"worst\":%.2f,\"sized\":%.2f,\"roundtrip\":%.2f,"
+          "\"encode\":%.2f,\"ok\":%s}",
+          i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.mapped, r.worst,
+          r.sized, r.roundtrip, r.encode, r.ok ? "true" : "false");
     }
     std::printf("]}}\n");
   } else {
@@ -434,14 +447,16 @@ int main(int argc, char** argv)
       std::printf("  compute kernel alone %.3f ms, beside the traffic %.3f ms: slowdown %.2f%%\n",
                   mr.alone_ms, mr.shared_ms, mr.slowdown);
     }
-    std::printf("zvc D2H: how the copy learns the compressed size (%s; GB/s of uncompressed bytes)\n",
-                data.c_str());
-    std::printf("  %8s %7s %8s %8s %8s %8s %10s %8s %s\n", "MiB", "ratio", "raw", "mapped",
-                "worst", "sized", "roundtrip", "encode", "check");
+    std::printf(
+        "zvc D2H: how the copy learns the compressed size (%s; GB/s of uncompressed bytes)\n",
+        data.c_str());
+    std::printf("  %8s %7s %8s %8s %8s %8s %10s %8s %s\n", "MiB", "ratio", "raw", "mapped", "worst",
+                "sized", "roundtrip", "encode", "check");
     for (auto const& r : d2h) {
-      std::printf("  %8zu %7.2f %8.2f %8.2f %8.2f %8.2f %10.2f %8.2f %s\n", r.tensor_bytes / stash::MiB,
-                  r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0,
-                  r.raw, r.mapped, r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "ok" : "MISMATCH");
+      std::printf(
+          "  %8zu %7.2f %8.2f %8.2f %8.2f %8.2f %10.2f %8.2f %s\n", r.tensor_bytes / stash::MiB,
+          r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0, r.raw,
+          r.mapped, r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "ok" : "MISMATCH");
     }
   }
   bool const all_ok = std::all_of(d2h.begin(), d2h.end(), [](d2h_result const& r) { return r.ok; });

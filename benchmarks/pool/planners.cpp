@@ -42,17 +42,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-row run(std::string const& name,
-        std::vector<stash::lifetime_interval> const& in,
-        std::uint64_t alignment,
-        std::optional<std::uint64_t> capacity,
+row run(std::string const& name, std::vector<stash::lifetime_interval> const& in,
+        std::uint64_t alignment, std::optional<std::uint64_t> capacity,
         std::chrono::milliseconds budget)
 {
   row r;
-  r.name     = name;
-  r.blocks   = in.size();
-  r.lower    = stash::plan_lower_bound(in, alignment);
-  r.capacity = capacity.value_or(0);
+  r.name       = name;
+  r.blocks     = in.size();
+  r.lower      = stash::plan_lower_bound(in, alignment);
+  r.capacity   = capacity.value_or(0);
   auto const g = stash::greedy_planner{}.plan(in, alignment);
   stash::check_plan(in, g);
   r.greedy   = g.footprint;
@@ -87,7 +85,9 @@ int main(int argc, char** argv)
     } else if (a == "--trace-budget-ms" && i + 1 < argc) {
       trace_budget_ms = std::atol(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--data DIR] [--budget-ms N] [--trace-budget-ms N] [--json]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--data DIR] [--budget-ms N] [--trace-budget-ms N] [--json]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -101,7 +101,7 @@ int main(int argc, char** argv)
     }
 
     // 100k blocks: instance A repeated back to back in time.
-    auto const a = stash::read_minimalloc_csv(data + "/minimalloc/A.1048576.csv");
+    auto const a       = stash::read_minimalloc_csv(data + "/minimalloc/A.1048576.csv");
     std::uint64_t span = 0;
     for (auto const& b : a.buffers) { span = std::max(span, b.end); }
     std::vector<stash::lifetime_interval> big;
@@ -136,24 +136,29 @@ int main(int argc, char** argv)
       std::printf("{\n  \"minimalloc\": [\n");
       for (std::size_t i = 0; i < mm.size(); ++i) {
         auto const& r = mm[i];
-        std::printf("    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"capacity\": %llu, "
-                    "\"greedy\": %llu, \"greedy_s\": %.6f, \"search\": %llu, \"search_s\": %.3f, "
-                    "\"nodes\": %llu, \"within_capacity\": %s}%s\n",
-                    r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.capacity,
-                    (unsigned long long)r.greedy, r.greedy_s, (unsigned long long)r.search, r.search_s,
-                    (unsigned long long)r.nodes, r.search <= r.capacity ? "true" : "false",
-                    i + 1 < mm.size() ? "," : "");
+        std::printf(
+            "    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"capacity\": %llu, "
+            "\"greedy\": %llu, \"greedy_s\": %.6f, \"search\": %llu, \"search_s\": %.3f, "
+            "\"nodes\": %llu, \"within_capacity\": %s}%s\n",
+            r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.capacity,
+            (unsigned long long)r.greedy, r.greedy_s, (unsigned long long)r.search, r.search_s,
+            (unsigned long long)r.nodes, r.search <= r.capacity ? "true" : "false",
+            i + 1 < mm.size() ? "," : "");
       }
-      std::printf("  ],\n  \"big\": {\"blocks\": %zu, \"greedy\": %llu, \"lower_bound\": %llu, "
-                  "\"greedy_s\": %.4f, \"check_s\": %.4f, \"lower_bound_s\": %.4f},\n  \"traces\": [\n",
-                  big.size(), (unsigned long long)gbig.footprint, (unsigned long long)lbig, g_s, check_s, lb_s);
+      std::printf(
+          "  ],\n  \"big\": {\"blocks\": %zu, \"greedy\": %llu, \"lower_bound\": %llu, "
+          "\"greedy_s\": %.4f, \"check_s\": %.4f, \"lower_bound_s\": %.4f},\n  \"traces\": [\n",
+          big.size(), (unsigned long long)gbig.footprint, (unsigned long long)lbig, g_s, check_s,
+          lb_s);
       for (std::size_t i = 0; i < traces.size(); ++i) {
         auto const& r = traces[i];
-        std::printf("    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"greedy\": %llu, "
-                    "\"greedy_alpha\": %.5f, \"search\": %llu, \"search_alpha\": %.5f, \"search_s\": %.3f}%s\n",
-                    r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
-                    double(r.greedy) / double(r.lower), (unsigned long long)r.search,
-                    double(r.search) / double(r.lower), r.search_s, i + 1 < traces.size() ? "," : "");
+        std::printf(
+            "    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"greedy\": %llu, "
+            "\"greedy_alpha\": %.5f, \"search\": %llu, \"search_alpha\": %.5f, \"search_s\": "
+            "%.3f}%s\n",
+            r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
+            double(r.greedy) / double(r.lower), (unsigned long long)r.search,
+            double(r.search) / double(r.lower), r.search_s, i + 1 < traces.size() ? "," : "");
       }
       std::printf("  ]\n}\n");
       return 0;
@@ -161,29 +166,37 @@ int main(int argc, char** argv)
 
     int within = 0;
     std::printf("## MiniMalloc challenging instances (alignment 1, capacity 1048576)\n\n");
-    std::printf("| inst | blocks | L | L/cap | greedy | greedy/L | greedy s | search | search/L | within cap | search s | nodes |\n");
+    std::printf(
+        "| inst | blocks | L | L/cap | greedy | greedy/L | greedy s | search | search/L | within "
+        "cap | search s | nodes |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
     for (auto const& r : mm) {
       bool const ok = r.search <= r.capacity;
       within += ok ? 1 : 0;
-      std::printf("| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %llu |\n",
-                  r.name.c_str(), r.blocks, (unsigned long long)r.lower,
-                  double(r.lower) / double(r.capacity), (unsigned long long)r.greedy,
-                  double(r.greedy) / double(r.lower), r.greedy_s, (unsigned long long)r.search,
-                  double(r.search) / double(r.lower), ok ? "yes" : "NO", r.search_s,
-                  (unsigned long long)r.nodes);
+      std::printf(
+          "| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %llu |\n",
+          r.name.c_str(), r.blocks, (unsigned long long)r.lower,
+          double(r.lower) / double(r.capacity), (unsigned long long)r.greedy,
+          double(r.greedy) / double(r.lower), r.greedy_s, (unsigned long long)r.search,
+          double(r.search) / double(r.lower), ok ? "yes" : "NO", r.search_s,
+          (unsigned long long)r.nodes);
     }
-    std::printf("\nwithin capacity: %d of %zu (search budget %ld ms each)\n\n", within, mm.size(), budget_ms);
-    std::printf("## 100k blocks (instance A repeated %zu times in time)\n\n", big.size() / a.buffers.size());
-    std::printf("| blocks | L | greedy | greedy s | check_plan s | plan_lower_bound s |\n|---:|---:|---:|---:|---:|---:|\n");
-    std::printf("| %zu | %llu | %llu | %.4f | %.4f | %.4f |\n\n", big.size(), (unsigned long long)lbig,
-                (unsigned long long)gbig.footprint, g_s, check_s, lb_s);
+    std::printf("\nwithin capacity: %d of %zu (search budget %ld ms each)\n\n", within, mm.size(),
+                budget_ms);
+    std::printf("## 100k blocks (instance A repeated %zu times in time)\n\n",
+                big.size() / a.buffers.size());
+    std::printf(
+        "| blocks | L | greedy | greedy s | check_plan s | plan_lower_bound s "
+        "|\n|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| %zu | %llu | %llu | %.4f | %.4f | %.4f |\n\n", big.size(),
+                (unsigned long long)lbig, (unsigned long long)gbig.footprint, g_s, check_s, lb_s);
     std::printf("## Training traces (alignment 256, no capacity: minimise toward L)\n\n");
-    std::printf("| trace | blocks | L | greedy | greedy alpha | search | search alpha | search s |\n");
+    std::printf(
+        "| trace | blocks | L | greedy | greedy alpha | search | search alpha | search s |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (auto const& r : traces) {
-      std::printf("| %s | %zu | %llu | %llu | %.5f | %llu | %.5f | %.2f |\n", r.name.c_str(), r.blocks,
-                  (unsigned long long)r.lower, (unsigned long long)r.greedy,
+      std::printf("| %s | %zu | %llu | %llu | %.5f | %llu | %.5f | %.2f |\n", r.name.c_str(),
+                  r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
                   double(r.greedy) / double(r.lower), (unsigned long long)r.search,
                   double(r.search) / double(r.lower), r.search_s);
     }

@@ -50,7 +50,8 @@ std::pair<double, std::uint64_t> replay(stash::trace const& t, Pool& pool, int i
     }
     end();
   }
-  double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double const seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {seconds, pairs};
 }
 
@@ -58,26 +59,31 @@ std::pair<double, std::uint64_t> replay(stash::trace const& t, Pool& pool, int i
 
 int main(int argc, char** argv)
 {
-  std::string const path = argc > 1 ? argv[1] : std::string(STASH_DATA_DIR) + "/traces/resnet18_b32.trace";
-  int const iterations   = argc > 2 ? std::atoi(argv[2]) : 200;
-  auto const t           = stash::read_trace(path);
+  std::string const path =
+      argc > 1 ? argv[1] : std::string(STASH_DATA_DIR) + "/traces/resnet18_b32.trace";
+  int const iterations = argc > 2 ? std::atoi(argv[2]) : 200;
+  auto const t         = stash::read_trace(path);
 
   stash::caching_pool<stash::virtual_upstream, stash::immediate_order> caching;
-  auto const [cs, cp] = replay(t, caching, iterations, [] {}, [] {});
+  auto const [cs, cp] = replay(
+      t, caching, iterations, [] {}, [] {});
 
-  stash::lifetime_arena<stash::virtual_upstream, stash::greedy_planner, stash::immediate_order> arena;
-  auto const [as, ap] = replay(t, arena, iterations, [&] { arena.begin_iteration(); },
-                               [&] { arena.end_iteration(); });
+  stash::lifetime_arena<stash::virtual_upstream, stash::greedy_planner, stash::immediate_order>
+      arena;
+  auto const [as, ap] = replay(
+      t, arena, iterations, [&] { arena.begin_iteration(); }, [&] { arena.end_iteration(); });
 
   std::printf("trace %s, %d iterations, %llu alloc/free pairs each pool\n", path.c_str(),
               iterations, static_cast<unsigned long long>(cp));
-  std::printf("| pool | pairs/s | ns per pair | reserved after the run | peak reserved | fallbacks |\n"
-              "|---|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| pool | pairs/s | ns per pair | reserved after the run | peak reserved | fallbacks |\n"
+      "|---|---:|---:|---:|---:|---:|\n");
   std::printf("| caching_pool | %.3g | %.1f | %zu | %zu | - |\n", double(cp) / cs,
               cs / double(cp) * 1e9, caching.stats().reserved_bytes,
               caching.stats().peak_reserved_bytes);
   std::printf("| lifetime_arena | %.3g | %.1f | %zu | %zu | %llu |\n", double(ap) / as,
-              as / double(ap) * 1e9, arena.stats().reserved_bytes, arena.stats().peak_reserved_bytes,
+              as / double(ap) * 1e9, arena.stats().reserved_bytes,
+              arena.stats().peak_reserved_bytes,
               static_cast<unsigned long long>(arena.stats().fallbacks));
   std::printf("(lifetime_arena's first iteration is its recording, served by its fallback pool)\n");
   return 0;

@@ -2,8 +2,8 @@
 // replayed through stash::allocator<lifetime_arena, Policy> on the host backend (worker threads,
 // memcpy), and the arena's footprint is set against the schedule's planned device peak and the
 // arena's footprint without swapping. Persistent storages (parameters, optimizer state) live
-// outside the arena, so "arena + persistent" is what compares with the planned peak. Measured on the library's own code paths, at 1/SCALE of the
-// recorded sizes; prints Markdown.
+// outside the arena, so "arena + persistent" is what compares with the planned peak. Measured on
+// the library's own code paths, at 1/SCALE of the recorded sizes; prints Markdown.
 //
 //   bench_arena_swap [--scale N] [--iterations N] [DATA_DIR]
 #include <stash/allocator.hpp>
@@ -26,7 +26,8 @@
 
 namespace {
 
-using host_arena = stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
+using host_arena =
+    stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
 
 struct outcome {
   std::uint64_t footprint{};       // arena bytes after the last iteration
@@ -90,17 +91,22 @@ int main(int argc, char** argv)
     }
   }
   if (scale == 0 || iterations < 4) {
-    std::fprintf(stderr, "bench_arena_swap: --scale >= 1 and --iterations >= 4 (record, settle twice, replay)\n");
+    std::fprintf(
+        stderr,
+        "bench_arena_swap: --scale >= 1 and --iterations >= 4 (record, settle twice, replay)\n");
     return 2;
   }
-  std::printf("Arena footprint with swapping (host backend, sizes 1/%llu of the recording, %d iterations;"
-              " MiB at recorded scale)\n\n",
-              static_cast<unsigned long long>(scale), iterations);
-  std::printf("| trace | peak live L | persistent | arena, no swap | policy | planned device peak |"
-              " arena + persistent | / planned | arena vs no swap | offloads | fence waits |"
-              " fallbacks, last iter | replans | time |\n");
+  std::printf(
+      "Arena footprint with swapping (host backend, sizes 1/%llu of the recording, %d iterations;"
+      " MiB at recorded scale)\n\n",
+      static_cast<unsigned long long>(scale), iterations);
+  std::printf(
+      "| trace | peak live L | persistent | arena, no swap | policy | planned device peak |"
+      " arena + persistent | / planned | arena vs no swap | offloads | fence waits |"
+      " fallbacks, last iter | replans | time |\n");
   std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  char const* traces[] = {"alexnet_b128", "vgg16_b32", "resnet18_b32", "mobilenet_v2_b32", "transformer_encoder_b8"};
+  char const* traces[] = {"alexnet_b128", "vgg16_b32", "resnet18_b32", "mobilenet_v2_b32",
+                          "transformer_encoder_b8"};
   for (char const* name : traces) {
     auto const t     = stash::read_trace(data + "/traces/" + name + ".trace");
     auto const L     = stash::analyze_lifetimes(t).peak_live_bytes;
@@ -108,13 +114,17 @@ int main(int argc, char** argv)
     auto const up    = [&](std::uint64_t scaled) { return double(scaled) * double(scale); };
     auto const print = [&](char const* policy, outcome const& r) {
       double const total = up(r.footprint + r.persistent);
-      std::printf("| %s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.3f | %+.1f%% | %llu | %llu | %llu | %llu | %.2f s |\n",
-                  name, mib(double(L)), mib(up(r.persistent)), mib(up(base.footprint)), policy,
-                  mib(up(r.planned_peak)), mib(total), r.planned_peak == 0 ? 0.0 : total / up(r.planned_peak),
-                  -100.0 * (1.0 - double(r.footprint) / double(base.footprint)),
-                  static_cast<unsigned long long>(r.offloads), static_cast<unsigned long long>(r.fence_waits),
-                  static_cast<unsigned long long>(r.fallbacks_last), static_cast<unsigned long long>(r.replans),
-                  r.seconds);
+      std::printf(
+          "| %s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.3f | %+.1f%% | %llu | %llu | %llu | "
+          "%llu | %.2f s |\n",
+          name, mib(double(L)), mib(up(r.persistent)), mib(up(base.footprint)), policy,
+          mib(up(r.planned_peak)), mib(total),
+          r.planned_peak == 0 ? 0.0 : total / up(r.planned_peak),
+          -100.0 * (1.0 - double(r.footprint) / double(base.footprint)),
+          static_cast<unsigned long long>(r.offloads),
+          static_cast<unsigned long long>(r.fence_waits),
+          static_cast<unsigned long long>(r.fallbacks_last),
+          static_cast<unsigned long long>(r.replans), r.seconds);
     };
     print("vdnn_conv", run<stash::vdnn_conv>(t, scale, iterations));
     print("vdnn_all", run<stash::vdnn_all>(t, scale, iterations));

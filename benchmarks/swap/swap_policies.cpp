@@ -25,16 +25,17 @@
 
 namespace {
 
-double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(stash::MiB); }
+double mib(std::uint64_t bytes)
+{
+  return static_cast<double>(bytes) / static_cast<double>(stash::MiB);
+}
 
 struct row_result {
   stash::schedule plan;
   stash::sim_result sim;
 };
 
-row_result run(std::string const& policy,
-               stash::trace const& t,
-               stash::cost_model const& model,
+row_result run(std::string const& policy, stash::trace const& t, stash::cost_model const& model,
                std::uint64_t budget)
 {
   auto plan = stash::plan_by_name(policy, t, model, budget);
@@ -64,32 +65,34 @@ std::uint64_t feature_map_peak(stash::trace const& t, stash::schedule const& s)
   std::int64_t live = 0, best = 0;
   for (std::size_t i = 0; i < events.size(); ++i) {
     auto const& ev = events[i];
-    if (ev.kind == stash::event_kind::alloc && is_map(ev.index)) { live += static_cast<std::int64_t>(t.storages()[ev.index].bytes); }
-    if (ev.kind == stash::event_kind::free && is_map(ev.index)) { live -= static_cast<std::int64_t>(t.storages()[ev.index].bytes); }
+    if (ev.kind == stash::event_kind::alloc && is_map(ev.index)) {
+      live += static_cast<std::int64_t>(t.storages()[ev.index].bytes);
+    }
+    if (ev.kind == stash::event_kind::free && is_map(ev.index)) {
+      live -= static_cast<std::int64_t>(t.storages()[ev.index].bytes);
+    }
     live += delta[i];
     best = std::max(best, live);
   }
   return static_cast<std::uint64_t>(best);
 }
 
-void print_row(std::string const& trace_name,
-               std::string const& hw,
-               std::string const& label,
-               row_result const& r,
-               stash::sim_result const& base,
-               stash::trace const& t)
+void print_row(std::string const& trace_name, std::string const& hw, std::string const& label,
+               row_result const& r, stash::sim_result const& base, stash::trace const& t)
 {
   auto const maps      = feature_map_peak(t, r.plan);
   auto const base_maps = feature_map_peak(t, stash::make_schedule(t, "none", 0, {}));
-  double const reduction = 1.0 - static_cast<double>(r.sim.device_peak) /
-                                   static_cast<double>(base.device_peak);
+  double const reduction =
+      1.0 - static_cast<double>(r.sim.device_peak) / static_cast<double>(base.device_peak);
   double const slowdown = r.sim.iteration_s / base.iteration_s - 1.0;
-  std::printf("| %s | %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.0f | %.1f%% | %.2f | %+.1f%% | %.0f | %zu |%s\n",
-              trace_name.c_str(), hw.c_str(), label.c_str(), mib(r.plan.budget),
-              mib(r.plan.device_peak), mib(r.sim.device_peak), 100.0 * reduction, mib(maps),
-              100.0 * (1.0 - static_cast<double>(maps) / static_cast<double>(base_maps)),
-              1e3 * r.sim.iteration_s, 100.0 * slowdown, mib(r.plan.offloaded_bytes()),
-              r.plan.entries.size(), r.plan.note.empty() ? "" : (" " + r.plan.note).c_str());
+  std::printf(
+      "| %s | %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.0f | %.1f%% | %.2f | %+.1f%% | %.0f | %zu "
+      "|%s\n",
+      trace_name.c_str(), hw.c_str(), label.c_str(), mib(r.plan.budget), mib(r.plan.device_peak),
+      mib(r.sim.device_peak), 100.0 * reduction, mib(maps),
+      100.0 * (1.0 - static_cast<double>(maps) / static_cast<double>(base_maps)),
+      1e3 * r.sim.iteration_s, 100.0 * slowdown, mib(r.plan.offloaded_bytes()),
+      r.plan.entries.size(), r.plan.note.empty() ? "" : (" " + r.plan.note).c_str());
 }
 
 // ZVC's compression ratio over the post-ReLU feature maps in data/activations (final point).
@@ -114,11 +117,12 @@ std::optional<double> measured_zvc_ratio(std::string const& data)
 
 int main(int argc, char** argv)
 try {
-  std::string const data = argc > 1 ? argv[1] : STASH_DATA_DIR;
+  std::string const data                = argc > 1 ? argv[1] : STASH_DATA_DIR;
   std::vector<std::string> const traces = {"alexnet_b128", "vgg16_b32", "resnet18_b32",
                                            "mobilenet_v2_b32", "transformer_encoder_b8"};
-  std::printf("| trace | hw | policy | budget MiB | planned peak MiB | sim peak MiB | reduction | "
-              "feature-map peak MiB | map reduction | iteration ms | slowdown | offloaded MiB | swaps |\n");
+  std::printf(
+      "| trace | hw | policy | budget MiB | planned peak MiB | sim peak MiB | reduction | "
+      "feature-map peak MiB | map reduction | iteration ms | slowdown | offloaded MiB | swaps |\n");
   std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (auto const& name : traces) {
     auto const t = stash::read_trace(data + "/traces/" + name + ".trace");
@@ -131,20 +135,25 @@ try {
                   base.sim, t);
       }
       for (double const f : {0.75, 0.5}) {
-        auto const budget = static_cast<std::uint64_t>(f * static_cast<double>(base.sim.device_peak));
+        auto const budget =
+            static_cast<std::uint64_t>(f * static_cast<double>(base.sim.device_peak));
         char label[64];
         std::snprintf(label, sizeof(label), "vdnn_dyn @%.0f%%", 100 * f);
-        print_row(name, std::string(hw.name), label, run("vdnn_dyn", t, model, budget), base.sim, t);
+        print_row(name, std::string(hw.name), label, run("vdnn_dyn", t, model, budget), base.sim,
+                  t);
         std::snprintf(label, sizeof(label), "auto_swap @%.0f%%", 100 * f);
-        print_row(name, std::string(hw.name), label, run("auto_swap", t, model, budget), base.sim, t);
+        print_row(name, std::string(hw.name), label, run("auto_swap", t, model, budget), base.sim,
+                  t);
       }
     }
   }
 
   std::printf("\n## AutoSwap: largest peak reduction with zero predicted slowdown\n\n");
-  std::printf("Budgets from 100%% down to 20%% of the no_swap peak in 1%% steps; the best "
-              "simulated peak among schedules whose simulated iteration time equals no_swap's.\n\n");
-  std::printf("| trace | hw | score | budget %% | sim peak MiB | reduction | offloaded MiB | swaps |\n");
+  std::printf(
+      "Budgets from 100%% down to 20%% of the no_swap peak in 1%% steps; the best "
+      "simulated peak among schedules whose simulated iteration time equals no_swap's.\n\n");
+  std::printf(
+      "| trace | hw | score | budget %% | sim peak MiB | reduction | offloaded MiB | swaps |\n");
   std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
   for (auto const& name : traces) {
     auto const t = stash::read_trace(data + "/traces/" + name + ".trace");
@@ -155,7 +164,8 @@ try {
         std::optional<row_result> best;
         int best_pct = 100;
         for (int pct = 100; pct >= 20; --pct) {
-          auto const budget = static_cast<std::uint64_t>(pct / 100.0 * static_cast<double>(base.sim.device_peak));
+          auto const budget =
+              static_cast<std::uint64_t>(pct / 100.0 * static_cast<double>(base.sim.device_peak));
           auto r = run(policy, t, model, budget);
           if (r.sim.iteration_s > base.sim.iteration_s * (1 + 1e-12)) { continue; }
           if (!best || r.sim.device_peak < best->sim.device_peak) {
@@ -164,7 +174,7 @@ try {
           }
         }
         double const reduction = 1.0 - static_cast<double>(best->sim.device_peak) /
-                                         static_cast<double>(base.sim.device_peak);
+                                           static_cast<double>(base.sim.device_peak);
         std::printf("| %s | %s | %s | %d | %.0f | %.1f%% | %.0f | %zu |\n", name.c_str(),
                     std::string(hw.name).c_str(), policy, best_pct, mib(best->sim.device_peak),
                     100 * reduction, mib(best->plan.offloaded_bytes()), best->plan.entries.size());
@@ -173,12 +183,15 @@ try {
   }
 
   if (auto const ratio = measured_zvc_ratio(data)) {
-    std::printf("\n## With a codec: ZVC ratio measured on data/activations (final): %.3f\n\n", *ratio);
-    std::printf("| trace | hw | policy | budget MiB | planned peak MiB | sim peak MiB | reduction | "
-                "feature-map peak MiB | map reduction | iteration ms | slowdown | offloaded MiB | swaps |\n");
+    std::printf("\n## With a codec: ZVC ratio measured on data/activations (final): %.3f\n\n",
+                *ratio);
+    std::printf(
+        "| trace | hw | policy | budget MiB | planned peak MiB | sim peak MiB | reduction | "
+        "feature-map peak MiB | map reduction | iteration ms | slowdown | offloaded MiB | swaps "
+        "|\n");
     std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (auto const* name : {"alexnet_b128", "vgg16_b32"}) {
-      auto const t = stash::read_trace(data + "/traces/" + name + ".trace");
+      auto const t   = stash::read_trace(data + "/traces/" + name + ".trace");
       auto const& hw = stash::hardware_preset("pcie3_x16");
       stash::cost_params params;
       params.use_codec   = true;

@@ -32,16 +32,14 @@ int main(int argc, char** argv)
   };
   std::vector<stash::storage_id> params, acts;
   for (int i = 0; i < 2000; ++i)
-    params.push_back(rec.allocate(4 * (1 + next() % 100000),
-                                  stash::storage_kind::param,
+    params.push_back(rec.allocate(4 * (1 + next() % 100000), stash::storage_kind::param,
                                   "layers." + std::to_string(i) + ".weight"));
   rec.phase(stash::phase::forward);
   auto prev = params[0];
   for (int i = 0; i < layers; ++i) {
     auto ws = rec.allocate(1 + next() % 4096, stash::storage_kind::temp, "block/op.ws");
     rec.free(ws);
-    auto out = rec.allocate(4 * (1 + next() % 1000000),
-                            stash::storage_kind::act,
+    auto out = rec.allocate(4 * (1 + next() % 1000000), stash::storage_kind::act,
                             "block." + std::to_string(i) + "/linear");
     rec.op("aten::addmm", {prev, params[i % params.size()]}, {out});
     acts.push_back(out);
@@ -70,14 +68,7 @@ int main(int argc, char** argv)
   std::printf(
       "file %.2f MB, %zu events, %zu storages, %zu ops\nread_trace %.1f ms (%.0f "
       "MB/s)\nto_trace_text %.1f ms\nanalyze_lifetimes %.1f ms\nintervals+peak_live %.1f ms\n",
-      size / 1e6,
-      t.events().size(),
-      t.storages().size(),
-      t.ops().size(),
-      read,
-      size / 1e3 / read,
-      write,
-      analyze,
-      iv);
+      size / 1e6, t.events().size(), t.storages().size(), t.ops().size(), read, size / 1e3 / read,
+      write, analyze, iv);
   std::filesystem::remove(path);
 }

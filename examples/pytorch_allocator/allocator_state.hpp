@@ -59,9 +59,12 @@ inline constexpr std::size_t no_budget = std::numeric_limits<std::size_t>::max()
 [[nodiscard]] constexpr std::string_view to_string(pool_kind kind) noexcept
 {
   switch (kind) {
-    case pool_kind::caching: return "caching";
-    case pool_kind::arena: return "arena";
-    case pool_kind::async: return "async";
+    case pool_kind::caching:
+      return "caching";
+    case pool_kind::arena:
+      return "arena";
+    case pool_kind::async:
+      return "async";
   }
   return "?";
 }
@@ -89,7 +92,7 @@ inline constexpr std::size_t no_budget = std::numeric_limits<std::size_t>::max()
                       "no budget)");
   };
   if (text == "none") { return no_budget; }
-  std::uint64_t value = 0;
+  std::uint64_t value  = 0;
   auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec == std::errc::result_out_of_range) { fail("too large"); }
   if (ec != std::errc{}) { fail("not a number"); }
@@ -195,8 +198,7 @@ class allocator_state {
     std::lock_guard lock(mutex_);
     if (pool == nullptr) { throw logic_error("pool name is null"); }
     if (!std::holds_alternative<std::monostate>(pool_)) {
-      throw logic_error("too late: the " +
-                        std::string(to_string(*current_kind())) +
+      throw logic_error("too late: the " + std::string(to_string(*current_kind())) +
                         " pool already serves allocations (configure before the first one)");
     }
     config c;
@@ -211,23 +213,21 @@ class allocator_state {
   {
     std::lock_guard lock(mutex_);
     try {
-      if (size < 0) {
-        throw logic_error("negative size " + std::to_string(size));
-      }
+      if (size < 0) { throw logic_error("negative size " + std::to_string(size)); }
       check_device(device);
       if (size == 0) { return nullptr; }
       std::optional<device_guard> guard;
       if constexpr (device_memory) { guard.emplace(device); }
       if (std::holds_alternative<std::monostate>(pool_)) { create_pool(); }
       void* const p = std::visit(
-        [&](auto& pool) -> void* {
-          if constexpr (std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
-            return nullptr;
-          } else {
-            return pool.allocate(static_cast<std::size_t>(size), stream);
-          }
-        },
-        pool_);
+          [&](auto& pool) -> void* {
+            if constexpr (std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
+              return nullptr;
+            } else {
+              return pool.allocate(static_cast<std::size_t>(size), stream);
+            }
+          },
+          pool_);
       if (p == nullptr) { throw logic_error("the pool returned no memory"); }
       ++allocations_;
       return p;
@@ -250,12 +250,12 @@ class allocator_state {
     std::optional<device_guard> guard;
     if constexpr (device_memory) { guard.emplace(device); }
     std::visit(
-      [&](auto& pool) {
-        if constexpr (!std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
-          pool.deallocate(p, static_cast<std::size_t>(size), stream);
-        }
-      },
-      pool_);
+        [&](auto& pool) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
+            pool.deallocate(p, static_cast<std::size_t>(size), stream);
+          }
+        },
+        pool_);
   }
 
   /// @brief Starts a training step.
@@ -273,9 +273,7 @@ class allocator_state {
   void end_iteration()
   {
     std::lock_guard lock(mutex_);
-    if (!in_iteration_) {
-      throw logic_error("no step has begun (missing stash_begin_iteration)");
-    }
+    if (!in_iteration_) { throw logic_error("no step has begun (missing stash_begin_iteration)"); }
     // The arena leaves its iteration before it plans: whatever planning throws, both agree that
     // the step is over.
     in_iteration_ = false;
@@ -289,14 +287,14 @@ class allocator_state {
     std::lock_guard lock(mutex_);
     stash_torch_stats s{};
     pool_stats const p = std::visit(
-      [](auto const& pool) -> pool_stats {
-        if constexpr (std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
-          return pool_stats{};
-        } else {
-          return pool.stats();
-        }
-      },
-      pool_);
+        [](auto const& pool) -> pool_stats {
+          if constexpr (std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
+            return pool_stats{};
+          } else {
+            return pool.stats();
+          }
+        },
+        pool_);
     s.in_use_bytes        = p.in_use_bytes;
     s.peak_in_use_bytes   = p.peak_in_use_bytes;
     s.reserved_bytes      = p.reserved_bytes;
@@ -306,10 +304,12 @@ class allocator_state {
     s.failed_allocations  = failed_allocations_;
     s.budget_bytes        = config_ ? config_->budget : no_budget;
     s.iterations          = iterations_;
-    if (auto const* arena = std::get_if<arena_type>(&pool_)) { s.arena_bytes = arena->arena_bytes(); }
-    s.device = device_;
+    if (auto const* arena = std::get_if<arena_type>(&pool_)) {
+      s.arena_bytes = arena->arena_bytes();
+    }
+    s.device        = device_;
     auto const kind = current_kind();
-    s.pool   = kind ? static_cast<std::int32_t>(*kind) : STASH_TORCH_POOL_NONE;
+    s.pool          = kind ? static_cast<std::int32_t>(*kind) : STASH_TORCH_POOL_NONE;
     return s;
   }
 
@@ -354,43 +354,44 @@ class allocator_state {
   {
     if (kind == pool_kind::async && !device_memory) {
       throw logic_error(
-        "the async pool allocates device memory (cudaMallocFromPoolAsync); this allocator "
-        "serves host memory");
+          "the async pool allocates device memory (cudaMallocFromPoolAsync); this allocator "
+          "serves host memory");
     }
   }
 
   [[nodiscard]] std::optional<pool_kind> current_kind() const noexcept
   {
     switch (pool_.index()) {
-      case 1: return pool_kind::caching;
-      case 2: return pool_kind::arena;
-      case 3: return pool_kind::async;
-      default: return std::nullopt;
+      case 1:
+        return pool_kind::caching;
+      case 2:
+        return pool_kind::arena;
+      case 3:
+        return pool_kind::async;
+      default:
+        return std::nullopt;
     }
   }
 
   // The first allocation binds the device; later calls must name the same one.
   void check_device(int device)
   {
-    if (device < 0) {
-      throw logic_error("invalid device " + std::to_string(device));
-    }
+    if (device < 0) { throw logic_error("invalid device " + std::to_string(device)); }
     if (device_ >= 0) {
       if (device != device_) {
         throw logic_error("device " + std::to_string(device) +
                           " requested, but stash_torch_alloc serves one device per process "
-                          "and this process uses device " + std::to_string(device_));
+                          "and this process uses device " +
+                          std::to_string(device_));
       }
       return;
     }
     if constexpr (device_memory) {
       int const count = device_count();
-      if (count == 0) {
-        throw logic_error("no usable CUDA device (" + no_gpu_reason() + ")");
-      }
+      if (count == 0) { throw logic_error("no usable CUDA device (" + no_gpu_reason() + ")"); }
       if (device >= count) {
-        throw logic_error("device " + std::to_string(device) +
-                          " does not exist (" + std::to_string(count) + " devices)");
+        throw logic_error("device " + std::to_string(device) + " does not exist (" +
+                          std::to_string(count) + " devices)");
       }
     }
     device_ = device;
@@ -439,7 +440,8 @@ class allocator_state {
   std::string last_error_;
 };
 
-// --- The C entry points' bodies: nothing escapes them ---------------------------------------------
+// --- The C entry points' bodies: nothing escapes them
+// ---------------------------------------------
 
 /// @brief stash_malloc over `state`: nullptr (and a recorded error) on any failure.
 template <class State>

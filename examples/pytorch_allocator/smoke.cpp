@@ -29,7 +29,7 @@ bool last_error_contains(char const* needle)
 
 bool has_device()
 {
-  int count = 0;
+  int count     = 0;
   bool const ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
   (void)cudaGetLastError();
   return ok;
@@ -96,10 +96,11 @@ int main()
   check(s.peak_in_use_bytes <= s.peak_reserved_bytes, "peak in use <= peak reserved");
   check(stash_malloc(-1, 0, nullptr) == nullptr && last_error_contains("negative size"),
         "a negative size is refused");
-  std::printf("stash_torch_alloc_smoke: %d steps on device 0, peak reserved %llu B, arena %llu B, "
-              "fallbacks %llu (%s)\n",
-              steps, static_cast<unsigned long long>(s.peak_reserved_bytes),
-              static_cast<unsigned long long>(s.arena_bytes),
-              static_cast<unsigned long long>(s.fallbacks), failures == 0 ? "ok" : "FAILED");
+  std::printf(
+      "stash_torch_alloc_smoke: %d steps on device 0, peak reserved %llu B, arena %llu B, "
+      "fallbacks %llu (%s)\n",
+      steps, static_cast<unsigned long long>(s.peak_reserved_bytes),
+      static_cast<unsigned long long>(s.arena_bytes), static_cast<unsigned long long>(s.fallbacks),
+      failures == 0 ? "ok" : "FAILED");
   return failures == 0 ? 0 : 1;
 }

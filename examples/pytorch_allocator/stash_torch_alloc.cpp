@@ -1,8 +1,8 @@
 // libstash_torch_alloc: the C entry points of stash_torch_alloc.h over one process-wide
 // allocator_state on device memory. All logic lives in allocator_state.hpp (tested on the host);
 // this file only owns the instance and forwards.
-#include "allocator_state.hpp"
 #include "stash_torch_alloc.h"
+#include "allocator_state.hpp"
 
 #include <stash/core/device_upstream.hpp>
 
@@ -112,9 +112,7 @@ STASH_TORCH_ALLOC_API size_t stash_last_error(char* buffer, size_t size)
   auto* s = state();
   if (s == nullptr) {
     static constexpr char message[] = "no allocator state (creating it failed)";
-    if (buffer != nullptr && size > 0) {
-      std::snprintf(buffer, size, "%s", message);
-    }
+    if (buffer != nullptr && size > 0) { std::snprintf(buffer, size, "%s", message); }
     return sizeof(message) - 1;
   }
   return s->last_error(buffer, size);

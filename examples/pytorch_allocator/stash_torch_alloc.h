@@ -32,9 +32,9 @@
 
 #if defined(__GNUC__)
 /// @brief Marks an entry point exported from the shared library (the rest is hidden).
-#  define STASH_TORCH_ALLOC_API __attribute__((visibility("default")))
+#define STASH_TORCH_ALLOC_API __attribute__((visibility("default")))
 #else
-#  define STASH_TORCH_ALLOC_API
+#define STASH_TORCH_ALLOC_API
 #endif
 
 #ifdef __cplusplus
@@ -93,7 +93,7 @@ STASH_TORCH_ALLOC_API int stash_stats(stash_torch_stats* out);
 STASH_TORCH_ALLOC_API size_t stash_last_error(char* buffer, size_t size);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* STASH_TORCH_ALLOC_H */

@@ -25,7 +25,7 @@ int main()
   options.device_budget = 3 * stash::MiB;  // what the policy must fit the iteration into
   options.hardware      = "pcie4_x16";
   stash::allocator<pool_type, stash::vdnn_all, stash::zvc<float>, stash::host_backend> alloc(
-    backend, pool, options);
+      backend, pool, options);
 
   constexpr int layers        = 8;
   constexpr std::size_t bytes = 1 * stash::MiB;
@@ -61,8 +61,9 @@ int main()
   std::printf("stash quickstart: policy %s, %zu storages scheduled to leave the device\n",
               s.policy.c_str(), s.entries.size());
   std::printf("  planned device peak %s (no offload: %s, budget %s): %s\n",
-              stash::format_bytes(s.device_peak).c_str(), stash::format_bytes(s.baseline_peak).c_str(),
-              stash::format_bytes(s.budget).c_str(), s.fits() ? "fits" : "does not fit");
+              stash::format_bytes(s.device_peak).c_str(),
+              stash::format_bytes(s.baseline_peak).c_str(), stash::format_bytes(s.budget).c_str(),
+              s.fits() ? "fits" : "does not fit");
   std::printf("  iterations %llu, offloads %llu, prefetches %llu (on demand %llu)\n",
               static_cast<unsigned long long>(alloc.stats().iterations),
               static_cast<unsigned long long>(alloc.offload_statistics().offloads),

@@ -47,8 +47,8 @@ void run(const char* name, std::string const& file, std::vector<float> const& in
   std::vector<float> out(in.size());
   std::size_t const n = C::host_decode(std::span<std::byte const>(buf.data(), size), out);
   auto const t2       = clock::now();
-  bool const exact = n == in.size() && std::memcmp(out.data(), in.data(), in.size() * 4) == 0;
-  double max_err   = 0.0;
+  bool const exact    = n == in.size() && std::memcmp(out.data(), in.data(), in.size() * 4) == 0;
+  double max_err      = 0.0;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (std::isfinite(in[i])) {
       max_err = std::max(max_err, std::abs(static_cast<double>(out[i]) - in[i]));
@@ -59,11 +59,12 @@ void run(const char* name, std::string const& file, std::vector<float> const& in
   double const enc_s    = std::chrono::duration<double>(t1 - t0).count();
   double const dec_s    = std::chrono::duration<double>(t2 - t1).count();
   if (json) {
-    std::printf("{\"file\": \"%s\", \"codec\": \"%s\", \"input_bytes\": %zu, \"compressed_bytes\": "
-                "%zu, \"ratio\": %.4f, \"exact\": %s, \"max_abs_error\": %.9g, "
-                "\"encode_MBps\": %.1f, \"decode_MBps\": %.1f}\n",
-                json_escape(file).c_str(), name, in.size() * 4, size, ratio,
-                exact ? "true" : "false", max_err, in_bytes / enc_s / 1e6, in_bytes / dec_s / 1e6);
+    std::printf(
+        "{\"file\": \"%s\", \"codec\": \"%s\", \"input_bytes\": %zu, \"compressed_bytes\": "
+        "%zu, \"ratio\": %.4f, \"exact\": %s, \"max_abs_error\": %.9g, "
+        "\"encode_MBps\": %.1f, \"decode_MBps\": %.1f}\n",
+        json_escape(file).c_str(), name, in.size() * 4, size, ratio, exact ? "true" : "false",
+        max_err, in_bytes / enc_s / 1e6, in_bytes / dec_s / 1e6);
   } else {
     std::printf("%-40s %-13s %10zu %10zu %7.3fx  %-22s enc %7.1f MB/s  dec %7.1f MB/s\n",
                 file.c_str(), name, in.size() * 4, size, ratio,

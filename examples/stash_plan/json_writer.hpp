@@ -131,13 +131,27 @@ class json_writer {
     out_ << '"';
     for (char const c : text) {
       switch (c) {
-        case '"': out_ << "\\\""; break;
-        case '\\': out_ << "\\\\"; break;
-        case '\n': out_ << "\\n"; break;
-        case '\r': out_ << "\\r"; break;
-        case '\t': out_ << "\\t"; break;
-        case '\b': out_ << "\\b"; break;
-        case '\f': out_ << "\\f"; break;
+        case '"':
+          out_ << "\\\"";
+          break;
+        case '\\':
+          out_ << "\\\\";
+          break;
+        case '\n':
+          out_ << "\\n";
+          break;
+        case '\r':
+          out_ << "\\r";
+          break;
+        case '\t':
+          out_ << "\\t";
+          break;
+        case '\b':
+          out_ << "\\b";
+          break;
+        case '\f':
+          out_ << "\\f";
+          break;
         default:
           if (static_cast<unsigned char>(c) < 0x20) {
             char buffer[8];

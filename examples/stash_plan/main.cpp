@@ -75,7 +75,8 @@ void usage(std::ostream& out)
          "Every time is predicted by stash's cost model, not measured.\n"
          "  --cluster SPEC     the cluster, comma-separated key=value: nodes, gpus (per node),\n"
          "                     intra (link preset: nvlink, nvlink4, nvlink3, pcie, pcie4, pcie5),\n"
-         "                     intra_gbps, intra_latency_us, inter_gbps (required when nodes > 1),\n"
+         "                     intra_gbps, intra_latency_us, inter_gbps (required when nodes > "
+         "1),\n"
          "                     latency_us, hw (device preset, default h100_sxm); e.g.\n"
          "                     nodes=16,gpus=8,intra=nvlink,inter_gbps=100,latency_us=5\n"
          "  --gns S_MIN,B_NOISE  statistical efficiency, gradient-noise form: steps(B) =\n"
@@ -96,7 +97,8 @@ void usage(std::ostream& out)
          "Picture:\n"
          "  --svg FILE         write an SVG of the iteration: device memory over simulated time,\n"
          "                     stacked by storage kind (with the budget line and the no_swap\n"
-         "                     curve against the drawn policy when a policy is given; with several\n"
+         "                     curve against the drawn policy when a policy is given; with "
+         "several\n"
          "                     policies the fastest that fits), above the compute, D2H and H2D\n"
          "                     streams. With several FILEs, FILE gets each input's stem appended\n"
          "                     (out.svg -> out_vgg16_b32.svg). With --cluster, the projection's\n"
@@ -108,8 +110,10 @@ void usage(std::ostream& out)
          "Output:\n"
          "  --json      print one JSON object per FILE, one per line (JSON Lines), in argument\n"
          "              order, with at least \"file\", \"format\", \"tensors\",\n"
-         "              \"lower_bound_bytes\", \"activation_bytes\" (null for a CSV), \"planners\",\n"
-         "              \"best\", for traces \"caching_pool\", for CSVs \"capacity_bytes\", and with\n"
+         "              \"lower_bound_bytes\", \"activation_bytes\" (null for a CSV), "
+         "\"planners\",\n"
+         "              \"best\", for traces \"caching_pool\", for CSVs \"capacity_bytes\", and "
+         "with\n"
          "              a policy \"swap\" and \"policies\", with --cluster \"projection\"\n"
          "              (cluster, devices, budget_bytes, assumptions, best: index or null) and\n"
          "              \"configs\" (one object per configuration: dp, mp, devices,\n"
@@ -149,8 +153,9 @@ int main(int argc, char** argv)
   int status = exit_ok;
   bool first = true;
   for (auto const& file : opt.files) {
-    auto report = stash_plan::analyze_file(file, opt);
-    auto write_svg = [&](std::string const& path, std::string const& svg) -> std::optional<std::string> {
+    auto report    = stash_plan::analyze_file(file, opt);
+    auto write_svg = [&](std::string const& path,
+                         std::string const& svg) -> std::optional<std::string> {
       std::ofstream out(path);
       out << svg;
       out.close();
@@ -166,7 +171,7 @@ int main(int argc, char** argv)
       if (report.svg) { report.svg_file = write_svg(path, *report.svg); }
       if (report.projection_svg) {
         report.projection_svg_file =
-          write_svg(stash_plan::projection_svg_path(path), *report.projection_svg);
+            write_svg(stash_plan::projection_svg_path(path), *report.projection_svg);
       }
     }
     if (report.error) {

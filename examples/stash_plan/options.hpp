@@ -55,7 +55,7 @@ struct budget_spec {
   {
     if (bytes) { return *bytes; }
     return static_cast<std::uint64_t>(
-      std::floor(static_cast<double>(baseline_peak) * percent / 100.0));
+        std::floor(static_cast<double>(baseline_peak) * percent / 100.0));
   }
 };
 
@@ -70,10 +70,10 @@ struct codec_choice {
 /// model and the projection's parameters. device_budget_bytes stays 0 here; an absolute
 /// --budget or a percentage of each trace's no_swap peak is resolved per input.
 struct projection_request {
-  std::string spec;                              ///< --cluster as given
-  stash::cluster cluster;                        ///< parsed from `spec`
-  stash::statistical_efficiency efficiency;      ///< --gns or --epochs-table
-  stash::projection_params params;               ///< --dataset, --replica-batch, ...
+  std::string spec;                          ///< --cluster as given
+  stash::cluster cluster;                    ///< parsed from `spec`
+  stash::statistical_efficiency efficiency;  ///< --gns or --epochs-table
+  stash::projection_params params;           ///< --dataset, --replica-batch, ...
 };
 
 /// @brief Everything the command line asks for.
@@ -81,17 +81,21 @@ struct options {
   bool json = false;
   std::vector<std::string> files;
   std::chrono::milliseconds search_budget{1000};  ///< per input file
-  std::optional<budget_spec> budget;               ///< --budget
-  std::vector<std::string> policies;               ///< --policy (expanded for "all")
-  std::string hardware = "pcie3_x16";              ///< --hw
-  std::optional<codec_choice> codec;               ///< --codec with --ratio / --activations
-  std::optional<std::string> svg;                  ///< --svg FILE
-  std::optional<projection_request> projection;    ///< --cluster with its efficiency model
-  bool help = false;                               ///< -h / --help
-  bool planners = true;  ///< run the planner section (always from the command line; tests may skip it)
+  std::optional<budget_spec> budget;              ///< --budget
+  std::vector<std::string> policies;              ///< --policy (expanded for "all")
+  std::string hardware = "pcie3_x16";             ///< --hw
+  std::optional<codec_choice> codec;              ///< --codec with --ratio / --activations
+  std::optional<std::string> svg;                 ///< --svg FILE
+  std::optional<projection_request> projection;   ///< --cluster with its efficiency model
+  bool help = false;                              ///< -h / --help
+  bool planners =
+      true;  ///< run the planner section (always from the command line; tests may skip it)
 
   /// @brief True when the swap-policy section was asked for (--policy or --budget).
-  [[nodiscard]] bool swap_requested() const noexcept { return budget.has_value() || !policies.empty(); }
+  [[nodiscard]] bool swap_requested() const noexcept
+  {
+    return budget.has_value() || !policies.empty();
+  }
 };
 
 namespace detail {
@@ -108,7 +112,7 @@ inline std::string lowercase(std::string_view text)
 inline std::optional<double> parse_decimal(std::string_view text)
 {
   if (text.empty()) { return std::nullopt; }
-  bool dot = false;
+  bool dot   = false;
   bool digit = false;
   for (char const c : text) {
     if (c == '.') {
@@ -137,7 +141,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
     throw usage_error(std::string(what) + ": '" + std::string(text) +
                       "' is not a size (expected e.g. 1048576, 512MiB, 6GiB, 8GB)");
   };
-  auto const split = text.find_first_not_of("0123456789.");
+  auto const split  = text.find_first_not_of("0123456789.");
   auto const number = detail::parse_decimal(text.substr(0, split));
   if (!number) { return fail(); }
   std::string_view unit = split == std::string_view::npos ? std::string_view{} : text.substr(split);
@@ -191,7 +195,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
     return spec;
   }
   spec.bytes = parse_bytes(text, "--budget");
-  if (*spec.bytes == 0) { throw usage_error("--budget: '" + std::string(text) + "' is zero bytes"); }
+  if (*spec.bytes == 0) {
+    throw usage_error("--budget: '" + std::string(text) + "' is zero bytes");
+  }
   return spec;
 }
 
@@ -199,8 +205,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
 [[nodiscard]] inline std::chrono::milliseconds parse_milliseconds(std::string_view text,
                                                                   std::string_view what)
 {
-  bool const digits = !text.empty() && text.size() <= 9 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  bool const digits =
+      !text.empty() && text.size() <= 9 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits) {
     throw usage_error(std::string(what) + ": '" + std::string(text) +
                       "' is not a whole number of milliseconds (at most 9 digits)");
@@ -209,17 +216,19 @@ inline std::optional<double> parse_decimal(std::string_view text)
 }
 
 /// @brief Parses a positive whole number (at most 18 digits) for the projection's counts.
-[[nodiscard]] inline std::uint64_t parse_count(std::string_view text, std::string_view what,
-                                               std::uint64_t max = std::numeric_limits<std::uint64_t>::max())
+[[nodiscard]] inline std::uint64_t parse_count(
+    std::string_view text, std::string_view what,
+    std::uint64_t max = std::numeric_limits<std::uint64_t>::max())
 {
-  bool const digits = !text.empty() && text.size() <= 18 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  bool const digits =
+      !text.empty() && text.size() <= 18 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   std::uint64_t const value = digits ? std::stoull(std::string(text)) : 0;
   if (!digits || value == 0 || value > max) {
-    throw usage_error(std::string(what) + ": '" + std::string(text) +
-                      "' is not a positive whole number" +
-                      (max < std::numeric_limits<std::uint64_t>::max() ? " (at most " + std::to_string(max) + ")"
-                                                                       : std::string()));
+    throw usage_error(
+        std::string(what) + ": '" + std::string(text) + "' is not a positive whole number" +
+        (max < std::numeric_limits<std::uint64_t>::max() ? " (at most " + std::to_string(max) + ")"
+                                                         : std::string()));
   }
   return value;
 }
@@ -239,8 +248,11 @@ inline std::optional<double> parse_decimal(std::string_view text)
 [[nodiscard]] inline stash::statistical_efficiency parse_gns(std::string_view text)
 {
   auto const comma = text.find(',');
-  auto const s_min = comma == std::string_view::npos ? std::nullopt : detail::parse_decimal(text.substr(0, comma));
-  auto const noise = comma == std::string_view::npos ? std::nullopt : detail::parse_decimal(text.substr(comma + 1));
+  auto const s_min =
+      comma == std::string_view::npos ? std::nullopt : detail::parse_decimal(text.substr(0, comma));
+  auto const noise = comma == std::string_view::npos
+                         ? std::nullopt
+                         : detail::parse_decimal(text.substr(comma + 1));
   if (!s_min || !noise) {
     throw usage_error("--gns: '" + std::string(text) +
                       "' is not S_MIN,B_NOISE (two numbers, e.g. 13648.8,8192)");
@@ -259,10 +271,15 @@ inline std::optional<double> parse_decimal(std::string_view text)
   std::size_t pos = 0;
   while (true) {
     auto const comma = text.find(',', pos);
-    auto const item  = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
-    auto const colon = item.find(':');
-    auto const batch = colon == std::string_view::npos ? std::nullopt : detail::parse_decimal(item.substr(0, colon));
-    auto const epochs = colon == std::string_view::npos ? std::nullopt : detail::parse_decimal(item.substr(colon + 1));
+    auto const item =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    auto const colon  = item.find(':');
+    auto const batch  = colon == std::string_view::npos
+                            ? std::nullopt
+                            : detail::parse_decimal(item.substr(0, colon));
+    auto const epochs = colon == std::string_view::npos
+                            ? std::nullopt
+                            : detail::parse_decimal(item.substr(colon + 1));
     if (!batch || !epochs) {
       throw usage_error("--epochs-table: '" + std::string(item) + "' in '" + std::string(text) +
                         "' is not BATCH:EPOCHS (e.g. 256:90,4096:131)");
@@ -294,7 +311,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
 /// Throws usage_error for a file that cannot be read, is empty or is not whole float32s.
 [[nodiscard]] inline double measure_zvc_ratio(std::vector<std::string> const& files)
 {
-  std::uint64_t raw = 0;
+  std::uint64_t raw     = 0;
   std::uint64_t encoded = 0;
   for (auto const& file : files) {
     std::ifstream in(file, std::ios::binary);
@@ -332,7 +349,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
   std::vector<std::string> projection_options;  // given, for the "needs --cluster" message
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string const& arg = args[i];
-    auto value = [&]() -> std::string const& {
+    auto value             = [&]() -> std::string const& {
       if (i + 1 >= args.size()) { throw usage_error(arg + ": missing value"); }
       return args[++i];
     };
@@ -350,8 +367,8 @@ inline std::optional<double> parse_decimal(std::string_view text)
     } else if (arg == "--budget") {
       opt.budget = parse_budget(value());
     } else if (arg == "--policy") {
-      auto const& name  = value();
-      auto const known  = stash::swap_policy_names();
+      auto const& name = value();
+      auto const known = stash::swap_policy_names();
       if (name == "all") {
         opt.policies.assign(known.begin(), known.end());
       } else if (std::find(known.begin(), known.end(), name) != known.end()) {
@@ -428,7 +445,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
       }
       opt.codec = codec_choice{*codec_name, measure_zvc_ratio(activations),
                                "measured on " + std::to_string(activations.size()) + " file" +
-                                 (activations.size() == 1 ? "" : "s")};
+                                   (activations.size() == 1 ? "" : "s")};
     } else if (ratio) {
       opt.codec = codec_choice{*codec_name, *ratio, "fixed"};
     } else {
@@ -439,21 +456,25 @@ inline std::optional<double> parse_decimal(std::string_view text)
   }
   if (cluster) {
     if (!efficiency) {
-      throw usage_error("--cluster needs an efficiency model: --gns S_MIN,B_NOISE or "
-                        "--epochs-table B:E,B:E,...");
+      throw usage_error(
+          "--cluster needs an efficiency model: --gns S_MIN,B_NOISE or "
+          "--epochs-table B:E,B:E,...");
     }
     if (opt.codec) {
       // Offloads in the projection pass through the same codec as in the simulation.
       params.cost.use_codec   = true;
       params.cost.codec_ratio = opt.codec->ratio;
     }
-    opt.projection = projection_request{*cluster_spec, std::move(*cluster), std::move(*efficiency), params};
+    opt.projection =
+        projection_request{*cluster_spec, std::move(*cluster), std::move(*efficiency), params};
   } else if (!projection_options.empty()) {
-    throw usage_error(projection_options.front() + " only applies to the projection: add --cluster SPEC");
+    throw usage_error(projection_options.front() +
+                      " only applies to the projection: add --cluster SPEC");
   }
   if (hw_given && opt.projection && !opt.swap_requested() && !opt.svg) {
-    throw usage_error("--hw sets the simulated device, not the cluster's: give hw=PRESET in the "
-                      "--cluster SPEC");
+    throw usage_error(
+        "--hw sets the simulated device, not the cluster's: give hw=PRESET in the "
+        "--cluster SPEC");
   }
   // The cost model only feeds the simulator, which runs for the policy section and --svg (and
   // the codec also the projection's offloads).

@@ -36,8 +36,8 @@ struct planner_result {
 
 /// @brief The planner section of a report.
 struct planner_section {
-  std::uint64_t alignment{};    ///< every block padded to this
-  std::uint64_t lower_bound{};  ///< L: peak live padded bytes (stash::plan_lower_bound)
+  std::uint64_t alignment{};             ///< every block padded to this
+  std::uint64_t lower_bound{};           ///< L: peak live padded bytes (stash::plan_lower_bound)
   std::vector<planner_result> planners;  ///< in the order they ran
   std::size_t best{};                    ///< index into planners: the smallest footprint
   std::optional<std::uint64_t> caching_pool_reserved_peak;  ///< traces: replayed caching pool
@@ -64,25 +64,26 @@ struct planner_section {
 /// @brief Runs the greedy and the search planner on `intervals`, checks both plans
 /// (stash::invalid_plan if a planner produced a bad one) and picks the smaller footprint (the
 /// earlier planner on a tie).
-[[nodiscard]] inline planner_section plan_intervals(std::span<const stash::lifetime_interval> intervals,
-                                                    std::uint64_t alignment,
-                                                    stash::search_options const& search)
+[[nodiscard]] inline planner_section plan_intervals(
+    std::span<const stash::lifetime_interval> intervals, std::uint64_t alignment,
+    stash::search_options const& search)
 {
   planner_section section;
   section.alignment   = alignment;
   section.lower_bound = stash::plan_lower_bound(intervals, alignment);
   section.capacity    = search.capacity;
-  auto add = [&](stash::plan const& p) {
+  auto add            = [&](stash::plan const& p) {
     stash::check_plan(intervals, p);
-    section.planners.push_back(
-      planner_result{p.planner, p.footprint, p.alpha(section.lower_bound), p.plan_seconds() * 1e3});
+    section.planners.push_back(planner_result{p.planner, p.footprint, p.alpha(section.lower_bound),
+                                              p.plan_seconds() * 1e3});
   };
   add(stash::greedy_planner{}.plan(intervals, alignment));
   add(stash::search_planner{search}.plan(intervals, alignment));
-  auto const best = std::min_element(
-    section.planners.begin(), section.planners.end(),
-    [](planner_result const& a, planner_result const& b) { return a.footprint_bytes < b.footprint_bytes; });
-  section.best = static_cast<std::size_t>(best - section.planners.begin());
+  auto const best = std::min_element(section.planners.begin(), section.planners.end(),
+                                     [](planner_result const& a, planner_result const& b) {
+                                       return a.footprint_bytes < b.footprint_bytes;
+                                     });
+  section.best    = static_cast<std::size_t>(best - section.planners.begin());
   return section;
 }
 

@@ -101,16 +101,16 @@ struct policy_section {
   section.codec               = opt.codec;
   section.baseline_peak_bytes = stash::analyze_lifetimes(t).peak_live_bytes;
   section.budget_bytes =
-    resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
+      resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
   auto const baseline = stash::simulate(
-    t, model, stash::plan_by_name("no_swap", t, model, section.budget_bytes), {false});
+      t, model, stash::plan_by_name("no_swap", t, model, section.budget_bytes), {false});
   section.baseline_ms = baseline.iteration_s * 1e3;
   for (auto const& name : requested_policies(opt)) {
     policy_result p;
     p.name = name;
     try {
-      auto const s = stash::plan_by_name(name, t, model, section.budget_bytes);
-      auto const r = stash::simulate(t, model, s, {false});
+      auto const s           = stash::plan_by_name(name, t, model, section.budget_bytes);
+      auto const r           = stash::simulate(t, model, s, {false});
       p.fits                 = s.fits();
       p.device_peak_bytes    = s.device_peak;
       p.simulated_peak_bytes = r.device_peak;
@@ -126,9 +126,10 @@ struct policy_section {
       for (std::size_t k = 0; k < std::min<std::size_t>(3, stalls.size()); ++k) {
         auto const& st    = stalls[k];
         auto const& label = t.storages()[st.storage].label;
-        p.top_stalls.push_back(stall_summary{st.op, t.ops()[st.op].name, st.seconds * 1e3,
-                                             label.empty() ? std::string("#").append(std::to_string(st.storage)) : label,
-                                             std::string(stash::to_string(st.cause))});
+        p.top_stalls.push_back(stall_summary{
+            st.op, t.ops()[st.op].name, st.seconds * 1e3,
+            label.empty() ? std::string("#").append(std::to_string(st.storage)) : label,
+            std::string(stash::to_string(st.cause))});
       }
     } catch (std::exception const& e) {
       p.error = e.what();  // one policy's failure should not hide the others

@@ -68,7 +68,8 @@ inline void print_planners_text(std::ostream& out, planner_section const& p)
   if (p.caching_pool_reserved_peak) {
     std::string pool = bytes_text(*p.caching_pool_reserved_peak) + " reserved at peak";
     if (auto const saving = p.saving_vs_caching_pool_percent()) {
-      pool += format("; the best plan is %.1f%% %s", std::abs(*saving), *saving >= 0 ? "smaller" : "larger");
+      pool += format("; the best plan is %.1f%% %s", std::abs(*saving),
+                     *saving >= 0 ? "smaller" : "larger");
     }
     out << format("  %-17s%s\n", "caching pool", pool.c_str());
   }
@@ -77,7 +78,8 @@ inline void print_planners_text(std::ostream& out, planner_section const& p)
 /// @brief The swap-policy lines of the text summary.
 inline void print_policies_text(std::ostream& out, policy_section const& s)
 {
-  std::string head = "budget " + bytes_text(s.budget_bytes) + " (" + s.budget_origin + ") on " + s.hardware;
+  std::string head =
+      "budget " + bytes_text(s.budget_bytes) + " (" + s.budget_origin + ") on " + s.hardware;
   if (s.codec) {
     head += format("; codec %s, ratio %.3f (%s)", s.codec->name.c_str(), s.codec->ratio,
                    s.codec->source.c_str());
@@ -94,14 +96,15 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
     out << format("    %-15s %-4s %13s %14s %12s %9.2f ms %+9.1f%% %7.2f ms\n", p.name.c_str(),
                   p.fits ? "yes" : "no", stash::format_bytes(p.device_peak_bytes).c_str(),
                   stash::format_bytes(p.simulated_peak_bytes).c_str(),
-                  stash::format_bytes(p.offloaded_bytes).c_str(), p.iteration_ms, slowdown, p.stall_ms);
+                  stash::format_bytes(p.offloaded_bytes).c_str(), p.iteration_ms, slowdown,
+                  p.stall_ms);
     if (!p.top_stalls.empty()) {
       out << "      " << p.stall_count << " stall" << (p.stall_count == 1 ? "" : "s")
           << ", longest:\n";
       for (auto const& st : p.top_stalls) {
         out << format("        %8.2f ms before op #%llu %s, waiting for '%s' (%s)\n", st.ms,
-                      static_cast<unsigned long long>(st.op), st.op_name.c_str(), st.storage.c_str(),
-                      st.cause.c_str());
+                      static_cast<unsigned long long>(st.op), st.op_name.c_str(),
+                      st.storage.c_str(), st.cause.c_str());
       }
     }
     if (!p.note.empty()) { out << "      note: " << p.note << '\n'; }
@@ -119,7 +122,9 @@ inline void print_text(std::ostream& out, file_report const& r)
   };
   if (!r.header.empty()) {
     std::string header;
-    for (auto const& entry : r.header) { header += (header.empty() ? "" : " ") + entry.key + "=" + entry.value; }
+    for (auto const& entry : r.header) {
+      header += (header.empty() ? "" : " ") + entry.key + "=" + entry.value;
+    }
     row("header", header);
   }
   if (*r.format == input_format::minimalloc_csv) {
@@ -135,20 +140,23 @@ inline void print_text(std::ostream& out, file_report const& r)
     std::snprintf(ratio, sizeof(ratio), "%.3f",
                   *r.capacity_bytes == 0 ? 0.0
                                          : static_cast<double>(r.lower_bound_bytes) /
-                                             static_cast<double>(*r.capacity_bytes));
+                                               static_cast<double>(*r.capacity_bytes));
     row("capacity", bytes_text(*r.capacity_bytes) + "  (lower bound / capacity = " + ratio + ")");
   }
   if (r.peak) {
     std::string where = (*r.format == input_format::minimalloc_csv ? "time " : "event ") +
                         with_commas(r.peak->time);
     if (r.peak->phase) { where += ", phase " + std::string(stash::to_string(*r.peak->phase)); }
-    if (r.peak->op) { where += ", op #" + std::to_string(*r.peak->op) + " " + r.peak->op_name.value_or(""); }
+    if (r.peak->op) {
+      where += ", op #" + std::to_string(*r.peak->op) + " " + r.peak->op_name.value_or("");
+    }
     row("peak at", where);
   }
   if (r.activation_bytes) { row("activations", bytes_text(*r.activation_bytes)); }
   if (!r.kinds.empty()) {
     char line[160];
-    std::snprintf(line, sizeof(line), "  %-10s %8s %26s %26s\n", "kind", "count", "bytes", "live at peak");
+    std::snprintf(line, sizeof(line), "  %-10s %8s %26s %26s\n", "kind", "count", "bytes",
+                  "live at peak");
     out << line;
     for (auto const& k : r.kinds) {
       std::snprintf(line, sizeof(line), "    %-8s %8s %26s %26s\n",
@@ -222,9 +230,9 @@ inline void print_json(std::ostream& out, file_report const& r)
   if (r.capacity_bytes) {
     json.key("capacity_bytes").value(*r.capacity_bytes);
     json.key("lower_bound_over_capacity")
-      .value(*r.capacity_bytes == 0 ? 0.0
-                                    : static_cast<double>(r.lower_bound_bytes) /
-                                        static_cast<double>(*r.capacity_bytes));
+        .value(*r.capacity_bytes == 0 ? 0.0
+                                      : static_cast<double>(r.lower_bound_bytes) /
+                                            static_cast<double>(*r.capacity_bytes));
   }
   if (r.planners) {
     auto const& p = *r.planners;
@@ -245,7 +253,9 @@ inline void print_json(std::ostream& out, file_report const& r)
     json.key("name").value(best.name);
     json.key("footprint_bytes").value(best.footprint_bytes);
     json.key("alpha").value(best.alpha);
-    if (auto const within = p.best_within_capacity()) { json.key("within_capacity").value(*within); }
+    if (auto const within = p.best_within_capacity()) {
+      json.key("within_capacity").value(*within);
+    }
     json.end_object();
     if (p.caching_pool_reserved_peak) {
       json.key("caching_pool").begin_object();

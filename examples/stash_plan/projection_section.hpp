@@ -26,10 +26,10 @@ namespace stash_plan {
 
 /// @brief What the projection found for one trace.
 struct projection_section {
-  std::string cluster;             ///< the cluster with every value spelled out (stash::to_spec)
-  std::uint64_t devices{};         ///< devices in the cluster
-  std::uint64_t budget_bytes{};    ///< per-device budget the configurations had to fit
-  std::string budget_origin;       ///< "given", "70% of the no_swap peak", "device memory of ..."
+  std::string cluster;           ///< the cluster with every value spelled out (stash::to_spec)
+  std::uint64_t devices{};       ///< devices in the cluster
+  std::uint64_t budget_bytes{};  ///< per-device budget the configurations had to fit
+  std::string budget_origin;     ///< "given", "70% of the no_swap peak", "device memory of ..."
   stash::projection_result result;
 };
 
@@ -46,8 +46,8 @@ struct projection_section {
   section.devices = request.cluster.devices();
   auto params     = request.params;
   if (opt.budget) {
-    auto const peak             = stash::analyze_lifetimes(t).peak_live_bytes;
-    params.device_budget_bytes  = std::max<std::uint64_t>(1, opt.budget->resolve(peak));
+    auto const peak            = stash::analyze_lifetimes(t).peak_live_bytes;
+    params.device_budget_bytes = std::max<std::uint64_t>(1, opt.budget->resolve(peak));
     if (opt.budget->bytes) {
       section.budget_origin = "given";
     } else {
@@ -107,7 +107,8 @@ inline void print_projection_text(std::ostream& out, projection_section const& s
   }
   auto const& b = s.result.configs[*s.result.best];
   char text[200];
-  std::snprintf(text, sizeof(text), "%llu x %llu (dp x mp), %s: %.1f ms per step, %.3f h to train\n",
+  std::snprintf(text, sizeof(text),
+                "%llu x %llu (dp x mp), %s: %.1f ms per step, %.3f h to train\n",
                 static_cast<unsigned long long>(b.dp), static_cast<unsigned long long>(b.mp),
                 b.policy.c_str(), b.step_s * 1e3, b.time_to_train_s.value_or(0.0) / 3600.0);
   out << text;

@@ -52,10 +52,10 @@ struct kind_summary {
 
 /// @brief Where the peak of live bytes happens.
 struct peak_location {
-  std::uint64_t time{};                 ///< event index (trace) or time step (CSV)
-  std::optional<stash::phase> phase;    ///< trace only
-  std::optional<std::uint64_t> op;      ///< trace only: op index the peak belongs to
-  std::optional<std::string> op_name;   ///< trace only
+  std::uint64_t time{};                ///< event index (trace) or time step (CSV)
+  std::optional<stash::phase> phase;   ///< trace only
+  std::optional<std::uint64_t> op;     ///< trace only: op index the peak belongs to
+  std::optional<std::string> op_name;  ///< trace only
 };
 
 /// @brief Everything stash-plan reports about one input.
@@ -76,14 +76,14 @@ struct file_report {
   std::optional<std::uint64_t> capacity_bytes;  ///< MiniMalloc: from the file name
 
   // Later sections; each is absent when not asked for.
-  std::optional<planner_section> planners;  ///< offset planners vs the lower bound
-  std::optional<policy_section> policies;   ///< swap policies (trace, --policy / --budget)
-  std::optional<std::string> svg;           ///< the --svg picture (trace)
-  std::optional<std::string> svg_file;      ///< where main wrote it
-  std::optional<projection_section> projection;  ///< multi-device projection (trace, --cluster)
-  std::optional<std::string> projection_svg;     ///< its picture (--cluster with --svg)
+  std::optional<planner_section> planners;         ///< offset planners vs the lower bound
+  std::optional<policy_section> policies;          ///< swap policies (trace, --policy / --budget)
+  std::optional<std::string> svg;                  ///< the --svg picture (trace)
+  std::optional<std::string> svg_file;             ///< where main wrote it
+  std::optional<projection_section> projection;    ///< multi-device projection (trace, --cluster)
+  std::optional<std::string> projection_svg;       ///< its picture (--cluster with --svg)
   std::optional<std::string> projection_svg_file;  ///< where main wrote it
-  std::vector<std::string> notes;           ///< sections asked for that do not apply
+  std::vector<std::string> notes;                  ///< sections asked for that do not apply
 };
 
 /// @brief Guesses the format: a `.csv` extension or a first line `id,lower,upper,size` means a
@@ -109,9 +109,9 @@ inline input_format detect_format(std::filesystem::path const& path)
 inline void summarize_trace(file_report& report, stash::trace const& t)
 {
   report.header.assign(t.header().begin(), t.header().end());
-  report.tensors = t.storages().size();
-  report.ops     = t.ops().size();
-  report.events  = t.events().size();
+  report.tensors           = t.storages().size();
+  report.ops               = t.ops().size();
+  report.events            = t.events().size();
   auto const life          = stash::analyze_lifetimes(t);
   report.lower_bound_bytes = life.peak_live_bytes;
   report.activation_bytes  = life.activation_bytes;
@@ -125,16 +125,16 @@ inline void summarize_trace(file_report& report, stash::trace const& t)
   }
   for (auto const kind : stash::all_storage_kinds) {
     auto const k = static_cast<std::size_t>(kind);
-    report.kinds.push_back(
-      kind_summary{kind, life.count_by_kind[k], life.bytes_by_kind[k], life.live_at_peak_by_kind[k]});
+    report.kinds.push_back(kind_summary{kind, life.count_by_kind[k], life.bytes_by_kind[k],
+                                        life.live_at_peak_by_kind[k]});
   }
 }
 
 /// @brief Analysis step: buffer count, lower bound and capacity of a MiniMalloc instance.
 inline void summarize_instance(file_report& report, stash::minimalloc_instance const& instance)
 {
-  report.tensors        = instance.buffers.size();
-  auto const peak       = stash::peak_live(instance.buffers);
+  report.tensors           = instance.buffers.size();
+  auto const peak          = stash::peak_live(instance.buffers);
   report.lower_bound_bytes = peak.bytes;
   if (!instance.buffers.empty()) { report.peak = peak_location{peak.time, {}, {}, {}}; }
   report.capacity_bytes = instance.capacity;
@@ -149,22 +149,21 @@ inline constexpr std::uint64_t trace_plan_alignment = stash::cuda_allocation_ali
 inline void plan_trace(file_report& report, stash::trace const& t, options const& opt)
 {
   stash::search_options search;
-  search.time_budget = opt.search_budget;
+  search.time_budget   = opt.search_budget;
   auto const intervals = stash::lifetime_intervals(t);
-  report.planners = plan_intervals(intervals, trace_plan_alignment, search);
+  report.planners      = plan_intervals(intervals, trace_plan_alignment, search);
   report.planners->caching_pool_reserved_peak = caching_pool_peak(t);
 }
 
 /// @brief Analysis step: planners on a MiniMalloc instance, byte-exact (alignment 1), with the
 /// capacity from the file name as the search's target.
-inline void plan_instance(file_report& report,
-                          stash::minimalloc_instance const& instance,
+inline void plan_instance(file_report& report, stash::minimalloc_instance const& instance,
                           options const& opt)
 {
   stash::search_options search;
   search.time_budget = opt.search_budget;
   search.capacity    = instance.capacity;
-  report.planners = plan_intervals(instance.buffers, 1, search);
+  report.planners    = plan_intervals(instance.buffers, 1, search);
 }
 
 /// @brief Analysis step: the swap-policy section and the picture, as the options ask.
@@ -174,7 +173,7 @@ inline void simulate_trace(file_report& report, stash::trace const& t, options c
   if (!opt.svg) { return; }
   auto const model = make_cost_model(opt);
   svg_request request;
-  request.title = std::filesystem::path(report.file).filename().string();
+  request.title   = std::filesystem::path(report.file).filename().string();
   auto const peak = stash::analyze_lifetimes(t).peak_live_bytes;
   std::string budget_origin;
   auto const budget = resolve_budget(opt, model, peak, &budget_origin);
@@ -182,20 +181,23 @@ inline void simulate_trace(file_report& report, stash::trace const& t, options c
   auto const drawn = report.policies ? policy_to_draw(*report.policies) : std::nullopt;
   auto const shown = stash::plan_by_name(drawn.value_or("no_swap"), t, model, budget);
   auto const baseline_ms =
-    stash::simulate(t, model, stash::plan_by_name("no_swap", t, model, budget), {false}).iteration_s * 1e3;
-  auto const shown_ms = stash::simulate(t, model, shown, {false}).iteration_s * 1e3;
+      stash::simulate(t, model, stash::plan_by_name("no_swap", t, model, budget), {false})
+          .iteration_s *
+      1e3;
+  auto const shown_ms     = stash::simulate(t, model, shown, {false}).iteration_s * 1e3;
   request.compare_no_swap = drawn.has_value();
   char line[256];
   if (drawn) {
-    std::snprintf(line, sizeof(line), "%s on %s: peak %s (no_swap %s), %s budget; %.1f ms vs %.1f ms no_swap",
-                  drawn->c_str(), opt.hardware.c_str(), stash::format_bytes(shown.device_peak).c_str(),
-                  stash::format_bytes(peak).c_str(), shown.fits() ? "fits the" : "exceeds the",
-                  shown_ms, baseline_ms);
+    std::snprintf(line, sizeof(line),
+                  "%s on %s: peak %s (no_swap %s), %s budget; %.1f ms vs %.1f ms no_swap",
+                  drawn->c_str(), opt.hardware.c_str(),
+                  stash::format_bytes(shown.device_peak).c_str(), stash::format_bytes(peak).c_str(),
+                  shown.fits() ? "fits the" : "exceeds the", shown_ms, baseline_ms);
   } else {
-    std::snprintf(line, sizeof(line), "no_swap on %s: peak %s, %.1f ms per iteration%s",
-                  opt.hardware.c_str(), stash::format_bytes(peak).c_str(), shown_ms,
-                  opt.swap_requested() ? (shown.fits() ? "; fits the budget" : "; exceeds the budget")
-                                       : "");
+    std::snprintf(
+        line, sizeof(line), "no_swap on %s: peak %s, %.1f ms per iteration%s", opt.hardware.c_str(),
+        stash::format_bytes(peak).c_str(), shown_ms,
+        opt.swap_requested() ? (shown.fits() ? "; fits the budget" : "; exceeds the budget") : "");
   }
   request.subtitle = line;
   report.svg       = render_svg(t, model, shown, request);
@@ -213,7 +215,9 @@ inline file_report analyze_file(std::filesystem::path const& path, options const
       auto const instance = stash::read_minimalloc_csv(path);
       summarize_instance(report, instance);
       if (opt.planners) { plan_instance(report, instance, opt); }
-      if (opt.swap_requested()) { report.notes.push_back("swap policies need a trace (a CSV has no ops)"); }
+      if (opt.swap_requested()) {
+        report.notes.push_back("swap policies need a trace (a CSV has no ops)");
+      }
       if (opt.svg) { report.notes.push_back("--svg needs a trace; no picture for a CSV"); }
       if (opt.projection) {
         report.notes.push_back("--cluster needs a trace (a CSV has no ops); no projection");

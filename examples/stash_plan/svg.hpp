@@ -35,10 +35,10 @@ namespace stash_plan {
 
 /// @brief What one picture shows.
 struct svg_request {
-  std::string title;                     ///< first line, e.g. the input's name
-  std::string subtitle;                  ///< second line: policy, hardware, budget, times
-  std::optional<std::uint64_t> budget;   ///< drawn as a horizontal line when set
-  bool compare_no_swap = false;          ///< overlay the no_swap curve (a policy is drawn)
+  std::string title;                    ///< first line, e.g. the input's name
+  std::string subtitle;                 ///< second line: policy, hardware, budget, times
+  std::optional<std::uint64_t> budget;  ///< drawn as a horizontal line when set
+  bool compare_no_swap = false;         ///< overlay the no_swap curve (a policy is drawn)
 };
 
 namespace svg_detail {
@@ -48,11 +48,20 @@ inline std::string escape(std::string_view text)
   std::string out;
   for (char const c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -69,7 +78,7 @@ inline std::string num(double v)
 // persistent state (param, optstate, input) in muted tones at the bottom, the kinds that vary
 // during the iteration (grad, act, temp) in stronger colours above.
 inline constexpr std::array<char const*, stash::storage_kind_count> kind_colour = {
-  "#9e9ac8", "#cbc9e2", "#fdd0a2", "#74c476", "#4292c6", "#fd8d3c"};
+    "#9e9ac8", "#cbc9e2", "#fdd0a2", "#74c476", "#4292c6", "#fd8d3c"};
 
 inline constexpr char const* forward_colour   = "#6baed6";
 inline constexpr char const* backward_colour  = "#2171b5";
@@ -139,38 +148,39 @@ inline std::string bytes_label(double bytes)
 /// @brief Where --svg FILE puts the picture of `input`: FILE itself for a single input, else
 /// FILE's stem + "_" + the input's stem + FILE's extension (out.svg, vgg16_b32.trace ->
 /// out_vgg16_b32.svg), so several inputs do not overwrite one picture.
-[[nodiscard]] inline std::string svg_path(std::string const& file, std::string const& input, bool several)
+[[nodiscard]] inline std::string svg_path(std::string const& file, std::string const& input,
+                                          bool several)
 {
   if (!several) { return file; }
   std::filesystem::path const out(file);
   auto const extension = out.has_extension() ? out.extension().string() : std::string(".svg");
-  auto const name = out.stem().string() + "_" + std::filesystem::path(input).stem().string() + extension;
+  auto const name =
+      out.stem().string() + "_" + std::filesystem::path(input).stem().string() + extension;
   return (out.parent_path() / name).string();
 }
 
 /// @brief Renders `shown` (simulated on `model`) on `t` as a standalone SVG document.
 /// Throws stash::schedule_error if `shown` does not fit `t`.
-[[nodiscard]] inline std::string render_svg(stash::trace const& t,
-                                            stash::cost_model const& model,
+[[nodiscard]] inline std::string render_svg(stash::trace const& t, stash::cost_model const& model,
                                             stash::schedule const& shown,
                                             svg_request const& request)
 {
   using namespace svg_detail;
-  auto const sim    = stash::simulate(t, model, shown, stash::sim_options{true});
-  auto const ops    = stash::detail::index_ops(t);
-  auto const events = t.events();
-  auto const n_ops  = t.ops().size();
+  auto const sim          = stash::simulate(t, model, shown, stash::sim_options{true});
+  auto const ops          = stash::detail::index_ops(t);
+  auto const events       = t.events();
+  auto const n_ops        = t.ops().size();
   constexpr std::size_t K = stash::storage_kind_count;
 
   // Geometry (px).
   double const width = 1100, left = 84, right = 190, top = 58, mem_h = 300;
-  double const plot_w  = width - left - right;
-  double const lane_h  = 18, lane_gap = 8, lanes_top = top + mem_h + 26;
+  double const plot_w = width - left - right;
+  double const lane_h = 18, lane_gap = 8, lanes_top = top + mem_h + 26;
   double const lanes_bottom = lanes_top + 3 * lane_h + 2 * lane_gap;
   double const height       = lanes_bottom + 44;
   double const total_s      = sim.iteration_s > 0 ? sim.iteration_s : 1.0;
-  auto x_of = [&](double seconds) { return left + plot_w * seconds / total_s; };
-  auto const columns = static_cast<std::size_t>(plot_w);
+  auto x_of                 = [&](double seconds) { return left + plot_w * seconds / total_s; };
+  auto const columns        = static_cast<std::size_t>(plot_w);
 
   // Per-event time, as the simulator places trace frees and allocations: a free right after an
   // op returns at that op's end; allocations (and frees among them) belong to the next op.
@@ -188,13 +198,15 @@ inline std::string bytes_label(double bytes)
       }
       if (ev.kind == stash::event_kind::alloc) { alloc_since_op = true; }
       std::uint64_t const next_op = prev_op ? *prev_op + 1 : 0;
-      bool const at_end = prev_op && (!alloc_since_op || next_op >= n_ops);
-      when[e] = at_end ? sim.op_end[*prev_op] : (next_op < n_ops ? sim.op_start[next_op] : sim.iteration_s);
+      bool const at_end           = prev_op && (!alloc_since_op || next_op >= n_ops);
+      when[e]                     = at_end ? sim.op_end[*prev_op]
+                                           : (next_op < n_ops ? sim.op_start[next_op] : sim.iteration_s);
     }
   }
 
   // Bytes each kind gives up while a swap entry holds it off the device (planned model).
-  std::vector<std::array<std::int64_t, K>> off_delta(events.size() + 1, std::array<std::int64_t, K>{});
+  std::vector<std::array<std::int64_t, K>> off_delta(events.size() + 1,
+                                                     std::array<std::int64_t, K>{});
   for (auto const& entry : shown.entries) {
     auto const w = stash::detail::planned_off_window(entry, ops);
     if (w.after < w.last) {
@@ -209,7 +221,7 @@ inline std::string bytes_label(double bytes)
   struct column_state {
     bool seen = false;
     std::array<std::uint64_t, K> kinds{};
-    std::uint64_t total = 0;
+    std::uint64_t total   = 0;
     std::uint64_t no_swap = 0;
   };
   std::vector<column_state> column(columns);
@@ -217,7 +229,7 @@ inline std::string bytes_label(double bytes)
   std::array<std::int64_t, K> off{};   // bytes per kind off the device
   column_state last;
   std::size_t last_col = 0;
-  auto fill_gap = [&](std::size_t upto) {
+  auto fill_gap        = [&](std::size_t upto) {
     for (std::size_t c = last_col + 1; c < upto && c < columns; ++c) {
       if (!column[c].seen) { column[c] = last; }
     }
@@ -239,7 +251,8 @@ inline std::string bytes_label(double bytes)
       now.no_swap += static_cast<std::uint64_t>(live[k]);
     }
     y_max = std::max({y_max, now.total, now.no_swap});
-    auto const c = std::min(columns - 1, static_cast<std::size_t>(std::max(0.0, x_of(when[e]) - left)));
+    auto const c =
+        std::min(columns - 1, static_cast<std::size_t>(std::max(0.0, x_of(when[e]) - left)));
     fill_gap(c);
     auto& col = column[c];
     if (!col.seen || now.total > col.total) {
@@ -255,7 +268,7 @@ inline std::string bytes_label(double bytes)
   fill_gap(columns);
   if (request.budget) { y_max = std::max(y_max, *request.budget); }
   double const y_top = static_cast<double>(y_max) * 1.08;
-  auto y_of = [&](double bytes) { return top + mem_h - mem_h * bytes / y_top; };
+  auto y_of          = [&](double bytes) { return top + mem_h - mem_h * bytes / y_top; };
 
   // Labels inside the plot get a white outline so they stay legible over the areas.
   std::string const halo = "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\"";
@@ -276,8 +289,8 @@ inline std::string bytes_label(double bytes)
   add("<g id=\"memory-axis\" stroke=\"#e0e0e0\">\n");
   // Steps in GiB (0.5, 1, 2 GiB...) from 2 GiB up, else in MiB, so labels stay short.
   double const y_step = y_top >= 2.0 * static_cast<double>(stash::GiB)
-                          ? nice_step(y_top, static_cast<double>(stash::GiB), 6)
-                          : nice_step(y_top, static_cast<double>(stash::MiB), 6);
+                            ? nice_step(y_top, static_cast<double>(stash::GiB), 6)
+                            : nice_step(y_top, static_cast<double>(stash::MiB), 6);
   for (double v = 0; v <= y_top; v += y_step) {
     add("<line x1=\"" + num(left) + "\" y1=\"" + num(y_of(v)) + "\" x2=\"" + num(left + plot_w) +
         "\" y2=\"" + num(y_of(v)) + "\"/>\n");
@@ -302,16 +315,19 @@ inline std::string bytes_label(double bytes)
       upper[c] = y_of(static_cast<double>(below[c]));
     }
     auto const points = step_points(upper, left, false) + step_points(lower, left, true);
-    auto const kind = std::string(stash::to_string(stash::all_storage_kinds[k]));
+    auto const kind   = std::string(stash::to_string(stash::all_storage_kinds[k]));
     add("<polygon class=\"kind-" + kind + "\" fill=\"" + kind_colour[k] + "\" points=\"" + points +
         "\"><title>" + kind + "</title></polygon>\n");
   }
   add("</g>\n");
   if (request.compare_no_swap) {
     std::vector<double> no_swap(columns);
-    for (std::size_t c = 0; c < columns; ++c) { no_swap[c] = y_of(static_cast<double>(column[c].no_swap)); }
+    for (std::size_t c = 0; c < columns; ++c) {
+      no_swap[c] = y_of(static_cast<double>(column[c].no_swap));
+    }
     add("<polyline id=\"no-swap\" fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" "
-        "stroke-dasharray=\"5,3\" points=\"" + step_points(no_swap, left, false) + "\"/>\n");
+        "stroke-dasharray=\"5,3\" points=\"" +
+        step_points(no_swap, left, false) + "\"/>\n");
   }
   if (request.budget) {
     double const y = y_of(static_cast<double>(*request.budget));
@@ -320,8 +336,7 @@ inline std::string bytes_label(double bytes)
         "\" stroke-width=\"1.5\"/>\n");
     // Labelled at the left end: the peak (and its label) is usually later in the iteration.
     add("<text x=\"" + num(left + 4) + "\" y=\"" + num(y - 4) + "\" " + halo + " fill=\"" +
-        budget_colour + "\">budget " +
-        escape(stash::format_bytes(*request.budget)) + "</text>\n");
+        budget_colour + "\">budget " + escape(stash::format_bytes(*request.budget)) + "</text>\n");
   }
   // The peak is often one pixel wide (a workspace between two ops): mark it so it is seen.
   {
@@ -343,7 +358,9 @@ inline std::string bytes_label(double bytes)
 
   // Stream lanes.
   std::array<char const*, 3> const lane_name = {"compute", "D2H", "H2D"};
-  auto lane_y = [&](std::size_t lane) { return lanes_top + static_cast<double>(lane) * (lane_h + lane_gap); };
+  auto lane_y                                = [&](std::size_t lane) {
+    return lanes_top + static_cast<double>(lane) * (lane_h + lane_gap);
+  };
   add("<g id=\"streams\">\n");
   for (std::size_t lane = 0; lane < 3; ++lane) {
     add("<rect x=\"" + num(left) + "\" y=\"" + num(lane_y(lane)) + "\" width=\"" + num(plot_w) +
@@ -361,23 +378,30 @@ inline std::string bytes_label(double bytes)
   auto flush = [&]() {
     if (!open) { return; }
     double const w = std::max(0.6, open->x1 - open->x0);
-    add("<rect x=\"" + num(open->x0) + "\" y=\"" + num(lane_y(open->lane)) + "\" width=\"" + num(w) +
-        "\" height=\"" + num(lane_h) + "\" fill=\"" + open->colour + "\"/>\n");
+    add("<rect x=\"" + num(open->x0) + "\" y=\"" + num(lane_y(open->lane)) + "\" width=\"" +
+        num(w) + "\" height=\"" + num(lane_h) + "\" fill=\"" + open->colour + "\"/>\n");
     open.reset();
   };
   auto span_colour = [&](stash::timeline_span const& s) -> char const* {
     switch (s.kind) {
-      case stash::timeline_span::kind_t::stall: return stall_colour;
-      case stash::timeline_span::kind_t::offload: return offload_colour;
-      case stash::timeline_span::kind_t::prefetch: return prefetch_colour;
-      case stash::timeline_span::kind_t::op: break;
+      case stash::timeline_span::kind_t::stall:
+        return stall_colour;
+      case stash::timeline_span::kind_t::offload:
+        return offload_colour;
+      case stash::timeline_span::kind_t::prefetch:
+        return prefetch_colour;
+      case stash::timeline_span::kind_t::op:
+        break;
     }
     auto const p = ops.phase[s.index];
     if (!p) { return other_colour; }
     switch (*p) {
-      case stash::phase::forward: return forward_colour;
-      case stash::phase::backward: return backward_colour;
-      case stash::phase::optimizer: return optimizer_colour;
+      case stash::phase::forward:
+        return forward_colour;
+      case stash::phase::backward:
+        return backward_colour;
+      case stash::phase::optimizer:
+        return optimizer_colour;
     }
     return other_colour;
   };
@@ -386,7 +410,8 @@ inline std::string bytes_label(double bytes)
     for (auto const& s : sim.timeline) {
       if (static_cast<std::size_t>(s.resource) == lane && s.end > s.start) { spans.push_back(s); }
     }
-    std::sort(spans.begin(), spans.end(), [](auto const& a, auto const& b) { return a.start < b.start; });
+    std::sort(spans.begin(), spans.end(),
+              [](auto const& a, auto const& b) { return a.start < b.start; });
     for (auto const& s : spans) {
       auto const colour = span_colour(s);
       double const x0 = x_of(s.start), x1 = x_of(s.end);
@@ -413,16 +438,17 @@ inline std::string bytes_label(double bytes)
           num(lanes_bottom) + "\" stroke=\"#555\" stroke-dasharray=\"2,3\"/>\n");
     }
     // Near the right edge the label goes left of its line (about 7 px per character).
-    auto const label   = std::string(stash::to_string(*current));
-    bool const flip    = x + 8 + 7.0 * static_cast<double>(label.size()) > left + plot_w;
+    auto const label = std::string(stash::to_string(*current));
+    bool const flip  = x + 8 + 7.0 * static_cast<double>(label.size()) > left + plot_w;
     add("<text x=\"" + num(flip ? x - 4 : x + 4) + "\" y=\"" + num(top + 14) + "\"" +
-        (flip ? " text-anchor=\"end\"" : "") + " fill=\"#333\" " + halo + ">" + label + "</text>\n");
+        (flip ? " text-anchor=\"end\"" : "") + " fill=\"#333\" " + halo + ">" + label +
+        "</text>\n");
   }
   add("</g>\n");
 
   // Time axis.
-  double const ms      = total_s * 1e3;
-  double const t_step  = nice_step(ms, 1.0, 10);
+  double const ms     = total_s * 1e3;
+  double const t_step = nice_step(ms, 1.0, 10);
   add("<g id=\"time-axis\" fill=\"#444\">\n");
   for (double v = 0; v <= ms * 1.0001; v += t_step) {
     double const x = x_of(v / 1e3);
@@ -439,12 +465,13 @@ inline std::string bytes_label(double bytes)
 
   // Legend, right of the plots.
   add("<g id=\"legend\">\n");
-  double ly = top + 4;
+  double ly       = top + 4;
   double const lx = left + plot_w + 16;
-  auto swatch = [&](char const* colour, std::string const& label) {
+  auto swatch     = [&](char const* colour, std::string const& label) {
     add("<rect x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" width=\"14\" height=\"11\" fill=\"" +
-        colour + "\"/>\n");
-    add("<text x=\"" + num(lx + 20) + "\" y=\"" + num(ly + 10) + "\">" + escape(label) + "</text>\n");
+            colour + "\"/>\n");
+    add("<text x=\"" + num(lx + 20) + "\" y=\"" + num(ly + 10) + "\">" + escape(label) +
+            "</text>\n");
     ly += 17;
   };
   add("<text x=\"" + num(lx) + "\" y=\"" + num(ly + 8) + "\" font-weight=\"bold\">memory</text>\n");
@@ -453,19 +480,21 @@ inline std::string bytes_label(double bytes)
     swatch(kind_colour[k], std::string(stash::to_string(stash::all_storage_kinds[k])));
   }
   if (request.compare_no_swap) {
-    add("<line x1=\"" + num(lx) + "\" y1=\"" + num(ly + 6) + "\" x2=\"" + num(lx + 14) + "\" y2=\"" +
-        num(ly + 6) + "\" stroke=\"black\" stroke-width=\"1.5\" stroke-dasharray=\"4,2\"/>\n");
+    add("<line x1=\"" + num(lx) + "\" y1=\"" + num(ly + 6) + "\" x2=\"" + num(lx + 14) +
+        "\" y2=\"" + num(ly + 6) +
+        "\" stroke=\"black\" stroke-width=\"1.5\" stroke-dasharray=\"4,2\"/>\n");
     add("<text x=\"" + num(lx + 20) + "\" y=\"" + num(ly + 10) + "\">no_swap</text>\n");
     ly += 17;
   }
   if (request.budget) {
-    add("<line x1=\"" + num(lx) + "\" y1=\"" + num(ly + 6) + "\" x2=\"" + num(lx + 14) + "\" y2=\"" +
-        num(ly + 6) + "\" stroke=\"" + budget_colour + "\" stroke-width=\"1.5\"/>\n");
+    add("<line x1=\"" + num(lx) + "\" y1=\"" + num(ly + 6) + "\" x2=\"" + num(lx + 14) +
+        "\" y2=\"" + num(ly + 6) + "\" stroke=\"" + budget_colour + "\" stroke-width=\"1.5\"/>\n");
     add("<text x=\"" + num(lx + 20) + "\" y=\"" + num(ly + 10) + "\">budget</text>\n");
     ly += 17;
   }
   ly = std::max(ly + 10, lanes_top - 20);
-  add("<text x=\"" + num(lx) + "\" y=\"" + num(ly + 8) + "\" font-weight=\"bold\">streams</text>\n");
+  add("<text x=\"" + num(lx) + "\" y=\"" + num(ly + 8) +
+      "\" font-weight=\"bold\">streams</text>\n");
   ly += 16;
   swatch(forward_colour, "forward op");
   swatch(backward_colour, "backward op");

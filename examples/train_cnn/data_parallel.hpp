@@ -57,7 +57,8 @@ using env_lookup = std::function<std::optional<std::string>(std::string const&)>
 [[nodiscard]] inline env_lookup process_environment()
 {
   return [](std::string const& name) -> std::optional<std::string> {
-    char const* v = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe): read at start-up only
+    char const* v =
+        std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe): read at start-up only
     if (v == nullptr) { return std::nullopt; }
     return std::string(v);
   };
@@ -77,11 +78,18 @@ struct launcher_variables {
 /// @brief The launchers train_cnn knows, in order of precedence: the first one with its rank or
 /// world size variable set is used, the others are not looked at.
 inline constexpr std::array<launcher_variables, 4> known_launchers = {{
-  {"stash (launch_dp.sh or by hand)", "STASH_RANK", "STASH_WORLD_SIZE", "STASH_LOCAL_RANK", {"", ""}},
-  {"mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-   {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}},
-  {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {"TORCHELASTIC_RUN_ID", ""}},
-  {"Slurm (srun)", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", {"SLURM_JOB_ID", ""}},
+    {"stash (launch_dp.sh or by hand)",
+     "STASH_RANK",
+     "STASH_WORLD_SIZE",
+     "STASH_LOCAL_RANK",
+     {"", ""}},
+    {"mpirun (Open MPI)",
+     "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK",
+     {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {"TORCHELASTIC_RUN_ID", ""}},
+    {"Slurm (srun)", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", {"SLURM_JOB_ID", ""}},
 }};
 
 /// @brief Largest world size accepted (a sanity bound against typos, far above any real job).
@@ -89,10 +97,10 @@ inline constexpr int max_world_size = 1 << 20;
 
 /// @brief Where this process sits in the data-parallel job.
 struct rank_info {
-  int rank       = 0;
-  int world_size = 1;
-  int local_rank = 0;  ///< rank on this node: picks the GPU
-  std::string source = "single rank (no launcher variables set)";  ///< which variables said so
+  int rank             = 0;
+  int world_size       = 1;
+  int local_rank       = 0;  ///< rank on this node: picks the GPU
+  std::string source   = "single rank (no launcher variables set)";  ///< which variables said so
   std::size_t launcher = known_launchers.size();  ///< index into known_launchers; size() when none
 
   /// @brief Rank 0 prints, writes the NCCL id and removes it again.
@@ -114,8 +122,8 @@ inline int env_int(std::string_view name, std::string const& value, int lo, int 
   }
   long const v = std::stol(value);
   if (v < lo || v > hi) {
-    throw environment_error(std::string(name) + "=" + value + " is out of range (" + std::to_string(lo) + ".." +
-                            std::to_string(hi) + ")");
+    throw environment_error(std::string(name) + "=" + value + " is out of range (" +
+                            std::to_string(lo) + ".." + std::to_string(hi) + ")");
   }
   return static_cast<int>(v);
 }
@@ -147,8 +155,8 @@ inline std::optional<std::string> non_empty(env_lookup const& env, std::string_v
       auto const set   = rank ? vars.rank : vars.world_size;
       auto const unset = rank ? vars.world_size : vars.rank;
       throw environment_error(std::string(set) + " is set (" + (rank ? *rank : *world) + ") but " +
-                              std::string(unset) + " is not: set both for " + std::string(vars.launcher) +
-                              ", or neither for a single rank");
+                              std::string(unset) + " is not: set both for " +
+                              std::string(vars.launcher) + ", or neither for a single rank");
     }
     rank_info r;
     r.launcher   = l;
@@ -156,7 +164,8 @@ inline std::optional<std::string> non_empty(env_lookup const& env, std::string_v
     r.rank       = detail::env_int(vars.rank, *rank, 0, max_world_size);
     if (r.rank >= r.world_size) {
       throw environment_error(std::string(vars.rank) + "=" + *rank + " is not below " +
-                              std::string(vars.world_size) + "=" + *world + " (ranks count from 0)");
+                              std::string(vars.world_size) + "=" + *world +
+                              " (ranks count from 0)");
     }
     r.source = std::string(vars.launcher) + ": " + std::string(vars.rank) + "=" + *rank + ", " +
                std::string(vars.world_size) + "=" + *world;
@@ -169,7 +178,8 @@ inline std::optional<std::string> non_empty(env_lookup const& env, std::string_v
       r.source += ", " + std::string(vars.local_rank) + "=" + *local;
     } else {
       r.local_rank = r.rank;
-      r.source += " (" + std::string(vars.local_rank) + " unset: local rank = rank, one node assumed)";
+      r.source +=
+          " (" + std::string(vars.local_rank) + " unset: local rank = rank, one node assumed)";
     }
     return r;
   }
@@ -183,8 +193,8 @@ inline std::optional<std::string> non_empty(env_lookup const& env, std::string_v
 {
   if (r.local_rank < device_count) { return r.local_rank; }
   if (device_count == 1) { return 0; }
-  throw environment_error("local rank " + std::to_string(r.local_rank) + " (" + r.source + ") has no GPU: this " +
-                          "process sees " + std::to_string(device_count) +
+  throw environment_error("local rank " + std::to_string(r.local_rank) + " (" + r.source +
+                          ") has no GPU: this " + "process sees " + std::to_string(device_count) +
                           " CUDA devices; start at most one rank per GPU on each node");
 }
 
@@ -199,12 +209,14 @@ struct run_token {
 /// identifier the rank's launcher sets (Open MPI: PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid;
 /// torchrun: TORCHELASTIC_RUN_ID unless "none"; Slurm: SLURM_JOB_ID.SLURM_STEP_ID). nullopt when
 /// there is none. A token may not hold control characters (it is one line of the id file).
-[[nodiscard]] inline std::optional<run_token> run_token_from_environment(env_lookup const& env, rank_info const& r)
+[[nodiscard]] inline std::optional<run_token> run_token_from_environment(env_lookup const& env,
+                                                                         rank_info const& r)
 {
   auto checked = [](std::string value, std::string source) {
     for (char c : value) {
       if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        throw environment_error(source + " holds a control character; a run token must be one printable line");
+        throw environment_error(
+            source + " holds a control character; a run token must be one printable line");
       }
     }
     return run_token{std::move(value), std::move(source)};
@@ -227,7 +239,8 @@ struct run_token {
   return std::nullopt;
 }
 
-// ---- NCCL unique id exchange through a shared file ------------------------------------------------
+// ---- NCCL unique id exchange through a shared file
+// ------------------------------------------------
 
 /// @brief Bytes of ncclUniqueId (NCCL_UNIQUE_ID_BYTES).
 inline constexpr std::size_t unique_id_size = 128;
@@ -239,7 +252,8 @@ struct id_exchange {
   std::filesystem::path file;  ///< on a file system every rank sees
   std::string token;           ///< run_token::value
   int world_size = 1;
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};  ///< how long a rank waits for rank 0
+  std::chrono::milliseconds timeout{
+      std::chrono::seconds(120)};  ///< how long a rank waits for rank 0
 };
 
 /// @brief An id file's content, once parsed.
@@ -254,7 +268,8 @@ inline constexpr std::string_view id_file_magic = "stash-nccl-unique-id 1";
 
 /// @brief The id file's text: magic, token, world size, the id in hex, and an end marker (so a
 /// truncated copy never parses).
-[[nodiscard]] inline std::string format_id_file(std::string_view token, int world_size, unique_id_bytes const& id)
+[[nodiscard]] inline std::string format_id_file(std::string_view token, int world_size,
+                                                unique_id_bytes const& id)
 {
   static constexpr char hex[] = "0123456789abcdef";
   std::string s;
@@ -271,7 +286,8 @@ inline constexpr std::string_view id_file_magic = "stash-nccl-unique-id 1";
 }
 
 /// @brief Parses an id file's text; nullopt (with `why` set) when it is not a complete one.
-[[nodiscard]] inline std::optional<id_file_content> parse_id_file(std::string const& text, std::string& why)
+[[nodiscard]] inline std::optional<id_file_content> parse_id_file(std::string const& text,
+                                                                  std::string& why)
 {
   std::istringstream in(text);
   std::string line;
@@ -301,7 +317,8 @@ inline constexpr std::string_view id_file_magic = "stash-nccl-unique-id 1";
   auto id = field("id");
   if (!id) { return std::nullopt; }
   if (id->size() != 2 * unique_id_size) {
-    why = "the id has " + std::to_string(id->size()) + " hex digits, not " + std::to_string(2 * unique_id_size);
+    why = "the id has " + std::to_string(id->size()) + " hex digits, not " +
+          std::to_string(2 * unique_id_size);
     return std::nullopt;
   }
   auto nibble = [](char ch) -> int {
@@ -331,7 +348,7 @@ inline constexpr std::string_view id_file_magic = "stash-nccl-unique-id 1";
 /// naming the path when it cannot.
 inline void publish_unique_id(id_exchange const& x, unique_id_bytes const& id)
 {
-  namespace fs = std::filesystem;
+  namespace fs           = std::filesystem;
   std::string const text = format_id_file(x.token, x.world_size, id);
   std::random_device rd;
   fs::path tmp = x.file;
@@ -340,10 +357,11 @@ inline void publish_unique_id(id_exchange const& x, unique_id_bytes const& id)
     int const err = errno;
     std::error_code ec;
     fs::remove(tmp, ec);
-    throw id_exchange_error("rank 0: cannot write the NCCL unique id to " + x.file.string() + ": " + what + ": " +
-                            std::strerror(err));
+    throw id_exchange_error("rank 0: cannot write the NCCL unique id to " + x.file.string() + ": " +
+                            what + ": " + std::strerror(err));
   };
-  int const fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);  // NOLINT: POSIX varargs
+  int const fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);  // NOLINT: POSIX varargs
   if (fd < 0) { fail("open " + tmp.string()); }
   std::size_t done = 0;
   while (done < text.size()) {
@@ -370,32 +388,36 @@ inline void publish_unique_id(id_exchange const& x, unique_id_bytes const& id)
 /// 100 ms). Throws id_exchange_error after `timeout`, saying what the file held last.
 [[nodiscard]] inline unique_id_bytes wait_for_unique_id(id_exchange const& x, int rank)
 {
-  using clock = std::chrono::steady_clock;
+  using clock         = std::chrono::steady_clock;
   auto const deadline = clock::now() + x.timeout;
   auto interval       = std::chrono::milliseconds(1);
   std::string last    = "no such file";
   for (;;) {
     std::ifstream in(x.file, std::ios::binary);
     if (in) {
-      std::string const text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::string const text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
       std::string why;
       if (auto c = parse_id_file(text, why)) {
         if (c->token == x.token && c->world_size == x.world_size) { return c->id; }
-        last = "an id from another run (token '" + c->token + "', world size " + std::to_string(c->world_size) +
-               "; this run's token is '" + x.token + "', world size " + std::to_string(x.world_size) + ")";
+        last = "an id from another run (token '" + c->token + "', world size " +
+               std::to_string(c->world_size) + "; this run's token is '" + x.token +
+               "', world size " + std::to_string(x.world_size) + ")";
       } else {
         last = "a file that is not a complete id: " + why;
       }
     }
     if (clock::now() >= deadline) {
       auto const ms = std::chrono::duration_cast<std::chrono::milliseconds>(x.timeout).count();
-      throw id_exchange_error("rank " + std::to_string(rank) + ": timed out after " + std::to_string(ms / 1000) +
-                              "." + std::to_string(ms % 1000 / 100) + " s waiting for rank 0 to write the NCCL id to " +
-                              x.file.string() + "; found " + last +
-                              ". Is rank 0 running with the same --nccl-id-file, on a file system every rank "
-                              "sees, and with the same run token?");
+      throw id_exchange_error(
+          "rank " + std::to_string(rank) + ": timed out after " + std::to_string(ms / 1000) + "." +
+          std::to_string(ms % 1000 / 100) + " s waiting for rank 0 to write the NCCL id to " +
+          x.file.string() + "; found " + last +
+          ". Is rank 0 running with the same --nccl-id-file, on a file system every rank "
+          "sees, and with the same run token?");
     }
-    auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    auto const left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     std::this_thread::sleep_for(std::clamp(left, std::chrono::milliseconds(0), interval));
     interval = std::min(interval * 2, std::chrono::milliseconds(100));
   }
@@ -424,7 +446,8 @@ inline bool remove_unique_id(id_exchange const& x) noexcept
 
 /// @brief Steps in one epoch: whole global batches of `per_rank` x `world_size` samples (the last
 /// partial global batch is dropped, so every step allocates the same tensors).
-[[nodiscard]] inline std::size_t steps_per_epoch(std::size_t samples, std::size_t per_rank, int world_size)
+[[nodiscard]] inline std::size_t steps_per_epoch(std::size_t samples, std::size_t per_rank,
+                                                 int world_size)
 {
   std::size_t const global = per_rank * static_cast<std::size_t>(world_size);
   return global == 0 ? 0 : samples / global;
@@ -435,14 +458,16 @@ inline bool remove_unique_id(id_exchange const& x) noexcept
 /// contiguous slice of `per_rank` samples. Every rank shuffles `order` alike (same seed and epoch),
 /// so the slices of one step are disjoint and together are the global batch. Throws
 /// std::out_of_range past the end of `order`.
-[[nodiscard]] inline std::span<std::size_t const> rank_batch(std::span<std::size_t const> order, std::size_t step,
-                                                             std::size_t per_rank, rank_info const& r)
+[[nodiscard]] inline std::span<std::size_t const> rank_batch(std::span<std::size_t const> order,
+                                                             std::size_t step, std::size_t per_rank,
+                                                             rank_info const& r)
 {
-  std::size_t const at = (step * static_cast<std::size_t>(r.world_size) + static_cast<std::size_t>(r.rank)) * per_rank;
+  std::size_t const at =
+      (step * static_cast<std::size_t>(r.world_size) + static_cast<std::size_t>(r.rank)) * per_rank;
   if (at + per_rank > order.size()) {
-    throw std::out_of_range("rank_batch: step " + std::to_string(step) + " of rank " + std::to_string(r.rank) +
-                            " needs samples up to " + std::to_string(at + per_rank) + " of " +
-                            std::to_string(order.size()));
+    throw std::out_of_range("rank_batch: step " + std::to_string(step) + " of rank " +
+                            std::to_string(r.rank) + " needs samples up to " +
+                            std::to_string(at + per_rank) + " of " + std::to_string(order.size()));
   }
   return order.subspan(at, per_rank);
 }

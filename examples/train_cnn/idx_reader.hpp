@@ -71,7 +71,8 @@ class bit_reader {
   [[nodiscard]] std::size_t position() const noexcept { return pos_; }
   [[noreturn]] void fail(std::string const& what) const
   {
-    throw idx_error(name_ + ": gzip: " + what + " (at compressed byte " + std::to_string(pos_) + ")");
+    throw idx_error(name_ + ": gzip: " + what + " (at compressed byte " + std::to_string(pos_) +
+                    ")");
   }
 
  private:
@@ -98,7 +99,9 @@ struct huffman {
       if (left < 0) { in.fail("over-subscribed Huffman code"); }
     }
     std::array<std::uint16_t, 16> offset{};
-    for (std::size_t len = 1; len < 15; ++len) { offset[len + 1] = std::uint16_t(offset[len] + count[len]); }
+    for (std::size_t len = 1; len < 15; ++len) {
+      offset[len + 1] = std::uint16_t(offset[len] + count[len]);
+    }
     symbol.assign(lengths.size(), 0);
     for (std::size_t s = 0; s < lengths.size(); ++s) {
       if (lengths[s] != 0) { symbol[offset[lengths[s]]++] = std::uint16_t(s); }
@@ -121,15 +124,16 @@ struct huffman {
 };
 
 inline constexpr std::array<std::uint16_t, 29> length_base = {
-  3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
-  163, 195, 227, 258};
+    3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+    31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
 inline constexpr std::array<std::uint8_t, 29> length_extra = {
-  0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
 inline constexpr std::array<std::uint16_t, 30> distance_base = {
-  1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049,
-  3073, 4097, 6145, 8193, 12289, 16385, 24577};
+    1,   2,   3,   4,   5,   7,    9,    13,   17,   25,   33,   49,   65,    97,    129,
+    193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
 inline constexpr std::array<std::uint8_t, 30> distance_extra = {
-  0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+    0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+    6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 
 inline void inflate_block(bit_reader& in, std::vector<std::uint8_t>& out, huffman const& lit,
                           huffman const& dist)
@@ -244,11 +248,13 @@ inline std::uint32_t crc32(std::span<std::uint8_t const> data)
 
 inline std::uint32_t load_be32(std::uint8_t const* p)
 {
-  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
+  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) |
+         p[3];
 }
 inline std::uint32_t load_le32(std::uint8_t const* p)
 {
-  return (std::uint32_t(p[3]) << 24) | (std::uint32_t(p[2]) << 16) | (std::uint32_t(p[1]) << 8) | p[0];
+  return (std::uint32_t(p[3]) << 24) | (std::uint32_t(p[2]) << 16) | (std::uint32_t(p[1]) << 8) |
+         p[0];
 }
 
 }  // namespace detail
@@ -267,13 +273,17 @@ inline std::uint32_t load_le32(std::uint8_t const* p)
   std::size_t pos = 0;
   do {
     auto const member = bytes.subspan(pos);
-    if (member.size() < 18) { throw idx_error(name + ": gzip: file too short for a gzip member (truncated)"); }
+    if (member.size() < 18) {
+      throw idx_error(name + ": gzip: file too short for a gzip member (truncated)");
+    }
     if (!is_gzip(member)) { throw idx_error(name + ": gzip: bad magic (not a gzip file)"); }
     if (member[2] != 8) { throw idx_error(name + ": gzip: compression method is not DEFLATE"); }
     std::uint8_t const flags = member[3];
     std::size_t p            = 10;
     auto need                = [&](std::size_t n) {
-      if (p + n > member.size()) { throw idx_error(name + ": gzip: header ends early (truncated)"); }
+      if (p + n > member.size()) {
+        throw idx_error(name + ": gzip: header ends early (truncated)");
+      }
     };
     if ((flags & 0x04) != 0) {  // FEXTRA
       need(2);
@@ -296,13 +306,19 @@ inline std::uint32_t load_le32(std::uint8_t const* p)
     need(0);
     detail::bit_reader in(member.subspan(p), name);
     std::uint32_t const isize_hint = detail::load_le32(member.data() + member.size() - 4);
-    auto data = detail::inflate(in, isize_hint);
-    std::size_t const end = p + in.position();
-    if (end + 8 > member.size()) { throw idx_error(name + ": gzip: trailer missing (truncated file)"); }
+    auto data                      = detail::inflate(in, isize_hint);
+    std::size_t const end          = p + in.position();
+    if (end + 8 > member.size()) {
+      throw idx_error(name + ": gzip: trailer missing (truncated file)");
+    }
     std::uint32_t const crc   = detail::load_le32(member.data() + end);
     std::uint32_t const isize = detail::load_le32(member.data() + end + 4);
-    if (detail::crc32(data) != crc) { throw idx_error(name + ": gzip: CRC-32 mismatch (corrupted file)"); }
-    if (std::uint32_t(data.size()) != isize) { throw idx_error(name + ": gzip: length mismatch (corrupted file)"); }
+    if (detail::crc32(data) != crc) {
+      throw idx_error(name + ": gzip: CRC-32 mismatch (corrupted file)");
+    }
+    if (std::uint32_t(data.size()) != isize) {
+      throw idx_error(name + ": gzip: length mismatch (corrupted file)");
+    }
     out.insert(out.end(), data.begin(), data.end());
     pos += end + 8;
   } while (pos < bytes.size() && bytes.size() - pos >= 2 && is_gzip(bytes.subspan(pos)));
@@ -316,9 +332,12 @@ struct idx_array {
 };
 
 /// @brief Parses IDX bytes (already uncompressed); `name` is for messages.
-[[nodiscard]] inline idx_array parse_idx(std::span<std::uint8_t const> bytes, std::string const& name)
+[[nodiscard]] inline idx_array parse_idx(std::span<std::uint8_t const> bytes,
+                                         std::string const& name)
 {
-  if (bytes.size() < 4) { throw idx_error(name + ": IDX: file too short for the 4-byte magic (truncated)"); }
+  if (bytes.size() < 4) {
+    throw idx_error(name + ": IDX: file too short for the 4-byte magic (truncated)");
+  }
   if (bytes[0] != 0 || bytes[1] != 0) {
     throw idx_error(name + ": IDX: bad magic (first two bytes must be zero; is this an IDX file?)");
   }
@@ -329,14 +348,17 @@ struct idx_array {
   std::size_t const ndims = bytes[3];
   if (ndims == 0) { throw idx_error(name + ": IDX: zero dimensions"); }
   if (bytes.size() < 4 + 4 * ndims) {
-    throw idx_error(name + ": IDX: header ends early (" + std::to_string(ndims) + " dimensions announced)");
+    throw idx_error(name + ": IDX: header ends early (" + std::to_string(ndims) +
+                    " dimensions announced)");
   }
   idx_array a;
   std::uint64_t count = 1;
   for (std::size_t i = 0; i < ndims; ++i) {
     a.dims.push_back(detail::load_be32(bytes.data() + 4 + 4 * i));
     count *= a.dims.back();
-    if (count > (std::uint64_t{1} << 40)) { throw idx_error(name + ": IDX: implausible dimensions"); }
+    if (count > (std::uint64_t{1} << 40)) {
+      throw idx_error(name + ": IDX: implausible dimensions");
+    }
   }
   std::size_t const header = 4 + 4 * ndims;
   std::uint64_t const have = bytes.size() - header;
@@ -357,7 +379,8 @@ struct idx_array {
 {
   std::ifstream f(path, std::ios::binary);
   if (!f) { throw dataset_missing(path.string() + ": cannot open"); }
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)),
+                                  std::istreambuf_iterator<char>());
   if (f.bad()) { throw idx_error(path.string() + ": read error"); }
   return bytes;
 }
@@ -406,10 +429,11 @@ struct dataset {
 {
   auto const image_path = find_idx_file(folder, split + "-images-idx3-ubyte");
   auto const label_path = find_idx_file(folder, split + "-labels-idx1-ubyte");
-  auto images = read_idx(image_path);
-  auto labels = read_idx(label_path);
+  auto images           = read_idx(image_path);
+  auto labels           = read_idx(label_path);
   if (images.dims.size() != 3) {
-    throw idx_error(image_path.string() + ": IDX: images need 3 dimensions (count, rows, cols), the file has " +
+    throw idx_error(image_path.string() +
+                    ": IDX: images need 3 dimensions (count, rows, cols), the file has " +
                     std::to_string(images.dims.size()));
   }
   if (labels.dims.size() != 1) {
@@ -417,16 +441,18 @@ struct dataset {
                     std::to_string(labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
-    throw idx_error(image_path.string() + " has " + std::to_string(images.dims[0]) + " images but " +
-                    label_path.string() + " has " + std::to_string(labels.dims[0]) + " labels");
+    throw idx_error(image_path.string() + " has " + std::to_string(images.dims[0]) +
+                    " images but " + label_path.string() + " has " +
+                    std::to_string(labels.dims[0]) + " labels");
   }
   if (images.dims[0] == 0 || images.dims[1] == 0 || images.dims[2] == 0) {
     throw idx_error(image_path.string() + ": IDX: empty image set");
   }
   for (std::size_t i = 0; i < labels.data.size(); ++i) {
     if (labels.data[i] >= classes) {
-      throw idx_error(label_path.string() + ": label " + std::to_string(labels.data[i]) + " of item " +
-                      std::to_string(i) + " is not a class 0.." + std::to_string(classes - 1));
+      throw idx_error(label_path.string() + ": label " + std::to_string(labels.data[i]) +
+                      " of item " + std::to_string(i) + " is not a class 0.." +
+                      std::to_string(classes - 1));
     }
   }
   labelled_images s;
@@ -443,17 +469,19 @@ struct dataset {
 [[nodiscard]] inline dataset load_fashion_mnist(std::filesystem::path const& folder)
 {
   if (!std::filesystem::is_directory(folder)) {
-    throw dataset_missing("dataset folder " + folder.string() +
-                          " does not exist; on Debian/Ubuntu: apt-get install dataset-fashion-mnist "
-                          "(installs " + std::string(default_dataset_dir) + ")");
+    throw dataset_missing(
+        "dataset folder " + folder.string() +
+        " does not exist; on Debian/Ubuntu: apt-get install dataset-fashion-mnist "
+        "(installs " +
+        std::string(default_dataset_dir) + ")");
   }
   dataset d;
   d.train = read_split(folder, "train", dataset::classes);
   d.test  = read_split(folder, "t10k", dataset::classes);
   if (d.train.rows != d.test.rows || d.train.cols != d.test.cols) {
     throw idx_error(folder.string() + ": train images are " + std::to_string(d.train.rows) + "x" +
-                    std::to_string(d.train.cols) + " but test images " + std::to_string(d.test.rows) +
-                    "x" + std::to_string(d.test.cols));
+                    std::to_string(d.train.cols) + " but test images " +
+                    std::to_string(d.test.rows) + "x" + std::to_string(d.test.cols));
   }
   return d;
 }

@@ -61,36 +61,50 @@ bool quiet = false;
 
 // One allocator type per (policy, codec): 5 x 5 instantiations, the network is compiled once.
 template <codec_kind Kind, class Codec>
-std::unique_ptr<activation_memory> make_for_codec(policy_kind p, memory_config const& c, std::string d)
+std::unique_ptr<activation_memory> make_for_codec(policy_kind p, memory_config const& c,
+                                                  std::string d)
 {
   // --check picks its comparison from is_lossy: it must agree with what the codec really does.
   if constexpr (std::is_void_v<Codec>) {
     static_assert(!is_lossy(Kind), "raw copies are lossless");
   } else {
-    static_assert(is_lossy(Kind) == !Codec::lossless, "options.hpp's is_lossy disagrees with the codec");
+    static_assert(is_lossy(Kind) == !Codec::lossless,
+                  "options.hpp's is_lossy disagrees with the codec");
   }
   switch (p) {
-    case policy_kind::no_swap: return std::make_unique<stash_memory<stash::no_swap, Codec>>(c, std::move(d));
-    case policy_kind::vdnn_all: return std::make_unique<stash_memory<stash::vdnn_all, Codec>>(c, std::move(d));
-    case policy_kind::vdnn_conv: return std::make_unique<stash_memory<stash::vdnn_conv, Codec>>(c, std::move(d));
-    case policy_kind::vdnn_dyn: return std::make_unique<stash_memory<stash::vdnn_dyn, Codec>>(c, std::move(d));
-    case policy_kind::auto_swap: return std::make_unique<stash_memory<stash::auto_swap, Codec>>(c, std::move(d));
+    case policy_kind::no_swap:
+      return std::make_unique<stash_memory<stash::no_swap, Codec>>(c, std::move(d));
+    case policy_kind::vdnn_all:
+      return std::make_unique<stash_memory<stash::vdnn_all, Codec>>(c, std::move(d));
+    case policy_kind::vdnn_conv:
+      return std::make_unique<stash_memory<stash::vdnn_conv, Codec>>(c, std::move(d));
+    case policy_kind::vdnn_dyn:
+      return std::make_unique<stash_memory<stash::vdnn_dyn, Codec>>(c, std::move(d));
+    case policy_kind::auto_swap:
+      return std::make_unique<stash_memory<stash::auto_swap, Codec>>(c, std::move(d));
   }
   throw std::logic_error("train_cnn: unhandled policy");
 }
 
-std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k, std::optional<std::uint64_t> budget)
+std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k,
+                                               std::optional<std::uint64_t> budget)
 {
   memory_config c;
-  c.budget = budget;
-  std::string d = "policy " + std::string(to_string(p)) + ", codec " + std::string(to_string(k)) + ", budget " +
+  c.budget      = budget;
+  std::string d = "policy " + std::string(to_string(p)) + ", codec " + std::string(to_string(k)) +
+                  ", budget " +
                   (budget ? stash::format_bytes(*budget) : std::string("none (whole GPU)"));
   switch (k) {
-    case codec_kind::none: return make_for_codec<codec_kind::none, void>(p, c, std::move(d));
-    case codec_kind::zvc: return make_for_codec<codec_kind::zvc, zvc_transfer>(p, c, std::move(d));
-    case codec_kind::fp16: return make_for_codec<codec_kind::fp16, fp16_transfer>(p, c, std::move(d));
-    case codec_kind::bf16: return make_for_codec<codec_kind::bf16, bf16_transfer>(p, c, std::move(d));
-    case codec_kind::fp8_e4m3: return make_for_codec<codec_kind::fp8_e4m3, fp8_transfer>(p, c, std::move(d));
+    case codec_kind::none:
+      return make_for_codec<codec_kind::none, void>(p, c, std::move(d));
+    case codec_kind::zvc:
+      return make_for_codec<codec_kind::zvc, zvc_transfer>(p, c, std::move(d));
+    case codec_kind::fp16:
+      return make_for_codec<codec_kind::fp16, fp16_transfer>(p, c, std::move(d));
+    case codec_kind::bf16:
+      return make_for_codec<codec_kind::bf16, bf16_transfer>(p, c, std::move(d));
+    case codec_kind::fp8_e4m3:
+      return make_for_codec<codec_kind::fp8_e4m3, fp8_transfer>(p, c, std::move(d));
   }
   throw std::logic_error("train_cnn: unhandled codec");
 }
@@ -107,7 +121,10 @@ std::vector<std::size_t> epoch_order(std::size_t count, std::uint64_t seed, int 
 
 class progress_bar {
  public:
-  progress_bar(bool on, long total, std::string label) : on_(on), total_(total), label_(std::move(label)) {}
+  progress_bar(bool on, long total, std::string label)
+      : on_(on), total_(total), label_(std::move(label))
+  {
+  }
   void update(long done)
   {
     if (!on_ || total_ <= 0) { return; }
@@ -115,7 +132,8 @@ class progress_bar {
     if (done != total_ && done % every != 0) { return; }
     int const width = 30;
     int const fill  = int(double(done) / double(total_) * width);
-    std::fprintf(stderr, "\r  %s [%s%s] %ld/%ld", label_.c_str(), std::string(std::size_t(fill), '#').c_str(),
+    std::fprintf(stderr, "\r  %s [%s%s] %ld/%ld", label_.c_str(),
+                 std::string(std::size_t(fill), '#').c_str(),
                  std::string(std::size_t(width - fill), '.').c_str(), done, total_);
     if (done == total_) { std::fprintf(stderr, "\r%*s\r", width + int(label_.size()) + 30, ""); }
     std::fflush(stderr);
@@ -136,7 +154,8 @@ std::string ratio_text(memory_report const& before, memory_report const& after, 
   if (source == 0) { return "-"; }
   char buf[96];
   std::snprintf(buf, sizeof buf, "%.2fx (%s stored on the host%s)",
-                encoded == 0 ? 0.0 : double(source) / double(encoded), stash::format_bytes(encoded).c_str(),
+                encoded == 0 ? 0.0 : double(source) / double(encoded),
+                stash::format_bytes(encoded).c_str(),
                 codec == codec_kind::none ? ", raw copies" : "");
   return buf;
 }
@@ -162,11 +181,12 @@ double evaluate(network& net, labelled_images const& test, int batch, rank_info 
 void check_replicas(network& net, collective* dp, std::string const& when)
 {
   if (dp == nullptr) { return; }
-  auto const w                = net.weights();
-  std::uint64_t const mine    = fingerprint(w);
+  auto const w                 = net.weights();
+  std::uint64_t const mine     = fingerprint(w);
   auto const [lowest, highest] = dp->min_max(mine);
   if (lowest != highest) {
-    throw std::runtime_error("the " + std::to_string(dp->world_size()) + " replicas' weights differ " + when +
+    throw std::runtime_error("the " + std::to_string(dp->world_size()) +
+                             " replicas' weights differ " + when +
                              " (weight fingerprints range from " + std::to_string(lowest) + " to " +
                              std::to_string(highest) + ")");
   }
@@ -178,11 +198,11 @@ void print_schedule(activation_memory& mem)
 {
   auto const& s = mem.schedule();
   say("  schedule (%s): %zu tensors leave the device; planned peak %s, no-offload peak %s, %s\n",
-              s.policy.c_str(), s.entries.size(), stash::format_bytes(s.device_peak).c_str(),
-              stash::format_bytes(s.baseline_peak).c_str(),
-              s.budget == std::numeric_limits<std::uint64_t>::max()
-                ? "no budget"
-                : (s.fits() ? "fits the budget" : "DOES NOT FIT the budget"));
+      s.policy.c_str(), s.entries.size(), stash::format_bytes(s.device_peak).c_str(),
+      stash::format_bytes(s.baseline_peak).c_str(),
+      s.budget == std::numeric_limits<std::uint64_t>::max()
+          ? "no budget"
+          : (s.fits() ? "fits the budget" : "DOES NOT FIT the budget"));
 }
 
 int train(options const& o, dataset const& data, rank_info const& ranks, collective* dp)
@@ -199,14 +219,18 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
   if (o.max_steps > 0) { steps = std::min(steps, o.max_steps); }
   auto mem = make_memory(o.policy, o.codec, o.budget);
   network net(*mem, nc, o.batch, dp);
-  say("train_cnn: %s\n  network width %d: %zu parameters; batch %d, %ld steps per epoch (last partial "
+  say("train_cnn: %s\n  network width %d: %zu parameters; batch %d, %ld steps per epoch (last "
+      "partial "
       "batch dropped), SGD lr %g momentum %g, seed %llu\n",
       mem->description().c_str(), o.width, net.parameter_count(), o.batch, steps, o.lr, o.momentum,
       static_cast<unsigned long long>(o.seed));
   if (ranks.distributed()) {
-    say("  data parallel: %d ranks (%s); global batch %d = %d ranks x %d; gradients averaged with one "
-        "ncclAllReduce(ncclAvg) per step; loss and accuracy over all ranks, memory figures rank 0's\n",
-        ranks.world_size, ranks.source.c_str(), ranks.world_size * o.batch, ranks.world_size, o.batch);
+    say("  data parallel: %d ranks (%s); global batch %d = %d ranks x %d; gradients averaged with "
+        "one "
+        "ncclAllReduce(ncclAvg) per step; loss and accuracy over all ranks, memory figures rank "
+        "0's\n",
+        ranks.world_size, ranks.source.c_str(), ranks.world_size * o.batch, ranks.world_size,
+        o.batch);
   }
   bool const bar = ranks.is_root() && (o.progress == 1 || (o.progress == -1 && isatty(2) != 0));
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
@@ -225,32 +249,38 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
       progress.update(step + 1);
     }
     mem->synchronize();
-    double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double const seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto const [loss_sum, train_correct] = net.counters(true);
-    memory_report const after = mem->report();
-    double const accuracy     = evaluate(net, data.test, o.batch, ranks);
-    double const samples      = double(steps) * o.batch * ranks.world_size;
-    say("epoch %d/%d: loss %.4f, train acc %.2f%%, test acc %.2f%%, step %.2f ms%s, device peak in use %s "
-                "(reserved %s now, %s at most), offloaded %s in %llu offloads (%llu prefetches, %llu on demand), compression %s\n",
-                epoch + 1, o.epochs, loss_sum / samples, 100.0 * double(train_correct) / samples, 100.0 * accuracy,
-                1e3 * seconds / double(steps), epoch == 0 ? " (incl. the recorded first step)" : "",
-                stash::format_bytes(after.peak_in_use).c_str(), stash::format_bytes(after.reserved).c_str(),
-                stash::format_bytes(after.peak_reserved).c_str(),
-                stash::format_bytes(after.bytes_offloaded - before.bytes_offloaded).c_str(),
-                static_cast<unsigned long long>(after.offloads - before.offloads),
-                static_cast<unsigned long long>(after.prefetches - before.prefetches),
-                static_cast<unsigned long long>(after.demand_prefetches - before.demand_prefetches),
-                ratio_text(before, after, o.codec).c_str());
+    memory_report const after            = mem->report();
+    double const accuracy                = evaluate(net, data.test, o.batch, ranks);
+    double const samples                 = double(steps) * o.batch * ranks.world_size;
+    say("epoch %d/%d: loss %.4f, train acc %.2f%%, test acc %.2f%%, step %.2f ms%s, device peak in "
+        "use %s "
+        "(reserved %s now, %s at most), offloaded %s in %llu offloads (%llu prefetches, %llu on "
+        "demand), compression %s\n",
+        epoch + 1, o.epochs, loss_sum / samples, 100.0 * double(train_correct) / samples,
+        100.0 * accuracy, 1e3 * seconds / double(steps),
+        epoch == 0 ? " (incl. the recorded first step)" : "",
+        stash::format_bytes(after.peak_in_use).c_str(), stash::format_bytes(after.reserved).c_str(),
+        stash::format_bytes(after.peak_reserved).c_str(),
+        stash::format_bytes(after.bytes_offloaded - before.bytes_offloaded).c_str(),
+        static_cast<unsigned long long>(after.offloads - before.offloads),
+        static_cast<unsigned long long>(after.prefetches - before.prefetches),
+        static_cast<unsigned long long>(after.demand_prefetches - before.demand_prefetches),
+        ratio_text(before, after, o.codec).c_str());
     std::fflush(stdout);
     if (after.deviations != 0) {
       say("  note: %llu iterations deviated from the recording and were re-recorded\n",
           static_cast<unsigned long long>(after.deviations));
     }
     if (after.arena_replans != before.arena_replans) {
-      say("  lifetime arena re-planned %llu time(s) this epoch (swapped tensors' memory reused while they are "
+      say("  lifetime arena re-planned %llu time(s) this epoch (swapped tensors' memory reused "
+          "while they are "
           "away): arena now %s, %llu allocations served outside it so far\n",
           static_cast<unsigned long long>(after.arena_replans - before.arena_replans),
-          stash::format_bytes(after.arena_bytes).c_str(), static_cast<unsigned long long>(after.pool_fallbacks));
+          stash::format_bytes(after.arena_bytes).c_str(),
+          static_cast<unsigned long long>(after.pool_fallbacks));
     }
     check_replicas(net, dp, "after epoch " + std::to_string(epoch + 1));
   }
@@ -266,8 +296,9 @@ struct check_result {
 
 // Trains `steps` steps from the same seed and data order; returns the weights, what moved and the
 // test accuracy.
-check_result check_run(options const& o, dataset const& data, rank_info const& ranks, collective* dp, policy_kind p,
-                       codec_kind k, std::optional<std::uint64_t> budget, long steps)
+check_result check_run(options const& o, dataset const& data, rank_info const& ranks,
+                       collective* dp, policy_kind p, codec_kind k,
+                       std::optional<std::uint64_t> budget, long steps)
 {
   network_config nc;
   nc.width    = o.width;
@@ -276,20 +307,26 @@ check_result check_run(options const& o, dataset const& data, rank_info const& r
   nc.lr       = float(o.lr);
   nc.momentum = float(o.momentum);
   nc.seed     = o.seed;
-  auto mem = make_memory(p, k, budget);
+  auto mem    = make_memory(p, k, budget);
   network net(*mem, nc, o.batch, dp);
-  long const per_epoch = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
-  progress_bar progress(ranks.is_root() && (o.progress == 1 || (o.progress == -1 && isatty(2) != 0)), steps,
-                        std::string(to_string(p)));
+  long const per_epoch =
+      long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
+  progress_bar progress(
+      ranks.is_root() && (o.progress == 1 || (o.progress == -1 && isatty(2) != 0)), steps,
+      std::string(to_string(p)));
   std::vector<std::size_t> order;
   for (long step = 0; step < steps; ++step) {
-    if (step % per_epoch == 0) { order = epoch_order(data.train.count, o.seed, int(step / per_epoch)); }
-    net.train_step(data.train, rank_batch(order, std::size_t(step % per_epoch), std::size_t(o.batch), ranks));
+    if (step % per_epoch == 0) {
+      order = epoch_order(data.train.count, o.seed, int(step / per_epoch));
+    }
+    net.train_step(data.train,
+                   rank_batch(order, std::size_t(step % per_epoch), std::size_t(o.batch), ranks));
     progress.update(step + 1);
   }
   mem->synchronize();
   say("  %s: %llu offloads, %s offloaded, device peak in use %s\n", mem->description().c_str(),
-      static_cast<unsigned long long>(mem->report().offloads), stash::format_bytes(mem->report().bytes_offloaded).c_str(),
+      static_cast<unsigned long long>(mem->report().offloads),
+      stash::format_bytes(mem->report().bytes_offloaded).c_str(),
       stash::format_bytes(mem->report().peak_in_use).c_str());
   check_replicas(net, dp, "after the " + std::string(to_string(p)) + " run");
   check_result r{net.weights(), mem->report(), 0.0};
@@ -301,20 +338,24 @@ check_result check_run(options const& o, dataset const& data, rank_info const& r
 // A lossy codec rounds the activations it brings back, so the two trainings drift apart and only
 // their outcome can be compared: test accuracy within --accuracy-margin points. Every rank sees
 // the same accuracies (the correct counts are summed over all ranks), so all decide alike.
-int check_accuracy(options const& o, check_result const& reference, check_result const& subject, std::size_t differ,
-                   float max_diff)
+int check_accuracy(options const& o, check_result const& reference, check_result const& subject,
+                   std::size_t differ, float max_diff)
 {
   double const diff_pp = 100.0 * std::abs(subject.test_accuracy - reference.test_accuracy);
   bool const pass      = diff_pp <= o.accuracy_margin;
-  say("check %s: test accuracy %.2f%% with offload (%s) vs %.2f%% without, |difference| %.2f points %s the "
+  say("check %s: test accuracy %.2f%% with offload (%s) vs %.2f%% without, |difference| %.2f "
+      "points %s the "
       "margin of %.2f\n",
-      pass ? "passed" : "FAILED", 100.0 * subject.test_accuracy, std::string(to_string(o.codec)).c_str(),
-      100.0 * reference.test_accuracy, diff_pp, pass ? "<=" : ">", o.accuracy_margin);
-  say("  for information: %zu of %zu weights differ from the run without offload, max |diff| %g (a lossy codec "
+      pass ? "passed" : "FAILED", 100.0 * subject.test_accuracy,
+      std::string(to_string(o.codec)).c_str(), 100.0 * reference.test_accuracy, diff_pp,
+      pass ? "<=" : ">", o.accuracy_margin);
+  say("  for information: %zu of %zu weights differ from the run without offload, max |diff| %g (a "
+      "lossy codec "
       "is not expected to keep them bitwise)\n",
       differ, reference.weights.size(), double(max_diff));
   if (pass && subject.memory.offloads == 0) {
-    say("  warning: the checked run offloaded nothing, so this proves nothing about the codec; pick a policy "
+    say("  warning: the checked run offloaded nothing, so this proves nothing about the codec; "
+        "pick a policy "
         "(and --budget) that offloads\n");
   }
   return pass ? 0 : 1;
@@ -322,49 +363,60 @@ int check_accuracy(options const& o, check_result const& reference, check_result
 
 int check(options const& o, dataset const& data, rank_info const& ranks, collective* dp)
 {
-  long const per_epoch = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
+  long const per_epoch =
+      long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
   long const steps     = check_steps_for(o, per_epoch);
   check_kind const how = check_kind_for(o.codec);
   if (how == check_kind::bitwise) {
-    say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; weights "
+    say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; "
+        "weights "
         "compared bitwise\n",
         steps, o.batch, o.width);
   } else {
-    say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; lossy codec %s: "
+    say("train_cnn --check: %ld steps of batch %d, width %d, deterministic cuDNN algorithms; lossy "
+        "codec %s: "
         "test accuracies compared, margin %.2f points\n",
         steps, o.batch, o.width, std::string(to_string(o.codec)).c_str(), o.accuracy_margin);
   }
   if (ranks.distributed()) {
-    say("  data parallel over %d ranks: both runs all-reduce their gradients; every rank compares its own "
+    say("  data parallel over %d ranks: both runs all-reduce their gradients; every rank compares "
+        "its own "
         "replica (this also assumes NCCL reduces in the same order in both runs)\n",
         ranks.world_size);
   }
   check_result const reference =
-    check_run(o, data, ranks, dp, policy_kind::no_swap, codec_kind::none, std::nullopt, steps);
+      check_run(o, data, ranks, dp, policy_kind::no_swap, codec_kind::none, std::nullopt, steps);
   check_result const subject = check_run(o, data, ranks, dp, o.policy, o.codec, o.budget, steps);
-  std::size_t differ = 0;
-  float max_diff     = 0;
+  std::size_t differ         = 0;
+  float max_diff             = 0;
   for (std::size_t i = 0; i < reference.weights.size(); ++i) {
     if (std::memcmp(&reference.weights[i], &subject.weights[i], sizeof(float)) != 0) {
       ++differ;
       max_diff = std::max(max_diff, std::abs(reference.weights[i] - subject.weights[i]));
     }
   }
-  if (how == check_kind::accuracy) { return check_accuracy(o, reference, subject, differ, max_diff); }
+  if (how == check_kind::accuracy) {
+    return check_accuracy(o, reference, subject, differ, max_diff);
+  }
   // Every rank learns the worst rank's count, so that all of them exit alike.
   std::uint64_t const worst = dp != nullptr ? dp->min_max(differ).second : differ;
   if (worst != 0) {
     if (differ != 0) {
-      std::printf("check FAILED%s: %zu of %zu weights differ from the run without offload (max |diff| %g)\n",
-                  ranks.distributed() ? (" on rank " + std::to_string(ranks.rank)).c_str() : "", differ,
-                  reference.weights.size(), double(max_diff));
+      std::printf(
+          "check FAILED%s: %zu of %zu weights differ from the run without offload (max |diff| "
+          "%g)\n",
+          ranks.distributed() ? (" on rank " + std::to_string(ranks.rank)).c_str() : "", differ,
+          reference.weights.size(), double(max_diff));
     }
     return 1;
   }
-  say("check passed: all %zu weights bitwise identical to the run without offload%s\n", reference.weights.size(),
-      ranks.distributed() ? (" on all " + std::to_string(ranks.world_size) + " ranks").c_str() : "");
+  say("check passed: all %zu weights bitwise identical to the run without offload%s\n",
+      reference.weights.size(),
+      ranks.distributed() ? (" on all " + std::to_string(ranks.world_size) + " ranks").c_str()
+                          : "");
   if (subject.memory.offloads == 0) {
-    say("  warning: the checked run offloaded nothing, so this proves nothing about offload; pick a "
+    say("  warning: the checked run offloaded nothing, so this proves nothing about offload; pick "
+        "a "
         "policy (and --budget) that offloads\n");
   }
   return 0;
@@ -373,7 +425,8 @@ int check(options const& o, dataset const& data, rank_info const& ranks, collect
 #ifdef STASH_HAVE_NCCL
 // Rank 0 creates NCCL's unique id and publishes it in the id file, the others wait for it; all
 // join the communicator, after which every rank has read the file and rank 0 removes it.
-std::unique_ptr<nccl_collective> join(options const& o, rank_info const& ranks, run_token const& token)
+std::unique_ptr<nccl_collective> join(options const& o, rank_info const& ranks,
+                                      run_token const& token)
 {
   id_exchange x;
   x.file       = o.nccl_id_file;
@@ -392,10 +445,12 @@ std::unique_ptr<nccl_collective> join(options const& o, rank_info const& ranks, 
   auto comm = std::make_unique<nccl_collective>(ranks, id);
   if (ranks.distributed() && ranks.is_root()) { (void)remove_unique_id(x); }
   if (ranks.distributed()) {
-    say("  NCCL %d.%d.%d communicator of %d ranks joined (id through %s, run token from %s)\n", NCCL_MAJOR,
-        NCCL_MINOR, NCCL_PATCH, ranks.world_size, o.nccl_id_file.c_str(), token.source.c_str());
+    say("  NCCL %d.%d.%d communicator of %d ranks joined (id through %s, run token from %s)\n",
+        NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, ranks.world_size, o.nccl_id_file.c_str(),
+        token.source.c_str());
   } else {
-    say("  NCCL %d.%d.%d communicator of 1 rank (--nccl-always): the all-reduce runs every step and must change "
+    say("  NCCL %d.%d.%d communicator of 1 rank (--nccl-always): the all-reduce runs every step "
+        "and must change "
         "nothing\n",
         NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
   }
@@ -408,28 +463,32 @@ void check_rank_setup(options const& o, rank_info const& ranks, std::optional<ru
 {
 #ifndef STASH_HAVE_NCCL
   if (o.nccl_always) {
-    throw environment_error("--nccl-always: this train_cnn was built without NCCL (CMake did not find it)");
+    throw environment_error(
+        "--nccl-always: this train_cnn was built without NCCL (CMake did not find it)");
   }
 #endif
   if (!ranks.distributed()) { return; }
   std::string const n = std::to_string(ranks.world_size) + " ranks (" + ranks.source + ")";
 #ifndef STASH_HAVE_NCCL
   if (ranks.distributed()) {
-    throw environment_error("the environment asks for " + n +
-                            ", but this train_cnn was built without NCCL (CMake did not find it) and runs a "
-                            "single rank only");
+    throw environment_error(
+        "the environment asks for " + n +
+        ", but this train_cnn was built without NCCL (CMake did not find it) and runs a "
+        "single rank only");
   }
 #endif
   if (o.nccl_id_file.empty()) {
-    throw environment_error("--nccl-id-file PATH is needed for " + n +
-                            ": rank 0 leaves NCCL's unique id there for the others (launch_dp.sh passes one)");
+    throw environment_error(
+        "--nccl-id-file PATH is needed for " + n +
+        ": rank 0 leaves NCCL's unique id there for the others (launch_dp.sh passes one)");
   }
   token = run_token_from_environment(process_environment(), ranks);
   if (!token) {
-    throw environment_error("no run token for " + n +
-                            ": set STASH_RUN_ID to one fresh value on every rank (launch_dp.sh does; with mpirun: "
-                            "-x STASH_RUN_ID=$(date +%s%N)), so that an id file left by an earlier run is never "
-                            "taken for this one's");
+    throw environment_error(
+        "no run token for " + n +
+        ": set STASH_RUN_ID to one fresh value on every rank (launch_dp.sh does; with mpirun: "
+        "-x STASH_RUN_ID=$(date +%s%N)), so that an id file left by an earlier run is never "
+        "taken for this one's");
   }
 }
 
@@ -459,7 +518,7 @@ int main(int argc, char** argv)
     std::fprintf(stderr, "train_cnn: bad rank environment: %s\n", e.what());
     return 2;
   }
-  quiet = !ranks.is_root();
+  quiet                 = !ranks.is_root();
   std::string const who = ranks.distributed() ? " [rank " + std::to_string(ranks.rank) + "]" : "";
   if (!ranks.distributed() && !o.nccl_id_file.empty()) {
     say("train_cnn: a single rank (%s): --nccl-id-file is not used\n", ranks.source.c_str());
@@ -471,15 +530,17 @@ int main(int argc, char** argv)
     std::fprintf(stderr, "train_cnn%s: %s\n", who.c_str(), e.what());
     return 2;
   }
-  say("train_cnn: Fashion-MNIST from %s: %zu training and %zu test images of %zux%zu\n", o.data_dir.c_str(),
-      data.train.count, data.test.count, data.train.rows, data.train.cols);
+  say("train_cnn: Fashion-MNIST from %s: %zu training and %zu test images of %zux%zu\n",
+      o.data_dir.c_str(), data.train.count, data.test.count, data.train.rows, data.train.cols);
   if (std::size_t(o.batch) * std::size_t(ranks.world_size) > data.train.count) {
-    std::fprintf(stderr, "train_cnn%s: --batch %d x %d ranks is larger than the training set (%zu images)\n",
-                 who.c_str(), o.batch, ranks.world_size, data.train.count);
+    std::fprintf(
+        stderr, "train_cnn%s: --batch %d x %d ranks is larger than the training set (%zu images)\n",
+        who.c_str(), o.batch, ranks.world_size, data.train.count);
     return 2;
   }
   if (std::string const why = stash::no_gpu_reason(); !why.empty()) {
-    say("no CUDA device: %s\ntrain_cnn: arguments, rank environment (%s) and dataset validated (%s); nothing was "
+    say("no CUDA device: %s\ntrain_cnn: arguments, rank environment (%s) and dataset validated "
+        "(%s); nothing was "
         "trained\n",
         why.c_str(), ranks.source.c_str(), o.check ? "--check requested" : "training requested");
     return 0;
@@ -510,10 +571,12 @@ int main(int argc, char** argv)
 #endif
     return rc;
   } catch (stash::out_of_memory const& e) {
-    std::fprintf(stderr,
-                 "train_cnn%s: out of device memory: %s\n  (with --budget, the policy's schedule must fit the model "
-                 "into it: try vdnn_all or auto_swap, a smaller --batch or --width, or a larger --budget)\n",
-                 who.c_str(), e.what());
+    std::fprintf(
+        stderr,
+        "train_cnn%s: out of device memory: %s\n  (with --budget, the policy's schedule must fit "
+        "the model "
+        "into it: try vdnn_all or auto_swap, a smaller --batch or --width, or a larger --budget)\n",
+        who.c_str(), e.what());
     return 3;
   } catch (std::exception const& e) {
     std::fprintf(stderr, "train_cnn%s: error: %s\n", who.c_str(), e.what());

@@ -32,38 +32,39 @@ struct memory_report {
   std::uint64_t offloads{0};
   std::uint64_t prefetches{0};
   std::uint64_t demand_prefetches{0};
-  std::uint64_t bytes_offloaded{0};          ///< uncompressed
-  std::uint64_t bytes_encoded{0};            ///< host bytes of the completed offloads (compressed)
-  std::uint64_t bytes_encoded_source{0};     ///< uncompressed bytes of those same offloads
-  std::uint64_t peak_in_use{0};              ///< device bytes handed out at once, since reset_peak()
-  std::uint64_t peak_reserved{0};            ///< device bytes the pool took from cudaMalloc (ever)
-  std::uint64_t reserved{0};                 ///< device bytes the pool holds from cudaMalloc now
+  std::uint64_t bytes_offloaded{0};       ///< uncompressed
+  std::uint64_t bytes_encoded{0};         ///< host bytes of the completed offloads (compressed)
+  std::uint64_t bytes_encoded_source{0};  ///< uncompressed bytes of those same offloads
+  std::uint64_t peak_in_use{0};           ///< device bytes handed out at once, since reset_peak()
+  std::uint64_t peak_reserved{0};         ///< device bytes the pool took from cudaMalloc (ever)
+  std::uint64_t reserved{0};              ///< device bytes the pool holds from cudaMalloc now
   std::uint64_t arena_bytes{0};
   std::uint64_t pool_fallbacks{0};
-  std::uint64_t replans{0};                  ///< schedules the allocator re-planned
-  std::uint64_t arena_replans{0};            ///< plans the lifetime_arena re-made (split lifetimes)
+  std::uint64_t replans{0};        ///< schedules the allocator re-planned
+  std::uint64_t arena_replans{0};  ///< plans the lifetime_arena re-made (split lifetimes)
   std::uint64_t deviations{0};
 };
 
 /// @brief The allocator as the network sees it (ids are stash::allocator tensor ids).
 class activation_memory {
  public:
-  using id = std::uint64_t;
+  using id                     = std::uint64_t;
   virtual ~activation_memory() = default;
 
   virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) = 0;
-  virtual std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes) = 0;
-  virtual void* pointer(id t) = 0;
-  virtual void free(id t) = 0;
-  virtual void begin_iteration() = 0;
-  virtual void end_iteration() = 0;
-  virtual void phase(stash::phase p) = 0;
-  virtual void synchronize() = 0;
-  [[nodiscard]] virtual cudaStream_t stream() const = 0;
-  [[nodiscard]] virtual memory_report report() = 0;
-  virtual void reset_peak() = 0;
-  [[nodiscard]] virtual stash::schedule const& schedule() const = 0;
-  [[nodiscard]] virtual std::string description() const = 0;
+  virtual std::vector<void*> op(std::string name, std::span<id const> reads,
+                                std::span<id const> writes)                           = 0;
+  virtual void* pointer(id t)                                                         = 0;
+  virtual void free(id t)                                                             = 0;
+  virtual void begin_iteration()                                                      = 0;
+  virtual void end_iteration()                                                        = 0;
+  virtual void phase(stash::phase p)                                                  = 0;
+  virtual void synchronize()                                                          = 0;
+  [[nodiscard]] virtual cudaStream_t stream() const                                   = 0;
+  [[nodiscard]] virtual memory_report report()                                        = 0;
+  virtual void reset_peak()                                                           = 0;
+  [[nodiscard]] virtual stash::schedule const& schedule() const                       = 0;
+  [[nodiscard]] virtual std::string description() const                               = 0;
 };
 
 /// @brief Emulates a device of `budget` bytes over another pool: from the first replayed
@@ -79,15 +80,17 @@ class budget_guard {
   static constexpr bool is_host_accessible = Pool::is_host_accessible;
 
   template <class... Args>
-  explicit budget_guard(std::uint64_t budget, Args&&... args) : budget_(budget), pool_(std::forward<Args>(args)...)
+  explicit budget_guard(std::uint64_t budget, Args&&... args)
+      : budget_(budget), pool_(std::forward<Args>(args)...)
   {
   }
 
   void* allocate(std::size_t bytes, cudaStream_t stream)
   {
     if (enforce_ && in_use_ + bytes > budget_) {
-      throw stash::out_of_memory("train_cnn --budget (emulated device of " + std::to_string(budget_) + " B)",
-                                 bytes, budget_, in_use_);
+      throw stash::out_of_memory(
+          "train_cnn --budget (emulated device of " + std::to_string(budget_) + " B)", bytes,
+          budget_, in_use_);
     }
     void* p = pool_.allocate(bytes, stream);
     in_use_ += bytes;
@@ -126,7 +129,8 @@ struct memory_config {
   std::string hardware = "pcie4_x16";
 };
 
-/// @brief stash::allocator<budget_guard<lifetime_arena<device_upstream>>, Policy, Codec, cuda_backend>.
+/// @brief stash::allocator<budget_guard<lifetime_arena<device_upstream>>, Policy, Codec,
+/// cuda_backend>.
 template <stash::swap_policy Policy, class Codec>
 class stash_memory final : public activation_memory {
  public:
@@ -135,8 +139,8 @@ class stash_memory final : public activation_memory {
 
   stash_memory(memory_config const& config, std::string description)
       : stream_(backend_.create_stream()),
-        pool_(config.budget.value_or(std::numeric_limits<std::uint64_t>::max()), stash::device_upstream{},
-              stash::lifetime_arena_options{}),
+        pool_(config.budget.value_or(std::numeric_limits<std::uint64_t>::max()),
+              stash::device_upstream{}, stash::lifetime_arena_options{}),
         alloc_(backend_, pool_, allocator_options(config)),
         description_(std::move(description))
   {
@@ -152,9 +156,11 @@ class stash_memory final : public activation_memory {
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) override
   {
     // Whole floats (device codecs need them) and at least one.
-    return alloc_.allocate(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind, std::move(label), stream_);
+    return alloc_.allocate(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
+                           std::move(label), stream_);
   }
-  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes) override
+  std::vector<void*> op(std::string name, std::span<id const> reads,
+                        std::span<id const> writes) override
   {
     return alloc_.op(std::move(name), reads, writes, stream_);
   }
@@ -172,26 +178,29 @@ class stash_memory final : public activation_memory {
   [[nodiscard]] memory_report report() override
   {
     memory_report r;
-    auto const& o       = alloc_.offload_statistics();
-    r.offloads          = o.offloads;
-    r.prefetches        = o.prefetches;
-    r.demand_prefetches = o.demand_prefetches;
-    r.bytes_offloaded   = o.bytes_offloaded;
+    auto const& o          = alloc_.offload_statistics();
+    r.offloads             = o.offloads;
+    r.prefetches           = o.prefetches;
+    r.demand_prefetches    = o.demand_prefetches;
+    r.bytes_offloaded      = o.bytes_offloaded;
     r.bytes_encoded        = o.bytes_encoded;
     r.bytes_encoded_source = o.bytes_encoded_source;
-    auto const s     = pool_.stats();
-    r.peak_in_use    = pool_.peak();
-    r.peak_reserved  = s.peak_reserved_bytes;
-    r.reserved       = s.reserved_bytes;
-    r.arena_bytes    = pool_.inner().arena_bytes();
-    r.pool_fallbacks = s.fallbacks;
-    r.replans        = alloc_.stats().replanned;
-    r.arena_replans  = pool_.inner().replans();
-    r.deviations     = alloc_.stats().deviations;
+    auto const s           = pool_.stats();
+    r.peak_in_use          = pool_.peak();
+    r.peak_reserved        = s.peak_reserved_bytes;
+    r.reserved             = s.reserved_bytes;
+    r.arena_bytes          = pool_.inner().arena_bytes();
+    r.pool_fallbacks       = s.fallbacks;
+    r.replans              = alloc_.stats().replanned;
+    r.arena_replans        = pool_.inner().replans();
+    r.deviations           = alloc_.stats().deviations;
     return r;
   }
   void reset_peak() override { pool_.reset_peak(); }
-  [[nodiscard]] stash::schedule const& schedule() const override { return alloc_.current_schedule(); }
+  [[nodiscard]] stash::schedule const& schedule() const override
+  {
+    return alloc_.current_schedule();
+  }
   [[nodiscard]] std::string description() const override { return description_; }
 
  private:

@@ -27,7 +27,8 @@
 
 namespace train_cnn {
 
-static_assert(sizeof(ncclUniqueId) == unique_id_size, "NCCL_UNIQUE_ID_BYTES changed: update unique_id_size");
+static_assert(sizeof(ncclUniqueId) == unique_id_size,
+              "NCCL_UNIQUE_ID_BYTES changed: update unique_id_size");
 
 /// @brief A failing NCCL call: its result code, ncclGetErrorString, NCCL's last error message and
 /// where it was called.
@@ -144,8 +145,10 @@ class nccl_collective final : public collective {
     std::uint64_t host[2] = {value, value};
     STASH_CUDA_TRY(cudaMemcpyAsync(scratch_, host, sizeof host, cudaMemcpyHostToDevice, stream_));
     TRAIN_CNN_NCCL(comm_, ncclGroupStart());
-    TRAIN_CNN_NCCL(comm_, ncclAllReduce(scratch_, scratch_, 1, ncclUint64, ncclMin, comm_, stream_));
-    TRAIN_CNN_NCCL(comm_, ncclAllReduce(scratch_ + 1, scratch_ + 1, 1, ncclUint64, ncclMax, comm_, stream_));
+    TRAIN_CNN_NCCL(comm_,
+                   ncclAllReduce(scratch_, scratch_, 1, ncclUint64, ncclMin, comm_, stream_));
+    TRAIN_CNN_NCCL(
+        comm_, ncclAllReduce(scratch_ + 1, scratch_ + 1, 1, ncclUint64, ncclMax, comm_, stream_));
     TRAIN_CNN_NCCL(comm_, ncclGroupEnd());
     STASH_CUDA_TRY(cudaMemcpyAsync(host, scratch_, sizeof host, cudaMemcpyDeviceToHost, stream_));
     STASH_CUDA_TRY(cudaStreamSynchronize(stream_));

@@ -29,7 +29,8 @@ enum class codec_kind : std::uint8_t { none, zvc, fp16, bf16, fp8_e4m3 };
 
 inline constexpr std::array<std::string_view, 5> policy_names = {"no_swap", "vdnn_all", "vdnn_conv",
                                                                  "vdnn_dyn", "auto_swap"};
-inline constexpr std::array<std::string_view, 5> codec_names = {"none", "zvc", "fp16", "bf16", "fp8_e4m3"};
+inline constexpr std::array<std::string_view, 5> codec_names  = {"none", "zvc", "fp16", "bf16",
+                                                                 "fp8_e4m3"};
 
 /// @brief Whether the codec rounds what it stores (main.cu checks this against the stash type's
 /// `lossless` at compile time).
@@ -66,25 +67,25 @@ inline constexpr long default_bitwise_check_steps = 50;
 
 /// @brief Everything the command line sets.
 struct options {
-  std::string data_dir;                  ///< folder with the IDX files (plain or .gz)
+  std::string data_dir;  ///< folder with the IDX files (plain or .gz)
   policy_kind policy = policy_kind::vdnn_conv;
   codec_kind codec   = codec_kind::none;
-  std::optional<std::uint64_t> budget;   ///< emulated device size (bytes); none: the whole GPU
+  std::optional<std::uint64_t> budget;  ///< emulated device size (bytes); none: the whole GPU
   int batch          = 128;
-  int width          = 1;                ///< channel / unit multiplier of the network
+  int width          = 1;  ///< channel / unit multiplier of the network
   int epochs         = 2;
-  long max_steps     = 0;                ///< per epoch; 0: the whole training set
+  long max_steps     = 0;  ///< per epoch; 0: the whole training set
   double lr          = 0.02;
   double momentum    = 0.9;
   std::uint64_t seed = 1;
-  bool check         = false;            ///< run with and without offload and compare (check_kind_for)
-  std::optional<long> check_steps;       ///< none: check_steps_for's default
-  double accuracy_margin = 1.0;          ///< --check with a lossy codec: allowed |test acc diff|, points
-  int progress       = -1;               ///< -1: when stderr is a terminal; 0 off; 1 on
-  std::string nccl_id_file;              ///< data parallel: where rank 0 leaves NCCL's unique id
-  double nccl_id_timeout = 120;          ///< seconds a rank waits for that file
-  bool nccl_always   = false;            ///< a communicator and its all-reduce even with one rank
-  bool help          = false;
+  bool check         = false;       ///< run with and without offload and compare (check_kind_for)
+  std::optional<long> check_steps;  ///< none: check_steps_for's default
+  double accuracy_margin = 1.0;     ///< --check with a lossy codec: allowed |test acc diff|, points
+  int progress           = -1;      ///< -1: when stderr is a terminal; 0 off; 1 on
+  std::string nccl_id_file;         ///< data parallel: where rank 0 leaves NCCL's unique id
+  double nccl_id_timeout = 120;     ///< seconds a rank waits for that file
+  bool nccl_always       = false;   ///< a communicator and its all-reduce even with one rank
+  bool help              = false;
 };
 
 /// @brief The usage text.
@@ -92,12 +93,17 @@ struct options {
 {
   return "usage: train_cnn DATA_DIR [options]\n"
          "  DATA_DIR           folder with Fashion-MNIST's IDX files, plain or .gz\n"
-         "                     (apt-get install dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)\n"
-         "  --policy NAME      swap policy: no_swap, vdnn_all, vdnn_conv (default), vdnn_dyn, auto_swap\n"
-         "  --codec NAME       none (raw copies, default), zvc (zero-value compression on the GPU;\n"
-         "                     both lossless), or fp16, bf16, fp8_e4m3 (activations rounded on the\n"
+         "                     (apt-get install dataset-fashion-mnist: "
+         "/usr/share/datasets/fashion-mnist)\n"
+         "  --policy NAME      swap policy: no_swap, vdnn_all, vdnn_conv (default), vdnn_dyn, "
+         "auto_swap\n"
+         "  --codec NAME       none (raw copies, default), zvc (zero-value compression on the "
+         "GPU;\n"
+         "                     both lossless), or fp16, bf16, fp8_e4m3 (activations rounded on "
+         "the\n"
          "                     GPU to that format while they are off the device: lossy)\n"
-         "  --budget BYTES     emulate a GPU of this size (e.g. 64MiB, 1.5GiB, 200000000): the swap\n"
+         "  --budget BYTES     emulate a GPU of this size (e.g. 64MiB, 1.5GiB, 200000000): the "
+         "swap\n"
          "                     policy plans for it, and from the second step on (the first is\n"
          "                     recorded without offload) device bytes in use may not exceed it\n"
          "  --batch N          mini-batch size (default 128)\n"
@@ -110,15 +116,20 @@ struct options {
          "  --check            train --check-steps steps without offload and with the chosen\n"
          "                     policy/codec, deterministic cuDNN algorithms, and compare: with a\n"
          "                     lossless codec the weights bitwise, with a lossy one the test\n"
-         "                     accuracies (exit 1 when they differ / differ by more than the margin)\n"
+         "                     accuracies (exit 1 when they differ / differ by more than the "
+         "margin)\n"
          "  --check-steps N    steps of --check (default 50; one epoch with a lossy codec)\n"
-         "  --accuracy-margin PP  --check with a lossy codec: the largest allowed difference in test\n"
+         "  --accuracy-margin PP  --check with a lossy codec: the largest allowed difference in "
+         "test\n"
          "                     accuracy, in percentage points (default 1.0; 0 to 100; a lossless\n"
          "                     codec is compared bitwise and does not use it)\n"
          "  --progress/--no-progress  progress bar on stderr (default: when stderr is a terminal)\n"
-         "  --nccl-id-file PATH  data parallel (rank and world size from STASH_RANK/STASH_WORLD_SIZE,\n"
-         "                     mpirun, torchrun or srun variables): the file, on a file system every\n"
-         "                     rank sees, through which rank 0 hands NCCL's unique id to the others\n"
+         "  --nccl-id-file PATH  data parallel (rank and world size from "
+         "STASH_RANK/STASH_WORLD_SIZE,\n"
+         "                     mpirun, torchrun or srun variables): the file, on a file system "
+         "every\n"
+         "                     rank sees, through which rank 0 hands NCCL's unique id to the "
+         "others\n"
          "                     (launch_dp.sh passes a fresh one; see README.md)\n"
          "  --nccl-id-timeout S  seconds a rank waits for rank 0's id file (default 120)\n"
          "  --nccl-always      with a single rank too, build the NCCL communicator and all-reduce\n"
@@ -130,7 +141,8 @@ struct options {
 /// @brief Bytes from "123", "64MiB", "1.5GiB", "512KiB", "2GB", "100MB" (KiB/MiB/GiB/TiB are
 /// powers of 1024, kB/KB/MB/GB/TB of 1000, K/M/G/T alone of 1024). Zero, negative, fractional
 /// byte counts, garbage and overflow throw usage_error.
-[[nodiscard]] inline std::uint64_t parse_bytes(std::string_view text, std::string_view what = "--budget")
+[[nodiscard]] inline std::uint64_t parse_bytes(std::string_view text,
+                                               std::string_view what = "--budget")
 {
   auto fail = [&](std::string const& why) -> std::uint64_t {
     throw usage_error(std::string(what) + ": '" + std::string(text) + "' " + why +
@@ -138,13 +150,16 @@ struct options {
   };
   if (text.empty()) { return fail("is empty"); }
   std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) != 0 || text[i] == '.')) { ++i; }
+  while (i < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[i])) != 0 || text[i] == '.')) {
+    ++i;
+  }
   std::string_view const number = text.substr(0, i);
   std::string_view const unit   = text.substr(i);
   if (number.empty()) {
     return fail(text.front() == '-' ? "is negative" : "does not start with a number");
   }
-  double value = 0;
+  double value         = 0;
   auto const [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
   if (ec != std::errc{} || end != number.data() + number.size()) { return fail("is not a number"); }
   double scale = 1;
@@ -153,14 +168,25 @@ struct options {
     double scale;
   };
   static constexpr std::array<unit_scale, 17> units = {{
-    {"", 1},          {"B", 1},
-    {"K", 1024.0},    {"KiB", 1024.0},    {"kB", 1e3}, {"KB", 1e3},
-    {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},
-    {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
-    {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
-    {"k", 1e3}, {"Ki", 1024.0},
+      {"", 1},
+      {"B", 1},
+      {"K", 1024.0},
+      {"KiB", 1024.0},
+      {"kB", 1e3},
+      {"KB", 1e3},
+      {"M", 1048576.0},
+      {"MiB", 1048576.0},
+      {"MB", 1e6},
+      {"G", 1073741824.0},
+      {"GiB", 1073741824.0},
+      {"GB", 1e9},
+      {"T", 1099511627776.0},
+      {"TiB", 1099511627776.0},
+      {"TB", 1e12},
+      {"k", 1e3},
+      {"Ki", 1024.0},
   }};
-  bool known = false;
+  bool known                                        = false;
   for (auto const& u : units) {
     if (u.name == unit) {
       scale = u.scale;
@@ -178,7 +204,7 @@ struct options {
 /// @brief A positive integer option.
 [[nodiscard]] inline long parse_positive(std::string_view text, std::string_view what, long max)
 {
-  long v = 0;
+  long v               = 0;
   auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || end != text.data() + text.size() || v < 1 || v > max) {
     throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not an integer in 1.." +
@@ -188,15 +214,17 @@ struct options {
 }
 
 /// @brief A real option in [lo, hi].
-[[nodiscard]] inline double parse_real(std::string_view text, std::string_view what, double lo, double hi)
+[[nodiscard]] inline double parse_real(std::string_view text, std::string_view what, double lo,
+                                       double hi)
 {
-  double v = 0;
+  double v             = 0;
   auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || end != text.data() + text.size() || !(v >= lo && v <= hi)) {
     // %g: the bounds as the user would type them ("[0, 100]", not "[0.000000, 100.000000]").
     std::array<char, 64> bounds{};
     std::snprintf(bounds.data(), bounds.size(), "[%g, %g]", lo, hi);
-    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not a number in " + bounds.data());
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is not a number in " +
+                      bounds.data());
   }
   return v;
 }
@@ -209,7 +237,8 @@ struct options {
     if (policy_names[i] == name) { return static_cast<policy_kind>(i); }
     known += (i == 0 ? "" : ", ") + std::string(policy_names[i]);
   }
-  throw usage_error("--policy: unknown swap policy '" + std::string(name) + "' (known: " + known + ")");
+  throw usage_error("--policy: unknown swap policy '" + std::string(name) + "' (known: " + known +
+                    ")");
 }
 
 /// @brief The codec called `name`; usage_error listing the known ones otherwise.
@@ -219,7 +248,9 @@ struct options {
     if (codec_names[i] == name) { return static_cast<codec_kind>(i); }
   }
   std::string known;
-  for (std::size_t i = 0; i < codec_names.size(); ++i) { known += (i == 0 ? "" : ", ") + std::string(codec_names[i]); }
+  for (std::size_t i = 0; i < codec_names.size(); ++i) {
+    known += (i == 0 ? "" : ", ") + std::string(codec_names[i]);
+  }
   throw usage_error("--codec: unknown codec '" + std::string(name) + "' (known: " + known +
                     "; train_cnn instantiates only these)");
 }
@@ -229,7 +260,8 @@ struct options {
 [[nodiscard]] inline long check_steps_for(options const& o, long steps_per_epoch) noexcept
 {
   if (o.check_steps) { return *o.check_steps; }
-  return check_kind_for(o.codec) == check_kind::accuracy ? steps_per_epoch : default_bitwise_check_steps;
+  return check_kind_for(o.codec) == check_kind::accuracy ? steps_per_epoch
+                                                         : default_bitwise_check_steps;
 }
 
 /// @brief Parses the arguments after the program name.
@@ -239,7 +271,7 @@ struct options {
   bool have_dir = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string const& a = args[i];
-    auto value = [&]() -> std::string const& {
+    auto value           = [&]() -> std::string const& {
       if (i + 1 >= args.size()) { throw usage_error(a + ": needs a value"); }
       return args[++i];
     };
@@ -292,8 +324,9 @@ struct options {
     }
   }
   if (!o.help && !have_dir) {
-    throw usage_error("missing DATA_DIR (Fashion-MNIST's folder; apt-get install dataset-fashion-mnist "
-                      "puts it in /usr/share/datasets/fashion-mnist)");
+    throw usage_error(
+        "missing DATA_DIR (Fashion-MNIST's folder; apt-get install dataset-fashion-mnist "
+        "puts it in /usr/share/datasets/fashion-mnist)");
   }
   return o;
 }

@@ -32,14 +32,14 @@
 
 #include <stash/codec/codec.hpp>
 #include <stash/core/error.hpp>
+#include <stash/core/host_upstream.hpp>
+#include <stash/core/pinned_host_upstream.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/offload_backend.hpp>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/transfer.hpp>
-#include <stash/core/host_upstream.hpp>
-#include <stash/core/pinned_host_upstream.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/pool.hpp>
 #include <stash/sim/cost_model.hpp>
@@ -64,7 +64,11 @@ namespace stash {
 namespace detail {
 
 template <class T>
-concept transfer_policy = requires { T::reports_status; T::lossless; };
+concept transfer_policy = requires
+{
+  T::reports_status;
+  T::lossless;
+};
 
 template <class Backend, class Codec>
 struct transfer_for;  // no default: a CUDA backend needs a device transfer named explicitly
@@ -80,8 +84,7 @@ struct transfer_for<Backend, T> {
 };
 
 template <codec C>
-  requires(!transfer_policy<C>)
-struct transfer_for<host_backend, C> {
+requires(!transfer_policy<C>) struct transfer_for<host_backend, C> {
   using type = host_codec_transfer<C>;
 };
 
@@ -96,7 +99,8 @@ struct staging_for<host_backend> {
 };
 
 template <class P>
-concept iteration_aware_pool = requires(P& p) {
+concept iteration_aware_pool = requires(P& p)
+{
   p.begin_iteration();
   p.end_iteration();
 };
@@ -130,17 +134,15 @@ enum class allocator_state : std::uint8_t {
 
 /// @brief Counters of a stash::allocator.
 struct allocator_stats {
-  std::uint64_t iterations{0};        ///< completed iterations
-  std::uint64_t replanned{0};         ///< schedules planned (the first one included)
-  std::uint64_t deviations{0};        ///< iterations that did not match the recording
-  std::uint64_t scheduled_offloads{0};   ///< offloads issued from the schedule
-  std::uint64_t scheduled_prefetches{0}; ///< prefetches issued from the schedule
+  std::uint64_t iterations{0};            ///< completed iterations
+  std::uint64_t replanned{0};             ///< schedules planned (the first one included)
+  std::uint64_t deviations{0};            ///< iterations that did not match the recording
+  std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
+  std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
 };
 
 /// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
-template <pool Pool,
-          swap_policy SwapPolicy,
-          class Codec            = void,
+template <pool Pool, swap_policy SwapPolicy, class Codec = void,
           offload_backend Backend = cuda_backend>
 class allocator {
  public:
@@ -152,7 +154,7 @@ class allocator {
   using transfer_type = transfer_for_t<Backend, Codec>;
   /// @brief The host staging pool.
   using host_pool_type =
-    caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
+      caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
 
   /// @brief An allocator over `backend`, taking device memory from `device_pool`.
   allocator(Backend& backend, Pool& device_pool, allocator_options options = {})
@@ -251,10 +253,8 @@ class allocator {
 
   /// @brief An op about to be queued on `stream`: runs the schedule up to it and returns device
   /// pointers, reads first then writes, resident for work queued on `stream` from now on.
-  std::vector<void*> op(std::string name,
-                        std::span<tensor_id const> reads,
-                        std::span<tensor_id const> writes,
-                        stream_type stream)
+  std::vector<void*> op(std::string name, std::span<tensor_id const> reads,
+                        std::span<tensor_id const> writes, stream_type stream)
   {
     std::uint64_t const j = op_index_++;
     if (state_ == allocator_state::recording) {
@@ -284,15 +284,24 @@ class allocator {
   /// @brief The schedule in force (empty before the first iteration ends).
   [[nodiscard]] schedule const& current_schedule() const noexcept { return schedule_; }
   /// @brief The last recorded iteration's trace (nullptr before one was recorded).
-  [[nodiscard]] trace const* recorded_trace() const noexcept { return recording_ ? &*recording_ : nullptr; }
+  [[nodiscard]] trace const* recorded_trace() const noexcept
+  {
+    return recording_ ? &*recording_ : nullptr;
+  }
   /// @brief persistent, recording or replaying.
   [[nodiscard]] allocator_state state() const noexcept { return state_; }
   /// @brief The allocator's counters.
   [[nodiscard]] allocator_stats const& stats() const noexcept { return stats_; }
   /// @brief The offload manager's counters.
-  [[nodiscard]] offload_stats const& offload_statistics() const noexcept { return manager_.stats(); }
+  [[nodiscard]] offload_stats const& offload_statistics() const noexcept
+  {
+    return manager_.stats();
+  }
   /// @brief Where tensor `id` is now.
-  [[nodiscard]] tensor_state where(tensor_id id) { return manager_.state(checked(id, "where").handle); }
+  [[nodiscard]] tensor_state where(tensor_id id)
+  {
+    return manager_.state(checked(id, "where").handle);
+  }
   /// @brief Waits for the allocator's transfers (and surfaces decode errors).
   void synchronize() { manager_.synchronize(); }
 
@@ -310,7 +319,7 @@ class allocator {
   {
     STASH_EXPECTS(id < tensors_.size() && tensors_[id].alive,
                   std::string("stash::allocator::") + what + ": tensor #" + std::to_string(id) +
-                    (id < tensors_.size() ? " was freed" : " does not exist"));
+                      (id < tensors_.size() ? " was freed" : " does not exist"));
     return tensors_[id];
   }
 
@@ -318,7 +327,7 @@ class allocator {
   {
     tensor& t = checked(id, what);
     STASH_EXPECTS(t.storage.has_value(), "stash::allocator: tensor #" + std::to_string(id) +
-                                           " was allocated outside the recording");
+                                             " was allocated outside the recording");
     return *t.storage;
   }
 
@@ -330,7 +339,8 @@ class allocator {
     for (tensor_id id = 0; id < tensors_.size(); ++id) {
       auto& t = tensors_[id];
       if (!t.alive) { continue; }
-      t.storage = recorder_->allocate(t.bytes, storage_kind::param, "persistent#" + std::to_string(id));
+      t.storage =
+          recorder_->allocate(t.bytes, storage_kind::param, "persistent#" + std::to_string(id));
     }
     first_storage_ = recorder_->trace().storages().size();
     first_op_      = recorder_->trace().ops().size();
@@ -368,7 +378,8 @@ class allocator {
   void issue_offloads_before(std::uint64_t j, stream_type stream)
   {
     std::uint64_t const end = std::min<std::uint64_t>(j, recorded_ops_);
-    for (; next_offload_op_ <= end && next_offload_op_ < offloads_by_op_.size(); ++next_offload_op_) {
+    for (; next_offload_op_ <= end && next_offload_op_ < offloads_by_op_.size();
+         ++next_offload_op_) {
       for (storage_id s : offloads_by_op_[next_offload_op_]) {
         tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
         if (id == no_tensor || !tensors_[id].alive) { continue; }

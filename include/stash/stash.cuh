@@ -8,7 +8,6 @@
 
 #include <stash/allocator.hpp>
 
-#include <stash/core/cuda_event.hpp>
 #include <stash/codec/bitmask.hpp>
 #include <stash/codec/buffer_header.hpp>
 #include <stash/codec/chain.hpp>
@@ -28,6 +27,7 @@
 #include <stash/codec/precision.hpp>
 #include <stash/codec/rle.hpp>
 #include <stash/codec/zvc.hpp>
+#include <stash/core/cuda_event.hpp>
 
 #include <stash/core/config.hpp>
 #include <stash/core/cuda_stream.hpp>
@@ -39,8 +39,8 @@
 #include <stash/core/pinned_host_buffer.hpp>
 #include <stash/core/pinned_host_upstream.hpp>
 #include <stash/core/units.hpp>
-#include <stash/core/virtual_upstream.hpp>
 #include <stash/core/upstream_resource.hpp>
+#include <stash/core/virtual_upstream.hpp>
 
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -52,14 +52,14 @@
 
 #include <stash/pool/async_pool.hpp>
 #include <stash/pool/best_of_planner.hpp>
+#include <stash/pool/caching_pool.hpp>
 #include <stash/pool/greedy_planner.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/pool/offset_planner.hpp>
 #include <stash/pool/plan.hpp>
 #include <stash/pool/plan_checker.hpp>
-#include <stash/pool/search_planner.hpp>
-#include <stash/pool/caching_pool.hpp>
 #include <stash/pool/pool.hpp>
+#include <stash/pool/search_planner.hpp>
 #include <stash/pool/stream_order.hpp>
 #include <stash/pool/trace_replay.hpp>
 

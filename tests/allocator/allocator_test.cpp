@@ -25,7 +25,8 @@
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-using host_arena   = stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
+using host_arena =
+    stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
 
 constexpr std::uint64_t scale = 64;  // tensors 64x smaller than recorded, to keep CI light
 
@@ -72,7 +73,9 @@ std::uint64_t drive(Allocator& alloc, stash::host_backend& backend, stash::host_
     for (std::size_t r = 0; r < op.reads.size(); ++r) {
       if (version[op.reads[r]] > 0) { check(op.reads[r], ptrs[r]); }
     }
-    for (std::size_t w = 0; w < op.writes.size(); ++w) { fill(op.writes[w], ptrs[op.reads.size() + w]); }
+    for (std::size_t w = 0; w < op.writes.size(); ++w) {
+      fill(op.writes[w], ptrs[op.reads.size() + w]);
+    }
   });
   driver.run(iterations);
   backend.synchronize(s);
@@ -95,7 +98,8 @@ TEST_CASE("allocator<caching_pool, vdnn_all>: record, plan, replay a real step w
   host_caching pool;
   stash::allocator_options o;
   o.device_budget = 0;  // as small as possible: vdnn_all offloads everything it may
-  stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool, o);
+  stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool,
+                                                                                   o);
   CHECK(alloc.state() == stash::allocator_state::persistent);
   auto const bad = drive(alloc, backend, s, t, 3);
   CHECK(bad == 0);
@@ -120,7 +124,7 @@ TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs 
   stash::allocator_options o;
   o.device_budget = scaled_peak(t) * scale / 2;
   stash::allocator<host_arena, stash::vdnn_conv, stash::zvc<float>, stash::host_backend> alloc(
-    backend, pool, o);
+      backend, pool, o);
   auto const bad = drive(alloc, backend, s, t, 3);
   CHECK(bad == 0);
   CHECK(pool.state() == stash::arena_state::replaying);
@@ -128,11 +132,12 @@ TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs 
   CHECK(alloc.offload_statistics().offloads > 0);
   CHECK(alloc.offload_statistics().decode_failures == 0);
   MESSAGE("resnet18 (1/64 scale) through lifetime_arena + vdnn_conv + zvc: "
-          << alloc.offload_statistics().offloads << " offloads, arena "
-          << pool.arena_bytes() << " B, fallbacks " << pool.stats().fallbacks);
+          << alloc.offload_statistics().offloads << " offloads, arena " << pool.arena_bytes()
+          << " B, fallbacks " << pool.stats().fallbacks);
 }
 
-TEST_CASE("allocator<lifetime_arena, vdnn_all>: the arena learns the swapped tensors' split lifetimes")
+TEST_CASE(
+    "allocator<lifetime_arena, vdnn_all>: the arena learns the swapped tensors' split lifetimes")
 {
   auto const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
   stash::host_backend backend;
@@ -165,10 +170,10 @@ TEST_CASE("allocator<lifetime_arena, vdnn_all>: the arena learns the swapped ten
   CHECK(alloc.offload_statistics().offloads > 0);
   CHECK(alloc.offload_statistics().demand_prefetches == 0);
   auto const swapped_footprint = pool.arena_bytes();
-  MESSAGE("resnet18 (1/64 scale) lifetime_arena footprint: " << resident_footprint
-          << " B without swapping, " << swapped_footprint << " B with vdnn_all ("
-          << alloc.offload_statistics().offloads << " offloads, " << pool.fence_waits()
-          << " device-side waits for offloaded blocks)");
+  MESSAGE("resnet18 (1/64 scale) lifetime_arena footprint: "
+          << resident_footprint << " B without swapping, " << swapped_footprint
+          << " B with vdnn_all (" << alloc.offload_statistics().offloads << " offloads, "
+          << pool.fence_waits() << " device-side waits for offloaded blocks)");
   // Offloaded activations' memory is reused while they are away.
   CHECK(swapped_footprint < resident_footprint * 3 / 4);
 }
@@ -181,7 +186,8 @@ TEST_CASE("allocator: a deviating iteration stays correct and triggers a new rec
   host_caching pool;
   stash::allocator_options o;
   o.device_budget = 0;
-  stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool, o);
+  stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool,
+                                                                                   o);
   CHECK(drive(alloc, backend, s, t, 2) == 0);
   // An extra tensor at the start of the iteration shifts every allocation.
   alloc.begin_iteration();
@@ -198,7 +204,8 @@ namespace {
 struct flaky_policy {
   static constexpr std::string_view name = "flaky";
   static inline int calls                = 0;
-  static stash::schedule plan(stash::trace const& t, stash::cost_model const& m, std::uint64_t budget)
+  static stash::schedule plan(stash::trace const& t, stash::cost_model const& m,
+                              std::uint64_t budget)
   {
     if (calls++ == 0) { throw stash::logic_error("flaky_policy: cannot plan this time"); }
     return stash::no_swap::plan(t, m, budget);
@@ -207,7 +214,8 @@ struct flaky_policy {
 static_assert(stash::swap_policy<flaky_policy>);
 }  // namespace
 
-TEST_CASE("allocator: a policy that fails to plan leaves it recording, and the next iteration plans")
+TEST_CASE(
+    "allocator: a policy that fails to plan leaves it recording, and the next iteration plans")
 {
   stash::host_backend backend;
   auto const s = backend.create_stream();

@@ -42,7 +42,7 @@ fuzz_counts fuzz(std::vector<float> const& in, int iterations, std::uint32_t see
       }
       case 1: {  // random bytes in the first 96 bytes (header and tables)
         std::size_t const limit = std::min<std::size_t>(buf.size(), 96);
-        buf[rng() % limit] = static_cast<std::byte>(rng());
+        buf[rng() % limit]      = static_cast<std::byte>(rng());
         break;
       }
       case 2:  // truncation
@@ -50,7 +50,7 @@ fuzz_counts fuzz(std::vector<float> const& in, int iterations, std::uint32_t see
         break;
       default: {  // overwrite a random u32 with a random or extreme value
         if (buf.size() >= 4) {
-          std::size_t const at = (rng() % (buf.size() / 4)) * 4;
+          std::size_t const at  = (rng() % (buf.size() / 4)) * 4;
           std::uint32_t const v = (rng() & 1) ? rng() : 0xffffffffu;
           stash::detail::store_u32(buf.data() + at, v);
         }
@@ -71,15 +71,9 @@ fuzz_counts fuzz(std::vector<float> const& in, int iterations, std::uint32_t see
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("decoders survive corrupted and truncated buffers",
-                   C,
-                   stash::identity<float>,
-                   stash::zvc<float>,
-                   stash::csr<float>,
-                   stash::rle<float>,
-                   stash::bitmask,
-                   stash::precision<float, stash::fp16>,
-                   stash::precision<float, stash::fp10>,
+TEST_CASE_TEMPLATE("decoders survive corrupted and truncated buffers", C, stash::identity<float>,
+                   stash::zvc<float>, stash::csr<float>, stash::rle<float>, stash::bitmask,
+                   stash::precision<float, stash::fp16>, stash::precision<float, stash::fp10>,
                    fp16_then_zvc)
 {
   // 5000 real activations (a slice of relu4 at its final state: 72% zeros), sizes not a multiple

@@ -69,7 +69,8 @@ std::vector<std::byte> device_encode(std::vector<element_of<D>> const& in,
   D::encode_async(d_in.as<T>(), in.size(), d_out.as<std::byte>(), d_out.size(),
                   d_size.as<std::size_t>(), scratch.as<void>(), scratch_bytes, s);
   std::size_t size = 0;
-  STASH_CUDA_TRY(cudaMemcpyAsync(&size, d_size.as<void>(), sizeof(size), cudaMemcpyDeviceToHost, s));
+  STASH_CUDA_TRY(
+      cudaMemcpyAsync(&size, d_size.as<void>(), sizeof(size), cudaMemcpyDeviceToHost, s));
   s.synchronize();
   REQUIRE(size <= d_out.size());
   std::vector<std::byte> out(size);
@@ -86,17 +87,18 @@ stash::codec_status device_decode(std::vector<std::byte> const& buf, std::size_t
   device_bytes d_src(buf.size());
   device_bytes d_out(capacity * sizeof(T));
   device_bytes d_status(sizeof(stash::codec_status));
-  STASH_CUDA_TRY(cudaMemcpyAsync(d_src.as<void>(), buf.data(), buf.size(), cudaMemcpyHostToDevice, s));
+  STASH_CUDA_TRY(
+      cudaMemcpyAsync(d_src.as<void>(), buf.data(), buf.size(), cudaMemcpyHostToDevice, s));
   D::decode_async(d_src.as<std::byte>(), buf.size(), d_out.as<T>(), capacity,
                   d_status.as<stash::codec_status>(), nullptr, 0, s);
   stash::codec_status status{};
-  STASH_CUDA_TRY(cudaMemcpyAsync(&status, d_status.as<void>(), sizeof(status),
-                                 cudaMemcpyDeviceToHost, s));
+  STASH_CUDA_TRY(
+      cudaMemcpyAsync(&status, d_status.as<void>(), sizeof(status), cudaMemcpyDeviceToHost, s));
   s.synchronize();
   out.resize(capacity);
   if (status.code == 0 && capacity > 0) {
-    STASH_CUDA_TRY(cudaMemcpy(out.data(), d_out.as<void>(), capacity * sizeof(T),
-                              cudaMemcpyDeviceToHost));
+    STASH_CUDA_TRY(
+        cudaMemcpy(out.data(), d_out.as<void>(), capacity * sizeof(T), cudaMemcpyDeviceToHost));
   }
   return status;
 }
@@ -141,12 +143,12 @@ std::vector<std::vector<float>> edge_inputs()
     std::vector<float> specials(n);
     for (std::size_t i = 0; i < n; ++i) {
       std::uint32_t const pick = static_cast<std::uint32_t>((i / 3) % 6);
-      specials[i] = pick == 0   ? 0.0f
-                    : pick == 1 ? -0.0f
-                    : pick == 2 ? float_bits(0x7fa12345u)
-                    : pick == 3 ? std::numeric_limits<float>::quiet_NaN()
-                    : pick == 4 ? std::numeric_limits<float>::infinity()
-                                : 2.5f;
+      specials[i]              = pick == 0   ? 0.0f
+                                 : pick == 1 ? -0.0f
+                                 : pick == 2 ? float_bits(0x7fa12345u)
+                                 : pick == 3 ? std::numeric_limits<float>::quiet_NaN()
+                                 : pick == 4 ? std::numeric_limits<float>::infinity()
+                                             : 2.5f;
     }
     all.push_back(std::move(specials));
   }
@@ -162,7 +164,9 @@ std::vector<std::vector<float>> edge_inputs()
 std::vector<std::vector<float>> inputs()
 {
   std::vector<std::vector<float>> all;
-  for (auto const& f : stash::test::activation_files()) { all.push_back(stash::test::load_activation(f)); }
+  for (auto const& f : stash::test::activation_files()) {
+    all.push_back(stash::test::load_activation(f));
+  }
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (std::size_t n : {0, 1, 31, 33, 1023, 1025, 4097, 100003}) {
@@ -183,24 +187,17 @@ static_assert(stash::device_codec<stash::device_csr<float>>);
 static_assert(stash::device_codec<stash::device_rle<float>>);
 static_assert(stash::device_codec<stash::device_rle<std::uint8_t>>);
 
-TEST_CASE_TEMPLATE("device codecs match the host reference byte for byte",
-                   D,
-                   stash::device_zvc<float>,
-                   stash::device_bitmask,
-                   stash::device_precision<stash::fp16>,
-                   stash::device_precision<stash::fp10>,
-                   stash::device_csr<float>,
-                   stash::device_rle<float>)
+TEST_CASE_TEMPLATE("device codecs match the host reference byte for byte", D,
+                   stash::device_zvc<float>, stash::device_bitmask,
+                   stash::device_precision<stash::fp16>, stash::device_precision<stash::fp10>,
+                   stash::device_csr<float>, stash::device_rle<float>)
 {
   stash::cuda_stream s;
   for (auto const& in : inputs()) { check_against_host<D>(in, s); }
 }
 
-TEST_CASE_TEMPLATE("lossless device codecs match the host on edge cases",
-                   D,
-                   stash::device_zvc<float>,
-                   stash::device_csr<float>,
-                   stash::device_rle<float>)
+TEST_CASE_TEMPLATE("lossless device codecs match the host on edge cases", D,
+                   stash::device_zvc<float>, stash::device_csr<float>, stash::device_rle<float>)
 {
   stash::cuda_stream s;
   for (auto const& in : edge_inputs()) { check_against_host<D>(in, s); }
@@ -227,12 +224,9 @@ TEST_CASE("device csr and rle match the host for other element types")
   }
 }
 
-TEST_CASE_TEMPLATE("device decoders report corrupted input through codec_status",
-                   D,
-                   stash::device_zvc<float>,
-                   stash::device_bitmask,
-                   stash::device_precision<stash::fp10>,
-                   stash::device_csr<float>,
+TEST_CASE_TEMPLATE("device decoders report corrupted input through codec_status", D,
+                   stash::device_zvc<float>, stash::device_bitmask,
+                   stash::device_precision<stash::fp10>, stash::device_csr<float>,
                    stash::device_rle<float>)
 {
   using H = typename D::host_codec;
@@ -319,21 +313,22 @@ TEST_CASE("device csr and rle name the same fault and offset as the host")
     // A row in the middle with at least two entries: repeat its first column.
     std::uint64_t r = rows / 2;
     while (d::load_u32(clean.data() + l.row_ptr_off + 4 * (r + 1)) -
-             d::load_u32(clean.data() + l.row_ptr_off + 4 * r) < 2) {
+               d::load_u32(clean.data() + l.row_ptr_off + 4 * r) <
+           2) {
       ++r;
     }
-    std::uint64_t const k0 = d::load_u32(clean.data() + l.row_ptr_off + 4 * r);
-    auto repeated          = clean;
+    std::uint64_t const k0        = d::load_u32(clean.data() + l.row_ptr_off + 4 * r);
+    auto repeated                 = clean;
     repeated[l.cols_off + k0 + 1] = repeated[l.cols_off + k0];
     check_same_fault<stash::device_csr<float>>(repeated, in.size(), codec_errc::bad_column_index,
                                                s);
     // The total count disagreeing with the payload size.
     auto total = clean;
     d::store_u32(total.data() + 32 + 4 * rows, static_cast<std::uint32_t>(nnz - 1));
-    check_same_fault<stash::device_csr<float>>(total, in.size(),
-                                               codec_errc::payload_size_mismatch, s);
+    check_same_fault<stash::device_csr<float>>(total, in.size(), codec_errc::payload_size_mismatch,
+                                               s);
     if (l.values_off > l.cols_off + nnz) {
-      auto padded               = clean;
+      auto padded              = clean;
       padded[l.values_off - 1] = std::byte{0x5a};
       check_same_fault<stash::device_csr<float>>(padded, in.size(), codec_errc::bad_padding, s);
     }
@@ -355,8 +350,8 @@ TEST_CASE("device csr and rle name the same fault and offset as the host")
     auto grown = clean;
     grown.resize(clean.size() + 6);
     d::store_u64(grown.data() + 24, d::load_u64(clean.data() + 24) + 6);
-    check_same_fault<stash::device_rle<float>>(grown, in.size(),
-                                               codec_errc::payload_size_mismatch, s);
+    check_same_fault<stash::device_rle<float>>(grown, in.size(), codec_errc::payload_size_mismatch,
+                                               s);
   }
 }
 
@@ -371,7 +366,8 @@ TEST_CASE("device bitmask applies the mask to a gradient like the host")
   stash::bitmask::apply_mask_to_gradient(buf, expected);
   device_bytes d_src(buf.size()), d_grad(grad.size() * 4), d_status(sizeof(stash::codec_status));
   STASH_CUDA_TRY(cudaMemcpy(d_src.as<void>(), buf.data(), buf.size(), cudaMemcpyHostToDevice));
-  STASH_CUDA_TRY(cudaMemcpy(d_grad.as<void>(), grad.data(), grad.size() * 4, cudaMemcpyHostToDevice));
+  STASH_CUDA_TRY(
+      cudaMemcpy(d_grad.as<void>(), grad.data(), grad.size() * 4, cudaMemcpyHostToDevice));
   stash::device_bitmask::apply_mask_to_gradient_async(d_src.as<std::byte>(), buf.size(),
                                                       d_grad.as<float>(), grad.size(),
                                                       d_status.as<stash::codec_status>(), s);
@@ -379,6 +375,7 @@ TEST_CASE("device bitmask applies the mask to a gradient like the host")
   stash::codec_status st{};
   STASH_CUDA_TRY(cudaMemcpy(&st, d_status.as<void>(), sizeof(st), cudaMemcpyDeviceToHost));
   stash::throw_if_error(st);
-  STASH_CUDA_TRY(cudaMemcpy(grad.data(), d_grad.as<void>(), grad.size() * 4, cudaMemcpyDeviceToHost));
+  STASH_CUDA_TRY(
+      cudaMemcpy(grad.data(), d_grad.as<void>(), grad.size() * 4, cudaMemcpyDeviceToHost));
   CHECK(stash::test::bitwise_equal(grad, expected));
 }

@@ -61,13 +61,8 @@ std::vector<float> special_values(std::size_t n)
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("lossless codecs round-trip the real activations bit-exactly",
-                   C,
-                   identity_f32,
-                   zvc_f32,
-                   csr_f32,
-                   rle_f32,
-                   rle_then_zvc)
+TEST_CASE_TEMPLATE("lossless codecs round-trip the real activations bit-exactly", C, identity_f32,
+                   zvc_f32, csr_f32, rle_f32, rle_then_zvc)
 {
   for (auto const& file : stash::test::activation_files()) {
     CAPTURE(file);
@@ -77,18 +72,13 @@ TEST_CASE_TEMPLATE("lossless codecs round-trip the real activations bit-exactly"
   }
 }
 
-TEST_CASE_TEMPLATE("lossless codecs handle edge-case sizes and special values",
-                   C,
-                   identity_f32,
-                   zvc_f32,
-                   csr_f32,
-                   rle_f32,
-                   rle_then_zvc)
+TEST_CASE_TEMPLATE("lossless codecs handle edge-case sizes and special values", C, identity_f32,
+                   zvc_f32, csr_f32, rle_f32, rle_then_zvc)
 {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (std::size_t n : {0, 1, 2, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025, 4095, 4096, 4097,
-                        10007}) {
+  for (std::size_t n :
+       {0, 1, 2, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025, 4095, 4096, 4097, 10007}) {
     CAPTURE(n);
     std::vector<float> zeros(n, 0.0f);
     CHECK(stash::test::bitwise_equal(round_trip<C>(zeros), zeros));
@@ -107,11 +97,11 @@ TEST_CASE("zvc size is within 2% of its ideal (4 B per nonzero + 1 bit per eleme
 {
   for (auto const& file : stash::test::activation_files()) {
     CAPTURE(file);
-    auto const in = stash::test::load_activation(file);
+    auto const in   = stash::test::load_activation(file);
     std::size_t nnz = 0;
     for (float x : in) { nnz += (x != 0.0f || std::signbit(x)) ? 1 : 0; }
     double const ideal = 4.0 * static_cast<double>(nnz) + static_cast<double>(in.size()) / 8.0;
-    auto const buf = stash::host_encode_vector<zvc_f32>(in);
+    auto const buf     = stash::host_encode_vector<zvc_f32>(in);
     CAPTURE(buf.size());
     CAPTURE(ideal);
     CHECK(static_cast<double>(buf.size()) <= 1.02 * ideal);
@@ -122,8 +112,8 @@ TEST_CASE("zvc size is within 2% of its ideal (4 B per nonzero + 1 bit per eleme
 TEST_CASE("zvc writes the documented layout")
 {
   std::vector<float> in(40, 0.0f);
-  in[1]  = 2.0f;
-  in[33] = -3.0f;
+  in[1]          = 2.0f;
+  in[33]         = -3.0f;
   auto const buf = stash::host_encode_vector<zvc_f32>(in);
   // header 32 + 2 mask words + 2 table entries = 48 (already 16-aligned) + 2 values
   REQUIRE(buf.size() == 56);
@@ -154,14 +144,16 @@ TEST_CASE("csr pays from about 20% zeros and rle is tiny on constant data")
 TEST_CASE("zvc and csr also round-trip other element types")
 {
   std::vector<std::uint16_t> h(3000);
-  for (std::size_t i = 0; i < h.size(); ++i) { h[i] = static_cast<std::uint16_t>(i % 3 == 0 ? 0 : i); }
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    h[i] = static_cast<std::uint16_t>(i % 3 == 0 ? 0 : i);
+  }
   auto const zb = stash::host_encode_vector<stash::zvc<std::uint16_t>>(h);
   CHECK(stash::host_decode_vector<stash::zvc<std::uint16_t>>(zb) == h);
   auto const cb = stash::host_encode_vector<stash::csr<std::uint16_t>>(h);
   CHECK(stash::host_decode_vector<stash::csr<std::uint16_t>>(cb) == h);
   std::vector<double> d(777, 0.0);
-  d[5] = -0.0;
-  d[700] = 3.25;
+  d[5]          = -0.0;
+  d[700]        = 3.25;
   auto const db = stash::host_encode_vector<stash::zvc<double>>(d);
   auto const dd = stash::host_decode_vector<stash::zvc<double>>(db);
   REQUIRE(dd.size() == d.size());
@@ -204,7 +196,7 @@ TEST_CASE("encoders reject an output span smaller than max_compressed_bytes")
 
 TEST_CASE("a sealed checksum catches payload corruption the structure cannot")
 {
-  auto in = stash::test::load_activation("netA_final_relu5.f32");
+  auto in  = stash::test::load_activation("netA_final_relu5.f32");
   auto buf = stash::host_encode_vector<zvc_f32>(in);
   stash::seal_checksum(buf);
   CHECK(stash::test::bitwise_equal(stash::host_decode_vector<zvc_f32>(buf), in));

@@ -32,7 +32,7 @@ double check_bound(std::vector<float> const& in)
   CHECK(buf.size() == prec<To>::max_compressed_bytes(in.size()));
   auto const out = stash::host_decode_vector<prec<To>>(buf);
   REQUIRE(out.size() == in.size());
-  double worst = 0.0;
+  double worst         = 0.0;
   std::size_t failures = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
     double const x = in[i], y = out[i];
@@ -48,7 +48,9 @@ double check_bound(std::vector<float> const& in)
     double const bound = std::max(B::relative * std::abs(x), B::flush_below);
     worst              = std::max(worst, err);
     if (err > bound || std::signbit(x) != std::signbit(y)) {
-      if (failures < 5) { MESSAGE("x=" << x << " y=" << y << " err=" << err << " bound=" << bound); }
+      if (failures < 5) {
+        MESSAGE("x=" << x << " y=" << y << " err=" << err << " bound=" << bound);
+      }
       ++failures;
     }
   }
@@ -82,13 +84,8 @@ std::uint32_t code_of(float x)
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("precision meets its documented error bound",
-                   To,
-                   stash::fp16,
-                   stash::bf16,
-                   stash::fp8_e4m3,
-                   stash::fp8_e5m2,
-                   stash::fp10)
+TEST_CASE_TEMPLATE("precision meets its documented error bound", To, stash::fp16, stash::bf16,
+                   stash::fp8_e4m3, stash::fp8_e5m2, stash::fp10)
 {
   (void)check_bound<To>(wide_range_values(200003));
   for (auto const& file : stash::test::activation_files()) {
@@ -102,12 +99,12 @@ TEST_CASE("precision bit patterns: round to nearest even, clamp, flush")
   using stash::fp16;
   CHECK(code_of<fp16>(1.0f) == 0x3c00u);
   CHECK(code_of<fp16>(65504.0f) == 0x7bffu);
-  CHECK(code_of<fp16>(1e9f) == 0x7bffu);                              // clamp
+  CHECK(code_of<fp16>(1e9f) == 0x7bffu);  // clamp
   CHECK(code_of<fp16>(-std::numeric_limits<float>::infinity()) == 0xfbffu);
-  CHECK(code_of<fp16>(1e-5f) == 0x0000u);                            // below 2^-14: flush
-  CHECK(code_of<fp16>(-1e-5f) == 0x8000u);                           // signed zero
-  CHECK(code_of<fp16>(1.0f + 1.0f / 2048) == 0x3c00u);               // tie -> even
-  CHECK(code_of<fp16>(1.0f + 3.0f / 2048) == 0x3c02u);               // tie -> even (up)
+  CHECK(code_of<fp16>(1e-5f) == 0x0000u);               // below 2^-14: flush
+  CHECK(code_of<fp16>(-1e-5f) == 0x8000u);              // signed zero
+  CHECK(code_of<fp16>(1.0f + 1.0f / 2048) == 0x3c00u);  // tie -> even
+  CHECK(code_of<fp16>(1.0f + 3.0f / 2048) == 0x3c02u);  // tie -> even (up)
   CHECK(code_of<stash::fp8_e4m3>(448.0f) == 0x7eu);
   CHECK(code_of<stash::fp8_e4m3>(1000.0f) == 0x7eu);
   CHECK(code_of<stash::fp8_e4m3>(1.0f) == 0x38u);
@@ -143,7 +140,7 @@ TEST_CASE("fp16 matches the compiler's IEEE conversion in the normal range")
 TEST_CASE("fp10 packs three codes per word and rejects nonzero padding bits")
 {
   std::vector<float> in = {1.0f, -2.0f, 0.5f, 3.0f};
-  auto buf = stash::host_encode_vector<prec<stash::fp10>>(in);
+  auto buf              = stash::host_encode_vector<prec<stash::fp10>>(in);
   REQUIRE(buf.size() == 32 + 8);
   std::uint32_t const w0 = stash::detail::load_u32(buf.data() + 32);
   CHECK((w0 & 0x3ffu) == code_of<stash::fp10>(1.0f));
@@ -157,12 +154,12 @@ TEST_CASE("fp10 packs three codes per word and rejects nonzero padding bits")
 
 TEST_CASE("fp16 then zvc<u16> keeps zeros sparse and round-trips like fp16 alone")
 {
-  using C   = stash::chain<prec<stash::fp16>, stash::zvc<std::uint16_t>>;
-  auto in   = stash::test::load_activation("netA_final_relu4.f32");
-  auto buf  = stash::host_encode_vector<C>(in);
-  auto out  = stash::host_decode_vector<C>(buf);
-  auto ref  = stash::host_decode_vector<prec<stash::fp16>>(
-    stash::host_encode_vector<prec<stash::fp16>>(in));
+  using C  = stash::chain<prec<stash::fp16>, stash::zvc<std::uint16_t>>;
+  auto in  = stash::test::load_activation("netA_final_relu4.f32");
+  auto buf = stash::host_encode_vector<C>(in);
+  auto out = stash::host_decode_vector<C>(buf);
+  auto ref = stash::host_decode_vector<prec<stash::fp16>>(
+      stash::host_encode_vector<prec<stash::fp16>>(in));
   CHECK(stash::test::bitwise_equal(out, ref));
   CHECK(buf.size() < in.size() * 2 / 2);  // 72% zeros: well under half of fp16's size
 }
@@ -187,11 +184,11 @@ TEST_CASE("bitmask keeps x > 0 and drives ReLU backward")
     CHECK(stash::test::bitwise_equal(grad, expected));
   }
   std::vector<float> special = {-0.0f, std::numeric_limits<float>::quiet_NaN(), -1.0f, 1e-40f};
-  auto const out = stash::host_decode_vector<stash::bitmask>(
-    stash::host_encode_vector<stash::bitmask>(special));
+  auto const out =
+      stash::host_decode_vector<stash::bitmask>(stash::host_encode_vector<stash::bitmask>(special));
   CHECK(out == std::vector<float>{0.0f, 0.0f, 0.0f, 1.0f});
   std::vector<float> wrong_size(5);  // larger than the mask: a caller bug
   CHECK_THROWS_AS(stash::bitmask::apply_mask_to_gradient(
-                    stash::host_encode_vector<stash::bitmask>(special), wrong_size),
+                      stash::host_encode_vector<stash::bitmask>(special), wrong_size),
                   stash::logic_error);
 }

@@ -23,7 +23,7 @@ std::vector<float> reference_backward(std::vector<float> const& in, stash::pool_
         for (std::size_t ky = 0; ky < g.window_h; ++ky) {
           for (std::size_t kx = 0; kx < g.window_w; ++kx) {
             std::size_t const at =
-              (p * g.height + oy * g.stride_h + ky) * g.width + ox * g.stride_w + kx;
+                (p * g.height + oy * g.stride_h + ky) * g.width + ox * g.stride_w + kx;
             if (in[at] > in[best_at]) { best_at = at; }
           }
         }
@@ -44,8 +44,8 @@ TEST_CASE("pool_argmax backward matches backward from the full input on real act
   for (auto [k, s] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{4, 4}, std::pair{3, 1}}) {
     CAPTURE(k);
     CAPTURE(s);
-    stash::pool_geometry const g{8 * 32, 28, 28, std::size_t(k), std::size_t(k), std::size_t(s),
-                                 std::size_t(s)};
+    stash::pool_geometry const g{
+        8 * 32, 28, 28, std::size_t(k), std::size_t(k), std::size_t(s), std::size_t(s)};
     std::vector<std::byte> buf(stash::pool_argmax::max_compressed_bytes(g.outputs()));
     std::size_t const bytes = stash::pool_argmax::host_encode(in, g, buf);
     CHECK(bytes == 32 + 4 * ((g.outputs() + 7) / 8));
@@ -71,7 +71,7 @@ TEST_CASE("pool_argmax rejects bad geometry and corrupted buffers")
   std::vector<float> grad_out(g.outputs(), 1.0f), grad_in(in.size());
   stash::pool_argmax::host_backward(buf, g, grad_out, grad_in);
   auto bad = buf;
-  bad[32] = std::byte{0x0f};  // argmax 15 in a 9-entry window
+  bad[32]  = std::byte{0x0f};  // argmax 15 in a 9-entry window
   CHECK_THROWS_AS(stash::pool_argmax::host_backward(bad, g, grad_out, grad_in), stash::codec_error);
   stash::pool_geometry other = g;
   other.stride_w             = 2;  // another geometry: param mismatch

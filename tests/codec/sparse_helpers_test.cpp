@@ -196,15 +196,9 @@ TEST_CASE("rle splits runs at chunk boundaries only, and compares bit patterns")
   check_rle_helpers(std::vector<double>(9000, 0.0));
 
   // 0.0 | -0.0 -0.0 | NaN(a) NaN(a) | NaN(b) | 1 1 1
-  std::vector<float> specials = {0.0f,
-                                 -0.0f,
-                                 -0.0f,
-                                 float_bits(0x7fa12345u),
-                                 float_bits(0x7fa12345u),
-                                 float_bits(0x7fc00000u),
-                                 1.0f,
-                                 1.0f,
-                                 1.0f};
+  std::vector<float> specials = {
+      0.0f, -0.0f, -0.0f, float_bits(0x7fa12345u), float_bits(0x7fa12345u), float_bits(0x7fc00000u),
+      1.0f, 1.0f,  1.0f};
   CHECK(d::rle_chunk_runs(specials.data(), specials.size(), 0) == 5);
   check_rle_helpers(specials);
   for (std::size_t n2 : {0, 1, 4095, 4096, 4097, 10007}) {

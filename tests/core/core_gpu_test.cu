@@ -39,7 +39,7 @@ TEST_CASE("gpu: stream, event and pinned buffer carry a round trip device <-> pi
   done.synchronize();
   CHECK(done.ready());
   CHECK(stream.is_idle());
-  auto const* h = static_cast<std::uint32_t const*>(host.data());
+  auto const* h  = static_cast<std::uint32_t const*>(host.data());
   bool all_match = true;
   for (std::size_t i = 0; i < n; ++i) { all_match = all_match && h[i] == 7 + i; }
   CHECK(all_match);
@@ -53,13 +53,13 @@ TEST_CASE("gpu: one stream waits on another's event without a host sync")
   stash::cuda_event produced;
   stash::device_upstream device;
   constexpr std::size_t n = 4096;
-  auto* d = static_cast<std::uint32_t*>(device.allocate(n * sizeof(std::uint32_t)));
+  auto* d                 = static_cast<std::uint32_t*>(device.allocate(n * sizeof(std::uint32_t)));
   std::vector<std::uint32_t> h(n, 0);
   fill_kernel<<<n / 256, 256, 0, producer.value()>>>(d, n, 100);
   produced.record(producer);
   produced.wait_on(consumer);
-  STASH_CUDA_TRY(cudaMemcpyAsync(h.data(), d, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
-                                 consumer));
+  STASH_CUDA_TRY(
+      cudaMemcpyAsync(h.data(), d, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, consumer));
   consumer.synchronize();
   CHECK(h[0] == 100);
   CHECK(h[n - 1] == 100 + n - 1);

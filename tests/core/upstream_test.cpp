@@ -22,8 +22,7 @@ static_assert(cuda::mr::resource_with<stash::host_upstream, cuda::mr::host_acces
 static_assert(!cuda::mr::resource_with<stash::host_upstream, cuda::mr::device_accessible>);
 static_assert(cuda::mr::resource_with<stash::device_upstream, cuda::mr::device_accessible>);
 static_assert(!cuda::mr::resource_with<stash::device_upstream, cuda::mr::host_accessible>);
-static_assert(cuda::mr::resource_with<stash::pinned_host_upstream,
-                                      cuda::mr::host_accessible,
+static_assert(cuda::mr::resource_with<stash::pinned_host_upstream, cuda::mr::host_accessible,
                                       cuda::mr::device_accessible>);
 #endif
 
@@ -43,9 +42,11 @@ void check_host_upstream_conformance(Upstream& upstream)
 {
   static_assert(Upstream::is_host_accessible);
   CHECK(upstream == upstream);
-  for (std::size_t alignment : {std::size_t{8}, std::size_t{64}, std::size_t{256}, std::size_t{4096}}) {
+  for (std::size_t alignment :
+       {std::size_t{8}, std::size_t{64}, std::size_t{256}, std::size_t{4096}}) {
     std::vector<void*> blocks;
-    for (std::size_t bytes : {std::size_t{1}, std::size_t{7}, std::size_t{256}, std::size_t{100000}}) {
+    for (std::size_t bytes :
+         {std::size_t{1}, std::size_t{7}, std::size_t{256}, std::size_t{100000}}) {
       void* p = upstream.allocate(bytes, alignment);
       REQUIRE(p != nullptr);
       CHECK(reinterpret_cast<std::uintptr_t>(p) % alignment == 0);

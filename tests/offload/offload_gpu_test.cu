@@ -5,8 +5,8 @@
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/device_upstream.hpp>
-#include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -61,19 +61,20 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
   manager m(backend, device, host);
   std::vector<cudaStream_t> streams = {backend.create_stream(), backend.create_stream(),
                                        backend.create_stream()};
-  unsigned long long* bad = nullptr;
+  unsigned long long* bad           = nullptr;
   STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
-  *bad = 0;
+  *bad      = 0;
   auto fill = [](cudaStream_t s, void* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
     fill_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t*>(p), n, id, v);
     STASH_CUDA_TRY(cudaGetLastError());
   };
-  auto check = [bad](cudaStream_t s, void const* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
+  auto check = [bad](cudaStream_t s, void const* p, std::size_t n, std::uint64_t id,
+                     std::uint32_t v) {
     check_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t const*>(p), n, id, v, bad);
     STASH_CUDA_TRY(cudaGetLastError());
   };
-  auto const c = stash::test::run_offload_stress(m, backend, streams, 99, 4000, 4 * stash::MiB,
-                                                 fill, check);
+  auto const c =
+      stash::test::run_offload_stress(m, backend, streams, 99, 4000, 4 * stash::MiB, fill, check);
   MESSAGE("gpu stress: " << c.tensors << " tensors, " << c.acquires << " acquires, "
                          << m.stats().offloads << " offloads, " << m.stats().prefetches
                          << " prefetches");
@@ -84,8 +85,9 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
 
 TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like data")
 {
-  using zvc_manager = stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
-                                             stash::device_codec_transfer<stash::device_zvc<float>>>;
+  using zvc_manager =
+      stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
+                             stash::device_codec_transfer<stash::device_zvc<float>>>;
   stash::cuda_backend backend;
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
@@ -93,7 +95,9 @@ TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like 
   cudaStream_t const s = backend.create_stream();
   std::size_t const n  = (1 << 20) + 77;
   std::vector<float> h(n);
-  for (std::size_t i = 0; i < n; ++i) { h[i] = (i * 2654435761u) % 3 == 0 ? float(i % 1000) : 0.0f; }
+  for (std::size_t i = 0; i < n; ++i) {
+    h[i] = (i * 2654435761u) % 3 == 0 ? float(i % 1000) : 0.0f;
+  }
   auto t  = m.create(n * sizeof(float), s);
   void* p = m.acquire(t, s);
   STASH_CUDA_TRY(cudaMemcpyAsync(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
@@ -118,7 +122,8 @@ namespace {
 
 // As pattern(), with every third 4-byte word zero so that zvc has something to drop. The version
 // is read on the device, so that each launch of one graph writes and expects new bytes.
-__host__ __device__ std::uint8_t graph_pattern(std::uint64_t id, std::uint32_t version, std::size_t i)
+__host__ __device__ std::uint8_t graph_pattern(std::uint64_t id, std::uint32_t version,
+                                               std::size_t i)
 {
   return (i / 4) % 3 == 0 ? std::uint8_t{0} : pattern(id, version, i);
 }
@@ -218,7 +223,8 @@ bool is_capturing(cudaStream_t s)
 template <class Transfer>
 void capture_offload_round_trip()
 {
-  using graph_manager = stash::offload_manager<stash::cuda_backend, device_pool, host_pool, Transfer>;
+  using graph_manager =
+      stash::offload_manager<stash::cuda_backend, device_pool, host_pool, Transfer>;
   stash::cuda_backend backend;
   // Pools of the graph's own: the graph owns the blocks its capture took.
   device_pool device;

@@ -71,8 +71,8 @@ struct fixture {
   stash::host_backend::stream compute;
   std::atomic<std::uint64_t> bad{0};
 
-  explicit fixture(std::size_t device_budget = 256 * stash::MiB,
-                   std::size_t host_budget   = 256 * stash::MiB,
+  explicit fixture(std::size_t device_budget           = 256 * stash::MiB,
+                   std::size_t host_budget             = 256 * stash::MiB,
                    stash::host_backend_options options = {})
       : backend(options),
         device(stash::host_upstream{}, budget_of(device_budget)),
@@ -201,7 +201,8 @@ TEST_CASE("misuse is a logic_error naming the tensor and its state")
   } catch (stash::logic_error const& e) {
     std::string const what = e.what();
     CHECK(what.find("tensor #0") != std::string::npos);
-    CHECK((what.find("offloading") != std::string::npos || what.find("offloaded") != std::string::npos));
+    CHECK((what.find("offloading") != std::string::npos ||
+           what.find("offloaded") != std::string::npos));
   }
   m.release(h);
   CHECK_THROWS_AS(m.release(h), stash::logic_error);
@@ -243,7 +244,7 @@ TEST_CASE("capture: a closed region forks the side streams, joins them back and 
   CHECK_THROWS_AS(m.synchronize(), stash::logic_error);
   CHECK_THROWS_AS((void)m.host_copy(ts[0]), stash::logic_error);
   CHECK_THROWS_AS(m.prefetch_async(ts[0]), stash::logic_error);  // must name the stream
-  CHECK(m.state(ts[0]) == stash::tensor_state::offloading);       // never "offloaded"
+  CHECK(m.state(ts[0]) == stash::tensor_state::offloading);      // never "offloaded"
   for (auto t : ts) { m.prefetch_async(t, f.compute); }
   CHECK(f.backend.capturing(m.h2d_stream()));
   for (std::uint32_t k = 0; k < 3; ++k) {
@@ -358,8 +359,8 @@ TEST_CASE("stress: random schedules over several streams keep every tensor's byt
   auto check = [&](auto s, void const* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
     check_async(f.backend, s, p, n, id, v, f.bad);
   };
-  auto const c = stash::test::run_offload_stress(m, f.backend, streams, 12345, 3000,
-                                                 2 * stash::MiB, fill, check);
+  auto const c = stash::test::run_offload_stress(m, f.backend, streams, 12345, 3000, 2 * stash::MiB,
+                                                 fill, check);
   MESSAGE("stress: " << c.tensors << " tensors, " << c.acquires << " acquires, "
                      << m.stats().offloads << " offloads, " << m.stats().prefetches
                      << " prefetches, " << c.full_pool_retries << " full-pool retries");
@@ -419,7 +420,8 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
   // host_copy() waited for the copy, so its compressed size was counted: 72% zeros compress.
   CHECK(m.stats().bytes_encoded_source == n);
   std::vector<std::byte> reference(stash::zvc<float>::max_compressed_bytes(act.size()));
-  auto const expected = stash::zvc<float>::host_encode(std::span<float const>(act), std::span<std::byte>(reference));
+  auto const expected =
+      stash::zvc<float>::host_encode(std::span<float const>(act), std::span<std::byte>(reference));
   CHECK(m.stats().bytes_encoded == expected);
   CHECK(m.stats().bytes_encoded < n / 2);
   m.release(h);

@@ -46,16 +46,17 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
   };
   for (int step = 0; step < steps; ++step) {
     int const action = std::uniform_int_distribution<int>(0, 9)(rng);
-    auto const s     = streams[std::uniform_int_distribution<std::size_t>(0, streams.size() - 1)(rng)];
+    auto const s = streams[std::uniform_int_distribution<std::size_t>(0, streams.size() - 1)(rng)];
     std::vector<std::size_t> alive;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       if (tensors[i].alive) { alive.push_back(i); }
     }
     bool const create = (action < 2 && alive.size() < 40) || alive.empty();
     std::size_t const pick =
-      alive.empty() ? 0 : alive[std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(rng)];
+        alive.empty() ? 0
+                      : alive[std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(rng)];
     std::size_t const n = std::uniform_int_distribution<std::size_t>(1, max_bytes)(rng);
-    auto run = [&] {
+    auto run            = [&] {
       if (create) {
         auto h = m.create(n, s);
         fill(s, m.acquire(h, s), n, h.id, 0u);
@@ -69,7 +70,9 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
           // offload_async orders after `s` and after the tensor's last stream.
           if (m.state(t.h) == tensor_state::resident) { m.offload_async(t.h, s); }
           break;
-        case 4: m.prefetch_async(t.h); break;
+        case 4:
+          m.prefetch_async(t.h);
+          break;
         case 5:
         case 6:
         case 7: {

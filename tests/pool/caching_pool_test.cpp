@@ -27,8 +27,10 @@ cudaStream_t const stream_b = reinterpret_cast<cudaStream_t>(0x2000);
 TEST_CASE("pool conformance: caching_pool over host memory")
 {
   stash::test::check_pool_conformance<host_pool>(
-    [](std::size_t budget) { return std::make_unique<host_pool>(stash::host_upstream{}, with_budget(budget)); },
-    stream_a);
+      [](std::size_t budget) {
+        return std::make_unique<host_pool>(stash::host_upstream{}, with_budget(budget));
+      },
+      stream_a);
 }
 
 TEST_CASE("caching_pool rounds, splits small segments and reuses the best fit")
@@ -58,13 +60,13 @@ TEST_CASE("caching_pool rounds, splits small segments and reuses the best fit")
 TEST_CASE("caching_pool segment sizes follow the small / medium / large rule")
 {
   host_pool pool;
-  void* small  = pool.allocate(stash::MiB, stream_a);
+  void* small = pool.allocate(stash::MiB, stream_a);
   CHECK(pool.stats().reserved_bytes == 2 * stash::MiB);
   void* medium = pool.allocate(5 * stash::MiB, stream_a);
   CHECK(pool.stats().reserved_bytes == 22 * stash::MiB);
   // Larger than any cached block (the medium segment has 15 MiB left): a segment of its own,
   // rounded to 2 MiB.
-  void* large  = pool.allocate(16 * stash::MiB + 1, stream_a);
+  void* large = pool.allocate(16 * stash::MiB + 1, stream_a);
   CHECK(pool.stats().reserved_bytes == 22 * stash::MiB + 18 * stash::MiB);
   // A second medium request is carved from the first medium segment's 15 MiB remainder.
   void* medium2 = pool.allocate(5 * stash::MiB, stream_a);
@@ -76,7 +78,8 @@ TEST_CASE("caching_pool segment sizes follow the small / medium / large rule")
   CHECK(pool.release_cached() == 40 * stash::MiB);
 }
 
-TEST_CASE("caching_pool reuses a block on another stream only after the freeing stream's work passed")
+TEST_CASE(
+    "caching_pool reuses a block on another stream only after the freeing stream's work passed")
 {
   manual_pool pool;
   void* a = pool.allocate(4096, stream_a);
@@ -123,11 +126,11 @@ TEST_CASE("caching_pool returns cached segments when the budget is tight, then f
 
 TEST_CASE("caching_pool survives an upstream that runs out, with the pool's own figures")
 {
-  using limited     = stash::limiting_upstream<stash::host_upstream>;
+  using limited      = stash::limiting_upstream<stash::host_upstream>;
   using limited_pool = stash::caching_pool<limited, stash::immediate_order>;
   limited_pool pool(limited(3 * stash::MiB));
   auto const& upstream = pool.upstream();
-  void* a = pool.allocate(stash::MiB, stream_a);
+  void* a              = pool.allocate(stash::MiB, stream_a);
   pool.deallocate(a, stash::MiB, stream_a);
   // The 20 MiB medium segment does not fit the upstream: the cached segment is released and an
   // exact-size segment taken instead.

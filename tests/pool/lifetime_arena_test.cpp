@@ -66,9 +66,9 @@ struct iteration_runner {
         std::memset(p, st.slot & 0xFF, st.bytes);
         live[st.slot] = {p, st.bytes};
       } else {
-        auto [p, n] = live.at(st.slot);
+        auto [p, n]   = live.at(st.slot);
         auto const* b = static_cast<unsigned char const*>(p);
-        ok = ok && b[0] == (st.slot & 0xFF) && b[n - 1] == (st.slot & 0xFF);
+        ok            = ok && b[0] == (st.slot & 0xFF) && b[n - 1] == (st.slot & 0xFF);
         arena.deallocate(p, n, stream);
         addresses.erase(p);
         live.erase(st.slot);
@@ -82,8 +82,10 @@ struct iteration_runner {
 TEST_CASE("pool conformance: lifetime_arena over host memory (outside iterations: the fallback)")
 {
   stash::test::check_pool_conformance<host_arena>(
-    [](std::size_t budget) { return std::make_unique<host_arena>(stash::host_upstream{}, with_budget(budget)); },
-    main_stream);
+      [](std::size_t budget) {
+        return std::make_unique<host_arena>(stash::host_upstream{}, with_budget(budget));
+      },
+      main_stream);
 }
 
 TEST_CASE("lifetime_arena records one iteration, then replays every allocation from its plan")
@@ -109,7 +111,9 @@ TEST_CASE("lifetime_arena records one iteration, then replays every allocation f
   CHECK(footprint <= arena.fallback().stats().peak_reserved_bytes);
 }
 
-TEST_CASE("lifetime_arena: a deviating allocation goes to the fallback, and a settled pattern is re-planned")
+TEST_CASE(
+    "lifetime_arena: a deviating allocation goes to the fallback, and a settled pattern is "
+    "re-planned")
 {
   stash::lifetime_arena_options o;
   o.settle_iterations = 2;
@@ -222,7 +226,7 @@ TEST_CASE("lifetime_arena: out_of_memory carries the arena's figures and leaves 
 {
   host_arena arena(stash::host_upstream{}, with_budget(4 * stash::MiB));
   arena.begin_iteration();
-  void* a = arena.allocate(3 * stash::MiB, main_stream);
+  void* a           = arena.allocate(3 * stash::MiB, main_stream);
   auto const before = arena.stats();
   try {
     (void)arena.allocate(3 * stash::MiB, main_stream);
@@ -267,7 +271,7 @@ TEST_CASE("lifetime_arena: a block freed on another stream is reused after a dev
 {
   stash::manual_order order;
   stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::manual_order> arena(
-    stash::host_upstream{}, {}, stash::greedy_planner{}, order);
+      stash::host_upstream{}, {}, stash::greedy_planner{}, order);
   two_blocks(arena, main_stream);
   REQUIRE(arena.state() == stash::arena_state::replaying);
   REQUIRE(arena.arena_bytes() == 1 << 20);  // one slot shared by both blocks
@@ -295,11 +299,13 @@ TEST_CASE("lifetime_arena: a block freed on another stream is reused after a dev
   CHECK(arena.fence_waits() == 1);
 }
 
-TEST_CASE("lifetime_arena: an order that cannot wait falls back while the fence is pending, without re-planning")
+TEST_CASE(
+    "lifetime_arena: an order that cannot wait falls back while the fence is pending, without "
+    "re-planning")
 {
   no_wait_order order;
   stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, no_wait_order> arena(
-    stash::host_upstream{}, {}, stash::greedy_planner{}, order);
+      stash::host_upstream{}, {}, stash::greedy_planner{}, order);
   two_blocks(arena, main_stream);
   REQUIRE(arena.state() == stash::arena_state::replaying);
   for (int i = 0; i < 4; ++i) {

@@ -274,9 +274,9 @@ TEST_CASE("search planner: statistics and independent sections")
 
 TEST_CASE("search planner packs MiniMalloc instances A, B, C, F, H and J within capacity")
 {
-  for (char const* name : {"minimalloc/A.1048576.csv", "minimalloc/B.1048576.csv",
-                           "minimalloc/C.1048576.csv", "minimalloc/F.1048576.csv",
-                           "minimalloc/H.1048576.csv", "minimalloc/J.1048576.csv"}) {
+  for (char const* name :
+       {"minimalloc/A.1048576.csv", "minimalloc/B.1048576.csv", "minimalloc/C.1048576.csv",
+        "minimalloc/F.1048576.csv", "minimalloc/H.1048576.csv", "minimalloc/J.1048576.csv"}) {
     CAPTURE(name);
     auto const inst = stash::read_minimalloc_csv(stash::test::data_path(name));
     REQUIRE(inst.capacity.has_value());
@@ -329,8 +329,8 @@ TEST_CASE("dsa_search: a restart reuses the failed sub-states of earlier runs, a
     }
     for (std::uint64_t run = 0; run < 9; ++run) {
       auto const order = static_cast<stash::detail::dsa_order>(run % 3);
-      REQUIRE(search.solve(optimum, order, deadline, ~std::uint64_t{0}, offsets, run,
-                           run % 2 == 1, run % 3 == 1) == stash::detail::dsa_status::found);
+      REQUIRE(search.solve(optimum, order, deadline, ~std::uint64_t{0}, offsets, run, run % 2 == 1,
+                           run % 3 == 1) == stash::detail::dsa_status::found);
       stash::plan p;
       p.alignment = 1;
       p.offsets   = offsets;

@@ -35,7 +35,7 @@ TEST_CASE("plan_checker accepts a valid plan and touching ranges")
 TEST_CASE("plan_checker rejects overlapping live blocks and names both")
 {
   std::vector<stash::lifetime_interval> const in{
-    {7, 0, 10, 64}, {8, 20, 30, 64}, {9, 5, 25, 64}, {3, 26, 40, 64}};
+      {7, 0, 10, 64}, {8, 20, 30, 64}, {9, 5, 25, 64}, {3, 26, 40, 64}};
   // #2 (id 9) overlaps #0 (id 7) in time [5,10) and in address [32,64).
   auto const p = make_plan({0, 0, 32, 200}, 264);
   auto const v = stash::find_plan_violation(in, p);

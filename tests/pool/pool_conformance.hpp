@@ -85,7 +85,9 @@ void check_pool_conformance(pool_factory<Pool> const& make, cudaStream_t stream)
       live const l = lives[i];
       if constexpr (Pool::is_host_accessible) {
         auto const* bytes = static_cast<std::uint8_t const*>(l.ptr);
-        for (std::size_t k = 0; k < l.bytes; k += 61) { ok_content = ok_content && bytes[k] == l.tag; }
+        for (std::size_t k = 0; k < l.bytes; k += 61) {
+          ok_content = ok_content && bytes[k] == l.tag;
+        }
         ok_content = ok_content && bytes[l.bytes - 1] == l.tag;
       }
       p->deallocate(l.ptr, l.bytes, stream);
@@ -101,14 +103,14 @@ void check_pool_conformance(pool_factory<Pool> const& make, cudaStream_t stream)
       }
       int const k = kind(rng);
       std::size_t const bytes =
-        k < 6   ? std::uniform_int_distribution<std::size_t>(1, 4096)(rng)
-        : k < 9 ? std::uniform_int_distribution<std::size_t>(4097, 2 * MiB)(rng)
-                : std::uniform_int_distribution<std::size_t>(2 * MiB, 24 * MiB)(rng);
+          k < 6   ? std::uniform_int_distribution<std::size_t>(1, 4096)(rng)
+          : k < 9 ? std::uniform_int_distribution<std::size_t>(4097, 2 * MiB)(rng)
+                  : std::uniform_int_distribution<std::size_t>(2 * MiB, 24 * MiB)(rng);
       if (live_bytes + bytes > 200 * MiB) { continue; }
       void* ptr = p->allocate(bytes, stream);
       REQUIRE(ptr != nullptr);
-      ok_align   = ok_align && reinterpret_cast<std::uintptr_t>(ptr) % 256 == 0;
-      ok_overlap = ok_overlap && addresses.insert(ptr, bytes);
+      ok_align       = ok_align && reinterpret_cast<std::uintptr_t>(ptr) % 256 == 0;
+      ok_overlap     = ok_overlap && addresses.insert(ptr, bytes);
       auto const tag = static_cast<std::uint8_t>(step);
       if constexpr (Pool::is_host_accessible) { std::memset(ptr, tag, bytes); }
       lives.push_back({ptr, bytes, tag});
@@ -132,8 +134,8 @@ void check_pool_conformance(pool_factory<Pool> const& make, cudaStream_t stream)
 
   SUBCASE("beyond the budget: out_of_memory with the figures, and the pool is intact")
   {
-    auto p       = make(8 * MiB);
-    void* a      = p->allocate(5 * MiB, stream);
+    auto p            = make(8 * MiB);
+    void* a           = p->allocate(5 * MiB, stream);
     auto const before = p->stats();
     try {
       (void)p->allocate(5 * MiB, stream);
@@ -155,8 +157,8 @@ void check_pool_conformance(pool_factory<Pool> const& make, cudaStream_t stream)
 
   SUBCASE("freeing what the pool did not hand out is a logic_error and changes nothing")
   {
-    auto p  = make(64 * MiB);
-    void* a = p->allocate(1000, stream);
+    auto p            = make(64 * MiB);
+    void* a           = p->allocate(1000, stream);
     auto const before = p->stats();
     int foreign       = 0;
     CHECK_THROWS_AS(p->deallocate(&foreign, sizeof(foreign), stream), logic_error);

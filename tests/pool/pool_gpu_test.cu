@@ -18,12 +18,12 @@ TEST_CASE("gpu: pool conformance: caching_pool over device memory")
 {
   stash::cuda_stream stream;
   stash::test::check_pool_conformance<device_caching_pool>(
-    [](std::size_t budget) {
-      stash::caching_pool_options o;
-      o.budget = budget;
-      return std::make_unique<device_caching_pool>(stash::device_upstream{}, o);
-    },
-    stream);
+      [](std::size_t budget) {
+        stash::caching_pool_options o;
+        o.budget = budget;
+        return std::make_unique<device_caching_pool>(stash::device_upstream{}, o);
+      },
+      stream);
   stream.synchronize();
 }
 
@@ -33,12 +33,12 @@ TEST_CASE("gpu: pool conformance: lifetime_arena over device memory")
   static_assert(stash::pool<device_arena>);
   stash::cuda_stream stream;
   stash::test::check_pool_conformance<device_arena>(
-    [](std::size_t budget) {
-      stash::lifetime_arena_options o;
-      o.budget = budget;
-      return std::make_unique<device_arena>(stash::device_upstream{}, o);
-    },
-    stream);
+      [](std::size_t budget) {
+        stash::lifetime_arena_options o;
+        o.budget = budget;
+        return std::make_unique<device_arena>(stash::device_upstream{}, o);
+      },
+      stream);
   stream.synchronize();
 }
 
@@ -46,7 +46,7 @@ TEST_CASE("gpu: pool conformance: async_pool (cudaMallocFromPoolAsync)")
 {
   stash::cuda_stream stream;
   stash::test::check_pool_conformance<stash::async_pool>(
-    [](std::size_t budget) { return std::make_unique<stash::async_pool>(budget); }, stream);
+      [](std::size_t budget) { return std::make_unique<stash::async_pool>(budget); }, stream);
   stream.synchronize();
 }
 

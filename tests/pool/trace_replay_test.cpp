@@ -44,7 +44,7 @@ TEST_CASE("replaying the real traces through the caching pool bounds its footpri
     CHECK(s.peak_reserved_bytes >= s.peak_in_use_bytes);
     CHECK(pool.stats().in_use_bytes == 0);
     CHECK(pool.upstream().in_use_bytes() == pool.stats().reserved_bytes);
-    MESSAGE(trace_name << ": L " << L << ", caching pool peak reserved " << s.peak_reserved_bytes << " ("
-                 << double(s.peak_reserved_bytes) / double(L) << "x L)");
+    MESSAGE(trace_name << ": L " << L << ", caching pool peak reserved " << s.peak_reserved_bytes
+                       << " (" << double(s.peak_reserved_bytes) / double(L) << "x L)");
   }
 }

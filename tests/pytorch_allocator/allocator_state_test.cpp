@@ -30,7 +30,7 @@
 
 namespace {
 
-namespace ta = stash::torch_alloc;
+namespace ta     = stash::torch_alloc;
 using host_state = ta::allocator_state<stash::host_upstream>;
 
 cudaStream_t const main_stream = reinterpret_cast<cudaStream_t>(0x1000);
@@ -131,7 +131,7 @@ class trace_driver {
   void allocate(stash::storage_id id)
   {
     auto const bytes = t_.storages()[id].bytes;
-    void* p = ta::c_malloc(state_, static_cast<ssize_t>(bytes), 0, main_stream);
+    void* p          = ta::c_malloc(state_, static_cast<ssize_t>(bytes), 0, main_stream);
     if (bytes == 0) {
       ok_ = ok_ && p == nullptr;
       return;
@@ -164,7 +164,7 @@ class trace_driver {
   }
   static bool tag_intact(void const* p, std::size_t n, std::uint64_t id)
   {
-    auto const* b = static_cast<unsigned char const*>(p);
+    auto const* b       = static_cast<unsigned char const*>(p);
     std::size_t const k = std::min(n, sizeof(id));
     return std::memcmp(b + n - k, &id, k) == 0 &&
            (n < 2 * sizeof(id) ? true : std::memcmp(b, &id, k) == 0);
@@ -174,9 +174,9 @@ class trace_driver {
   stash::trace const& t_;
   std::vector<void*> ptrs_;
   stash::test::detail::live_set addresses_;
-  bool ok_ = true;
+  bool ok_                   = true;
   std::uint64_t allocations_ = 0;
-  std::uint64_t live_bytes_ = 0;
+  std::uint64_t live_bytes_  = 0;
 };
 
 // Peak live bytes of the trace (a lower bound on any pool's peak in use), and the same over the
@@ -186,7 +186,7 @@ std::pair<std::uint64_t, std::uint64_t> trace_peaks(stash::trace const& t)
   std::uint64_t live = 0, peak = 0, step_live = 0, step_peak = 0;
   for (auto const& e : t.events()) {
     if (e.kind != stash::event_kind::alloc && e.kind != stash::event_kind::free) { continue; }
-    auto const bytes = t.storages()[e.index].bytes;
+    auto const bytes   = t.storages()[e.index].bytes;
     bool const in_step = t.free_event(e.index).has_value();
     if (e.kind == stash::event_kind::alloc) {
       live += bytes;
@@ -217,7 +217,8 @@ void check_consistent(stash_torch_stats const& s, trace_driver const& d)
 
 stash::trace const& resnet18()
 {
-  static stash::trace const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  static stash::trace const t =
+      stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
   return t;
 }
 
@@ -239,8 +240,8 @@ TEST_CASE("pytorch_allocator: parse_budget accepts byte counts with binary units
 
 TEST_CASE("pytorch_allocator: parse_budget refuses malformed budgets, naming the source")
 {
-  for (char const* bad : {"", "-1", "abc", "1.5G", "12GB", "8 GiB", "GiB", "99999999999999999999999",
-                          "17179869184T"}) {
+  for (char const* bad : {"", "-1", "abc", "1.5G", "12GB", "8 GiB", "GiB",
+                          "99999999999999999999999", "17179869184T"}) {
     CAPTURE(bad);
     std::string const e = error_of([&] { (void)ta::parse_budget(bad, "STASH_BUDGET"); });
     CHECK(contains(e, "STASH_BUDGET='" + std::string(bad) + "'"));
@@ -267,7 +268,7 @@ TEST_CASE("pytorch_allocator: steps of a recorded ResNet-18 iteration through th
 {
   auto state = make_state();
   REQUIRE(ta::c_configure(*state, "caching", 0) == 0);
-  auto const& t                = resnet18();
+  auto const& t                  = resnet18();
   std::uint64_t const trace_peak = trace_peaks(t).first;
   trace_driver d(*state, t);
   d.setup();
@@ -290,12 +291,13 @@ TEST_CASE("pytorch_allocator: steps of a recorded ResNet-18 iteration through th
   CHECK(state->last_error().empty());
 }
 
-TEST_CASE("pytorch_allocator: the arena records the first step and replays the rest without "
-          "fallbacks")
+TEST_CASE(
+    "pytorch_allocator: the arena records the first step and replays the rest without "
+    "fallbacks")
 {
   auto state = make_state();
   REQUIRE(ta::c_configure(*state, "arena", 0) == 0);
-  auto const& t                   = resnet18();
+  auto const& t                      = resnet18();
   auto const [trace_peak, step_peak] = trace_peaks(t);
   trace_driver d(*state, t);
   d.setup();
@@ -335,8 +337,9 @@ TEST_CASE("pytorch_allocator: the arena records the first step and replays the r
 TEST_CASE("pytorch_allocator: a first step that also creates the optimizer state settles")
 {
   // As in PyTorch, SGD's momentum buffers appear in the first step's optimizer phase only: steps
-  // 2.. deviate from the recording, are planned anew once the new sequence repeats, then replay cleanly.
-  auto state = make_state({{"STASH_POOL", "arena"}});
+  // 2.. deviate from the recording, are planned anew once the new sequence repeats, then replay
+  // cleanly.
+  auto state    = make_state({{"STASH_POOL", "arena"}});
   auto const& t = resnet18();
   trace_driver d(*state, t);
   d.setup(stash::storage_kind::optstate);
@@ -506,7 +509,7 @@ TEST_CASE("pytorch_allocator: misuse is reported, never raised, and leaves the s
   }
   SUBCASE("a freed pointer before the first allocation")
   {
-    auto fresh = make_state();
+    auto fresh   = make_state();
     int not_ours = 0;
     ta::c_free(*fresh, &not_ours, sizeof(not_ours), 0, main_stream);
     CHECK(contains(fresh->last_error(), "nothing was allocated yet"));
@@ -558,7 +561,8 @@ struct throwing_state {
 TEST_CASE("pytorch_allocator: no exception escapes the C entry points")
 {
   static_assert(noexcept(ta::c_malloc(std::declval<host_state&>(), ssize_t{}, 0, cudaStream_t{})));
-  static_assert(noexcept(ta::c_free(std::declval<host_state&>(), nullptr, ssize_t{}, 0, cudaStream_t{})));
+  static_assert(
+      noexcept(ta::c_free(std::declval<host_state&>(), nullptr, ssize_t{}, 0, cudaStream_t{})));
   static_assert(noexcept(ta::c_configure(std::declval<host_state&>(), "", 0)));
   static_assert(noexcept(ta::c_begin_iteration(std::declval<host_state&>())));
   static_assert(noexcept(ta::c_end_iteration(std::declval<host_state&>())));
@@ -602,8 +606,8 @@ TEST_CASE("pytorch_allocator: threads allocating and freeing at once")
     REQUIRE(ta::c_configure(*state, pool, 0) == 0);
     std::mutex test_mutex;
     stash::test::detail::live_set addresses;
-    bool overlap = false;
-    int failed   = 0;
+    bool overlap          = false;
+    int failed            = 0;
     constexpr int threads = 4, rounds = 1500;
     auto work = [&](unsigned seed) {
       std::mt19937 rng(seed);
@@ -612,7 +616,7 @@ TEST_CASE("pytorch_allocator: threads allocating and freeing at once")
       for (int i = 0; i < rounds; ++i) {
         if (mine.empty() || rng() % 3 != 0) {
           std::size_t const n = size(rng);
-          void* p = ta::c_malloc(*state, static_cast<ssize_t>(n), 0, main_stream);
+          void* p             = ta::c_malloc(*state, static_cast<ssize_t>(n), 0, main_stream);
           std::lock_guard lock(test_mutex);
           if (p == nullptr) {
             ++failed;
@@ -621,7 +625,7 @@ TEST_CASE("pytorch_allocator: threads allocating and freeing at once")
           overlap = overlap || !addresses.insert(p, n);
           mine.emplace_back(p, n);
         } else {
-          auto const k = rng() % mine.size();
+          auto const k      = rng() % mine.size();
           auto const [p, n] = mine[k];
           mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
           {
@@ -641,7 +645,9 @@ TEST_CASE("pytorch_allocator: threads allocating and freeing at once")
       }
     };
     std::vector<std::thread> pool_threads;
-    for (int i = 0; i < threads; ++i) { pool_threads.emplace_back(work, 1234u + static_cast<unsigned>(i)); }
+    for (int i = 0; i < threads; ++i) {
+      pool_threads.emplace_back(work, 1234u + static_cast<unsigned>(i));
+    }
     for (auto& th : pool_threads) { th.join(); }
     CHECK_FALSE(overlap);
     CHECK(failed == 0);

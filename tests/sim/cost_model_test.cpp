@@ -53,15 +53,15 @@ TEST_CASE("FLOPs of a biased convolution and its backward follow from sizes")
   CHECK(work[0].flops == doctest::Approx(13824.0));
   CHECK(work[0].bytes == 384 + 864 + 32 + 1024);
   CHECK_FALSE(work[0].view);
-  CHECK(work[1].flops == 0.0);          // elementwise: bytes only
-  CHECK(work[1].bytes == 2 * 1024);     // reads and writes y
+  CHECK(work[1].flops == 0.0);                           // elementwise: bytes only
+  CHECK(work[1].bytes == 2 * 1024);                      // reads and writes y
   CHECK(work[2].flops == doctest::Approx(2 * 13824.0));  // dX and dW
   CHECK(work[3].view);
 }
 
 TEST_CASE("a convolution without bias takes its channel count from the next op's parameter")
 {
-  auto const t = stash::parse_trace(R"(# stash-trace v1 model=conv dtype=float32
+  auto const t    = stash::parse_trace(R"(# stash-trace v1 model=conv dtype=float32
 t 0 864 param w
 t 1 32 param bn.weight
 t 2 384 input x
@@ -70,7 +70,8 @@ t 3 1024 act y
 o aten::convolution 2,0 3
 t 4 1024 act z
 o aten::native_batch_norm 3,1 4
-)", "conv_bn");
+)",
+                                       "conv_bn");
   auto const work = stash::estimate_op_work(t);
   CHECK(work[0].flops == doctest::Approx(13824.0));
 }
@@ -84,14 +85,15 @@ p forward
 t 2 1024 act y
 o aten::convolution 1,0 2
 o aten::relu_ 2 2
-)", "conv_relu");
+)",
+                                    "conv_relu");
   CHECK(stash::estimate_op_work(t)[0].flops == 0.0);
 }
 
 TEST_CASE("mm and addmm FLOPs are exact for any shapes")
 {
   // A = 2x3, B = 3x4, C = 2x4: 2 M K N = 48.
-  auto const t = stash::parse_trace(R"(# stash-trace v1 model=mm dtype=float32
+  auto const t    = stash::parse_trace(R"(# stash-trace v1 model=mm dtype=float32
 t 0 24 input a
 t 1 48 param b
 t 2 16 param bias
@@ -99,7 +101,8 @@ t 3 32 act c
 o aten::mm 0,1 3
 t 4 32 act d
 o aten::addmm 2,0,1 4
-)", "mm");
+)",
+                                       "mm");
   auto const work = stash::estimate_op_work(t);
   CHECK(work[0].flops == doctest::Approx(48.0));
   CHECK(work[1].flops == doctest::Approx(48.0));
@@ -138,8 +141,8 @@ TEST_CASE("transfer time is latency plus wire bytes over the link, codec time on
   CHECK(coded.d2h_time(1000000) == doctest::Approx(1e-6 + 0.25e-3));
   // 1 MB at half of 1 GB/s plus one launch.
   CHECK(coded.encode_time(1000000) == doctest::Approx(2e-6 + 2e-3));
-  CHECK(coded.offload_time(1000000) == doctest::Approx(coded.encode_time(1000000) +
-                                                       coded.d2h_time(1000000)));
+  CHECK(coded.offload_time(1000000) ==
+        doctest::Approx(coded.encode_time(1000000) + coded.d2h_time(1000000)));
   CHECK(stash::codec_ratio_of(1000, 250) == doctest::Approx(4.0));
   CHECK_THROWS_AS((void)stash::codec_ratio_of(1000, 0), stash::logic_error);
 }

@@ -81,13 +81,13 @@ stash::cluster test_cluster(std::uint32_t nodes, std::uint32_t gpus)
 stash::projection_params test_params(std::vector<std::uint64_t> devices, std::uint32_t max_mp)
 {
   stash::projection_params p;
-  p.dataset_samples           = 100;
-  p.micro_batches             = 1;
-  p.max_mp                    = max_mp;
-  p.device_counts             = std::move(devices);
-  p.bucket_bytes              = 1ull << 30;  // one bucket
-  p.cost.compute_efficiency   = 1.0;
-  p.cost.memory_efficiency    = 1.0;
+  p.dataset_samples         = 100;
+  p.micro_batches           = 1;
+  p.max_mp                  = max_mp;
+  p.device_counts           = std::move(devices);
+  p.bucket_bytes            = 1ull << 30;  // one bucket
+  p.cost.compute_efficiency = 1.0;
+  p.cost.memory_efficiency  = 1.0;
   return p;
 }
 
@@ -107,7 +107,8 @@ stash::projection_config const& find(stash::projection_result const& r, std::uin
 
 TEST_CASE("cluster spec: the issue's example and its defaults")
 {
-  auto const c = stash::parse_cluster_spec("nodes=16,gpus=8,intra=nvlink,inter_gbps=100,latency_us=5");
+  auto const c =
+      stash::parse_cluster_spec("nodes=16,gpus=8,intra=nvlink,inter_gbps=100,latency_us=5");
   CHECK(c.nodes == 16);
   CHECK(c.gpus_per_node == 8);
   CHECK(c.devices() == 128);
@@ -134,13 +135,15 @@ TEST_CASE("cluster spec: clear errors")
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("nodes=2,colour=red"),
                        doctest::Contains("unknown key 'colour'"), stash::logic_error);
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("gpus=x"),
-                       doctest::Contains("'gpus=x' must be a positive integer"), stash::logic_error);
+                       doctest::Contains("'gpus=x' must be a positive integer"),
+                       stash::logic_error);
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("gpus=0"), doctest::Contains("positive integer"),
                        stash::logic_error);
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("gpus=2,gpus=4"), doctest::Contains("given twice"),
                        stash::logic_error);
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("intra=infiniband"),
-                       doctest::Contains("unknown intra-node link 'infiniband'"), stash::logic_error);
+                       doctest::Contains("unknown intra-node link 'infiniband'"),
+                       stash::logic_error);
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("gpus=2,,nodes=1"),
                        doctest::Contains("is not key=value"), stash::logic_error);
   CHECK_THROWS_WITH_AS(stash::parse_cluster_spec("nodes=2,inter_gbps=-1"),
@@ -206,11 +209,11 @@ TEST_CASE("pure data parallelism: ring all-reduce inside a node, exposed after b
 
 TEST_CASE("pure data parallelism: per-gradient buckets overlap backward")
 {
-  auto const t = stash::parse_trace(chain, "chain");
-  auto p       = test_params({2}, 1);
+  auto const t   = stash::parse_trace(chain, "chain");
+  auto p         = test_params({2}, 1);
   p.bucket_bytes = 400;
-  auto const r = stash::project(t, test_cluster(1, 2), gns, p);
-  auto const& c = r.configs.at(0);
+  auto const r   = stash::project(t, test_cluster(1, 2), gns, p);
+  auto const& c  = r.configs.at(0);
   // Four 400 B buckets of 2 us + 0.4 us, ready at 5.6, 11.2, 16.8, 22.4 us: the ring is idle
   // between them, so only the last one (2.4 us) runs past the end of backward.
   CHECK(c.allreduce_s == doctest::Approx(4 * 2.4e-6));
@@ -220,8 +223,8 @@ TEST_CASE("pure data parallelism: per-gradient buckets overlap backward")
 
 TEST_CASE("pure data parallelism across nodes runs at the network rate and latency")
 {
-  auto const t = stash::parse_trace(chain, "chain");
-  auto const r = stash::project(t, test_cluster(2, 2), gns, test_params({4}, 1));
+  auto const t  = stash::parse_trace(chain, "chain");
+  auto const r  = stash::project(t, test_cluster(2, 2), gns, test_params({4}, 1));
   auto const& c = r.configs.at(0);
   // N = 4: 6 x 5 us + 1.5 x 1600 B / 0.5 GB/s = 30 + 4.8 us.
   CHECK(c.allreduce_s == doctest::Approx(34.8e-6));
@@ -253,11 +256,11 @@ TEST_CASE("model parallelism: an even split of four equal layers into two stages
 
 TEST_CASE("model parallelism with micro-batches: per-micro-batch times at the smaller batch")
 {
-  auto const t = stash::parse_trace(chain, "chain");
-  auto p       = test_params({2}, 2);
+  auto const t    = stash::parse_trace(chain, "chain");
+  auto p          = test_params({2}, 2);
   p.micro_batches = 2;
-  auto const r = stash::project(t, test_cluster(1, 2), gns, p);
-  auto const& mp = find(r, 1, 2);
+  auto const r    = stash::project(t, test_cluster(1, 2), gns, p);
+  auto const& mp  = find(r, 1, 2);
   CHECK(mp.micro_batches == 2);
   // At batch 2: forward 2000 ns, backward 3200 ns per layer; 800 B crosses: 1 + 0.8 us.
   CHECK(mp.pipeline_s == doctest::Approx(3 * (10.4e-6 + 1.8e-6)));
@@ -267,11 +270,11 @@ TEST_CASE("model parallelism with micro-batches: per-micro-batch times at the sm
 
 TEST_CASE("budget: offload only when it brings the simulated peak under the budget")
 {
-  auto const t = stash::parse_trace(chain, "chain");
-  auto p       = test_params({2}, 2);
+  auto const t          = stash::parse_trace(chain, "chain");
+  auto p                = test_params({2}, 2);
   p.device_budget_bytes = 10000;  // stage split (9200) fits, one device (12000) does not
-  auto const r = stash::project(t, test_cluster(1, 2), gns, p);
-  auto const& mp = find(r, 1, 2);
+  auto const r          = stash::project(t, test_cluster(1, 2), gns, p);
+  auto const& mp        = find(r, 1, 2);
   CHECK(mp.fits);
   CHECK(mp.policy == "no_swap");
   auto const& dp = find(r, 2, 1);
@@ -284,7 +287,7 @@ TEST_CASE("budget: offload only when it brings the simulated peak under the budg
     CHECK(dp.policy.empty());
   }
   p.device_budget_bytes = 1000;  // below the parameters and input: nothing can fit
-  auto const none = stash::project(t, test_cluster(1, 2), gns, p);
+  auto const none       = stash::project(t, test_cluster(1, 2), gns, p);
   CHECK_FALSE(none.best.has_value());
   for (auto const& c : none.configs) {
     CHECK_FALSE(c.fits);
@@ -299,8 +302,8 @@ TEST_CASE("projection output: assumptions, table, JSON rows and SVG")
   CHECK(r.configs.size() == 3);
   std::ostringstream table, json, svg;
   stash::print_projection_table(table, r);
-  CHECK(table.str().find("# statistical_efficiency: steps(B) = S_min (1 + B_noise / B), S_min = 1000, B_noise = 4") !=
-        std::string::npos);
+  CHECK(table.str().find("# statistical_efficiency: steps(B) = S_min (1 + B_noise / B), S_min = "
+                         "1000, B_noise = 4") != std::string::npos);
   CHECK(table.str().find("# micro_batches (mp > 1): 1") != std::string::npos);
   stash::write_projection_configs_json(json, r);
   CHECK(json.str().rfind("[{\"dp\":1,\"mp\":1,\"devices\":1,", 0) == 0);

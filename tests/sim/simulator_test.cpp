@@ -3,11 +3,11 @@
 // Machine: 1 GB/s device memory (every op is memory-bound: 1 byte = 1 ns), 1 GB/s H2D, no
 // latency, no launch overhead. Ops: op0 5 us, op1 5 us, op2 7 us, op3 6 us (bytes read +
 // written). Storage a (4000 B) is written by op0, read by op1 and op3.
-#include "support/tiny_trace.hpp"
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/swap/schedule.hpp>
 #include <stash/trace/trace_reader.hpp>
+#include "support/tiny_trace.hpp"
 
 #include <doctest/doctest.h>
 
@@ -24,9 +24,11 @@ stash::cost_model model(double d2h_bytes_per_s = 1e9)
   return stash::cost_model(hw, p);
 }
 
-stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at, std::uint64_t prefetch_at)
+stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at,
+                          std::uint64_t prefetch_at)
 {
-  return stash::make_schedule(t, "hand", 0, {stash::swap_entry{1, 1, 3, offload_at, prefetch_at, 4000}});
+  return stash::make_schedule(t, "hand", 0,
+                              {stash::swap_entry{1, 1, 3, offload_at, prefetch_at, 4000}});
 }
 
 }  // namespace
@@ -118,8 +120,8 @@ TEST_CASE("the device keeps an offloaded storage until its copy is done")
 
 TEST_CASE("simulate rejects an invalid schedule")
 {
-  auto const t = stash::parse_trace(tiny, "tiny");
-  auto s       = offload_a(t, 1, 3);
+  auto const t             = stash::parse_trace(tiny, "tiny");
+  auto s                   = offload_a(t, 1, 3);
   s.entries[0].prefetch_at = 1;
   CHECK_THROWS_AS((void)stash::simulate(t, model(), s), stash::schedule_error);
 }

@@ -36,7 +36,9 @@ struct temp_dir {
   [[nodiscard]] std::vector<std::string> names() const
   {
     std::vector<std::string> v;
-    for (auto const& e : std::filesystem::directory_iterator(path)) { v.push_back(e.path().filename().string()); }
+    for (auto const& e : std::filesystem::directory_iterator(path)) {
+      v.push_back(e.path().filename().string());
+    }
     std::sort(v.begin(), v.end());
     return v;
   }

@@ -94,7 +94,7 @@ TEST_CASE("vdnn_all offloads every layer input and prefetches one layer ahead")
   // Backward of the pool layer (op6) fetches x.
   CHECK(x->prefetch_at == 6);
   // At the last forward op x and y0 are gone (y1 is still being read): 5700 - 1000 - 2000.
-  auto const curve = stash::planned_device_curve(t, s.entries);
+  auto const curve                          = stash::planned_device_curve(t, s.entries);
   std::uint64_t const last_forward_op_event = 10;
   REQUIRE(t.events()[last_forward_op_event].kind == stash::event_kind::op);
   REQUIRE(t.events()[last_forward_op_event].index == 3);
@@ -120,8 +120,8 @@ TEST_CASE("vdnn_conv offloads conv inputs only and prefetches past non-conv laye
 TEST_CASE("a trace without phase markers has no vDNN layers")
 {
   auto const t = stash::parse_trace(
-    "# stash-trace v1\nt 0 10 input x\nt 1 10 act y\no aten::convolution 0 1\no aten::relu 1 1\n",
-    "flat");
+      "# stash-trace v1\nt 0 10 input x\nt 1 10 act y\no aten::convolution 0 1\no aten::relu 1 1\n",
+      "flat");
   CHECK(stash::vdnn_all::plan(t, pcie3, 0).entries.empty());
 }
 
@@ -147,7 +147,8 @@ TEST_CASE("every policy on every recorded trace")
   for (auto const* name : {"alexnet_b128", "vgg16_b32", "resnet18_b32", "mobilenet_v2_b32",
                            "transformer_encoder_b8"}) {
     CAPTURE(name);
-    auto const t        = stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    auto const t =
+        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
     auto const baseline = stash::no_swap::plan(t, pcie3, 0);
     CHECK(baseline.entries.empty());
     auto const budget = baseline.baseline_peak / 10 * 8;  // 80% of the no-swap peak
@@ -171,7 +172,7 @@ TEST_CASE("every policy on every recorded trace")
     CHECK(all.offloaded_bytes() >= conv.offloaded_bytes());
     for (auto const& e : conv.entries) { CHECK(find(all, e.id) != nullptr); }
 
-    auto const dyn = stash::vdnn_dyn::plan(t, pcie3, budget);
+    auto const dyn      = stash::vdnn_dyn::plan(t, pcie3, budget);
     bool const any_fits = baseline.device_peak <= budget || conv.fits() || all.fits();
     CHECK(dyn.fits() == any_fits);
     CHECK((dyn.entries == baseline.entries || dyn.entries == conv.entries ||

@@ -1,7 +1,7 @@
 // The schedule validator and the planned device curve on a hand-made trace.
-#include "support/tiny_trace.hpp"
 #include <stash/swap/schedule.hpp>
 #include <stash/trace/trace_reader.hpp>
+#include "support/tiny_trace.hpp"
 
 #include <doctest/doctest.h>
 
@@ -39,17 +39,17 @@ TEST_CASE("a valid schedule passes and plans the peak without the storage")
   auto const curve = stash::planned_device_curve(t, s.entries);
   // Events: p t0 t1 o0 t2 o1 t3 o2 f3 p t4 o3 f1 f2 f4; a is off after o1 through o2.
   REQUIRE(curve.size() == 15);
-  CHECK(curve[5] == 6000);  // o1: a still there
-  CHECK(curve[6] == 8000);  // t3: 12000 - 4000
-  CHECK(curve[7] == 8000);  // o2
-  CHECK(curve[8] == 6000);  // f3: the prefetch issued as op3 starts holds a's bytes again
-  CHECK(curve[10] == 7000); // t4: a back for op3
+  CHECK(curve[5] == 6000);   // o1: a still there
+  CHECK(curve[6] == 8000);   // t3: 12000 - 4000
+  CHECK(curve[7] == 8000);   // o2
+  CHECK(curve[8] == 6000);   // f3: the prefetch issued as op3 starts holds a's bytes again
+  CHECK(curve[10] == 7000);  // t4: a back for op3
 }
 
 TEST_CASE("the validator names the entry and the broken rule")
 {
   auto const t = stash::parse_trace(tiny, "tiny");
-  auto broken = [&](auto change) {
+  auto broken  = [&](auto change) {
     auto s = with(t, {1, 1, 3, 1, 3, 4000});
     change(s.entries[0]);
     return s;
@@ -58,8 +58,10 @@ TEST_CASE("the validator names the entry and the broken rule")
   expect_rejected(t, broken([](auto& e) { e.bytes = 10; }), "differ from its size 4000");
   expect_rejected(t, broken([](auto& e) { e.last_use = 0; }), "not consecutive accesses");
   expect_rejected(t, broken([](auto& e) { e.next_use = 7; }), "out of range");
-  expect_rejected(t, broken([](auto& e) { e.prefetch_at = 1; }), "must be in (last_use 1, next_use 3]");
-  expect_rejected(t, broken([](auto& e) { e.offload_at = 0; }), "writes it after its offload starts");
+  expect_rejected(t, broken([](auto& e) { e.prefetch_at = 1; }),
+                  "must be in (last_use 1, next_use 3]");
+  expect_rejected(t, broken([](auto& e) { e.offload_at = 0; }),
+                  "writes it after its offload starts");
   expect_rejected(t, broken([](auto& e) { e.offload_at = 3; }), "must precede prefetch_at");
 
   auto twice = with(t, {1, 1, 3, 1, 3, 4000});
@@ -67,7 +69,7 @@ TEST_CASE("the validator names the entry and the broken rule")
   twice.device_peak = stash::planned_peak(t, twice.entries);
   expect_rejected(t, twice, "overlaps entry 0");
 
-  auto peak = with(t, {1, 1, 3, 1, 3, 4000});
+  auto peak        = with(t, {1, 1, 3, 1, 3, 4000});
   peak.device_peak = 12000;
   expect_rejected(t, peak, "is not the planned peak 8000");
 }
@@ -78,8 +80,8 @@ TEST_CASE("a storage not yet allocated cannot be offloaded")
   // b (id 2) is allocated after op0; its gap op1 -> op3 with the offload at op0 is invalid.
   auto const s = with(t, {2, 2, 3, 2, 3, 1000});
   CHECK_NOTHROW(stash::validate_schedule(t, s));
-  auto bad       = s;
-  bad.entries[0] = {2, 1, 2, 0, 2, 1000};
+  auto bad        = s;
+  bad.entries[0]  = {2, 1, 2, 0, 2, 1000};
   bad.device_peak = stash::planned_peak(t, bad.entries);
   expect_rejected(t, bad, "before the storage is allocated");
 }

@@ -33,7 +33,8 @@ struct json_row {
 };
 
 // The text after "key": inside [from, to) of `json`; empty when absent.
-std::string json_field(std::string const& json, std::string const& key, std::size_t from, std::size_t to)
+std::string json_field(std::string const& json, std::string const& key, std::size_t from,
+                       std::size_t to)
 {
   auto const at = json.find("\"" + key + "\":", from);
   if (at == std::string::npos || at >= to) { return ""; }
@@ -49,9 +50,10 @@ std::vector<json_row> configs_rows(std::string const& json)
   auto const begin = json.find("\"configs\":[");
   if (begin == std::string::npos) { return rows; }
   auto const end = json.find(']', begin);
-  for (auto at = json.find('{', begin); at != std::string::npos && at < end; at = json.find('{', at + 1)) {
+  for (auto at = json.find('{', begin); at != std::string::npos && at < end;
+       at      = json.find('{', at + 1)) {
     auto const close = json.find('}', at);
-    auto num = [&](char const* key) { return std::stod(json_field(json, key, at, close)); };
+    auto num         = [&](char const* key) { return std::stod(json_field(json, key, at, close)); };
     json_row row;
     row.dp                = num("dp");
     row.mp                = num("mp");
@@ -77,14 +79,16 @@ std::string xml_balance_problem(std::string const& xml)
     auto const end = xml.find('>', pos);
     if (end == std::string::npos) { return "unterminated tag"; }
     std::string const tag = xml.substr(pos + 1, end - pos - 1);
-    pos = end + 1;
-    auto name = [](std::string const& t, std::size_t start) {
+    pos                   = end + 1;
+    auto name             = [](std::string const& t, std::size_t start) {
       auto const stop = t.find_first_of(" \t\n/", start);
       return t.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
     };
     if (tag.empty()) { return "empty tag"; }
     if (tag[0] == '/') {
-      if (open.empty() || open.back() != name(tag, 1)) { return "mismatched </" + tag.substr(1) + ">"; }
+      if (open.empty() || open.back() != name(tag, 1)) {
+        return "mismatched </" + tag.substr(1) + ">";
+      }
       open.pop_back();
     } else if (tag.back() != '/') {
       open.push_back(name(tag, 0));
@@ -98,8 +102,9 @@ std::string xml_balance_problem(std::string const& xml)
 TEST_CASE("stash-plan --cluster parses the SPEC, the efficiency model and the projection options")
 {
   using stash_plan::parse_args;
-  auto const opt = parse_args({"--cluster", spec16, "--gns", "13648.8,8192", "--dataset", "50000",
-                               "--replica-batch", "64", "--micro-batches", "8", "--max-mp", "4", "x.trace"});
+  auto const opt =
+      parse_args({"--cluster", spec16, "--gns", "13648.8,8192", "--dataset", "50000",
+                  "--replica-batch", "64", "--micro-batches", "8", "--max-mp", "4", "x.trace"});
   REQUIRE(opt.projection.has_value());
   auto const& p = *opt.projection;
   CHECK(p.spec == spec16);
@@ -116,7 +121,8 @@ TEST_CASE("stash-plan --cluster parses the SPEC, the efficiency model and the pr
   CHECK(p.params.device_budget_bytes == 0);  // resolved per trace
   CHECK_FALSE(p.params.cost.use_codec);
   // The gradient-noise form: epochs(B) = S_min (1 + B_noise / B) B / D.
-  CHECK(p.efficiency.epochs(256, 1281167).value() == doctest::Approx(13648.8 * (256 + 8192) / 1281167.0));
+  CHECK(p.efficiency.epochs(256, 1281167).value() ==
+        doctest::Approx(13648.8 * (256 + 8192) / 1281167.0));
   CHECK(opt.files == args{"x.trace"});
   CHECK_FALSE(opt.swap_requested());  // the projection alone runs no policy section
 
@@ -150,41 +156,48 @@ TEST_CASE("stash-plan --cluster refuses bad SPECs, a missing efficiency model an
                        doctest::Contains("'gpus=0' must be a positive integer"), usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", "intra=token_ring", "--gns", "1,2"}),
                        doctest::Contains("unknown intra-node link 'token_ring'"), usage_error);
-  CHECK_THROWS_WITH_AS((void)parse_args({"--cluster"}), doctest::Contains("--cluster: missing value"),
-                       usage_error);
+  CHECK_THROWS_WITH_AS((void)parse_args({"--cluster"}),
+                       doctest::Contains("--cluster: missing value"), usage_error);
   // The efficiency model is required, and only one.
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "x.trace"}),
-                       doctest::Contains("--cluster needs an efficiency model: --gns"), usage_error);
-  CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--gns", "1,2", "--epochs-table", "256:90"}),
-                       doctest::Contains("give one of --gns and --epochs-table"), usage_error);
+                       doctest::Contains("--cluster needs an efficiency model: --gns"),
+                       usage_error);
+  CHECK_THROWS_WITH_AS(
+      (void)parse_args({"--cluster", spec16, "--gns", "1,2", "--epochs-table", "256:90"}),
+      doctest::Contains("give one of --gns and --epochs-table"), usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--gns", "13648.8"}),
                        doctest::Contains("--gns: '13648.8' is not S_MIN,B_NOISE"), usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--gns", "0,8192"}),
                        doctest::Contains("S_min must be positive"), usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--epochs-table", "256:90,1024"}),
-                       doctest::Contains("'1024' in '256:90,1024' is not BATCH:EPOCHS"), usage_error);
+                       doctest::Contains("'1024' in '256:90,1024' is not BATCH:EPOCHS"),
+                       usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--epochs-table", "256:90,256:95"}),
                        doctest::Contains("appears twice"), usage_error);
   // Projection options without --cluster, and malformed counts.
-  CHECK_THROWS_WITH_AS((void)parse_args({"--gns", "1,2", "x.trace"}),
-                       doctest::Contains("--gns only applies to the projection: add --cluster SPEC"),
-                       usage_error);
+  CHECK_THROWS_WITH_AS(
+      (void)parse_args({"--gns", "1,2", "x.trace"}),
+      doctest::Contains("--gns only applies to the projection: add --cluster SPEC"), usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--max-mp", "2"}), doctest::Contains("add --cluster SPEC"),
                        usage_error);
-  CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--gns", "1,2", "--micro-batches", "0"}),
-                       doctest::Contains("--micro-batches: '0' is not a positive whole number"), usage_error);
+  CHECK_THROWS_WITH_AS(
+      (void)parse_args({"--cluster", spec16, "--gns", "1,2", "--micro-batches", "0"}),
+      doctest::Contains("--micro-batches: '0' is not a positive whole number"), usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--gns", "1,2", "--dataset", "1e6"}),
-                       doctest::Contains("--dataset: '1e6' is not a positive whole number"), usage_error);
+                       doctest::Contains("--dataset: '1e6' is not a positive whole number"),
+                       usage_error);
   // --hw is the simulated device; the cluster's comes from its SPEC.
   CHECK_THROWS_WITH_AS((void)parse_args({"--cluster", spec16, "--gns", "1,2", "--hw", "pcie4_x16"}),
                        doctest::Contains("give hw=PRESET in the --cluster SPEC"), usage_error);
 }
 
-TEST_CASE("stash-plan --cluster JSON configs on resnet18: one best, dp x mp = devices, best is fastest")
+TEST_CASE(
+    "stash-plan --cluster JSON configs on resnet18: one best, dp x mp = devices, best is fastest")
 {
-  auto opt = stash_plan::parse_args({"--json", "--cluster", spec16, "--gns", "13648.8,8192"});
-  opt.planners      = false;
-  auto const report = stash_plan::analyze_file(stash::test::data_path("traces/resnet18_b32.trace"), opt);
+  auto opt     = stash_plan::parse_args({"--json", "--cluster", spec16, "--gns", "13648.8,8192"});
+  opt.planners = false;
+  auto const report =
+      stash_plan::analyze_file(stash::test::data_path("traces/resnet18_b32.trace"), opt);
   REQUIRE_FALSE(report.error.has_value());
   REQUIRE(report.projection.has_value());
   CHECK(report.projection->devices == 128);
@@ -193,7 +206,8 @@ TEST_CASE("stash-plan --cluster JSON configs on resnet18: one best, dp x mp = de
   stash_plan::print_json(out, report);
   auto const json = out.str();
   CHECK(json.find('\n') == json.size() - 1);
-  CHECK(json.find("\"projection\":{\"cluster\":\"nodes=16,gpus=8,intra=nvlink,") != std::string::npos);
+  CHECK(json.find("\"projection\":{\"cluster\":\"nodes=16,gpus=8,intra=nvlink,") !=
+        std::string::npos);
 
   auto const rows = configs_rows(json);
   REQUIRE(rows.size() == report.projection->result.configs.size());
@@ -209,7 +223,8 @@ TEST_CASE("stash-plan --cluster JSON configs on resnet18: one best, dp x mp = de
     CHECK(row.step_ms > 0);
     CHECK(row.device_peak_bytes > 0);
     CHECK(row.fits == (row.policy != "null"));
-    CHECK(row.fits == row.time_to_train_s.has_value());  // the gradient-noise form knows every batch
+    CHECK(row.fits ==
+          row.time_to_train_s.has_value());  // the gradient-noise form knows every batch
     if (row.best) {
       ++bests;
       best = i;
@@ -221,14 +236,17 @@ TEST_CASE("stash-plan --cluster JSON configs on resnet18: one best, dp x mp = de
   for (auto const& row : rows) {
     if (row.fits) { CHECK(*rows[*best].time_to_train_s <= *row.time_to_train_s); }
   }
-  CHECK(json.find("\"best\":" + std::to_string(*best) + "}") != std::string::npos);  // in "projection"
+  CHECK(json.find("\"best\":" + std::to_string(*best) + "}") !=
+        std::string::npos);  // in "projection"
   // resnet18 at batch 32 fits 80 GiB as is: every row is no_swap.
   for (auto const& row : rows) { CHECK(row.policy == "\"no_swap\""); }
 
   std::ostringstream text;
   stash_plan::print_text(text, report);
-  CHECK(text.str().find("  projection       128 devices, nodes=16,gpus=8,intra=nvlink,") != std::string::npos);
-  CHECK(text.str().find("    # statistical_efficiency: steps(B) = S_min (1 + B_noise / B)") != std::string::npos);
+  CHECK(text.str().find("  projection       128 devices, nodes=16,gpus=8,intra=nvlink,") !=
+        std::string::npos);
+  CHECK(text.str().find("    # statistical_efficiency: steps(B) = S_min (1 + B_noise / B)") !=
+        std::string::npos);
   CHECK(text.str().find("  best config      ") != std::string::npos);
 }
 
@@ -236,10 +254,12 @@ TEST_CASE("stash-plan --cluster with a tight budget needs offload; CSVs get a no
 {
   // vgg16 at 4x the recorded batch under 8 GiB: no DP-only configuration fits, so the best
   // uses model parallelism and the rows without mp show no policy.
-  auto opt = stash_plan::parse_args({"--cluster", spec16, "--gns", "13648.8,8192", "--replica-batch",
-                                     "128", "--budget", "8GiB", "--policy", "no_swap", "--svg", "x.svg"});
-  opt.planners      = false;
-  auto const report = stash_plan::analyze_file(stash::test::data_path("traces/vgg16_b32.trace"), opt);
+  auto opt =
+      stash_plan::parse_args({"--cluster", spec16, "--gns", "13648.8,8192", "--replica-batch",
+                              "128", "--budget", "8GiB", "--policy", "no_swap", "--svg", "x.svg"});
+  opt.planners = false;
+  auto const report =
+      stash_plan::analyze_file(stash::test::data_path("traces/vgg16_b32.trace"), opt);
   REQUIRE_FALSE(report.error.has_value());
   REQUIRE(report.projection.has_value());
   auto const& r = report.projection->result;
@@ -265,10 +285,11 @@ TEST_CASE("stash-plan --cluster with a tight budget needs offload; CSVs get a no
   }
 
   // A percentage budget is of the trace's no_swap peak.
-  auto percent = stash_plan::parse_args({"--cluster", "gpus=2", "--gns", "1000,100", "--budget", "50%",
-                                         "--policy", "no_swap"});
-  percent.planners  = false;
-  auto const halved = stash_plan::analyze_file(stash::test::data_path("traces/resnet18_b32.trace"), percent);
+  auto percent = stash_plan::parse_args(
+      {"--cluster", "gpus=2", "--gns", "1000,100", "--budget", "50%", "--policy", "no_swap"});
+  percent.planners = false;
+  auto const halved =
+      stash_plan::analyze_file(stash::test::data_path("traces/resnet18_b32.trace"), percent);
   REQUIRE(halved.projection.has_value());
   CHECK(halved.projection->budget_bytes == halved.lower_bound_bytes / 2);
   CHECK(halved.projection->budget_origin == "50% of the no_swap peak");
@@ -280,14 +301,18 @@ TEST_CASE("stash-plan --cluster with a tight budget needs offload; CSVs get a no
   CHECK(xml_balance_problem(*report.projection_svg) == "");
   CHECK(report.projection_svg->find(">MP 2<") != std::string::npos);
   CHECK(stash_plan::projection_svg_path("out.svg") == "out-projection.svg");
-  CHECK(stash_plan::projection_svg_path("pics/out_vgg16_b32.svg") == "pics/out_vgg16_b32-projection.svg");
+  CHECK(stash_plan::projection_svg_path("pics/out_vgg16_b32.svg") ==
+        "pics/out_vgg16_b32-projection.svg");
   CHECK(stash_plan::projection_svg_path("pics/out") == "pics/out-projection.svg");
 
   // A CSV has no ops to project: a note, not an error.
-  auto const csv = stash_plan::analyze_file(stash::test::data_path("minimalloc/F.1048576.csv"), opt);
+  auto const csv =
+      stash_plan::analyze_file(stash::test::data_path("minimalloc/F.1048576.csv"), opt);
   CHECK_FALSE(csv.error.has_value());
   CHECK_FALSE(csv.projection.has_value());
   bool noted = false;
-  for (auto const& note : csv.notes) { noted = noted || note.find("--cluster needs a trace") != std::string::npos; }
+  for (auto const& note : csv.notes) {
+    noted = noted || note.find("--cluster needs a trace") != std::string::npos;
+  }
   CHECK(noted);
 }

@@ -42,7 +42,7 @@ std::string xml_balance_problem(std::string const& xml)
     auto const end = xml.find('>', pos);
     if (end == std::string::npos) { return "unterminated tag at " + std::to_string(pos); }
     std::string const tag = xml.substr(pos + 1, end - pos - 1);
-    pos = end + 1;
+    pos                   = end + 1;
     if (tag.empty()) { return "empty tag"; }
     auto name = [](std::string const& t, std::size_t start) {
       auto const stop = t.find_first_of(" \t\n/", start);
@@ -103,13 +103,13 @@ TEST_CASE("stash-plan sizes and budgets parse with units and percentages")
 TEST_CASE("stash-plan command line: policies, hardware, codec, search budget, svg")
 {
   using stash_plan::parse_args;
-  using args = std::vector<std::string>;
+  using args       = std::vector<std::string>;
   auto const plain = parse_args({"a.trace", "b.csv"});
   CHECK(plain.files == args{"a.trace", "b.csv"});
   CHECK_FALSE(plain.swap_requested());
   CHECK(plain.search_budget.count() == 1000);
 
-  auto const all = parse_args({"--policy", "all", "x.trace"});
+  auto const all   = parse_args({"--policy", "all", "x.trace"});
   auto const names = stash::swap_policy_names();
   CHECK(all.policies == args(names.begin(), names.end()));
   CHECK(all.swap_requested());
@@ -129,7 +129,8 @@ TEST_CASE("stash-plan command line: policies, hardware, codec, search budget, sv
   CHECK(model.wire_bytes(1000) == 400);
 
   CHECK_THROWS_WITH_AS((void)parse_args({"--policy", "nope"}),
-                       doctest::Contains("unknown policy 'nope' (known: no_swap"), stash_plan::usage_error);
+                       doctest::Contains("unknown policy 'nope' (known: no_swap"),
+                       stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--budget"}), doctest::Contains("--budget: missing value"),
                        stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--budget", "lots"}),
@@ -140,25 +141,28 @@ TEST_CASE("stash-plan command line: policies, hardware, codec, search budget, sv
   CHECK_THROWS_WITH_AS((void)parse_args({"--codec", "zvc", "--budget", "1GiB"}),
                        doctest::Contains("--ratio R"), stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--ratio", "0", "--budget", "1GiB"}),
-                       doctest::Contains("--ratio: '0' is not a positive number"), stash_plan::usage_error);
+                       doctest::Contains("--ratio: '0' is not a positive number"),
+                       stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--ratio", "2"}),
                        doctest::Contains("only affects simulated times"), stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--search-ms", "1s"}),
-                       doctest::Contains("--search-ms: '1s' is not a whole number"), stash_plan::usage_error);
-  CHECK_THROWS_WITH_AS((void)parse_args({"--frobnicate"}), doctest::Contains("unknown option '--frobnicate'"),
+                       doctest::Contains("--search-ms: '1s' is not a whole number"),
                        stash_plan::usage_error);
+  CHECK_THROWS_WITH_AS((void)parse_args({"--frobnicate"}),
+                       doctest::Contains("unknown option '--frobnicate'"), stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--activations", "--budget", "1GiB"}),
                        doctest::Contains("--activations: missing FILE"), stash_plan::usage_error);
   CHECK_THROWS_WITH_AS(
-    (void)parse_args({"--codec", "rle", "--activations", "x.f32", "--budget", "1GiB"}),
-    doctest::Contains("measures the host zvc codec"), stash_plan::usage_error);
+      (void)parse_args({"--codec", "rle", "--activations", "x.f32", "--budget", "1GiB"}),
+      doctest::Contains("measures the host zvc codec"), stash_plan::usage_error);
 }
 
 TEST_CASE("stash-plan measures the zvc ratio of real activations")
 {
   // netA_final_relu1: 8x32x28x28 post-ReLU floats, zero fraction 0.4625 (data/activations).
-  auto const file  = stash::test::data_path("activations/netA_final_relu1.f32");
-  auto const opt   = stash_plan::parse_args({"--budget", "80%", "--activations", file, "--", "x.trace"});
+  auto const file = stash::test::data_path("activations/netA_final_relu1.f32");
+  auto const opt =
+      stash_plan::parse_args({"--budget", "80%", "--activations", file, "--", "x.trace"});
   REQUIRE(opt.codec.has_value());
   CHECK(opt.codec->name == "zvc");
   CHECK(opt.codec->source == "measured on 1 file");
@@ -176,10 +180,12 @@ TEST_CASE("stash-plan measures the zvc ratio of real activations")
   CHECK(opt.codec->ratio > 1.0);
   CHECK(opt.codec->ratio < 1.0 / (1.0 - static_cast<double>(zeros) / values.size()));
 
-  CHECK_THROWS_WITH_AS((void)stash_plan::measure_zvc_ratio({stash::test::data_path("activations/manifest.tsv")}),
-                       doctest::Contains("not a positive multiple of 4"), stash_plan::usage_error);
+  CHECK_THROWS_WITH_AS(
+      (void)stash_plan::measure_zvc_ratio({stash::test::data_path("activations/manifest.tsv")}),
+      doctest::Contains("not a positive multiple of 4"), stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)stash_plan::measure_zvc_ratio({"/nonexistent/x.f32"}),
-                       doctest::Contains("cannot open '/nonexistent/x.f32'"), stash_plan::usage_error);
+                       doctest::Contains("cannot open '/nonexistent/x.f32'"),
+                       stash_plan::usage_error);
 }
 
 TEST_CASE("stash-plan planners reach the known optimum of a tiny trace")
@@ -187,17 +193,17 @@ TEST_CASE("stash-plan planners reach the known optimum of a tiny trace")
   // a (1 KiB) lives throughout; b and c (512 B each) live one after the other. L = 1.5 KiB and
   // a plan with c reusing b's addresses reaches it, so the optimal footprint is 1536 B.
   auto const t = stash::parse_trace(
-    "# stash-trace v1 model=tiny\n"
-    "p forward\n"
-    "t 0 1024 act a\n"
-    "t 1 512 temp b\n"
-    "o aten::x 0,1 1\n"
-    "f 1\n"
-    "t 2 500 temp c\n"
-    "o aten::y 0,2 2\n"
-    "f 2\n"
-    "f 0\n",
-    "tiny.trace");
+      "# stash-trace v1 model=tiny\n"
+      "p forward\n"
+      "t 0 1024 act a\n"
+      "t 1 512 temp b\n"
+      "o aten::x 0,1 1\n"
+      "f 1\n"
+      "t 2 500 temp c\n"
+      "o aten::y 0,2 2\n"
+      "f 2\n"
+      "f 0\n",
+      "tiny.trace");
   stash_plan::file_report report;
   report.file   = "tiny.trace";
   report.format = stash_plan::input_format::stash_trace_v1;
@@ -240,7 +246,8 @@ TEST_CASE("stash-plan planner JSON on a real trace and a MiniMalloc CSV is consi
     stash_plan::print_json(out, report);
     auto const json = out.str();
     CHECK(json.find('\n') == json.size() - 1);
-    for (auto const* key : {"\"planners\":[", "\"best\":{", "\"lower_bound_bytes\"", "\"activation_bytes\""}) {
+    for (auto const* key :
+         {"\"planners\":[", "\"best\":{", "\"lower_bound_bytes\"", "\"activation_bytes\""}) {
       CHECK(json.find(key) != std::string::npos);
     }
     double const lower = json_number(json, "plan_lower_bound_bytes");
@@ -284,7 +291,8 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
 {
   auto opt     = stash_plan::parse_args({"--policy", "all", "--budget", "70%"});
   opt.planners = false;
-  auto const report = stash_plan::analyze_file(stash::test::data_path("traces/vgg16_b32.trace"), opt);
+  auto const report =
+      stash_plan::analyze_file(stash::test::data_path("traces/vgg16_b32.trace"), opt);
   REQUIRE_FALSE(report.error.has_value());
   REQUIRE(report.policies.has_value());
   auto const& s = *report.policies;
@@ -308,7 +316,9 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
     CHECK(p.device_peak_bytes <= base.device_peak_bytes);
     CHECK(p.iteration_ms >= s.baseline_ms - 1e-9);  // swapping only adds stalls
     CHECK(p.top_stalls.size() == std::min<std::size_t>(3, p.stall_count));
-    for (std::size_t k = 1; k < p.top_stalls.size(); ++k) { CHECK(p.top_stalls[k - 1].ms >= p.top_stalls[k].ms); }
+    for (std::size_t k = 1; k < p.top_stalls.size(); ++k) {
+      CHECK(p.top_stalls[k - 1].ms >= p.top_stalls[k].ms);
+    }
     any_offload = any_offload || p.offloaded_bytes > 0;
   }
   CHECK(any_offload);
@@ -327,7 +337,8 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
   CHECK(text.str().find("    vdnn_all ") != std::string::npos);
 
   // A CSV gets a note instead of a policy section.
-  auto const csv = stash_plan::analyze_file(stash::test::data_path("minimalloc/F.1048576.csv"), opt);
+  auto const csv =
+      stash_plan::analyze_file(stash::test::data_path("minimalloc/F.1048576.csv"), opt);
   CHECK_FALSE(csv.policies.has_value());
   REQUIRE(csv.notes.size() == 1);
   CHECK(csv.notes[0].find("need a trace") != std::string::npos);
@@ -335,9 +346,10 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
 
 TEST_CASE("stash-plan draws a well-formed SVG of the iteration")
 {
-  auto opt     = stash_plan::parse_args({"--policy", "vdnn_all", "--budget", "70%", "--svg", "x.svg"});
+  auto opt = stash_plan::parse_args({"--policy", "vdnn_all", "--budget", "70%", "--svg", "x.svg"});
   opt.planners = false;
-  auto const report = stash_plan::analyze_file(stash::test::data_path("traces/vgg16_b32.trace"), opt);
+  auto const report =
+      stash_plan::analyze_file(stash::test::data_path("traces/vgg16_b32.trace"), opt);
   REQUIRE_FALSE(report.error.has_value());
   REQUIRE(report.svg.has_value());
   auto const& svg = *report.svg;
@@ -346,20 +358,23 @@ TEST_CASE("stash-plan draws a well-formed SVG of the iteration")
   CHECK(xml_balance_problem(svg) == "");
   CHECK(xml_balance_problem("<svg><g></svg>") != "");  // the checker itself catches a mismatch
   for (auto const* part : {"id=\"no-swap\"", "id=\"budget\"", "id=\"streams\"", "id=\"peak\"",
-                           "class=\"kind-act\"", "class=\"kind-param\"", ">compute<", ">D2H<", ">H2D<",
-                           ">forward<", ">backward<", "vdnn_all on pcie3_x16"}) {
+                           "class=\"kind-act\"", "class=\"kind-param\"", ">compute<", ">D2H<",
+                           ">H2D<", ">forward<", ">backward<", "vdnn_all on pcie3_x16"}) {
     CAPTURE(part);
     CHECK(svg.find(part) != std::string::npos);
   }
   // vdnn_all offloads and prefetches: both transfer colours appear as stream spans.
-  CHECK(svg.find("fill=\"" + std::string(stash_plan::svg_detail::offload_colour) + "\"/>") != std::string::npos);
-  CHECK(svg.find("fill=\"" + std::string(stash_plan::svg_detail::prefetch_colour) + "\"/>") != std::string::npos);
+  CHECK(svg.find("fill=\"" + std::string(stash_plan::svg_detail::offload_colour) + "\"/>") !=
+        std::string::npos);
+  CHECK(svg.find("fill=\"" + std::string(stash_plan::svg_detail::prefetch_colour) + "\"/>") !=
+        std::string::npos);
 
   // Without a policy: no_swap alone, no comparison curve, no budget line.
   stash_plan::options plain;
   plain.planners = false;
   plain.svg      = "y.svg";
-  auto const alone = stash_plan::analyze_file(stash::test::data_path("traces/resnet18_b32.trace"), plain);
+  auto const alone =
+      stash_plan::analyze_file(stash::test::data_path("traces/resnet18_b32.trace"), plain);
   REQUIRE(alone.svg.has_value());
   CHECK(xml_balance_problem(*alone.svg) == "");
   CHECK(alone.svg->find("id=\"no-swap\"") == std::string::npos);
@@ -367,6 +382,7 @@ TEST_CASE("stash-plan draws a well-formed SVG of the iteration")
   CHECK(alone.svg->find("peak 797.1 MiB") != std::string::npos);
 
   CHECK(stash_plan::svg_path("out.svg", "data/traces/vgg16_b32.trace", false) == "out.svg");
-  CHECK(stash_plan::svg_path("out.svg", "data/traces/vgg16_b32.trace", true) == "out_vgg16_b32.svg");
+  CHECK(stash_plan::svg_path("out.svg", "data/traces/vgg16_b32.trace", true) ==
+        "out_vgg16_b32.svg");
   CHECK(stash_plan::svg_path("pics/out", "a/b.csv", true) == "pics/out_b.svg");
 }

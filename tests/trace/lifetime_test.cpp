@@ -79,8 +79,8 @@ TEST_CASE("disjoint lifetimes do not add up; a free and an alloc at adjacent eve
 TEST_CASE("an op's workspace, allocated and freed before its o line, counts at its peak")
 {
   stash::trace_recorder rec;
-  auto const x = rec.allocate(1000, storage_kind::input, "x");  // event 0
-  rec.phase(phase::forward);                                    // 1
+  auto const x = rec.allocate(1000, storage_kind::input, "x");                    // event 0
+  rec.phase(phase::forward);                                                      // 1
   auto const ws = rec.allocate(4000, storage_kind::temp, "conv/convolution.ws");  // 2: peak 5000
   auto const y  = rec.allocate(2000, storage_kind::act, "conv/convolution");      // 3: peak 7000
   rec.free(ws);                                                                   // 4
@@ -148,14 +148,13 @@ TEST_CASE("an empty trace has no peak")
 TEST_CASE("peak_live on raw intervals: half-open ends, unsorted input, bad intervals")
 {
   std::vector<stash::lifetime_interval> const intervals = {
-    {0, 10, 20, 5}, {1, 0, 10, 7}, {2, 20, 30, 9}, {3, 15, 25, 4}, {4, 5, 12, 1}};
+      {0, 10, 20, 5}, {1, 0, 10, 7}, {2, 20, 30, 9}, {3, 15, 25, 4}, {4, 5, 12, 1}};
   // At 10: ids 0 and 4 (id 1 ended at 10) = 6; at 15: 0, 3 = 9; at 20: 2, 3 = 13; at 5: 1, 4 = 8.
   CHECK(stash::peak_live(intervals) == stash::live_peak{13, 20});
   CHECK(brute_force_peak(intervals) == 13);
 
   std::vector<stash::lifetime_interval> const empty_interval = {{0, 3, 3, 5}};
   CHECK_THROWS_AS((void)stash::peak_live(empty_interval), stash::logic_error);
-  std::vector<stash::lifetime_interval> const huge = {{0, 0, 2, ~std::uint64_t{0}},
-                                                      {1, 1, 2, 1}};
+  std::vector<stash::lifetime_interval> const huge = {{0, 0, 2, ~std::uint64_t{0}}, {1, 1, 2, 1}};
   CHECK_THROWS_AS((void)stash::peak_live(huge), stash::logic_error);
 }

@@ -29,12 +29,11 @@ struct trace_figures {
 
 // data/README.md, table "Files".
 constexpr trace_figures readme_table[] = {
-  {"resnet18_b32.trace", "resnet18", 850, 540, 835'805'832, 690'781'704},
-  {"vgg16_b32.trace", "vgg16", 378, 309, 4'047'764'968, 2'328'356'872},
-  {"alexnet_b128.trace", "alexnet", 185, 177, 1'246'636'392, 402'825'224},
-  {"mobilenet_v2_b32.trace", "mobilenet_v2", 2169, 1256, 2'552'162'196, 2'491'858'184},
-  {"transformer_encoder_b8.trace", "transformer_encoder", 524, 781, 2'611'335'240,
-   2'315'606'568},
+    {"resnet18_b32.trace", "resnet18", 850, 540, 835'805'832, 690'781'704},
+    {"vgg16_b32.trace", "vgg16", 378, 309, 4'047'764'968, 2'328'356'872},
+    {"alexnet_b128.trace", "alexnet", 185, 177, 1'246'636'392, 402'825'224},
+    {"mobilenet_v2_b32.trace", "mobilenet_v2", 2169, 1256, 2'552'162'196, 2'491'858'184},
+    {"transformer_encoder_b8.trace", "transformer_encoder", 524, 781, 2'611'335'240, 2'315'606'568},
 };
 
 std::string slurp(std::string const& path)
@@ -103,18 +102,18 @@ TEST_CASE("the 11 MiniMalloc instances: row counts and lower bound against capac
 {
   struct instance_figures {
     char name;
-    std::size_t rows;      // data lines of the CSV
-    double bound_ratio;    // data/README.md: 1 for 8 of 11; C, D, J below
+    std::size_t rows;    // data lines of the CSV
+    double bound_ratio;  // data/README.md: 1 for 8 of 11; C, D, J below
   };
-  constexpr instance_figures instances[] = {
-    {'A', 154, 1.0},   {'B', 170, 1.0}, {'C', 203, 0.991}, {'D', 213, 0.940},
-    {'E', 215, 1.0},   {'F', 296, 1.0}, {'G', 308, 1.0},   {'H', 316, 1.0},
-    {'I', 374, 1.0},   {'J', 409, 0.943}, {'K', 454, 1.0}};
-  int at_capacity = 0;
+  constexpr instance_figures instances[] = {{'A', 154, 1.0},   {'B', 170, 1.0}, {'C', 203, 0.991},
+                                            {'D', 213, 0.940}, {'E', 215, 1.0}, {'F', 296, 1.0},
+                                            {'G', 308, 1.0},   {'H', 316, 1.0}, {'I', 374, 1.0},
+                                            {'J', 409, 0.943}, {'K', 454, 1.0}};
+  int at_capacity                        = 0;
   for (auto const& row : instances) {
     CAPTURE(row.name);
     auto const path =
-      stash::test::data_path(std::string("minimalloc/") + row.name + ".1048576.csv");
+        stash::test::data_path(std::string("minimalloc/") + row.name + ".1048576.csv");
     auto const instance = stash::read_minimalloc_csv(path);
     CHECK(instance.buffers.size() == row.rows);
     REQUIRE(instance.capacity == std::uint64_t{1048576});

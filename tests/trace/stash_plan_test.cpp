@@ -46,7 +46,7 @@ TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed fil
   stash_plan::options summary_only;
   summary_only.planners = false;
   auto const trace_report =
-    stash_plan::analyze_file(stash::test::data_path("traces/alexnet_b128.trace"), summary_only);
+      stash_plan::analyze_file(stash::test::data_path("traces/alexnet_b128.trace"), summary_only);
   REQUIRE_FALSE(trace_report.error.has_value());
   CHECK(trace_report.format == stash_plan::input_format::stash_trace_v1);
   CHECK(trace_report.tensors == 185);
@@ -65,7 +65,8 @@ TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed fil
   stash_plan::print_text(text, trace_report);
   CHECK(text.str().find("1,246,636,392 B") != std::string::npos);
 
-  auto const csv_report = stash_plan::analyze_file(stash::test::data_path("minimalloc/J.1048576.csv"), summary_only);
+  auto const csv_report =
+      stash_plan::analyze_file(stash::test::data_path("minimalloc/J.1048576.csv"), summary_only);
   REQUIRE_FALSE(csv_report.error.has_value());
   CHECK(csv_report.format == stash_plan::input_format::minimalloc_csv);
   CHECK(csv_report.tensors == 409);
@@ -73,7 +74,7 @@ TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed fil
   CHECK(csv_report.capacity_bytes == std::uint64_t{1'048'576});
   CHECK_FALSE(csv_report.activation_bytes.has_value());
 
-  auto const bad_path   = std::string(STASH_DATA_DIR) + "/../tests/trace/malformed/double_free.trace";
+  auto const bad_path = std::string(STASH_DATA_DIR) + "/../tests/trace/malformed/double_free.trace";
   auto const bad_report = stash_plan::analyze_file(bad_path, summary_only);
   REQUIRE(bad_report.error.has_value());
   CHECK(bad_report.error->find("double_free.trace:5: double free of storage id 1") !=

@@ -64,7 +64,8 @@ f 3
   recording_allocator a;
   stash::trace_driver<recording_allocator> driver(a, t, 0, 4);
   std::uint64_t persistent = 0, per_iteration = 0, ops = 0;
-  driver.on_allocate([&](stash::storage_id, std::uint64_t, bool p) { ++(p ? persistent : per_iteration); });
+  driver.on_allocate(
+      [&](stash::storage_id, std::uint64_t, bool p) { ++(p ? persistent : per_iteration); });
   driver.on_op([&](stash::op_record const& op, std::span<void* const> ptrs) {
     CHECK(ptrs.size() == op.reads.size() + op.writes.size());
     ++ops;
@@ -89,8 +90,8 @@ f 3
     }
   }
   CHECK(driver.persistent_bytes() == expected_persistent);
-  CHECK(driver.persistent_bytes() == 1024);                      // 4098 / 4, rounded down to 4 B
-  CHECK(std::count(a.sizes.begin(), a.sizes.end(), 4u) == 3);    // g: 2 / 4 rounds up to 4 B
+  CHECK(driver.persistent_bytes() == 1024);                    // 4098 / 4, rounded down to 4 B
+  CHECK(std::count(a.sizes.begin(), a.sizes.end(), 4u) == 3);  // g: 2 / 4 rounds up to 4 B
   for (auto s : a.sizes) { CHECK(s % 4 == 0); }
   CHECK_THROWS_AS(stash::trace_driver<recording_allocator>(a, t, 0, 0), stash::logic_error);
 }

@@ -32,7 +32,7 @@ void check_rejects(std::string const& text, std::size_t line, std::string const&
     CHECK(e.line() == line);
     CHECK_MESSAGE(e.reason().find(reason_part) != std::string::npos, std::string(e.what()));
     std::string const location =
-      source + ":" + (line > 0 ? std::to_string(line) + ":" : std::string()) + " ";
+        source + ":" + (line > 0 ? std::to_string(line) + ":" : std::string()) + " ";
     CHECK(std::string(e.what()).rfind(location, 0) == 0);
   }
 }
@@ -191,7 +191,8 @@ TEST_CASE("parse_trace rejects unknown ids, use after free and double free")
   check_rejects(h + "t 0 4 temp w\nf 0\no aten::x - 0\n", 4, "use after free");
   check_rejects(h + "f 0\n", 2, "free of unknown storage id 0");
   check_rejects(h + "t 0 4 temp w\nf 7\n", 3, "free of unknown storage id 7");
-  check_rejects(h + "t 0 4 temp w\nf 0\n\nf 0\n", 5, "double free of storage id 0 (first freed at line 3)");
+  check_rejects(h + "t 0 4 temp w\nf 0\n\nf 0\n", 5,
+                "double free of storage id 0 (first freed at line 3)");
 }
 
 TEST_CASE("read_trace names the file; mutated copies of a real trace fail at the mutated line")

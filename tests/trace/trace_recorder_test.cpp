@@ -40,11 +40,11 @@ TEST_CASE("a recording equals what the reader makes of the file it writes")
   rec.set_header("model", "toy");
   rec.set_header("batch", "4");
   rec.set_header("note", "");  // empty values are allowed and survive
-  auto const w  = rec.allocate(64, storage_kind::param, "fc.weight");
-  auto const m  = rec.allocate(64, storage_kind::optstate, "fc.weight.momentum");
-  auto const x  = rec.allocate(16, storage_kind::input, "x");
+  auto const w = rec.allocate(64, storage_kind::param, "fc.weight");
+  auto const m = rec.allocate(64, storage_kind::optstate, "fc.weight.momentum");
+  auto const x = rec.allocate(16, storage_kind::input, "x");
   rec.phase(phase::forward);
-  auto const y  = rec.allocate(32, storage_kind::act, "fc/addmm with spaces");
+  auto const y = rec.allocate(32, storage_kind::act, "fc/addmm with spaces");
   rec.op("aten::addmm", {x, w}, {y});
   auto const ws = rec.allocate(8, storage_kind::temp);  // no label
   rec.free(ws);
@@ -77,7 +77,8 @@ TEST_CASE("a recording equals what the reader makes of the file it writes")
   std::ostringstream out;
   stash::write_trace(out, recorded);
   CHECK(out.str() == stash::to_trace_text(recorded));
-  CHECK(out.str().rfind("# stash-trace v1 model=toy batch=4 note=\nt 0 64 param fc.weight\n", 0) == 0);
+  CHECK(out.str().rfind("# stash-trace v1 model=toy batch=4 note=\nt 0 64 param fc.weight\n", 0) ==
+        0);
 
   // Moving the trace out leaves an equal value.
   auto const copy  = recorded;
@@ -106,8 +107,10 @@ TEST_CASE("recorder misuse throws logic_error and leaves the recording unchanged
   expect_rejected([&] { rec.op("aten::x", {42}, {}); }, "op on an unknown id");
   expect_rejected([&] { rec.op("aten x", {b}, {}); }, "op name with a blank");
   expect_rejected([&] { rec.op("", {b}, {}); }, "empty op name");
-  expect_rejected([&] { (void)rec.allocate(1, storage_kind::temp, "two\nlines"); }, "label with a line break");
-  expect_rejected([&] { (void)rec.allocate(1, storage_kind::temp, " padded"); }, "label with a leading blank");
+  expect_rejected([&] { (void)rec.allocate(1, storage_kind::temp, "two\nlines"); },
+                  "label with a line break");
+  expect_rejected([&] { (void)rec.allocate(1, storage_kind::temp, " padded"); },
+                  "label with a leading blank");
   expect_rejected([&] { (void)rec.allocate(1, static_cast<storage_kind>(17)); }, "invalid kind");
   expect_rejected([&] { rec.phase(static_cast<phase>(9)); }, "invalid phase");
   expect_rejected([&] { rec.set_header("model", "again"); }, "duplicate header key");
@@ -131,7 +134,7 @@ TEST_CASE("a 10 MB synthetic trace survives record, write, read and analysis")
   stash::trace_recorder rec;
   rec.set_header("model", "synthetic");
   std::uint64_t state = 12345;
-  auto next = [&] {
+  auto next           = [&] {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
     return state >> 33;
   };
@@ -148,7 +151,8 @@ TEST_CASE("a 10 MB synthetic trace survives record, write, read and analysis")
     rec.free(ws);
     auto const bytes = 4 * (1 + next() % 1000000);
     act_bytes += bytes;
-    auto const out = rec.allocate(bytes, storage_kind::act, "block." + std::to_string(i) + "/linear");
+    auto const out =
+        rec.allocate(bytes, storage_kind::act, "block." + std::to_string(i) + "/linear");
     rec.op("aten::addmm", {prev, params[static_cast<std::size_t>(i) % params.size()]}, {out});
     acts.push_back(out);
     prev = out;

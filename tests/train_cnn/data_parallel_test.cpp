@@ -43,7 +43,9 @@ env_lookup env_of(std::map<std::string, std::string> vars)
 unique_id_bytes id_with(std::uint8_t seed)
 {
   unique_id_bytes b{};
-  for (std::size_t i = 0; i < b.size(); ++i) { b[i] = static_cast<std::uint8_t>(seed * 31 + i * 7); }
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    b[i] = static_cast<std::uint8_t>(seed * 31 + i * 7);
+  }
   return b;
 }
 
@@ -77,12 +79,21 @@ TEST_CASE("train_cnn data_parallel: each launcher's variables")
     std::string_view launcher_word;
   };
   std::vector<expected_ranks> const cases = {
-    {{{"STASH_RANK", "2"}, {"STASH_WORLD_SIZE", "4"}, {"STASH_LOCAL_RANK", "2"}}, 2, 4, 2, "stash"},
-    {{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}, 5, 8, 1,
-     "Open MPI"},
-    {{{"RANK", "3"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "3"}}, 3, 16, 3, "torchrun"},
-    {{{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "3"}}, 7, 8, 3, "Slurm"},
-    {{{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "1"}}, 0, 1, 0, "stash"},
+      {{{"STASH_RANK", "2"}, {"STASH_WORLD_SIZE", "4"}, {"STASH_LOCAL_RANK", "2"}},
+       2,
+       4,
+       2,
+       "stash"},
+      {{{"OMPI_COMM_WORLD_RANK", "5"},
+        {"OMPI_COMM_WORLD_SIZE", "8"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}},
+       5,
+       8,
+       1,
+       "Open MPI"},
+      {{{"RANK", "3"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "3"}}, 3, 16, 3, "torchrun"},
+      {{{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "3"}}, 7, 8, 3, "Slurm"},
+      {{{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "1"}}, 0, 1, 0, "stash"},
   };
   for (auto const& c : cases) {
     CAPTURE(c.launcher_word);
@@ -94,11 +105,15 @@ TEST_CASE("train_cnn data_parallel: each launcher's variables")
     REQUIRE(r.launcher < known_launchers.size());
     CHECK(known_launchers[r.launcher].launcher.find(c.launcher_word) != std::string_view::npos);
     // The source names every variable it read, with its value.
-    for (auto const& [name, value] : c.vars) { CHECK(r.source.find(name + "=" + value) != std::string::npos); }
+    for (auto const& [name, value] : c.vars) {
+      CHECK(r.source.find(name + "=" + value) != std::string::npos);
+    }
   }
 }
 
-TEST_CASE("train_cnn data_parallel: precedence stash > mpirun > torchrun > Slurm; lower ones are not read")
+TEST_CASE(
+    "train_cnn data_parallel: precedence stash > mpirun > torchrun > Slurm; lower ones are not "
+    "read")
 {
   rank_info r = rank_from_environment(env_of({{"STASH_RANK", "1"},
                                               {"STASH_WORLD_SIZE", "2"},
@@ -118,7 +133,8 @@ TEST_CASE("train_cnn data_parallel: precedence stash > mpirun > torchrun > Slurm
   CHECK(r.rank == 6);
   CHECK(r.world_size == 9);
   CHECK(r.local_rank == 2);
-  r = rank_from_environment(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}));
+  r = rank_from_environment(
+      env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}));
   CHECK(r.rank == 1);
   CHECK(r.world_size == 2);
   r = rank_from_environment(env_of({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}}));
@@ -131,36 +147,45 @@ TEST_CASE("train_cnn data_parallel: local rank defaults to rank; empty variables
   rank_info r = rank_from_environment(env_of({{"STASH_RANK", "3"}, {"STASH_WORLD_SIZE", "4"}}));
   CHECK(r.local_rank == 3);
   CHECK(r.source.find("STASH_LOCAL_RANK unset") != std::string::npos);
-  r = rank_from_environment(env_of({{"STASH_RANK", ""}, {"STASH_WORLD_SIZE", ""}, {"RANK", "1"}, {"WORLD_SIZE", "3"}}));
+  r = rank_from_environment(
+      env_of({{"STASH_RANK", ""}, {"STASH_WORLD_SIZE", ""}, {"RANK", "1"}, {"WORLD_SIZE", "3"}}));
   CHECK(r.rank == 1);
   CHECK(r.world_size == 3);
-  r = rank_from_environment(env_of({{"STASH_RANK", "1"}, {"STASH_WORLD_SIZE", "2"}, {"STASH_LOCAL_RANK", ""}}));
+  r = rank_from_environment(
+      env_of({{"STASH_RANK", "1"}, {"STASH_WORLD_SIZE", "2"}, {"STASH_LOCAL_RANK", ""}}));
   CHECK(r.local_rank == 1);
 }
 
-TEST_CASE("train_cnn data_parallel: bad rank variables throw environment_error naming the variable and value")
+TEST_CASE(
+    "train_cnn data_parallel: bad rank variables throw environment_error naming the variable and "
+    "value")
 {
   struct bad_env {
     std::map<std::string, std::string> vars;
     std::vector<std::string> says;  // all must appear in the message
   };
   std::vector<bad_env> const cases = {
-    {{{"STASH_RANK", "abc"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK='abc'", "non-negative integer"}},
-    {{{"STASH_RANK", "-1"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK='-1'"}},
-    {{{"STASH_RANK", "1.5"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK='1.5'"}},
-    {{{"STASH_RANK", " 1"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK=' 1'"}},
-    {{{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "99999999999"}}, {"STASH_WORLD_SIZE='99999999999'"}},
-    {{{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "0"}}, {"STASH_WORLD_SIZE=0", "out of range"}},
-    {{{"STASH_RANK", "4"}, {"STASH_WORLD_SIZE", "4"}}, {"STASH_RANK=4 is not below STASH_WORLD_SIZE=4"}},
-    {{{"STASH_RANK", "1"}, {"STASH_WORLD_SIZE", "4"}, {"STASH_LOCAL_RANK", "4"}},
-     {"STASH_LOCAL_RANK=4 is not below STASH_WORLD_SIZE=4"}},
-    {{{"STASH_RANK", "1"}, {"STASH_WORLD_SIZE", "4"}, {"STASH_LOCAL_RANK", "x"}}, {"STASH_LOCAL_RANK='x'"}},
-    {{{"STASH_RANK", "1"}}, {"STASH_RANK is set (1)", "STASH_WORLD_SIZE is not"}},
-    {{{"OMPI_COMM_WORLD_SIZE", "8"}}, {"OMPI_COMM_WORLD_SIZE is set (8)", "OMPI_COMM_WORLD_RANK is not"}},
-    {{{"OMPI_COMM_WORLD_RANK", "9"}, {"OMPI_COMM_WORLD_SIZE", "8"}},
-     {"OMPI_COMM_WORLD_RANK=9 is not below OMPI_COMM_WORLD_SIZE=8"}},
-    {{{"RANK", "0"}, {"WORLD_SIZE", "two"}}, {"WORLD_SIZE='two'"}},
-    {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "7"}}, {"SLURM_LOCALID=7"}},
+      {{{"STASH_RANK", "abc"}, {"STASH_WORLD_SIZE", "2"}},
+       {"STASH_RANK='abc'", "non-negative integer"}},
+      {{{"STASH_RANK", "-1"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK='-1'"}},
+      {{{"STASH_RANK", "1.5"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK='1.5'"}},
+      {{{"STASH_RANK", " 1"}, {"STASH_WORLD_SIZE", "2"}}, {"STASH_RANK=' 1'"}},
+      {{{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "99999999999"}},
+       {"STASH_WORLD_SIZE='99999999999'"}},
+      {{{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "0"}}, {"STASH_WORLD_SIZE=0", "out of range"}},
+      {{{"STASH_RANK", "4"}, {"STASH_WORLD_SIZE", "4"}},
+       {"STASH_RANK=4 is not below STASH_WORLD_SIZE=4"}},
+      {{{"STASH_RANK", "1"}, {"STASH_WORLD_SIZE", "4"}, {"STASH_LOCAL_RANK", "4"}},
+       {"STASH_LOCAL_RANK=4 is not below STASH_WORLD_SIZE=4"}},
+      {{{"STASH_RANK", "1"}, {"STASH_WORLD_SIZE", "4"}, {"STASH_LOCAL_RANK", "x"}},
+       {"STASH_LOCAL_RANK='x'"}},
+      {{{"STASH_RANK", "1"}}, {"STASH_RANK is set (1)", "STASH_WORLD_SIZE is not"}},
+      {{{"OMPI_COMM_WORLD_SIZE", "8"}},
+       {"OMPI_COMM_WORLD_SIZE is set (8)", "OMPI_COMM_WORLD_RANK is not"}},
+      {{{"OMPI_COMM_WORLD_RANK", "9"}, {"OMPI_COMM_WORLD_SIZE", "8"}},
+       {"OMPI_COMM_WORLD_RANK=9 is not below OMPI_COMM_WORLD_SIZE=8"}},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}}, {"WORLD_SIZE='two'"}},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "7"}}, {"SLURM_LOCALID=7"}},
   };
   for (auto const& c : cases) {
     CAPTURE(c.says.front());
@@ -176,17 +201,25 @@ TEST_CASE("train_cnn data_parallel: the run token comes from STASH_RUN_ID or the
     auto const env = env_of(std::move(vars));
     return run_token_from_environment(env, rank_from_environment(env));
   };
-  auto t = token({{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "2"}, {"STASH_RUN_ID", "r42"}, {"SLURM_JOB_ID", "9"}});
+  auto t = token({{"STASH_RANK", "0"},
+                  {"STASH_WORLD_SIZE", "2"},
+                  {"STASH_RUN_ID", "r42"},
+                  {"SLURM_JOB_ID", "9"}});
   REQUIRE(t);
   CHECK(t->value == "r42");
   CHECK(t->source == "STASH_RUN_ID");
-  // launch_dp.sh's variables without STASH_RUN_ID: no token (and no guess from an unrelated launcher).
+  // launch_dp.sh's variables without STASH_RUN_ID: no token (and no guess from an unrelated
+  // launcher).
   CHECK_FALSE(token({{"STASH_RANK", "0"}, {"STASH_WORLD_SIZE", "2"}, {"SLURM_JOB_ID", "9"}}));
-  t = token({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"PMIX_NAMESPACE", "prterun-n1-123@1"}});
+  t = token({{"OMPI_COMM_WORLD_RANK", "0"},
+             {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"PMIX_NAMESPACE", "prterun-n1-123@1"}});
   REQUIRE(t);
   CHECK(t->value == "prterun-n1-123@1");
   CHECK(t->source == "PMIX_NAMESPACE");
-  t = token({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "77"}});
+  t = token({{"OMPI_COMM_WORLD_RANK", "0"},
+             {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_MCA_ess_base_jobid", "77"}});
   REQUIRE(t);
   CHECK(t->value == "77");
   t = token({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "none"}});
@@ -194,7 +227,10 @@ TEST_CASE("train_cnn data_parallel: the run token comes from STASH_RUN_ID or the
   t = token({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "abc"}});
   REQUIRE(t);
   CHECK(t->value == "abc");
-  t = token({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1234"}, {"SLURM_STEP_ID", "3"}});
+  t = token({{"SLURM_PROCID", "0"},
+             {"SLURM_NTASKS", "2"},
+             {"SLURM_JOB_ID", "1234"},
+             {"SLURM_STEP_ID", "3"}});
   REQUIRE(t);
   CHECK(t->value == "1234.3");
   CHECK(t->source == "SLURM_JOB_ID.SLURM_STEP_ID");
@@ -213,7 +249,8 @@ TEST_CASE("train_cnn data_parallel: the device of a rank")
   CHECK(message_of([&] { (void)device_for(r, 2); }).find("local rank 3") != std::string::npos);
 }
 
-// ---- unique-id file -------------------------------------------------------------------------------
+// ---- unique-id file
+// -------------------------------------------------------------------------------
 
 TEST_CASE("train_cnn data_parallel: the id file round-trips and a truncated one never parses")
 {
@@ -241,10 +278,10 @@ TEST_CASE("train_cnn data_parallel: rank 0 publishes, every other rank reads the
 {
   temp_dir dir;
   id_exchange x;
-  x.file       = dir.path / "nccl_id";
-  x.token      = "run-A";
-  x.world_size = 6;
-  x.timeout    = 20s;
+  x.file                   = dir.path / "nccl_id";
+  x.token                  = "run-A";
+  x.world_size             = 6;
+  x.timeout                = 20s;
   unique_id_bytes const id = id_with(17);
   std::vector<unique_id_bytes> got(5);
   std::vector<std::string> errors(5);
@@ -283,7 +320,8 @@ TEST_CASE("train_cnn data_parallel: a stale id file from an earlier run is not t
   x.token      = "run-new";
   x.world_size = 4;
   x.timeout    = 20s;
-  write_text(x.file, format_id_file("run-old", 4, id_with(1)));  // crashed earlier run, same world size
+  write_text(x.file,
+             format_id_file("run-old", 4, id_with(1)));  // crashed earlier run, same world size
   unique_id_bytes const fresh = id_with(2);
   std::vector<unique_id_bytes> got(3);
   std::vector<std::thread> readers;
@@ -311,11 +349,11 @@ TEST_CASE("train_cnn data_parallel: waiting past the timeout is a clear error")
 {
   temp_dir dir;
   id_exchange x;
-  x.file       = dir.path / "nccl_id";
-  x.token      = "run-B";
-  x.world_size = 2;
-  x.timeout    = 150ms;
-  auto const t0 = std::chrono::steady_clock::now();
+  x.file                 = dir.path / "nccl_id";
+  x.token                = "run-B";
+  x.world_size           = 2;
+  x.timeout              = 150ms;
+  auto const t0          = std::chrono::steady_clock::now();
   std::string const none = message_of([&] { (void)wait_for_unique_id(x, 1); });
   CHECK(std::chrono::steady_clock::now() - t0 >= 150ms);
   CHECK_MESSAGE(none.find("rank 1: timed out after 0.1 s") != std::string::npos, none);
@@ -345,7 +383,8 @@ TEST_CASE("train_cnn data_parallel: publishing into a missing folder names the p
   CHECK(m.find("No such file") != std::string::npos);
 }
 
-// ---- sharding ---------------------------------------------------------------------------------------
+// ---- sharding
+// ---------------------------------------------------------------------------------------
 
 TEST_CASE("train_cnn data_parallel: the ranks' slices of a global batch are disjoint and cover it")
 {
@@ -364,8 +403,8 @@ TEST_CASE("train_cnn data_parallel: the ranks' slices of a global batch are disj
         std::multiset<std::size_t> step_seen;
         for (int r = 0; r < world; ++r) {
           rank_info ri;
-          ri.rank       = r;
-          ri.world_size = world;
+          ri.rank          = r;
+          ri.world_size    = world;
           auto const slice = rank_batch(order, step, per_rank, ri);
           CHECK(slice.size() == per_rank);
           step_seen.insert(slice.begin(), slice.end());
@@ -375,12 +414,14 @@ TEST_CASE("train_cnn data_parallel: the ranks' slices of a global batch are disj
         }
         // The union is exactly global batch `step`, each sample once.
         std::size_t const global = per_rank * std::size_t(world);
-        std::multiset<std::size_t> const expected(order.begin() + std::ptrdiff_t(step * global),
-                                                  order.begin() + std::ptrdiff_t((step + 1) * global));
+        std::multiset<std::size_t> const expected(
+            order.begin() + std::ptrdiff_t(step * global),
+            order.begin() + std::ptrdiff_t((step + 1) * global));
         CHECK(step_seen == expected);
         epoch_seen.insert(step_seen.begin(), step_seen.end());
       }
-      CHECK(epoch_seen.size() == steps * per_rank * std::size_t(world));  // no sample twice in an epoch
+      CHECK(epoch_seen.size() ==
+            steps * per_rank * std::size_t(world));  // no sample twice in an epoch
     }
   }
   // One rank slices exactly as the single-GPU loop always did: order[step * B, (step + 1) * B).
@@ -390,12 +431,14 @@ TEST_CASE("train_cnn data_parallel: the ranks' slices of a global batch are disj
   rank_info last;
   last.rank       = 3;
   last.world_size = 4;
-  CHECK_THROWS_AS((void)rank_batch(order, steps_per_epoch(samples, 32, 4), 32, last), std::out_of_range);
+  CHECK_THROWS_AS((void)rank_batch(order, steps_per_epoch(samples, 32, 4), 32, last),
+                  std::out_of_range);
 }
 
 TEST_CASE("train_cnn data_parallel: the test set splits evenly and completely")
 {
-  for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{10}, std::size_t{10000}, std::size_t{10001}}) {
+  for (std::size_t count :
+       {std::size_t{0}, std::size_t{3}, std::size_t{10}, std::size_t{10000}, std::size_t{10001}}) {
     for (int world : {1, 2, 3, 7, 16}) {
       CAPTURE(count);
       CAPTURE(world);
@@ -425,11 +468,13 @@ TEST_CASE("train_cnn data_parallel: the weight fingerprint sees a single flipped
   CHECK(fingerprint(neg_zero) != fingerprint(pos_zero));  // bitwise, not numeric, equality
 }
 
-// ---- flags ---------------------------------------------------------------------------------------------
+// ---- flags
+// ---------------------------------------------------------------------------------------------
 
 TEST_CASE("train_cnn data_parallel: --nccl-id-file and --nccl-id-timeout")
 {
-  options o = parse_options({"data", "--nccl-id-file", "/shared/run1/id", "--nccl-id-timeout", "2.5"});
+  options o =
+      parse_options({"data", "--nccl-id-file", "/shared/run1/id", "--nccl-id-timeout", "2.5"});
   CHECK(o.nccl_id_file == "/shared/run1/id");
   CHECK(o.nccl_id_timeout == doctest::Approx(2.5));
   o = parse_options({"data"});
@@ -439,6 +484,7 @@ TEST_CASE("train_cnn data_parallel: --nccl-id-file and --nccl-id-timeout")
   CHECK(parse_options({"data", "--nccl-always"}).nccl_always);
   CHECK_THROWS_AS((void)parse_options({"data", "--nccl-id-file"}), usage_error);
   CHECK_THROWS_AS((void)parse_options({"data", "--nccl-id-file", ""}), usage_error);
-  CHECK(message_of([] { (void)parse_options({"data", "--nccl-id-timeout", "0"}); }).find("--nccl-id-timeout") !=
-        std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"data", "--nccl-id-timeout", "0"});
+        }).find("--nccl-id-timeout") != std::string::npos);
 }

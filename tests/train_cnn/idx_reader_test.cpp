@@ -24,8 +24,8 @@ using stash::test::temp_dir;
 
 namespace {
 
-std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& dims, std::vector<std::uint8_t> const& data,
-                                    std::uint8_t type = 0x08)
+std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& dims,
+                                    std::vector<std::uint8_t> const& data, std::uint8_t type = 0x08)
 {
   std::vector<std::uint8_t> b = {0, 0, type, std::uint8_t(dims.size())};
   for (auto d : dims) {
@@ -39,7 +39,7 @@ std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& dims, std:
 std::vector<std::uint8_t> gzip_stored(std::vector<std::uint8_t> const& data)
 {
   std::vector<std::uint8_t> g = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255};
-  std::size_t at = 0;
+  std::size_t at              = 0;
   do {
     std::size_t const len = std::min<std::size_t>(65535, data.size() - at);
     bool const last       = at + len == data.size();
@@ -81,9 +81,10 @@ void write_split(temp_dir const& dir, std::string const& split, std::uint32_t n,
 TEST_CASE("train_cnn idx_reader: the real Fashion-MNIST files")
 {
   fs::path const dir = default_dataset_dir;
-  if (!fs::exists(dir / "train-images-idx3-ubyte.gz") && !fs::exists(dir / "train-images-idx3-ubyte")) {
-    MESSAGE("skipped: Fashion-MNIST is not installed in " << dir.string()
-                                                          << " (apt-get install dataset-fashion-mnist)");
+  if (!fs::exists(dir / "train-images-idx3-ubyte.gz") &&
+      !fs::exists(dir / "train-images-idx3-ubyte")) {
+    MESSAGE("skipped: Fashion-MNIST is not installed in "
+            << dir.string() << " (apt-get install dataset-fashion-mnist)");
     return;
   }
   dataset const d = load_fashion_mnist(dir);
@@ -141,20 +142,25 @@ TEST_CASE("train_cnn idx_reader: small files written by the test")
     CHECK_NOTHROW((void)parse_idx(good, "f"));
     auto truncated = good;
     truncated.pop_back();
-    CHECK(message_of([&] { (void)parse_idx(truncated, "x.idx"); }).find("x.idx: IDX: truncated") != std::string::npos);
-    auto header_cut = std::vector<std::uint8_t>(good.begin(), good.begin() + 9);
-    CHECK(message_of([&] { (void)parse_idx(header_cut, "h"); }).find("header ends early") != std::string::npos);
-    CHECK(message_of([&] { (void)parse_idx(std::vector<std::uint8_t>{0, 0}, "s"); }).find("too short") !=
+    CHECK(message_of([&] { (void)parse_idx(truncated, "x.idx"); }).find("x.idx: IDX: truncated") !=
           std::string::npos);
+    auto header_cut = std::vector<std::uint8_t>(good.begin(), good.begin() + 9);
+    CHECK(message_of([&] { (void)parse_idx(header_cut, "h"); }).find("header ends early") !=
+          std::string::npos);
+    CHECK(message_of([&] {
+            (void)parse_idx(std::vector<std::uint8_t>{0, 0}, "s");
+          }).find("too short") != std::string::npos);
     auto magic = good;
     magic[0]   = 0x42;
     CHECK(message_of([&] { (void)parse_idx(magic, "m"); }).find("bad magic") != std::string::npos);
     auto type = good;
     type[2]   = 0x0d;  // float
-    CHECK(message_of([&] { (void)parse_idx(type, "t"); }).find("not 8 (unsigned byte)") != std::string::npos);
+    CHECK(message_of([&] { (void)parse_idx(type, "t"); }).find("not 8 (unsigned byte)") !=
+          std::string::npos);
     auto trailing = good;
     trailing.push_back(0);
-    CHECK(message_of([&] { (void)parse_idx(trailing, "z"); }).find("trailing") != std::string::npos);
+    CHECK(message_of([&] { (void)parse_idx(trailing, "z"); }).find("trailing") !=
+          std::string::npos);
   }
   SUBCASE("gzip errors")
   {
@@ -162,15 +168,18 @@ TEST_CASE("train_cnn idx_reader: small files written by the test")
     CHECK_NOTHROW((void)gunzip(good, "g"));
     auto crc = good;
     crc[crc.size() - 8] ^= 0xff;
-    CHECK(message_of([&] { (void)gunzip(crc, "c.gz"); }).find("c.gz: gzip: CRC-32 mismatch") != std::string::npos);
+    CHECK(message_of([&] { (void)gunzip(crc, "c.gz"); }).find("c.gz: gzip: CRC-32 mismatch") !=
+          std::string::npos);
     auto cut = std::vector<std::uint8_t>(good.begin(), good.end() - 10);
     CHECK(message_of([&] { (void)gunzip(cut, "t.gz"); }).find("truncated") != std::string::npos);
     auto method = good;
     method[2]   = 7;
-    CHECK(message_of([&] { (void)gunzip(method, "m.gz"); }).find("not DEFLATE") != std::string::npos);
+    CHECK(message_of([&] { (void)gunzip(method, "m.gz"); }).find("not DEFLATE") !=
+          std::string::npos);
     auto btype = good;
     btype[10]  = 0x07;  // BFINAL with block type 3
-    CHECK(message_of([&] { (void)gunzip(btype, "b.gz"); }).find("invalid block type") != std::string::npos);
+    CHECK(message_of([&] { (void)gunzip(btype, "b.gz"); }).find("invalid block type") !=
+          std::string::npos);
   }
   SUBCASE("wrong dimensions and inconsistent files")
   {
@@ -178,21 +187,25 @@ TEST_CASE("train_cnn idx_reader: small files written by the test")
     write_split(dir, "t10k", 10, false);
     dir.write("train-images-idx3-ubyte", idx_bytes({10, 16}, std::vector<std::uint8_t>(160)));
     dir.write("train-labels-idx1-ubyte", idx_bytes({10}, std::vector<std::uint8_t>(10)));
-    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("images need 3 dimensions") !=
-          std::string::npos);
+    CHECK(message_of([&] {
+            (void)load_fashion_mnist(dir.path);
+          }).find("images need 3 dimensions") != std::string::npos);
     dir.write("train-images-idx3-ubyte", idx_bytes({10, 4, 4}, std::vector<std::uint8_t>(160)));
     dir.write("train-labels-idx1-ubyte", idx_bytes({10, 1}, std::vector<std::uint8_t>(10)));
     CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("labels need 1 dimension") !=
           std::string::npos);
     dir.write("train-labels-idx1-ubyte", idx_bytes({9}, std::vector<std::uint8_t>(9)));
-    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("has 10 images but") != std::string::npos);
+    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("has 10 images but") !=
+          std::string::npos);
     std::vector<std::uint8_t> labels(10, 1);
     labels[4] = 10;
     dir.write("train-labels-idx1-ubyte", idx_bytes({10}, labels));
-    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("label 10 of item 4") != std::string::npos);
+    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("label 10 of item 4") !=
+          std::string::npos);
     dir.write("train-labels-idx1-ubyte", idx_bytes({10}, std::vector<std::uint8_t>(10, 2)));
     dir.write("t10k-images-idx3-ubyte", idx_bytes({10, 8, 2}, std::vector<std::uint8_t>(160)));
-    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("but test images 8x2") != std::string::npos);
+    CHECK(message_of([&] { (void)load_fashion_mnist(dir.path); }).find("but test images 8x2") !=
+          std::string::npos);
   }
   SUBCASE("a missing folder or file names it and the Debian package")
   {
@@ -217,18 +230,22 @@ TEST_CASE("train_cnn options: budgets")
   CHECK(parse_bytes("1.5GiB") == 3ull << 29);
   CHECK(parse_bytes("2GB") == 2000000000u);
   CHECK(parse_bytes("512KiB") == 512u << 10);
-  for (char const* bad : {"", "-5", "0", "0.5", "abc", "12XB", "1.2.3", "64 MiB", "1e30", "0MiB", "1.5"}) {
+  for (char const* bad :
+       {"", "-5", "0", "0.5", "abc", "12XB", "1.2.3", "64 MiB", "1e30", "0MiB", "1.5"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS((void)parse_bytes(bad), usage_error);
   }
-  CHECK(message_of([] { (void)parse_bytes("-5"); }).find("--budget: '-5' is negative") != std::string::npos);
-  CHECK(message_of([] { (void)parse_bytes("12XB"); }).find("unknown unit 'XB'") != std::string::npos);
+  CHECK(message_of([] { (void)parse_bytes("-5"); }).find("--budget: '-5' is negative") !=
+        std::string::npos);
+  CHECK(message_of([] { (void)parse_bytes("12XB"); }).find("unknown unit 'XB'") !=
+        std::string::npos);
 }
 
 TEST_CASE("train_cnn options: the command line")
 {
-  auto const o = parse_options({"/data", "--policy", "auto_swap", "--codec", "zvc", "--budget", "96MiB", "--batch",
-                                "256", "--width", "4", "--epochs", "3", "--check", "--check-steps", "7"});
+  auto const o = parse_options({"/data", "--policy", "auto_swap", "--codec", "zvc", "--budget",
+                                "96MiB", "--batch", "256", "--width", "4", "--epochs", "3",
+                                "--check", "--check-steps", "7"});
   CHECK(o.data_dir == "/data");
   CHECK(o.policy == policy_kind::auto_swap);
   CHECK(o.codec == codec_kind::zvc);
@@ -243,24 +260,38 @@ TEST_CASE("train_cnn options: the command line")
   CHECK(d.policy == policy_kind::vdnn_conv);
   CHECK(d.codec == codec_kind::none);
   CHECK_FALSE(d.budget.has_value());
-  for (auto name : policy_names) { CHECK(parse_policy(name) == parse_options({"x", "--policy", std::string(name)}).policy); }
+  for (auto name : policy_names) {
+    CHECK(parse_policy(name) == parse_options({"x", "--policy", std::string(name)}).policy);
+  }
 
-  CHECK(message_of([] { (void)parse_options({"/d", "--policy", "lru"}); })
-          .find("unknown swap policy 'lru' (known: no_swap, vdnn_all, vdnn_conv, vdnn_dyn, auto_swap)") !=
-        std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--codec", "lz4"}); }).find("unknown codec 'lz4'") !=
-        std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--budget", "lots"}); }).find("--budget: 'lots'") !=
-        std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--budget"}); }).find("--budget: needs a value") !=
-        std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--batch", "0"}); }).find("--batch: '0' is not an integer") !=
-        std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--width", "2x"}); }).find("--width") != std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--frobnicate"}); }).find("unknown option '--frobnicate'") !=
-        std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "/e"}); }).find("unexpected argument '/e'") != std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"--policy", "no_swap"}); }).find("missing DATA_DIR") !=
-        std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--policy", "lru"});
+        })
+            .find("unknown swap policy 'lru' (known: no_swap, vdnn_all, vdnn_conv, vdnn_dyn, "
+                  "auto_swap)") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--codec", "lz4"});
+        }).find("unknown codec 'lz4'") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--budget", "lots"});
+        }).find("--budget: 'lots'") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--budget"});
+        }).find("--budget: needs a value") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--batch", "0"});
+        }).find("--batch: '0' is not an integer") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--width", "2x"});
+        }).find("--width") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--frobnicate"});
+        }).find("unknown option '--frobnicate'") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "/e"});
+        }).find("unexpected argument '/e'") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"--policy", "no_swap"});
+        }).find("missing DATA_DIR") != std::string::npos);
   CHECK(parse_options({"--help"}).help);
 }

@@ -28,11 +28,14 @@ TEST_CASE("train_cnn options: every codec name parses to its kind, and the names
     CAPTURE(bad);
     CHECK_THROWS_AS((void)parse_codec(bad), usage_error);
   }
-  CHECK(message_of([] { (void)parse_options({"/d", "--codec", "fp8"}); })
-          .find("unknown codec 'fp8' (known: none, zvc, fp16, bf16, fp8_e4m3") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--codec", "fp8"});
+        }).find("unknown codec 'fp8' (known: none, zvc, fp16, bf16, fp8_e4m3") !=
+        std::string::npos);
 }
 
-TEST_CASE("train_cnn options: a lossy codec selects the accuracy comparison, a lossless one the bitwise")
+TEST_CASE(
+    "train_cnn options: a lossy codec selects the accuracy comparison, a lossless one the bitwise")
 {
   CHECK_FALSE(is_lossy(codec_kind::none));
   CHECK_FALSE(is_lossy(codec_kind::zvc));
@@ -40,10 +43,12 @@ TEST_CASE("train_cnn options: a lossy codec selects the accuracy comparison, a l
   CHECK(is_lossy(codec_kind::bf16));
   CHECK(is_lossy(codec_kind::fp8_e4m3));
   CHECK(check_kind_for(parse_options({"/d", "--check"}).codec) == check_kind::bitwise);
-  CHECK(check_kind_for(parse_options({"/d", "--check", "--codec", "zvc"}).codec) == check_kind::bitwise);
+  CHECK(check_kind_for(parse_options({"/d", "--check", "--codec", "zvc"}).codec) ==
+        check_kind::bitwise);
   for (char const* lossy : {"fp16", "bf16", "fp8_e4m3"}) {
     CAPTURE(lossy);
-    CHECK(check_kind_for(parse_options({"/d", "--check", "--codec", lossy}).codec) == check_kind::accuracy);
+    CHECK(check_kind_for(parse_options({"/d", "--check", "--codec", lossy}).codec) ==
+          check_kind::accuracy);
   }
 }
 
@@ -52,10 +57,13 @@ TEST_CASE("train_cnn options: --check-steps defaults to 50 for bitwise, one epoc
   long const per_epoch = 468;  // 60000 / 128, the last partial batch dropped
   CHECK(check_steps_for(parse_options({"/d", "--check"}), per_epoch) == 50);
   CHECK(check_steps_for(parse_options({"/d", "--check", "--codec", "zvc"}), per_epoch) == 50);
-  CHECK(check_steps_for(parse_options({"/d", "--check", "--codec", "bf16"}), per_epoch) == per_epoch);
+  CHECK(check_steps_for(parse_options({"/d", "--check", "--codec", "bf16"}), per_epoch) ==
+        per_epoch);
   // Given explicitly, it is taken as is whatever the codec.
-  CHECK(check_steps_for(parse_options({"/d", "--check", "--codec", "fp16", "--check-steps", "20"}), per_epoch) == 20);
-  CHECK(check_steps_for(parse_options({"/d", "--check", "--check-steps", "900"}), per_epoch) == 900);
+  CHECK(check_steps_for(parse_options({"/d", "--check", "--codec", "fp16", "--check-steps", "20"}),
+                        per_epoch) == 20);
+  CHECK(check_steps_for(parse_options({"/d", "--check", "--check-steps", "900"}), per_epoch) ==
+        900);
 }
 
 TEST_CASE("train_cnn options: --accuracy-margin takes points in [0, 100] and nothing else")
@@ -63,13 +71,16 @@ TEST_CASE("train_cnn options: --accuracy-margin takes points in [0, 100] and not
   CHECK(parse_options({"/d"}).accuracy_margin == doctest::Approx(1.0));
   CHECK(parse_options({"/d", "--accuracy-margin", "0.5"}).accuracy_margin == doctest::Approx(0.5));
   CHECK(parse_options({"/d", "--accuracy-margin", "0"}).accuracy_margin == doctest::Approx(0.0));
-  CHECK(parse_options({"/d", "--accuracy-margin", "100"}).accuracy_margin == doctest::Approx(100.0));
+  CHECK(parse_options({"/d", "--accuracy-margin", "100"}).accuracy_margin ==
+        doctest::Approx(100.0));
   for (char const* bad : {"-1", "100.5", "nan", "inf", "1pp", "1%", "", "one"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS((void)parse_options({"/d", "--accuracy-margin", bad}), usage_error);
   }
-  CHECK(message_of([] { (void)parse_options({"/d", "--accuracy-margin", "-1"}); })
-          .find("--accuracy-margin: '-1' is not a number in [0, 100]") != std::string::npos);
-  CHECK(message_of([] { (void)parse_options({"/d", "--accuracy-margin"}); })
-          .find("--accuracy-margin: needs a value") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--accuracy-margin", "-1"});
+        }).find("--accuracy-margin: '-1' is not a number in [0, 100]") != std::string::npos);
+  CHECK(message_of([] {
+          (void)parse_options({"/d", "--accuracy-margin"});
+        }).find("--accuracy-margin: needs a value") != std::string::npos);
 }

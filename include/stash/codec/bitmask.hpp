@@ -40,8 +40,8 @@ class bitmask {
       detail::store_u32(out.data() + detail::header_bytes + 4 * w,
                         detail::bitmask_word(in.data(), in.size(), w));
     }
-    detail::write_header(out.data(), id, static_cast<std::uint8_t>(element_type::f32), 0,
-                         in.size(), total - detail::header_bytes);
+    detail::write_header(out.data(), id, static_cast<std::uint8_t>(element_type::f32), 0, in.size(),
+                         total - detail::header_bytes);
     return total;
   }
 
@@ -60,9 +60,9 @@ class bitmask {
   static void apply_mask_to_gradient(std::span<std::byte const> src, std::span<float> grad)
   {
     auto const n = parse(src, grad.size());
-    STASH_EXPECTS(n == grad.size(),
-                  "bitmask::apply_mask_to_gradient: mask has " + std::to_string(n) +
-                    " elements, gradient " + std::to_string(grad.size()));
+    STASH_EXPECTS(n == grad.size(), "bitmask::apply_mask_to_gradient: mask has " +
+                                        std::to_string(n) + " elements, gradient " +
+                                        std::to_string(grad.size()));
     for (std::size_t i = 0; i < n; ++i) {
       if (!detail::bitmask_bit(src.data(), i)) { grad[i] = 0.0f; }
     }
@@ -71,8 +71,8 @@ class bitmask {
  private:
   static std::size_t parse(std::span<std::byte const> src, std::size_t capacity)
   {
-    auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32), 0,
-                                      capacity);
+    auto const h =
+        detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32), 0, capacity);
     detail::throw_if(detail::bitmask_check_body(src.data(), h.count, h.payload));
     return static_cast<std::size_t>(h.count);
   }

@@ -30,13 +30,13 @@ inline constexpr std::uint16_t chain       = 0x0800;  ///< stash::chain
 
 /// @brief The decoded header of a compressed buffer.
 struct buffer_header {
-  std::uint16_t codec_id;        ///< which codec wrote it (codec_ids)
-  std::uint8_t type;             ///< element type of the uncompressed data (element_type)
-  std::uint8_t flags;            ///< bit 0: checksum present
-  std::uint16_t param;           ///< codec-specific parameter
-  std::uint32_t checksum;        ///< FNV-1a of the payload when flags bit 0 is set
-  std::uint64_t element_count;   ///< elements of the uncompressed data
-  std::uint64_t payload_bytes;   ///< bytes after the header
+  std::uint16_t codec_id;       ///< which codec wrote it (codec_ids)
+  std::uint8_t type;            ///< element type of the uncompressed data (element_type)
+  std::uint8_t flags;           ///< bit 0: checksum present
+  std::uint16_t param;          ///< codec-specific parameter
+  std::uint32_t checksum;       ///< FNV-1a of the payload when flags bit 0 is set
+  std::uint64_t element_count;  ///< elements of the uncompressed data
+  std::uint64_t payload_bytes;  ///< bytes after the header
   /// @brief Total buffer size: header plus payload.
   [[nodiscard]] std::uint64_t total_bytes() const noexcept
   {
@@ -54,13 +54,10 @@ struct buffer_header {
   detail::header_fields h{};
   std::byte const* p = src.data();
   // Accept whatever codec/type/param the buffer names by passing them back in.
-  auto const r = detail::parse_header(p,
-                                      src.size(),
-                                      detail::load_u16(p + detail::off_codec_id),
-                                      static_cast<std::uint8_t>(p[detail::off_type]),
-                                      detail::load_u16(p + detail::off_param),
-                                      ~std::uint64_t{0},
-                                      h);
+  auto const r =
+      detail::parse_header(p, src.size(), detail::load_u16(p + detail::off_codec_id),
+                           static_cast<std::uint8_t>(p[detail::off_type]),
+                           detail::load_u16(p + detail::off_param), ~std::uint64_t{0}, h);
   detail::throw_if(r);
   return {h.codec_id, h.type, h.flags, h.param, h.checksum, h.count, h.payload};
 }
@@ -70,8 +67,8 @@ struct buffer_header {
 /// docs/codec_format.md); verify on the host with verify_checksum() where that matters.
 inline void seal_checksum(std::span<std::byte> buffer)
 {
-  auto const h = read_header(buffer);
-  std::byte* p = buffer.data();
+  auto const h         = read_header(buffer);
+  std::byte* p         = buffer.data();
   p[detail::off_flags] = static_cast<std::byte>(h.flags | detail::flag_checksum);
   detail::store_u32(p + detail::off_checksum,
                     detail::fnv1a32(p + detail::header_bytes, h.payload_bytes));

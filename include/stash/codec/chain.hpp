@@ -30,7 +30,8 @@ class chain {
   /// @brief Outer header + B's bound over A's bound.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
-    return detail::header_bytes + B::max_compressed_bytes(inner_elements(A::max_compressed_bytes(n)));
+    return detail::header_bytes +
+           B::max_compressed_bytes(inner_elements(A::max_compressed_bytes(n)));
   }
 
   /// @brief Host reference encoder; returns bytes written.
@@ -53,11 +54,11 @@ class chain {
   /// buffer's offset within `src` where B found them, else at byte 32.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<value_type> dst)
   {
-    auto const h = detail::host_parse(src, id,
-                                      static_cast<std::uint8_t>(element_type_of<value_type>()), 0,
-                                      dst.size());
+    auto const h = detail::host_parse(
+        src, id, static_cast<std::uint8_t>(element_type_of<value_type>()), 0, dst.size());
     auto const inner = src.subspan(detail::header_bytes, static_cast<std::size_t>(h.payload));
-    std::size_t const cap = inner_elements(A::max_compressed_bytes(static_cast<std::size_t>(h.count)));
+    std::size_t const cap =
+        inner_elements(A::max_compressed_bytes(static_cast<std::size_t>(h.count)));
     std::vector<inner_type> tmp;
     try {
       auto const ih = read_header(inner);

@@ -35,23 +35,31 @@ namespace stash {
 
 /// @brief A compression format with a host reference implementation (see the file comment).
 template <class C>
-concept codec = requires(std::size_t n,
-                         std::span<typename C::value_type const> in,
-                         std::span<std::byte> out,
-                         std::span<std::byte const> src,
-                         std::span<typename C::value_type> dst) {
+concept codec = requires(std::size_t n, std::span<typename C::value_type const> in,
+                         std::span<std::byte> out, std::span<std::byte const> src,
+                         std::span<typename C::value_type> dst)
+{
   typename C::value_type;
-  { C::lossless } -> std::convertible_to<bool>;
-  { C::id } -> std::convertible_to<std::uint16_t>;
-  { C::max_compressed_bytes(n) } -> std::same_as<std::size_t>;
-  { C::host_encode(in, out) } -> std::same_as<std::size_t>;
-  { C::host_decode(src, dst) } -> std::same_as<std::size_t>;
+  {
+    C::lossless
+    } -> std::convertible_to<bool>;
+  {
+    C::id
+    } -> std::convertible_to<std::uint16_t>;
+  {
+    C::max_compressed_bytes(n)
+    } -> std::same_as<std::size_t>;
+  {
+    C::host_encode(in, out)
+    } -> std::same_as<std::size_t>;
+  {
+    C::host_decode(src, dst)
+    } -> std::same_as<std::size_t>;
 };
 
 /// @brief Encodes `in` with codec C into a vector sized to the result.
 template <codec C>
-[[nodiscard]] std::vector<std::byte> host_encode_vector(
-  std::span<typename C::value_type const> in)
+[[nodiscard]] std::vector<std::byte> host_encode_vector(std::span<typename C::value_type const> in)
 {
   std::vector<std::byte> out(C::max_compressed_bytes(in.size()));
   out.resize(C::host_encode(in, out));
@@ -62,14 +70,13 @@ template <codec C>
 /// (possibly corrupted) header can ask for; a larger count is a codec_error.
 template <codec C>
 [[nodiscard]] std::vector<typename C::value_type> host_decode_vector(
-  std::span<std::byte const> src, std::size_t max_elements = std::size_t{1} << 28)
+    std::span<std::byte const> src, std::size_t max_elements = std::size_t{1} << 28)
 {
   auto const h = read_header(src);
   if (h.element_count > max_elements) {
-    throw codec_error(codec_errc::destination_too_small,
-                      detail::off_count,
+    throw codec_error(codec_errc::destination_too_small, detail::off_count,
                       "element count " + std::to_string(h.element_count) + " exceeds the cap of " +
-                        std::to_string(max_elements));
+                          std::to_string(max_elements));
   }
   std::vector<typename C::value_type> out(static_cast<std::size_t>(h.element_count));
   out.resize(C::host_decode(src, out));
@@ -80,11 +87,8 @@ namespace detail {
 
 /// @brief Host decoders' common prologue: parse, check against codec/type/param/capacity,
 /// verify the checksum; throws codec_error.
-inline header_fields host_parse(std::span<std::byte const> src,
-                                std::uint16_t codec_id,
-                                std::uint8_t type,
-                                std::uint16_t param,
-                                std::size_t capacity)
+inline header_fields host_parse(std::span<std::byte const> src, std::uint16_t codec_id,
+                                std::uint8_t type, std::uint16_t param, std::size_t capacity)
 {
   header_fields h{};
   throw_if(parse_header(src.data(), src.size(), codec_id, type, param, capacity, h));

@@ -39,16 +39,15 @@ class csr {
   /// @brief Host reference encoder; returns bytes written.
   static std::size_t host_encode(std::span<T const> in, std::span<std::byte> out)
   {
-    STASH_EXPECTS(in.size() <= max_elements,
-                  "csr::host_encode: " + std::to_string(in.size()) +
-                    " elements exceed the per-buffer limit of 2^32-1");
+    STASH_EXPECTS(in.size() <= max_elements, "csr::host_encode: " + std::to_string(in.size()) +
+                                                 " elements exceed the per-buffer limit of 2^32-1");
     detail::expect_capacity(out.size(), max_compressed_bytes(in.size()), "csr");
     std::uint64_t const n    = in.size();
     std::uint64_t const rows = detail::make_csr_layout(n, 0).rows;
     std::uint64_t nnz        = 0;
     for (std::uint64_t r = 0; r < rows; ++r) { nnz += detail::csr_row_nnz(in.data(), n, r); }
-    auto const l = detail::make_csr_layout(n, nnz);
-    std::byte* o = out.data();
+    auto const l    = detail::make_csr_layout(n, nnz);
+    std::byte* o    = out.data();
     std::uint64_t k = 0;
     for (std::uint64_t r = 0; r < l.rows; ++r) {
       detail::store_u32(o + l.row_ptr_off + 4 * r, static_cast<std::uint32_t>(k));
@@ -66,8 +65,8 @@ class csr {
   static std::size_t host_decode(std::span<std::byte const> src, std::span<T> dst)
   {
     std::size_t const cap = dst.size() < max_elements ? dst.size() : max_elements;
-    auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type_of<T>()),
-                                      detail::csr_param, cap);
+    auto const h      = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type_of<T>()),
+                                           detail::csr_param, cap);
     std::uint64_t nnz = 0;
     detail::throw_if(detail::csr_check<T>(src.data(), h.count, h.payload, nnz));
     auto const l = detail::make_csr_layout(h.count, nnz);

@@ -27,9 +27,8 @@ class device_bitmask {
                            std::size_t out_capacity, std::size_t* d_compressed_bytes, void*,
                            std::size_t, cudaStream_t stream)
   {
-    detail::expect_device_encode_args("device_bitmask::encode_async", d_in, n, d_out,
-                                      out_capacity, bitmask::max_compressed_bytes(n),
-                                      d_compressed_bytes);
+    detail::expect_device_encode_args("device_bitmask::encode_async", d_in, n, d_out, out_capacity,
+                                      bitmask::max_compressed_bytes(n), d_compressed_bytes);
     STASH_CUDA_TRY(detail::bitmask_encode_async(d_in, n, d_out, d_compressed_bytes, stream));
   }
 
@@ -50,8 +49,8 @@ class device_bitmask {
                                            float* d_grad, std::size_t grad_elements,
                                            codec_status* d_status, cudaStream_t stream)
   {
-    detail::expect_device_decode_args("device_bitmask::apply_mask_to_gradient_async", d_src,
-                                      d_grad, grad_elements, d_status);
+    detail::expect_device_decode_args("device_bitmask::apply_mask_to_gradient_async", d_src, d_grad,
+                                      grad_elements, d_status);
     STASH_CUDA_TRY(detail::bitmask_decode_async<true>(d_src, src_bytes, d_grad, grad_elements,
                                                       d_status, stream));
   }

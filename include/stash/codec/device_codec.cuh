@@ -32,22 +32,20 @@ namespace stash {
 
 /// @brief A codec's stream-ordered device implementation (see the file comment).
 template <class D>
-concept device_codec =
-  codec<typename D::host_codec> &&
-  requires(std::size_t n,
-           typename D::host_codec::value_type const* d_in,
-           typename D::host_codec::value_type* d_out,
-           std::byte* d_bytes,
-           std::byte const* d_src,
-           std::size_t* d_size,
-           codec_status* d_status,
-           void* d_scratch,
-           cudaStream_t stream) {
-    { D::encode_scratch_bytes(n) } -> std::same_as<std::size_t>;
-    { D::decode_scratch_bytes(n) } -> std::same_as<std::size_t>;
-    D::encode_async(d_in, n, d_bytes, n, d_size, d_scratch, n, stream);
-    D::decode_async(d_src, n, d_out, n, d_status, d_scratch, n, stream);
-  };
+concept device_codec = codec<typename D::host_codec> &&
+    requires(std::size_t n, typename D::host_codec::value_type const* d_in,
+             typename D::host_codec::value_type* d_out, std::byte* d_bytes, std::byte const* d_src,
+             std::size_t* d_size, codec_status* d_status, void* d_scratch, cudaStream_t stream)
+{
+  {
+    D::encode_scratch_bytes(n)
+    } -> std::same_as<std::size_t>;
+  {
+    D::decode_scratch_bytes(n)
+    } -> std::same_as<std::size_t>;
+  D::encode_async(d_in, n, d_bytes, n, d_size, d_scratch, n, stream);
+  D::decode_async(d_src, n, d_out, n, d_status, d_scratch, n, stream);
+};
 
 namespace detail {
 
@@ -61,8 +59,8 @@ inline void expect_device_encode_args(const char* who, void const* in, std::size
   STASH_EXPECTS(reinterpret_cast<std::uintptr_t>(out) % 16 == 0,
                 std::string(who) + ": output must be 16-byte aligned");
   STASH_EXPECTS(out_capacity >= need, std::string(who) + ": output holds " +
-                                        std::to_string(out_capacity) + " bytes, needs " +
-                                        std::to_string(need));
+                                          std::to_string(out_capacity) + " bytes, needs " +
+                                          std::to_string(need));
 }
 
 /// @brief The argument checks every device decoder makes before enqueueing anything.

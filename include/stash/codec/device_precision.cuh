@@ -38,8 +38,8 @@ class device_precision {
                            std::size_t out_capacity, codec_status* d_status, void*, std::size_t,
                            cudaStream_t stream)
   {
-    detail::expect_device_decode_args("device_precision::decode_async", d_src, d_out,
-                                      out_capacity, d_status);
+    detail::expect_device_decode_args("device_precision::decode_async", d_src, d_out, out_capacity,
+                                      d_status);
     STASH_CUDA_TRY(detail::precision_decode_async<To>(d_src, src_bytes, d_out, out_capacity,
                                                       d_status, stream));
   }

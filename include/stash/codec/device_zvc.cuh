@@ -28,9 +28,9 @@ class device_zvc {
   [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t) { return 0; }
 
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.
-  static void encode_async(T const* d_in, std::size_t n, std::byte* d_out,
-                           std::size_t out_capacity, std::size_t* d_compressed_bytes,
-                           void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream)
+  static void encode_async(T const* d_in, std::size_t n, std::byte* d_out, std::size_t out_capacity,
+                           std::size_t* d_compressed_bytes, void* d_scratch,
+                           std::size_t scratch_bytes, cudaStream_t stream)
   {
     STASH_EXPECTS(n <= host_codec::max_elements, "device_zvc::encode_async: too many elements");
     detail::expect_device_encode_args("device_zvc::encode_async", d_in, n, d_out, out_capacity,
@@ -49,7 +49,7 @@ class device_zvc {
     detail::expect_device_decode_args("device_zvc::decode_async", d_src, d_out, out_capacity,
                                       d_status);
     std::size_t const cap =
-      out_capacity < host_codec::max_elements ? out_capacity : host_codec::max_elements;
+        out_capacity < host_codec::max_elements ? out_capacity : host_codec::max_elements;
     STASH_CUDA_TRY(detail::zvc_decode_async(d_src, src_bytes, d_out, cap, d_status, stream));
   }
 };

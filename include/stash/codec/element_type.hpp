@@ -11,16 +11,16 @@ namespace stash {
 
 /// @brief Element type of the uncompressed tensor, as stored in byte 8 of a buffer header.
 enum class element_type : std::uint8_t {
-  f32 = 1,  ///< IEEE float32
-  f64 = 2,  ///< IEEE float64
-  u8  = 3,  ///< 8-bit raw / unsigned
-  u16 = 4,  ///< 16-bit raw / unsigned (also fp16/bf16 bit patterns)
-  u32 = 5,  ///< 32-bit unsigned
-  i32 = 6,  ///< 32-bit signed
-  u64 = 7,  ///< 64-bit unsigned
-  i8  = 8,  ///< 8-bit signed
-  i16 = 9,  ///< 16-bit signed
-  i64 = 10, ///< 64-bit signed
+  f32 = 1,   ///< IEEE float32
+  f64 = 2,   ///< IEEE float64
+  u8  = 3,   ///< 8-bit raw / unsigned
+  u16 = 4,   ///< 16-bit raw / unsigned (also fp16/bf16 bit patterns)
+  u32 = 5,   ///< 32-bit unsigned
+  i32 = 6,   ///< 32-bit signed
+  u64 = 7,   ///< 64-bit unsigned
+  i8  = 8,   ///< 8-bit signed
+  i16 = 9,   ///< 16-bit signed
+  i64 = 10,  ///< 64-bit signed
 };
 
 /// @brief The element_type tag of T; only the types listed in element_type are accepted.
@@ -28,16 +28,25 @@ template <class T>
 [[nodiscard]] constexpr element_type element_type_of() noexcept
 {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, float>) { return element_type::f32; }
-  else if constexpr (std::is_same_v<U, double>) { return element_type::f64; }
-  else if constexpr (std::is_same_v<U, std::uint8_t>) { return element_type::u8; }
-  else if constexpr (std::is_same_v<U, std::uint16_t>) { return element_type::u16; }
-  else if constexpr (std::is_same_v<U, std::uint32_t>) { return element_type::u32; }
-  else if constexpr (std::is_same_v<U, std::int32_t>) { return element_type::i32; }
-  else if constexpr (std::is_same_v<U, std::uint64_t>) { return element_type::u64; }
-  else if constexpr (std::is_same_v<U, std::int8_t>) { return element_type::i8; }
-  else if constexpr (std::is_same_v<U, std::int16_t>) { return element_type::i16; }
-  else {
+  if constexpr (std::is_same_v<U, float>) {
+    return element_type::f32;
+  } else if constexpr (std::is_same_v<U, double>) {
+    return element_type::f64;
+  } else if constexpr (std::is_same_v<U, std::uint8_t>) {
+    return element_type::u8;
+  } else if constexpr (std::is_same_v<U, std::uint16_t>) {
+    return element_type::u16;
+  } else if constexpr (std::is_same_v<U, std::uint32_t>) {
+    return element_type::u32;
+  } else if constexpr (std::is_same_v<U, std::int32_t>) {
+    return element_type::i32;
+  } else if constexpr (std::is_same_v<U, std::uint64_t>) {
+    return element_type::u64;
+  } else if constexpr (std::is_same_v<U, std::int8_t>) {
+    return element_type::i8;
+  } else if constexpr (std::is_same_v<U, std::int16_t>) {
+    return element_type::i16;
+  } else {
     static_assert(std::is_same_v<U, std::int64_t>, "stash codecs: unsupported element type");
     return element_type::i64;
   }
@@ -50,9 +59,9 @@ inline constexpr std::uint8_t element_type_code = static_cast<std::uint8_t>(elem
 /// @brief True for the element types a codec buffer can describe.
 template <class T>
 concept codec_element = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                        std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t> ||
-                        std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::int32_t> ||
-                        std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::int8_t> ||
-                        std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::int64_t>;
+    std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t> ||
+    std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::uint64_t> || std::is_same_v<T, std::int8_t> ||
+    std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::int64_t>;
 
 }  // namespace stash

@@ -43,8 +43,8 @@ class identity {
   /// @brief Host reference decoder; returns the element count.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<T> dst)
   {
-    auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type_of<T>()), 0,
-                                      dst.size());
+    auto const h =
+        detail::host_parse(src, id, static_cast<std::uint8_t>(element_type_of<T>()), 0, dst.size());
     if (h.payload != h.count * sizeof(T)) {
       throw codec_error(codec_errc::payload_size_mismatch, detail::off_payload);
     }

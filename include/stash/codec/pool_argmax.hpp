@@ -66,7 +66,7 @@ class pool_argmax {
     g.validate("pool_argmax::host_encode");
     STASH_EXPECTS(input.size() == g.planes * g.height * g.width,
                   "pool_argmax::host_encode: input size " + std::to_string(input.size()) +
-                    " != planes*height*width");
+                      " != planes*height*width");
     std::size_t const n     = g.outputs();
     std::size_t const total = max_compressed_bytes(n);
     detail::expect_capacity(out.size(), total, "pool_argmax");
@@ -81,8 +81,8 @@ class pool_argmax {
           bool have            = false;
           for (std::size_t ky = 0; ky < g.window_h; ++ky) {
             for (std::size_t kx = 0; kx < g.window_w; ++kx) {
-              float const v = input[(p * g.height + oy * g.stride_h + ky) * g.width +
-                                    ox * g.stride_w + kx];
+              float const v =
+                  input[(p * g.height + oy * g.stride_h + ky) * g.width + ox * g.stride_w + kx];
               if (v == v && (!have || v > best)) {
                 best   = v;
                 best_k = static_cast<std::uint32_t>(ky * g.window_w + kx);
@@ -99,8 +99,8 @@ class pool_argmax {
       }
     }
     if (n % 8 != 0) { detail::store_u32(words + 4 * (n / 8), word); }
-    detail::write_header(out.data(), id, static_cast<std::uint8_t>(element_type::f32), g.param(),
-                         n, total - detail::header_bytes);
+    detail::write_header(out.data(), id, static_cast<std::uint8_t>(element_type::f32), g.param(), n,
+                         total - detail::header_bytes);
     return total;
   }
 
@@ -113,8 +113,8 @@ class pool_argmax {
     std::size_t const n = g.outputs();
     STASH_EXPECTS(grad_out.size() == n && grad_in.size() == g.planes * g.height * g.width,
                   "pool_argmax::host_backward: gradient sizes do not match the geometry");
-    auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32),
-                                      g.param(), n);
+    auto const h =
+        detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32), g.param(), n);
     if (h.count != n) { throw codec_error(codec_errc::payload_size_mismatch, detail::off_count); }
     if (h.payload != 4 * ((n + 7) / 8)) {
       throw codec_error(codec_errc::payload_size_mismatch, detail::off_payload);

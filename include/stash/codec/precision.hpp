@@ -91,16 +91,16 @@ class precision {
       detail::precision_encode_group<To>(in.data(), in.size(), g,
                                          out.data() + detail::header_bytes);
     }
-    detail::write_header(out.data(), id, static_cast<std::uint8_t>(element_type::f32), 0,
-                         in.size(), total - detail::header_bytes);
+    detail::write_header(out.data(), id, static_cast<std::uint8_t>(element_type::f32), 0, in.size(),
+                         total - detail::header_bytes);
     return total;
   }
 
   /// @brief Host reference decoder; returns the element count.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<float> dst)
   {
-    auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32), 0,
-                                      dst.size());
+    auto const h =
+        detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32), 0, dst.size());
     auto const groups = detail::precision_groups<To>(h.count);
     if (h.payload != groups * To::group_bytes) {
       throw codec_error(codec_errc::payload_size_mismatch, detail::off_payload);

@@ -41,8 +41,9 @@ class rle {
     detail::expect_capacity(out.size(), max_compressed_bytes(in.size()), "rle");
     std::uint64_t const n      = in.size();
     std::uint64_t const chunks = detail::rle_chunks(n);
-    STASH_EXPECTS(chunks == 0 || max_compressed_bytes(n) <= std::numeric_limits<std::uint32_t>::max(),
-                  "rle::host_encode: " + std::to_string(n) + " elements exceed the u32 chunk table");
+    STASH_EXPECTS(
+        chunks == 0 || max_compressed_bytes(n) <= std::numeric_limits<std::uint32_t>::max(),
+        "rle::host_encode: " + std::to_string(n) + " elements exceed the u32 chunk table");
     std::byte* const runs = out.data() + detail::header_bytes + 4 * chunks;
     std::uint64_t p       = 0;
     for (std::uint64_t c = 0; c < chunks; ++c) {

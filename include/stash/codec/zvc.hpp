@@ -41,9 +41,9 @@ class zvc {
   /// @brief Host reference encoder; returns bytes written.
   static std::size_t host_encode(std::span<T const> in, std::span<std::byte> out)
   {
-    STASH_EXPECTS(in.size() <= max_elements,
-                  "zvc::host_encode: " + std::to_string(in.size()) + " elements exceed the "
-                  "per-buffer limit of 2^32-1");
+    STASH_EXPECTS(in.size() <= max_elements, "zvc::host_encode: " + std::to_string(in.size()) +
+                                                 " elements exceed the "
+                                                 "per-buffer limit of 2^32-1");
     detail::expect_capacity(out.size(), max_compressed_bytes(in.size()), "zvc");
     auto const l    = detail::make_zvc_layout(in.size());
     std::byte* o    = out.data();

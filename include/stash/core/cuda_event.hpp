@@ -49,7 +49,10 @@ class cuda_event {
   void record(cudaStream_t stream) { STASH_CUDA_TRY(cudaEventRecord(event_, stream)); }
 
   /// @brief Makes `stream` wait for this event on the device; the host does not block.
-  void wait_on(cudaStream_t stream) const { STASH_CUDA_TRY(cudaStreamWaitEvent(stream, event_, 0)); }
+  void wait_on(cudaStream_t stream) const
+  {
+    STASH_CUDA_TRY(cudaStreamWaitEvent(stream, event_, 0));
+  }
 
   /// @brief True when the recorded work has completed; throws on an error other than "not ready".
   [[nodiscard]] bool ready() const

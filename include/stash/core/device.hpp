@@ -17,7 +17,7 @@ namespace stash {
 /// @brief Number of usable CUDA devices; 0 when the runtime reports an error. Never throws.
 [[nodiscard]] inline int device_count() noexcept
 {
-  int count               = 0;
+  int count                = 0;
   cudaError_t const status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
@@ -33,7 +33,7 @@ namespace stash {
 /// "cudaGetDeviceCount: cudaErrorNoDevice: no CUDA-capable device is detected".
 [[nodiscard]] inline std::string no_gpu_reason()
 {
-  int count               = 0;
+  int count                = 0;
   cudaError_t const status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();

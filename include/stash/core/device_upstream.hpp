@@ -45,7 +45,8 @@ class device_upstream {
   }
 
   /// @brief cudaFree; a failure is reported on stderr, never thrown.
-  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = cuda_allocation_alignment) noexcept
+  void deallocate(void* p, std::size_t /*bytes*/,
+                  std::size_t /*alignment*/ = cuda_allocation_alignment) noexcept
   {
     STASH_CUDA_CHECK_NOTHROW(cudaFree(p));
   }

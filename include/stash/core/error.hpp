@@ -39,9 +39,7 @@ class cuda_error : public std::runtime_error {
   [[nodiscard]] cudaError_t code() const noexcept { return code_; }
 
  private:
-  static std::string make_message(cudaError_t code,
-                                  const char* file,
-                                  int line,
+  static std::string make_message(cudaError_t code, const char* file, int line,
                                   const char* expression)
   {
     return std::string(file) + ":" + std::to_string(line) + ": " + expression +
@@ -64,9 +62,7 @@ class out_of_memory : public std::bad_alloc {
   /// @param budget    bytes the allocator may hold in total, if it has a budget
   /// @param in_use    bytes handed out at the time, if known
   /// @param largest_free the largest block that could have been handed out, if known
-  out_of_memory(std::string const& where,
-                std::size_t requested,
-                std::optional<std::size_t> budget,
+  out_of_memory(std::string const& where, std::size_t requested, std::optional<std::size_t> budget,
                 std::optional<std::size_t> in_use,
                 std::optional<std::size_t> largest_free = std::nullopt)
       : requested_(requested), budget_(budget), in_use_(in_use), largest_free_(largest_free)
@@ -109,9 +105,7 @@ namespace detail {
                            ": " + msg);
 }
 
-[[noreturn]] inline void throw_cuda_error(cudaError_t code,
-                                          const char* file,
-                                          int line,
+[[noreturn]] inline void throw_cuda_error(cudaError_t code, const char* file, int line,
                                           const char* expression)
 {
   // Clear the sticky-free "last error" so a handled failure does not resurface in an unrelated
@@ -120,51 +114,42 @@ namespace detail {
   throw stash::cuda_error(code, file, line, expression);
 }
 
-inline void report_cuda_error_nothrow(cudaError_t code,
-                                      const char* file,
-                                      int line,
+inline void report_cuda_error_nothrow(cudaError_t code, const char* file, int line,
                                       const char* expression) noexcept
 {
   (void)cudaGetLastError();
-  std::fprintf(stderr,
-               "stash: %s:%d: %s failed: %s: %s (ignored in a non-throwing context)\n",
-               file,
-               line,
-               expression,
-               cudaGetErrorName(code),
-               cudaGetErrorString(code));
+  std::fprintf(stderr, "stash: %s:%d: %s failed: %s: %s (ignored in a non-throwing context)\n",
+               file, line, expression, cudaGetErrorName(code), cudaGetErrorString(code));
 }
 
 }  // namespace detail
 }  // namespace stash
 
 /// @brief Throws stash::logic_error with file:line and `msg` unless `cond` holds.
-#define STASH_EXPECTS(cond, msg)                                        \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      ::stash::detail::throw_logic_error(__FILE__, __LINE__, (msg));    \
-    }                                                                   \
+#define STASH_EXPECTS(cond, msg)                                                    \
+  do {                                                                              \
+    if (!(cond)) { ::stash::detail::throw_logic_error(__FILE__, __LINE__, (msg)); } \
   } while (0)
 
 /// @brief Throws stash::logic_error with file:line and `msg` unconditionally.
 #define STASH_FAIL(msg) ::stash::detail::throw_logic_error(__FILE__, __LINE__, (msg))
 
 /// @brief Evaluates a CUDA runtime call; throws stash::cuda_error unless it returned cudaSuccess.
-#define STASH_CUDA_TRY(call)                                                       \
-  do {                                                                             \
-    cudaError_t const stash_cuda_try_status_ = (call);                             \
-    if (stash_cuda_try_status_ != cudaSuccess) {                                   \
+#define STASH_CUDA_TRY(call)                                                                \
+  do {                                                                                      \
+    cudaError_t const stash_cuda_try_status_ = (call);                                      \
+    if (stash_cuda_try_status_ != cudaSuccess) {                                            \
       ::stash::detail::throw_cuda_error(stash_cuda_try_status_, __FILE__, __LINE__, #call); \
-    }                                                                              \
+    }                                                                                       \
   } while (0)
 
 /// @brief For destructors and other noexcept paths: reports a failing CUDA call on stderr and
 /// carries on, never throws.
-#define STASH_CUDA_CHECK_NOTHROW(call)                                             \
-  do {                                                                             \
-    cudaError_t const stash_cuda_check_status_ = (call);                           \
-    if (stash_cuda_check_status_ != cudaSuccess) {                                 \
-      ::stash::detail::report_cuda_error_nothrow(                                  \
-        stash_cuda_check_status_, __FILE__, __LINE__, #call);                      \
-    }                                                                              \
+#define STASH_CUDA_CHECK_NOTHROW(call)                                                         \
+  do {                                                                                         \
+    cudaError_t const stash_cuda_check_status_ = (call);                                       \
+    if (stash_cuda_check_status_ != cudaSuccess) {                                             \
+      ::stash::detail::report_cuda_error_nothrow(stash_cuda_check_status_, __FILE__, __LINE__, \
+                                                 #call);                                       \
+    }                                                                                          \
   } while (0)

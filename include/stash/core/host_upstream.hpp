@@ -5,8 +5,8 @@
 #pragma once
 
 #include <stash/core/error.hpp>
-#include <stash/core/upstream_resource.hpp>
 #include <stash/core/units.hpp>
+#include <stash/core/upstream_resource.hpp>
 
 #include <cstddef>
 #include <new>
@@ -27,16 +27,17 @@ class host_upstream {
     STASH_EXPECTS(is_pow2(alignment), "host_upstream: alignment must be a power of two");
     if (bytes == 0) { bytes = 1; }  // distinct non-null pointers, as operator new gives
     try {
-      return ::operator new(bytes, std::align_val_t{alignment});
+      return ::operator new (bytes, std::align_val_t{alignment});
     } catch (std::bad_alloc const&) {
       throw out_of_memory("host_upstream", bytes, std::nullopt, std::nullopt);
     }
   }
 
   /// @brief Frees memory from allocate() with the same alignment.
-  void deallocate(void* p, std::size_t /*bytes*/, std::size_t alignment = alignof(std::max_align_t)) noexcept
+  void deallocate(void* p, std::size_t /*bytes*/,
+                  std::size_t alignment = alignof(std::max_align_t)) noexcept
   {
-    ::operator delete(p, std::align_val_t{alignment});
+    ::operator delete (p, std::align_val_t{alignment});
   }
 
   /// @brief Any host_upstream may free another's memory.

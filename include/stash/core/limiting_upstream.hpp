@@ -8,8 +8,8 @@
 #include <stash/core/upstream_resource.hpp>
 
 #include <algorithm>
-#include <utility>
 #include <cstddef>
+#include <utility>
 
 namespace stash {
 
@@ -35,7 +35,7 @@ class limiting_upstream {
   limiting_upstream(limiting_upstream const&)            = delete;
   limiting_upstream& operator=(limiting_upstream const&) = delete;
   /// @brief Moves the counters along with the upstream (a pool may own its upstream).
-  limiting_upstream(limiting_upstream&&) noexcept            = default;
+  limiting_upstream(limiting_upstream&&) noexcept = default;
   /// @brief Moves the counters along with the upstream.
   limiting_upstream& operator=(limiting_upstream&&) noexcept = default;
 

@@ -40,14 +40,16 @@ class pinned_host_upstream {
     cudaError_t const status = cudaHostAlloc(&p, bytes, flags_);
     if (status == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
-      throw out_of_memory("pinned_host_upstream (cudaHostAlloc)", bytes, std::nullopt, std::nullopt);
+      throw out_of_memory("pinned_host_upstream (cudaHostAlloc)", bytes, std::nullopt,
+                          std::nullopt);
     }
     STASH_CUDA_TRY(status);
     return p;
   }
 
   /// @brief cudaFreeHost; a failure is reported on stderr, never thrown.
-  void deallocate(void* p, std::size_t /*bytes*/, std::size_t /*alignment*/ = cuda_allocation_alignment) noexcept
+  void deallocate(void* p, std::size_t /*bytes*/,
+                  std::size_t /*alignment*/ = cuda_allocation_alignment) noexcept
   {
     STASH_CUDA_CHECK_NOTHROW(cudaFreeHost(p));
   }

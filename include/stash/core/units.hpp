@@ -30,13 +30,15 @@ inline constexpr std::size_t cuda_allocation_alignment = 256;
 }
 
 /// @brief Rounds `value` up to a multiple of `alignment` (a power of two).
-[[nodiscard]] constexpr std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) noexcept
+[[nodiscard]] constexpr std::uint64_t align_up(std::uint64_t value,
+                                               std::uint64_t alignment) noexcept
 {
   return (value + alignment - 1) & ~(alignment - 1);
 }
 
 /// @brief Rounds `value` down to a multiple of `alignment` (a power of two).
-[[nodiscard]] constexpr std::uint64_t align_down(std::uint64_t value, std::uint64_t alignment) noexcept
+[[nodiscard]] constexpr std::uint64_t align_down(std::uint64_t value,
+                                                 std::uint64_t alignment) noexcept
 {
   return value & ~(alignment - 1);
 }
@@ -51,8 +53,8 @@ inline constexpr std::size_t cuda_allocation_alignment = 256;
 [[nodiscard]] inline std::string format_bytes(std::uint64_t bytes)
 {
   static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  int unit     = 0;
+  double value                         = static_cast<double>(bytes);
+  int unit                             = 0;
   while (value >= 1024.0 && unit < 5) {
     value /= 1024.0;
     ++unit;

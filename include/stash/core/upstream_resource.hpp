@@ -24,22 +24,31 @@
 #include <cstddef>
 
 #if defined(LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE)
-#  include <cuda/memory_resource>
+#include <cuda/memory_resource>
 /// @brief Defined when stash's upstreams also model libcu++'s cuda::mr resource concepts.
-#  define STASH_HAS_CUDA_MR 1
+#define STASH_HAS_CUDA_MR 1
 #endif
 
 namespace stash {
 
 /// @brief A source of raw memory blocks, shaped like `cuda::mr::resource` (see file docs).
 template <class R>
-concept upstream_resource =
-  std::equality_comparable<R> &&
-  requires(R& r, void* p, std::size_t bytes, std::size_t alignment) {
-    { r.allocate(bytes, alignment) } -> std::same_as<void*>;
-    { r.deallocate(p, bytes, alignment) } noexcept;
-    { R::is_device_accessible } -> std::convertible_to<bool>;
-    { R::is_host_accessible } -> std::convertible_to<bool>;
-  };
+concept upstream_resource = std::equality_comparable<R> &&
+    requires(R& r, void* p, std::size_t bytes, std::size_t alignment)
+{
+  {
+    r.allocate(bytes, alignment)
+    } -> std::same_as<void*>;
+  {
+    r.deallocate(p, bytes, alignment)
+  }
+  noexcept;
+  {
+    R::is_device_accessible
+    } -> std::convertible_to<bool>;
+  {
+    R::is_host_accessible
+    } -> std::convertible_to<bool>;
+};
 
 }  // namespace stash

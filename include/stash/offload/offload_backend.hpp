@@ -18,7 +18,8 @@
  * - `bool query(event e)`: whether `e` completed. Never blocks.
  * - `void synchronize(event e)` / `void synchronize(stream s)`: blocks the host.
  * - `void release(event& e) noexcept`: drops the handle's resources.
- * - `void copy_async(void* dst, void const* src, std::size_t bytes, stream s)`: a copy in `s`'s order.
+ * - `void copy_async(void* dst, void const* src, std::size_t bytes, stream s)`: a copy in `s`'s
+ * order.
  * - `cudaStream_t tag(stream s)`: the value pools receive as "the stream" for this stream.
  * - `bool capturing(stream s)`: whether `s` is part of a CUDA graph capture (it began one, or
  *   waited for an event recorded in one). `query` of an event recorded while capturing returns
@@ -37,20 +38,33 @@ namespace stash {
 
 /// @brief A stream/event/copy backend for the offload manager (see the file docs).
 template <class B>
-concept offload_backend =
-  stream_order<typename B::stream_order> &&
-  requires(B& b, typename B::stream s, typename B::event e, void* dst, void const* src,
-           std::size_t bytes, int priority) {
-    { b.create_stream(priority) } -> std::same_as<typename B::stream>;
-    { b.record(s) } -> std::same_as<typename B::event>;
-    b.wait(s, e);
-    { b.query(e) } -> std::convertible_to<bool>;
-    b.synchronize(e);
-    b.synchronize(s);
-    { b.release(e) } noexcept;
-    b.copy_async(dst, src, bytes, s);
-    { b.tag(s) } -> std::same_as<cudaStream_t>;
-    { b.capturing(s) } -> std::convertible_to<bool>;
-  };
+concept offload_backend = stream_order<typename B::stream_order> &&
+    requires(B& b, typename B::stream s, typename B::event e, void* dst, void const* src,
+             std::size_t bytes, int priority)
+{
+  {
+    b.create_stream(priority)
+    } -> std::same_as<typename B::stream>;
+  {
+    b.record(s)
+    } -> std::same_as<typename B::event>;
+  b.wait(s, e);
+  {
+    b.query(e)
+    } -> std::convertible_to<bool>;
+  b.synchronize(e);
+  b.synchronize(s);
+  {
+    b.release(e)
+  }
+  noexcept;
+  b.copy_async(dst, src, bytes, s);
+  {
+    b.tag(s)
+    } -> std::same_as<cudaStream_t>;
+  {
+    b.capturing(s)
+    } -> std::convertible_to<bool>;
+};
 
 }  // namespace stash

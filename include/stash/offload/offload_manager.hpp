@@ -81,11 +81,16 @@ enum class tensor_state : std::uint8_t {
 [[nodiscard]] constexpr const char* to_string(tensor_state s) noexcept
 {
   switch (s) {
-    case tensor_state::resident: return "resident";
-    case tensor_state::offloading: return "offloading";
-    case tensor_state::offloaded: return "offloaded";
-    case tensor_state::prefetching: return "prefetching";
-    case tensor_state::released: return "released";
+    case tensor_state::resident:
+      return "resident";
+    case tensor_state::offloading:
+      return "offloading";
+    case tensor_state::offloaded:
+      return "offloaded";
+    case tensor_state::prefetching:
+      return "prefetching";
+    case tensor_state::released:
+      return "released";
   }
   return "unknown";
 }
@@ -101,12 +106,12 @@ struct tensor_handle {
 
 /// @brief Counters of what the manager moved.
 struct offload_stats {
-  std::uint64_t offloads{0};             ///< offload_async calls that moved a tensor
-  std::uint64_t prefetches{0};           ///< host -> device transfers started
-  std::uint64_t demand_prefetches{0};    ///< of those, started by acquire() (not prefetched ahead)
-  std::uint64_t bytes_offloaded{0};      ///< device -> host bytes (uncompressed)
-  std::uint64_t bytes_prefetched{0};     ///< host -> device bytes (uncompressed)
-  std::uint64_t decode_failures{0};      ///< host copies found corrupted on the way back
+  std::uint64_t offloads{0};           ///< offload_async calls that moved a tensor
+  std::uint64_t prefetches{0};         ///< host -> device transfers started
+  std::uint64_t demand_prefetches{0};  ///< of those, started by acquire() (not prefetched ahead)
+  std::uint64_t bytes_offloaded{0};    ///< device -> host bytes (uncompressed)
+  std::uint64_t bytes_prefetched{0};   ///< host -> device bytes (uncompressed)
+  std::uint64_t decode_failures{0};    ///< host copies found corrupted on the way back
   /// Host-copy bytes of the offloads whose size was read back (a codec reports it once the copy
   /// is complete; raw copies are their own size); compression ratio =
   /// bytes_encoded_source / bytes_encoded.
@@ -209,7 +214,7 @@ class offload_manager {
   void offload_async(tensor_handle h, stream_type stream)
   {
     reap();
-    entry& e = checked(h, "offload_async");
+    entry& e             = checked(h, "offload_async");
     bool const capturing = check_capture(h, e, "offload_async", stream);
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
     std::size_t const capacity = Transfer::host_bytes(e.bytes);
@@ -218,9 +223,9 @@ class offload_manager {
     // stream capturing (the D2H stream joins the capture only below), and every use of the
     // memory on the D2H stream is ordered after it.
     cudaStream_t const tag = backend_.tag(capturing ? stream : d2h_);
-    std::string const why  = "offload of tensor #" + std::to_string(h.id) + ", which stays resident";
-    void* host             = take(host_pool_, slot, tag, "host pool", why);
-    void* scratch          = nullptr;
+    std::string const why = "offload of tensor #" + std::to_string(h.id) + ", which stays resident";
+    void* host            = take(host_pool_, slot, tag, "host pool", why);
+    void* scratch         = nullptr;
     try {
       scratch = take_scratch(e.bytes, tag, why);
     } catch (...) {
@@ -240,7 +245,7 @@ class offload_manager {
     e.device   = nullptr;
     e.host     = host;
     e.capacity = capacity;
-    e.state  = tensor_state::offloading;
+    e.state    = tensor_state::offloading;
     ++stats_.offloads;
     stats_.bytes_offloaded += e.bytes;
   }
@@ -285,7 +290,9 @@ class offload_manager {
       auto const last = e.state == tensor_state::prefetching ? h2d_ : e.last_stream;
       device_pool_.deallocate(e.device, e.bytes, backend_.tag(last));
     }
-    if (e.host != nullptr) { host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(d2h_)); }
+    if (e.host != nullptr) {
+      host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(d2h_));
+    }
     drop_pending(h.id);
     backend_.release(e.ready);
     backend_.release(e.host_ready);
@@ -310,8 +317,9 @@ class offload_manager {
   {
     entry& e = checked(h, "host_copy");
     if (e.captured || side_capturing()) {
-      misuse(h, e, "host_copy", "the host cannot wait for a copy while a CUDA graph is captured, "
-                                "nor for one that a graph makes");
+      misuse(h, e, "host_copy",
+             "the host cannot wait for a copy while a CUDA graph is captured, "
+             "nor for one that a graph makes");
     }
     if (e.state != tensor_state::offloading && e.state != tensor_state::offloaded) {
       misuse(h, e, "host_copy", "only an offloaded tensor has a host copy");
@@ -374,13 +382,13 @@ class offload_manager {
     event_type ready{};       // the device copy is complete (after a prefetch)
     event_type host_ready{};  // the host copy is complete (after an offload)
     stream_type last_stream{};
-    bool captured{false};     // created while capturing: belongs to that graph
+    bool captured{false};  // created while capturing: belongs to that graph
   };
 
   entry& checked(tensor_handle h, const char* what)
   {
     STASH_EXPECTS(h.id < entries_.size(), std::string("offload_manager::") + what +
-                                            ": unknown tensor #" + std::to_string(h.id));
+                                              ": unknown tensor #" + std::to_string(h.id));
     entry& e = entries_[h.id];
     if (e.state == tensor_state::released) { misuse(h, e, what, "it was released"); }
     return e;
@@ -414,19 +422,22 @@ class offload_manager {
   {
     if (!stream) {
       if (e.captured || side_capturing()) {
-        misuse(h, e, what, "while capturing a CUDA graph, or for a tensor created while capturing, "
-                           "the call must name the capturing stream");
+        misuse(h, e, what,
+               "while capturing a CUDA graph, or for a tensor created while capturing, "
+               "the call must name the capturing stream");
       }
       return false;
     }
     bool const capturing = capture_of(*stream, what);
     if (capturing && !e.captured) {
-      misuse(h, e, what, "it was created outside the CUDA graph being captured (only tensors "
-                         "created while capturing can be used in it; acquire others before)");
+      misuse(h, e, what,
+             "it was created outside the CUDA graph being captured (only tensors "
+             "created while capturing can be used in it; acquire others before)");
     }
     if (!capturing && e.captured) {
-      misuse(h, e, what, "it was created while capturing a CUDA graph and belongs to it (release "
-                         "it before the capture ends)");
+      misuse(h, e, what,
+             "it was created while capturing a CUDA graph and belongs to it (release "
+             "it before the capture ends)");
     }
     return capturing;
   }
@@ -495,7 +506,7 @@ class offload_manager {
         ++stats_.decode_failures;
         throw codec_error(static_cast<codec_errc>(status.code), status.offset,
                           "offload_manager: the host copy of tensor #" + std::to_string(p.id) +
-                            " failed to decode; its device bytes are zeros, not data");
+                              " failed to decode; its device bytes are zeros, not data");
       }
     }
   }
@@ -549,9 +560,10 @@ class offload_manager {
     refresh(e);  // a copy that has completed is counted before its slot is recycled
     // While capturing `in` is a capturing stream, which the pools see (see offload_async).
     cudaStream_t const tag = backend_.tag(in ? *in : h2d_);
-    std::string const why  = "prefetch of tensor #" + std::to_string(h.id) + "; its host copy stays valid";
-    void* device           = take(device_pool_, e.bytes, tag, "device pool", why);
-    void* scratch          = nullptr;
+    std::string const why =
+        "prefetch of tensor #" + std::to_string(h.id) + "; its host copy stays valid";
+    void* device  = take(device_pool_, e.bytes, tag, "device pool", why);
+    void* scratch = nullptr;
     try {
       scratch = take_scratch(e.bytes, tag, why);
     } catch (...) {

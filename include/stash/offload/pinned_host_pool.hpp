@@ -25,7 +25,7 @@ namespace stash {
 /// @brief Options for a pinned host pool: a `budget` on pinned bytes, grown `step` bytes at a time
 /// (larger tensors get a segment of their own, rounded to `step`).
 [[nodiscard]] inline caching_pool_options pinned_host_pool_options(
-  std::size_t budget = std::numeric_limits<std::size_t>::max(), std::size_t step = 64 * MiB)
+    std::size_t budget = std::numeric_limits<std::size_t>::max(), std::size_t step = 64 * MiB)
 {
   caching_pool_options o;
   o.rounding       = 512;

@@ -42,9 +42,9 @@ namespace stash {
 /// @brief What a transfer reports back through the host slot (written by the transfer's own
 /// stream, read by the manager once that stream got there).
 struct transfer_status {
-  codec_status status;         ///< decode (or encode) result; code 0 is success
-  std::size_t encoded_bytes;    ///< compressed size written by the encoder, where it knows it
-  std::uint64_t reserved;       ///< keeps the record 32 bytes
+  codec_status status;        ///< decode (or encode) result; code 0 is success
+  std::size_t encoded_bytes;  ///< compressed size written by the encoder, where it knows it
+  std::uint64_t reserved;     ///< keeps the record 32 bytes
 };
 
 /// @brief Bytes as they are: one copy each way.
@@ -102,25 +102,28 @@ struct host_codec_transfer {
   {
     b.launch(s, [=] {
       try {
-        auto const used = Codec::host_encode(
-          std::span<value_type const>(static_cast<value_type const*>(device), bytes / sizeof(value_type)),
-          std::span<std::byte>(static_cast<std::byte*>(host), capacity));
+        auto const used =
+            Codec::host_encode(std::span<value_type const>(static_cast<value_type const*>(device),
+                                                           bytes / sizeof(value_type)),
+                               std::span<std::byte>(static_cast<std::byte*>(host), capacity));
         *status = transfer_status{codec_status{0, 0, 0}, used, 0};
       } catch (codec_error const& e) {
-        *status = transfer_status{codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()}, 0, 0};
+        *status = transfer_status{codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()},
+                                  0, 0};
       }
     });
   }
 
   /// @brief host_decode in `s`'s order; a bad host copy leaves zeros and an error in `*status`.
-  static void decode(host_backend& b, host_backend::stream s, void const* host, std::size_t capacity,
-                     void* device, std::size_t bytes, void*, transfer_status* status)
+  static void decode(host_backend& b, host_backend::stream s, void const* host,
+                     std::size_t capacity, void* device, std::size_t bytes, void*,
+                     transfer_status* status)
   {
     b.launch(s, [=] {
       try {
         (void)Codec::host_decode(
-          std::span<std::byte const>(static_cast<std::byte const*>(host), capacity),
-          std::span<value_type>(static_cast<value_type*>(device), bytes / sizeof(value_type)));
+            std::span<std::byte const>(static_cast<std::byte const*>(host), capacity),
+            std::span<value_type>(static_cast<value_type*>(device), bytes / sizeof(value_type)));
         status->status = codec_status{0, 0, 0};
       } catch (codec_error const& e) {
         std::memset(device, 0, bytes);  // no half-decoded data

@@ -31,7 +31,8 @@ class async_pool {
   static constexpr bool is_host_accessible = false;
 
   /// @brief A private pool on the current device; allocations beyond `budget` bytes in use throw.
-  explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max()) : budget_(budget)
+  explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max())
+      : budget_(budget)
   {
     int device = 0;
     STASH_CUDA_TRY(cudaGetDevice(&device));
@@ -42,7 +43,8 @@ class async_pool {
     props.location.id   = device;
     STASH_CUDA_TRY(cudaMemPoolCreate(&pool_, &props));
     std::uint64_t threshold = std::numeric_limits<std::uint64_t>::max();
-    cudaError_t const status = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
+    cudaError_t const status =
+        cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold);
     if (status != cudaSuccess) {
       STASH_CUDA_CHECK_NOTHROW(cudaMemPoolDestroy(pool_));
       STASH_CUDA_TRY(status);
@@ -86,7 +88,8 @@ class async_pool {
     auto it = sizes_.find(p);
     STASH_EXPECTS(it != sizes_.end(),
                   "async_pool::deallocate: pointer not allocated by this pool, or already freed");
-    STASH_EXPECTS(it->second == bytes, "async_pool::deallocate: size differs from the one allocated");
+    STASH_EXPECTS(it->second == bytes,
+                  "async_pool::deallocate: size differs from the one allocated");
     STASH_CUDA_TRY(cudaFreeAsync(p, stream));
     sizes_.erase(it);
     in_use_ -= bytes;

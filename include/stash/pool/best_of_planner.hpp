@@ -26,13 +26,10 @@ namespace stash {
 /// planner listed first. The returned plan's `planner` names the winner and its `plan_time`
 /// covers all runs.
 template <offset_planner... Planners>
-  requires(sizeof...(Planners) > 0)
-class best_of_planner {
+requires(sizeof...(Planners) > 0) class best_of_planner {
  public:
   /// @brief Default-constructs every planner.
-  best_of_planner()
-    requires(std::default_initializable<Planners> && ...)
-  = default;
+  best_of_planner() requires(std::default_initializable<Planners>&&...) = default;
 
   /// @brief Holds the given planners.
   explicit best_of_planner(Planners... planners) : planners_(std::move(planners)...) {}
@@ -42,11 +39,11 @@ class best_of_planner {
   {
     std::string out = "best_of(";
     std::apply(
-      [&](auto const&... p) {
-        bool first = true;
-        ((out += (first ? "" : ","), out += std::string(p.name()), first = false), ...);
-      },
-      planners_);
+        [&](auto const&... p) {
+          bool first = true;
+          ((out += (first ? "" : ","), out += std::string(p.name()), first = false), ...);
+        },
+        planners_);
     return out + ")";
   }
 
@@ -58,21 +55,21 @@ class best_of_planner {
     stash::plan best;
     bool have = false;
     std::apply(
-      [&](auto const&... p) {
-        (
-          [&] {
-            stash::plan candidate = p.plan(intervals, alignment);
-            check_plan(intervals, candidate);
-            if (!have || candidate.footprint < best.footprint) {
-              best = std::move(candidate);
-              have = true;
-            }
-          }(),
-          ...);
-      },
-      planners_);
+        [&](auto const&... p) {
+          (
+              [&] {
+                stash::plan candidate = p.plan(intervals, alignment);
+                check_plan(intervals, candidate);
+                if (!have || candidate.footprint < best.footprint) {
+                  best = std::move(candidate);
+                  have = true;
+                }
+              }(),
+              ...);
+        },
+        planners_);
     best.plan_time = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::steady_clock::now() - start);
+        std::chrono::steady_clock::now() - start);
     return best;
   }
 

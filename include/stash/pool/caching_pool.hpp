@@ -32,17 +32,17 @@ namespace stash {
 /// device accessible (device work may be using it), nothing for plain host memory.
 template <class Upstream>
 using default_stream_order_t =
-  std::conditional_t<Upstream::is_device_accessible, cuda_event_order, immediate_order>;
+    std::conditional_t<Upstream::is_device_accessible, cuda_event_order, immediate_order>;
 
 /// @brief Tuning of a caching_pool; the defaults are PyTorch's documented ones.
 struct caching_pool_options {
-  std::size_t rounding        = 512;       ///< every request is rounded up to this (power of two)
-  std::size_t small_limit     = 1 * MiB;   ///< requests up to this come from small segments
-  std::size_t small_segment   = 2 * MiB;   ///< size of a small segment
-  std::size_t medium_limit    = 10 * MiB;  ///< requests below this come from medium segments
-  std::size_t medium_segment  = 20 * MiB;  ///< size of a medium segment
-  std::size_t large_rounding  = 2 * MiB;   ///< larger requests get a segment of their own, rounded
-  std::size_t budget          = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
+  std::size_t rounding       = 512;       ///< every request is rounded up to this (power of two)
+  std::size_t small_limit    = 1 * MiB;   ///< requests up to this come from small segments
+  std::size_t small_segment  = 2 * MiB;   ///< size of a small segment
+  std::size_t medium_limit   = 10 * MiB;  ///< requests below this come from medium segments
+  std::size_t medium_segment = 20 * MiB;  ///< size of a medium segment
+  std::size_t large_rounding = 2 * MiB;   ///< larger requests get a segment of their own, rounded
+  std::size_t budget         = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
 };
 
 /// @brief Best-fit caching pool over segments taken from `Upstream`.
@@ -109,11 +109,11 @@ class caching_pool {
                   "caching_pool::deallocate: pointer not allocated by this pool, or already freed");
     STASH_EXPECTS(it->second.requested == bytes,
                   "caching_pool::deallocate: size differs from the one allocated (" +
-                    std::to_string(it->second.requested) + " B allocated, " +
-                    std::to_string(bytes) + " B freed)");
+                      std::to_string(it->second.requested) + " B allocated, " +
+                      std::to_string(bytes) + " B freed)");
     bool const captured = capturing(stream);
     auto marker         = order_.record(stream);  // the steps that can throw: before any change
-    block& b    = it->second;
+    block& b            = it->second;
     in_use_ -= b.size;
     b.free      = true;
     b.requested = 0;
@@ -192,7 +192,7 @@ class caching_pool {
     cudaStream_t stream{nullptr};
     marker_type marker{};
   };
-  using block_map = std::map<std::uintptr_t, block>;
+  using block_map  = std::map<std::uintptr_t, block>;
   using block_iter = typename block_map::iterator;
 
   block_iter find_free(std::size_t size, cudaStream_t stream)
@@ -207,7 +207,11 @@ class caching_pool {
   // Whether `stream` is being captured into a CUDA graph, where the order can tell.
   bool capturing(cudaStream_t stream)
   {
-    if constexpr (requires { { order_.capturing(stream) } -> std::convertible_to<bool>; }) {
+    if constexpr (requires {
+                    {
+                      order_.capturing(stream)
+                      } -> std::convertible_to<bool>;
+                  }) {
       return order_.capturing(stream);
     } else {
       return false;
@@ -281,7 +285,7 @@ class caching_pool {
   [[noreturn]] void throw_oom(std::size_t requested) const
   {
     std::size_t const largest = free_.empty() ? 0 : free_.rbegin()->first;
-    bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
+    bool const has_budget     = options_.budget != std::numeric_limits<std::size_t>::max();
     throw out_of_memory("caching_pool", requested,
                         has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt,
                         in_use_, has_budget ? std::max(largest, headroom()) : largest);
@@ -297,13 +301,13 @@ class caching_pool {
     bool const split = small_segment ? rest >= options_.rounding : rest > options_.small_limit;
     if (split) {
       block r;
-      r.size    = rest;
-      r.segment = b.segment;
-      r.free    = true;
-      r.stream  = b.stream;
-      r.marker  = std::move(b.marker);  // the remainder keeps the pending free's marker
-      b.marker  = marker_type{};
-      b.size    = size;
+      r.size           = rest;
+      r.segment        = b.segment;
+      r.free           = true;
+      r.stream         = b.stream;
+      r.marker         = std::move(b.marker);  // the remainder keeps the pending free's marker
+      b.marker         = marker_type{};
+      b.size           = size;
       auto const raddr = it->first + size;
       blocks_.emplace(raddr, std::move(r));
       free_.insert({rest, raddr});
@@ -357,9 +361,9 @@ class caching_pool {
   Upstream upstream_;
   caching_pool_options options_;
   Order order_;
-  block_map blocks_;                                         // every block, by address
-  std::set<std::pair<std::size_t, std::uintptr_t>> free_;    // free blocks by (size, address)
-  std::map<std::uintptr_t, std::size_t> segments_;           // segment base -> size
+  block_map blocks_;                                       // every block, by address
+  std::set<std::pair<std::size_t, std::uintptr_t>> free_;  // free blocks by (size, address)
+  std::map<std::uintptr_t, std::size_t> segments_;         // segment base -> size
   std::size_t in_use_{0};
   std::size_t peak_in_use_{0};
   std::size_t reserved_{0};

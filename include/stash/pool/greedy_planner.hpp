@@ -38,7 +38,7 @@ class greedy_planner {
 
   /// @brief Plans `intervals` with offsets and sizes padded to `alignment` (a power of two).
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
-                          std::uint64_t alignment = cuda_allocation_alignment) const
+                                 std::uint64_t alignment = cuda_allocation_alignment) const
   {
     auto const start = std::chrono::steady_clock::now();
     validate_planner_input(intervals, alignment, "greedy_planner");
@@ -89,14 +89,14 @@ class greedy_planner {
         free_from = std::max(free_from, hi);
       }
       std::uint64_t const offset =
-        best_at != std::numeric_limits<std::uint64_t>::max() ? best_at : free_from;
+          best_at != std::numeric_limits<std::uint64_t>::max() ? best_at : free_from;
       result.offsets[b] = offset;
       footprint         = std::max(footprint, offset + size[b]);
       placed.insert(b, cells.cell_begin[b], cells.cell_end[b]);
     }
     result.footprint = footprint;
     result.plan_time = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::steady_clock::now() - start);
+        std::chrono::steady_clock::now() - start);
     return result;
   }
 };

@@ -32,8 +32,9 @@ namespace stash {
 
 /// @brief Tuning of a lifetime_arena.
 struct lifetime_arena_options {
-  std::size_t budget = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes (arena + fallback)
-  std::uint64_t alignment = cuda_allocation_alignment;           ///< of every planned offset
+  std::size_t budget =
+      std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes (arena + fallback)
+  std::uint64_t alignment = cuda_allocation_alignment;  ///< of every planned offset
   /// Consecutive iterations with the same deviating allocation sequence before re-planning.
   unsigned settle_iterations = 2;
   caching_pool_options fallback{};  ///< the online pool that serves what the plan does not
@@ -41,7 +42,8 @@ struct lifetime_arena_options {
 
 /// @brief Where a lifetime_arena stands.
 enum class arena_state : std::uint8_t {
-  recording,  ///< no plan yet: everything comes from the fallback pool while the sequence is recorded
+  recording,  ///< no plan yet: everything comes from the fallback pool while the sequence is
+              ///< recorded
   replaying,  ///< a plan is in force: allocations matching it come from the arena
 };
 
@@ -70,9 +72,8 @@ enum class arena_state : std::uint8_t {
 /// device (`Order::wait`, counted in `fence_waits()`), so the plan's footprint holds; an `Order`
 /// that cannot wait sends that allocation to the fallback pool while the fence is pending. Such
 /// timing-caused fallbacks do not re-plan: only a changed sequence does. Not thread safe.
-template <upstream_resource Upstream,
-          offset_planner Planner = greedy_planner,
-          stream_order Order     = default_stream_order_t<Upstream>>
+template <upstream_resource Upstream, offset_planner Planner = greedy_planner,
+          stream_order Order = default_stream_order_t<Upstream>>
 class lifetime_arena {
  public:
   /// @brief Whether the host may touch the memory.
@@ -85,7 +86,8 @@ class lifetime_arena {
         options_(options),
         planner_(std::move(planner)),
         order_(order),
-        fallback_(std::move(upstream), with_budget(options.fallback, options.budget), std::move(order))
+        fallback_(std::move(upstream), with_budget(options.fallback, options.budget),
+                  std::move(order))
   {
     STASH_EXPECTS(is_pow2(options_.alignment), "lifetime_arena: alignment must be a power of two");
   }
@@ -166,11 +168,11 @@ class lifetime_arena {
     // Only the arena's stream is numbered (the first stream allocated on while recording), so
     // allocations on side streams (e.g. an offload manager's prefetches) do not shift the sequence.
     if (in_iteration_ && state_ == arena_state::recording && current_.empty()) { stream_ = stream; }
-    std::size_t const k = in_iteration_ && stream == stream_ ? index_++ : no_index;
+    std::size_t const k   = in_iteration_ && stream == stream_ ? index_++ : no_index;
     std::uint64_t const t = time_++;
-    void* p          = nullptr;
-    bool in_arena    = false;
-    std::uint64_t off = 0;
+    void* p               = nullptr;
+    bool in_arena         = false;
+    std::uint64_t off     = 0;
     if (k != no_index && state_ == arena_state::replaying && stream == stream_ &&
         k < recorded_.size() && recorded_[k].bytes == bytes && recorded_[k].planned) {
       mark_overdue_until(recorded_[k].begin);
@@ -182,8 +184,8 @@ class lifetime_arena {
     }
     if (p == nullptr) {
       p = fallback_allocate(bytes, stream);  // may throw: nothing below has happened yet
-      bool const expected_persistent = k < recorded_.size() && recorded_[k].bytes == bytes &&
-                                       recorded_[k].end == never;
+      bool const expected_persistent =
+          k < recorded_.size() && recorded_[k].bytes == bytes && recorded_[k].end == never;
       if (state_ == arena_state::replaying && k != no_index && !expected_persistent) {
         ++fallbacks_;
         deviated_ = true;
@@ -205,12 +207,13 @@ class lifetime_arena {
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = live_.find(p);
-    STASH_EXPECTS(it != live_.end(),
-                  "lifetime_arena::deallocate: pointer not allocated by this pool, or already freed");
+    STASH_EXPECTS(
+        it != live_.end(),
+        "lifetime_arena::deallocate: pointer not allocated by this pool, or already freed");
     STASH_EXPECTS(it->second.bytes == bytes,
                   "lifetime_arena::deallocate: size differs from the one allocated (" +
-                    std::to_string(it->second.bytes) + " B allocated, " + std::to_string(bytes) +
-                    " B freed)");
+                      std::to_string(it->second.bytes) + " B allocated, " + std::to_string(bytes) +
+                      " B freed)");
     live_block const block = it->second;
     if (!block.in_arena) { fallback_.deallocate(p, bytes, stream); }
     live_.erase(it);
@@ -271,7 +274,7 @@ class lifetime_arena {
     std::size_t slot;     // index into the planned intervals
     bool planned;
     cudaStream_t stream;
-    void* ptr;            // where it went (running iteration only)
+    void* ptr;  // where it went (running iteration only)
   };
   struct live_block {
     std::size_t index;  // allocation number in its iteration (no_index outside / after it)
@@ -308,7 +311,8 @@ class lifetime_arena {
     return align_up(bytes, options_.alignment);
   }
 
-  static bool same_sequence(std::vector<recorded_alloc> const& a, std::vector<recorded_alloc> const& b)
+  static bool same_sequence(std::vector<recorded_alloc> const& a,
+                            std::vector<recorded_alloc> const& b)
   {
     return a.size() == b.size() &&
            std::equal(a.begin(), a.end(), b.begin(), [](auto const& x, auto const& y) {
@@ -324,9 +328,9 @@ class lifetime_arena {
     } catch (out_of_memory const& e) {
       bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
       throw out_of_memory(
-        "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
-        bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
-        e.largest_free_bytes());
+          "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
+          bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
+          e.largest_free_bytes());
     }
   }
 
@@ -408,7 +412,8 @@ class lifetime_arena {
   // Every planned block whose recorded end is at or before `t` and that is still live is overdue.
   void mark_overdue_until(std::uint64_t t)
   {
-    while (next_recorded_end_ < ends_by_time_.size() && ends_by_time_[next_recorded_end_].first <= t) {
+    while (next_recorded_end_ < ends_by_time_.size() &&
+           ends_by_time_[next_recorded_end_].first <= t) {
       std::size_t const k = ends_by_time_[next_recorded_end_++].second;
       if (k < current_.size() && current_[k].end == never) {
         // Allocation k of this iteration is still live past its recorded end.

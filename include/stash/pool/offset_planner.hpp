@@ -25,11 +25,15 @@ namespace stash {
 
 /// @brief A type that assigns arena offsets to lifetime intervals (see the file comment).
 template <class P>
-concept offset_planner = requires(P const& p,
-                                  std::span<const lifetime_interval> intervals,
-                                  std::uint64_t alignment) {
-  { p.plan(intervals, alignment) } -> std::same_as<plan>;
-  { p.name() } -> std::convertible_to<std::string_view>;
+concept offset_planner = requires(P const& p, std::span<const lifetime_interval> intervals,
+                                  std::uint64_t alignment)
+{
+  {
+    p.plan(intervals, alignment)
+    } -> std::same_as<plan>;
+  {
+    p.name()
+    } -> std::convertible_to<std::string_view>;
 };
 
 }  // namespace stash

@@ -29,8 +29,9 @@ namespace stash {
 struct plan {
   std::vector<std::uint64_t> offsets;  ///< byte offset of block i, indexed like the input
   std::uint64_t footprint{0};          ///< arena bytes the plan needs: max(offset + padded size)
-  std::uint64_t alignment{cuda_allocation_alignment};  ///< every offset and padded size is a multiple
-  std::string planner;                 ///< name of the planner that produced it
+  std::uint64_t alignment{
+      cuda_allocation_alignment};         ///< every offset and padded size is a multiple
+  std::string planner;                    ///< name of the planner that produced it
   std::chrono::nanoseconds plan_time{0};  ///< wall time spent planning
 
   /// @brief footprint / lower_bound; 1.0 is optimal. A zero lower bound gives 1.0.
@@ -52,26 +53,26 @@ struct plan {
 {
   STASH_EXPECTS(bytes <= std::numeric_limits<std::uint64_t>::max() - (alignment - 1),
                 "padded_size: " + std::to_string(bytes) + " B cannot be padded to alignment " +
-                  std::to_string(alignment) + " without overflow");
+                    std::to_string(alignment) + " without overflow");
   return align_up(bytes, alignment);
 }
 
 /// @brief Checks what every planner requires of its input: a power-of-two alignment and, for
 /// each interval, begin < end and a size that can be padded. `who` names the caller in the error.
 inline void validate_planner_input(std::span<const lifetime_interval> intervals,
-                                   std::uint64_t alignment,
-                                   std::string const& who)
+                                   std::uint64_t alignment, std::string const& who)
 {
   STASH_EXPECTS(is_pow2(alignment),
                 who + ": alignment " + std::to_string(alignment) + " is not a power of two");
   for (std::size_t i = 0; i < intervals.size(); ++i) {
     auto const& b = intervals[i];
     STASH_EXPECTS(b.begin < b.end, who + ": interval #" + std::to_string(i) + " (id " +
-                                     std::to_string(b.id) + ") has an empty lifetime [" +
-                                     std::to_string(b.begin) + ", " + std::to_string(b.end) + ")");
+                                       std::to_string(b.id) + ") has an empty lifetime [" +
+                                       std::to_string(b.begin) + ", " + std::to_string(b.end) +
+                                       ")");
     STASH_EXPECTS(b.bytes <= std::numeric_limits<std::uint64_t>::max() / 2,
                   who + ": interval #" + std::to_string(i) + " (id " + std::to_string(b.id) +
-                    ") has an implausible size of " + std::to_string(b.bytes) + " B");
+                      ") has an implausible size of " + std::to_string(b.bytes) + " B");
   }
 }
 

@@ -32,13 +32,13 @@ namespace stash {
 
 /// @brief What is wrong with a plan.
 enum class plan_violation_kind {
-  size_mismatch,      ///< offsets.size() differs from the number of intervals
-  bad_alignment,      ///< the plan's alignment is not a power of two
-  bad_interval,       ///< an input interval has an empty lifetime
-  misaligned_offset,  ///< an offset is not a multiple of the alignment
-  address_overflow,   ///< offset + padded size does not fit in 64 bits
-  address_overlap,    ///< two blocks live at a common time share addresses
-  footprint_too_small ///< a block ends above the plan's footprint
+  size_mismatch,       ///< offsets.size() differs from the number of intervals
+  bad_alignment,       ///< the plan's alignment is not a power of two
+  bad_interval,        ///< an input interval has an empty lifetime
+  misaligned_offset,   ///< an offset is not a multiple of the alignment
+  address_overflow,    ///< offset + padded size does not fit in 64 bits
+  address_overlap,     ///< two blocks live at a common time share addresses
+  footprint_too_small  ///< a block ends above the plan's footprint
 };
 
 /// @brief The first violation found: its kind, the input indices involved and a full description.
@@ -63,16 +63,17 @@ class invalid_plan : public logic_error {
 
 namespace detail {
 
-inline std::string describe_block(std::span<const lifetime_interval> intervals,
-                                  std::size_t i,
-                                  std::uint64_t offset,
-                                  std::uint64_t size)
+inline std::string describe_block(std::span<const lifetime_interval> intervals, std::size_t i,
+                                  std::uint64_t offset, std::uint64_t size)
 {
   // Appends rather than a chain of operator+: GCC 12 at -O3 flags the chain (-Wrestrict).
-  auto const& b = intervals[i];
+  auto const& b    = intervals[i];
   std::string text = "#";
   text.append(std::to_string(i)).append(" (id ").append(std::to_string(b.id));
-  text.append(", live [").append(std::to_string(b.begin)).append(", ").append(std::to_string(b.end));
+  text.append(", live [")
+      .append(std::to_string(b.begin))
+      .append(", ")
+      .append(std::to_string(b.end));
   text.append("), addresses [").append(std::to_string(offset)).append(", ");
   text.append(std::to_string(offset + size)).append("))");
   return text;
@@ -83,16 +84,16 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals,
 /// @brief Returns the first violation of `p` for `intervals`, or nullopt if the plan is valid.
 /// Overlaps are reported in time order (the earliest moment two live blocks collide).
 [[nodiscard]] inline std::optional<plan_violation> find_plan_violation(
-  std::span<const lifetime_interval> intervals, plan const& p)
+    std::span<const lifetime_interval> intervals, plan const& p)
 {
   std::string const who = "plan by '" + p.planner + "': ";
-  auto make                = [&](plan_violation_kind k, std::size_t a, std::size_t b, std::string m) {
+  auto make             = [&](plan_violation_kind k, std::size_t a, std::size_t b, std::string m) {
     return plan_violation{k, a, b, who + m};
   };
   if (p.offsets.size() != intervals.size()) {
     return make(plan_violation_kind::size_mismatch, 0, 0,
                 "has " + std::to_string(p.offsets.size()) + " offsets for " +
-                  std::to_string(intervals.size()) + " intervals");
+                    std::to_string(intervals.size()) + " intervals");
   }
   if (!is_pow2(p.alignment)) {
     return make(plan_violation_kind::bad_alignment, 0, 0,
@@ -105,30 +106,30 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals,
     if (b.begin >= b.end) {
       return make(plan_violation_kind::bad_interval, i, i,
                   "interval #" + std::to_string(i) + " (id " + std::to_string(b.id) +
-                    ") has an empty lifetime [" + std::to_string(b.begin) + ", " +
-                    std::to_string(b.end) + ")");
+                      ") has an empty lifetime [" + std::to_string(b.begin) + ", " +
+                      std::to_string(b.end) + ")");
     }
     if (b.bytes > std::numeric_limits<std::uint64_t>::max() - (p.alignment - 1)) {
       return make(plan_violation_kind::address_overflow, i, i,
                   "block #" + std::to_string(i) + " (id " + std::to_string(b.id) +
-                    ") cannot be padded without overflow");
+                      ") cannot be padded without overflow");
     }
     sizes[i] = align_up(b.bytes, p.alignment);
     if (!is_aligned(p.offsets[i], p.alignment)) {
       return make(plan_violation_kind::misaligned_offset, i, i,
                   "block #" + std::to_string(i) + " (id " + std::to_string(b.id) + ") has offset " +
-                    std::to_string(p.offsets[i]) + ", not a multiple of the alignment " +
-                    std::to_string(p.alignment));
+                      std::to_string(p.offsets[i]) + ", not a multiple of the alignment " +
+                      std::to_string(p.alignment));
     }
     if (p.offsets[i] > std::numeric_limits<std::uint64_t>::max() - sizes[i]) {
       return make(plan_violation_kind::address_overflow, i, i,
                   "block #" + std::to_string(i) + " (id " + std::to_string(b.id) + ") at offset " +
-                    std::to_string(p.offsets[i]) + " overflows the address space");
+                      std::to_string(p.offsets[i]) + " overflows the address space");
     }
     if (p.offsets[i] + sizes[i] > p.footprint) {
       return make(plan_violation_kind::footprint_too_small, i, i,
                   "block " + detail::describe_block(intervals, i, p.offsets[i], sizes[i]) +
-                    " ends above the footprint " + std::to_string(p.footprint));
+                      " ends above the footprint " + std::to_string(p.footprint));
     }
   }
 
@@ -161,8 +162,8 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals,
       std::size_t const j = *clash;
       return make(plan_violation_kind::address_overlap, j, i,
                   "blocks " + detail::describe_block(intervals, j, p.offsets[j], sizes[j]) +
-                    " and " + detail::describe_block(intervals, i, lo, sizes[i]) +
-                    " are both live at time " + std::to_string(time) + " and overlap in address");
+                      " and " + detail::describe_block(intervals, i, lo, sizes[i]) +
+                      " are both live at time " + std::to_string(time) + " and overlap in address");
     }
     live.emplace(lo, i);
   }

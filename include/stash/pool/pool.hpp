@@ -27,23 +27,30 @@ namespace stash {
 
 /// @brief What a pool reports; all byte counts are in bytes.
 struct pool_stats {
-  std::size_t in_use_bytes{0};          ///< handed out now (after rounding)
-  std::size_t peak_in_use_bytes{0};     ///< most handed out at once
-  std::size_t reserved_bytes{0};        ///< taken from the upstream now
-  std::size_t peak_reserved_bytes{0};   ///< most taken from the upstream at once
-  std::size_t largest_free_bytes{0};    ///< largest block allocate() could return without growing
-  std::size_t budget_bytes{0};          ///< cap on reserved bytes (SIZE_MAX when none)
-  std::uint64_t allocations{0};         ///< successful allocate() calls with bytes > 0
-  std::uint64_t fallbacks{0};           ///< allocations not served by the pool's primary path
+  std::size_t in_use_bytes{0};         ///< handed out now (after rounding)
+  std::size_t peak_in_use_bytes{0};    ///< most handed out at once
+  std::size_t reserved_bytes{0};       ///< taken from the upstream now
+  std::size_t peak_reserved_bytes{0};  ///< most taken from the upstream at once
+  std::size_t largest_free_bytes{0};   ///< largest block allocate() could return without growing
+  std::size_t budget_bytes{0};         ///< cap on reserved bytes (SIZE_MAX when none)
+  std::uint64_t allocations{0};        ///< successful allocate() calls with bytes > 0
+  std::uint64_t fallbacks{0};          ///< allocations not served by the pool's primary path
 };
 
 /// @brief A stream-ordered memory pool (see the file docs for its customization points).
 template <class P>
-concept pool = requires(P& p, P const& cp, std::size_t bytes, void* ptr, cudaStream_t stream) {
-  { p.allocate(bytes, stream) } -> std::same_as<void*>;
+concept pool = requires(P& p, P const& cp, std::size_t bytes, void* ptr, cudaStream_t stream)
+{
+  {
+    p.allocate(bytes, stream)
+    } -> std::same_as<void*>;
   p.deallocate(ptr, bytes, stream);
-  { cp.stats() } -> std::same_as<pool_stats>;
-  { P::is_host_accessible } -> std::convertible_to<bool>;
+  {
+    cp.stats()
+    } -> std::same_as<pool_stats>;
+  {
+    P::is_host_accessible
+    } -> std::convertible_to<bool>;
 };
 
 }  // namespace stash

@@ -54,11 +54,11 @@ struct search_options {
 
 /// @brief Per-call statistics of the last search (for benchmarks and diagnostics).
 struct search_stats {
-  std::uint64_t nodes{0};          ///< search nodes expanded, all attempts and sections
-  std::size_t sections{0};         ///< independent sections the input split into
-  std::size_t attempts{0};         ///< target footprints tried
+  std::uint64_t nodes{0};             ///< search nodes expanded, all attempts and sections
+  std::size_t sections{0};            ///< independent sections the input split into
+  std::size_t attempts{0};            ///< target footprints tried
   std::uint64_t greedy_footprint{0};  ///< footprint of the greedy starting plan
-  std::uint64_t lower_bound{0};    ///< L at the plan's alignment
+  std::uint64_t lower_bound{0};       ///< L at the plan's alignment
 };
 
 /// @brief Bounded search planner (see the file comment).
@@ -83,19 +83,18 @@ class search_planner {
 
   /// @brief As plan(intervals, alignment), also reporting statistics into `stats`.
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
-                                 std::uint64_t alignment,
-                                 search_stats& stats) const
+                                 std::uint64_t alignment, search_stats& stats) const
   {
-    using clock      = std::chrono::steady_clock;
-    auto const start = clock::now();
+    using clock         = std::chrono::steady_clock;
+    auto const start    = clock::now();
     auto const deadline = start + options_.time_budget;
     validate_planner_input(intervals, alignment, "search_planner");
     STASH_EXPECTS(!options_.capacity || *options_.capacity > 0,
                   "search_planner: capacity must be positive");
 
-    stash::plan best = greedy_planner{}.plan(intervals, alignment);
-    best.planner     = std::string(name());
-    stats            = search_stats{};
+    stash::plan best       = greedy_planner{}.plan(intervals, alignment);
+    best.planner           = std::string(name());
+    stats                  = search_stats{};
     stats.greedy_footprint = best.footprint;
     stats.lower_bound      = plan_lower_bound(intervals, alignment);
 
@@ -105,7 +104,7 @@ class search_planner {
     for (std::size_t s = 0; s < sections.size(); ++s) {
       for (auto i : sections[s]) {
         section_footprint[s] = std::max(
-          section_footprint[s], best.offsets[i] + padded_size(intervals[i].bytes, alignment));
+            section_footprint[s], best.offsets[i] + padded_size(intervals[i].bytes, alignment));
       }
     }
     std::vector<std::optional<detail::dsa_search>> engines(sections.size());
@@ -140,12 +139,12 @@ class search_planner {
             if (spent >= options_.node_budget) { break; }
             limit = std::min(limit, options_.node_budget - spent);
           }
-          constexpr detail::dsa_order orders[] = {
-            detail::dsa_order::twa, detail::dsa_order::wat, detail::dsa_order::taw};
+          constexpr detail::dsa_order orders[] = {detail::dsa_order::twa, detail::dsa_order::wat,
+                                                  detail::dsa_order::taw};
           auto const status =
-            engines[s]->solve(target / alignment, orders[run % 3], attempt_deadline, limit, units,
-                              run < 9 ? 0 : run, /*critical_first=*/(run / 3) % 3 != 1,
-                              /*largest_first=*/(run / 3) % 3 == 2);
+              engines[s]->solve(target / alignment, orders[run % 3], attempt_deadline, limit, units,
+                                run < 9 ? 0 : run, /*critical_first=*/(run / 3) % 3 != 1,
+                                /*largest_first=*/(run / 3) % 3 == 2);
           spent += engines[s]->nodes();
           stats.nodes += engines[s]->nodes();
           if (status == detail::dsa_status::found) {
@@ -168,8 +167,8 @@ class search_planner {
         section_footprint[s] = fp;
       }
       best.footprint = sections.empty()
-                         ? 0
-                         : *std::max_element(section_footprint.begin(), section_footprint.end());
+                           ? 0
+                           : *std::max_element(section_footprint.begin(), section_footprint.end());
       return true;
     };
 
@@ -181,12 +180,10 @@ class search_planner {
       bool first       = true;
       while (lo < best.footprint && clock::now() < deadline) {
         std::uint64_t const target =
-          first ? lo : align_down(lo + (best.footprint - lo) / 2, alignment);
+            first ? lo : align_down(lo + (best.footprint - lo) / 2, alignment);
         auto const now       = clock::now();
         auto const remaining = deadline - now;
-        if (!attempt(target, now + remaining / 2)) {
-          lo = target + alignment;
-        }
+        if (!attempt(target, now + remaining / 2)) { lo = target + alignment; }
         first = false;
       }
     }
@@ -209,7 +206,7 @@ class search_planner {
 
   // Groups block indices into maximal runs of time in which something is always live.
   static std::vector<std::vector<std::uint32_t>> split_sections(
-    std::span<const lifetime_interval> intervals)
+      std::span<const lifetime_interval> intervals)
   {
     std::vector<std::uint32_t> order(intervals.size());
     std::iota(order.begin(), order.end(), 0U);
@@ -226,10 +223,8 @@ class search_planner {
     return out;
   }
 
-  bool build_engine(std::span<const lifetime_interval> intervals,
-                    std::uint64_t alignment,
-                    std::vector<std::uint32_t> const& section,
-                    std::vector<std::uint32_t>& members,
+  bool build_engine(std::span<const lifetime_interval> intervals, std::uint64_t alignment,
+                    std::vector<std::uint32_t> const& section, std::vector<std::uint32_t>& members,
                     std::optional<detail::dsa_search>& engine) const
   {
     members.clear();
@@ -239,7 +234,9 @@ class search_planner {
     auto cells = detail::make_time_cells(intervals, members);
     detail::dsa_instance inst;
     inst.size.reserve(members.size());
-    for (auto i : members) { inst.size.push_back(padded_size(intervals[i].bytes, alignment) / alignment); }
+    for (auto i : members) {
+      inst.size.push_back(padded_size(intervals[i].bytes, alignment) / alignment);
+    }
     inst.cell_begin = std::move(cells.cell_begin);
     inst.cell_end   = std::move(cells.cell_end);
     inst.cells      = cells.cells;
@@ -250,7 +247,7 @@ class search_planner {
       std::size_t pairs = 0;
       for (std::size_t k = 0; k < members.size(); ++k) {
         auto const below = static_cast<std::size_t>(
-          std::lower_bound(begins.begin(), begins.end(), inst.cell_end[k]) - begins.begin());
+            std::lower_bound(begins.begin(), begins.end(), inst.cell_end[k]) - begins.begin());
         pairs += below;  // blocks starting before k ends: an upper bound on 2x pairs + n
         if (pairs > 2 * options_.max_conflict_pairs + members.size()) { return false; }
       }

@@ -39,16 +39,27 @@ namespace stash {
 
 /// @brief A policy that tracks when work on a stream has finished (see the file docs).
 template <class O>
-concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m) {
-  { o.record(s) } -> std::same_as<typename O::marker>;
-  { o.passed(m) } -> std::convertible_to<bool>;
-  { o.release(m) } noexcept;
+concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m)
+{
+  {
+    o.record(s)
+    } -> std::same_as<typename O::marker>;
+  {
+    o.passed(m)
+    } -> std::convertible_to<bool>;
+  {
+    o.release(m)
+  }
+  noexcept;
 };
 
 /// @brief A stream order that can also make a stream wait for a marker (see the file docs).
 template <class O>
-concept stream_order_with_wait =
-  stream_order<O> && requires(O& o, cudaStream_t s, typename O::marker const& m) { o.wait(s, m); };
+concept stream_order_with_wait = stream_order<O> &&
+    requires(O& o, cudaStream_t s, typename O::marker const& m)
+{
+  o.wait(s, m);
+};
 
 /// @brief CUDA events: a marker is an event recorded on the freeing stream.
 class cuda_event_order {

@@ -35,9 +35,9 @@ namespace stash {
 
 /// @brief A point-to-point link as the ring all-reduce and the stage transfers see it.
 struct link_spec {
-  std::string name;             ///< preset name (its rate/latency may be overridden)
-  double bytes_per_s{};         ///< achieved rate per direction
-  double latency_s{};           ///< fixed cost per message (an assumption)
+  std::string name;      ///< preset name (its rate/latency may be overridden)
+  double bytes_per_s{};  ///< achieved rate per direction
+  double latency_s{};    ///< fixed cost per message (an assumption)
 };
 
 /// @brief One named intra-node link: datasheet per-direction rate, assumed latency.
@@ -53,15 +53,16 @@ struct intra_link_preset {
 /// Latencies are assumptions: 2 us for NVLink (NCCL-level small-message cost), the hardware
 /// presets' 10 us for PCIe.
 inline constexpr std::array<intra_link_preset, 6> intra_link_presets = {{
-  {"nvlink", "NVLink 4 (H100 SXM): 900 GB/s bidirectional = 450 GB/s per direction", 450e9, 2e-6},
-  {"nvlink4", "NVLink 4 (H100 SXM): 450 GB/s per direction", 450e9, 2e-6},
-  {"nvlink3", "NVLink 3 (A100 SXM): 600 GB/s bidirectional = 300 GB/s per direction", 300e9, 2e-6},
-  {"pcie", "PCIe gen4 x16, achieved = raw x vDNN's gen3 efficiency",
-   pcie4_x16_raw_bytes_per_s * pcie_achieved_fraction, 10e-6},
-  {"pcie4", "PCIe gen4 x16, achieved = raw x vDNN's gen3 efficiency",
-   pcie4_x16_raw_bytes_per_s * pcie_achieved_fraction, 10e-6},
-  {"pcie5", "PCIe gen5 x16, achieved = raw x vDNN's gen3 efficiency",
-   pcie5_x16_raw_bytes_per_s * pcie_achieved_fraction, 10e-6},
+    {"nvlink", "NVLink 4 (H100 SXM): 900 GB/s bidirectional = 450 GB/s per direction", 450e9, 2e-6},
+    {"nvlink4", "NVLink 4 (H100 SXM): 450 GB/s per direction", 450e9, 2e-6},
+    {"nvlink3", "NVLink 3 (A100 SXM): 600 GB/s bidirectional = 300 GB/s per direction", 300e9,
+     2e-6},
+    {"pcie", "PCIe gen4 x16, achieved = raw x vDNN's gen3 efficiency",
+     pcie4_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6},
+    {"pcie4", "PCIe gen4 x16, achieved = raw x vDNN's gen3 efficiency",
+     pcie4_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6},
+    {"pcie5", "PCIe gen5 x16, achieved = raw x vDNN's gen3 efficiency",
+     pcie5_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6},
 }};
 
 /// @brief Default inter-node latency when the SPEC gives none (assumption: InfiniBand-class).
@@ -71,7 +72,7 @@ inline constexpr std::string_view default_cluster_hardware = "h100_sxm";
 
 /// @brief The cluster: identical devices, `gpus_per_node` per node.
 struct cluster {
-  std::uint32_t nodes = 1;          ///< number of nodes
+  std::uint32_t nodes         = 1;  ///< number of nodes
   std::uint32_t gpus_per_node = 1;  ///< devices per node
   link_spec intra;                  ///< link between two devices of one node
   link_spec inter;                  ///< network between nodes (rate per node and direction)
@@ -99,23 +100,23 @@ namespace detail {
 
 [[nodiscard]] inline double parse_spec_number(std::string_view key, std::string_view value)
 {
-  double v = 0;
-  auto const* end = value.data() + value.size();
+  double v             = 0;
+  auto const* end      = value.data() + value.size();
   auto const [ptr, ec] = std::from_chars(value.data(), end, v);
-  STASH_EXPECTS(!value.empty() && ec == std::errc() && ptr == end && std::isfinite(v),
-                "cluster spec: '" + std::string(key) + "=" + std::string(value) +
-                  "' is not a number");
+  STASH_EXPECTS(
+      !value.empty() && ec == std::errc() && ptr == end && std::isfinite(v),
+      "cluster spec: '" + std::string(key) + "=" + std::string(value) + "' is not a number");
   return v;
 }
 
 [[nodiscard]] inline std::uint32_t parse_spec_count(std::string_view key, std::string_view value)
 {
-  std::uint32_t v = 0;
-  auto const* end = value.data() + value.size();
+  std::uint32_t v      = 0;
+  auto const* end      = value.data() + value.size();
   auto const [ptr, ec] = std::from_chars(value.data(), end, v);
   STASH_EXPECTS(!value.empty() && ec == std::errc() && ptr == end && v > 0,
                 "cluster spec: '" + std::string(key) + "=" + std::string(value) +
-                  "' must be a positive integer");
+                    "' must be a positive integer");
   return v;
 }
 
@@ -130,8 +131,9 @@ namespace detail {
   std::string hw_name(default_cluster_hardware);
   std::vector<std::string> seen;
   std::size_t pos = 0;
-  STASH_EXPECTS(!spec.empty(), "cluster spec is empty (example: nodes=16,gpus=8,intra=nvlink,"
-                               "inter_gbps=100,latency_us=5)");
+  STASH_EXPECTS(!spec.empty(),
+                "cluster spec is empty (example: nodes=16,gpus=8,intra=nvlink,"
+                "inter_gbps=100,latency_us=5)");
   while (pos <= spec.size()) {
     auto const comma = spec.find(',', pos);
     auto const stop  = comma == std::string_view::npos ? spec.size() : comma;
@@ -161,7 +163,8 @@ namespace detail {
       intra_gbps = positive(detail::parse_spec_number(key, value));
     } else if (key == "intra_latency_us") {
       intra_latency_us = detail::parse_spec_number(key, value);
-      STASH_EXPECTS(intra_latency_us >= 0, "cluster spec: '" + std::string(pair) + "' must be >= 0");
+      STASH_EXPECTS(intra_latency_us >= 0,
+                    "cluster spec: '" + std::string(pair) + "' must be >= 0");
     } else if (key == "inter_gbps") {
       inter_gbps = positive(detail::parse_spec_number(key, value));
     } else if (key == "latency_us") {
@@ -179,13 +182,13 @@ namespace detail {
   STASH_EXPECTS(c.nodes == 1 || inter_gbps > 0,
                 "cluster spec: inter_gbps is required when nodes > 1");
   auto const& preset = intra_link(intra_name);
-  c.intra = link_spec{std::string(preset.name),
+  c.intra            = link_spec{std::string(preset.name),
                       intra_gbps > 0 ? intra_gbps * 1e9 / 8 : preset.bytes_per_s,
                       intra_latency_us >= 0 ? intra_latency_us * 1e-6 : preset.latency_s};
   // A single node never uses the network; give it a defined value so printing stays simple.
   c.inter = link_spec{"network", inter_gbps > 0 ? inter_gbps * 1e9 / 8 : c.intra.bytes_per_s,
                       latency_us >= 0 ? latency_us * 1e-6 : default_inter_latency_s};
-  c.hw = hardware_preset(hw_name);
+  c.hw    = hardware_preset(hw_name);
   return c;
 }
 

@@ -51,9 +51,9 @@ struct cost_params {
 /// for empty sizes.
 [[nodiscard]] inline double codec_ratio_of(std::uint64_t raw_bytes, std::uint64_t encoded_bytes)
 {
-  STASH_EXPECTS(raw_bytes > 0 && encoded_bytes > 0,
-                "codec_ratio_of: sizes must be positive (raw " + std::to_string(raw_bytes) +
-                  " B, encoded " + std::to_string(encoded_bytes) + " B)");
+  STASH_EXPECTS(raw_bytes > 0 && encoded_bytes > 0, "codec_ratio_of: sizes must be positive (raw " +
+                                                        std::to_string(raw_bytes) + " B, encoded " +
+                                                        std::to_string(encoded_bytes) + " B)");
   return static_cast<double>(raw_bytes) / static_cast<double>(encoded_bytes);
 }
 
@@ -65,19 +65,18 @@ class cost_model {
   {
     auto positive = [](double v) { return v > 0 && std::isfinite(v); };
     STASH_EXPECTS(positive(hw.pcie_d2h_bytes_per_s) && positive(hw.pcie_h2d_bytes_per_s) &&
-                    positive(hw.device_bytes_per_s) && positive(hw.fp32_flops_per_s),
+                      positive(hw.device_bytes_per_s) && positive(hw.fp32_flops_per_s),
                   "hardware '" + std::string(hw.name) + "': rates must be positive");
     STASH_EXPECTS(hw.pcie_latency_s >= 0 && hw.kernel_launch_s >= 0,
                   "hardware '" + std::string(hw.name) + "': latencies must be >= 0");
     STASH_EXPECTS(params.compute_efficiency > 0 && params.compute_efficiency <= 1,
                   "cost_params.compute_efficiency must be in (0, 1], got " +
-                    std::to_string(params.compute_efficiency));
+                      std::to_string(params.compute_efficiency));
     STASH_EXPECTS(params.memory_efficiency > 0 && params.memory_efficiency <= 1,
                   "cost_params.memory_efficiency must be in (0, 1], got " +
-                    std::to_string(params.memory_efficiency));
-    STASH_EXPECTS(positive(params.codec_ratio),
-                  "cost_params.codec_ratio must be positive, got " +
-                    std::to_string(params.codec_ratio));
+                      std::to_string(params.memory_efficiency));
+    STASH_EXPECTS(positive(params.codec_ratio), "cost_params.codec_ratio must be positive, got " +
+                                                    std::to_string(params.codec_ratio));
     STASH_EXPECTS(params.codec_bandwidth_fraction > 0,
                   "cost_params.codec_bandwidth_fraction must be positive");
     STASH_EXPECTS(params.view_op_s >= 0, "cost_params.view_op_s must be >= 0");
@@ -92,10 +91,10 @@ class cost_model {
   [[nodiscard]] double op_time(op_work const& w) const noexcept
   {
     if (w.view) { return params_.view_op_s; }
-    double const memory = static_cast<double>(w.bytes) /
-                          (hw_.device_bytes_per_s * params_.memory_efficiency);
+    double const memory =
+        static_cast<double>(w.bytes) / (hw_.device_bytes_per_s * params_.memory_efficiency);
     double const compute =
-      params_.use_flops ? w.flops / (hw_.fp32_flops_per_s * params_.compute_efficiency) : 0.0;
+        params_.use_flops ? w.flops / (hw_.fp32_flops_per_s * params_.compute_efficiency) : 0.0;
     return hw_.kernel_launch_s + std::max(memory, compute);
   }
 
@@ -145,8 +144,8 @@ class cost_model {
   [[nodiscard]] double codec_time(std::uint64_t bytes) const noexcept
   {
     if (!params_.use_codec) { return 0.0; }
-    return hw_.kernel_launch_s + static_cast<double>(bytes) / (hw_.device_bytes_per_s *
-                                                               params_.codec_bandwidth_fraction);
+    return hw_.kernel_launch_s +
+           static_cast<double>(bytes) / (hw_.device_bytes_per_s * params_.codec_bandwidth_fraction);
   }
 
   hardware hw_;

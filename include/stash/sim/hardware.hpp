@@ -45,25 +45,25 @@ inline constexpr double pcie5_x16_raw_bytes_per_s = 63.015e9;
 
 /// @brief The presets, in order of link generation.
 inline constexpr std::array<hardware, 4> hardware_presets = {{
-  {"pcie3_x16",
-   "vDNN's platform: Titan X (Maxwell, 12 GB GDDR5, 336.5 GB/s, 6.14 TFLOP/s fp32 = 3072 cores x "
-   "1.0 GHz x 2) on PCIe gen3 x16, 12.8 GB/s achieved as measured in the vDNN paper",
-   12.8e9, 12.8e9, 10e-6, 336.5e9, 6.14e12, 5e-6, 12ull << 30},
-  {"pcie4_x16",
-   "A100 PCIe 40 GB (1555 GB/s, 19.5 TFLOP/s fp32) on PCIe gen4 x16; achieved link rate = raw x "
-   "vDNN's gen3 efficiency",
-   pcie4_x16_raw_bytes_per_s * pcie_achieved_fraction,
-   pcie4_x16_raw_bytes_per_s * pcie_achieved_fraction, 10e-6, 1555e9, 19.5e12, 3e-6, 40ull << 30},
-  {"pcie5_x16",
-   "H100 PCIe 80 GB (2.0 TB/s HBM2e, 51.2 TFLOP/s fp32) on PCIe gen5 x16; achieved link rate = "
-   "raw x vDNN's gen3 efficiency",
-   pcie5_x16_raw_bytes_per_s * pcie_achieved_fraction,
-   pcie5_x16_raw_bytes_per_s * pcie_achieved_fraction, 10e-6, 2039e9, 51.2e12, 3e-6, 80ull << 30},
-  {"h100_sxm",
-   "H100 SXM5 80 GB (3.35 TB/s HBM3, 66.9 TFLOP/s fp32); host link PCIe gen5 x16, achieved rate "
-   "= raw x vDNN's gen3 efficiency (not measured here)",
-   pcie5_x16_raw_bytes_per_s * pcie_achieved_fraction,
-   pcie5_x16_raw_bytes_per_s * pcie_achieved_fraction, 10e-6, 3350e9, 66.9e12, 3e-6, 80ull << 30},
+    {"pcie3_x16",
+     "vDNN's platform: Titan X (Maxwell, 12 GB GDDR5, 336.5 GB/s, 6.14 TFLOP/s fp32 = 3072 cores x "
+     "1.0 GHz x 2) on PCIe gen3 x16, 12.8 GB/s achieved as measured in the vDNN paper",
+     12.8e9, 12.8e9, 10e-6, 336.5e9, 6.14e12, 5e-6, 12ull << 30},
+    {"pcie4_x16",
+     "A100 PCIe 40 GB (1555 GB/s, 19.5 TFLOP/s fp32) on PCIe gen4 x16; achieved link rate = raw x "
+     "vDNN's gen3 efficiency",
+     pcie4_x16_raw_bytes_per_s* pcie_achieved_fraction,
+     pcie4_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6, 1555e9, 19.5e12, 3e-6, 40ull << 30},
+    {"pcie5_x16",
+     "H100 PCIe 80 GB (2.0 TB/s HBM2e, 51.2 TFLOP/s fp32) on PCIe gen5 x16; achieved link rate = "
+     "raw x vDNN's gen3 efficiency",
+     pcie5_x16_raw_bytes_per_s* pcie_achieved_fraction,
+     pcie5_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6, 2039e9, 51.2e12, 3e-6, 80ull << 30},
+    {"h100_sxm",
+     "H100 SXM5 80 GB (3.35 TB/s HBM3, 66.9 TFLOP/s fp32); host link PCIe gen5 x16, achieved rate "
+     "= raw x vDNN's gen3 efficiency (not measured here)",
+     pcie5_x16_raw_bytes_per_s* pcie_achieved_fraction,
+     pcie5_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6, 3350e9, 66.9e12, 3e-6, 80ull << 30},
 }};
 
 /// @brief The names of all presets, for tools and error messages.

@@ -32,9 +32,9 @@ namespace stash {
 
 /// @brief Work of one op: FLOPs (0 = not derivable) and bytes read plus bytes written.
 struct op_work {
-  double flops{};            ///< floating-point operations, 0 when not derivable from sizes
-  std::uint64_t bytes{};     ///< bytes of the storages it reads plus those it writes, as listed
-  bool view{};               ///< writes nothing: a view or metadata op that launches no kernel
+  double flops{};         ///< floating-point operations, 0 when not derivable from sizes
+  std::uint64_t bytes{};  ///< bytes of the storages it reads plus those it writes, as listed
+  bool view{};            ///< writes nothing: a view or metadata op that launches no kernel
 };
 
 /// @brief Element size in bytes from the trace header's `dtype` (float32 when absent).
@@ -45,7 +45,8 @@ struct op_work {
   if (dtype == "float32" || dtype == "int32") { return 4; }
   if (dtype == "float16" || dtype == "bfloat16") { return 2; }
   if (dtype == "float64" || dtype == "int64") { return 8; }
-  STASH_FAIL("trace header dtype '" + std::string(dtype) + "' is not one the cost model knows "
+  STASH_FAIL("trace header dtype '" + std::string(dtype) +
+             "' is not one the cost model knows "
              "(float32, float16, bfloat16, float64, int32, int64)");
 }
 
@@ -55,8 +56,8 @@ struct op_work {
   auto const ops      = t.ops();
   auto const storages = t.storages();
   double const elem   = static_cast<double>(trace_element_bytes(t));
-  auto elements       = [&](storage_id id) { return static_cast<double>(storages[id].bytes) / elem; };
-  auto divides        = [](double whole, double part) {
+  auto elements = [&](storage_id id) { return static_cast<double>(storages[id].bytes) / elem; };
+  auto divides  = [](double whole, double part) {
     return part >= 1.0 && std::fmod(whole, part) == 0.0;
   };
 
@@ -76,7 +77,7 @@ struct op_work {
         }
       }
     }
-    w.view = o.writes.empty();
+    w.view                      = o.writes.empty();
     std::string_view const name = o.name;
     if ((name == "aten::mm" && o.reads.size() >= 2 && !o.writes.empty()) ||
         (name == "aten::addmm" && o.reads.size() >= 3 && !o.writes.empty())) {
@@ -104,7 +105,7 @@ struct op_work {
       }
       double const wt = elements(o.reads[1]);
       if (k > 0 && divides(elements(y), k) && divides(wt, k)) {
-        w.flops = 2.0 * elements(y) / k * wt;
+        w.flops                          = 2.0 * elements(y) / k * wt;
         conv_flops_by_weight[o.reads[1]] = w.flops;
       }
     } else if (name == "aten::convolution_backward" && o.reads.size() >= 3) {

@@ -106,7 +106,7 @@ class statistical_efficiency {
                     "statistical efficiency: table batches and epochs must be positive");
       STASH_EXPECTS(i == 0 || points[i].global_batch > points[i - 1].global_batch,
                     "statistical efficiency: table batch " +
-                      std::to_string(points[i].global_batch) + " appears twice");
+                        std::to_string(points[i].global_batch) + " appears twice");
     }
     statistical_efficiency e;
     e.table_ = std::move(points);
@@ -117,7 +117,9 @@ class statistical_efficiency {
   /// outside a table's range.
   [[nodiscard]] std::optional<double> epochs(double global_batch, double dataset_samples) const
   {
-    if (table_.empty()) { return s_min_ * (1.0 + b_noise_ / global_batch) * global_batch / dataset_samples; }
+    if (table_.empty()) {
+      return s_min_ * (1.0 + b_noise_ / global_batch) * global_batch / dataset_samples;
+    }
     if (global_batch < table_.front().global_batch || global_batch > table_.back().global_batch) {
       return std::nullopt;
     }
@@ -125,7 +127,8 @@ class statistical_efficiency {
       auto const& a = table_[i];
       auto const& b = table_[i + 1];
       if (global_batch <= b.global_batch) {
-        double const w = std::log(global_batch / a.global_batch) / std::log(b.global_batch / a.global_batch);
+        double const w =
+            std::log(global_batch / a.global_batch) / std::log(b.global_batch / a.global_batch);
         return a.epochs + w * (b.epochs - a.epochs);
       }
     }
@@ -136,8 +139,8 @@ class statistical_efficiency {
   [[nodiscard]] std::string describe() const
   {
     if (table_.empty()) {
-      return "steps(B) = S_min (1 + B_noise / B), S_min = " + format(s_min_) + ", B_noise = " +
-             format(b_noise_);
+      return "steps(B) = S_min (1 + B_noise / B), S_min = " + format(s_min_) +
+             ", B_noise = " + format(b_noise_);
     }
     std::string out = "table (global batch: epochs, log-linear between rows)";
     for (auto const& p : table_) { out += " " + format(p.global_batch) + ":" + format(p.epochs); }
@@ -181,50 +184,50 @@ struct projection_params {
 
 /// @brief One projected configuration.
 struct projection_config {
-  std::uint64_t dp{};             ///< data-parallel degree (replicas)
-  std::uint64_t mp{};             ///< model-parallel degree (pipeline stages per replica)
-  std::uint64_t devices{};        ///< dp x mp
-  std::uint64_t global_batch{};   ///< dp x replica batch
-  std::uint32_t micro_batches{};  ///< pipeline micro-batches (1 when mp = 1)
-  bool fits{};                    ///< fits the budget as is or with `policy`
-  bool offload{};                 ///< fits only with a swap policy
-  std::string policy;             ///< "no_swap" when it fits as is, the swap policy, or empty
+  std::uint64_t dp{};                 ///< data-parallel degree (replicas)
+  std::uint64_t mp{};                 ///< model-parallel degree (pipeline stages per replica)
+  std::uint64_t devices{};            ///< dp x mp
+  std::uint64_t global_batch{};       ///< dp x replica batch
+  std::uint32_t micro_batches{};      ///< pipeline micro-batches (1 when mp = 1)
+  bool fits{};                        ///< fits the budget as is or with `policy`
+  bool offload{};                     ///< fits only with a swap policy
+  std::string policy;                 ///< "no_swap" when it fits as is, the swap policy, or empty
   std::uint64_t device_peak_bytes{};  ///< largest per-device peak (with the policy, if any)
-  double step_s{};                ///< time per step
-  double pipeline_s{};            ///< (m + mp - 1) x slowest stage per micro-batch
-  double boundary_s{};            ///< largest per-micro-batch stage-boundary receive time
-  double allreduce_s{};           ///< largest full all-reduce time of a stage (overlap aside)
-  double allreduce_exposed_s{};   ///< largest all-reduce time left after backward
-  double offload_stall_s{};       ///< largest simulated offload stall of a stage
-  std::uint64_t steps_per_epoch{};        ///< ceil(dataset / global batch)
-  std::optional<double> epochs_to_target; ///< from the statistical-efficiency model
-  std::optional<double> time_to_train_s;  ///< epochs x steps per epoch x step
-  bool best{};                    ///< the fitting configuration with the least time to train
+  double step_s{};                    ///< time per step
+  double pipeline_s{};                ///< (m + mp - 1) x slowest stage per micro-batch
+  double boundary_s{};                ///< largest per-micro-batch stage-boundary receive time
+  double allreduce_s{};               ///< largest full all-reduce time of a stage (overlap aside)
+  double allreduce_exposed_s{};       ///< largest all-reduce time left after backward
+  double offload_stall_s{};           ///< largest simulated offload stall of a stage
+  std::uint64_t steps_per_epoch{};    ///< ceil(dataset / global batch)
+  std::optional<double> epochs_to_target;  ///< from the statistical-efficiency model
+  std::optional<double> time_to_train_s;   ///< epochs x steps per epoch x step
+  bool best{};  ///< the fitting configuration with the least time to train
 };
 
 /// @brief What project() found, with the assumptions it used.
 struct projection_result {
   std::vector<std::pair<std::string, std::string>> assumptions;  ///< name, value
-  std::vector<projection_config> configs;  ///< by devices, then mp
-  std::optional<std::size_t> best;         ///< index into configs
+  std::vector<projection_config> configs;                        ///< by devices, then mp
+  std::optional<std::size_t> best;                               ///< index into configs
 };
 
 namespace detail {
 
 /// Everything about one model-parallel degree that does not depend on dp.
 struct stage_analysis {
-  std::vector<double> compute_s;        // per stage: forward+backward per micro-batch
-  std::vector<double> backward_s;       // per stage: backward per micro-batch
-  std::vector<double> optimizer_s;      // per stage
-  std::vector<double> receive_s;        // per stage, per micro-batch
+  std::vector<double> compute_s;           // per stage: forward+backward per micro-batch
+  std::vector<double> backward_s;          // per stage: backward per micro-batch
+  std::vector<double> optimizer_s;         // per stage
+  std::vector<double> receive_s;           // per stage, per micro-batch
   std::vector<std::uint64_t> param_bytes;  // per stage
   std::vector<std::vector<std::pair<double, std::uint64_t>>> grads;  // (ready time in bwd, bytes)
-  std::vector<std::uint64_t> peak;      // per stage, as is, at replica batch
+  std::vector<std::uint64_t> peak;  // per stage, as is, at replica batch
   bool fits_as_is{};
-  std::string policy;                   // best fitting policy when !fits_as_is
+  std::string policy;  // best fitting policy when !fits_as_is
   bool fits_with_policy{};
-  std::uint64_t policy_peak{};          // largest per-stage peak with that policy
-  double policy_stall_s{};              // largest stall with it
+  std::uint64_t policy_peak{};  // largest per-stage peak with that policy
+  double policy_stall_s{};      // largest stall with it
 };
 
 [[nodiscard]] inline std::string format_number(double v)
@@ -249,16 +252,16 @@ struct stage_analysis {
 {
   auto const recorded = detail::recorded_batch(t);
   auto const batch    = params.replica_batch == 0 ? recorded : params.replica_batch;
-  auto const budget   = params.device_budget_bytes == 0 ? c.hw.device_memory_bytes
-                                                        : params.device_budget_bytes;
+  auto const budget =
+      params.device_budget_bytes == 0 ? c.hw.device_memory_bytes : params.device_budget_bytes;
   STASH_EXPECTS(params.dataset_samples > 0, "projection: dataset_samples must be positive");
   STASH_EXPECTS(params.micro_batches > 0 && batch % params.micro_batches == 0,
                 "projection: micro_batches (" + std::to_string(params.micro_batches) +
-                  ") must divide the replica batch (" + std::to_string(batch) + ")");
+                    ") must divide the replica batch (" + std::to_string(batch) + ")");
   STASH_EXPECTS(params.max_mp > 0 && params.bucket_bytes > 0,
                 "projection: max_mp and bucket_bytes must be positive");
   STASH_EXPECTS(c.nodes > 0 && c.gpus_per_node > 0 && c.intra.bytes_per_s > 0 &&
-                  c.inter.bytes_per_s > 0 && c.intra.latency_s >= 0 && c.inter.latency_s >= 0,
+                    c.inter.bytes_per_s > 0 && c.intra.latency_s >= 0 && c.inter.latency_s >= 0,
                 "projection: cluster counts and link rates must be positive");
   cost_model const model(c.hw, params.cost);
   auto const units = detail::assign_units(t);
@@ -271,26 +274,30 @@ struct stage_analysis {
     if (it == scaled.end()) {
       auto tr    = detail::scale_trace_batch(t, b);
       auto times = model.op_times(tr);
-      it = scaled.emplace(b, std::make_pair(std::move(tr), std::move(times))).first;
+      it         = scaled.emplace(b, std::make_pair(std::move(tr), std::move(times))).first;
     }
     return it->second;
   };
 
   auto const analyse = [&](std::uint64_t k) {
-    std::uint32_t const m = k == 1 ? 1 : params.micro_batches;
-    auto const& [full, full_times] = at_batch(batch);
+    std::uint32_t const m            = k == 1 ? 1 : params.micro_batches;
+    auto const& [full, full_times]   = at_batch(batch);
     auto const& [micro, micro_times] = at_batch(batch / m);
-    auto const n = t.ops().size();
+    auto const n                     = t.ops().size();
     std::vector<double> unit_time(units.units, 0.0);
     std::vector<std::uint64_t> unit_mem(units.units, 0);
     for (std::size_t i = 0; i < n; ++i) { unit_time[units.op_unit[i]] += full_times[i]; }
     for (std::size_t id = 0; id < full.storages().size(); ++id) {
       auto const kind = full.storages()[id].kind;
-      if (kind != storage_kind::temp) { unit_mem[units.storage_unit[id]] += full.storages()[id].bytes; }
+      if (kind != storage_kind::temp) {
+        unit_mem[units.storage_unit[id]] += full.storages()[id].bytes;
+      }
     }
-    auto const split = detail::split_units(unit_time, unit_mem, k, budget);
+    auto const split       = detail::split_units(unit_time, unit_mem, k, budget);
     auto const stage_of_op = [&](std::size_t op) { return split.unit_stage[units.op_unit[op]]; };
-    auto const stage_of_storage = [&](storage_id id) { return split.unit_stage[units.storage_unit[id]]; };
+    auto const stage_of_storage = [&](storage_id id) {
+      return split.unit_stage[units.storage_unit[id]];
+    };
 
     detail::stage_analysis a;
     a.compute_s.assign(k, 0);
@@ -352,7 +359,7 @@ struct stage_analysis {
     if (!a.fits_as_is && params.try_offload) {
       for (auto const name : swap_policy_names()) {
         if (name == "no_swap") { continue; }
-        bool ok = true;
+        bool ok            = true;
         std::uint64_t peak = 0;
         double stall       = 0;
         for (std::size_t s = 0; s < k && ok; ++s) {
@@ -363,9 +370,9 @@ struct stage_analysis {
           try {
             auto const plan = plan_by_name(name, stage_traces[s], model, budget);
             auto const sim  = simulate(stage_traces[s], model, plan, sim_options{false});
-            ok    = sim.device_peak <= budget;
-            peak  = std::max(peak, sim.device_peak);
-            stall = std::max(stall, sim.iteration_s - sim.compute_s);
+            ok              = sim.device_peak <= budget;
+            peak            = std::max(peak, sim.device_peak);
+            stall           = std::max(stall, sim.iteration_s - sim.compute_s);
           } catch (logic_error const&) {
             ok = false;  // a policy that cannot plan this stage does not make it fit
           }
@@ -398,8 +405,9 @@ struct stage_analysis {
   add("memory_efficiency", detail::format_number(params.cost.memory_efficiency));
   add("batch_scaling", "act/input/forward-backward temp sizes x b/B, params/grads/optstate fixed");
   add("pipeline", "GPipe: (m + mp - 1) x slowest stage per micro-batch, transfers not overlapped");
-  add("allreduce", "ring per stage, 2(N-1) latency + 2(N-1)/N bytes/rate per bucket, overlapped "
-                   "with the last micro-batch's backward; multi-node rings share the node network");
+  add("allreduce",
+      "ring per stage, 2(N-1) latency + 2(N-1)/N bytes/rate per bucket, overlapped "
+      "with the last micro-batch's backward; multi-node rings share the node network");
   add("offload", params.try_offload ? "swap policies planned at the budget, simulated" : "off");
 
   std::vector<std::uint64_t> counts = params.device_counts;
@@ -410,9 +418,10 @@ struct stage_analysis {
   std::map<std::uint64_t, detail::stage_analysis> by_k;
   for (auto const d : counts) {
     STASH_EXPECTS(d >= 1 && d <= c.devices(), "projection: device count " + std::to_string(d) +
-                                                 " is outside the cluster's 1.." +
-                                                 std::to_string(c.devices()));
-    for (std::uint64_t k = 1; k <= std::min<std::uint64_t>({params.max_mp, d, units.units}); k *= 2) {
+                                                  " is outside the cluster's 1.." +
+                                                  std::to_string(c.devices()));
+    for (std::uint64_t k = 1; k <= std::min<std::uint64_t>({params.max_mp, d, units.units});
+         k *= 2) {
       if (d % k != 0) { continue; }
       auto it = by_k.find(k);
       if (it == by_k.end()) { it = by_k.emplace(k, analyse(k)).first; }
@@ -426,8 +435,8 @@ struct stage_analysis {
       cfg.fits          = a.fits_as_is || a.fits_with_policy;
       cfg.offload       = !a.fits_as_is && a.fits_with_policy;
       cfg.policy        = a.fits_as_is ? "no_swap" : a.fits_with_policy ? a.policy : "";
-      cfg.device_peak_bytes = cfg.offload ? a.policy_peak
-                                          : *std::max_element(a.peak.begin(), a.peak.end());
+      cfg.device_peak_bytes =
+          cfg.offload ? a.policy_peak : *std::max_element(a.peak.begin(), a.peak.end());
       cfg.offload_stall_s = cfg.offload ? a.policy_stall_s : 0.0;
 
       double slowest = 0, tail = 0;
@@ -438,7 +447,7 @@ struct stage_analysis {
         if (cfg.dp > 1) {
           // Ring over the dp devices holding stage s: devices r*k + s.
           auto const first_node = s / g, last_node = ((cfg.dp - 1) * k + s) / g;
-          link_spec ring        = c.intra;
+          link_spec ring = c.intra;
           if (first_node != last_node) {
             // The node's network carries the rings of every stage placed on that node; each
             // gets a share proportional to its bytes, so all finish as one ring of their total.
@@ -448,13 +457,14 @@ struct stage_analysis {
             }
             double const share = node_bytes == 0 ? 1.0
                                                  : static_cast<double>(a.param_bytes[s]) /
-                                                     static_cast<double>(node_bytes);
+                                                       static_cast<double>(node_bytes);
             ring = link_spec{"ring", std::min(c.intra.bytes_per_s, c.inter.bytes_per_s * share),
                              std::max(c.intra.latency_s, c.inter.latency_s)};
           }
           double const nd = static_cast<double>(cfg.dp);
           auto ar_time    = [&](double bytes) {
-            return 2.0 * (nd - 1.0) * ring.latency_s + 2.0 * (nd - 1.0) / nd * bytes / ring.bytes_per_s;
+            return 2.0 * (nd - 1.0) * ring.latency_s +
+                   2.0 * (nd - 1.0) / nd * bytes / ring.bytes_per_s;
           };
           // Buckets in production order; bytes of params without gradients (BatchNorm
           // statistics) go with the last bucket, since the issue counts all param bytes.
@@ -470,7 +480,8 @@ struct stage_analysis {
               bucket = 0;
             }
           }
-          bucket += static_cast<double>(a.param_bytes[s] > grad_bytes ? a.param_bytes[s] - grad_bytes : 0);
+          bucket += static_cast<double>(
+              a.param_bytes[s] > grad_bytes ? a.param_bytes[s] - grad_bytes : 0);
           if (bucket > 0) {
             ring_free = std::max(ring_free, a.backward_s[s]) + ar_time(bucket);
             total += ar_time(bucket);
@@ -479,16 +490,16 @@ struct stage_analysis {
           cfg.allreduce_s = std::max(cfg.allreduce_s, total);
         }
         cfg.allreduce_exposed_s = std::max(cfg.allreduce_exposed_s, exposed);
-        tail = std::max(tail, exposed + a.optimizer_s[s]);
+        tail                    = std::max(tail, exposed + a.optimizer_s[s]);
       }
-      cfg.pipeline_s = static_cast<double>(cfg.micro_batches + k - 1) * slowest;
-      cfg.step_s     = cfg.pipeline_s + tail + cfg.offload_stall_s;
+      cfg.pipeline_s       = static_cast<double>(cfg.micro_batches + k - 1) * slowest;
+      cfg.step_s           = cfg.pipeline_s + tail + cfg.offload_stall_s;
       auto const samples   = static_cast<double>(params.dataset_samples);
       cfg.steps_per_epoch  = (params.dataset_samples + cfg.global_batch - 1) / cfg.global_batch;
       cfg.epochs_to_target = efficiency.epochs(static_cast<double>(cfg.global_batch), samples);
       if (cfg.epochs_to_target) {
         cfg.time_to_train_s =
-          *cfg.epochs_to_target * static_cast<double>(cfg.steps_per_epoch) * cfg.step_s;
+            *cfg.epochs_to_target * static_cast<double>(cfg.steps_per_epoch) * cfg.step_s;
       }
       r.configs.push_back(std::move(cfg));
     }
@@ -507,9 +518,10 @@ inline void print_projection_table(std::ostream& out, projection_result const& r
 {
   for (auto const& [name, value] : r.assumptions) { out << "# " << name << ": " << value << '\n'; }
   char line[320];
-  std::snprintf(line, sizeof line, "%6s %4s %4s %7s %-10s %10s %10s %9s %9s %9s %9s %8s %8s %12s %s\n",
-                "dev", "dp", "mp", "gbatch", "policy", "peak_GiB", "step_ms", "bound_ms",
-                "ar_ms", "ar_exp_ms", "stall_ms", "steps/ep", "epochs", "train_h", "best");
+  std::snprintf(line, sizeof line,
+                "%6s %4s %4s %7s %-10s %10s %10s %9s %9s %9s %9s %8s %8s %12s %s\n", "dev", "dp",
+                "mp", "gbatch", "policy", "peak_GiB", "step_ms", "bound_ms", "ar_ms", "ar_exp_ms",
+                "stall_ms", "steps/ep", "epochs", "train_h", "best");
   out << line;
   for (auto const& cfg : r.configs) {
     char hours[32];
@@ -518,16 +530,16 @@ inline void print_projection_table(std::ostream& out, projection_result const& r
     } else {
       std::snprintf(hours, sizeof hours, "%s", cfg.fits ? "-" : "no fit");
     }
-    std::snprintf(line, sizeof line,
-                  "%6llu %4llu %4llu %7llu %-10s %10.3f %10.3f %9.3f %9.3f %9.3f %9.3f %8llu %8.4g %12s %s\n",
-                  static_cast<unsigned long long>(cfg.devices), static_cast<unsigned long long>(cfg.dp),
-                  static_cast<unsigned long long>(cfg.mp),
-                  static_cast<unsigned long long>(cfg.global_batch),
-                  cfg.policy.empty() ? "-" : cfg.policy.c_str(),
-                  static_cast<double>(cfg.device_peak_bytes) / double(1ull << 30), cfg.step_s * 1e3,
-                  cfg.boundary_s * 1e3, cfg.allreduce_s * 1e3, cfg.allreduce_exposed_s * 1e3,
-                  cfg.offload_stall_s * 1e3, static_cast<unsigned long long>(cfg.steps_per_epoch),
-                  cfg.epochs_to_target.value_or(std::nan("")), hours, cfg.best ? "*" : "");
+    std::snprintf(
+        line, sizeof line,
+        "%6llu %4llu %4llu %7llu %-10s %10.3f %10.3f %9.3f %9.3f %9.3f %9.3f %8llu %8.4g %12s %s\n",
+        static_cast<unsigned long long>(cfg.devices), static_cast<unsigned long long>(cfg.dp),
+        static_cast<unsigned long long>(cfg.mp), static_cast<unsigned long long>(cfg.global_batch),
+        cfg.policy.empty() ? "-" : cfg.policy.c_str(),
+        static_cast<double>(cfg.device_peak_bytes) / double(1ull << 30), cfg.step_s * 1e3,
+        cfg.boundary_s * 1e3, cfg.allreduce_s * 1e3, cfg.allreduce_exposed_s * 1e3,
+        cfg.offload_stall_s * 1e3, static_cast<unsigned long long>(cfg.steps_per_epoch),
+        cfg.epochs_to_target.value_or(std::nan("")), hours, cfg.best ? "*" : "");
     out << line;
   }
 }
@@ -549,8 +561,8 @@ inline void write_projection_configs_json(std::ostream& out, projection_result c
         << ",\"devices\":" << cfg.devices << ",\"global_batch\":" << cfg.global_batch
         << ",\"policy\":" << (cfg.policy.empty() ? "null" : "\"" + cfg.policy + "\"")
         << ",\"fits\":" << (cfg.fits ? "true" : "false")
-        << ",\"device_peak_bytes\":" << cfg.device_peak_bytes << ",\"step_ms\":" << num(cfg.step_s * 1e3)
-        << ",\"epochs_to_target\":"
+        << ",\"device_peak_bytes\":" << cfg.device_peak_bytes
+        << ",\"step_ms\":" << num(cfg.step_s * 1e3) << ",\"epochs_to_target\":"
         << (cfg.epochs_to_target ? num(*cfg.epochs_to_target) : std::string("null"))
         << ",\"time_to_train_s\":"
         << (cfg.time_to_train_s && cfg.fits ? num(*cfg.time_to_train_s) : std::string("null"))
@@ -567,10 +579,10 @@ inline void write_projection_svg(std::ostream& out, projection_result const& r)
   double max_dev = 1, min_t = 0, max_t = 0;
   for (auto const& cfg : r.configs) {
     if (!cfg.fits || !cfg.time_to_train_s) { continue; }
-    max_dev = std::max(max_dev, static_cast<double>(cfg.devices));
+    max_dev            = std::max(max_dev, static_cast<double>(cfg.devices));
     double const hours = *cfg.time_to_train_s / 3600.0;
-    min_t = min_t == 0 ? hours : std::min(min_t, hours);
-    max_t = std::max(max_t, hours);
+    min_t              = min_t == 0 ? hours : std::min(min_t, hours);
+    max_t              = std::max(max_t, hours);
   }
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
@@ -578,16 +590,19 @@ inline void write_projection_svg(std::ostream& out, projection_result const& r)
     out << "<text x=\"20\" y=\"40\">no configuration fits</text>\n</svg>\n";
     return;
   }
-  double const lo = std::floor(std::log10(min_t)), hi = std::max(lo + 1, std::ceil(std::log10(max_t)));
+  double const lo    = std::floor(std::log10(min_t)),
+               hi    = std::max(lo + 1, std::ceil(std::log10(max_t)));
   double const xspan = std::max(1.0, std::log2(max_dev));
   auto x = [&](double devices) { return left + (w - left - right) * std::log2(devices) / xspan; };
-  auto y = [&](double hours) { return h - bottom - (h - top - bottom) * (std::log10(hours) - lo) / (hi - lo); };
+  auto y = [&](double hours) {
+    return h - bottom - (h - top - bottom) * (std::log10(hours) - lo) / (hi - lo);
+  };
   out << "<line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\""
       << h - bottom << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top
       << "\" x2=\"" << left << "\" y2=\"" << h - bottom << "\" stroke=\"black\"/>\n";
   for (double d = 1; d <= max_dev; d *= 2) {
-    out << "<text x=\"" << x(d) << "\" y=\"" << h - bottom + 16 << "\" text-anchor=\"middle\">"
-        << d << "</text>\n";
+    out << "<text x=\"" << x(d) << "\" y=\"" << h - bottom + 16 << "\" text-anchor=\"middle\">" << d
+        << "</text>\n";
   }
   for (double e = lo; e <= hi; e += 1) {
     out << "<text x=\"" << left - 6 << "\" y=\"" << y(std::pow(10, e)) + 4
@@ -596,7 +611,8 @@ inline void write_projection_svg(std::ostream& out, projection_result const& r)
   out << "<text x=\"" << (left + w - right) / 2 << "\" y=\"" << h - 10
       << "\" text-anchor=\"middle\">devices</text>\n<text x=\"14\" y=\"" << top - 10
       << "\">projected time to train (hours)</text>\n";
-  char const* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
+  char const* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                           "#ff7f0e", "#8c564b", "#e377c2"};
   std::map<std::uint64_t, std::vector<projection_config const*>> lines;
   for (auto const& cfg : r.configs) {
     if (cfg.fits && cfg.time_to_train_s) { lines[cfg.mp].push_back(&cfg); }

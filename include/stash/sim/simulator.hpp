@@ -45,19 +45,22 @@ enum class stall_cause : std::uint8_t {
 [[nodiscard]] constexpr std::string_view to_string(stall_cause c) noexcept
 {
   switch (c) {
-    case stall_cause::transfer: return "transfer";
-    case stall_cause::h2d_busy: return "h2d_busy";
-    case stall_cause::offload_pending: return "offload_pending";
+    case stall_cause::transfer:
+      return "transfer";
+    case stall_cause::h2d_busy:
+      return "h2d_busy";
+    case stall_cause::offload_pending:
+      return "offload_pending";
   }
   return "?";
 }
 
 /// @brief One stall of the compute stream.
 struct stall_record {
-  std::uint64_t op{};       ///< the op that waited
-  double seconds{};         ///< how long it waited
-  storage_id storage{};     ///< the storage whose prefetch it waited for last
-  stall_cause cause{};      ///< what held that prefetch back
+  std::uint64_t op{};    ///< the op that waited
+  double seconds{};      ///< how long it waited
+  storage_id storage{};  ///< the storage whose prefetch it waited for last
+  stall_cause cause{};   ///< what held that prefetch back
 };
 
 /// @brief Which resource a timeline span occupies.
@@ -66,11 +69,11 @@ enum class sim_resource : std::uint8_t { compute, d2h, h2d };
 /// @brief One span of the timeline: an op, a stall, an offload or a prefetch.
 struct timeline_span {
   enum class kind_t : std::uint8_t { op, stall, offload, prefetch };
-  kind_t kind{};             ///< what happened
-  sim_resource resource{};   ///< where
-  double start{};            ///< seconds from the iteration's start
-  double end{};              ///< seconds from the iteration's start
-  std::uint64_t index{};     ///< op index (op, stall) or schedule entry index (offload, prefetch)
+  kind_t kind{};            ///< what happened
+  sim_resource resource{};  ///< where
+  double start{};           ///< seconds from the iteration's start
+  double end{};             ///< seconds from the iteration's start
+  std::uint64_t index{};    ///< op index (op, stall) or schedule entry index (offload, prefetch)
 };
 
 /// @brief Options of a simulation.
@@ -80,24 +83,22 @@ struct sim_options {
 
 /// @brief What one simulated iteration did.
 struct sim_result {
-  double iteration_s{};               ///< end of the last op
-  double compute_s{};                 ///< sum of op times (the iteration time without stalls)
-  double stall_s{};                   ///< total time the compute stream waited
-  std::vector<stall_record> stalls;   ///< one per op that waited, in op order
-  std::uint64_t device_peak{};        ///< max device bytes over the timed memory curve
-  double device_peak_time{};          ///< first time the peak holds
-  std::uint64_t d2h_bytes{};          ///< bytes over the link device-to-host (after the codec)
-  std::uint64_t h2d_bytes{};          ///< bytes over the link host-to-device (after the codec)
-  std::vector<double> op_start;       ///< start time of each op
-  std::vector<double> op_end;         ///< end time of each op
+  double iteration_s{};                 ///< end of the last op
+  double compute_s{};                   ///< sum of op times (the iteration time without stalls)
+  double stall_s{};                     ///< total time the compute stream waited
+  std::vector<stall_record> stalls;     ///< one per op that waited, in op order
+  std::uint64_t device_peak{};          ///< max device bytes over the timed memory curve
+  double device_peak_time{};            ///< first time the peak holds
+  std::uint64_t d2h_bytes{};            ///< bytes over the link device-to-host (after the codec)
+  std::uint64_t h2d_bytes{};            ///< bytes over the link host-to-device (after the codec)
+  std::vector<double> op_start;         ///< start time of each op
+  std::vector<double> op_end;           ///< end time of each op
   std::vector<timeline_span> timeline;  ///< ops, stalls, offloads, prefetches (if recorded)
 };
 
 /// @brief Simulates one iteration of `t` under schedule `s` on `model`. Validates `s` first
 /// (stash::schedule_error).
-[[nodiscard]] inline sim_result simulate(trace const& t,
-                                         cost_model const& model,
-                                         schedule const& s,
+[[nodiscard]] inline sim_result simulate(trace const& t, cost_model const& model, schedule const& s,
                                          sim_options const& options = {})
 {
   validate_schedule(t, s);
@@ -119,7 +120,8 @@ struct sim_result {
   std::vector<double> d2h_end(m), h2d_start(m), ready(m);
   std::vector<stall_cause> cause(m, stall_cause::transfer);
   double d2h_free = 0, h2d_free = 0, now = 0;
-  auto span = [&](timeline_span::kind_t kind, sim_resource res, double a, double b, std::uint64_t i) {
+  auto span = [&](timeline_span::kind_t kind, sim_resource res, double a, double b,
+                  std::uint64_t i) {
     if (options.record_timeline) { r.timeline.push_back(timeline_span{kind, res, a, b, i}); }
   };
   for (std::size_t i = 0; i < n; ++i) {
@@ -189,7 +191,7 @@ struct sim_result {
       auto const bytes = static_cast<std::int64_t>(t.storages()[ev.index].bytes);
       if (ev.kind == event_kind::alloc) { alloc_since_op = true; }
       std::uint64_t const next_op = prev_op ? *prev_op + 1 : 0;
-      bool const at_end = prev_op && (!alloc_since_op || next_op >= n);
+      bool const at_end           = prev_op && (!alloc_since_op || next_op >= n);
       double const time = at_end ? r.op_end[*prev_op] : (next_op < n ? r.op_start[next_op] : now);
       trace_changes.push_back(change{time, at_end, ev.kind == event_kind::alloc ? bytes : -bytes});
     }
@@ -197,14 +199,15 @@ struct sim_result {
   swap_changes.reserve(2 * m);
   for (std::size_t k = 0; k < m; ++k) {
     auto const bytes = static_cast<std::int64_t>(entries[k].bytes);
-    swap_changes.push_back(change{std::max(d2h_end[k], r.op_end[entries[k].last_use]), false, -bytes});
+    swap_changes.push_back(
+        change{std::max(d2h_end[k], r.op_end[entries[k].last_use]), false, -bytes});
     swap_changes.push_back(change{h2d_start[k], false, bytes});
   }
   std::sort(swap_changes.begin(), swap_changes.end(), [](change const& a, change const& b) {
     return a.time < b.time || (a.time == b.time && a.bytes < b.bytes);
   });
   std::int64_t live = 0;
-  auto apply = [&](change const& c) {
+  auto apply        = [&](change const& c) {
     live += c.bytes;
     if (live > static_cast<std::int64_t>(r.device_peak)) {
       r.device_peak      = static_cast<std::uint64_t>(live);

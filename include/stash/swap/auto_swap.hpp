@@ -56,12 +56,9 @@ struct auto_swap_candidate {
   double out_s, in_s, doa;
 };
 
-[[nodiscard]] inline schedule plan_auto_swap(trace const& t,
-                                             cost_model const& model,
-                                             std::uint64_t budget,
-                                             auto_swap_score score,
-                                             std::string_view name,
-                                             auto_swap_params const& params)
+[[nodiscard]] inline schedule plan_auto_swap(trace const& t, cost_model const& model,
+                                             std::uint64_t budget, auto_swap_score score,
+                                             std::string_view name, auto_swap_params const& params)
 {
   auto const life = analyze_lifetimes(t);
   if (life.peak_live_bytes <= budget) { return make_schedule(t, std::string(name), budget, {}); }
@@ -93,7 +90,7 @@ struct auto_swap_candidate {
   auto issue_op = [&](auto_swap_candidate const& c, double when) {
     auto const it = std::upper_bound(start.begin() + static_cast<std::ptrdiff_t>(c.u + 2),
                                      start.begin() + static_cast<std::ptrdiff_t>(c.v + 1), when);
-    auto const p = static_cast<std::uint64_t>(it - start.begin());
+    auto const p  = static_cast<std::uint64_t>(it - start.begin());
     return p == c.u + 2 ? p : p - 1;
   };
   auto build = [&](std::vector<std::size_t> chosen) {
@@ -131,7 +128,7 @@ struct auto_swap_candidate {
     auto const first  = std::lower_bound(start.begin(), start.end(), from) - start.begin();
     auto const last   = std::upper_bound(end.begin(), end.end(), to) - end.begin();
     double const area = last > first ? weighted[static_cast<std::size_t>(last)] -
-                                         weighted[static_cast<std::size_t>(first)]
+                                           weighted[static_cast<std::size_t>(first)]
                                      : 0.0;
     return size * area / peak_load;
   };
@@ -178,10 +175,14 @@ struct auto_swap_candidate {
 [[nodiscard]] constexpr std::string_view auto_swap_name(auto_swap_score score) noexcept
 {
   switch (score) {
-    case auto_swap_score::doa: return "auto_swap_doa";
-    case auto_swap_score::aoa: return "auto_swap_aoa";
-    case auto_swap_score::wdoa: return "auto_swap_wdoa";
-    case auto_swap_score::swdoa: return "auto_swap";
+    case auto_swap_score::doa:
+      return "auto_swap_doa";
+    case auto_swap_score::aoa:
+      return "auto_swap_aoa";
+    case auto_swap_score::wdoa:
+      return "auto_swap_wdoa";
+    case auto_swap_score::swdoa:
+      return "auto_swap";
   }
   return "auto_swap";
 }

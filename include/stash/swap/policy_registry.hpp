@@ -34,20 +34,21 @@ template <swap_policy S>
 }
 
 inline constexpr std::array<registered_policy, 8> policy_registry = {
-  register_policy<no_swap>(),
-  register_policy<vdnn_conv>(),
-  register_policy<vdnn_all>(),
-  register_policy<vdnn_dyn>(),
-  register_policy<auto_swap>(),
-  register_policy<basic_auto_swap<auto_swap_score::doa>>(),
-  register_policy<basic_auto_swap<auto_swap_score::aoa>>(),
-  register_policy<basic_auto_swap<auto_swap_score::wdoa>>(),
+    register_policy<no_swap>(),
+    register_policy<vdnn_conv>(),
+    register_policy<vdnn_all>(),
+    register_policy<vdnn_dyn>(),
+    register_policy<auto_swap>(),
+    register_policy<basic_auto_swap<auto_swap_score::doa>>(),
+    register_policy<basic_auto_swap<auto_swap_score::aoa>>(),
+    register_policy<basic_auto_swap<auto_swap_score::wdoa>>(),
 };
 
 }  // namespace detail
 
 /// @brief The names plan_by_name accepts, in a stable order (baseline first).
-[[nodiscard]] inline std::array<std::string_view, detail::policy_registry.size()> swap_policy_names()
+[[nodiscard]] inline std::array<std::string_view, detail::policy_registry.size()>
+swap_policy_names()
 {
   std::array<std::string_view, detail::policy_registry.size()> names{};
   for (std::size_t i = 0; i < names.size(); ++i) { names[i] = detail::policy_registry[i].name; }
@@ -56,10 +57,8 @@ inline constexpr std::array<registered_policy, 8> policy_registry = {
 
 /// @brief Plans `t` with the policy called `name`; stash::logic_error listing the known names
 /// when there is none.
-[[nodiscard]] inline schedule plan_by_name(std::string_view name,
-                                           trace const& t,
-                                           cost_model const& model,
-                                           std::uint64_t budget)
+[[nodiscard]] inline schedule plan_by_name(std::string_view name, trace const& t,
+                                           cost_model const& model, std::uint64_t budget)
 {
   for (auto const& entry : detail::policy_registry) {
     if (entry.name == name) { return entry.plan(t, model, budget); }

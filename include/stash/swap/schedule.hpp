@@ -36,24 +36,24 @@ namespace stash {
 
 /// @brief One storage moved off the device for one gap between two of its accesses.
 struct swap_entry {
-  storage_id id{};                 ///< the storage
-  std::uint64_t last_use{};        ///< op index of its last access before the gap
-  std::uint64_t next_use{};        ///< op index of its first access after the gap
-  std::uint64_t offload_at{};      ///< the offload is issued when this op starts
-  std::uint64_t prefetch_at{};     ///< the prefetch is issued when this op starts
-  std::uint64_t bytes{};           ///< device bytes freed (the storage's size)
+  storage_id id{};              ///< the storage
+  std::uint64_t last_use{};     ///< op index of its last access before the gap
+  std::uint64_t next_use{};     ///< op index of its first access after the gap
+  std::uint64_t offload_at{};   ///< the offload is issued when this op starts
+  std::uint64_t prefetch_at{};  ///< the prefetch is issued when this op starts
+  std::uint64_t bytes{};        ///< device bytes freed (the storage's size)
 
   friend constexpr bool operator==(swap_entry const&, swap_entry const&) = default;
 };
 
 /// @brief What a swap policy decided for one trace and budget.
 struct schedule {
-  std::string policy;                 ///< name of the policy that planned it
-  std::string note;                   ///< policy-specific remark (e.g. what vdnn_dyn picked)
-  std::uint64_t budget{};             ///< the device memory budget it was planned for
-  std::uint64_t baseline_peak{};      ///< peak live bytes without swapping
-  std::uint64_t device_peak{};        ///< planned device peak under this schedule
-  std::vector<swap_entry> entries;    ///< in the order the policy issues them
+  std::string policy;               ///< name of the policy that planned it
+  std::string note;                 ///< policy-specific remark (e.g. what vdnn_dyn picked)
+  std::uint64_t budget{};           ///< the device memory budget it was planned for
+  std::uint64_t baseline_peak{};    ///< peak live bytes without swapping
+  std::uint64_t device_peak{};      ///< planned device peak under this schedule
+  std::vector<swap_entry> entries;  ///< in the order the policy issues them
 
   /// @brief True when the planned peak fits the budget.
   [[nodiscard]] bool fits() const noexcept { return device_peak <= budget; }
@@ -106,7 +106,8 @@ struct off_window {
 
 }  // namespace detail
 
-[[nodiscard]] inline std::uint64_t planned_peak(trace const& t, std::span<swap_entry const> entries);
+[[nodiscard]] inline std::uint64_t planned_peak(trace const& t,
+                                                std::span<swap_entry const> entries);
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
 ///
@@ -172,26 +173,26 @@ inline void validate_schedule(trace const& t, schedule const& s)
       auto const& cur  = s.entries[list[j]];
       if (cur.last_use == prev.last_use || cur.offload_at < prev.next_use) {
         throw schedule_error(list[j], detail::describe(t, id) + " overlaps entry " +
-                                        std::to_string(list[j - 1]) + " of the same storage");
+                                          std::to_string(list[j - 1]) + " of the same storage");
       }
     }
   }
   if (s.baseline_peak != life.peak_live_bytes) {
     throw schedule_error(std::nullopt, "baseline_peak " + std::to_string(s.baseline_peak) +
-                                         " is not the trace's peak " +
-                                         std::to_string(life.peak_live_bytes));
+                                           " is not the trace's peak " +
+                                           std::to_string(life.peak_live_bytes));
   }
   auto const peak = planned_peak(t, s.entries);
   if (s.device_peak != peak) {
     throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
-                                         " is not the planned peak " + std::to_string(peak));
+                                           " is not the planned peak " + std::to_string(peak));
   }
 }
 
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
 /// see the file comment). Entries must be valid (validate_schedule).
 [[nodiscard]] inline std::vector<std::uint64_t> planned_device_curve(
-  trace const& t, std::span<swap_entry const> entries)
+    trace const& t, std::span<swap_entry const> entries)
 {
   auto const ops    = detail::index_ops(t);
   auto const events = t.events();
@@ -223,10 +224,8 @@ inline void validate_schedule(trace const& t, schedule const& s)
 }
 
 /// @brief A schedule for `entries` with its peaks filled in.
-[[nodiscard]] inline schedule make_schedule(trace const& t,
-                                            std::string policy,
-                                            std::uint64_t budget,
-                                            std::vector<swap_entry> entries)
+[[nodiscard]] inline schedule make_schedule(trace const& t, std::string policy,
+                                            std::uint64_t budget, std::vector<swap_entry> entries)
 {
   schedule s;
   s.policy        = std::move(policy);

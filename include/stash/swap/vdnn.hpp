@@ -86,9 +86,7 @@ struct vdnn_layer {
   return last;
 }
 
-[[nodiscard]] inline schedule plan_vdnn(trace const& t,
-                                        std::uint64_t budget,
-                                        bool conv_only,
+[[nodiscard]] inline schedule plan_vdnn(trace const& t, std::uint64_t budget, bool conv_only,
                                         std::string_view name)
 {
   auto const life   = analyze_lifetimes(t);
@@ -123,15 +121,18 @@ struct vdnn_layer {
   for (std::size_t l = 0; l < layers.size(); ++l) {
     for (auto const x : layers[l].inputs) {
       if (auto const gap = forward_gap(life.storages[x].accesses, ops)) {
-        auto const b = life.storages[x].accesses[*gap + 1].op;
+        auto const b   = life.storages[x].accesses[*gap + 1].op;
         backward_at[l] = backward_at[l] ? std::min(*backward_at[l], b) : b;
       }
-      if (auto const it = entry_of.find(x); it != entry_of.end()) { owned[l].push_back(it->second); }
+      if (auto const it = entry_of.find(x); it != entry_of.end()) {
+        owned[l].push_back(it->second);
+      }
     }
   }
   std::vector<bool> assigned(entries.size(), false);
   auto pending = [&](std::size_t l) {
-    return std::any_of(owned[l].begin(), owned[l].end(), [&](std::size_t k) { return !assigned[k]; });
+    return std::any_of(owned[l].begin(), owned[l].end(),
+                       [&](std::size_t k) { return !assigned[k]; });
   };
   auto fetch = [&](std::size_t l, std::uint64_t at) {
     for (auto const k : owned[l]) {

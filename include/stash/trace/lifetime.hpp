@@ -71,9 +71,10 @@ struct lifetime_analysis {
   std::uint64_t event_count{};             ///< number of events (the end of time)
   std::vector<storage_lifetime> storages;  ///< indexed by storage id
 
-  std::uint64_t peak_live_bytes{};          ///< the lower bound L: max over time of live bytes
-  std::optional<std::uint64_t> peak_event;  ///< first event at which the peak holds; nullopt if no events
-  std::optional<stash::phase> peak_phase;   ///< phase marked last at or before peak_event, if any
+  std::uint64_t peak_live_bytes{};  ///< the lower bound L: max over time of live bytes
+  std::optional<std::uint64_t>
+      peak_event;  ///< first event at which the peak holds; nullopt if no events
+  std::optional<stash::phase> peak_phase;  ///< phase marked last at or before peak_event, if any
   /// Op the peak belongs to: the first op at or after peak_event (an op's allocations precede
   /// its `o` line), else the last op before it; nullopt if the trace has no ops.
   std::optional<std::uint64_t> peak_op;
@@ -118,14 +119,14 @@ namespace detail {
     auto const& event = events[e];
     switch (event.kind) {
       case event_kind::alloc: {
-        auto const& s = storages[event.index];
-        auto& life    = result.storages[event.index];
-        life.id          = event.index;
-        life.bytes       = s.bytes;
-        life.kind        = s.kind;
-        life.alloc_event = e;
-        live             = detail::checked_add(live, s.bytes);
-        auto const k     = static_cast<std::size_t>(s.kind);
+        auto const& s           = storages[event.index];
+        auto& life              = result.storages[event.index];
+        life.id                 = event.index;
+        life.bytes              = s.bytes;
+        life.kind               = s.kind;
+        life.alloc_event        = e;
+        live                    = detail::checked_add(live, s.bytes);
+        auto const k            = static_cast<std::size_t>(s.kind);
         result.bytes_by_kind[k] = detail::checked_add(result.bytes_by_kind[k], s.bytes);
         ++result.count_by_kind[k];
         break;
@@ -149,7 +150,8 @@ namespace detail {
         for (auto const id : o.writes) { touch(id, true); }
         break;
       }
-      case event_kind::phase: break;
+      case event_kind::phase:
+        break;
     }
     if (!result.peak_event || live > result.peak_live_bytes) {
       result.peak_live_bytes = live;
@@ -192,7 +194,7 @@ namespace detail {
     auto const& event = events[e];
     if (event.kind == event_kind::alloc) {
       intervals[event.index] =
-        lifetime_interval{event.index, e, events.size(), t.storages()[event.index].bytes};
+          lifetime_interval{event.index, e, events.size(), t.storages()[event.index].bytes};
     } else if (event.kind == event_kind::free) {
       intervals[event.index].end = e;
     }
@@ -218,9 +220,8 @@ struct live_peak {
   ends.reserve(intervals.size());
   for (auto const& interval : intervals) {
     STASH_EXPECTS(interval.begin < interval.end,
-                  "lifetime interval of id " + std::to_string(interval.id) +
-                    " is empty: begin " + std::to_string(interval.begin) + " >= end " +
-                    std::to_string(interval.end));
+                  "lifetime interval of id " + std::to_string(interval.id) + " is empty: begin " +
+                      std::to_string(interval.begin) + " >= end " + std::to_string(interval.end));
     starts.emplace_back(interval.begin, interval.bytes);
     ends.emplace_back(interval.end, interval.bytes);
   }

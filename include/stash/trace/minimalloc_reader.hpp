@@ -47,16 +47,18 @@ struct minimalloc_instance {
     if (detail::trim(line).empty()) { continue; }
     auto const fields = detail::split(line, ',');
     if (!header_seen) {
-      if (fields.size() != 4 || detail::trim(fields[0]) != "id" || detail::trim(fields[1]) != "lower" ||
-          detail::trim(fields[2]) != "upper" || detail::trim(fields[3]) != "size") {
+      if (fields.size() != 4 || detail::trim(fields[0]) != "id" ||
+          detail::trim(fields[1]) != "lower" || detail::trim(fields[2]) != "upper" ||
+          detail::trim(fields[3]) != "size") {
         throw trace_error(source, line_no, "expected the header 'id,lower,upper,size'");
       }
       header_seen = true;
       continue;
     }
     if (fields.size() != 4) {
-      throw trace_error(source, line_no,
-                        "expected 4 comma-separated fields, found " + std::to_string(fields.size()));
+      throw trace_error(
+          source, line_no,
+          "expected 4 comma-separated fields, found " + std::to_string(fields.size()));
     }
     static constexpr const char* names[] = {"id", "lower", "upper", "size"};
     std::uint64_t values[4];
@@ -65,13 +67,14 @@ struct minimalloc_instance {
       if (!v) {
         throw trace_error(source, line_no,
                           std::string("bad number for ") + names[i] + ": '" +
-                            std::string(detail::trim(fields[static_cast<std::size_t>(i)])) + "'");
+                              std::string(detail::trim(fields[static_cast<std::size_t>(i)])) + "'");
       }
       values[i] = *v;
     }
     if (values[1] >= values[2]) {
-      throw trace_error(source, line_no, "empty lifetime: lower (" + std::to_string(values[1]) +
-                                           ") must be below upper (" + std::to_string(values[2]) + ")");
+      throw trace_error(source, line_no,
+                        "empty lifetime: lower (" + std::to_string(values[1]) +
+                            ") must be below upper (" + std::to_string(values[2]) + ")");
     }
     if (values[3] == 0) { throw trace_error(source, line_no, "size must be positive"); }
     if (!ids.insert(values[0]).second) {
@@ -80,7 +83,9 @@ struct minimalloc_instance {
     instance.buffers.push_back(lifetime_interval{values[0], values[1], values[2], values[3]});
   }
   if (in.bad()) { throw trace_error(source, line_no, "read error"); }
-  if (!header_seen) { throw trace_error(source, 0, "empty file: expected the header 'id,lower,upper,size'"); }
+  if (!header_seen) {
+    throw trace_error(source, 0, "empty file: expected the header 'id,lower,upper,size'");
+  }
   return instance;
 }
 

@@ -35,8 +35,8 @@ inline constexpr std::size_t storage_kind_count = 6;
 
 /// @brief All storage kinds in declaration order, for iterating per-kind tables.
 inline constexpr std::array<storage_kind, storage_kind_count> all_storage_kinds = {
-  storage_kind::param, storage_kind::optstate, storage_kind::input,
-  storage_kind::grad,  storage_kind::act,      storage_kind::temp};
+    storage_kind::param, storage_kind::optstate, storage_kind::input,
+    storage_kind::grad,  storage_kind::act,      storage_kind::temp};
 
 /// @brief A training-step phase, as marked by `p` lines.
 enum class phase : std::uint8_t { forward, backward, optimizer };
@@ -45,12 +45,18 @@ enum class phase : std::uint8_t { forward, backward, optimizer };
 [[nodiscard]] constexpr std::string_view to_string(storage_kind kind) noexcept
 {
   switch (kind) {
-    case storage_kind::param: return "param";
-    case storage_kind::optstate: return "optstate";
-    case storage_kind::input: return "input";
-    case storage_kind::grad: return "grad";
-    case storage_kind::act: return "act";
-    case storage_kind::temp: return "temp";
+    case storage_kind::param:
+      return "param";
+    case storage_kind::optstate:
+      return "optstate";
+    case storage_kind::input:
+      return "input";
+    case storage_kind::grad:
+      return "grad";
+    case storage_kind::act:
+      return "act";
+    case storage_kind::temp:
+      return "temp";
   }
   return "?";
 }
@@ -59,16 +65,19 @@ enum class phase : std::uint8_t { forward, backward, optimizer };
 [[nodiscard]] constexpr std::string_view to_string(phase p) noexcept
 {
   switch (p) {
-    case phase::forward: return "forward";
-    case phase::backward: return "backward";
-    case phase::optimizer: return "optimizer";
+    case phase::forward:
+      return "forward";
+    case phase::backward:
+      return "backward";
+    case phase::optimizer:
+      return "optimizer";
   }
   return "?";
 }
 
 /// @brief Parses a storage kind as spelled in trace files; nullopt for anything else.
 [[nodiscard]] constexpr std::optional<storage_kind> storage_kind_from_string(
-  std::string_view text) noexcept
+    std::string_view text) noexcept
 {
   for (auto const kind : all_storage_kinds) {
     if (to_string(kind) == text) { return kind; }
@@ -96,9 +105,9 @@ struct storage_record {
 
 /// @brief One op (an `o` line): its name and the storages it reads and writes, as written.
 struct op_record {
-  std::string name;                 ///< e.g. "aten::convolution"
-  std::vector<storage_id> reads;    ///< storages of its tensor arguments
-  std::vector<storage_id> writes;   ///< storages of its results and in-place arguments
+  std::string name;                ///< e.g. "aten::convolution"
+  std::vector<storage_id> reads;   ///< storages of its tensor arguments
+  std::vector<storage_id> writes;  ///< storages of its results and in-place arguments
 
   friend bool operator==(op_record const&, op_record const&) = default;
 };
@@ -157,8 +166,9 @@ class trace {
   storage_id add_alloc(std::uint64_t bytes, storage_kind kind, std::string label)
   {
     STASH_EXPECTS(static_cast<std::size_t>(kind) < storage_kind_count, "invalid storage_kind");
-    STASH_EXPECTS(is_label(label), "storage label '" + label +
-                                     "' must not contain line breaks or start/end with whitespace");
+    STASH_EXPECTS(
+        is_label(label),
+        "storage label '" + label + "' must not contain line breaks or start/end with whitespace");
     storage_id const id = storages_.size();
     room_for_one(storages_);
     room_for_one(alloc_event_);
@@ -176,9 +186,9 @@ class trace {
   void add_free(storage_id id)
   {
     STASH_EXPECTS(id < storages_.size(), "free of unknown storage id " + std::to_string(id));
-    STASH_EXPECTS(free_event_[id] == npos,
-                  "double free of storage id " + std::to_string(id) + " (already freed at event " +
-                    std::to_string(free_event_[id]) + ")");
+    STASH_EXPECTS(free_event_[id] == npos, "double free of storage id " + std::to_string(id) +
+                                               " (already freed at event " +
+                                               std::to_string(free_event_[id]) + ")");
     room_for_one(events_);
     free_event_[id] = events_.size();
     events_.push_back(trace_event{event_kind::free, id});
@@ -186,7 +196,8 @@ class trace {
 
   /// @brief Appends an op over live storages; returns its op index. The name must be a
   /// non-empty token without whitespace.
-  std::uint64_t add_op(std::string name, std::vector<storage_id> reads, std::vector<storage_id> writes)
+  std::uint64_t add_op(std::string name, std::vector<storage_id> reads,
+                       std::vector<storage_id> writes)
   {
     STASH_EXPECTS(!name.empty() && is_token(name),
                   "op name '" + name + "' must be non-empty and free of whitespace");
@@ -194,9 +205,9 @@ class trace {
       for (auto const id : *list) {
         STASH_EXPECTS(id < storages_.size(),
                       "op '" + name + "' names unknown storage id " + std::to_string(id));
-        STASH_EXPECTS(free_event_[id] == npos, "op '" + name + "' uses storage id " +
-                                                 std::to_string(id) + " after its free at event " +
-                                                 std::to_string(free_event_[id]));
+        STASH_EXPECTS(free_event_[id] == npos,
+                      "op '" + name + "' uses storage id " + std::to_string(id) +
+                          " after its free at event " + std::to_string(free_event_[id]));
       }
     }
     std::uint64_t const index = ops_.size();

@@ -93,14 +93,18 @@ class trace_driver {
   void event(trace_event const& e, bool persistent)
   {
     switch (e.kind) {
-      case event_kind::phase: alloc_.phase(e.phase_value()); break;
+      case event_kind::phase:
+        alloc_.phase(e.phase_value());
+        break;
       case event_kind::alloc: {
-        auto const& st = trace_.storages()[e.index];
+        auto const& st  = trace_.storages()[e.index];
         id_of_[e.index] = alloc_.allocate(bytes_of(e.index), st.kind, st.label, stream_);
         if (on_allocate_) { on_allocate_(e.index, id_of_[e.index], persistent); }
         break;
       }
-      case event_kind::free: alloc_.free(id_of_[e.index]); break;
+      case event_kind::free:
+        alloc_.free(id_of_[e.index]);
+        break;
       case event_kind::op: {
         auto const& op = trace_.ops()[e.index];
         reads_.clear();

@@ -71,7 +71,10 @@ class trace_text_parser {
   }
 
  private:
-  [[noreturn]] void fail(std::string const& what) const { throw trace_error(source_, line_no_, what); }
+  [[noreturn]] void fail(std::string const& what) const
+  {
+    throw trace_error(source_, line_no_, what);
+  }
 
   static std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -86,7 +89,7 @@ class trace_text_parser {
       ops += c == 'o';
       ++lines;
       auto const* nl =
-        static_cast<char const*>(std::memchr(text_.data() + pos, '\n', text_.size() - pos));
+          static_cast<char const*>(std::memchr(text_.data() + pos, '\n', text_.size() - pos));
       if (nl == nullptr) { break; }
       pos = static_cast<std::size_t>(nl - text_.data()) + 1;
     }
@@ -127,8 +130,12 @@ class trace_text_parser {
       fail("bad header: expected '# stash-trace v1 ...', found '#" + std::string(magic) + " ...'");
     }
     auto const version = next_field(rest);
-    if (version.empty()) { fail("bad header: missing format version after 'stash-trace' (expected v1)"); }
-    if (version != "v1") { fail("unsupported trace format version " + quoted(version) + " (expected v1)"); }
+    if (version.empty()) {
+      fail("bad header: missing format version after 'stash-trace' (expected v1)");
+    }
+    if (version != "v1") {
+      fail("unsupported trace format version " + quoted(version) + " (expected v1)");
+    }
     while (true) {
       auto const entry = next_field(rest);
       if (entry.empty()) { break; }
@@ -180,7 +187,9 @@ class trace_text_parser {
     auto const id_field    = next_field(rest);
     auto const bytes_field = next_field(rest);
     auto const kind_field  = next_field(rest);
-    if (kind_field.empty()) { fail("truncated 't' line: expected 't <id> <bytes> <kind> <label>'"); }
+    if (kind_field.empty()) {
+      fail("truncated 't' line: expected 't <id> <bytes> <kind> <label>'");
+    }
     auto const id       = number(id_field, "storage id");
     auto const expected = trace_.storages().size();
     if (id != expected) {
@@ -198,7 +207,8 @@ class trace_text_parser {
     free_line_.push_back(0);
   }
 
-  std::vector<storage_id> id_list(std::string_view field, std::string_view op_name, char const* what)
+  std::vector<storage_id> id_list(std::string_view field, std::string_view op_name,
+                                  char const* what)
   {
     std::vector<storage_id> ids;
     if (field == "-") { return ids; }
@@ -254,7 +264,9 @@ class trace_text_parser {
     if (name.empty()) { fail("truncated 'p' line: expected 'p <phase>'"); }
     expect_end(rest, 'p');
     auto const p = phase_from_string(name);
-    if (!p) { fail("unknown phase " + quoted(name) + " (expected forward, backward or optimizer)"); }
+    if (!p) {
+      fail("unknown phase " + quoted(name) + " (expected forward, backward or optimizer)");
+    }
     guarded([&] { trace_.add_phase(*p); });
   }
 

@@ -11,9 +11,10 @@
 namespace stash::detail {
 
 /// @brief Bit i of word w is set when element 32w+i is > 0 (false for NaN, -0.0 and negatives).
-STASH_HOST_DEVICE inline std::uint32_t bitmask_word(float const* in, std::uint64_t n, std::uint64_t w)
+STASH_HOST_DEVICE inline std::uint32_t bitmask_word(float const* in, std::uint64_t n,
+                                                    std::uint64_t w)
 {
-  std::uint32_t m = 0;
+  std::uint32_t m          = 0;
   std::uint64_t const base = w * 32;
   for (std::uint32_t i = 0; i < 32 && base + i < n; ++i) {
     if (in[base + i] > 0.0f) { m |= (std::uint32_t{1} << i); }
@@ -22,8 +23,7 @@ STASH_HOST_DEVICE inline std::uint32_t bitmask_word(float const* in, std::uint64
 }
 
 /// @brief Payload is exactly ceil(n/32) words and the last word has no bits past n.
-STASH_HOST_DEVICE inline check_result bitmask_check_body(std::byte const* src,
-                                                         std::uint64_t n,
+STASH_HOST_DEVICE inline check_result bitmask_check_body(std::byte const* src, std::uint64_t n,
                                                          std::uint64_t payload)
 {
   std::uint64_t const words = words_for_bits(n);

@@ -17,7 +17,7 @@ namespace stash::detail {
 /// it without violating the one-definition rule.)
 template <int Unused = 0>
 __global__ void bitmask_encode_kernel(float const* in, std::uint64_t n, std::byte* out,
-                                             std::size_t* d_size)
+                                      std::size_t* d_size)
 {
   std::uint64_t const words  = words_for_bits(n);
   std::uint64_t const warp   = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
@@ -38,7 +38,7 @@ __global__ void bitmask_encode_kernel(float const* in, std::uint64_t n, std::byt
 
 template <int Unused = 0>
 __global__ void bitmask_validate_kernel(std::byte const* src, std::uint64_t src_bytes,
-                                               std::uint64_t capacity, codec_status* status)
+                                        std::uint64_t capacity, codec_status* status)
 {
   header_fields h{};
   check_result r = parse_header(src, src_bytes, codec_ids::bitmask,
@@ -74,7 +74,7 @@ inline cudaError_t bitmask_encode_async(float const* in, std::uint64_t n, std::b
                                         std::size_t* d_size, cudaStream_t stream)
 {
   bitmask_encode_kernel<><<<bitmask_grid(words_for_bits(n) * 32), codec_block_threads, 0, stream>>>(
-    in, n, out, d_size);
+      in, n, out, d_size);
   return cudaGetLastError();
 }
 
@@ -85,7 +85,7 @@ cudaError_t bitmask_decode_async(std::byte const* src, std::uint64_t src_bytes, 
   bitmask_validate_kernel<><<<1, 1, 0, stream>>>(src, src_bytes, capacity, status);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   bitmask_decode_kernel<ApplyToGradient>
-    <<<bitmask_grid(capacity), codec_block_threads, 0, stream>>>(src, dst, status);
+      <<<bitmask_grid(capacity), codec_block_threads, 0, stream>>>(src, dst, status);
   return cudaGetLastError();
 }
 

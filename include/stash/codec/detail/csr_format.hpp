@@ -77,10 +77,8 @@ STASH_HOST_DEVICE inline std::uint64_t csr_encode_row(T const* in, csr_layout co
 /// (nnz) is at most n and agrees with the payload size, the first pointer is 0. On success `nnz`
 /// is the count.
 template <class T>
-STASH_HOST_DEVICE inline check_result csr_check_head(std::byte const* src,
-                                                     std::uint64_t n,
-                                                     std::uint64_t payload,
-                                                     std::uint64_t& nnz)
+STASH_HOST_DEVICE inline check_result csr_check_head(std::byte const* src, std::uint64_t n,
+                                                     std::uint64_t payload, std::uint64_t& nnz)
 {
   csr_layout l = make_csr_layout(n, 0);
   if (header_bytes + payload < l.cols_off) {
@@ -110,8 +108,7 @@ STASH_HOST_DEVICE inline check_result csr_check_padding(std::byte const* src, cs
 /// @brief Checks row r's pointers: ordered, at most the row's width apart, within nnz (after
 /// csr_check_head, so the pointer table is inside the payload).
 STASH_HOST_DEVICE inline check_result csr_check_row_pointers(std::byte const* src,
-                                                             csr_layout const& l,
-                                                             std::uint64_t nnz,
+                                                             csr_layout const& l, std::uint64_t nnz,
                                                              std::uint64_t r)
 {
   std::uint64_t const k0 = load_u32(src + l.row_ptr_off + 4 * r);
@@ -127,8 +124,7 @@ STASH_HOST_DEVICE inline check_result csr_check_row_pointers(std::byte const* sr
 STASH_HOST_DEVICE STASH_FORCEINLINE check_result csr_check_entry(std::byte const* src,
                                                                  csr_layout const& l,
                                                                  std::uint64_t width,
-                                                                 std::uint64_t k0,
-                                                                 std::uint64_t k)
+                                                                 std::uint64_t k0, std::uint64_t k)
 {
   std::uint64_t const col = static_cast<std::uint8_t>(src[l.cols_off + k]);
   if (col >= width || (k > k0 && col <= static_cast<std::uint8_t>(src[l.cols_off + k - 1]))) {
@@ -157,10 +153,8 @@ STASH_HOST_DEVICE inline check_result csr_check_row(std::byte const* src, csr_la
 
 /// @brief Checks the row pointers, column indices and padding; on success `nnz` is the count.
 template <class T>
-STASH_HOST_DEVICE inline check_result csr_check(std::byte const* src,
-                                                std::uint64_t n,
-                                                std::uint64_t payload,
-                                                std::uint64_t& nnz)
+STASH_HOST_DEVICE inline check_result csr_check(std::byte const* src, std::uint64_t n,
+                                                std::uint64_t payload, std::uint64_t& nnz)
 {
   if (check_result const h = csr_check_head<T>(src, n, payload, nnz); h.code != codec_errc::ok) {
     return h;
@@ -177,11 +171,8 @@ STASH_HOST_DEVICE inline check_result csr_check(std::byte const* src,
 /// @brief Stores entry k (of row r, checked) into dst. The device path loads the value as a T:
 /// device sources are 16-byte aligned and so is the values section; the host may get any span.
 template <class T>
-STASH_HOST_DEVICE STASH_FORCEINLINE void csr_decode_entry(std::byte const* src,
-                                                          csr_layout const& l,
-                                                          std::uint64_t r,
-                                                          std::uint64_t k,
-                                                          T* dst)
+STASH_HOST_DEVICE STASH_FORCEINLINE void csr_decode_entry(std::byte const* src, csr_layout const& l,
+                                                          std::uint64_t r, std::uint64_t k, T* dst)
 {
   std::uint64_t const col = static_cast<std::uint8_t>(src[l.cols_off + k]);
 #if defined(__CUDA_ARCH__)

@@ -45,9 +45,7 @@ __global__ void csr_count_kernel(T const* in, std::uint64_t n, std::uint32_t* co
 /// One warp per row again: each nonzero lane writes its column and value at the row's pointer
 /// plus the nonzeros of lower lanes. Thread 0 also writes the header, the padding and the size.
 template <class T>
-__global__ void csr_scatter_kernel(T const* in,
-                                   std::uint64_t n,
-                                   std::byte* out,
+__global__ void csr_scatter_kernel(T const* in, std::uint64_t n, std::byte* out,
                                    std::size_t* d_size)
 {
   std::uint64_t const rows = make_csr_layout(n, 0).rows;
@@ -83,10 +81,8 @@ __global__ void csr_scatter_kernel(T const* in,
 /// Single thread: header and everything outside the rows (sizes, first pointer, padding);
 /// resets `status`.
 template <class T>
-__global__ void csr_validate_kernel(std::byte const* src,
-                                    std::uint64_t src_bytes,
-                                    std::uint64_t capacity,
-                                    codec_status* status)
+__global__ void csr_validate_kernel(std::byte const* src, std::uint64_t src_bytes,
+                                    std::uint64_t capacity, codec_status* status)
 {
   header_fields h{};
   check_result r =
@@ -145,14 +141,12 @@ __global__ void csr_decode_kernel(std::byte const* src, T* dst, codec_status* st
 }
 
 /// @brief Scan of rows + 1 counts into the row pointers.
-inline auto csr_scan(std::uint32_t const* counts,
-                     std::uint32_t* row_ptr,
-                     std::uint64_t rows,
+inline auto csr_scan(std::uint32_t const* counts, std::uint32_t* row_ptr, std::uint64_t rows,
                      cudaStream_t stream)
 {
   return [=](void* temp, std::size_t& bytes) {
-    return cub::DeviceScan::ExclusiveSum(
-        temp, bytes, counts, row_ptr, static_cast<std::int64_t>(rows + 1), stream);
+    return cub::DeviceScan::ExclusiveSum(temp, bytes, counts, row_ptr,
+                                         static_cast<std::int64_t>(rows + 1), stream);
   };
 }
 
@@ -170,13 +164,8 @@ inline cudaError_t csr_encode_scratch_bytes(std::uint64_t n, std::size_t& bytes)
 /// @brief Enqueues the encode; never synchronizes. `out` is 16-byte aligned and holds
 /// max_compressed_bytes(n).
 template <class T>
-cudaError_t csr_encode_async(T const* in,
-                             std::uint64_t n,
-                             std::byte* out,
-                             std::size_t* d_size,
-                             void* scratch,
-                             std::size_t scratch_bytes,
-                             cudaStream_t stream)
+cudaError_t csr_encode_async(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size,
+                             void* scratch, std::size_t scratch_bytes, cudaStream_t stream)
 {
   std::uint64_t const rows       = make_csr_layout(n, 0).rows;
   std::size_t const counts_bytes = cub_temp_storage::aligned(4 * (rows + 1));
@@ -198,12 +187,8 @@ cudaError_t csr_encode_async(T const* in,
 
 /// @brief Enqueues validation and decode; errors land in `*status`, never synchronizes.
 template <class T>
-cudaError_t csr_decode_async(std::byte const* src,
-                             std::uint64_t src_bytes,
-                             T* dst,
-                             std::uint64_t capacity,
-                             codec_status* status,
-                             cudaStream_t stream)
+cudaError_t csr_decode_async(std::byte const* src, std::uint64_t src_bytes, T* dst,
+                             std::uint64_t capacity, codec_status* status, cudaStream_t stream)
 {
   csr_validate_kernel<T><<<1, 1, 0, stream>>>(src, src_bytes, capacity, status);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }

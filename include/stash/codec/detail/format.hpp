@@ -9,10 +9,10 @@
 #include <stash/core/config.hpp>
 
 #include <bit>
-#include <cstring>
-#include <string>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string>
 
 namespace stash::detail {
 
@@ -21,10 +21,10 @@ static_assert(std::endian::native == std::endian::little,
               "little-endian host");
 
 /// "STSH" read as a little-endian u32.
-inline constexpr std::uint32_t codec_magic   = 0x48535453u;
-inline constexpr std::uint8_t codec_version  = 1;
-inline constexpr std::size_t header_bytes    = 32;
-inline constexpr std::uint8_t flag_checksum  = 1;
+inline constexpr std::uint32_t codec_magic  = 0x48535453u;
+inline constexpr std::uint8_t codec_version = 1;
+inline constexpr std::size_t header_bytes   = 32;
+inline constexpr std::uint8_t flag_checksum = 1;
 
 // Byte offsets of the header fields.
 inline constexpr std::size_t off_magic    = 0;
@@ -50,7 +50,8 @@ STASH_HOST_DEVICE STASH_FORCEINLINE std::uint32_t load_u32(std::byte const* p)
 }
 STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t load_u64(std::byte const* p)
 {
-  return static_cast<std::uint64_t>(load_u32(p)) | (static_cast<std::uint64_t>(load_u32(p + 4)) << 32);
+  return static_cast<std::uint64_t>(load_u32(p)) |
+         (static_cast<std::uint64_t>(load_u32(p + 4)) << 32);
 }
 STASH_HOST_DEVICE STASH_FORCEINLINE void store_u16(std::byte* p, std::uint16_t v)
 {
@@ -87,12 +88,9 @@ struct check_result {
 STASH_HOST_DEVICE STASH_FORCEINLINE check_result check_ok() { return {codec_errc::ok, 0}; }
 
 /// @brief Writes a header with no checksum (flags 0).
-STASH_HOST_DEVICE inline void write_header(std::byte* out,
-                                           std::uint16_t codec_id,
-                                           std::uint8_t type,
-                                           std::uint16_t param,
-                                           std::uint64_t count,
-                                           std::uint64_t payload)
+STASH_HOST_DEVICE inline void write_header(std::byte* out, std::uint16_t codec_id,
+                                           std::uint8_t type, std::uint16_t param,
+                                           std::uint64_t count, std::uint64_t payload)
 {
   store_u32(out + off_magic, codec_magic);
   out[off_version] = static_cast<std::byte>(codec_version);
@@ -109,12 +107,9 @@ STASH_HOST_DEVICE inline void write_header(std::byte* out,
 /// @brief Parses and checks the codec-independent part of a header: magic, version, flags,
 /// codec id, element type, parameter, the payload fitting in `src_bytes`, and the element count
 /// fitting in `capacity` elements. Reads only src[0, 32) and only when src_bytes >= 32.
-STASH_HOST_DEVICE inline check_result parse_header(std::byte const* src,
-                                                   std::uint64_t src_bytes,
-                                                   std::uint16_t codec_id,
-                                                   std::uint8_t type,
-                                                   std::uint16_t param,
-                                                   std::uint64_t capacity,
+STASH_HOST_DEVICE inline check_result parse_header(std::byte const* src, std::uint64_t src_bytes,
+                                                   std::uint16_t codec_id, std::uint8_t type,
+                                                   std::uint16_t param, std::uint64_t capacity,
                                                    header_fields& h)
 {
   if (src_bytes < header_bytes) { return {codec_errc::truncated_header, src_bytes}; }
@@ -161,7 +156,10 @@ STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t words_for_bits(std::uint64_t n
   return (n + 31) / 32;
 }
 
-STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t align16(std::uint64_t v) { return (v + 15) & ~std::uint64_t{15}; }
+STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t align16(std::uint64_t v)
+{
+  return (v + 15) & ~std::uint64_t{15};
+}
 
 STASH_HOST_DEVICE STASH_FORCEINLINE int popcount32(std::uint32_t v)
 {
@@ -181,8 +179,7 @@ inline void throw_if(check_result r, std::string const& where = {})
 /// @brief Host side: verifies the optional payload checksum of a parsed header.
 inline void verify_checksum(std::byte const* src, header_fields const& h)
 {
-  if ((h.flags & flag_checksum) != 0 &&
-      fnv1a32(src + header_bytes, h.payload) != h.checksum) {
+  if ((h.flags & flag_checksum) != 0 && fnv1a32(src + header_bytes, h.payload) != h.checksum) {
     throw codec_error(codec_errc::checksum_mismatch, off_checksum);
   }
 }

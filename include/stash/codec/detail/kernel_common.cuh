@@ -14,7 +14,7 @@
 
 namespace stash::detail {
 
-inline constexpr int codec_block_threads = 256;
+inline constexpr int codec_block_threads   = 256;
 inline constexpr int codec_warps_per_block = codec_block_threads / 32;
 
 /// @brief Records an error; the first one to arrive wins (code and offset stay consistent).
@@ -47,7 +47,7 @@ inline unsigned int blocks_for(std::uint64_t items, std::uint64_t per_block)
 inline unsigned int warp_grid_for(std::uint64_t items)
 {
   constexpr std::uint64_t max_blocks = 1u << 16;
-  std::uint64_t const b = blocks_for(items, codec_warps_per_block);
+  std::uint64_t const b              = blocks_for(items, codec_warps_per_block);
   return static_cast<unsigned int>(b < max_blocks ? b : max_blocks);
 }
 
@@ -88,9 +88,6 @@ __device__ STASH_FORCEINLINE T shfl_element(T v, int src_lane)
 }
 
 /// @brief Bits of lanes below this one.
-__device__ STASH_FORCEINLINE std::uint32_t lanemask_lt(unsigned lane)
-{
-  return (1u << lane) - 1u;
-}
+__device__ STASH_FORCEINLINE std::uint32_t lanemask_lt(unsigned lane) { return (1u << lane) - 1u; }
 
 }  // namespace stash::detail

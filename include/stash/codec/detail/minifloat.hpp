@@ -35,16 +35,16 @@ STASH_HOST_DEVICE STASH_FORCEINLINE float f32_from_bits(std::uint32_t u)
 template <int E, int M, bool ReservedTop>
 STASH_HOST_DEVICE inline std::uint32_t minifloat_encode(float f)
 {
-  constexpr std::uint32_t man_mask  = (1u << M) - 1;
-  constexpr std::uint32_t exp_all   = (1u << E) - 1;
-  constexpr int bias                = (1 << (E - 1)) - 1;
-  constexpr std::uint32_t max_exp   = ReservedTop ? exp_all - 1 : exp_all;
-  constexpr std::uint32_t max_man   = ReservedTop ? man_mask : man_mask - 1;
-  constexpr std::uint32_t max_code  = (max_exp << M) | max_man;
-  constexpr std::uint32_t nan_code  = (exp_all << M) | man_mask;
-  std::uint32_t const x             = f32_bits(f);
-  std::uint32_t const sign          = (x >> 31) << (E + M);
-  std::uint32_t mag                 = x & 0x7fffffffu;
+  constexpr std::uint32_t man_mask = (1u << M) - 1;
+  constexpr std::uint32_t exp_all  = (1u << E) - 1;
+  constexpr int bias               = (1 << (E - 1)) - 1;
+  constexpr std::uint32_t max_exp  = ReservedTop ? exp_all - 1 : exp_all;
+  constexpr std::uint32_t max_man  = ReservedTop ? man_mask : man_mask - 1;
+  constexpr std::uint32_t max_code = (max_exp << M) | max_man;
+  constexpr std::uint32_t nan_code = (exp_all << M) | man_mask;
+  std::uint32_t const x            = f32_bits(f);
+  std::uint32_t const sign         = (x >> 31) << (E + M);
+  std::uint32_t mag                = x & 0x7fffffffu;
   if (mag > 0x7f800000u) { return sign | nan_code; }
   if (mag == 0x7f800000u) { return sign | max_code; }
   constexpr int shift = 23 - M;
@@ -90,10 +90,8 @@ STASH_HOST_DEVICE inline float minifloat_decode(std::uint32_t c)
 /// @brief Encodes storage group g of `in` (n elements) into `payload`: one element per 2- or
 /// 1-byte code, or three 10-bit codes per little-endian u32 (bits 0-9, 10-19, 20-29; 30-31 zero).
 template <class Fmt>
-STASH_HOST_DEVICE inline void precision_encode_group(float const* in,
-                                                     std::uint64_t n,
-                                                     std::uint64_t g,
-                                                     std::byte* payload)
+STASH_HOST_DEVICE inline void precision_encode_group(float const* in, std::uint64_t n,
+                                                     std::uint64_t g, std::byte* payload)
 {
   constexpr int E = Fmt::exponent_bits, M = Fmt::mantissa_bits;
   constexpr bool R = Fmt::reserved_top;
@@ -113,15 +111,14 @@ STASH_HOST_DEVICE inline void precision_encode_group(float const* in,
 /// @brief Decodes storage group g into `out`; for fp10 reports nonzero padding bits.
 template <class Fmt>
 STASH_HOST_DEVICE inline check_result precision_decode_group(std::byte const* payload,
-                                                             std::uint64_t n,
-                                                             std::uint64_t g,
+                                                             std::uint64_t n, std::uint64_t g,
                                                              float* out)
 {
   constexpr int E = Fmt::exponent_bits, M = Fmt::mantissa_bits;
   constexpr bool R = Fmt::reserved_top;
   if constexpr (Fmt::group_elements == 3) {
-    std::uint32_t const word = load_u32(payload + 4 * g);
-    std::uint64_t const used = n - 3 * g < 3 ? n - 3 * g : 3;
+    std::uint32_t const word      = load_u32(payload + 4 * g);
+    std::uint64_t const used      = n - 3 * g < 3 ? n - 3 * g : 3;
     std::uint32_t const used_mask = used == 3 ? 0x3fffffffu : ((1u << (10 * used)) - 1u);
     if ((word & ~used_mask) != 0) { return {codec_errc::bad_padding, header_bytes + 4 * g}; }
     for (std::uint64_t j = 0; j < used; ++j) {

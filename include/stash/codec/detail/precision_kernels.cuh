@@ -64,8 +64,9 @@ template <class To>
 cudaError_t precision_encode_async(float const* in, std::uint64_t n, std::byte* out,
                                    std::size_t* d_size, cudaStream_t stream)
 {
-  precision_encode_kernel<To><<<precision_grid(precision_groups<To>(n)), codec_block_threads, 0,
-                                stream>>>(in, n, out, d_size);
+  precision_encode_kernel<To>
+      <<<precision_grid(precision_groups<To>(n)), codec_block_threads, 0, stream>>>(in, n, out,
+                                                                                    d_size);
   return cudaGetLastError();
 }
 
@@ -76,8 +77,9 @@ cudaError_t precision_decode_async(std::byte const* src, std::uint64_t src_bytes
 {
   precision_validate_kernel<To><<<1, 1, 0, stream>>>(src, src_bytes, capacity, status);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
-  precision_decode_kernel<To><<<precision_grid(precision_groups<To>(capacity)),
-                                codec_block_threads, 0, stream>>>(src, dst, status);
+  precision_decode_kernel<To>
+      <<<precision_grid(precision_groups<To>(capacity)), codec_block_threads, 0, stream>>>(src, dst,
+                                                                                           status);
   return cudaGetLastError();
 }
 

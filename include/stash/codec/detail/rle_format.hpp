@@ -93,8 +93,8 @@ STASH_HOST_DEVICE inline check_result rle_chunk_bounds(std::byte const* src, std
                                                        std::uint64_t& begin, std::uint64_t& end)
 {
   std::uint64_t const runs_cap = payload - 4 * rle_chunks(n);
-  begin = c == 0 ? 0 : load_u32(src + header_bytes + 4 * (c - 1));
-  end   = load_u32(src + header_bytes + 4 * c);
+  begin                        = c == 0 ? 0 : load_u32(src + header_bytes + 4 * (c - 1));
+  end                          = load_u32(src + header_bytes + 4 * c);
   if (begin > end || end > runs_cap || (end - begin) % rle_record_bytes<T> != 0) {
     return {codec_errc::bad_chunk_table, header_bytes + 4 * c};
   }
@@ -113,10 +113,8 @@ STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t rle_run_length(std::byte const
 /// the payload and after the previous one, the records fill it exactly, and the runs cover
 /// exactly the chunk's elements. The caller has checked that the payload holds the table.
 template <class T>
-STASH_HOST_DEVICE inline check_result rle_check_chunk(std::byte const* src,
-                                                      std::uint64_t n,
-                                                      std::uint64_t payload,
-                                                      std::uint64_t c)
+STASH_HOST_DEVICE inline check_result rle_check_chunk(std::byte const* src, std::uint64_t n,
+                                                      std::uint64_t payload, std::uint64_t c)
 {
   std::uint64_t begin = 0;
   std::uint64_t end   = 0;
@@ -149,7 +147,8 @@ STASH_HOST_DEVICE inline check_result rle_check_size(std::byte const* src, std::
 
 /// @brief Expands chunk c (already checked) into dst.
 template <class T>
-STASH_HOST_DEVICE inline void rle_decode_chunk(std::byte const* src, std::uint64_t n, std::uint64_t c, T* dst)
+STASH_HOST_DEVICE inline void rle_decode_chunk(std::byte const* src, std::uint64_t n,
+                                               std::uint64_t c, T* dst)
 {
   std::uint64_t const runs_off = header_bytes + 4 * rle_chunks(n);
   std::uint64_t const begin    = c == 0 ? 0 : load_u32(src + header_bytes + 4 * (c - 1));

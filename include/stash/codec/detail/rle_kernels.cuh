@@ -88,10 +88,8 @@ __global__ void rle_write_kernel(T const* in, std::uint64_t n, std::byte* out, s
 
 /// Single thread: header and the payload size against the table; resets `status`.
 template <class T>
-__global__ void rle_validate_kernel(std::byte const* src,
-                                    std::uint64_t src_bytes,
-                                    std::uint64_t capacity,
-                                    codec_status* status)
+__global__ void rle_validate_kernel(std::byte const* src, std::uint64_t src_bytes,
+                                    std::uint64_t capacity, codec_status* status)
 {
   header_fields h{};
   check_result r =
@@ -183,14 +181,12 @@ __global__ void rle_decode_kernel(std::byte const* src, T* dst, codec_status* st
 }
 
 /// @brief Inclusive scan of the chunks' record bytes into the end-offset table.
-inline auto rle_scan(std::uint32_t const* chunk_bytes,
-                     std::uint32_t* table,
-                     std::uint64_t chunks,
+inline auto rle_scan(std::uint32_t const* chunk_bytes, std::uint32_t* table, std::uint64_t chunks,
                      cudaStream_t stream)
 {
   return [=](void* temp, std::size_t& bytes) {
-    return cub::DeviceScan::InclusiveSum(
-        temp, bytes, chunk_bytes, table, static_cast<std::int64_t>(chunks), stream);
+    return cub::DeviceScan::InclusiveSum(temp, bytes, chunk_bytes, table,
+                                         static_cast<std::int64_t>(chunks), stream);
   };
 }
 
@@ -208,13 +204,8 @@ inline cudaError_t rle_encode_scratch_bytes(std::uint64_t n, std::size_t& bytes)
 /// @brief Enqueues the encode; never synchronizes. `out` is 16-byte aligned and holds
 /// max_compressed_bytes(n), which fits the u32 table.
 template <class T>
-cudaError_t rle_encode_async(T const* in,
-                             std::uint64_t n,
-                             std::byte* out,
-                             std::size_t* d_size,
-                             void* scratch,
-                             std::size_t scratch_bytes,
-                             cudaStream_t stream)
+cudaError_t rle_encode_async(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size,
+                             void* scratch, std::size_t scratch_bytes, cudaStream_t stream)
 {
   std::uint64_t const chunks    = rle_chunks(n);
   std::size_t const bytes_bytes = cub_temp_storage::aligned(4 * chunks);
@@ -238,12 +229,8 @@ cudaError_t rle_encode_async(T const* in,
 
 /// @brief Enqueues validation and decode; errors land in `*status`, never synchronizes.
 template <class T>
-cudaError_t rle_decode_async(std::byte const* src,
-                             std::uint64_t src_bytes,
-                             T* dst,
-                             std::uint64_t capacity,
-                             codec_status* status,
-                             cudaStream_t stream)
+cudaError_t rle_decode_async(std::byte const* src, std::uint64_t src_bytes, T* dst,
+                             std::uint64_t capacity, codec_status* status, cudaStream_t stream)
 {
   rle_validate_kernel<T><<<1, 1, 0, stream>>>(src, src_bytes, capacity, status);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }

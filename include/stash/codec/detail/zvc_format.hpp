@@ -13,7 +13,7 @@
 namespace stash::detail {
 
 /// Elements per chunk: 32 mask words of 32 bits; the chunk table holds one entry per chunk.
-inline constexpr std::uint64_t zvc_chunk_elements = 1024;
+inline constexpr std::uint64_t zvc_chunk_elements  = 1024;
 inline constexpr std::uint64_t zvc_words_per_chunk = 32;
 /// Header param: log2 of the chunk size, so a reader with another chunk size refuses the buffer.
 inline constexpr std::uint16_t zvc_param = 10;
@@ -45,7 +45,7 @@ STASH_HOST_DEVICE STASH_FORCEINLINE zvc_layout make_zvc_layout(std::uint64_t n)
 template <class T>
 STASH_HOST_DEVICE inline std::uint32_t zvc_mask_word(T const* in, std::uint64_t n, std::uint64_t w)
 {
-  std::uint32_t m = 0;
+  std::uint32_t m          = 0;
   std::uint64_t const base = w * 32;
   for (std::uint32_t i = 0; i < 32 && base + i < n; ++i) {
     if (bits_nonzero(in[base + i])) { m |= (std::uint32_t{1} << i); }
@@ -56,10 +56,8 @@ STASH_HOST_DEVICE inline std::uint32_t zvc_mask_word(T const* in, std::uint64_t 
 /// @brief Checks everything outside the chunks: table fits the payload, table[0] == 0, padding is
 /// zero, payload size matches table[chunks] nonzeros. On success `total` is the nonzero count.
 template <class T>
-STASH_HOST_DEVICE inline check_result zvc_check_body(std::byte const* src,
-                                                     zvc_layout const& l,
-                                                     std::uint64_t payload,
-                                                     std::uint64_t& total)
+STASH_HOST_DEVICE inline check_result zvc_check_body(std::byte const* src, zvc_layout const& l,
+                                                     std::uint64_t payload, std::uint64_t& total)
 {
   if (header_bytes + payload < l.values_off) {
     return {codec_errc::payload_size_mismatch, off_payload};
@@ -79,10 +77,8 @@ STASH_HOST_DEVICE inline check_result zvc_check_body(std::byte const* src,
 
 /// @brief Checks chunk `c`: its table entries are ordered, within `total`, and differ by the
 /// popcount of its mask words; the last word has no bits past n.
-STASH_HOST_DEVICE inline check_result zvc_check_chunk(std::byte const* src,
-                                                      zvc_layout const& l,
-                                                      std::uint64_t total,
-                                                      std::uint64_t c)
+STASH_HOST_DEVICE inline check_result zvc_check_chunk(std::byte const* src, zvc_layout const& l,
+                                                      std::uint64_t total, std::uint64_t c)
 {
   std::uint64_t const t0 = load_u32(src + l.table_off + 4 * c);
   std::uint64_t const t1 = load_u32(src + l.table_off + 4 * (c + 1));
@@ -103,16 +99,14 @@ STASH_HOST_DEVICE inline check_result zvc_check_chunk(std::byte const* src,
 
 /// @brief Expands chunk `c` (already checked) into dst.
 template <class T>
-STASH_HOST_DEVICE inline void zvc_decode_chunk(std::byte const* src,
-                                               zvc_layout const& l,
-                                               std::uint64_t c,
-                                               T* dst)
+STASH_HOST_DEVICE inline void zvc_decode_chunk(std::byte const* src, zvc_layout const& l,
+                                               std::uint64_t c, T* dst)
 {
-  std::uint64_t k          = load_u32(src + l.table_off + 4 * c);
-  std::byte const* values  = src + l.values_off;
-  std::uint64_t const e1   = (c + 1) * zvc_chunk_elements < l.n ? (c + 1) * zvc_chunk_elements : l.n;
+  std::uint64_t k         = load_u32(src + l.table_off + 4 * c);
+  std::byte const* values = src + l.values_off;
+  std::uint64_t const e1  = (c + 1) * zvc_chunk_elements < l.n ? (c + 1) * zvc_chunk_elements : l.n;
   for (std::uint64_t i = c * zvc_chunk_elements; i < e1; i += 32) {
-    std::uint32_t const m = load_u32(src + l.mask_off + 4 * (i / 32));
+    std::uint32_t const m   = load_u32(src + l.mask_off + 4 * (i / 32));
     std::uint64_t const lim = i + 32 < e1 ? 32 : e1 - i;
     for (std::uint64_t j = 0; j < lim; ++j) {
       if ((m >> j) & 1u) {

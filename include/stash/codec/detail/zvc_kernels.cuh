@@ -22,9 +22,9 @@ namespace stash::detail {
 template <class T>
 __global__ void zvc_mask_kernel(T const* in, std::uint64_t n, std::byte* out, std::uint32_t* counts)
 {
-  zvc_layout const l      = make_zvc_layout(n);
-  std::uint64_t const gw  = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
-  unsigned const lane     = threadIdx.x % 32;
+  zvc_layout const l     = make_zvc_layout(n);
+  std::uint64_t const gw = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  unsigned const lane    = threadIdx.x % 32;
   if (gw == 0 && lane == 0) { counts[l.chunks] = 0; }  // the scan's extra slot: total count
   if (gw >= l.chunks) { return; }
   auto* mask          = reinterpret_cast<std::uint32_t*>(out + l.mask_off);
@@ -43,7 +43,8 @@ __global__ void zvc_mask_kernel(T const* in, std::uint64_t n, std::byte* out, st
 /// One warp per chunk again: each nonzero lane writes its value at the chunk's offset plus the
 /// nonzeros of lower lanes. Warp 0 also writes the header, padding and the size.
 template <class T>
-__global__ void zvc_scatter_kernel(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size)
+__global__ void zvc_scatter_kernel(T const* in, std::uint64_t n, std::byte* out,
+                                   std::size_t* d_size)
 {
   zvc_layout const l     = make_zvc_layout(n);
   std::uint64_t const gw = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
@@ -55,8 +56,7 @@ __global__ void zvc_scatter_kernel(T const* in, std::uint64_t n, std::byte* out,
       out[p] = std::byte{0};
     }
     std::uint64_t const bytes = l.values_off + total * sizeof(T);
-    write_header(out, codec_ids::zvc, element_type_code<T>, zvc_param, n,
-                 bytes - header_bytes);
+    write_header(out, codec_ids::zvc, element_type_code<T>, zvc_param, n, bytes - header_bytes);
     *d_size = static_cast<std::size_t>(bytes);
   }
   if (gw >= l.chunks) { return; }
@@ -75,18 +75,15 @@ __global__ void zvc_scatter_kernel(T const* in, std::uint64_t n, std::byte* out,
 
 /// Single thread: header and everything outside the chunks; resets `status`.
 template <class T>
-__global__ void zvc_validate_kernel(std::byte const* src,
-                                    std::uint64_t src_bytes,
-                                    std::uint64_t capacity,
-                                    codec_status* status)
+__global__ void zvc_validate_kernel(std::byte const* src, std::uint64_t src_bytes,
+                                    std::uint64_t capacity, codec_status* status)
 {
   header_fields h{};
-  check_result r = parse_header(src, src_bytes, codec_ids::zvc,
-                                element_type_code<T>, zvc_param,
-                                capacity, h);
+  check_result r =
+      parse_header(src, src_bytes, codec_ids::zvc, element_type_code<T>, zvc_param, capacity, h);
   if (r.code == codec_errc::ok) {
     std::uint64_t total = 0;
-    r = zvc_check_body<T>(src, make_zvc_layout(h.count), h.payload, total);
+    r                   = zvc_check_body<T>(src, make_zvc_layout(h.count), h.payload, total);
   }
   store_status(status, r);
 }
@@ -103,20 +100,20 @@ __global__ void zvc_decode_kernel(std::byte const* src, T* dst, codec_status* st
   zvc_layout const l     = make_zvc_layout(load_u64(src + off_count));
   std::uint64_t const gw = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   if (gw >= l.chunks) { return; }
-  auto const* mask        = reinterpret_cast<std::uint32_t const*>(src + l.mask_off);
-  auto const* table       = reinterpret_cast<std::uint32_t const*>(src + l.table_off);
-  std::uint64_t const my_w = gw * zvc_words_per_chunk + lane;
-  std::uint32_t const my_m = my_w < l.words ? mask[my_w] : 0u;
+  auto const* mask          = reinterpret_cast<std::uint32_t const*>(src + l.mask_off);
+  auto const* table         = reinterpret_cast<std::uint32_t const*>(src + l.table_off);
+  std::uint64_t const my_w  = gw * zvc_words_per_chunk + lane;
+  std::uint32_t const my_m  = my_w < l.words ? mask[my_w] : 0u;
   std::uint64_t const total = table[l.chunks];
   std::uint64_t const t0    = table[gw];
   std::uint64_t const t1    = table[gw + 1];
-  bool const tail_bad = my_w == l.words - 1 && (l.n % 32) != 0 && (my_m >> (l.n % 32)) != 0;
+  bool const tail_bad       = my_w == l.words - 1 && (l.n % 32) != 0 && (my_m >> (l.n % 32)) != 0;
   if (__any_sync(0xffffffffu, tail_bad)) {
     if (tail_bad) { report(status, {codec_errc::bad_mask_tail, l.mask_off + 4 * my_w}); }
     return;
   }
   auto const pop = static_cast<std::uint64_t>(
-    __reduce_add_sync(0xffffffffu, static_cast<unsigned>(__popc(my_m))));
+      __reduce_add_sync(0xffffffffu, static_cast<unsigned>(__popc(my_m))));
   if (t0 > t1 || t1 > total || pop != t1 - t0) {
     if (lane == 0) { report(status, {codec_errc::bad_chunk_table, l.table_off + 4 * (gw + 1)}); }
     return;
@@ -151,7 +148,7 @@ inline cudaError_t zvc_encode_scratch_bytes(std::uint64_t n, std::size_t& bytes)
   std::uint64_t const chunks = make_zvc_layout(n).chunks;
   std::size_t cub_bytes      = 0;
   cudaError_t const st =
-    cub_temp_storage::query(zvc_scan(nullptr, nullptr, chunks, nullptr), cub_bytes);
+      cub_temp_storage::query(zvc_scan(nullptr, nullptr, chunks, nullptr), cub_bytes);
   bytes = cub_temp_storage::aligned(4 * (chunks + 1)) + cub_bytes;
   return st;
 }
@@ -162,11 +159,11 @@ template <class T>
 cudaError_t zvc_encode_async(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size,
                              void* scratch, std::size_t scratch_bytes, cudaStream_t stream)
 {
-  zvc_layout const l = make_zvc_layout(n);
+  zvc_layout const l             = make_zvc_layout(n);
   std::size_t const counts_bytes = cub_temp_storage::aligned(4 * (l.chunks + 1));
   if (scratch_bytes < counts_bytes) { return cudaErrorInvalidValue; }
-  auto* counts             = static_cast<std::uint32_t*>(scratch);
-  unsigned const blocks    = blocks_for(l.chunks, codec_warps_per_block);
+  auto* counts          = static_cast<std::uint32_t*>(scratch);
+  unsigned const blocks = blocks_for(l.chunks, codec_warps_per_block);
   zvc_mask_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, out, counts);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   auto* table = reinterpret_cast<std::uint32_t*>(out + l.table_off);

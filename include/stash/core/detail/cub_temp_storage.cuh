@@ -37,7 +37,7 @@ struct cub_temp_storage {
   template <class Algorithm>
   [[nodiscard]] static cudaError_t run(Algorithm&& alg, void* scratch, std::size_t scratch_bytes)
   {
-    std::size_t need = 0;
+    std::size_t need    = 0;
     cudaError_t const q = alg(nullptr, need);
     if (q != cudaSuccess) { return q; }
     if (need > scratch_bytes || (need > 0 && scratch == nullptr)) { return cudaErrorInvalidValue; }

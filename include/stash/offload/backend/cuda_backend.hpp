@@ -28,7 +28,7 @@ class cuda_backend {
   using stream_order = cuda_event_order;
 
   /// @brief A backend on the current device.
-  cuda_backend() = default;
+  cuda_backend()                               = default;
   cuda_backend(cuda_backend const&)            = delete;
   cuda_backend& operator=(cuda_backend const&) = delete;
 

@@ -198,7 +198,7 @@ class host_backend {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_.push_back(
-      std::make_unique<host_stream_worker>(options_.max_delay, options_.seed + streams_.size()));
+        std::make_unique<host_stream_worker>(options_.max_delay, options_.seed + streams_.size()));
     return streams_.back().get();
   }
   /// @brief A flag set after the work queued on `s` so far.
@@ -237,7 +237,8 @@ class host_backend {
   /// @brief Starts modelling a capture on `s` (cudaStreamBeginCapture); see the file docs.
   void begin_capture(stream s)
   {
-    STASH_EXPECTS(s->capture() == 0, "host_backend::begin_capture: the stream is already capturing");
+    STASH_EXPECTS(s->capture() == 0,
+                  "host_backend::begin_capture: the stream is already capturing");
     s->set_capture(++captures_);
   }
   /// @brief Ends the capture `s` began, for every stream that joined it (cudaStreamEndCapture).

@@ -95,7 +95,8 @@ class dsa_search {
     for (std::size_t k = 0; k < n_; ++k) {
       auto const a = by_begin[k];
       // Blocks starting before a ends (and not before a starts) overlap a.
-      for (std::size_t m = k + 1; m < n_ && inst_.cell_begin[by_begin[m]] < inst_.cell_end[a]; ++m) {
+      for (std::size_t m = k + 1; m < n_ && inst_.cell_begin[by_begin[m]] < inst_.cell_end[a];
+           ++m) {
         neighbors_[a].push_back(by_begin[m]);
         neighbors_[by_begin[m]].push_back(a);
       }
@@ -114,7 +115,8 @@ class dsa_search {
       auto key = [&](std::uint32_t b) {
         return std::tuple(inst_.size[b], inst_.cell_begin[b], inst_.cell_end[b]);
       };
-      std::sort(ord.begin(), ord.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+      std::sort(ord.begin(), ord.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
       for (std::size_t k = 0; k < n_; ++k) {
         twin_[ord[k]] = (k > 0 && key(ord[k]) == key(ord[k - 1])) ? twin_[ord[k - 1]] : ord[k];
       }
@@ -134,14 +136,10 @@ class dsa_search {
   /// the static candidate order (for restarts); `critical_first` tries the blocks that can fill
   /// the lowest, tightest cell before the others (else the order is offset, then rank), and
   /// `largest_first` tries those by descending size instead of rank.
-  dsa_status solve(std::uint64_t capacity,
-                   dsa_order order,
-                   std::chrono::steady_clock::time_point deadline,
-                   std::uint64_t max_nodes,
-                   std::vector<std::uint64_t>& offsets,
-                   std::uint64_t seed         = 0,
-                   bool critical_first        = true,
-                   bool largest_first         = false)
+  dsa_status solve(std::uint64_t capacity, dsa_order order,
+                   std::chrono::steady_clock::time_point deadline, std::uint64_t max_nodes,
+                   std::vector<std::uint64_t>& offsets, std::uint64_t seed = 0,
+                   bool critical_first = true, bool largest_first = false)
   {
     crit_order_    = critical_first;
     largest_first_ = largest_first;
@@ -232,9 +230,12 @@ class dsa_search {
     auto key = [&](std::uint32_t b) -> std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> {
       auto const area = inst_.size[b] * width(b);
       switch (order) {
-        case dsa_order::twa: return {total[b], width(b), area};
-        case dsa_order::wat: return {width(b), area, total[b]};
-        case dsa_order::taw: return {total[b], area, width(b)};
+        case dsa_order::twa:
+          return {total[b], width(b), area};
+        case dsa_order::wat:
+          return {width(b), area, total[b]};
+        case dsa_order::taw:
+          return {total[b], area, width(b)};
       }
       return {};
     };
@@ -286,7 +287,9 @@ class dsa_search {
     for (auto s = inst_.cell_begin[c]; s < inst_.cell_end[c]; ++s) {
       set(remaining_[s], remaining_[s] - inst_.size[c]);
     }
-    for (auto s = inst_.cell_begin[c] + 1; s < inst_.cell_end[c]; ++s) { set(span_[s], span_[s] - 1); }
+    for (auto s = inst_.cell_begin[c] + 1; s < inst_.cell_end[c]; ++s) {
+      set(span_[s], span_[s] - 1);
+    }
   }
 
   // Places b at x (>= level). False if a check fails; the caller undoes the trail either way.
@@ -304,7 +307,9 @@ class dsa_search {
       set(remaining_[s], remaining_[s] - inst_.size[b]);
       if (remaining_[s] != 0 && top + remaining_[s] > cap_) { return false; }
     }
-    for (auto s = inst_.cell_begin[b] + 1; s < inst_.cell_end[b]; ++s) { set(span_[s], span_[s] - 1); }
+    for (auto s = inst_.cell_begin[b] + 1; s < inst_.cell_end[b]; ++s) {
+      set(span_[s], span_[s] - 1);
+    }
     for (auto c : neighbors_[b]) {
       if (placed_[c]) { continue; }
       if (top > minoff_[c]) {
@@ -360,9 +365,9 @@ class dsa_search {
       auto const m = minoff_[c];
       // A block below the level waits for a block to rest on; its exact lowest offset is moot.
       std::uint64_t const v =
-        m < level_ ? 0 : ((m - level_ + 1) << 1U) | (banned_[c] == m ? 1U : 0U);
+          m < level_ ? 0 : ((m - level_ + 1) << 1U) | (banned_[c] == m ? 1U : 0U);
       std::uint64_t const x = (static_cast<std::uint64_t>(c) << 40U) ^ v;
-      auto const hx = mix(x);
+      auto const hx         = mix(x);
       h1 += hx;
       h2 += (hx ^ (hx >> 29U)) * 0x9E3779B97F4A7C15ULL;
     }
@@ -401,9 +406,9 @@ class dsa_search {
     memo_[static_cast<std::size_t>(k.first & (memo_.size() - 1))] = k;
   }
 
-  bool dfs_body(std::vector<std::uint32_t> const& active, std::vector<std::uint32_t> const& by_minoff)
+  bool dfs_body(std::vector<std::uint32_t> const& active,
+                std::vector<std::uint32_t> const& by_minoff)
   {
-
     std::uint32_t lo_cell = inst_.cells;
     std::uint32_t hi_cell = 0;
     for (auto c : active) {
@@ -420,7 +425,7 @@ class dsa_search {
       if (!cuts.empty()) {
         auto part_of = [&](std::uint32_t c) {
           return static_cast<std::size_t>(
-            std::upper_bound(cuts.begin(), cuts.end(), inst_.cell_begin[c]) - cuts.begin());
+              std::upper_bound(cuts.begin(), cuts.end(), inst_.cell_begin[c]) - cuts.begin());
         };
         std::vector<std::vector<std::uint32_t>> parts(cuts.size() + 1), parts_m(cuts.size() + 1);
         for (auto c : active) { parts[part_of(c)].push_back(c); }
@@ -468,11 +473,14 @@ class dsa_search {
       // when all of them are refuted (and banned), inference sees the cell's waste at once.
       auto const at   = crit_at_;
       auto const cell = crit_cell_;
-      crit_group = static_cast<std::size_t>(
-        std::stable_partition(mine.begin(), mine.end(), [&](candidate const& cand) {
-          return cand.offset == at && inst_.cell_begin[cand.block] <= cell &&
-                 cell < inst_.cell_end[cand.block];
-        }) - mine.begin());
+      crit_group      = static_cast<std::size_t>(
+          std::stable_partition(mine.begin(), mine.end(),
+                                     [&](candidate const& cand) {
+                                  return cand.offset == at &&
+                                         inst_.cell_begin[cand.block] <= cell &&
+                                         cell < inst_.cell_end[cand.block];
+                                }) -
+          mine.begin());
       if (largest_first_) {
         std::stable_sort(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(crit_group),
                          [&](candidate const& p, candidate const& q) {
@@ -537,7 +545,8 @@ class dsa_search {
   // order of their offset, gives every cell that lowest offset; a union-find over "next
   // unpainted cell" makes it O(cells + blocks) rather than O(sum of lifetimes). Most blocks sit
   // at the level, so only the few above it need sorting.
-  bool infer(std::vector<std::uint32_t> const& by_minoff, std::uint32_t lo_cell, std::uint32_t hi_cell)
+  bool infer(std::vector<std::uint32_t> const& by_minoff, std::uint32_t lo_cell,
+             std::uint32_t hi_cell)
   {
     if (next_cell_.size() < std::size_t{inst_.cells} + 1) {
       next_cell_.resize(std::size_t{inst_.cells} + 1);
@@ -553,7 +562,7 @@ class dsa_search {
     auto paint = [&](std::uint32_t c, std::uint64_t at) {
       for (auto s = find(inst_.cell_begin[c]); s < inst_.cell_end[c]; s = find(s + 1)) {
         if (at + remaining_[s] > cap_) { return false; }
-        next_cell_[s] = s + 1;
+        next_cell_[s]    = s + 1;
         auto const slack = cap_ - at - remaining_[s];
         if (at < crit_at_ || (at == crit_at_ && slack < crit_slack_)) {
           crit_at_    = at;
@@ -588,7 +597,7 @@ class dsa_search {
     }
     std::sort(deferred_.begin(), deferred_.end());
     std::size_t d = 0;
-    auto flush = [&](std::uint64_t limit) {
+    auto flush    = [&](std::uint64_t limit) {
       for (; d < deferred_.size() && deferred_[d].first <= limit; ++d) {
         if (!paint(deferred_[d].second, deferred_[d].first)) { return false; }
       }
@@ -608,7 +617,7 @@ class dsa_search {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> memo_;
   std::uint64_t memo_cap_{none};
   std::uint64_t memo_hits_{0};
-  std::size_t memo_puts_{0};  // insertions since the table last grew
+  std::size_t memo_puts_{0};              // insertions since the table last grew
   std::vector<std::uint32_t> next_cell_;  // scratch of infer(): next unpainted cell
   // Scratch of infer(): (lowest offset, block) of the waiting blocks.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> deferred_;
@@ -616,11 +625,11 @@ class dsa_search {
   std::uint64_t crit_at_{0}, crit_slack_{0};
   std::uint32_t crit_cell_{0};
   bool crit_order_{true};
-  bool largest_first_{false};  // the critical cell's blocks by descending size
-  std::vector<std::uint32_t> raised_;     // blocks whose minoff the last place() raised
+  bool largest_first_{false};          // the critical cell's blocks by descending size
+  std::vector<std::uint32_t> raised_;  // blocks whose minoff the last place() raised
   std::vector<std::uint64_t> raised_stamp_;
   std::uint64_t stamp_{0};
-  std::vector<std::uint32_t> twin_;       // blocks equal in size and lifetime share a value
+  std::vector<std::uint32_t> twin_;  // blocks equal in size and lifetime share a value
 
   dsa_instance inst_;
   std::size_t n_;
@@ -638,7 +647,7 @@ class dsa_search {
 
   std::uint64_t level_{0};
   std::vector<std::uint64_t> minoff_, placed_, offset_, banned_, remaining_, span_,
-    unplaced_neighbors_;
+      unplaced_neighbors_;
   std::vector<std::pair<std::uint64_t*, std::uint64_t>> trail_;
 };
 

@@ -28,11 +28,11 @@ namespace stash::detail {
 {
   auto const v = t.header_value("batch");
   STASH_EXPECTS(v.has_value(), "projection: the trace header has no 'batch' key");
-  std::uint64_t b = 0;
+  std::uint64_t b      = 0;
   auto const [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), b);
-  STASH_EXPECTS(ec == std::errc() && ptr == v->data() + v->size() && b > 0,
-                "projection: trace header batch='" + std::string(*v) +
-                  "' is not a positive integer");
+  STASH_EXPECTS(
+      ec == std::errc() && ptr == v->data() + v->size() && b > 0,
+      "projection: trace header batch='" + std::string(*v) + "' is not a positive integer");
   return b;
 }
 
@@ -68,7 +68,9 @@ namespace stash::detail {
         (void)out.add_alloc(bytes, s.kind, s.label);
         break;
       }
-      case event_kind::free: out.add_free(e.index); break;
+      case event_kind::free:
+        out.add_free(e.index);
+        break;
       case event_kind::op: {
         auto const& o = t.ops()[e.index];
         (void)out.add_op(o.name, o.reads, o.writes);

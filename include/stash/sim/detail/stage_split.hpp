@@ -70,7 +70,7 @@ struct unit_map {
 
   std::size_t next_unit = 0, last_other = none;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    auto const& o = ops[i];
+    auto const& o    = ops[i];
     std::size_t unit = none;
     if (m.op_phase[i] == phase::forward) {
       unit = next_unit++;
@@ -88,10 +88,10 @@ struct unit_map {
           }
         }
       }
-      unit = weights != none ? weights
-           : saved != none   ? saved
-           : last_other != none ? last_other
-                                : m.units - 1;
+      unit       = weights != none      ? weights
+                   : saved != none      ? saved
+                   : last_other != none ? last_other
+                                        : m.units - 1;
       last_other = unit;
     }
     m.op_unit[i] = unit;
@@ -129,7 +129,7 @@ struct stage_split {
 {
   auto const u = unit_time.size();
   STASH_EXPECTS(k >= 1 && k <= u, "projection: cannot split " + std::to_string(u) +
-                                    " forward ops into " + std::to_string(k) + " stages");
+                                      " forward ops into " + std::to_string(k) + " stages");
   std::vector<double> time_prefix(u + 1, 0.0);
   std::vector<std::uint64_t> mem_prefix(u + 1, 0);
   for (std::size_t i = 0; i < u; ++i) {
@@ -187,9 +187,9 @@ struct stage_split {
 [[nodiscard]] inline trace stage_trace(trace const& t, unit_map const& m,
                                        std::span<std::size_t const> unit_stage, std::size_t stage)
 {
-  auto const ops      = t.ops();
-  auto const storages = t.storages();
-  auto const events   = t.events();
+  auto const ops         = t.ops();
+  auto const storages    = t.storages();
+  auto const events      = t.events();
   auto const stage_of_op = [&](std::size_t op) { return unit_stage[m.op_unit[op]]; };
   auto const owned       = [&](storage_id id) { return unit_stage[m.storage_unit[id]] == stage; };
 
@@ -228,8 +228,8 @@ struct stage_split {
     switch (e.kind) {
       case event_kind::alloc:
         if (owned(e.index)) {
-          auto const& s    = storages[e.index];
-          new_id[e.index]  = out.add_alloc(s.bytes, s.kind, s.label);
+          auto const& s   = storages[e.index];
+          new_id[e.index] = out.add_alloc(s.bytes, s.kind, s.label);
         }
         break;
       case event_kind::free:

@@ -14,8 +14,8 @@ namespace stash::detail {
 
 /// Per-op facts that swap policies and the simulator share.
 struct op_index {
-  std::vector<std::uint64_t> event;                 // event index of op i's `o` line
-  std::vector<std::optional<stash::phase>> phase;   // phase marked last before op i, if any
+  std::vector<std::uint64_t> event;                // event index of op i's `o` line
+  std::vector<std::optional<stash::phase>> phase;  // phase marked last before op i, if any
 };
 
 [[nodiscard]] inline op_index index_ops(trace const& t)

@@ -16,7 +16,9 @@ namespace stash::detail {
 [[nodiscard]] inline std::string_view trim(std::string_view s) noexcept
 {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) { s.remove_prefix(1); }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) { s.remove_suffix(1); }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
   return s;
 }
 
@@ -41,9 +43,9 @@ namespace stash::detail {
 [[nodiscard]] inline std::optional<std::uint64_t> parse_u64(std::string_view s) noexcept
 {
   if (s.empty()) { return std::nullopt; }
-  std::uint64_t value = 0;
+  std::uint64_t value   = 0;
   auto const* const end = s.data() + s.size();
-  auto const [ptr, ec] = std::from_chars(s.data(), end, value, 10);
+  auto const [ptr, ec]  = std::from_chars(s.data(), end, value, 10);
   if (ec != std::errc{} || ptr != end) { return std::nullopt; }
   return value;
 }
