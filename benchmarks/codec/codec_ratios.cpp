@@ -3,7 +3,7 @@
 // and the worst per-file ratio. Prints a markdown table.
 //
 //   codec_ratios DATA_DIR/activations
-#include <stash/codec/detail/host_codec_list.hpp>
+#include <stash/codec/host_codec_list.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +43,7 @@ int main(int argc, char** argv)
   }
   std::printf("| codec | lossless | init | epoch1 | final | min per file | max abs error |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|\n");
-  stash::detail::for_each_f32_codec([&](auto nc) {
+  stash::for_each_f32_codec([&](auto nc) {
     using C = typename decltype(nc)::type;
     std::printf("| %s | %s |", nc.name, C::lossless ? "yes" : "no");
     double min_ratio = 1e30, max_err = 0.0;

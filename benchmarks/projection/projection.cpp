@@ -3,9 +3,10 @@
 // Every time is predicted by the cost model (include/stash/sim), not measured.
 //
 // Usage: bench_projection [DATA_DIR]   (default: the repository's data/)
-#include <stash/sim/cluster.hpp>
-#include <stash/sim/projection.hpp>
+#include <stash/projection/cluster.hpp>
+#include <stash/projection/projection.hpp>
 #include <stash/trace/trace_reader.hpp>
+#include <stash_tools/projection_print.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -64,7 +65,7 @@ int main(int argc, char** argv)
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::printf("## %s on %s (%zu configurations, projected in %.2f s)\n", run.trace, run.cluster,
                 r.configs.size(), secs);
-    stash::print_projection_table(std::cout, r);
+    stash_tools::print_projection_table(std::cout, r);
     // Pal et al.'s comparison: the best configuration against the best DP-only one (mp = 1),
     // both over every device count up to the cluster.
     std::optional<std::size_t> best_dp;

@@ -8,6 +8,7 @@
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/policy_registry.hpp>
 #include <stash/trace/trace_reader.hpp>
 
@@ -35,19 +36,19 @@ struct row_result {
   stash::sim_result sim;
 };
 
-row_result run(std::string const& policy, stash::trace const& t, stash::cost_model const& model,
-               std::uint64_t budget)
+row_result run(std::string const& policy, stash::trace_analysis const& a, std::uint64_t budget)
 {
-  auto plan = stash::plan_by_name(policy, t, model, budget);
-  auto sim  = stash::simulate(t, model, plan, stash::sim_options{false});
+  auto plan = stash::plan_by_name(policy, a, budget);
+  auto sim  = stash::simulate(a, plan, stash::sim_options{false});
   return {std::move(plan), std::move(sim)};
 }
 
 // Peak over events of the device bytes of kind act/input (the feature maps vDNN manages), under
 // the planned curve's rules.
-std::uint64_t feature_map_peak(stash::trace const& t, stash::schedule const& s)
+std::uint64_t feature_map_peak(stash::trace_analysis const& a, stash::schedule const& s)
 {
-  auto const ops    = stash::detail::index_ops(t);
+  auto const& t     = a.trace();
+  auto const& ops   = a.ops();
   auto const events = t.events();
   auto is_map       = [&](stash::storage_id id) {
     auto const k = t.storages()[id].kind;
@@ -56,7 +57,7 @@ std::uint64_t feature_map_peak(stash::trace const& t, stash::schedule const& s)
   std::vector<std::int64_t> delta(events.size() + 1, 0);
   for (auto const& e : s.entries) {
     if (!is_map(e.id)) { continue; }
-    auto const w = stash::detail::planned_off_window(e, ops);
+    auto const w = stash::planned_off_window(e, ops);
     if (w.after < w.last) {
       delta[w.after + 1] -= static_cast<std::int64_t>(e.bytes);
       delta[w.last + 1] += static_cast<std::int64_t>(e.bytes);
@@ -78,10 +79,10 @@ std::uint64_t feature_map_peak(stash::trace const& t, stash::schedule const& s)
 }
 
 void print_row(std::string const& trace_name, std::string const& hw, std::string const& label,
-               row_result const& r, stash::sim_result const& base, stash::trace const& t)
+               row_result const& r, stash::sim_result const& base, stash::trace_analysis const& a)
 {
-  auto const maps      = feature_map_peak(t, r.plan);
-  auto const base_maps = feature_map_peak(t, stash::make_schedule(t, "none", 0, {}));
+  auto const maps      = feature_map_peak(a, r.plan);
+  auto const base_maps = feature_map_peak(a, stash::make_schedule(a, "none", 0, {}));
   double const reduction =
       1.0 - static_cast<double>(r.sim.device_peak) / static_cast<double>(base.device_peak);
   double const slowdown = r.sim.iteration_s / base.iteration_s - 1.0;
@@ -128,22 +129,21 @@ try {
     auto const t = stash::read_trace(data + "/traces/" + name + ".trace");
     for (auto const& hw : stash::hardware_presets) {
       stash::cost_model const model(hw);
-      auto const base = run("no_swap", t, model, hw.device_memory_bytes);
-      print_row(name, std::string(hw.name), "no_swap", base, base.sim, t);
+      stash::trace_analysis const a(t, model);  // once per trace and preset, for every policy
+      auto const base = run("no_swap", a, hw.device_memory_bytes);
+      print_row(name, std::string(hw.name), "no_swap", base, base.sim, a);
       for (auto const* policy : {"vdnn_conv", "vdnn_all"}) {
-        print_row(name, std::string(hw.name), policy, run(policy, t, model, hw.device_memory_bytes),
-                  base.sim, t);
+        print_row(name, std::string(hw.name), policy, run(policy, a, hw.device_memory_bytes),
+                  base.sim, a);
       }
       for (double const f : {0.75, 0.5}) {
         auto const budget =
             static_cast<std::uint64_t>(f * static_cast<double>(base.sim.device_peak));
         char label[64];
         std::snprintf(label, sizeof(label), "vdnn_dyn @%.0f%%", 100 * f);
-        print_row(name, std::string(hw.name), label, run("vdnn_dyn", t, model, budget), base.sim,
-                  t);
+        print_row(name, std::string(hw.name), label, run("vdnn_dyn", a, budget), base.sim, a);
         std::snprintf(label, sizeof(label), "auto_swap @%.0f%%", 100 * f);
-        print_row(name, std::string(hw.name), label, run("auto_swap", t, model, budget), base.sim,
-                  t);
+        print_row(name, std::string(hw.name), label, run("auto_swap", a, budget), base.sim, a);
       }
     }
   }
@@ -159,14 +159,15 @@ try {
     auto const t = stash::read_trace(data + "/traces/" + name + ".trace");
     for (auto const& hw : stash::hardware_presets) {
       stash::cost_model const model(hw);
-      auto const base = run("no_swap", t, model, hw.device_memory_bytes);
+      stash::trace_analysis const a(t, model);
+      auto const base = run("no_swap", a, hw.device_memory_bytes);
       for (auto const* policy : {"auto_swap", "auto_swap_wdoa", "auto_swap_aoa", "auto_swap_doa"}) {
         std::optional<row_result> best;
         int best_pct = 100;
         for (int pct = 100; pct >= 20; --pct) {
           auto const budget =
               static_cast<std::uint64_t>(pct / 100.0 * static_cast<double>(base.sim.device_peak));
-          auto r = run(policy, t, model, budget);
+          auto r = run(policy, a, budget);
           if (r.sim.iteration_s > base.sim.iteration_s * (1 + 1e-12)) { continue; }
           if (!best || r.sim.device_peak < best->sim.device_peak) {
             best     = std::move(r);
@@ -197,10 +198,11 @@ try {
       params.use_codec   = true;
       params.codec_ratio = *ratio;
       stash::cost_model const model(hw, params);
-      auto const base = run("no_swap", t, model, hw.device_memory_bytes);
+      stash::trace_analysis const a(t, model);
+      auto const base = run("no_swap", a, hw.device_memory_bytes);
       for (auto const* policy : {"vdnn_conv", "vdnn_all"}) {
-        print_row(name, "pcie3_x16+zvc", policy, run(policy, t, model, hw.device_memory_bytes),
-                  base.sim, t);
+        print_row(name, "pcie3_x16+zvc", policy, run(policy, a, hw.device_memory_bytes), base.sim,
+                  a);
       }
     }
   }

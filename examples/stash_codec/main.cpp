@@ -2,7 +2,7 @@
 // reports sizes, ratios, errors and host throughput.
 //
 //   stash-codec [--codec NAME|all] [--dtype f32] [--json] FILE...
-#include <stash/codec/detail/host_codec_list.hpp>
+#include <stash/codec/host_codec_list.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -98,7 +98,7 @@ int main(int argc, char** argv)
   }
   if (files.empty()) { return usage("no input file"); }
   bool known = codec == "all";
-  stash::detail::for_each_f32_codec([&](auto nc) { known = known || codec == nc.name; });
+  stash::for_each_f32_codec([&](auto nc) { known = known || codec == nc.name; });
   if (!known) { return usage(("unknown codec " + codec).c_str()); }
   if (!json) {
     std::printf("%-40s %-13s %10s %10s %8s\n", "file", "codec", "input", "compressed", "ratio");
@@ -121,7 +121,7 @@ int main(int argc, char** argv)
     std::vector<float> in(bytes / 4);
     f.seekg(0);
     f.read(reinterpret_cast<char*>(in.data()), static_cast<std::streamsize>(bytes));
-    stash::detail::for_each_f32_codec([&](auto nc) {
+    stash::for_each_f32_codec([&](auto nc) {
       if (codec == "all" || codec == nc.name) {
         try {
           run<typename decltype(nc)::type>(nc.name, file, in, json);

@@ -13,10 +13,10 @@
 #include <stash/codec/codec.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/error.hpp>
-#include <stash/sim/cluster.hpp>
+#include <stash/projection/cluster.hpp>
+#include <stash/projection/projection.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
-#include <stash/sim/projection.hpp>
 #include <stash/swap/policy_registry.hpp>
 
 #include <algorithm>

@@ -8,9 +8,10 @@
 #include "options.hpp"
 
 #include <stash/sim/cost_model.hpp>
+#include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/policy_registry.hpp>
-#include <stash/swap/schedule.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -96,21 +97,22 @@ struct policy_section {
 [[nodiscard]] inline policy_section run_policies(stash::trace const& t, options const& opt)
 {
   auto const model = make_cost_model(opt);
+  stash::trace_analysis const analysis(t, model);  // once, for every policy
   policy_section section;
   section.hardware            = opt.hardware;
   section.codec               = opt.codec;
-  section.baseline_peak_bytes = stash::analyze_lifetimes(t).peak_live_bytes;
+  section.baseline_peak_bytes = analysis.peak_live_bytes();
   section.budget_bytes =
       resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
   auto const baseline = stash::simulate(
-      t, model, stash::plan_by_name("no_swap", t, model, section.budget_bytes), {false});
+      analysis, stash::plan_by_name("no_swap", analysis, section.budget_bytes), {false});
   section.baseline_ms = baseline.iteration_s * 1e3;
   for (auto const& name : requested_policies(opt)) {
     policy_result p;
     p.name = name;
     try {
-      auto const s           = stash::plan_by_name(name, t, model, section.budget_bytes);
-      auto const r           = stash::simulate(t, model, s, {false});
+      auto const s           = stash::plan_by_name(name, analysis, section.budget_bytes);
+      auto const r           = stash::simulate(analysis, s, {false});
       p.fits                 = s.fits();
       p.device_peak_bytes    = s.device_peak;
       p.simulated_peak_bytes = r.device_peak;

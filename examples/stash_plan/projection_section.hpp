@@ -2,7 +2,7 @@
  * @file projection_section.hpp
  * @brief stash-plan's multi-device projection section (--cluster): every data-parallel x
  * model-parallel configuration of a trace on the cluster, with and without offload
- * (stash::project, include/stash/sim/projection.hpp), its text and JSON forms, and where its
+ * (stash::project, include/stash/projection/projection.hpp), its text and JSON forms, and where its
  * picture goes.
  */
 #pragma once
@@ -10,9 +10,10 @@
 #include "json_writer.hpp"
 #include "options.hpp"
 
-#include <stash/sim/projection.hpp>
+#include <stash/projection/projection.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace.hpp>
+#include <stash_tools/projection_print.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -65,11 +66,11 @@ struct projection_section {
   return section;
 }
 
-/// @brief The picture of the projection as an SVG document (stash::write_projection_svg).
+/// @brief The picture of the projection as an SVG document (stash_tools::write_projection_svg).
 [[nodiscard]] inline std::string render_projection_svg(projection_section const& section)
 {
   std::ostringstream out;
-  stash::write_projection_svg(out, section.result);
+  stash_tools::write_projection_svg(out, section.result);
   return out.str();
 }
 
@@ -84,8 +85,8 @@ struct projection_section {
 }
 
 /// @brief The projection lines of the text summary: the cluster and budget, then
-/// stash::print_projection_table (assumptions and one row per configuration) indented, then the
-/// best configuration.
+/// stash_tools::print_projection_table (assumptions and one row per configuration) indented, then
+/// the best configuration.
 inline void print_projection_text(std::ostream& out, projection_section const& s)
 {
   auto const bytes = [](std::uint64_t b) {
@@ -97,7 +98,7 @@ inline void print_projection_text(std::ostream& out, projection_section const& s
       << s.cluster << "; budget " << bytes(s.budget_bytes) << " per device (" << s.budget_origin
       << ")\n";
   std::ostringstream table;
-  stash::print_projection_table(table, s.result);
+  stash_tools::print_projection_table(table, s.result);
   std::istringstream lines(table.str());
   for (std::string line; std::getline(lines, line);) { out << "    " << line << '\n'; }
   out << "  best config      ";

@@ -172,19 +172,20 @@ inline void simulate_trace(file_report& report, stash::trace const& t, options c
   if (opt.swap_requested()) { report.policies = run_policies(t, opt); }
   if (!opt.svg) { return; }
   auto const model = make_cost_model(opt);
+  stash::trace_analysis const analysis(t, model);
   svg_request request;
   request.title   = std::filesystem::path(report.file).filename().string();
-  auto const peak = stash::analyze_lifetimes(t).peak_live_bytes;
+  auto const peak = analysis.peak_live_bytes();
   std::string budget_origin;
   auto const budget = resolve_budget(opt, model, peak, &budget_origin);
   if (opt.swap_requested()) { request.budget = budget; }
   auto const drawn = report.policies ? policy_to_draw(*report.policies) : std::nullopt;
-  auto const shown = stash::plan_by_name(drawn.value_or("no_swap"), t, model, budget);
+  auto const shown = stash::plan_by_name(drawn.value_or("no_swap"), analysis, budget);
   auto const baseline_ms =
-      stash::simulate(t, model, stash::plan_by_name("no_swap", t, model, budget), {false})
+      stash::simulate(analysis, stash::plan_by_name("no_swap", analysis, budget), {false})
           .iteration_s *
       1e3;
-  auto const shown_ms     = stash::simulate(t, model, shown, {false}).iteration_s * 1e3;
+  auto const shown_ms     = stash::simulate(analysis, shown, {false}).iteration_s * 1e3;
   request.compare_no_swap = drawn.has_value();
   char line[256];
   if (drawn) {
@@ -200,7 +201,7 @@ inline void simulate_trace(file_report& report, stash::trace const& t, options c
         opt.swap_requested() ? (shown.fits() ? "; fits the budget" : "; exceeds the budget") : "");
   }
   request.subtitle = line;
-  report.svg       = render_svg(t, model, shown, request);
+  report.svg       = render_svg(analysis, shown, request);
 }
 
 /// @brief Reads and analyses one input. Never throws for a bad input: the message lands in

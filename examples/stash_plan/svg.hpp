@@ -14,9 +14,10 @@
 
 #include <stash/core/units.hpp>
 #include <stash/sim/cost_model.hpp>
+#include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
-#include <stash/swap/detail/op_index.hpp>
-#include <stash/swap/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -159,15 +160,16 @@ inline std::string bytes_label(double bytes)
   return (out.parent_path() / name).string();
 }
 
-/// @brief Renders `shown` (simulated on `model`) on `t` as a standalone SVG document.
+/// @brief Renders `shown` (simulated on the analysis's cost model) as a standalone SVG document.
 /// Throws stash::schedule_error if `shown` does not fit `t`.
-[[nodiscard]] inline std::string render_svg(stash::trace const& t, stash::cost_model const& model,
+[[nodiscard]] inline std::string render_svg(stash::trace_analysis const& analysis,
                                             stash::schedule const& shown,
                                             svg_request const& request)
 {
   using namespace svg_detail;
-  auto const sim          = stash::simulate(t, model, shown, stash::sim_options{true});
-  auto const ops          = stash::detail::index_ops(t);
+  auto const& t           = analysis.trace();
+  auto const sim          = stash::simulate(analysis, shown, stash::sim_options{true});
+  auto const& ops         = analysis.ops();
   auto const events       = t.events();
   auto const n_ops        = t.ops().size();
   constexpr std::size_t K = stash::storage_kind_count;
@@ -208,7 +210,7 @@ inline std::string bytes_label(double bytes)
   std::vector<std::array<std::int64_t, K>> off_delta(events.size() + 1,
                                                      std::array<std::int64_t, K>{});
   for (auto const& entry : shown.entries) {
-    auto const w = stash::detail::planned_off_window(entry, ops);
+    auto const w = stash::planned_off_window(entry, ops);
     if (w.after < w.last) {
       auto const k = static_cast<std::size_t>(t.storages()[entry.id].kind);
       off_delta[w.after + 1][k] -= static_cast<std::int64_t>(entry.bytes);

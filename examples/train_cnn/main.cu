@@ -18,9 +18,7 @@
 #include <stash/core/device.hpp>
 #include <stash/core/units.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
-#include <stash/swap/auto_swap.hpp>
-#include <stash/swap/no_swap.hpp>
-#include <stash/swap/vdnn.hpp>
+#include <stash/swap/policy_registry.hpp>
 
 #include <unistd.h>
 
@@ -59,7 +57,7 @@ bool quiet = false;
   va_end(args);
 }
 
-// One allocator type per (policy, codec): 5 x 5 instantiations, the network is compiled once.
+// One allocator type per codec (5 instantiations): the policy is a run-time any_swap_policy.
 template <codec_kind Kind, class Codec>
 std::unique_ptr<activation_memory> make_for_codec(policy_kind p, memory_config const& c,
                                                   std::string d)
@@ -71,19 +69,8 @@ std::unique_ptr<activation_memory> make_for_codec(policy_kind p, memory_config c
     static_assert(is_lossy(Kind) == !Codec::lossless,
                   "options.hpp's is_lossy disagrees with the codec");
   }
-  switch (p) {
-    case policy_kind::no_swap:
-      return std::make_unique<stash_memory<stash::no_swap, Codec>>(c, std::move(d));
-    case policy_kind::vdnn_all:
-      return std::make_unique<stash_memory<stash::vdnn_all, Codec>>(c, std::move(d));
-    case policy_kind::vdnn_conv:
-      return std::make_unique<stash_memory<stash::vdnn_conv, Codec>>(c, std::move(d));
-    case policy_kind::vdnn_dyn:
-      return std::make_unique<stash_memory<stash::vdnn_dyn, Codec>>(c, std::move(d));
-    case policy_kind::auto_swap:
-      return std::make_unique<stash_memory<stash::auto_swap, Codec>>(c, std::move(d));
-  }
-  throw std::logic_error("train_cnn: unhandled policy");
+  return std::make_unique<stash_memory<Codec>>(c, stash::make_swap_policy(to_string(p)),
+                                               std::move(d));
 }
 
 std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k,

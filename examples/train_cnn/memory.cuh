@@ -11,7 +11,8 @@
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/pool/pool.hpp>
-#include <stash/swap/schedule.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/swap/any_swap_policy.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <cuda_runtime_api.h>
@@ -129,19 +130,20 @@ struct memory_config {
   std::string hardware = "pcie4_x16";
 };
 
-/// @brief stash::allocator<budget_guard<lifetime_arena<device_upstream>>, Policy, Codec,
-/// cuda_backend>.
-template <stash::swap_policy Policy, class Codec>
+/// @brief stash::allocator<budget_guard<lifetime_arena<device_upstream>>, any_swap_policy, Codec,
+/// cuda_backend>: the policy is chosen at run time, so one instantiation per codec.
+template <class Codec>
 class stash_memory final : public activation_memory {
  public:
-  using pool_type  = budget_guard<stash::lifetime_arena<stash::device_upstream>>;
-  using alloc_type = stash::allocator<pool_type, Policy, Codec, stash::cuda_backend>;
+  using pool_type = budget_guard<stash::lifetime_arena<stash::device_upstream>>;
+  using alloc_type =
+      stash::allocator<pool_type, stash::any_swap_policy, Codec, stash::cuda_backend>;
 
-  stash_memory(memory_config const& config, std::string description)
+  stash_memory(memory_config const& config, stash::any_swap_policy policy, std::string description)
       : stream_(backend_.create_stream()),
         pool_(config.budget.value_or(std::numeric_limits<std::uint64_t>::max()),
               stash::device_upstream{}, stash::lifetime_arena_options{}),
-        alloc_(backend_, pool_, allocator_options(config)),
+        alloc_(backend_, pool_, allocator_options(config), std::move(policy)),
         description_(std::move(description))
   {
   }

@@ -12,7 +12,8 @@
  *    optimizer state).
  * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / free / op /
  *    phase); nothing is offloaded.
- * 3. At its end, `SwapPolicy::plan(trace, cost_model, budget)` gives the schedule.
+ * 3. At its end, the policy object's `plan(analysis, budget)` gives the schedule, which the
+ *    allocator validates (stash::schedule_error naming the policy).
  * 4. Later iterations replay it: the k-th allocation of the iteration is the recording's k-th
  *    storage (if its size matches), the j-th op the recording's j-th op. A scheduled storage is
  *    offloaded once its last use before the gap has been enqueued (at the next op) and prefetched
@@ -44,7 +45,8 @@
 #include <stash/pool/pool.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
-#include <stash/swap/schedule.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/swap_policy.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_recorder.hpp>
@@ -142,9 +144,10 @@ struct allocator_stats {
 };
 
 /// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
-template <pool Pool, swap_policy SwapPolicy, class Codec = void,
-          offload_backend Backend = cuda_backend>
+template <pool Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
 class allocator {
+  static_assert(detail::check_swap_policy_slot<SwapPolicy>());
+
  public:
   /// @brief The backend's stream type.
   using stream_type = typename Backend::stream;
@@ -156,11 +159,14 @@ class allocator {
   using host_pool_type =
       caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
 
-  /// @brief An allocator over `backend`, taking device memory from `device_pool`.
-  allocator(Backend& backend, Pool& device_pool, allocator_options options = {})
+  /// @brief An allocator over `backend`, taking device memory from `device_pool`, planning with
+  /// `policy` (a copy is kept).
+  allocator(Backend& backend, Pool& device_pool, allocator_options options = {},
+            SwapPolicy policy = SwapPolicy{})
       : backend_(backend),
         pool_(device_pool),
         options_(std::move(options)),
+        policy_(std::move(policy)),
         host_pool_(typename detail::staging_for<Backend>::upstream{},
                    pinned_host_pool_options(options_.host_budget, options_.host_step)),
         manager_(backend, device_pool, host_pool_),
@@ -348,11 +354,25 @@ class allocator {
     rerecord_      = false;
   }
 
+  // The policy's schedule for `t`, checked: a policy's mistake is a schedule_error naming it,
+  // found before anything is offloaded.
+  [[nodiscard]] schedule plan_and_validate(trace const& t) const
+  {
+    trace_analysis const analysis(t, model_);
+    schedule planned = policy_.plan(analysis, options_.device_budget);
+    try {
+      validate_schedule(analysis, planned);
+    } catch (schedule_error const& e) {
+      throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
+    }
+    return planned;
+  }
+
   // Plans the schedule for the recorded iteration and switches to replay.
   void plan()
   {
     // Plan before anything changes: a policy that throws leaves the allocator recording.
-    schedule planned = SwapPolicy::plan(recorder_->trace(), model_, options_.device_budget);
+    schedule planned = plan_and_validate(recorder_->trace());
     recording_       = std::move(*recorder_).trace();
     recorder_.reset();
     recorded_allocs_ = recording_->storages().size() - first_storage_;
@@ -412,6 +432,7 @@ class allocator {
   Backend& backend_;
   Pool& pool_;
   allocator_options options_;
+  SwapPolicy policy_;
   host_pool_type host_pool_;
   offload_manager<Backend, Pool, host_pool_type, transfer_type> manager_;
   cost_model model_;

@@ -4,10 +4,7 @@
  */
 #pragma once
 
-#include <stash/version.hpp>
-
 #include <stash/allocator.hpp>
-
 #include <stash/codec/bitmask.hpp>
 #include <stash/codec/buffer_header.hpp>
 #include <stash/codec/chain.hpp>
@@ -27,9 +24,9 @@
 #include <stash/codec/precision.hpp>
 #include <stash/codec/rle.hpp>
 #include <stash/codec/zvc.hpp>
-#include <stash/core/cuda_event.hpp>
-
 #include <stash/core/config.hpp>
+#include <stash/core/cub_temp_storage.cuh>
+#include <stash/core/cuda_event.hpp>
 #include <stash/core/cuda_stream.hpp>
 #include <stash/core/device.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -41,7 +38,6 @@
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
 #include <stash/core/virtual_upstream.hpp>
-
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
@@ -49,7 +45,6 @@
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/transfer.hpp>
-
 #include <stash/pool/async_pool.hpp>
 #include <stash/pool/best_of_planner.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -62,26 +57,28 @@
 #include <stash/pool/search_planner.hpp>
 #include <stash/pool/stream_order.hpp>
 #include <stash/pool/trace_replay.hpp>
-
-#include <stash/sim/cluster.hpp>
+#include <stash/projection/cluster.hpp>
+#include <stash/projection/projection.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/op_flops.hpp>
-#include <stash/sim/projection.hpp>
+#include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
-
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/no_swap.hpp>
 #include <stash/swap/policy_registry.hpp>
-#include <stash/swap/schedule.hpp>
 #include <stash/swap/swap_policy.hpp>
 #include <stash/swap/vdnn.hpp>
-
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/lifetime_interval.hpp>
 #include <stash/trace/minimalloc_reader.hpp>
+#include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
+#include <stash/trace/trace_driver.hpp>
 #include <stash/trace/trace_error.hpp>
 #include <stash/trace/trace_reader.hpp>
 #include <stash/trace/trace_recorder.hpp>
 #include <stash/trace/trace_writer.hpp>
+#include <stash/version.hpp>

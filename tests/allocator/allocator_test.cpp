@@ -202,13 +202,12 @@ TEST_CASE("allocator: a deviating iteration stays correct and triggers a new rec
 namespace {
 // A policy that cannot plan the first time it is asked, and plans nothing after that.
 struct flaky_policy {
-  static constexpr std::string_view name = "flaky";
-  static inline int calls                = 0;
-  static stash::schedule plan(stash::trace const& t, stash::cost_model const& m,
-                              std::uint64_t budget)
+  static inline int calls = 0;
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "flaky"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
   {
     if (calls++ == 0) { throw stash::logic_error("flaky_policy: cannot plan this time"); }
-    return stash::no_swap::plan(t, m, budget);
+    return stash::no_swap{}.plan(a, budget);
   }
 };
 static_assert(stash::swap_policy<flaky_policy>);

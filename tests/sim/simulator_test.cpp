@@ -4,10 +4,12 @@
 // latency, no launch overhead. Ops: op0 5 us, op1 5 us, op2 7 us, op3 6 us (bytes read +
 // written). Storage a (4000 B) is written by op0, read by op1 and op3.
 #include <stash/sim/cost_model.hpp>
+#include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
-#include <stash/swap/schedule.hpp>
 #include <stash/trace/trace_reader.hpp>
 #include "support/tiny_trace.hpp"
+
+#include "support/analysis.hpp"
 
 #include <doctest/doctest.h>
 
@@ -27,7 +29,7 @@ stash::cost_model model(double d2h_bytes_per_s = 1e9)
 stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at,
                           std::uint64_t prefetch_at)
 {
-  return stash::make_schedule(t, "hand", 0,
+  return stash::make_schedule(stash::test::analysis_of(t), "hand", 0,
                               {stash::swap_entry{1, 1, 3, offload_at, prefetch_at, 4000}});
 }
 
@@ -36,7 +38,8 @@ stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at,
 TEST_CASE("without swaps the iteration is the sum of op times and the peak the trace's")
 {
   auto const t = stash::parse_trace(tiny, "tiny");
-  auto const r = stash::simulate(t, model(), stash::make_schedule(t, "none", 0, {}));
+  auto const r = stash::simulate(stash::trace_analysis(t, model()),
+                                 stash::make_schedule(stash::test::analysis_of(t), "none", 0, {}));
   CHECK(r.iteration_s == doctest::Approx(23e-6));
   CHECK(r.compute_s == doctest::Approx(23e-6));
   CHECK(r.stall_s == 0.0);
@@ -55,7 +58,7 @@ TEST_CASE("a late prefetch stalls the op that needs it for exactly the transfer 
   CHECK(s.device_peak == 8000);  // a is off the device while op2 holds c
   // D2H issued when op1 starts (5 us): [5, 9]. Prefetch issued when op3 is reached (17 us):
   // [17, 21]. op3 waits 4 us.
-  auto const r = stash::simulate(t, model(), s);
+  auto const r = stash::simulate(stash::trace_analysis(t, model()), s);
   CHECK(r.iteration_s == doctest::Approx(27e-6));
   CHECK(r.stall_s == doctest::Approx(4e-6));
   REQUIRE(r.stalls.size() == 1);
@@ -90,7 +93,7 @@ TEST_CASE("an early prefetch hides the transfer but saves no memory")
   auto const t = stash::parse_trace(tiny, "tiny");
   auto const s = offload_a(t, 1, 2);
   CHECK(s.device_peak == 12000);
-  auto const r = stash::simulate(t, model(), s);
+  auto const r = stash::simulate(stash::trace_analysis(t, model()), s);
   CHECK(r.stall_s == 0.0);
   CHECK(r.iteration_s == doctest::Approx(23e-6));
   CHECK(r.device_peak == 12000);
@@ -101,7 +104,7 @@ TEST_CASE("a prefetch waiting for a slow offload is reported as such")
   auto const t = stash::parse_trace(tiny, "tiny");
   // D2H at 0.25 GB/s: 16 us, [5, 21]. Prefetch issued at 10 us waits until 21, ends at 25;
   // op3, reached at 17 us, stalls 8 us.
-  auto const r = stash::simulate(t, model(0.25e9), offload_a(t, 1, 2));
+  auto const r = stash::simulate(stash::trace_analysis(t, model(0.25e9)), offload_a(t, 1, 2));
   REQUIRE(r.stalls.size() == 1);
   CHECK(r.stalls[0].cause == stash::stall_cause::offload_pending);
   CHECK(r.stall_s == doctest::Approx(8e-6));
@@ -112,9 +115,9 @@ TEST_CASE("the device keeps an offloaded storage until its copy is done")
 {
   auto const t = stash::parse_trace(tiny, "tiny");
   // D2H at 0.4 GB/s: 10 us, [5, 15], so a still holds its bytes when c arrives at 10 us.
-  auto const r = stash::simulate(t, model(0.4e9), offload_a(t, 1, 3));
+  auto const r = stash::simulate(stash::trace_analysis(t, model(0.4e9)), offload_a(t, 1, 3));
   CHECK(r.device_peak == 12000);
-  auto const fast = stash::simulate(t, model(), offload_a(t, 1, 3));
+  auto const fast = stash::simulate(stash::trace_analysis(t, model()), offload_a(t, 1, 3));
   CHECK(fast.device_peak == 8000);
 }
 
@@ -123,5 +126,6 @@ TEST_CASE("simulate rejects an invalid schedule")
   auto const t             = stash::parse_trace(tiny, "tiny");
   auto s                   = offload_a(t, 1, 3);
   s.entries[0].prefetch_at = 1;
-  CHECK_THROWS_AS((void)stash::simulate(t, model(), s), stash::schedule_error);
+  CHECK_THROWS_AS((void)stash::simulate(stash::trace_analysis(t, model()), s),
+                  stash::schedule_error);
 }

@@ -5,12 +5,15 @@
 #include <stash/core/error.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/simulator.hpp>
+#include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/no_swap.hpp>
 #include <stash/swap/policy_registry.hpp>
 #include <stash/swap/swap_policy.hpp>
 #include <stash/swap/vdnn.hpp>
 #include <stash/trace/trace_reader.hpp>
+
+#include "support/analysis.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,7 +26,7 @@ static_assert(stash::swap_policy<stash::vdnn_all>);
 static_assert(stash::swap_policy<stash::vdnn_conv>);
 static_assert(stash::swap_policy<stash::vdnn_dyn>);
 static_assert(stash::swap_policy<stash::auto_swap>);
-static_assert(stash::swap_policy<stash::basic_auto_swap<stash::auto_swap_score::doa>>);
+static_assert(stash::swap_policy<stash::any_swap_policy>);
 static_assert(!stash::swap_policy<int>);
 
 namespace {
@@ -75,8 +78,8 @@ stash::swap_entry const* find(stash::schedule const& s, stash::storage_id id)
 TEST_CASE("vdnn_all offloads every layer input and prefetches one layer ahead")
 {
   auto const t = stash::parse_trace(layers, "three");
-  auto const s = stash::vdnn_all::plan(t, pcie3, 0);
-  CHECK_NOTHROW(stash::validate_schedule(t, s));
+  auto const s = stash::vdnn_all{}.plan(stash::trace_analysis(t, pcie3), 0);
+  CHECK_NOTHROW(stash::validate_schedule(stash::test::analysis_of(t), s));
   REQUIRE(s.entries.size() == 3);
   auto const* x  = find(s, 2);
   auto const* y0 = find(s, 3);
@@ -94,7 +97,7 @@ TEST_CASE("vdnn_all offloads every layer input and prefetches one layer ahead")
   // Backward of the pool layer (op6) fetches x.
   CHECK(x->prefetch_at == 6);
   // At the last forward op x and y0 are gone (y1 is still being read): 5700 - 1000 - 2000.
-  auto const curve                          = stash::planned_device_curve(t, s.entries);
+  auto const curve = stash::planned_device_curve(stash::test::analysis_of(t), s.entries);
   std::uint64_t const last_forward_op_event = 10;
   REQUIRE(t.events()[last_forward_op_event].kind == stash::event_kind::op);
   REQUIRE(t.events()[last_forward_op_event].index == 3);
@@ -106,8 +109,8 @@ TEST_CASE("vdnn_all offloads every layer input and prefetches one layer ahead")
 TEST_CASE("vdnn_conv offloads conv inputs only and prefetches past non-conv layers")
 {
   auto const t = stash::parse_trace(layers, "three");
-  auto const s = stash::vdnn_conv::plan(t, pcie3, 0);
-  CHECK_NOTHROW(stash::validate_schedule(t, s));
+  auto const s = stash::vdnn_conv{}.plan(stash::trace_analysis(t, pcie3), 0);
+  CHECK_NOTHROW(stash::validate_schedule(stash::test::analysis_of(t), s));
   REQUIRE(s.entries.size() == 2);
   REQUIRE(find(s, 2) != nullptr);
   REQUIRE(find(s, 4) != nullptr);
@@ -122,7 +125,7 @@ TEST_CASE("a trace without phase markers has no vDNN layers")
   auto const t = stash::parse_trace(
       "# stash-trace v1\nt 0 10 input x\nt 1 10 act y\no aten::convolution 0 1\no aten::relu 1 1\n",
       "flat");
-  CHECK(stash::vdnn_all::plan(t, pcie3, 0).entries.empty());
+  CHECK(stash::vdnn_all{}.plan(stash::trace_analysis(t, pcie3), 0).entries.empty());
 }
 
 TEST_CASE("policies are found by name at run time")
@@ -134,9 +137,9 @@ TEST_CASE("policies are found by name at run time")
     CHECK(got.count(n) == 1);
   }
   auto const t = stash::parse_trace(layers, "three");
-  CHECK(stash::plan_by_name("vdnn_all", t, pcie3, 0).entries ==
-        stash::vdnn_all::plan(t, pcie3, 0).entries);
-  CHECK_THROWS_WITH_AS((void)stash::plan_by_name("vdnn_some", t, pcie3, 0),
+  CHECK(stash::plan_by_name("vdnn_all", stash::trace_analysis(t, pcie3), 0).entries ==
+        stash::vdnn_all{}.plan(stash::trace_analysis(t, pcie3), 0).entries);
+  CHECK_THROWS_WITH_AS((void)stash::plan_by_name("vdnn_some", stash::trace_analysis(t, pcie3), 0),
                        doctest::Contains("unknown swap policy 'vdnn_some' (known: no_swap"),
                        stash::logic_error);
 }
@@ -149,36 +152,37 @@ TEST_CASE("every policy on every recorded trace")
     CAPTURE(name);
     auto const t =
         stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
-    auto const baseline = stash::no_swap::plan(t, pcie3, 0);
+    auto const baseline = stash::no_swap{}.plan(stash::trace_analysis(t, pcie3), 0);
     CHECK(baseline.entries.empty());
     auto const budget = baseline.baseline_peak / 10 * 8;  // 80% of the no-swap peak
 
     for (auto const policy : stash::swap_policy_names()) {
       CAPTURE(policy);
-      auto const s = stash::plan_by_name(policy, t, pcie3, budget);
+      auto const s = stash::plan_by_name(policy, stash::trace_analysis(t, pcie3), budget);
       CHECK(s.policy == policy);
       CHECK(s.budget == budget);
-      CHECK_NOTHROW(stash::validate_schedule(t, s));
+      CHECK_NOTHROW(stash::validate_schedule(stash::test::analysis_of(t), s));
       CHECK(s.device_peak <= s.baseline_peak);
-      auto const sim = stash::simulate(t, pcie3, s, stash::sim_options{false});
+      auto const sim =
+          stash::simulate(stash::trace_analysis(t, pcie3), s, stash::sim_options{false});
       CHECK(sim.device_peak <= s.baseline_peak);
       CHECK(sim.stall_s >= 0.0);
       CHECK(sim.d2h_bytes == s.offloaded_bytes());
       CHECK(sim.iteration_s == doctest::Approx(sim.compute_s + sim.stall_s));
     }
 
-    auto const all  = stash::vdnn_all::plan(t, pcie3, budget);
-    auto const conv = stash::vdnn_conv::plan(t, pcie3, budget);
+    auto const all  = stash::vdnn_all{}.plan(stash::trace_analysis(t, pcie3), budget);
+    auto const conv = stash::vdnn_conv{}.plan(stash::trace_analysis(t, pcie3), budget);
     CHECK(all.offloaded_bytes() >= conv.offloaded_bytes());
     for (auto const& e : conv.entries) { CHECK(find(all, e.id) != nullptr); }
 
-    auto const dyn      = stash::vdnn_dyn::plan(t, pcie3, budget);
+    auto const dyn      = stash::vdnn_dyn{}.plan(stash::trace_analysis(t, pcie3), budget);
     bool const any_fits = baseline.device_peak <= budget || conv.fits() || all.fits();
     CHECK(dyn.fits() == any_fits);
     CHECK((dyn.entries == baseline.entries || dyn.entries == conv.entries ||
            dyn.entries == all.entries));
 
-    auto const as = stash::auto_swap::plan(t, pcie3, budget);
+    auto const as = stash::auto_swap{}.plan(stash::trace_analysis(t, pcie3), budget);
     if (as.fits()) {
       ++auto_swap_fits;
       CHECK(as.device_peak <= budget);
@@ -188,7 +192,9 @@ TEST_CASE("every policy on every recorded trace")
     }
     for (auto const& e : as.entries) { CHECK(e.offload_at == e.last_use + 1); }
     // A generous budget needs no swapping at all.
-    CHECK(stash::auto_swap::plan(t, pcie3, baseline.baseline_peak).entries.empty());
+    CHECK(stash::auto_swap{}
+              .plan(stash::trace_analysis(t, pcie3), baseline.baseline_peak)
+              .entries.empty());
   }
   CHECK(auto_swap_fits > 0);
 }

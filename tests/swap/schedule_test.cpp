@@ -1,7 +1,9 @@
 // The schedule validator and the planned device curve on a hand-made trace.
-#include <stash/swap/schedule.hpp>
+#include <stash/sim/schedule.hpp>
 #include <stash/trace/trace_reader.hpp>
 #include "support/tiny_trace.hpp"
+
+#include "support/analysis.hpp"
 
 #include <doctest/doctest.h>
 
@@ -13,13 +15,13 @@ std::string const& tiny = stash::test::tiny_trace_text;
 
 stash::schedule with(stash::trace const& t, stash::swap_entry e)
 {
-  return stash::make_schedule(t, "hand", 0, {e});
+  return stash::make_schedule(stash::test::analysis_of(t), "hand", 0, {e});
 }
 
 void expect_rejected(stash::trace const& t, stash::schedule const& s, std::string const& what)
 {
   try {
-    stash::validate_schedule(t, s);
+    stash::validate_schedule(stash::test::analysis_of(t), s);
     FAIL("accepted an invalid schedule; expected: " << what);
   } catch (stash::schedule_error const& e) {
     CHECK(std::string(e.what()).find(what) != std::string::npos);
@@ -32,11 +34,11 @@ TEST_CASE("a valid schedule passes and plans the peak without the storage")
 {
   auto const t = stash::parse_trace(tiny, "tiny");
   auto const s = with(t, {1, 1, 3, 1, 3, 4000});
-  CHECK_NOTHROW(stash::validate_schedule(t, s));
+  CHECK_NOTHROW(stash::validate_schedule(stash::test::analysis_of(t), s));
   CHECK(s.baseline_peak == 12000);
   CHECK(s.device_peak == 8000);
   CHECK(s.offloaded_bytes() == 4000);
-  auto const curve = stash::planned_device_curve(t, s.entries);
+  auto const curve = stash::planned_device_curve(stash::test::analysis_of(t), s.entries);
   // Events: p t0 t1 o0 t2 o1 t3 o2 f3 p t4 o3 f1 f2 f4; a is off after o1 through o2.
   REQUIRE(curve.size() == 15);
   CHECK(curve[5] == 6000);   // o1: a still there
@@ -66,7 +68,7 @@ TEST_CASE("the validator names the entry and the broken rule")
 
   auto twice = with(t, {1, 1, 3, 1, 3, 4000});
   twice.entries.push_back(twice.entries[0]);
-  twice.device_peak = stash::planned_peak(t, twice.entries);
+  twice.device_peak = stash::planned_peak(stash::test::analysis_of(t), twice.entries);
   expect_rejected(t, twice, "overlaps entry 0");
 
   auto peak        = with(t, {1, 1, 3, 1, 3, 4000});
@@ -79,9 +81,9 @@ TEST_CASE("a storage not yet allocated cannot be offloaded")
   auto const t = stash::parse_trace(tiny, "tiny");
   // b (id 2) is allocated after op0; its gap op1 -> op3 with the offload at op0 is invalid.
   auto const s = with(t, {2, 2, 3, 2, 3, 1000});
-  CHECK_NOTHROW(stash::validate_schedule(t, s));
+  CHECK_NOTHROW(stash::validate_schedule(stash::test::analysis_of(t), s));
   auto bad        = s;
   bad.entries[0]  = {2, 1, 2, 0, 2, 1000};
-  bad.device_peak = stash::planned_peak(t, bad.entries);
+  bad.device_peak = stash::planned_peak(stash::test::analysis_of(t), bad.entries);
   expect_rejected(t, bad, "before the storage is allocated");
 }

@@ -21,8 +21,8 @@
 
 #include <stash/core/error.hpp>
 #include <stash/sim/cost_model.hpp>
-#include <stash/swap/detail/op_index.hpp>
-#include <stash/swap/schedule.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -96,14 +96,16 @@ struct sim_result {
   std::vector<timeline_span> timeline;  ///< ops, stalls, offloads, prefetches (if recorded)
 };
 
-/// @brief Simulates one iteration of `t` under schedule `s` on `model`. Validates `s` first
-/// (stash::schedule_error).
-[[nodiscard]] inline sim_result simulate(trace const& t, cost_model const& model, schedule const& s,
+/// @brief Simulates one iteration of the analysed trace under schedule `s` on the analysis's cost
+/// model. Validates `s` first (stash::schedule_error).
+[[nodiscard]] inline sim_result simulate(trace_analysis const& analysis, schedule const& s,
                                          sim_options const& options = {})
 {
-  validate_schedule(t, s);
+  validate_schedule(analysis, s);
+  auto const& t       = analysis.trace();
+  auto const& model   = analysis.model();
   auto const n        = t.ops().size();
-  auto const duration = model.op_times(t);
+  auto const duration = analysis.op_seconds();
   auto const& entries = s.entries;
   auto const m        = entries.size();
 

@@ -23,10 +23,10 @@
 #pragma once
 
 #include <stash/core/units.hpp>
-#include <stash/sim/cost_model.hpp>
-#include <stash/swap/detail/op_index.hpp>
-#include <stash/swap/schedule.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/lifetime.hpp>
+#include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -42,12 +42,6 @@ namespace stash {
 /// @brief Which AutoSwap score ranks the candidates.
 enum class auto_swap_score : std::uint8_t { doa, aoa, wdoa, swdoa };
 
-/// @brief AutoSwap's tunables.
-struct auto_swap_params {
-  /// Smallest storage worth a swap (SINGA: about 1 MB; smaller ones cost latency for nothing).
-  std::uint64_t min_bytes = MiB;
-};
-
 namespace detail {
 
 struct auto_swap_candidate {
@@ -56,24 +50,28 @@ struct auto_swap_candidate {
   double out_s, in_s, doa;
 };
 
-[[nodiscard]] inline schedule plan_auto_swap(trace const& t, cost_model const& model,
-                                             std::uint64_t budget, auto_swap_score score,
-                                             std::string_view name, auto_swap_params const& params)
+[[nodiscard]] inline schedule plan_auto_swap(trace_analysis const& analysis, std::uint64_t budget,
+                                             auto_swap_score score, std::string_view name,
+                                             std::uint64_t min_bytes)
 {
-  auto const life = analyze_lifetimes(t);
-  if (life.peak_live_bytes <= budget) { return make_schedule(t, std::string(name), budget, {}); }
-  auto const ops = index_ops(t);
-  auto const n   = t.ops().size();
-  auto const dur = model.op_times(t);
+  auto const& t     = analysis.trace();
+  auto const& life  = analysis.lifetimes();
+  auto const& model = analysis.model();
+  if (life.peak_live_bytes <= budget) {
+    return make_schedule(analysis, std::string(name), budget, {});
+  }
+  auto const& ops = analysis.ops();
+  auto const n    = t.ops().size();
+  auto const dur  = analysis.op_seconds();
   std::vector<double> start(n), end(n);
   for (std::size_t i = 0; i < n; ++i) {
-    start[i] = i == 0 ? 0.0 : end[i - 1];
-    end[i]   = start[i] + dur[i];
+    start[i] = analysis.op_start(i);
+    end[i]   = analysis.op_start(i + 1);
   }
 
   std::vector<auto_swap_candidate> cands;
   for (auto const& s : life.storages) {
-    if (s.bytes < params.min_bytes) { continue; }
+    if (s.bytes < min_bytes) { continue; }
     std::optional<auto_swap_candidate> best;
     for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
       auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
@@ -137,11 +135,11 @@ struct auto_swap_candidate {
   std::vector<bool> taken(cands.size(), false);
   std::vector<double> scores(cands.size());
   std::string note;
-  reweigh(planned_device_curve(t, {}));
+  reweigh(planned_device_curve(analysis, {}));
   for (std::size_t k = 0; k < cands.size(); ++k) { scores[k] = score_of(cands[k]); }
   for (;;) {
     auto const entries = build(chosen);
-    auto const curve   = planned_device_curve(t, entries);
+    auto const curve   = planned_device_curve(analysis, entries);
     auto const peak_it = std::max_element(curve.begin(), curve.end());
     if (peak_it == curve.end() || *peak_it <= budget) { break; }
     auto const peak_event = static_cast<std::uint64_t>(peak_it - curve.begin());
@@ -167,7 +165,7 @@ struct auto_swap_candidate {
     taken[*pick] = true;
     chosen.push_back(*pick);
   }
-  auto s = make_schedule(t, std::string(name), budget, build(chosen));
+  auto s = make_schedule(analysis, std::string(name), budget, build(chosen));
   s.note = note;
   return s;
 }
@@ -189,19 +187,23 @@ struct auto_swap_candidate {
 
 }  // namespace detail
 
-/// @brief AutoSwap ranking candidates by `Score` (see the file comment).
-template <auto_swap_score Score>
-struct basic_auto_swap {
+/// @brief AutoSwap (see the file comment): an object with its settings and their defaults.
+struct auto_swap {
+  /// Which score ranks the candidates (SWDOA, the one SINGA found best, by default).
+  auto_swap_score score = auto_swap_score::swdoa;
+  /// Smallest storage worth a swap (SINGA: about 1 MB; smaller ones cost latency for nothing).
+  std::uint64_t min_bytes = MiB;
+
   /// @brief Registry name: "auto_swap" for SWDOA, "auto_swap_<score>" otherwise.
-  static constexpr std::string_view name = detail::auto_swap_name(Score);
-  /// @brief Picks swaps until the planned peak fits `budget` (or no candidate helps).
-  [[nodiscard]] static schedule plan(trace const& t, cost_model const& model, std::uint64_t budget)
+  [[nodiscard]] constexpr std::string_view name() const noexcept
   {
-    return detail::plan_auto_swap(t, model, budget, Score, name, auto_swap_params{});
+    return detail::auto_swap_name(score);
+  }
+  /// @brief Picks swaps until the planned peak fits `budget` (or no candidate helps).
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
+  {
+    return detail::plan_auto_swap(analysis, budget, score, name(), min_bytes);
   }
 };
-
-/// @brief AutoSwap with SWDOA, the score SINGA found best.
-using auto_swap = basic_auto_swap<auto_swap_score::swdoa>;
 
 }  // namespace stash

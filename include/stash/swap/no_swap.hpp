@@ -4,9 +4,8 @@
  */
 #pragma once
 
-#include <stash/sim/cost_model.hpp>
-#include <stash/swap/schedule.hpp>
-#include <stash/trace/trace.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
 
 #include <cstdint>
 #include <string_view>
@@ -16,12 +15,12 @@ namespace stash {
 /// @brief Offloads nothing; its peak is the trace's peak live bytes.
 struct no_swap {
   /// @brief Registry name.
-  static constexpr std::string_view name = "no_swap";
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "no_swap"; }
 
   /// @brief An empty schedule (fits when the trace's peak is within `budget`).
-  [[nodiscard]] static schedule plan(trace const& t, cost_model const&, std::uint64_t budget)
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
-    return make_schedule(t, std::string(name), budget, {});
+    return make_schedule(analysis, std::string(name()), budget, {});
   }
 };
 

@@ -1,17 +1,17 @@
 /**
  * @file policy_registry.hpp
- * @brief Choosing a swap policy by name at run time, for tools (`stash-plan --policy NAME`).
+ * @brief Choosing a swap policy by name at run time, for tools (`stash-plan --policy NAME`) and
+ * programs that take the policy as a setting.
  */
 #pragma once
 
 #include <stash/core/error.hpp>
-#include <stash/sim/cost_model.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/no_swap.hpp>
-#include <stash/swap/schedule.hpp>
-#include <stash/swap/swap_policy.hpp>
 #include <stash/swap/vdnn.hpp>
-#include <stash/trace/trace.hpp>
 
 #include <array>
 #include <cstdint>
@@ -21,53 +21,52 @@
 namespace stash {
 namespace detail {
 
-/// One registered policy: its name and its plan function.
-struct registered_policy {
-  std::string_view name;
-  schedule (*plan)(trace const&, cost_model const&, std::uint64_t);
-};
-
-template <swap_policy S>
-[[nodiscard]] constexpr registered_policy register_policy() noexcept
+/// Every registered policy with its default settings, baseline first.
+[[nodiscard]] inline std::array<any_swap_policy, 8> const& registered_policies()
 {
-  return registered_policy{S::name, &S::plan};
+  static std::array<any_swap_policy, 8> const policies = {
+      no_swap{},
+      vdnn_conv{},
+      vdnn_all{},
+      vdnn_dyn{},
+      auto_swap{},
+      auto_swap{.score = auto_swap_score::doa},
+      auto_swap{.score = auto_swap_score::aoa},
+      auto_swap{.score = auto_swap_score::wdoa},
+  };
+  return policies;
 }
-
-inline constexpr std::array<registered_policy, 8> policy_registry = {
-    register_policy<no_swap>(),
-    register_policy<vdnn_conv>(),
-    register_policy<vdnn_all>(),
-    register_policy<vdnn_dyn>(),
-    register_policy<auto_swap>(),
-    register_policy<basic_auto_swap<auto_swap_score::doa>>(),
-    register_policy<basic_auto_swap<auto_swap_score::aoa>>(),
-    register_policy<basic_auto_swap<auto_swap_score::wdoa>>(),
-};
 
 }  // namespace detail
 
-/// @brief The names plan_by_name accepts, in a stable order (baseline first).
-[[nodiscard]] inline std::array<std::string_view, detail::policy_registry.size()>
-swap_policy_names()
+/// @brief The names make_swap_policy accepts, in a stable order (baseline first).
+[[nodiscard]] inline std::array<std::string_view, 8> swap_policy_names()
 {
-  std::array<std::string_view, detail::policy_registry.size()> names{};
-  for (std::size_t i = 0; i < names.size(); ++i) { names[i] = detail::policy_registry[i].name; }
+  std::array<std::string_view, 8> names{};
+  auto const& all = detail::registered_policies();
+  for (std::size_t i = 0; i < names.size(); ++i) { names[i] = all[i].name(); }
   return names;
 }
 
-/// @brief Plans `t` with the policy called `name`; stash::logic_error listing the known names
-/// when there is none.
-[[nodiscard]] inline schedule plan_by_name(std::string_view name, trace const& t,
-                                           cost_model const& model, std::uint64_t budget)
+/// @brief The policy called `name` with its default settings; stash::logic_error listing the
+/// known names when there is none.
+[[nodiscard]] inline any_swap_policy make_swap_policy(std::string_view name)
 {
-  for (auto const& entry : detail::policy_registry) {
-    if (entry.name == name) { return entry.plan(t, model, budget); }
+  for (auto const& p : detail::registered_policies()) {
+    if (p.name() == name) { return p; }
   }
   std::string known;
-  for (auto const& entry : detail::policy_registry) {
-    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  for (auto const& p : detail::registered_policies()) {
+    known += (known.empty() ? "" : ", ") + std::string(p.name());
   }
   STASH_FAIL("unknown swap policy '" + std::string(name) + "' (known: " + known + ")");
+}
+
+/// @brief Plans the analysed trace with the policy called `name` (see make_swap_policy).
+[[nodiscard]] inline schedule plan_by_name(std::string_view name, trace_analysis const& analysis,
+                                           std::uint64_t budget)
+{
+  return make_swap_policy(name).plan(analysis, budget);
 }
 
 }  // namespace stash

@@ -1,13 +1,20 @@
 /**
  * @file swap_policy.hpp
- * @brief The swap_policy concept: a type that turns a recorded iteration, a cost model and a
- * device memory budget into a swap schedule.
+ * @brief The swap_policy concept: an object that turns an analysed iteration and a device memory
+ * budget into a swap schedule.
+ *
+ * Customization points of a policy `S` (an object: it may carry settings, with defaults):
+ *  - `s.plan(analysis, budget)` (const): the schedule for the analysed trace at `budget` bytes.
+ *    It reads the trace's facts from the stash::trace_analysis it is given and derives none anew;
+ *    stash::allocator validates what it returns (stash::validate_schedule) and names the policy in
+ *    the error.
+ *  - `s.name()` (const): the name tools and schedules use (see policy_registry.hpp).
+ *  - copyable: the allocator and any_swap_policy hold a copy.
  */
 #pragma once
 
-#include <stash/sim/cost_model.hpp>
-#include <stash/swap/schedule.hpp>
-#include <stash/trace/trace.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
 
 #include <concepts>
 #include <cstdint>
@@ -15,17 +22,46 @@
 
 namespace stash {
 
-/// @brief A compile-time swap policy: `S::plan(trace, cost_model, budget)` returns the schedule
-/// and `S::name` names it (the name tools accept, see policy_registry.hpp).
+/// @brief A swap policy object (see the file comment for its customization points).
 template <class S>
-concept swap_policy = requires(trace const& t, cost_model const& m, std::uint64_t budget)
+concept swap_policy = std::copy_constructible<S> &&
+    requires(S const& s, trace_analysis const& a, std::uint64_t b)
 {
   {
-    S::plan(t, m, budget)
+    s.plan(a, b)
     } -> std::same_as<schedule>;
   {
-    S::name
+    s.name()
     } -> std::convertible_to<std::string_view>;
 };
 
+namespace detail {
+
+/// Names what a type used in a SwapPolicy slot lacks (a static_assert per customization point).
+template <class S>
+constexpr bool check_swap_policy_slot()
+{
+  static_assert(
+      requires(S const& s, trace_analysis const& a, std::uint64_t b) {
+        {
+          s.plan(a, b)
+          } -> std::same_as<schedule>;
+      },
+      "SwapPolicy slot: the type does not satisfy stash::swap_policy: it lacks "
+      "`stash::schedule plan(stash::trace_analysis const&, std::uint64_t budget) const`");
+  static_assert(
+      requires(S const& s) {
+        {
+          s.name()
+          } -> std::convertible_to<std::string_view>;
+      },
+      "SwapPolicy slot: the type does not satisfy stash::swap_policy: it lacks "
+      "`std::string_view name() const`");
+  static_assert(std::copy_constructible<S>,
+                "SwapPolicy slot: the type does not satisfy stash::swap_policy: it is not "
+                "copy-constructible");
+  return true;
+}
+
+}  // namespace detail
 }  // namespace stash

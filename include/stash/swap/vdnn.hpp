@@ -26,12 +26,12 @@
  */
 #pragma once
 
-#include <stash/sim/cost_model.hpp>
+#include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
-#include <stash/swap/detail/op_index.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/no_swap.hpp>
-#include <stash/swap/schedule.hpp>
 #include <stash/trace/lifetime.hpp>
+#include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -86,11 +86,12 @@ struct vdnn_layer {
   return last;
 }
 
-[[nodiscard]] inline schedule plan_vdnn(trace const& t, std::uint64_t budget, bool conv_only,
-                                        std::string_view name)
+[[nodiscard]] inline schedule plan_vdnn(trace_analysis const& analysis, std::uint64_t budget,
+                                        bool conv_only, std::string_view name)
 {
-  auto const life   = analyze_lifetimes(t);
-  auto const ops    = index_ops(t);
+  auto const& t     = analysis.trace();
+  auto const& life  = analysis.lifetimes();
+  auto const& ops   = analysis.ops();
   auto const layers = vdnn_layers(t, ops);
 
   std::vector<swap_entry> entries;
@@ -154,8 +155,7 @@ struct vdnn_layer {
     }
   }
   // Entries never picked keep prefetch_at = next_use: fetched on demand.
-  auto s = make_schedule(t, std::string(name), budget, std::move(entries));
-  return s;
+  return make_schedule(analysis, std::string(name), budget, std::move(entries));
 }
 
 }  // namespace detail
@@ -163,22 +163,22 @@ struct vdnn_layer {
 /// @brief vDNN_all: offloads the input feature map of every layer.
 struct vdnn_all {
   /// @brief Registry name.
-  static constexpr std::string_view name = "vdnn_all";
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_all"; }
   /// @brief Plans the offloads and vDNN's prefetches (the budget is only recorded).
-  [[nodiscard]] static schedule plan(trace const& t, cost_model const&, std::uint64_t budget)
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
-    return detail::plan_vdnn(t, budget, false, name);
+    return detail::plan_vdnn(analysis, budget, false, name());
   }
 };
 
 /// @brief vDNN_conv: offloads the input feature maps of convolution layers only.
 struct vdnn_conv {
   /// @brief Registry name.
-  static constexpr std::string_view name = "vdnn_conv";
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_conv"; }
   /// @brief Plans the offloads and vDNN's prefetches (the budget is only recorded).
-  [[nodiscard]] static schedule plan(trace const& t, cost_model const&, std::uint64_t budget)
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
-    return detail::plan_vdnn(t, budget, true, name);
+    return detail::plan_vdnn(analysis, budget, true, name());
   }
 };
 
@@ -186,17 +186,18 @@ struct vdnn_conv {
 /// fits the budget (see the file comment); the leanest if none does.
 struct vdnn_dyn {
   /// @brief Registry name.
-  static constexpr std::string_view name = "vdnn_dyn";
-  /// @brief Plans all three, simulates them on `model` and keeps the best that fits.
-  [[nodiscard]] static schedule plan(trace const& t, cost_model const& model, std::uint64_t budget)
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_dyn"; }
+  /// @brief Plans all three, simulates them on the analysis's cost model and keeps the best that
+  /// fits.
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
-    schedule options[] = {no_swap::plan(t, model, budget), vdnn_conv::plan(t, model, budget),
-                          vdnn_all::plan(t, model, budget)};
+    schedule options[] = {no_swap{}.plan(analysis, budget), vdnn_conv{}.plan(analysis, budget),
+                          vdnn_all{}.plan(analysis, budget)};
     std::optional<std::size_t> best;
     double best_time = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < 3; ++i) {
       if (!options[i].fits()) { continue; }
-      double const time = simulate(t, model, options[i], sim_options{false}).iteration_s;
+      double const time = simulate(analysis, options[i], sim_options{false}).iteration_s;
       if (time < best_time) {
         best_time = time;
         best      = i;
@@ -212,7 +213,7 @@ struct vdnn_dyn {
     }
     schedule result = std::move(options[chosen]);
     result.note     = "chose " + result.policy + (best ? "" : " (none fits the budget; leanest)");
-    result.policy   = std::string(name);
+    result.policy   = std::string(name());
     return result;
   }
 };

@@ -12,7 +12,7 @@
 #include <stash/codec/detail/csr_format.hpp>
 #include <stash/codec/detail/kernel_common.cuh>
 #include <stash/codec/element_type.hpp>
-#include <stash/core/detail/cub_temp_storage.cuh>
+#include <stash/core/cub_temp_storage.cuh>
 
 #include <cub/device/device_scan.cuh>
 

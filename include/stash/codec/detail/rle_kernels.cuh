@@ -14,7 +14,7 @@
 #include <stash/codec/detail/kernel_common.cuh>
 #include <stash/codec/detail/rle_format.hpp>
 #include <stash/codec/element_type.hpp>
-#include <stash/core/detail/cub_temp_storage.cuh>
+#include <stash/core/cub_temp_storage.cuh>
 
 #include <cub/device/device_scan.cuh>
 

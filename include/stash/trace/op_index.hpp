@@ -10,14 +10,15 @@
 #include <optional>
 #include <vector>
 
-namespace stash::detail {
+namespace stash {
 
-/// Per-op facts that swap policies and the simulator share.
+/// @brief Per-op facts that planners, swap policies and the simulator share.
 struct op_index {
-  std::vector<std::uint64_t> event;                // event index of op i's `o` line
-  std::vector<std::optional<stash::phase>> phase;  // phase marked last before op i, if any
+  std::vector<std::uint64_t> event;                ///< event index of op i's `o` line
+  std::vector<std::optional<stash::phase>> phase;  ///< phase marked last before op i, if any
 };
 
+/// @brief Indexes the ops of `t` (linear in the number of events).
 [[nodiscard]] inline op_index index_ops(trace const& t)
 {
   op_index result;
@@ -36,4 +37,4 @@ struct op_index {
   return result;
 }
 
-}  // namespace stash::detail
+}  // namespace stash

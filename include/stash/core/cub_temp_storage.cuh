@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <utility>
 
-namespace stash::detail {
+namespace stash {
 
 /// @brief Two-phase temp storage for a CUB device-wide algorithm wrapped in a callable
 /// `cudaError_t alg(void* d_temp, std::size_t& temp_bytes)`.
@@ -45,4 +45,4 @@ struct cub_temp_storage {
   }
 };
 
-}  // namespace stash::detail
+}  // namespace stash

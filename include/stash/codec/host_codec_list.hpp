@@ -14,7 +14,7 @@
 
 #include <tuple>
 
-namespace stash::detail {
+namespace stash {
 
 /// @brief A codec type paired with its command-line name.
 template <class C>
@@ -41,4 +41,4 @@ void for_each_f32_codec(F&& f)
   f(named_codec<chain<precision<float, fp8_e4m3>, zvc<std::uint8_t>>>{"fp8_e4m3+zvc"});
 }
 
-}  // namespace stash::detail
+}  // namespace stash

@@ -6,9 +6,10 @@
 // i = 3), x_i, w_i, writes w_i.grad (400 B) and g_i (1600 B temp): 5600 ns, in order 3, 2, 1, 0.
 // Optimizer op i reads w_i, w_i.grad, writes w_i: 1200 ns.
 // Whole step: forward+backward 36.8 us, optimizer 4.8 us; peak 12000 B (at backward op 2).
-#include <stash/sim/cluster.hpp>
-#include <stash/sim/projection.hpp>
+#include <stash/projection/cluster.hpp>
+#include <stash/projection/projection.hpp>
 #include <stash/trace/trace_reader.hpp>
+#include <stash_tools/projection_print.hpp>
 
 #include "support/data.hpp"
 
@@ -301,14 +302,14 @@ TEST_CASE("projection output: assumptions, table, JSON rows and SVG")
   auto const r = stash::project(t, test_cluster(1, 2), gns, test_params({1, 2}, 2));
   CHECK(r.configs.size() == 3);
   std::ostringstream table, json, svg;
-  stash::print_projection_table(table, r);
+  stash_tools::print_projection_table(table, r);
   CHECK(table.str().find("# statistical_efficiency: steps(B) = S_min (1 + B_noise / B), S_min = "
                          "1000, B_noise = 4") != std::string::npos);
   CHECK(table.str().find("# micro_batches (mp > 1): 1") != std::string::npos);
-  stash::write_projection_configs_json(json, r);
+  stash_tools::write_projection_configs_json(json, r);
   CHECK(json.str().rfind("[{\"dp\":1,\"mp\":1,\"devices\":1,", 0) == 0);
   CHECK(json.str().find("\"best\":true") != std::string::npos);
-  stash::write_projection_svg(svg, r);
+  stash_tools::write_projection_svg(svg, r);
   CHECK(svg.str().find("MP 2") != std::string::npos);
 }
 

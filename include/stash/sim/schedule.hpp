@@ -13,13 +13,14 @@
  *    again from when it starts; op `next_use` waits for it.
  * The planned curve treats copies as instantaneous: the storage is off the device after the
  * later of op `last_use` and op `offload_at - 1`, and back from the start of op `prefetch_at`.
- * The simulator (sim/simulator.hpp) times the same schedule.
+ * The simulator (sim/simulator.hpp) times the same schedule. Schedules live in sim/, the lowest
+ * component that reads them; swap policies (swap/) write them.
  */
 #pragma once
 
 #include <stash/core/error.hpp>
-#include <stash/swap/detail/op_index.hpp>
-#include <stash/trace/lifetime.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -66,37 +67,46 @@ struct schedule {
   }
 };
 
-/// @brief A schedule that does not fit its trace. Says which entry (if one) and what is wrong.
+/// @brief A schedule that does not fit its trace. Says which entry (if one), what is wrong and,
+/// when the allocator found it, which policy returned it.
 class schedule_error : public logic_error {
  public:
   /// @brief `entry` is the index in schedule::entries, or nullopt for the schedule as a whole.
-  schedule_error(std::optional<std::size_t> entry, std::string const& what)
+  schedule_error(std::optional<std::size_t> entry, std::string const& what,
+                 std::string const& policy = {})
       : logic_error("invalid swap schedule" +
+                    (policy.empty() ? std::string() : " from policy '" + policy + "'") +
                     (entry ? " entry " + std::to_string(*entry) : std::string()) + ": " + what),
-        entry_(entry)
+        entry_(entry),
+        reason_(what)
   {
   }
   /// @brief Index of the faulty entry, if the fault is in one.
   [[nodiscard]] std::optional<std::size_t> entry() const noexcept { return entry_; }
+  /// @brief What is wrong, without the entry and policy.
+  [[nodiscard]] std::string const& reason() const noexcept { return reason_; }
 
  private:
   std::optional<std::size_t> entry_;
+  std::string reason_;
 };
 
-namespace detail {
-
-/// Event after which entry `e` is off the device, and the last event it is off (inclusive), in
-/// the planned (instantaneous-copy) model. Empty when first >= last.
+/// @brief The events over which a swap entry keeps its storage off the device in the planned
+/// (instantaneous-copy) model: off from event `after + 1` through event `last`; empty when
+/// after >= last.
 struct off_window {
-  std::uint64_t after;  // off from event after + 1
-  std::uint64_t last;   // through event last
+  std::uint64_t after;  ///< off from event after + 1
+  std::uint64_t last;   ///< through event last
 };
 
+/// @brief The planned off-window of `e` (see off_window).
 [[nodiscard]] inline off_window planned_off_window(swap_entry const& e, op_index const& ops)
 {
   auto const release_op = e.offload_at == 0 ? e.last_use : std::max(e.last_use, e.offload_at - 1);
   return off_window{ops.event[release_op], ops.event[e.prefetch_at - 1]};
 }
+
+namespace detail {
 
 [[nodiscard]] inline std::string describe(trace const& t, storage_id id)
 {
@@ -106,7 +116,7 @@ struct off_window {
 
 }  // namespace detail
 
-[[nodiscard]] inline std::uint64_t planned_peak(trace const& t,
+[[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
                                                 std::span<swap_entry const> entries);
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
@@ -116,11 +126,12 @@ struct off_window {
 /// offload_at starts; last_use < prefetch_at <= next_use and offload_at < prefetch_at; two
 /// entries of one storage do not overlap (the later one's offload starts at or after the earlier
 /// one's next use); device_peak is the planned peak and baseline_peak the trace's peak.
-inline void validate_schedule(trace const& t, schedule const& s)
+inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 {
-  auto const life = analyze_lifetimes(t);
-  auto const ops  = detail::index_ops(t);
-  auto const n    = t.ops().size();
+  auto const& t    = analysis.trace();
+  auto const& life = analysis.lifetimes();
+  auto const& ops  = analysis.ops();
+  auto const n     = t.ops().size();
   std::map<storage_id, std::vector<std::size_t>> by_storage;
   for (std::size_t k = 0; k < s.entries.size(); ++k) {
     auto const& e = s.entries[k];
@@ -182,7 +193,7 @@ inline void validate_schedule(trace const& t, schedule const& s)
                                            " is not the trace's peak " +
                                            std::to_string(life.peak_live_bytes));
   }
-  auto const peak = planned_peak(t, s.entries);
+  auto const peak = planned_peak(analysis, s.entries);
   if (s.device_peak != peak) {
     throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
                                            " is not the planned peak " + std::to_string(peak));
@@ -192,13 +203,14 @@ inline void validate_schedule(trace const& t, schedule const& s)
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
 /// see the file comment). Entries must be valid (validate_schedule).
 [[nodiscard]] inline std::vector<std::uint64_t> planned_device_curve(
-    trace const& t, std::span<swap_entry const> entries)
+    trace_analysis const& analysis, std::span<swap_entry const> entries)
 {
-  auto const ops    = detail::index_ops(t);
+  auto const& t     = analysis.trace();
+  auto const& ops   = analysis.ops();
   auto const events = t.events();
   std::vector<std::int64_t> delta(events.size() + 1, 0);
   for (auto const& e : entries) {
-    auto const w = detail::planned_off_window(e, ops);
+    auto const w = planned_off_window(e, ops);
     if (w.after < w.last) {
       delta[w.after + 1] -= static_cast<std::int64_t>(e.bytes);
       delta[w.last + 1] += static_cast<std::int64_t>(e.bytes);
@@ -217,21 +229,22 @@ inline void validate_schedule(trace const& t, schedule const& s)
 }
 
 /// @brief The planned device peak of `entries` on `t` (max of planned_device_curve).
-[[nodiscard]] inline std::uint64_t planned_peak(trace const& t, std::span<swap_entry const> entries)
+[[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
+                                                std::span<swap_entry const> entries)
 {
-  auto const curve = planned_device_curve(t, entries);
+  auto const curve = planned_device_curve(analysis, entries);
   return curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
 }
 
 /// @brief A schedule for `entries` with its peaks filled in.
-[[nodiscard]] inline schedule make_schedule(trace const& t, std::string policy,
+[[nodiscard]] inline schedule make_schedule(trace_analysis const& analysis, std::string policy,
                                             std::uint64_t budget, std::vector<swap_entry> entries)
 {
   schedule s;
   s.policy        = std::move(policy);
   s.budget        = budget;
-  s.baseline_peak = analyze_lifetimes(t).peak_live_bytes;
-  s.device_peak   = planned_peak(t, entries);
+  s.baseline_peak = analysis.peak_live_bytes();
+  s.device_peak   = planned_peak(analysis, entries);
   s.entries       = std::move(entries);
   return s;
 }

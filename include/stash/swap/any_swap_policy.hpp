@@ -1,0 +1,63 @@
+/**
+ * @file any_swap_policy.hpp
+ * @brief A type-erased swap policy, so a program chooses its policy at run time with one
+ * instantiation of stash::allocator.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/swap_policy.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace stash {
+
+/// @brief Holds any stash::swap_policy by value and forwards plan() and name() to it.
+class any_swap_policy {
+ public:
+  /// @brief Holds a copy of `policy`.
+  template <class S>
+  requires(!std::is_same_v<std::remove_cvref_t<S>, any_swap_policy> &&
+           swap_policy<std::remove_cvref_t<S>>)
+      any_swap_policy(S&& policy)  // NOLINT(google-explicit-constructor): a policy converts to it
+      : self_(std::make_shared<model<std::remove_cvref_t<S>>>(std::forward<S>(policy)))
+  {
+  }
+
+  /// @brief The held policy's name.
+  [[nodiscard]] std::string_view name() const noexcept { return self_->name(); }
+  /// @brief The held policy's schedule for `a` at `budget`.
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
+  {
+    return self_->plan(analysis, budget);
+  }
+
+ private:
+  struct concept_t {
+    virtual ~concept_t()                                                            = default;
+    [[nodiscard]] virtual std::string_view name() const noexcept                    = 0;
+    [[nodiscard]] virtual schedule plan(trace_analysis const&, std::uint64_t) const = 0;
+  };
+  template <class S>
+  struct model final : concept_t {
+    explicit model(S p) : policy(std::move(p)) {}
+    [[nodiscard]] std::string_view name() const noexcept override { return policy.name(); }
+    [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const override
+    {
+      return policy.plan(analysis, budget);
+    }
+    S policy;
+  };
+  // Policies are immutable once held (plan is const), so copies may share one.
+  std::shared_ptr<concept_t const> self_;
+};
+
+static_assert(swap_policy<any_swap_policy>);
+
+}  // namespace stash
