@@ -1,9 +1,13 @@
 // bench_planners: offset planners on MiniMalloc's 11 "challenging" instances, a 100k-block
 // instance and the recorded training traces. Prints a Markdown table (or JSON with --json).
 //
-//   bench_planners [--data DIR] [--budget-ms N] [--trace-budget-ms N] [--json]
+//   bench_planners [--data DIR] [--nodes N] [--trace-nodes N] [--time-cap-ms N] [--json]
 //
-// DIR defaults to the repository's data/ folder (STASH_DATA_DIR at build time).
+// The search's budgets are search nodes (default stash::default_search_nodes for both), so its
+// plans and node counts are the same on every run; only the seconds vary with the machine and
+// its load. --time-cap-ms sets the planner's wall-clock safety cap (off by default); a search it
+// cut short is marked "capped". DIR defaults to the repository's data/ folder (STASH_DATA_DIR at
+// build time).
 #include <stash/pool/best_of_planner.hpp>
 #include <stash/pool/greedy_planner.hpp>
 #include <stash/pool/plan_checker.hpp>
@@ -35,6 +39,7 @@ struct row {
   std::uint64_t search{0};
   double search_s{0};
   std::uint64_t nodes{0};
+  bool capped{false};  // the time cap cut the search short
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0)
@@ -43,8 +48,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
 }
 
 row run(std::string const& name, std::vector<stash::lifetime_interval> const& in,
-        std::uint64_t alignment, std::optional<std::uint64_t> capacity,
-        std::chrono::milliseconds budget)
+        std::uint64_t alignment, std::optional<std::uint64_t> capacity, std::uint64_t nodes,
+        std::chrono::milliseconds time_cap)
 {
   row r;
   r.name       = name;
@@ -57,13 +62,15 @@ row run(std::string const& name, std::vector<stash::lifetime_interval> const& in
   r.greedy_s = g.plan_seconds();
   stash::search_options o;
   o.capacity    = capacity;
-  o.time_budget = budget;
+  o.node_budget = nodes;
+  o.time_cap    = time_cap;
   stash::search_stats stats;
   auto const s = stash::search_planner(o).plan(in, alignment, stats);
   stash::check_plan(in, s);
   r.search   = s.footprint;
   r.search_s = s.plan_seconds();
   r.nodes    = stats.nodes;
+  r.capped   = stats.time_capped;
   return r;
 }
 
@@ -71,22 +78,26 @@ row run(std::string const& name, std::vector<stash::lifetime_interval> const& in
 
 int main(int argc, char** argv)
 {
-  std::string data = STASH_DATA_DIR;
-  long budget_ms = 8000, trace_budget_ms = 2000;
-  bool json = false;
+  std::string data    = STASH_DATA_DIR;
+  std::uint64_t nodes = stash::default_search_nodes, trace_nodes = stash::default_search_nodes;
+  long time_cap_ms = 0;
+  bool json        = false;
   for (int i = 1; i < argc; ++i) {
     std::string const a = argv[i];
     if (a == "--json") {
       json = true;
     } else if (a == "--data" && i + 1 < argc) {
       data = argv[++i];
-    } else if (a == "--budget-ms" && i + 1 < argc) {
-      budget_ms = std::atol(argv[++i]);
-    } else if (a == "--trace-budget-ms" && i + 1 < argc) {
-      trace_budget_ms = std::atol(argv[++i]);
+    } else if (a == "--nodes" && i + 1 < argc) {
+      nodes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--trace-nodes" && i + 1 < argc) {
+      trace_nodes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--time-cap-ms" && i + 1 < argc) {
+      time_cap_ms = std::atol(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--data DIR] [--budget-ms N] [--trace-budget-ms N] [--json]\n",
+                   "usage: %s [--data DIR] [--nodes N] [--trace-nodes N] [--time-cap-ms N] "
+                   "[--json]\n",
                    argv[0]);
       return 2;
     }
@@ -95,8 +106,8 @@ int main(int argc, char** argv)
     std::vector<row> mm, traces;
     for (char c = 'A'; c <= 'K'; ++c) {
       auto const inst = stash::read_minimalloc_csv(data + "/minimalloc/" + c + ".1048576.csv");
-      mm.push_back(run(std::string(1, c), inst.buffers, 1, inst.capacity,
-                       std::chrono::milliseconds(budget_ms)));
+      mm.push_back(run(std::string(1, c), inst.buffers, 1, inst.capacity, nodes,
+                       std::chrono::milliseconds(time_cap_ms)));
       std::fprintf(stderr, "%c done\n", c);
     }
 
@@ -127,8 +138,8 @@ int main(int argc, char** argv)
                           "transformer_encoder_b8"}) {
       auto const tr = stash::read_trace(data + "/traces/" + t + ".trace");
       auto const in = stash::lifetime_intervals(tr);
-      traces.push_back(run(t, in, stash::cuda_allocation_alignment, std::nullopt,
-                           std::chrono::milliseconds(trace_budget_ms)));
+      traces.push_back(run(t, in, stash::cuda_allocation_alignment, std::nullopt, trace_nodes,
+                           std::chrono::milliseconds(time_cap_ms)));
       std::fprintf(stderr, "%s done\n", t);
     }
 
@@ -139,11 +150,11 @@ int main(int argc, char** argv)
         std::printf(
             "    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"capacity\": %llu, "
             "\"greedy\": %llu, \"greedy_s\": %.6f, \"search\": %llu, \"search_s\": %.3f, "
-            "\"nodes\": %llu, \"within_capacity\": %s}%s\n",
+            "\"nodes\": %llu, \"time_capped\": %s, \"within_capacity\": %s}%s\n",
             r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.capacity,
             (unsigned long long)r.greedy, r.greedy_s, (unsigned long long)r.search, r.search_s,
-            (unsigned long long)r.nodes, r.search <= r.capacity ? "true" : "false",
-            i + 1 < mm.size() ? "," : "");
+            (unsigned long long)r.nodes, r.capped ? "true" : "false",
+            r.search <= r.capacity ? "true" : "false", i + 1 < mm.size() ? "," : "");
       }
       std::printf(
           "  ],\n  \"big\": {\"blocks\": %zu, \"greedy\": %llu, \"lower_bound\": %llu, "
@@ -155,10 +166,11 @@ int main(int argc, char** argv)
         std::printf(
             "    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"greedy\": %llu, "
             "\"greedy_alpha\": %.5f, \"search\": %llu, \"search_alpha\": %.5f, \"search_s\": "
-            "%.3f}%s\n",
+            "%.3f, \"nodes\": %llu, \"time_capped\": %s}%s\n",
             r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
             double(r.greedy) / double(r.lower), (unsigned long long)r.search,
-            double(r.search) / double(r.lower), r.search_s, i + 1 < traces.size() ? "," : "");
+            double(r.search) / double(r.lower), r.search_s, (unsigned long long)r.nodes,
+            r.capped ? "true" : "false", i + 1 < traces.size() ? "," : "");
       }
       std::printf("  ]\n}\n");
       return 0;
@@ -174,15 +186,17 @@ int main(int argc, char** argv)
       bool const ok = r.search <= r.capacity;
       within += ok ? 1 : 0;
       std::printf(
-          "| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %llu |\n",
+          "| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %llu%s |\n",
           r.name.c_str(), r.blocks, (unsigned long long)r.lower,
           double(r.lower) / double(r.capacity), (unsigned long long)r.greedy,
           double(r.greedy) / double(r.lower), r.greedy_s, (unsigned long long)r.search,
           double(r.search) / double(r.lower), ok ? "yes" : "NO", r.search_s,
-          (unsigned long long)r.nodes);
+          (unsigned long long)r.nodes, r.capped ? " (capped)" : "");
     }
-    std::printf("\nwithin capacity: %d of %zu (search budget %ld ms each)\n\n", within, mm.size(),
-                budget_ms);
+    std::printf("\nwithin capacity: %d of %zu (search budget %llu nodes each", within, mm.size(),
+                (unsigned long long)nodes);
+    if (time_cap_ms > 0) { std::printf(", time cap %ld ms", time_cap_ms); }
+    std::printf(")\n\n");
     std::printf("## 100k blocks (instance A repeated %zu times in time)\n\n",
                 big.size() / a.buffers.size());
     std::printf(
@@ -190,15 +204,19 @@ int main(int argc, char** argv)
         "|\n|---:|---:|---:|---:|---:|---:|\n");
     std::printf("| %zu | %llu | %llu | %.4f | %.4f | %.4f |\n\n", big.size(),
                 (unsigned long long)lbig, (unsigned long long)gbig.footprint, g_s, check_s, lb_s);
-    std::printf("## Training traces (alignment 256, no capacity: minimise toward L)\n\n");
     std::printf(
-        "| trace | blocks | L | greedy | greedy alpha | search | search alpha | search s |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        "## Training traces (alignment 256, no capacity: minimise toward L; %llu nodes each)\n\n",
+        (unsigned long long)trace_nodes);
+    std::printf(
+        "| trace | blocks | L | greedy | greedy alpha | search | search alpha | search s | nodes "
+        "|\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (auto const& r : traces) {
-      std::printf("| %s | %zu | %llu | %llu | %.5f | %llu | %.5f | %.2f |\n", r.name.c_str(),
-                  r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
-                  double(r.greedy) / double(r.lower), (unsigned long long)r.search,
-                  double(r.search) / double(r.lower), r.search_s);
+      std::printf("| %s | %zu | %llu | %llu | %.5f | %llu | %.5f | %.2f | %llu%s |\n",
+                  r.name.c_str(), r.blocks, (unsigned long long)r.lower,
+                  (unsigned long long)r.greedy, double(r.greedy) / double(r.lower),
+                  (unsigned long long)r.search, double(r.search) / double(r.lower), r.search_s,
+                  (unsigned long long)r.nodes, r.capped ? " (capped)" : "");
     }
   } catch (std::exception const& e) {
     std::fprintf(stderr, "bench_planners: %s\n", e.what());

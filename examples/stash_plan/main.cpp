@@ -33,10 +33,21 @@ void usage(std::ostream& out)
          "\n"
          "Planners: each FILE is also planned by the greedy and the search offset planner; every\n"
          "plan is checked. Reported: footprint, alpha = footprint / L (L = peak live bytes with\n"
-         "sizes padded to the alignment), planning time and the best plan. Traces are planned\n"
-         "with 256-B alignment and compared with a caching pool replaying the same allocations;\n"
-         "CSVs are planned byte-exact with the capacity as the search's target.\n"
-         "  --search-ms N      time budget of the search planner per FILE (default 1000)\n"
+         "sizes padded to the alignment), planning time, the search nodes used and the best\n"
+         "plan. Traces are planned with 256-B alignment and compared with a caching pool\n"
+         "replaying the same allocations; CSVs are planned byte-exact with the capacity as the\n"
+         "search's target. The search stops on nodes, not time, so its plans are the same on\n"
+         "any machine and load.\n"
+         "  --search-nodes N   node budget of the search planner per FILE (default "
+      << stash::default_search_nodes
+      << "; 0: greedy\n"
+         "                     plan only)\n"
+         "  --search-ms N      safety cap on the search's wall time per FILE, off by default (0:\n"
+         "                     none); a search it cuts short is reported as such (\"time_capped\"\n"
+         "                     in JSON) and its plan may differ from run to run\n"
+         "  --no-times         leave out measured wall times (the planners' time, \"plan_ms\"), "
+         "so\n"
+         "                     that the same inputs and options print the same bytes\n"
          "\n"
          "Swap policies (traces; only when --policy or --budget is given): each policy's\n"
          "schedule for the budget, simulated against no_swap: fits, planned and simulated device\n"
@@ -111,10 +122,11 @@ void usage(std::ostream& out)
          "  --json      print one JSON object per FILE, one per line (JSON Lines), in argument\n"
          "              order, with at least \"file\", \"format\", \"tensors\",\n"
          "              \"lower_bound_bytes\", \"activation_bytes\" (null for a CSV), "
-         "\"planners\",\n"
-         "              \"best\", for traces \"caching_pool\", for CSVs \"capacity_bytes\", and "
-         "with\n"
-         "              a policy \"swap\" and \"policies\", with --cluster \"projection\"\n"
+         "\"planners\"\n"
+         "              (name, footprint_bytes, alpha, plan_ms; for the search also search_nodes,\n"
+         "              node_budget and time_capped), \"best\", for traces \"caching_pool\",\n"
+         "              for CSVs \"capacity_bytes\", with a policy \"swap\" and \"policies\",\n"
+         "              with --cluster \"projection\"\n"
          "              (cluster, devices, budget_bytes, assumptions, best: index or null) and\n"
          "              \"configs\" (one object per configuration: dp, mp, devices,\n"
          "              global_batch, policy, fits, offload, device_peak_bytes, step_ms, ...,\n"
@@ -179,10 +191,10 @@ int main(int argc, char** argv)
       status = exit_bad_input;
     }
     if (opt.json) {
-      stash_plan::print_json(std::cout, report);
+      stash_plan::print_json(std::cout, report, opt.times);
     } else if (!report.error) {
       if (!first) { std::cout << '\n'; }
-      stash_plan::print_text(std::cout, report);
+      stash_plan::print_text(std::cout, report, opt.times);
       first = false;
     }
   }

@@ -13,6 +13,7 @@
 #include <stash/codec/codec.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/error.hpp>
+#include <stash/pool/search_planner.hpp>
 #include <stash/projection/cluster.hpp>
 #include <stash/projection/projection.hpp>
 #include <stash/sim/cost_model.hpp>
@@ -80,14 +81,16 @@ struct projection_request {
 struct options {
   bool json = false;
   std::vector<std::string> files;
-  std::chrono::milliseconds search_budget{1000};  ///< per input file
-  std::optional<budget_spec> budget;              ///< --budget
-  std::vector<std::string> policies;              ///< --policy (expanded for "all")
-  std::string hardware = "pcie3_x16";             ///< --hw
-  std::optional<codec_choice> codec;              ///< --codec with --ratio / --activations
-  std::optional<std::string> svg;                 ///< --svg FILE
-  std::optional<projection_request> projection;   ///< --cluster with its efficiency model
-  bool help = false;                              ///< -h / --help
+  std::uint64_t search_nodes = stash::default_search_nodes;  ///< --search-nodes, per input
+  std::optional<std::chrono::milliseconds> search_time_cap;  ///< --search-ms: safety cap only
+  bool times = true;                   ///< print measured wall times (--no-times clears it)
+  std::optional<budget_spec> budget;   ///< --budget
+  std::vector<std::string> policies;   ///< --policy (expanded for "all")
+  std::string hardware = "pcie3_x16";  ///< --hw
+  std::optional<codec_choice> codec;   ///< --codec with --ratio / --activations
+  std::optional<std::string> svg;      ///< --svg FILE
+  std::optional<projection_request> projection;  ///< --cluster with its efficiency model
+  bool help = false;                             ///< -h / --help
   bool planners =
       true;  ///< run the planner section (always from the command line; tests may skip it)
 
@@ -201,7 +204,20 @@ inline std::optional<double> parse_decimal(std::string_view text)
   return spec;
 }
 
-/// @brief Parses a positive whole number of milliseconds for --search-ms.
+/// @brief Parses a whole number of search nodes for --search-nodes (0: the greedy plan only).
+[[nodiscard]] inline std::uint64_t parse_search_nodes(std::string_view text)
+{
+  bool const digits =
+      !text.empty() && text.size() <= 18 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    throw usage_error("--search-nodes: '" + std::string(text) +
+                      "' is not a whole number of nodes (at most 18 digits)");
+  }
+  return std::stoull(std::string(text));
+}
+
+/// @brief Parses a whole number of milliseconds for --search-ms.
 [[nodiscard]] inline std::chrono::milliseconds parse_milliseconds(std::string_view text,
                                                                   std::string_view what)
 {
@@ -362,8 +378,14 @@ inline std::optional<double> parse_decimal(std::string_view text)
       return opt;
     } else if (arg == "--json") {
       opt.json = true;
+    } else if (arg == "--search-nodes") {
+      opt.search_nodes = parse_search_nodes(value());
     } else if (arg == "--search-ms") {
-      opt.search_budget = parse_milliseconds(value(), "--search-ms");
+      auto const cap = parse_milliseconds(value(), "--search-ms");
+      opt.search_time_cap =
+          cap.count() == 0 ? std::nullopt : std::optional<std::chrono::milliseconds>(cap);
+    } else if (arg == "--no-times") {
+      opt.times = false;
     } else if (arg == "--budget") {
       opt.budget = parse_budget(value());
     } else if (arg == "--policy") {

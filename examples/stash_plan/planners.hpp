@@ -1,7 +1,8 @@
 /**
  * @file planners.hpp
  * @brief stash-plan's planner section: every offset planner's footprint, alpha and time on one
- * input, each plan checked, the best one, and (for traces) the caching pool it is compared with.
+ * input, the search's nodes, each plan checked, the best one, and (for traces) the caching pool
+ * it is compared with.
  */
 #pragma once
 
@@ -22,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stash_plan {
@@ -30,8 +32,11 @@ namespace stash_plan {
 struct planner_result {
   std::string name;
   std::uint64_t footprint_bytes{};
-  double alpha{};    ///< footprint / lower_bound (1.0 is optimal)
-  double plan_ms{};  ///< wall time of plan(), checking excluded
+  double alpha{};                             ///< footprint / lower_bound (1.0 is optimal)
+  double plan_ms{};                           ///< wall time of plan(), checking excluded
+  std::optional<std::uint64_t> search_nodes;  ///< search planner: nodes it expanded
+  std::optional<std::uint64_t> node_budget;   ///< search planner: the nodes it was allowed
+  bool time_capped{false};                    ///< search planner: the --search-ms cap cut it short
 };
 
 /// @brief The planner section of a report.
@@ -72,18 +77,26 @@ struct planner_section {
   section.alignment   = alignment;
   section.lower_bound = stash::plan_lower_bound(intervals, alignment);
   section.capacity    = search.capacity;
-  auto add            = [&](stash::plan const& p) {
+  auto add            = [&](stash::plan const& p) -> planner_result& {
     stash::check_plan(intervals, p);
-    section.planners.push_back(planner_result{p.planner, p.footprint, p.alpha(section.lower_bound),
-                                              p.plan_seconds() * 1e3});
+    planner_result r;
+    r.name            = p.planner;
+    r.footprint_bytes = p.footprint;
+    r.alpha           = p.alpha(section.lower_bound);
+    r.plan_ms         = p.plan_seconds() * 1e3;
+    return section.planners.emplace_back(std::move(r));
   };
   add(stash::greedy_planner{}.plan(intervals, alignment));
-  add(stash::search_planner{search}.plan(intervals, alignment));
-  auto const best = std::min_element(section.planners.begin(), section.planners.end(),
-                                     [](planner_result const& a, planner_result const& b) {
+  stash::search_stats stats;
+  auto& searched        = add(stash::search_planner{search}.plan(intervals, alignment, stats));
+  searched.search_nodes = stats.nodes;
+  searched.node_budget  = stats.node_budget;
+  searched.time_capped  = stats.time_capped;
+  auto const best       = std::min_element(section.planners.begin(), section.planners.end(),
+                                           [](planner_result const& a, planner_result const& b) {
                                        return a.footprint_bytes < b.footprint_bytes;
                                      });
-  section.best    = static_cast<std::size_t>(best - section.planners.begin());
+  section.best          = static_cast<std::size_t>(best - section.planners.begin());
   return section;
 }
 

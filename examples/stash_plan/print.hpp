@@ -48,15 +48,29 @@ std::string format(char const* pattern, Args... args)
   return buffer;
 }
 
-/// @brief The planner lines of the text summary.
-inline void print_planners_text(std::ostream& out, planner_section const& p)
+/// @brief The planner lines of the text summary; `times` false leaves out the measured wall
+/// times (so the output is the same on every run).
+inline void print_planners_text(std::ostream& out, planner_section const& p, bool times = true)
 {
   out << format("  %-17s%s  (peak live bytes, sizes padded to %llu B)\n", "plan lower bound",
                 bytes_text(p.lower_bound).c_str(), static_cast<unsigned long long>(p.alignment));
-  out << format("    %-15s %30s %9s %11s\n", "planner", "footprint", "alpha", "time");
+  out << format("    %-15s %30s %9s", "planner", "footprint", "alpha")
+      << (times ? format(" %11s", "time") : "") << format(" %13s\n", "search nodes");
   for (auto const& planner : p.planners) {
-    out << format("    %-15s %30s %9.4f %8.1f ms\n", planner.name.c_str(),
-                  bytes_text(planner.footprint_bytes).c_str(), planner.alpha, planner.plan_ms);
+    out << format("    %-15s %30s %9.4f", planner.name.c_str(),
+                  bytes_text(planner.footprint_bytes).c_str(), planner.alpha)
+        << (times ? format(" %8.1f ms", planner.plan_ms) : "")
+        << format(" %13s\n",
+                  planner.search_nodes ? with_commas(*planner.search_nodes).c_str() : "-");
+  }
+  for (auto const& planner : p.planners) {
+    if (!planner.node_budget) { continue; }
+    std::string line = with_commas(planner.search_nodes.value_or(0)) + " of " +
+                       with_commas(*planner.node_budget) + " nodes";
+    if (planner.time_capped) {
+      line += "; cut short by the --search-ms time cap (this plan may differ from run to run)";
+    }
+    out << format("  %-17s%s\n", "search budget", line.c_str());
   }
   auto const& best = p.best_result();
   std::string line = best.name + ", alpha " + format("%.4f", best.alpha);
@@ -111,8 +125,9 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
   }
 }
 
-/// @brief The readable summary of one input; errors are not printed here (see main).
-inline void print_text(std::ostream& out, file_report const& r)
+/// @brief The readable summary of one input; errors are not printed here (see main). `times`
+/// false leaves out the measured wall times, so the same input and options print the same bytes.
+inline void print_text(std::ostream& out, file_report const& r, bool times = true)
 {
   out << r.file << "  [" << to_string(*r.format) << "]\n";
   auto row = [&](char const* name, std::string const& text) {
@@ -165,7 +180,7 @@ inline void print_text(std::ostream& out, file_report const& r)
       out << line;
     }
   }
-  if (r.planners) { print_planners_text(out, *r.planners); }
+  if (r.planners) { print_planners_text(out, *r.planners, times); }
   if (r.policies) { print_policies_text(out, *r.policies); }
   if (r.projection) { print_projection_text(out, *r.projection); }
   if (r.svg_file) { row("picture", *r.svg_file); }
@@ -175,8 +190,9 @@ inline void print_text(std::ostream& out, file_report const& r)
 
 /// @brief One JSON object on one line. Keys: file, format, and either error, or tensors,
 /// lower_bound_bytes, activation_bytes (null for CSV), peak, and the format's own fields; with
-/// --cluster "projection" and "configs" (projection_section.hpp).
-inline void print_json(std::ostream& out, file_report const& r)
+/// --cluster "projection" and "configs" (projection_section.hpp). `times` false leaves out the
+/// measured wall times ("plan_ms").
+inline void print_json(std::ostream& out, file_report const& r, bool times = true)
 {
   json_writer json(out);
   json.begin_object();
@@ -244,7 +260,12 @@ inline void print_json(std::ostream& out, file_report const& r)
       json.key("name").value(planner.name);
       json.key("footprint_bytes").value(planner.footprint_bytes);
       json.key("alpha").value(planner.alpha);
-      json.key("plan_ms").value(planner.plan_ms);
+      if (times) { json.key("plan_ms").value(planner.plan_ms); }
+      if (planner.node_budget) {
+        json.key("search_nodes").value(planner.search_nodes.value_or(0));
+        json.key("node_budget").value(*planner.node_budget);
+        json.key("time_capped").value(planner.time_capped);
+      }
       json.end_object();
     }
     json.end_array();

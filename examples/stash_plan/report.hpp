@@ -144,12 +144,21 @@ inline void summarize_instance(file_report& report, stash::minimalloc_instance c
 /// can sit in a real arena.
 inline constexpr std::uint64_t trace_plan_alignment = stash::cuda_allocation_alignment;
 
+/// @brief The search planner's budget from the command line: --search-nodes nodes per input,
+/// and --search-ms (if given) as its wall-clock safety cap.
+inline stash::search_options search_options_of(options const& opt)
+{
+  stash::search_options search;
+  search.node_budget = opt.search_nodes;
+  search.time_cap    = opt.search_time_cap.value_or(std::chrono::milliseconds(0));
+  return search;
+}
+
 /// @brief Analysis step: planners on a trace's storages (alignment 256), and the caching pool
 /// replaying the same trace.
 inline void plan_trace(file_report& report, stash::trace const& t, options const& opt)
 {
-  stash::search_options search;
-  search.time_budget   = opt.search_budget;
+  auto const search    = search_options_of(opt);
   auto const intervals = stash::lifetime_intervals(t);
   report.planners      = plan_intervals(intervals, trace_plan_alignment, search);
   report.planners->caching_pool_reserved_peak = caching_pool_peak(t);
@@ -160,10 +169,9 @@ inline void plan_trace(file_report& report, stash::trace const& t, options const
 inline void plan_instance(file_report& report, stash::minimalloc_instance const& instance,
                           options const& opt)
 {
-  stash::search_options search;
-  search.time_budget = opt.search_budget;
-  search.capacity    = instance.capacity;
-  report.planners    = plan_intervals(instance.buffers, 1, search);
+  auto search     = search_options_of(opt);
+  search.capacity = instance.capacity;
+  report.planners = plan_intervals(instance.buffers, 1, search);
 }
 
 /// @brief Analysis step: the swap-policy section and the picture, as the options ask.

@@ -5,7 +5,7 @@
  *
  * Both panels share one time axis: the simulated time of the schedule drawn (a swap policy's, or
  * no_swap's). Memory is the planned curve of that schedule (copies instantaneous, see
- * swap/schedule.hpp), which the simulator's timed curve follows closely; the no_swap curve is
+ * sim/schedule.hpp), which the simulator's timed curve follows closely; the no_swap curve is
  * drawn over it at the same program points, so the gap between them is what the policy moved
  * off the device. The picture is sampled per pixel column, keeping each column's highest point,
  * so peaks survive and the file stays small whatever the trace's length.

@@ -1,6 +1,7 @@
 // Tests of the offset planners (greedy, search, best-of): known optima on hand-made cases,
 // alignment, bad input, randomized instances and MiniMalloc instances. Every plan made here goes
-// through stash::check_plan.
+// through stash::check_plan. The search runs on node budgets, never on wall time, so every
+// verdict here is the same on a quiet machine, a loaded one or under a sanitizer.
 #include <stash/pool/best_of_planner.hpp>
 #include <stash/pool/detail/dsa_search.hpp>
 #include <stash/pool/detail/time_cells.hpp>
@@ -31,10 +32,10 @@ static_assert(stash::offset_planner<stash::greedy_planner>);
 static_assert(stash::offset_planner<stash::search_planner>);
 static_assert(stash::offset_planner<best_of>);
 
-stash::search_planner quick_search(std::uint64_t ms = 200)
+stash::search_planner quick_search(std::uint64_t nodes = 20'000)
 {
   stash::search_options o;
-  o.time_budget = std::chrono::milliseconds(ms);
+  o.node_budget = nodes;
   return stash::search_planner(o);
 }
 
@@ -120,12 +121,11 @@ TEST_CASE("dsa_search is complete: it packs at the optimum and proves nothing fi
     auto const in      = small_instance(seed);
     auto const optimum = brute_force_optimum(in);
     stash::detail::dsa_search search(engine_instance(in));
-    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (auto order : {stash::detail::dsa_order::twa, stash::detail::dsa_order::wat,
                        stash::detail::dsa_order::taw}) {
       for (bool critical_first : {true, false}) {
         std::vector<std::uint64_t> offsets;
-        REQUIRE(search.solve(optimum, order, deadline, ~std::uint64_t{0}, offsets, seed % 3,
+        REQUIRE(search.solve(optimum, order, ~std::uint64_t{0}, offsets, seed % 3,
                              critical_first) == stash::detail::dsa_status::found);
         stash::plan p;
         p.alignment = 1;
@@ -135,7 +135,7 @@ TEST_CASE("dsa_search is complete: it packs at the optimum and proves nothing fi
         }
         stash::check_plan(in, p);
         CHECK(p.footprint <= optimum);
-        CHECK(search.solve(optimum - 1, order, deadline, ~std::uint64_t{0}, offsets, seed % 3,
+        CHECK(search.solve(optimum - 1, order, ~std::uint64_t{0}, offsets, seed % 3,
                            critical_first) == stash::detail::dsa_status::exhausted);
       }
     }
@@ -147,7 +147,7 @@ TEST_CASE("search planner without a capacity reaches the optimum on small instan
   for (std::uint64_t seed = 200; seed <= 240; ++seed) {
     CAPTURE(seed);
     auto const in = small_instance(seed);
-    auto const p  = checked(quick_search(1000), in, 1);
+    auto const p  = checked(quick_search(1'000'000), in, 1);
     CHECK(p.footprint == brute_force_optimum(in));
   }
 }
@@ -246,9 +246,9 @@ TEST_CASE("planners: randomized instances validate, and the search never loses t
     auto const in     = random_instance(seed, 40 + 20 * seed, 400);
     auto const lower  = stash::plan_lower_bound(in, 256);
     auto const greedy = checked(stash::greedy_planner{}, in, 256);
-    auto const search = checked(quick_search(100), in, 256);
+    auto const search = checked(quick_search(), in, 256);
     CHECK(search.footprint <= greedy.footprint);
-    auto const best = checked(best_of{stash::greedy_planner{}, quick_search(100)}, in, 256);
+    auto const best = checked(best_of{stash::greedy_planner{}, quick_search()}, in, 256);
     CHECK(best.footprint <= greedy.footprint);
     CHECK(best.footprint >= lower);
   }
@@ -282,18 +282,22 @@ TEST_CASE("search planner packs MiniMalloc instances A, B, C, F, H and J within 
     REQUIRE(inst.capacity.has_value());
     auto const greedy = checked(stash::greedy_planner{}, inst.buffers, 1);
     CHECK(greedy.footprint > *inst.capacity);  // these are hard for greedy
-    stash::search_options o;
-    o.capacity    = inst.capacity;
-    o.time_budget = std::chrono::milliseconds(8000);  // each takes well under a second alone
-    auto const p  = checked(stash::search_planner(o), inst.buffers, 1);
+    stash::search_options o;  // the default budget: J, the hardest of these, needs ~145k nodes
+    o.capacity = inst.capacity;
+    CHECK(o.node_budget == stash::default_search_nodes);
+    stash::search_stats stats;
+    auto const p = stash::search_planner(o).plan(inst.buffers, 1, stats);
+    stash::check_plan(inst.buffers, p);
     CHECK(p.footprint <= *inst.capacity);
+    CHECK(stats.nodes <= o.node_budget);
+    CHECK_FALSE(stats.time_capped);
   }
 }
 
 TEST_CASE("search planner packs MiniMalloc instances D, I and K within capacity on a node budget")
 {
   // D needs a tight lower offset for the blocks that must rise; I and K also need the restart
-  // portfolio. A node budget (not a time budget) keeps the outcome the same on any machine.
+  // portfolio; each needs more nodes than the default budget.
   for (char const* name :
        {"minimalloc/D.1048576.csv", "minimalloc/I.1048576.csv", "minimalloc/K.1048576.csv"}) {
     CAPTURE(name);
@@ -301,7 +305,6 @@ TEST_CASE("search planner packs MiniMalloc instances D, I and K within capacity 
     REQUIRE(inst.capacity.has_value());
     stash::search_options o;
     o.capacity    = inst.capacity;
-    o.time_budget = std::chrono::milliseconds(600000);
     o.node_budget = 1'000'000;
     stash::search_stats stats;
     auto const p = stash::search_planner(o).plan(inst.buffers, 1, stats);
@@ -309,6 +312,71 @@ TEST_CASE("search planner packs MiniMalloc instances D, I and K within capacity 
     CHECK(p.footprint <= *inst.capacity);
     CHECK(stats.nodes <= o.node_budget);
   }
+}
+
+TEST_CASE("search planner: the node budget alone decides the plan, split over targets in nodes")
+{
+  // G within capacity needs ~1 M nodes: on 30k the search runs out, always at the same node.
+  auto const g = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/G.1048576.csv"));
+  stash::search_options o;
+  o.capacity    = g.capacity;
+  o.node_budget = 30'000;
+  stash::search_stats first, second;
+  auto const p1 = stash::search_planner(o).plan(g.buffers, 1, first);
+  auto const p2 = stash::search_planner(o).plan(g.buffers, 1, second);
+  stash::check_plan(g.buffers, p1);
+  CHECK(p1.offsets == p2.offsets);
+  CHECK(first.nodes == o.node_budget);  // spent to the last node, never beyond
+  CHECK(second.nodes == first.nodes);
+  CHECK(first.node_budget == o.node_budget);
+  CHECK_FALSE(first.time_capped);
+
+  // Without a capacity (bisection between L and the best plan): same plan and node count twice,
+  // within the budget; 0 nodes keeps the greedy plan.
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    CAPTURE(seed);
+    auto const in = random_instance(seed, 150, 300);
+    stash::search_stats a, b;
+    auto const q1 = quick_search(5'000).plan(in, 256, a);
+    auto const q2 = quick_search(5'000).plan(in, 256, b);
+    CHECK(q1.offsets == q2.offsets);
+    CHECK(a.nodes == b.nodes);
+    CHECK(a.attempts == b.attempts);
+    CHECK(a.nodes <= 5'000);
+    stash::search_stats none;
+    auto const greedy = quick_search(0).plan(in, 256, none);
+    CHECK(greedy.offsets == stash::greedy_planner{}.plan(in, 256).offsets);
+    CHECK(none.nodes == 0);
+    CHECK(none.attempts == 0);
+  }
+}
+
+TEST_CASE("search planner: the optional time cap is a safety net that says when it cut in")
+{
+  // Whether a 1 ms cap cuts K's search (~2 s of work) short depends on the machine, so only the
+  // report is checked: the plan fits within the capacity exactly when the cap did not cut in.
+  auto const k = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/K.1048576.csv"));
+  stash::search_options o;
+  o.capacity    = k.capacity;
+  o.node_budget = 1'000'000;  // enough for K
+  o.time_cap    = std::chrono::milliseconds(1);
+  stash::search_stats stats;
+  auto const p = stash::search_planner(o).plan(k.buffers, 1, stats);
+  stash::check_plan(k.buffers, p);
+  CHECK(stats.time_capped == (p.footprint > *k.capacity));
+  CHECK(stats.nodes <= o.node_budget);
+
+  // The engine, given a deadline already past, stops at its first clock check (node 256) and
+  // says it was the deadline, not the node budget.
+  stash::detail::dsa_search engine(engine_instance(k.buffers));
+  std::vector<std::uint64_t> offsets;
+  auto const past = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  CHECK(engine.solve(*k.capacity, stash::detail::dsa_order::twa, 8000, offsets, 0, true, false,
+                     past) == stash::detail::dsa_status::deadline);
+  CHECK(engine.nodes() == 256);
+  CHECK(engine.solve(*k.capacity, stash::detail::dsa_order::twa, 8000, offsets) ==
+        stash::detail::dsa_status::budget);
+  CHECK(engine.nodes() == 8000);
 }
 
 TEST_CASE("dsa_search: a restart reuses the failed sub-states of earlier runs, and stays complete")
@@ -320,16 +388,15 @@ TEST_CASE("dsa_search: a restart reuses the failed sub-states of earlier runs, a
     auto const in      = small_instance(seed);
     auto const optimum = brute_force_optimum(in);
     stash::detail::dsa_search search(engine_instance(in));
-    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     std::vector<std::uint64_t> offsets;
     for (std::uint64_t run = 0; run < 9; ++run) {
       auto const order = static_cast<stash::detail::dsa_order>(run % 3);
-      CHECK(search.solve(optimum - 1, order, deadline, ~std::uint64_t{0}, offsets, run,
-                         run % 2 == 0, run % 3 == 2) == stash::detail::dsa_status::exhausted);
+      CHECK(search.solve(optimum - 1, order, ~std::uint64_t{0}, offsets, run, run % 2 == 0,
+                         run % 3 == 2) == stash::detail::dsa_status::exhausted);
     }
     for (std::uint64_t run = 0; run < 9; ++run) {
       auto const order = static_cast<stash::detail::dsa_order>(run % 3);
-      REQUIRE(search.solve(optimum, order, deadline, ~std::uint64_t{0}, offsets, run, run % 2 == 1,
+      REQUIRE(search.solve(optimum, order, ~std::uint64_t{0}, offsets, run, run % 2 == 1,
                            run % 3 == 1) == stash::detail::dsa_status::found);
       stash::plan p;
       p.alignment = 1;

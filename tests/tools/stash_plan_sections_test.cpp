@@ -107,7 +107,9 @@ TEST_CASE("stash-plan command line: policies, hardware, codec, search budget, sv
   auto const plain = parse_args({"a.trace", "b.csv"});
   CHECK(plain.files == args{"a.trace", "b.csv"});
   CHECK_FALSE(plain.swap_requested());
-  CHECK(plain.search_budget.count() == 1000);
+  CHECK(plain.search_nodes == stash::default_search_nodes);
+  CHECK_FALSE(plain.search_time_cap.has_value());  // no wall-clock cap unless asked for
+  CHECK(plain.times);
 
   auto const all   = parse_args({"--policy", "all", "x.trace"});
   auto const names = stash::swap_policy_names();
@@ -115,7 +117,14 @@ TEST_CASE("stash-plan command line: policies, hardware, codec, search budget, sv
   CHECK(all.swap_requested());
   CHECK(parse_args({"--policy", "vdnn_all", "--policy", "vdnn_all"}).policies == args{"vdnn_all"});
   CHECK(parse_args({"--budget", "70%"}).swap_requested());
-  CHECK(parse_args({"--search-ms", "250"}).search_budget.count() == 250);
+  CHECK(parse_args({"--search-nodes", "5000"}).search_nodes == 5000);
+  CHECK(parse_args({"--search-nodes", "0"}).search_nodes == 0);
+  CHECK(parse_args({"--search-ms", "250"}).search_time_cap == std::chrono::milliseconds(250));
+  CHECK_FALSE(parse_args({"--search-ms", "0"}).search_time_cap.has_value());
+  CHECK_FALSE(parse_args({"--no-times"}).times);
+  auto const capped = stash_plan::search_options_of(parse_args({"--search-ms", "250"}));
+  CHECK(capped.time_cap == std::chrono::milliseconds(250));
+  CHECK(capped.node_budget == stash::default_search_nodes);
   CHECK(parse_args({"--", "--json"}).files == args{"--json"});
   CHECK(parse_args({"--help", "--bogus"}).help);
 
@@ -147,6 +156,9 @@ TEST_CASE("stash-plan command line: policies, hardware, codec, search budget, sv
                        doctest::Contains("only affects simulated times"), stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--search-ms", "1s"}),
                        doctest::Contains("--search-ms: '1s' is not a whole number"),
+                       stash_plan::usage_error);
+  CHECK_THROWS_WITH_AS((void)parse_args({"--search-nodes", "1e6"}),
+                       doctest::Contains("--search-nodes: '1e6' is not a whole number"),
                        stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)parse_args({"--frobnicate"}),
                        doctest::Contains("unknown option '--frobnicate'"), stash_plan::usage_error);
@@ -222,6 +234,11 @@ TEST_CASE("stash-plan planners reach the known optimum of a tiny trace")
     CHECK(planner.alpha == 1.0);
     CHECK(planner.plan_ms >= 0.0);
   }
+  CHECK_FALSE(p.planners[0].search_nodes.has_value());
+  REQUIRE(p.planners[1].search_nodes.has_value());
+  CHECK(*p.planners[1].search_nodes == 0);  // greedy already reaches L: nothing to search
+  CHECK(p.planners[1].node_budget == stash::default_search_nodes);
+  CHECK_FALSE(p.planners[1].time_capped);
   CHECK(p.best_result().footprint_bytes == 1536);
   REQUIRE(p.caching_pool_reserved_peak.has_value());
   CHECK(*p.caching_pool_reserved_peak >= report.lower_bound_bytes);
@@ -231,12 +248,20 @@ TEST_CASE("stash-plan planners reach the known optimum of a tiny trace")
   stash_plan::print_text(text, report);
   CHECK(text.str().find("plan lower bound 1,536 B") != std::string::npos);
   CHECK(text.str().find("best plan        greedy_by_size, alpha 1.0000") != std::string::npos);
+  CHECK(text.str().find("search budget    0 of " +
+                        stash_plan::with_commas(stash::default_search_nodes) + " nodes\n") !=
+        std::string::npos);
+  CHECK(text.str().find(" ms ") != std::string::npos);
+  std::ostringstream timeless;
+  stash_plan::print_text(timeless, report, /*times=*/false);
+  CHECK(timeless.str().find(" ms") == std::string::npos);
+  CHECK(timeless.str().find("search nodes") != std::string::npos);
 }
 
 TEST_CASE("stash-plan planner JSON on a real trace and a MiniMalloc CSV is consistent")
 {
   stash_plan::options opt;
-  opt.search_budget = std::chrono::milliseconds(200);
+  opt.search_nodes = 20'000;  // B needs 16,630 nodes to pack within its capacity
   for (auto const* name : {"traces/resnet18_b32.trace", "minimalloc/B.1048576.csv"}) {
     CAPTURE(name);
     auto const report = stash_plan::analyze_file(stash::test::data_path(name), opt);
@@ -267,15 +292,15 @@ TEST_CASE("stash-plan planner JSON on a real trace and a MiniMalloc CSV is consi
     CHECK(json_number(json, "footprint_bytes", best_at) == min_footprint);
     CHECK(json_number(json, "alpha", best_at) == doctest::Approx(min_footprint / lower));
     if (report.format == stash_plan::input_format::minimalloc_csv) {
-      // Byte-exact planning (alignment 1) against the capacity from the name. Whether the
-      // search reaches it depends on its time budget, so only the consistency is checked.
+      // Byte-exact planning (alignment 1) against the capacity from the name, which the search
+      // reaches within its node budget on any machine.
       CHECK(report.planners->alignment == 1);
       CHECK(report.planners->lower_bound == report.lower_bound_bytes);
       CHECK(report.planners->capacity == std::uint64_t{1048576});
       CHECK(json_number(json, "capacity_bytes") == 1048576);
-      bool const within = min_footprint <= 1048576;
-      CHECK(json.find(std::string("\"within_capacity\":") + (within ? "true" : "false")) !=
-            std::string::npos);
+      CHECK(min_footprint <= 1048576);
+      CHECK(json.find("\"within_capacity\":true") != std::string::npos);
+      CHECK(json_number(json, "search_nodes") == 16630);
       CHECK(json.find("\"caching_pool\"") == std::string::npos);
     } else {
       double const pool = json_number(json, "reserved_peak_bytes");
@@ -283,7 +308,14 @@ TEST_CASE("stash-plan planner JSON on a real trace and a MiniMalloc CSV is consi
       CHECK(json_number(json, "best_plan_saving_percent") ==
             doctest::Approx((pool - min_footprint) / pool * 100.0));
       CHECK(json.find("\"policies\"") == std::string::npos);  // not asked for
+      CHECK(json_number(json, "search_nodes") == 964);
     }
+    CHECK(json_number(json, "node_budget") == 20'000);
+    CHECK(json.find("\"time_capped\":false") != std::string::npos);
+    CHECK(json.find("\"plan_ms\":") != std::string::npos);
+    std::ostringstream timeless;
+    stash_plan::print_json(timeless, report, /*times=*/false);
+    CHECK(timeless.str().find("\"plan_ms\"") == std::string::npos);
   }
 }
 

@@ -24,7 +24,8 @@ namespace stash {
 /// stash::check_plan (an invalid plan throws stash::invalid_plan: it is a planner bug, never
 /// silently dropped) and returns the valid plan with the smallest footprint; ties go to the
 /// planner listed first. The returned plan's `planner` names the winner and its `plan_time`
-/// covers all runs.
+/// covers all runs. The choice depends on the footprints only, never on the measured times, so
+/// it is as reproducible as the planners it runs (stash::search_planner stops on search nodes).
 template <offset_planner... Planners>
 requires(sizeof...(Planners) > 0) class best_of_planner {
  public:

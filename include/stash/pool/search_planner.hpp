@@ -1,17 +1,20 @@
 /**
  * @file search_planner.hpp
  * @brief An offset planner that searches for footprints at or near the lower bound, bounded by a
- * time and node budget, falling back to the best plan found (at worst the greedy one).
+ * budget of search nodes, falling back to the best plan found (at worst the greedy one).
  *
  * Steps: (1) plan greedily (stash::greedy_planner); (2) split the blocks at the moments where
  * nothing is live into independent sections, each planned on its own; (3) for every section
  * whose greedy footprint exceeds the target, run a depth-first search over gravity-packed
  * placements (detail::dsa_search) against that target, restarting it with other orders. With a
  * capacity the target is the capacity; without one the planner tries the lower bound L first and
- * then bisects between L and the best footprint found, each try with part of the remaining
- * budget. The ideas (canonical solutions, branching on which block goes next, dominance,
- * inference, section decomposition) follow MiniMalloc (Moffitt, ASPLOS 2023); the code is
- * stash's own.
+ * then bisects between L and the best footprint found, each try with half of the nodes left.
+ * The budget is a number of search nodes (search_options::node_budget), split between targets,
+ * sections and restarts by node counts only, so the same input and options give the same plan
+ * on a busy or a quiet machine; a wall-clock cap (search_options::time_cap) exists only as an
+ * opt-in safety net, and search_stats::time_capped says when it cut the search short. The ideas
+ * (canonical solutions, branching on which block goes next, dominance, inference, section
+ * decomposition) follow MiniMalloc (Moffitt, ASPLOS 2023); the code is stash's own.
  */
 #pragma once
 
@@ -37,16 +40,23 @@
 
 namespace stash {
 
-/// @brief Budget and target of a stash::search_planner.
+/// @brief Default search budget of a stash::search_planner, in search nodes per plan() call
+/// (see benchmarks/results/planners_minimalloc.md for how it was chosen).
+inline constexpr std::uint64_t default_search_nodes = 200'000;
+
+/// @brief Budget and target of a stash::search_planner. The search stops on search nodes, so a
+/// plan depends only on the input and these options, never on the machine or its load.
 struct search_options {
   /// @brief Arena size to fit into (bytes). When set, the search stops at the first plan within
   /// it; when unset, it minimises the footprint toward the lower bound.
   std::optional<std::uint64_t> capacity{};
-  /// @brief Wall-clock budget for the whole plan() call (greedy included).
-  std::chrono::milliseconds time_budget{1000};
-  /// @brief Search nodes allowed per section and target footprint (over all restarts); 0 means
-  /// only the time budget limits the search.
-  std::uint64_t node_budget{0};
+  /// @brief Search nodes allowed for the whole plan() call, over every section, target footprint
+  /// and restart; 0 keeps the greedy plan.
+  std::uint64_t node_budget{default_search_nodes};
+  /// @brief Safety net on wall-clock time for the whole plan() call (greedy included); zero, the
+  /// default, means none. When it stops the search, search_stats::time_capped is set and the
+  /// plan may differ from run to run.
+  std::chrono::milliseconds time_cap{0};
   /// @brief Sections with more time-overlapping pairs than this keep their greedy plan (the
   /// search's memory and per-node work grow with them).
   std::size_t max_conflict_pairs{4'000'000};
@@ -55,10 +65,12 @@ struct search_options {
 /// @brief Per-call statistics of the last search (for benchmarks and diagnostics).
 struct search_stats {
   std::uint64_t nodes{0};             ///< search nodes expanded, all attempts and sections
+  std::uint64_t node_budget{0};       ///< the budget the call ran with
   std::size_t sections{0};            ///< independent sections the input split into
   std::size_t attempts{0};            ///< target footprints tried
   std::uint64_t greedy_footprint{0};  ///< footprint of the greedy starting plan
   std::uint64_t lower_bound{0};       ///< L at the plan's alignment
+  bool time_capped{false};  ///< search_options::time_cap stopped the search (not reproducible)
 };
 
 /// @brief Bounded search planner (see the file comment).
@@ -85,9 +97,8 @@ class search_planner {
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
                                  std::uint64_t alignment, search_stats& stats) const
   {
-    using clock         = std::chrono::steady_clock;
-    auto const start    = clock::now();
-    auto const deadline = start + options_.time_budget;
+    using clock      = std::chrono::steady_clock;
+    auto const start = clock::now();
     validate_planner_input(intervals, alignment, "search_planner");
     STASH_EXPECTS(!options_.capacity || *options_.capacity > 0,
                   "search_planner: capacity must be positive");
@@ -95,103 +106,145 @@ class search_planner {
     stash::plan best       = greedy_planner{}.plan(intervals, alignment);
     best.planner           = std::string(name());
     stats                  = search_stats{};
+    stats.node_budget      = options_.node_budget;
     stats.greedy_footprint = best.footprint;
     stats.lower_bound      = plan_lower_bound(intervals, alignment);
 
-    auto const sections = split_sections(intervals);
-    stats.sections      = sections.size();
-    std::vector<std::uint64_t> section_footprint(sections.size(), 0);
-    for (std::size_t s = 0; s < sections.size(); ++s) {
-      for (auto i : sections[s]) {
-        section_footprint[s] = std::max(
-            section_footprint[s], best.offsets[i] + padded_size(intervals[i].bytes, alignment));
+    search_state st{intervals, alignment, best, stats, detail::dsa_search::no_deadline};
+    if (options_.time_cap.count() > 0) { st.deadline = start + options_.time_cap; }
+    st.sections    = split_sections(intervals);
+    stats.sections = st.sections.size();
+    st.section_footprint.assign(st.sections.size(), 0);
+    for (std::size_t s = 0; s < st.sections.size(); ++s) {
+      for (auto i : st.sections[s]) {
+        st.section_footprint[s] = std::max(
+            st.section_footprint[s], best.offsets[i] + padded_size(intervals[i].bytes, alignment));
       }
     }
-    std::vector<std::optional<detail::dsa_search>> engines(sections.size());
-    std::vector<std::vector<std::uint32_t>> members(sections.size());  // non-empty blocks
-
-    // Tries to bring every section to footprint <= target; commits only if all succeed.
-    auto attempt = [&](std::uint64_t target, clock::time_point attempt_deadline) -> bool {
-      ++stats.attempts;
-      std::vector<std::pair<std::size_t, std::vector<std::uint64_t>>> solved;
-      for (std::size_t s = 0; s < sections.size(); ++s) {
-        if (section_footprint[s] <= target) { continue; }
-        if (!engines[s]) {
-          if (!build_engine(intervals, alignment, sections[s], members[s], engines[s])) {
-            return false;
-          }
-        }
-        std::vector<std::uint64_t> units;
-        bool found = false;
-        // Portfolio with restarts: three static orders x {critical cell first, plain offset
-        // order, critical cell first with its largest blocks first}, node limits following the
-        // Luby sequence (8000 x 1 1 2 1 1 2 4 ...), orders randomly perturbed after the first
-        // nine. The search's running time is heavy-tailed in the order, so many short runs beat
-        // one long one; the engine remembers failed sub-states across the runs. (The unit was
-        // picked on the MiniMalloc instances: each of the hard ones is solved by one short run
-        // of the sequence, and 8000 is long enough for K's and early enough for G's; see
-        // benchmarks/results/planners_minimalloc.md.)
-        std::uint64_t spent = 0;
-        for (std::uint64_t run = 0;; ++run) {
-          if (clock::now() >= attempt_deadline) { break; }
-          std::uint64_t limit = std::uint64_t{8000} * luby(run + 1);
-          if (options_.node_budget != 0) {
-            if (spent >= options_.node_budget) { break; }
-            limit = std::min(limit, options_.node_budget - spent);
-          }
-          constexpr detail::dsa_order orders[] = {detail::dsa_order::twa, detail::dsa_order::wat,
-                                                  detail::dsa_order::taw};
-          auto const status =
-              engines[s]->solve(target / alignment, orders[run % 3], attempt_deadline, limit, units,
-                                run < 9 ? 0 : run, /*critical_first=*/(run / 3) % 3 != 1,
-                                /*largest_first=*/(run / 3) % 3 == 2);
-          spent += engines[s]->nodes();
-          stats.nodes += engines[s]->nodes();
-          if (status == detail::dsa_status::found) {
-            found = true;
-            break;
-          }
-          // The search is complete, so an exhausted run proves the target unreachable.
-          if (status == detail::dsa_status::exhausted) { break; }
-        }
-        if (!found) { return false; }
-        solved.emplace_back(s, std::move(units));
-      }
-      for (auto& [s, units] : solved) {
-        std::uint64_t fp = 0;
-        for (std::size_t k = 0; k < members[s].size(); ++k) {
-          auto const i    = members[s][k];
-          best.offsets[i] = units[k] * alignment;
-          fp = std::max(fp, best.offsets[i] + padded_size(intervals[i].bytes, alignment));
-        }
-        section_footprint[s] = fp;
-      }
-      best.footprint = sections.empty()
-                           ? 0
-                           : *std::max_element(section_footprint.begin(), section_footprint.end());
-      return true;
-    };
+    st.engines.resize(st.sections.size());
+    st.members.resize(st.sections.size());
 
     if (options_.capacity) {
       auto const target = align_down(*options_.capacity, alignment);
-      if (best.footprint > target && target >= stats.lower_bound) { attempt(target, deadline); }
-    } else {
-      std::uint64_t lo = stats.lower_bound;  // no plan below lo exists
-      bool first       = true;
-      while (lo < best.footprint && clock::now() < deadline) {
-        std::uint64_t const target =
-            first ? lo : align_down(lo + (best.footprint - lo) / 2, alignment);
-        auto const now       = clock::now();
-        auto const remaining = deadline - now;
-        if (!attempt(target, now + remaining / 2)) { lo = target + alignment; }
-        first = false;
+      if (best.footprint > target && target >= stats.lower_bound && options_.node_budget > 0) {
+        attempt(st, target, options_.node_budget);
       }
+    } else {
+      bisect(st);
     }
     best.plan_time = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start);
     return best;
   }
 
  private:
+  // Node limit of the first restart; later ones follow the Luby sequence in multiples of it.
+  static constexpr std::uint64_t luby_unit = 8000;
+
+  // Everything one plan() call works on.
+  struct search_state {
+    std::span<const lifetime_interval> intervals;
+    std::uint64_t alignment;
+    stash::plan& best;
+    search_stats& stats;
+    std::chrono::steady_clock::time_point deadline;  // the time cap; no_deadline: none
+    std::vector<std::vector<std::uint32_t>> sections{};
+    std::vector<std::uint64_t> section_footprint{};
+    std::vector<std::optional<detail::dsa_search>> engines{};
+    std::vector<std::vector<std::uint32_t>> members{};  // per section, its non-empty blocks
+  };
+
+  // True (and recorded) once the time cap, if any, has passed.
+  static bool time_up(search_state& st)
+  {
+    if (st.deadline != detail::dsa_search::no_deadline &&
+        std::chrono::steady_clock::now() >= st.deadline) {
+      st.stats.time_capped = true;
+    }
+    return st.stats.time_capped;
+  }
+
+  // Without a capacity: tries the lower bound L first, then bisects between the highest target
+  // that failed and the best footprint found. Each try gets half of the nodes left (rounded up),
+  // so the split depends on node counts only.
+  void bisect(search_state& st) const
+  {
+    std::uint64_t lo = st.stats.lower_bound;  // nothing below lo exists or was found in budget
+    bool first       = true;
+    while (lo < st.best.footprint && !st.stats.time_capped) {
+      std::uint64_t const left = options_.node_budget - st.stats.nodes;
+      if (left == 0) { break; }
+      std::uint64_t const target =
+          first ? lo : align_down(lo + (st.best.footprint - lo) / 2, st.alignment);
+      if (!attempt(st, target, left - left / 2)) { lo = target + st.alignment; }
+      first = false;
+    }
+  }
+
+  // Tries to bring every section to footprint <= target within `nodes` search nodes (shared by
+  // the sections in turn); commits the new offsets only if all succeed.
+  bool attempt(search_state& st, std::uint64_t target, std::uint64_t nodes) const
+  {
+    ++st.stats.attempts;
+    std::vector<std::pair<std::size_t, std::vector<std::uint64_t>>> solved;
+    std::uint64_t spent = 0;
+    for (std::size_t s = 0; s < st.sections.size(); ++s) {
+      if (st.section_footprint[s] <= target) { continue; }
+      if (!st.engines[s] &&
+          !build_engine(st.intervals, st.alignment, st.sections[s], st.members[s], st.engines[s])) {
+        return false;
+      }
+      auto units = solve_section(st, *st.engines[s], target, nodes, spent);
+      if (!units) { return false; }
+      solved.emplace_back(s, std::move(*units));
+    }
+    for (auto& [s, units] : solved) {
+      std::uint64_t fp = 0;
+      for (std::size_t k = 0; k < st.members[s].size(); ++k) {
+        auto const i       = st.members[s][k];
+        st.best.offsets[i] = units[k] * st.alignment;
+        fp = std::max(fp, st.best.offsets[i] + padded_size(st.intervals[i].bytes, st.alignment));
+      }
+      st.section_footprint[s] = fp;
+    }
+    st.best.footprint = st.sections.empty() ? 0
+                                            : *std::max_element(st.section_footprint.begin(),
+                                                                st.section_footprint.end());
+    return true;
+  }
+
+  // Portfolio with restarts: three static orders x {critical cell first, plain offset order,
+  // critical cell first with its largest blocks first}, node limits following the Luby sequence
+  // (luby_unit x 1 1 2 1 1 2 4 ...), orders randomly perturbed after the first nine. The
+  // search's running time is heavy-tailed in the order, so many short runs beat one long one;
+  // the engine remembers failed sub-states across the runs. (The unit was picked on the
+  // MiniMalloc instances: each of the hard ones is solved by one short run of the sequence, and
+  // 8000 is long enough for K's and early enough for G's; see
+  // benchmarks/results/planners_minimalloc.md.) Runs until `spent` reaches `nodes`; returns the
+  // offsets in units of the alignment, or nothing.
+  std::optional<std::vector<std::uint64_t>> solve_section(search_state& st,
+                                                          detail::dsa_search& engine,
+                                                          std::uint64_t target, std::uint64_t nodes,
+                                                          std::uint64_t& spent) const
+  {
+    constexpr detail::dsa_order orders[] = {detail::dsa_order::twa, detail::dsa_order::wat,
+                                            detail::dsa_order::taw};
+    std::vector<std::uint64_t> units;
+    for (std::uint64_t run = 0; spent < nodes && !time_up(st); ++run) {
+      std::uint64_t const limit = std::min(luby_unit * luby(run + 1), nodes - spent);
+      auto const status =
+          engine.solve(target / st.alignment, orders[run % 3], limit, units, run < 9 ? 0 : run,
+                       /*critical_first=*/(run / 3) % 3 != 1,
+                       /*largest_first=*/(run / 3) % 3 == 2, st.deadline);
+      spent += engine.nodes();
+      st.stats.nodes += engine.nodes();
+      if (status == detail::dsa_status::found) { return units; }
+      // The search is complete, so an exhausted run proves the target unreachable.
+      if (status == detail::dsa_status::exhausted) { break; }
+      if (status == detail::dsa_status::deadline) { st.stats.time_capped = true; }
+    }
+    return std::nullopt;
+  }
+
   // The Luby sequence 1 1 2 1 1 2 4 1 1 2 1 1 2 4 8 ... (i >= 1): restart lengths that waste
   // at most a logarithmic factor against the best fixed length, whatever the run-time law.
   static std::uint64_t luby(std::uint64_t i)

@@ -65,7 +65,8 @@ struct dsa_instance {
 enum class dsa_status {
   found,      ///< offsets within the capacity were found
   exhausted,  ///< the search space holds no solution
-  budget      ///< the deadline or node budget ran out first
+  budget,     ///< the node budget ran out first
+  deadline    ///< the wall-clock deadline (a safety net, off unless given) ran out first
 };
 
 /// @brief Static order in which candidate blocks at the same offset are tried. Letters name the
@@ -131,15 +132,19 @@ class dsa_search {
     return total / 2;
   }
 
-  /// @brief Searches offsets with every block's top <= `capacity` (in units). On `found`,
-  /// `offsets` (units, indexed like the instance) holds the solution. A nonzero `seed` perturbs
+  /// @brief Searches offsets with every block's top <= `capacity` (in units), expanding at most
+  /// `max_nodes` nodes. On `found`, `offsets` (units, indexed like the instance) holds the
+  /// solution. The search is deterministic: the same instance, arguments and earlier solves give
+  /// the same result on any machine, unless `deadline` (a wall-clock safety net; no_deadline, the
+  /// default, never reads the clock) stops it first, which returns dsa_status::deadline. A
+  /// nonzero `seed` perturbs
   /// the static candidate order (for restarts); `critical_first` tries the blocks that can fill
   /// the lowest, tightest cell before the others (else the order is offset, then rank), and
   /// `largest_first` tries those by descending size instead of rank.
-  dsa_status solve(std::uint64_t capacity, dsa_order order,
-                   std::chrono::steady_clock::time_point deadline, std::uint64_t max_nodes,
+  dsa_status solve(std::uint64_t capacity, dsa_order order, std::uint64_t max_nodes,
                    std::vector<std::uint64_t>& offsets, std::uint64_t seed = 0,
-                   bool critical_first = true, bool largest_first = false)
+                   bool critical_first = true, bool largest_first = false,
+                   std::chrono::steady_clock::time_point deadline = no_deadline)
   {
     crit_order_    = critical_first;
     largest_first_ = largest_first;
@@ -152,6 +157,7 @@ class dsa_search {
     max_nodes_ = max_nodes;
     nodes_     = 0;
     aborted_   = false;
+    timed_out_ = false;
     level_     = 0;
     trail_.clear();
     minoff_.assign(n_, 0);
@@ -194,8 +200,13 @@ class dsa_search {
       for (auto& o : offsets) { o *= grain_; }
       return dsa_status::found;
     }
-    return aborted_ ? dsa_status::budget : dsa_status::exhausted;
+    if (!aborted_) { return dsa_status::exhausted; }
+    return timed_out_ ? dsa_status::deadline : dsa_status::budget;
   }
+
+  /// @brief The `deadline` of solve() that means none: the clock is never read.
+  static constexpr std::chrono::steady_clock::time_point no_deadline =
+      std::chrono::steady_clock::time_point::max();
 
   /// @brief Nodes expanded by the last solve().
   [[nodiscard]] std::uint64_t nodes() const noexcept { return nodes_; }
@@ -324,12 +335,17 @@ class dsa_search {
     return true;
   }
 
+  // Counts a node; true once the node budget (or the optional deadline, checked every 256
+  // nodes and only when one was given) is spent.
   bool budget_spent()
   {
     ++nodes_;
-    if (nodes_ >= max_nodes_ ||
-        ((nodes_ & 255U) == 0 && std::chrono::steady_clock::now() >= deadline_)) {
+    if (nodes_ >= max_nodes_) {
       aborted_ = true;
+    } else if (deadline_ != no_deadline && (nodes_ & 255U) == 0 &&
+               std::chrono::steady_clock::now() >= deadline_) {
+      aborted_   = true;
+      timed_out_ = true;
     }
     return aborted_;
   }
@@ -640,10 +656,11 @@ class dsa_search {
   std::vector<std::uint32_t> rank_;
 
   std::uint64_t cap_{0};
-  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::time_point deadline_{no_deadline};
   std::uint64_t max_nodes_{0};
   std::uint64_t nodes_{0};
   bool aborted_{false};
+  bool timed_out_{false};  // aborted_ by the deadline, not by the node budget
 
   std::uint64_t level_{0};
   std::vector<std::uint64_t> minoff_, placed_, offset_, banned_, remaining_, span_,
