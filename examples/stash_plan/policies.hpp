@@ -7,11 +7,13 @@
 
 #include "options.hpp"
 
+#include <stash/core/units.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/policy_registry.hpp>
+#include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -31,17 +33,18 @@ struct stall_summary {
   std::uint64_t op{};
   std::string op_name;
   double ms{};
-  std::string storage;  ///< label of the storage waited for ("#id" when unlabelled)
+  std::string storage;  ///< label of the storage waited for ("#id" when unlabelled; empty: memory)
   std::string cause;    ///< stash::to_string(stall_cause)
 };
 
 /// @brief One policy's outcome.
 struct policy_result {
   std::string name;
-  std::optional<std::string> error;  ///< the policy or simulator refused; other fields unset
-  bool fits{};
+  std::optional<std::string> error;      ///< the policy or simulator refused; other fields unset
+  bool fits{};                           ///< the simulated iteration completes within the budget
+  std::optional<std::string> stuck;      ///< where it got stuck when it does not fit
   std::uint64_t device_peak_bytes{};     ///< planned (copies instantaneous)
-  std::uint64_t simulated_peak_bytes{};  ///< timed by the simulator
+  std::uint64_t simulated_peak_bytes{};  ///< timed by the simulator, budget enforced
   std::uint64_t offloaded_bytes{};
   std::size_t entries{};
   double iteration_ms{};
@@ -58,6 +61,9 @@ struct policy_section {
   std::string budget_origin;  ///< how the budget was chosen, for the text output
   std::optional<codec_choice> codec;
   std::uint64_t baseline_peak_bytes{};
+  std::uint64_t swap_bound_bytes{};           ///< least budget an activations-only schedule fits
+  std::uint64_t swap_bound_any_kind_bytes{};  ///< the same when any storage may move
+  double time_lower_bound_ms{};  ///< no schedule at the budget is faster (infinite: none fits)
   double baseline_ms{};
   std::vector<policy_result> policies;
 };
@@ -93,6 +99,30 @@ struct policy_section {
   return {names.begin(), names.end()};
 }
 
+/// @brief A storage's label, or "#id" when it has none.
+[[nodiscard]] inline std::string storage_name(stash::trace const& t, stash::storage_id id)
+{
+  auto const& label = t.storages()[id].label;
+  return label.empty() ? "#" + std::to_string(id) : label;
+}
+
+/// @brief An op's name; the step after the last op is "(end of the iteration)".
+[[nodiscard]] inline std::string op_name(stash::trace const& t, std::uint64_t op)
+{
+  return op < t.ops().size() ? t.ops()[op].name : std::string("(end of the iteration)");
+}
+
+/// @brief Where a simulated iteration got stuck, for people.
+[[nodiscard]] inline std::string describe_failure(stash::trace const& t,
+                                                  stash::sim_failure const& f)
+{
+  return (f.storage ? "the prefetch of '" + storage_name(t, *f.storage) + "'"
+                    : std::string("the allocations")) +
+         " before op #" + std::to_string(f.op) + " " + op_name(t, f.op) + " need " +
+         stash::format_bytes(f.needed_bytes) + " with " + stash::format_bytes(f.free_bytes) +
+         " free and nothing left to release";
+}
+
 /// @brief Plans and simulates every requested policy on `t`.
 [[nodiscard]] inline policy_section run_policies(stash::trace const& t, options const& opt)
 {
@@ -104,16 +134,24 @@ struct policy_section {
   section.baseline_peak_bytes = analysis.peak_live_bytes();
   section.budget_bytes =
       resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
-  auto const baseline = stash::simulate(
-      analysis, stash::plan_by_name("no_swap", analysis, section.budget_bytes), {false});
+  section.swap_bound_bytes = stash::swap_bound_bytes(analysis);
+  section.swap_bound_any_kind_bytes =
+      stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  section.time_lower_bound_ms =
+      stash::iteration_time_lower_bound(analysis, section.budget_bytes) * 1e3;
+  // no_swap with the budget lifted: the iteration on a device with room for everything.
+  auto const baseline =
+      stash::simulate(analysis, stash::plan_by_name("no_swap", analysis, section.budget_bytes),
+                      stash::sim_options{false, stash::sim_memory::unconstrained});
   section.baseline_ms = baseline.iteration_s * 1e3;
   for (auto const& name : requested_policies(opt)) {
     policy_result p;
     p.name = name;
     try {
-      auto const s           = stash::plan_by_name(name, analysis, section.budget_bytes);
-      auto const r           = stash::simulate(analysis, s, {false});
-      p.fits                 = s.fits();
+      auto const s = stash::plan_by_name(name, analysis, section.budget_bytes);
+      auto const r = stash::simulate(analysis, s, {false});
+      p.fits       = r.fits;
+      if (r.failure) { p.stuck = describe_failure(t, *r.failure); }
       p.device_peak_bytes    = s.device_peak;
       p.simulated_peak_bytes = r.device_peak;
       p.offloaded_bytes      = s.offloaded_bytes();
@@ -126,12 +164,11 @@ struct policy_section {
       std::stable_sort(stalls.begin(), stalls.end(),
                        [](auto const& a, auto const& b) { return a.seconds > b.seconds; });
       for (std::size_t k = 0; k < std::min<std::size_t>(3, stalls.size()); ++k) {
-        auto const& st    = stalls[k];
-        auto const& label = t.storages()[st.storage].label;
-        p.top_stalls.push_back(stall_summary{
-            st.op, t.ops()[st.op].name, st.seconds * 1e3,
-            label.empty() ? std::string("#").append(std::to_string(st.storage)) : label,
-            std::string(stash::to_string(st.cause))});
+        auto const& st = stalls[k];
+        p.top_stalls.push_back(
+            stall_summary{st.op, op_name(t, st.op), st.seconds * 1e3,
+                          st.storage ? storage_name(t, *st.storage) : std::string(),
+                          std::string(stash::to_string(st.cause))});
       }
     } catch (std::exception const& e) {
       p.error = e.what();  // one policy's failure should not hide the others

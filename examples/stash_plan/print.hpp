@@ -99,6 +99,12 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
                    s.codec->source.c_str());
   }
   out << format("  %-17s%s\n", "swap policies", head.c_str());
+  out << format(
+      "  %-17sswap bound %s (activations only), %s (any storage); no schedule at this "
+      "budget beats %s\n",
+      "", bytes_text(s.swap_bound_bytes).c_str(), bytes_text(s.swap_bound_any_kind_bytes).c_str(),
+      std::isfinite(s.time_lower_bound_ms) ? format("%.2f ms", s.time_lower_bound_ms).c_str()
+                                           : "(nothing fits below the bound)");
   out << format("    %-15s %-4s %13s %14s %12s %12s %10s %10s\n", "policy", "fits", "planned peak",
                 "simulated peak", "offloaded", "iteration", "vs no_swap", "stall");
   for (auto const& p : s.policies) {
@@ -106,9 +112,17 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
       out << format("    %-15s error: %s\n", p.name.c_str(), p.error->c_str());
       continue;
     }
+    if (!p.fits) {
+      out << format("    %-15s %-4s %13s %14s %12s %12s %10s %10s\n", p.name.c_str(), "no",
+                    stash::format_bytes(p.device_peak_bytes).c_str(), "-",
+                    stash::format_bytes(p.offloaded_bytes).c_str(), "-", "-", "-");
+      if (p.stuck) { out << "      does not fit: " << *p.stuck << '\n'; }
+      if (!p.note.empty()) { out << "      note: " << p.note << '\n'; }
+      continue;
+    }
     double const slowdown = s.baseline_ms > 0 ? (p.iteration_ms / s.baseline_ms - 1) * 100 : 0.0;
     out << format("    %-15s %-4s %13s %14s %12s %9.2f ms %+9.1f%% %7.2f ms\n", p.name.c_str(),
-                  p.fits ? "yes" : "no", stash::format_bytes(p.device_peak_bytes).c_str(),
+                  "yes", stash::format_bytes(p.device_peak_bytes).c_str(),
                   stash::format_bytes(p.simulated_peak_bytes).c_str(),
                   stash::format_bytes(p.offloaded_bytes).c_str(), p.iteration_ms, slowdown,
                   p.stall_ms);
@@ -116,9 +130,11 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
       out << "      " << p.stall_count << " stall" << (p.stall_count == 1 ? "" : "s")
           << ", longest:\n";
       for (auto const& st : p.top_stalls) {
-        out << format("        %8.2f ms before op #%llu %s, waiting for '%s' (%s)\n", st.ms,
-                      static_cast<unsigned long long>(st.op), st.op_name.c_str(),
-                      st.storage.c_str(), st.cause.c_str());
+        auto const what =
+            st.storage.empty() ? std::string("device memory") : "'" + st.storage + "'";
+        out << format("        %8.2f ms before op #%llu %s, waiting for %s (%s)\n", st.ms,
+                      static_cast<unsigned long long>(st.op), st.op_name.c_str(), what.c_str(),
+                      st.cause.c_str());
       }
     }
     if (!p.note.empty()) { out << "      note: " << p.note << '\n'; }
@@ -292,6 +308,9 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
     json.key("budget_bytes").value(s.budget_bytes);
     json.key("baseline_peak_bytes").value(s.baseline_peak_bytes);
     json.key("baseline_ms").value(s.baseline_ms);
+    json.key("swap_bound_bytes").value(s.swap_bound_bytes);
+    json.key("swap_bound_any_kind_bytes").value(s.swap_bound_any_kind_bytes);
+    json.key("time_lower_bound_ms").value(s.time_lower_bound_ms);
     json.key("codec");
     if (s.codec) {
       json.begin_object();
@@ -332,6 +351,7 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
         json.end_object();
       }
       json.end_array();
+      if (p.stuck) { json.key("stuck").value(*p.stuck); }
       if (!p.note.empty()) { json.key("note").value(p.note); }
       json.end_object();
     }

@@ -190,10 +190,19 @@ inline void simulate_trace(file_report& report, stash::trace const& t, options c
   auto const drawn = report.policies ? policy_to_draw(*report.policies) : std::nullopt;
   auto const shown = stash::plan_by_name(drawn.value_or("no_swap"), analysis, budget);
   auto const baseline_ms =
-      stash::simulate(analysis, stash::plan_by_name("no_swap", analysis, budget), {false})
+      stash::simulate(analysis, stash::plan_by_name("no_swap", analysis, budget),
+                      stash::sim_options{false, stash::sim_memory::unconstrained})
           .iteration_s *
       1e3;
-  auto const shown_ms     = stash::simulate(analysis, shown, {false}).iteration_s * 1e3;
+  auto const shown_sim = stash::simulate(analysis, shown, {false});
+  // A schedule that does not fit is timed with the budget lifted, as the picture draws it.
+  auto const shown_ms =
+      (shown_sim.fits
+           ? shown_sim
+           : stash::simulate(analysis, shown,
+                             stash::sim_options{false, stash::sim_memory::unconstrained}))
+          .iteration_s *
+      1e3;
   request.compare_no_swap = drawn.has_value();
   char line[256];
   if (drawn) {
@@ -201,12 +210,13 @@ inline void simulate_trace(file_report& report, stash::trace const& t, options c
                   "%s on %s: peak %s (no_swap %s), %s budget; %.1f ms vs %.1f ms no_swap",
                   drawn->c_str(), opt.hardware.c_str(),
                   stash::format_bytes(shown.device_peak).c_str(), stash::format_bytes(peak).c_str(),
-                  shown.fits() ? "fits the" : "exceeds the", shown_ms, baseline_ms);
+                  shown_sim.fits ? "fits the" : "does not fit the", shown_ms, baseline_ms);
   } else {
-    std::snprintf(
-        line, sizeof(line), "no_swap on %s: peak %s, %.1f ms per iteration%s", opt.hardware.c_str(),
-        stash::format_bytes(peak).c_str(), shown_ms,
-        opt.swap_requested() ? (shown.fits() ? "; fits the budget" : "; exceeds the budget") : "");
+    std::snprintf(line, sizeof(line), "no_swap on %s: peak %s, %.1f ms per iteration%s",
+                  opt.hardware.c_str(), stash::format_bytes(peak).c_str(), shown_ms,
+                  opt.swap_requested()
+                      ? (shown_sim.fits ? "; fits the budget" : "; does not fit the budget")
+                      : "");
   }
   request.subtitle = line;
   report.svg       = render_svg(analysis, shown, request);

@@ -167,8 +167,12 @@ inline std::string bytes_label(double bytes)
                                             svg_request const& request)
 {
   using namespace svg_detail;
-  auto const& t           = analysis.trace();
-  auto const sim          = stash::simulate(analysis, shown, stash::sim_options{true});
+  auto const& t = analysis.trace();
+  auto sim      = stash::simulate(analysis, shown, stash::sim_options{true});
+  if (!sim.fits) {  // draw what the schedule would do on a device with room for it
+    sim = stash::simulate(analysis, shown,
+                          stash::sim_options{true, stash::sim_memory::unconstrained});
+  }
   auto const& ops         = analysis.ops();
   auto const events       = t.events();
   auto const n_ops        = t.ops().size();

@@ -10,6 +10,7 @@
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/swap/no_swap.hpp>
+#include <stash/swap/search_swap.hpp>
 #include <stash/swap/vdnn.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace_driver.hpp>
@@ -113,6 +114,59 @@ TEST_CASE("allocator<caching_pool, vdnn_all>: record, plan, replay a real step w
   CHECK(alloc.stats().scheduled_prefetches == 2 * alloc.current_schedule().entries.size());
   CHECK(alloc.offload_statistics().offloads == alloc.stats().scheduled_offloads);
   CHECK(alloc.offload_statistics().demand_prefetches == 0);
+}
+
+TEST_CASE(
+    "allocator<caching_pool, search_swap>: a policy object with settings replays its schedule")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = scaled_peak(t) * 3 / 4;
+  stash::search_swap policy;
+  policy.max_refinements = 4;  // a setting carried by the object
+  stash::allocator<host_caching, stash::search_swap, void, stash::host_backend> alloc(backend, pool,
+                                                                                      o, policy);
+  auto const bad = drive(alloc, backend, s, t, 3);
+  CHECK(bad == 0);
+  CHECK(alloc.state() == stash::allocator_state::replaying);
+  CHECK(alloc.stats().deviations == 0);
+  CHECK(alloc.current_schedule().policy == "search_swap");
+  REQUIRE_FALSE(alloc.current_schedule().entries.empty());
+  CHECK(alloc.stats().scheduled_offloads > 0);
+  CHECK(alloc.stats().scheduled_prefetches > 0);
+}
+
+namespace {
+// A policy whose schedule names a storage the trace does not have.
+struct broken_policy {
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "broken"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+  {
+    auto s = stash::no_swap{}.plan(a, budget);
+    s.entries.push_back(stash::swap_entry{999999, 0, 2, 1, 2, 8});
+    return s;
+  }
+};
+}  // namespace
+
+TEST_CASE("allocator: a policy's invalid schedule is an error naming the policy")
+{
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator<host_caching, broken_policy, void, stash::host_backend> alloc(backend, pool);
+  alloc.begin_iteration();
+  auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
+  (void)alloc.op("produce", {}, std::vector<std::uint64_t>{a}, s);
+  (void)alloc.op("consume", std::vector<std::uint64_t>{a}, {}, s);
+  alloc.free(a);
+  CHECK_THROWS_WITH_AS(alloc.end_iteration(),
+                       doctest::Contains("invalid swap schedule from policy 'broken' entry 0"),
+                       stash::schedule_error);
+  CHECK(alloc.state() == stash::allocator_state::recording);
 }
 
 TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs carry the bytes")

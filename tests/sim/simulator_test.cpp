@@ -13,6 +13,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <limits>
+
 namespace {
 
 std::string const& tiny = stash::test::tiny_trace_text;
@@ -26,10 +29,13 @@ stash::cost_model model(double d2h_bytes_per_s = 1e9)
   return stash::cost_model(hw, p);
 }
 
+// A budget no schedule of the tiny trace reaches: the timing tests below are not about memory.
+constexpr std::uint64_t roomy = 1u << 30;
+
 stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at,
-                          std::uint64_t prefetch_at)
+                          std::uint64_t prefetch_at, std::uint64_t budget = roomy)
 {
-  return stash::make_schedule(stash::test::analysis_of(t), "hand", 0,
+  return stash::make_schedule(stash::test::analysis_of(t), "hand", budget,
                               {stash::swap_entry{1, 1, 3, offload_at, prefetch_at, 4000}});
 }
 
@@ -38,8 +44,9 @@ stash::schedule offload_a(stash::trace const& t, std::uint64_t offload_at,
 TEST_CASE("without swaps the iteration is the sum of op times and the peak the trace's")
 {
   auto const t = stash::parse_trace(tiny, "tiny");
-  auto const r = stash::simulate(stash::trace_analysis(t, model()),
-                                 stash::make_schedule(stash::test::analysis_of(t), "none", 0, {}));
+  auto const r =
+      stash::simulate(stash::trace_analysis(t, model()),
+                      stash::make_schedule(stash::test::analysis_of(t), "none", roomy, {}));
   CHECK(r.iteration_s == doctest::Approx(23e-6));
   CHECK(r.compute_s == doctest::Approx(23e-6));
   CHECK(r.stall_s == 0.0);
@@ -115,7 +122,8 @@ TEST_CASE("the device keeps an offloaded storage until its copy is done")
 {
   auto const t = stash::parse_trace(tiny, "tiny");
   // D2H at 0.4 GB/s: 10 us, [5, 15], so a still holds its bytes when c arrives at 10 us.
-  auto const r = stash::simulate(stash::trace_analysis(t, model(0.4e9)), offload_a(t, 1, 3));
+  auto const r = stash::simulate(stash::trace_analysis(t, model(0.4e9)), offload_a(t, 1, 3),
+                                 stash::sim_options{true, stash::sim_memory::unconstrained});
   CHECK(r.device_peak == 12000);
   auto const fast = stash::simulate(stash::trace_analysis(t, model()), offload_a(t, 1, 3));
   CHECK(fast.device_peak == 8000);
@@ -128,4 +136,79 @@ TEST_CASE("simulate rejects an invalid schedule")
   s.entries[0].prefetch_at = 1;
   CHECK_THROWS_AS((void)stash::simulate(stash::trace_analysis(t, model()), s),
                   stash::schedule_error);
+}
+
+TEST_CASE("with the budget enforced, an op waits for an offload to release its bytes")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  // Budget 8000 (the planned peak). D2H at 0.4 GB/s: [5, 15]; op2, reached at 10 us, needs c's
+  // 6000 B with x + a + b = 6000 B held: it waits for a's release at 15 us (memory, 5 us), runs
+  // [15, 22]; a's prefetch, issued then, arrives at 26 us (transfer, 4 us); op3 runs [26, 32].
+  auto const r = stash::simulate(stash::trace_analysis(t, model(0.4e9)), offload_a(t, 1, 3, 8000));
+  CHECK(r.fits);
+  CHECK_FALSE(r.failure);
+  CHECK(r.device_peak == 8000);
+  CHECK(r.op_start[2] == doctest::Approx(15e-6));
+  CHECK(r.iteration_s == doctest::Approx(32e-6));
+  REQUIRE(r.stalls.size() == 2);
+  CHECK(r.stalls[0].op == 2);
+  CHECK(r.stalls[0].cause == stash::stall_cause::memory);
+  CHECK_FALSE(r.stalls[0].storage);
+  CHECK(r.stalls[0].seconds == doctest::Approx(5e-6));
+  CHECK(r.stalls[1].op == 3);
+  CHECK(r.stalls[1].cause == stash::stall_cause::transfer);
+  CHECK(r.stalls[1].storage == 1);
+  auto const memory = static_cast<std::size_t>(stash::stall_cause::memory);
+  CHECK(r.stall_by_cause[memory] == doctest::Approx(5e-6));
+  CHECK(r.stall_s == doctest::Approx(9e-6));
+  // The same schedule with the budget lifted: no memory wait, the peak above the budget.
+  auto const free =
+      stash::simulate(stash::trace_analysis(t, model(0.4e9)), offload_a(t, 1, 3, 8000),
+                      stash::sim_options{true, stash::sim_memory::unconstrained});
+  CHECK(free.iteration_s == doctest::Approx(27e-6));
+  CHECK(free.device_peak == 12000);
+}
+
+TEST_CASE("an iteration that cannot fit its budget says where it got stuck")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  stash::trace_analysis const a(t, model());
+  // Nothing swapped at 8000 B: op2 needs 6000 B with 6000 of 8000 held, and nothing will free.
+  auto const none = stash::simulate(a, stash::make_schedule(a, "none", 8000, {}));
+  CHECK_FALSE(none.fits);
+  REQUIRE(none.failure);
+  CHECK(none.failure->op == 2);
+  CHECK_FALSE(none.failure->storage);
+  CHECK(none.failure->needed_bytes == 6000);
+  CHECK(none.failure->free_bytes == 2000);
+  CHECK(none.iteration_s == std::numeric_limits<double>::infinity());
+  // An early prefetch takes a's bytes back at op2's start, before op2's allocation: op2 starves.
+  auto const early = stash::simulate(a, offload_a(t, 1, 2, 8000));
+  CHECK_FALSE(early.fits);
+  REQUIRE(early.failure);
+  CHECK(early.failure->op == 2);
+}
+
+TEST_CASE("codec kernels slow compute by their configured share")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.compute_efficiency       = 1.0;
+  p.memory_efficiency        = 1.0;
+  p.use_codec                = true;
+  p.codec_ratio              = 2.0;
+  p.codec_bandwidth_fraction = 1.0;  // 4000 B at 1 GB/s: 4 us per encode or decode
+  auto const shared_model    = [&](double share) {
+    auto q                = p;
+    q.codec_compute_share = share;
+    return stash::cost_model(hw, q);
+  };
+  auto const alone =
+      stash::simulate(stash::trace_analysis(t, shared_model(0.0)), offload_a(t, 1, 2));
+  auto const half =
+      stash::simulate(stash::trace_analysis(t, shared_model(0.5)), offload_a(t, 1, 2));
+  // Half of the 4 us encode is charged to op1 and half of the 4 us decode to op3.
+  CHECK(half.compute_s == doctest::Approx(alone.compute_s + 4e-6));
+  CHECK_THROWS_AS((void)shared_model(1.5), stash::logic_error);
 }

@@ -376,7 +376,7 @@ struct stage_analysis {
           try {
             auto const plan = plan_by_name(name, stage_analyses[s], budget);
             auto const sim  = simulate(stage_analyses[s], plan, sim_options{false});
-            ok              = sim.device_peak <= budget;
+            ok              = sim.fits;  // completes within the budget
             peak            = std::max(peak, sim.device_peak);
             stall           = std::max(stall, sim.iteration_s - sim.compute_s);
           } catch (logic_error const&) {

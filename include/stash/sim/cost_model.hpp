@@ -9,7 +9,8 @@
  * (see op_flops.hpp). Ops that write nothing are views: they launch no kernel and cost view_op_s.
  * Transfer time = link latency + wire bytes / achieved link bandwidth, where wire bytes =
  * bytes / codec_ratio when a codec is modelled. Codec kernels stream their input once and write
- * their output once, so each runs at codec_bandwidth_fraction of the memory bandwidth.
+ * their output once, so each runs at codec_bandwidth_fraction of the memory bandwidth, on the copy
+ * streams; codec_compute_share of that time also delays compute (the kernels share the device).
  */
 #pragma once
 
@@ -42,6 +43,10 @@ struct cost_params {
   /// Codec kernel throughput as a share of the memory bandwidth: a stream compaction reads the
   /// input once and writes at most as much, so about half of copy throughput (assumption).
   double codec_bandwidth_fraction = 0.5;
+  /// Share of the codec kernels' time that also delays the compute stream, in [0, 1]: encode and
+  /// decode run on the copy streams but share the device's SMs and memory bandwidth with the
+  /// compute kernels (0 = fully overlapped, 1 = serialized with compute; assumption).
+  double codec_compute_share = 0.0;
   /// Cost of an op that writes nothing (view, detach): no kernel; its host cost hides behind
   /// queued GPU work (assumption).
   double view_op_s = 0.0;
@@ -80,6 +85,9 @@ class cost_model {
     STASH_EXPECTS(params.codec_bandwidth_fraction > 0,
                   "cost_params.codec_bandwidth_fraction must be positive");
     STASH_EXPECTS(params.view_op_s >= 0, "cost_params.view_op_s must be >= 0");
+    STASH_EXPECTS(params.codec_compute_share >= 0 && params.codec_compute_share <= 1,
+                  "cost_params.codec_compute_share must be in [0, 1], got " +
+                      std::to_string(params.codec_compute_share));
   }
 
   /// @brief The hardware preset.

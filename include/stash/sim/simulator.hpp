@@ -1,21 +1,35 @@
 /**
  * @file simulator.hpp
- * @brief A discrete-event model of one training iteration under a swap schedule: a compute
- * stream running the trace's ops in order, a D2H and an H2D copy engine beside it, and the
- * device memory that the trace and the schedule allocate and free.
+ * @brief A discrete-event model of one training iteration under a swap schedule, on a device
+ * with no more memory than the schedule's budget: a compute stream running the trace's ops in
+ * order, a D2H and an H2D copy engine beside it, and the device memory they share.
  *
- * Model (the named parameters live in cost_model.hpp):
- *  - Compute runs op i when op i-1 finished and every prefetch op i waits for has finished.
+ * Model (the named parameters live in cost_model.hpp; every time is a prediction):
+ *  - Memory steps (trace_analysis::memory_steps): the frees right after op i, before any
+ *    allocation, are returned when op i ends; the other events before op i (allocations and the
+ *    frees among them, in trace order) are taken when op i starts, which needs their running peak
+ *    free. Op 0's step holds everything allocated before it (parameters, inputs); the events after
+ *    the last op form a final step when it has ended.
+ *  - Compute runs op i once op i-1 ended, every prefetch op i waits for has arrived, and op i's
+ *    step fits in the budget. Waiting for memory is a stall of cause `memory`: it ends when
+ *    offloads release enough bytes.
  *  - Each copy engine runs its copies one at a time in issue order (one CUDA stream per
- *    direction). An offload issued at op a starts when op a-1 finished and the D2H engine is
- *    free; its encode kernel (if a codec is modelled) runs on the same stream before the copy.
- *    A prefetch issued at op p starts when op p-1 finished, the H2D engine is free and the
- *    storage's own offload finished; its decode kernel runs after the copy on the same stream.
- *    Codec kernels are assumed not to slow the compute stream.
- *  - Memory: a trace allocation made before op i is taken when op i starts; a free right after
- *    op i (before any allocation that precedes op i+1) is returned when op i ends. An offloaded
- *    storage returns its bytes when both its offload and its last use finished, and takes them
- *    again when its prefetch starts. Nothing blocks on memory: the peak is reported, not enforced.
+ *    direction). An offload issued at op a starts when compute reaches op a (op a-1 ended) and the
+ *    D2H engine is free; it never waits for memory. Its bytes are released when both its copy
+ *    (encode kernel first, if a codec is modelled) and op last_use finished. A prefetch issued at
+ *    op p starts when compute reaches op p, the H2D engine is free and the storage's own offload
+ *    finished, and takes its bytes when it starts: if they do not fit, the H2D engine waits for
+ *    releases (and the copies queued behind it with it). Its decode kernel runs after the copy.
+ *  - Codec kernels also slow the compute stream by cost_params::codec_compute_share of their time
+ *    (they share the device's SMs and memory bandwidth): the encode is charged to op offload_at,
+ *    the decode to op next_use.
+ *  - Events are granted in time order; releases due at a time come before grants at that time,
+ *    and at equal times a prefetch is granted before compute.
+ *  - When neither compute nor the H2D head can ever proceed (what they wait for does not fit and
+ *    no release is pending), the iteration does not fit: sim_result::fits is false and
+ *    sim_result::failure says where.
+ * sim_memory::unconstrained lifts the budget (nothing waits for memory) and reports the peak the
+ * schedule reaches, as vDNN's figures do.
  */
 #pragma once
 
@@ -26,9 +40,14 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <queue>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,7 +58,11 @@ enum class stall_cause : std::uint8_t {
   transfer,         ///< the prefetch was issued too late to finish in time
   h2d_busy,         ///< the prefetch queued behind other prefetches on the H2D engine
   offload_pending,  ///< the prefetch had to wait for the storage's own offload to finish
+  memory,           ///< the op (or its prefetch) waited for offloads to release device memory
 };
+
+/// @brief Number of stall causes (for arrays indexed by the enum).
+inline constexpr std::size_t stall_cause_count = 4;
 
 /// @brief Spelling of a stall cause.
 [[nodiscard]] constexpr std::string_view to_string(stall_cause c) noexcept
@@ -51,16 +74,19 @@ enum class stall_cause : std::uint8_t {
       return "h2d_busy";
     case stall_cause::offload_pending:
       return "offload_pending";
+    case stall_cause::memory:
+      return "memory";
   }
   return "?";
 }
 
-/// @brief One stall of the compute stream.
+/// @brief One stall of the compute stream (an op that waited for a prefetch and for memory has
+/// one record of each).
 struct stall_record {
-  std::uint64_t op{};    ///< the op that waited
-  double seconds{};      ///< how long it waited
-  storage_id storage{};  ///< the storage whose prefetch it waited for last
-  stall_cause cause{};   ///< what held that prefetch back
+  std::uint64_t op{};                 ///< the op that waited (op count = the final step)
+  double seconds{};                   ///< how long it waited
+  std::optional<storage_id> storage;  ///< the prefetch it waited for last, if it was one
+  stall_cause cause{};                ///< what held it back
 };
 
 /// @brief Which resource a timeline span occupies.
@@ -76,19 +102,37 @@ struct timeline_span {
   std::uint64_t index{};    ///< op index (op, stall) or schedule entry index (offload, prefetch)
 };
 
+/// @brief Whether the device has only the schedule's budget.
+enum class sim_memory : std::uint8_t {
+  enforce_budget,  ///< allocations and prefetches wait for memory; the peak never exceeds it
+  unconstrained,   ///< nothing waits for memory; the peak the schedule reaches is reported
+};
+
 /// @brief Options of a simulation.
 struct sim_options {
-  bool record_timeline = true;  ///< fill sim_result::timeline
+  bool record_timeline = true;                        ///< fill sim_result::timeline
+  sim_memory memory    = sim_memory::enforce_budget;  ///< see sim_memory
+  bool validate        = true;  ///< validate the schedule first (planners skip it for their own)
+};
+
+/// @brief Where an iteration that does not fit its budget got stuck.
+struct sim_failure {
+  std::uint64_t op{};                 ///< the op compute had reached (op count = the final step)
+  std::optional<storage_id> storage;  ///< set when the blocked request was this prefetch
+  std::uint64_t needed_bytes{};       ///< bytes the blocked request needed
+  std::uint64_t free_bytes{};         ///< bytes free in the budget when it got stuck
 };
 
 /// @brief What one simulated iteration did.
 struct sim_result {
-  double iteration_s{};                 ///< end of the last op
-  double compute_s{};                   ///< sum of op times (the iteration time without stalls)
-  double stall_s{};                     ///< total time the compute stream waited
-  std::vector<stall_record> stalls;     ///< one per op that waited, in op order
-  std::uint64_t device_peak{};          ///< max device bytes over the timed memory curve
-  double device_peak_time{};            ///< first time the peak holds
+  bool fits = true;                    ///< the iteration completes within the budget
+  std::optional<sim_failure> failure;  ///< where it got stuck when it does not fit
+  double iteration_s{};                ///< end of the last op (infinite when it does not fit)
+  double compute_s{};                  ///< sum of op times (the iteration time without stalls)
+  double stall_s{};                    ///< total time the compute stream waited
+  std::array<double, stall_cause_count> stall_by_cause{};  ///< stall_s by stall_cause
+  std::vector<stall_record> stalls;                        ///< in op order
+  std::uint64_t device_peak{};                             ///< max device bytes over the iteration
   std::uint64_t d2h_bytes{};            ///< bytes over the link device-to-host (after the codec)
   std::uint64_t h2d_bytes{};            ///< bytes over the link host-to-device (after the codec)
   std::vector<double> op_start;         ///< start time of each op
@@ -96,137 +140,264 @@ struct sim_result {
   std::vector<timeline_span> timeline;  ///< ops, stalls, offloads, prefetches (if recorded)
 };
 
+namespace detail {
+
+/// One simulated iteration (see the file comment); run() once.
+class simulation {
+ public:
+  simulation(trace_analysis const& a, schedule const& s, sim_options const& o)
+      : a_(a), entries_(s.entries), options_(o), steps_(a.memory_steps()), n_(a.op_count())
+  {
+    budget_ = o.memory == sim_memory::unconstrained ? std::numeric_limits<std::uint64_t>::max()
+                                                    : s.budget;
+    index_entries();
+    r_.op_start.assign(n_, 0.0);
+    r_.op_end.assign(n_, 0.0);
+  }
+
+  [[nodiscard]] sim_result run()
+  {
+    if (n_ > 0) { issue(0, 0.0); }
+    for (;;) {
+      auto const c = compute_request();
+      auto const h = h2d_request();
+      if (c == inf && h == inf) {
+        fail();
+        return std::move(r_);
+      }
+      bool const h2d_turn = h <= c;
+      double const now    = h2d_turn ? h : c;
+      apply_releases(now);
+      std::uint64_t const need = h2d_turn ? entries_[h2d_queue_[h2d_head_]].bytes : step_need();
+      if (need > budget_ || used_ > budget_ - need) {  // blocked until the next release
+        (h2d_turn ? h_after_ : c_after_) = releases_.empty() ? inf : releases_.top().time;
+        continue;
+      }
+      if (h2d_turn) {
+        grant_prefetch(now);
+      } else if (grant_compute(now)) {
+        return std::move(r_);
+      }
+    }
+  }
+
+ private:
+  static constexpr double inf = std::numeric_limits<double>::infinity();
+  struct release {
+    double time;
+    std::uint64_t bytes;
+    bool operator>(release const& o) const noexcept { return time > o.time; }
+  };
+
+  void index_entries()
+  {
+    auto const m = entries_.size();
+    offloads_at_.resize(n_);
+    prefetches_at_.resize(n_);
+    waits_at_.resize(n_);
+    release_after_.resize(n_);
+    extra_s_.assign(n_, 0.0);
+    double const share = a_.model().params().codec_compute_share;
+    for (std::uint32_t k = 0; k < m; ++k) {
+      auto const& e = entries_[k];
+      offloads_at_[e.offload_at].push_back(k);
+      prefetches_at_[e.prefetch_at].push_back(k);
+      waits_at_[e.next_use].push_back(k);
+      extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes);
+      extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes);
+    }
+    d2h_end_.assign(m, inf);
+    issued_.assign(m, inf);
+    ready_.assign(m, inf);
+    cause_.assign(m, stall_cause::transfer);
+    granted_.assign(m, false);
+    h2d_queue_.reserve(m);
+  }
+
+  void span(timeline_span::kind_t kind, sim_resource res, double from, double to, std::uint64_t i)
+  {
+    if (options_.record_timeline) { r_.timeline.push_back(timeline_span{kind, res, from, to, i}); }
+  }
+
+  void push_release(double time, std::uint64_t bytes)
+  {
+    if (bytes > 0) { releases_.push(release{time, bytes}); }
+  }
+
+  // Compute reached op `op` at `when`: its offloads start on the D2H engine, its prefetches join
+  // the H2D queue.
+  void issue(std::size_t op, double when)
+  {
+    auto const& model = a_.model();
+    for (auto const k : offloads_at_[op]) {
+      auto const& e      = entries_[k];
+      double const start = std::max(when, d2h_free_);
+      d2h_end_[k]        = start + model.offload_time(e.bytes);
+      d2h_free_          = d2h_end_[k];
+      r_.d2h_bytes += model.wire_bytes(e.bytes);
+      span(timeline_span::kind_t::offload, sim_resource::d2h, start, d2h_end_[k], k);
+      if (e.last_use < op) {
+        push_release(std::max(d2h_end_[k], r_.op_end[e.last_use]), e.bytes);
+      } else {
+        release_after_[e.last_use].push_back(k);  // released once op last_use has ended
+      }
+    }
+    for (auto const k : prefetches_at_[op]) {
+      issued_[k] = when;
+      h2d_queue_.push_back(k);
+    }
+  }
+
+  // When compute may take its next step (infinite while a prefetch it needs is not granted).
+  [[nodiscard]] double compute_request()
+  {
+    prefetch_ready_ = c_ready_;
+    last_wait_.reset();
+    if (i_ < n_) {
+      for (auto const k : waits_at_[i_]) {
+        if (!granted_[k]) { return inf; }
+        if (ready_[k] > prefetch_ready_) {
+          prefetch_ready_ = ready_[k];
+          last_wait_      = k;
+        }
+      }
+    }
+    return std::max(prefetch_ready_, c_after_);
+  }
+
+  // When the head of the H2D queue may start (infinite when the queue is empty).
+  [[nodiscard]] double h2d_request() const
+  {
+    if (h2d_head_ >= h2d_queue_.size()) { return inf; }
+    auto const k = h2d_queue_[h2d_head_];
+    return std::max({issued_[k], h2d_free_, d2h_end_[k], h_after_});
+  }
+
+  [[nodiscard]] std::uint64_t step_need() const noexcept { return steps_[i_].start_peak; }
+
+  void apply_releases(double now)
+  {
+    while (!releases_.empty() && releases_.top().time <= now) {
+      used_ -= releases_.top().bytes;
+      releases_.pop();
+    }
+  }
+
+  void grant_prefetch(double now)
+  {
+    auto const& model  = a_.model();
+    auto const k       = h2d_queue_[h2d_head_];
+    double const plain = std::max({issued_[k], h2d_free_, d2h_end_[k]});
+    if (now > plain) {
+      cause_[k] = stall_cause::memory;
+    } else if (plain > issued_[k]) {
+      cause_[k] = d2h_end_[k] >= h2d_free_ ? stall_cause::offload_pending : stall_cause::h2d_busy;
+    }
+    used_ += entries_[k].bytes;
+    r_.device_peak = std::max(r_.device_peak, used_);
+    ready_[k]      = now + model.prefetch_time(entries_[k].bytes);
+    h2d_free_      = ready_[k];
+    granted_[k]    = true;
+    r_.h2d_bytes += model.wire_bytes(entries_[k].bytes);
+    span(timeline_span::kind_t::prefetch, sim_resource::h2d, now, ready_[k], k);
+    ++h2d_head_;
+    h_after_ = 0;
+    c_after_ = std::min(c_after_, now);  // a blocked compute re-checks from now
+  }
+
+  void stall(double from, double to, std::optional<storage_id> storage, stall_cause c)
+  {
+    if (to <= from) { return; }
+    r_.stalls.push_back(stall_record{i_, to - from, storage, c});
+    r_.stall_s += to - from;
+    r_.stall_by_cause[static_cast<std::size_t>(c)] += to - from;
+    span(timeline_span::kind_t::stall, sim_resource::compute, from, to, i_);
+  }
+
+  // Runs op i_ (or the final step) from `now`; true when the iteration is over.
+  bool grant_compute(double now)
+  {
+    auto const& step = steps_[i_];
+    r_.device_peak   = std::max(r_.device_peak, used_ + step.start_peak);
+    used_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(used_) + step.start_net);
+    if (last_wait_) {
+      stall(c_ready_, prefetch_ready_, entries_[*last_wait_].id, cause_[*last_wait_]);
+    }
+    stall(prefetch_ready_, now, std::nullopt, stall_cause::memory);
+    c_after_ = 0;
+    h_after_ = std::min(h_after_, now);  // a blocked H2D head re-checks from now
+    if (i_ == n_) {
+      r_.iteration_s = n_ > 0 ? std::max(r_.op_end[n_ - 1], now) : now;
+      return true;
+    }
+    double const duration = a_.op_seconds()[i_] + extra_s_[i_];
+    r_.op_start[i_]       = now;
+    r_.op_end[i_]         = now + duration;
+    r_.compute_s += duration;
+    span(timeline_span::kind_t::op, sim_resource::compute, now, r_.op_end[i_], i_);
+    push_release(r_.op_end[i_], step.end_free);
+    for (auto const k : release_after_[i_]) {
+      push_release(std::max(d2h_end_[k], r_.op_end[i_]), entries_[k].bytes);
+    }
+    c_ready_ = r_.op_end[i_];
+    ++i_;
+    if (i_ < n_) { issue(i_, c_ready_); }
+    return false;
+  }
+
+  void fail()
+  {
+    sim_failure f;
+    f.op = i_;
+    if (c_after_ != inf && h2d_head_ < h2d_queue_.size()) {  // compute waits for this prefetch
+      auto const k   = h2d_queue_[h2d_head_];
+      f.storage      = entries_[k].id;
+      f.needed_bytes = entries_[k].bytes;
+    } else {
+      f.needed_bytes = step_need();
+    }
+    f.free_bytes   = budget_ >= used_ ? budget_ - used_ : 0;
+    r_.fits        = false;
+    r_.failure     = f;
+    r_.iteration_s = inf;
+  }
+
+  trace_analysis const& a_;
+  std::vector<swap_entry> const& entries_;
+  sim_options options_;
+  std::span<memory_step const> steps_;
+  std::size_t n_;
+  std::uint64_t budget_{};
+  sim_result r_;
+
+  std::vector<std::vector<std::uint32_t>> offloads_at_, prefetches_at_, waits_at_, release_after_;
+  std::vector<double> extra_s_;  // codec kernel time charged to each op
+  std::vector<double> d2h_end_, issued_, ready_;
+  std::vector<stall_cause> cause_;
+  std::vector<bool> granted_;
+  std::vector<std::uint32_t> h2d_queue_;
+  std::size_t h2d_head_{0};
+  std::priority_queue<release, std::vector<release>, std::greater<>> releases_;
+  std::uint64_t used_{0};
+  double d2h_free_{0}, h2d_free_{0};
+  double c_ready_{0};  // end of the previous op
+  double c_after_{0};  // compute may not be granted before this (memory retry time)
+  double h_after_{0};  // the H2D head may not start before this (memory retry time)
+  double prefetch_ready_{0};
+  std::optional<std::uint32_t> last_wait_;
+  std::size_t i_{0};  // next op to start (n_ = the final step)
+};
+
+}  // namespace detail
+
 /// @brief Simulates one iteration of the analysed trace under schedule `s` on the analysis's cost
-/// model. Validates `s` first (stash::schedule_error).
+/// model, on a device of `s.budget` bytes unless `options.memory` lifts it. Validates `s` first
+/// (stash::schedule_error) unless `options.validate` is false.
 [[nodiscard]] inline sim_result simulate(trace_analysis const& analysis, schedule const& s,
                                          sim_options const& options = {})
 {
-  validate_schedule(analysis, s);
-  auto const& t       = analysis.trace();
-  auto const& model   = analysis.model();
-  auto const n        = t.ops().size();
-  auto const duration = analysis.op_seconds();
-  auto const& entries = s.entries;
-  auto const m        = entries.size();
-
-  std::vector<std::vector<std::size_t>> offloads_at(n), prefetches_at(n), waits_at(n);
-  for (std::size_t k = 0; k < m; ++k) {
-    offloads_at[entries[k].offload_at].push_back(k);
-    prefetches_at[entries[k].prefetch_at].push_back(k);
-    waits_at[entries[k].next_use].push_back(k);
-  }
-
-  sim_result r;
-  r.op_start.resize(n);
-  r.op_end.resize(n);
-  std::vector<double> d2h_end(m), h2d_start(m), ready(m);
-  std::vector<stall_cause> cause(m, stall_cause::transfer);
-  double d2h_free = 0, h2d_free = 0, now = 0;
-  auto span = [&](timeline_span::kind_t kind, sim_resource res, double a, double b,
-                  std::uint64_t i) {
-    if (options.record_timeline) { r.timeline.push_back(timeline_span{kind, res, a, b, i}); }
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    // `now` = when the compute stream reaches op i: the point where its copies are issued.
-    for (auto const k : offloads_at[i]) {
-      double const start = std::max(now, d2h_free);
-      d2h_end[k]         = start + model.offload_time(entries[k].bytes);
-      d2h_free           = d2h_end[k];
-      r.d2h_bytes += model.wire_bytes(entries[k].bytes);
-      span(timeline_span::kind_t::offload, sim_resource::d2h, start, d2h_end[k], k);
-    }
-    for (auto const k : prefetches_at[i]) {
-      // The offload of k was issued at an earlier op (offload_at < prefetch_at): d2h_end is set.
-      double const start = std::max({now, h2d_free, d2h_end[k]});
-      if (start > now) {
-        cause[k] = d2h_end[k] >= h2d_free ? stall_cause::offload_pending : stall_cause::h2d_busy;
-      }
-      h2d_start[k] = start;
-      ready[k]     = start + model.prefetch_time(entries[k].bytes);
-      h2d_free     = ready[k];
-      r.h2d_bytes += model.wire_bytes(entries[k].bytes);
-      span(timeline_span::kind_t::prefetch, sim_resource::h2d, start, ready[k], k);
-    }
-    double start = now;
-    std::optional<std::size_t> last;
-    for (auto const k : waits_at[i]) {
-      if (ready[k] > start) {
-        start = ready[k];
-        last  = k;
-      }
-    }
-    if (last) {
-      r.stalls.push_back(stall_record{i, start - now, entries[*last].id, cause[*last]});
-      r.stall_s += start - now;
-      span(timeline_span::kind_t::stall, sim_resource::compute, now, start, i);
-    }
-    r.op_start[i] = start;
-    r.op_end[i]   = start + duration[i];
-    r.compute_s += duration[i];
-    span(timeline_span::kind_t::op, sim_resource::compute, start, r.op_end[i], i);
-    now = r.op_end[i];
-  }
-  r.iteration_s = now;
-
-  // Timed memory curve. Trace changes keep the trace's order (their times never decrease along
-  // it); swap changes are merged in by time, before the allocations and after the frees of the
-  // same instant, releases before re-acquisitions.
-  struct change {
-    double time;
-    bool end_of_op;  // a free returned when the previous op ends
-    std::int64_t bytes;
-  };
-  std::vector<change> trace_changes, swap_changes;
-  auto const events = t.events();
-  trace_changes.reserve(events.size());
-  {
-    std::optional<std::uint64_t> prev_op;  // last op seen
-    bool alloc_since_op = false;
-    for (std::uint64_t e = 0; e < events.size(); ++e) {
-      auto const& ev = events[e];
-      if (ev.kind == event_kind::op) {
-        prev_op        = ev.index;
-        alloc_since_op = false;
-        continue;
-      }
-      if (ev.kind == event_kind::phase) { continue; }
-      auto const bytes = static_cast<std::int64_t>(t.storages()[ev.index].bytes);
-      if (ev.kind == event_kind::alloc) { alloc_since_op = true; }
-      std::uint64_t const next_op = prev_op ? *prev_op + 1 : 0;
-      bool const at_end           = prev_op && (!alloc_since_op || next_op >= n);
-      double const time = at_end ? r.op_end[*prev_op] : (next_op < n ? r.op_start[next_op] : now);
-      trace_changes.push_back(change{time, at_end, ev.kind == event_kind::alloc ? bytes : -bytes});
-    }
-  }
-  swap_changes.reserve(2 * m);
-  for (std::size_t k = 0; k < m; ++k) {
-    auto const bytes = static_cast<std::int64_t>(entries[k].bytes);
-    swap_changes.push_back(
-        change{std::max(d2h_end[k], r.op_end[entries[k].last_use]), false, -bytes});
-    swap_changes.push_back(change{h2d_start[k], false, bytes});
-  }
-  std::sort(swap_changes.begin(), swap_changes.end(), [](change const& a, change const& b) {
-    return a.time < b.time || (a.time == b.time && a.bytes < b.bytes);
-  });
-  std::int64_t live = 0;
-  auto apply        = [&](change const& c) {
-    live += c.bytes;
-    if (live > static_cast<std::int64_t>(r.device_peak)) {
-      r.device_peak      = static_cast<std::uint64_t>(live);
-      r.device_peak_time = c.time;
-    }
-  };
-  std::size_t next_swap = 0;
-  for (auto const& c : trace_changes) {
-    while (next_swap < swap_changes.size() &&
-           (swap_changes[next_swap].time < c.time ||
-            (swap_changes[next_swap].time == c.time && !c.end_of_op))) {
-      apply(swap_changes[next_swap++]);
-    }
-    apply(c);
-  }
-  while (next_swap < swap_changes.size()) { apply(swap_changes[next_swap++]); }
-  return r;
+  if (options.validate) { validate_schedule(analysis, s); }
+  return detail::simulation(analysis, s, options).run();
 }
 
 }  // namespace stash

@@ -13,11 +13,25 @@
 #include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace stash {
+
+/// @brief The device memory the trace itself needs around one op (no swapping). The events
+/// between op i-1 and op i split in two: the frees that come before any allocation are op i-1's
+/// end frees (returned when op i-1 ends); the rest, from the first allocation on and in trace
+/// order, is op i's start step (taken when op i starts). Op 0's step holds everything allocated
+/// before it; the events after the last op that follow its end frees form a final step.
+struct memory_step {
+  std::uint64_t start_peak{};  ///< running peak of the start step: bytes that must be free
+  std::int64_t start_net{};    ///< net change of the start step
+  std::uint64_t end_free{};    ///< bytes freed when the op ends, before any later allocation
+  std::uint64_t live_peak{};   ///< live bytes at the start step's peak (nothing swapped)
+};
 
 /// @brief The facts of one trace under one cost model, computed once and passed by reference.
 ///
@@ -31,7 +45,8 @@ class trace_analysis {
         model_(model),
         lifetimes_(analyze_lifetimes(t)),
         ops_(index_ops(t)),
-        op_seconds_(model.op_times(t))
+        op_seconds_(model.op_times(t)),
+        steps_(compute_memory_steps(t))
   {
     op_start_.resize(op_seconds_.size() + 1, 0.0);
     for (std::size_t i = 0; i < op_seconds_.size(); ++i) {
@@ -56,6 +71,8 @@ class trace_analysis {
   [[nodiscard]] double op_start(std::size_t i) const noexcept { return op_start_[i]; }
   /// @brief Sum of the op times: the iteration time when nothing stalls.
   [[nodiscard]] double compute_seconds() const noexcept { return op_start_.back(); }
+  /// @brief The memory step of each op, and at index op_count() the final step.
+  [[nodiscard]] std::span<memory_step const> memory_steps() const noexcept { return steps_; }
   /// @brief The peak of live bytes without swapping (the trace's lower bound L).
   [[nodiscard]] std::uint64_t peak_live_bytes() const noexcept
   {
@@ -63,12 +80,51 @@ class trace_analysis {
   }
 
  private:
+  [[nodiscard]] static std::vector<memory_step> compute_memory_steps(stash::trace const& t)
+  {
+    std::vector<memory_step> steps(t.ops().size() + 1);
+    std::optional<std::uint64_t> prev_op;
+    bool alloc_since_op = false;
+    std::int64_t run = 0, peak = 0;
+    std::uint64_t live = 0, live_at_start = 0;
+    auto close = [&](std::size_t i) {
+      steps[i].start_peak = static_cast<std::uint64_t>(peak);
+      steps[i].start_net  = run;
+      steps[i].live_peak  = live_at_start + static_cast<std::uint64_t>(peak);
+    };
+    for (auto const& ev : t.events()) {
+      if (ev.kind == event_kind::phase) { continue; }
+      if (ev.kind == event_kind::op) {
+        close(ev.index);
+        prev_op        = ev.index;
+        alloc_since_op = false;
+        run = peak    = 0;
+        live_at_start = live;
+        continue;
+      }
+      auto const bytes = t.storages()[ev.index].bytes;
+      bool const alloc = ev.kind == event_kind::alloc;
+      live             = alloc ? live + bytes : live - bytes;
+      if (prev_op && !alloc_since_op && !alloc) {  // an end free of the previous op
+        steps[*prev_op].end_free += bytes;
+        live_at_start = live;
+        continue;
+      }
+      alloc_since_op = alloc_since_op || alloc;
+      run += alloc ? static_cast<std::int64_t>(bytes) : -static_cast<std::int64_t>(bytes);
+      peak = std::max(peak, run);
+    }
+    close(t.ops().size());
+    return steps;
+  }
+
   stash::trace const* trace_;
   cost_model model_;
   lifetime_analysis lifetimes_;
   op_index ops_;
   std::vector<double> op_seconds_;
   std::vector<double> op_start_;
+  std::vector<memory_step> steps_;
 };
 
 }  // namespace stash

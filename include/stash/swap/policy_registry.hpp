@@ -11,6 +11,7 @@
 #include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/no_swap.hpp>
+#include <stash/swap/search_swap.hpp>
 #include <stash/swap/vdnn.hpp>
 
 #include <array>
@@ -22,9 +23,9 @@ namespace stash {
 namespace detail {
 
 /// Every registered policy with its default settings, baseline first.
-[[nodiscard]] inline std::array<any_swap_policy, 8> const& registered_policies()
+[[nodiscard]] inline std::array<any_swap_policy, 9> const& registered_policies()
 {
-  static std::array<any_swap_policy, 8> const policies = {
+  static std::array<any_swap_policy, 9> const policies = {
       no_swap{},
       vdnn_conv{},
       vdnn_all{},
@@ -33,6 +34,7 @@ namespace detail {
       auto_swap{.score = auto_swap_score::doa},
       auto_swap{.score = auto_swap_score::aoa},
       auto_swap{.score = auto_swap_score::wdoa},
+      search_swap{},
   };
   return policies;
 }
@@ -40,9 +42,9 @@ namespace detail {
 }  // namespace detail
 
 /// @brief The names make_swap_policy accepts, in a stable order (baseline first).
-[[nodiscard]] inline std::array<std::string_view, 8> swap_policy_names()
+[[nodiscard]] inline std::array<std::string_view, 9> swap_policy_names()
 {
-  std::array<std::string_view, 8> names{};
+  std::array<std::string_view, 9> names{};
   auto const& all = detail::registered_policies();
   for (std::size_t i = 0; i < names.size(); ++i) { names[i] = all[i].name(); }
   return names;

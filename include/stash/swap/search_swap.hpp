@@ -1,0 +1,271 @@
+/**
+ * @file search_swap.hpp
+ * @brief stash's own swap planner: the fastest schedule it finds that fits the budget, timed by
+ * the simulator with the budget enforced.
+ *
+ * Method (deterministic: work is counted in simulations, never in wall time; ties keep order):
+ *  1. Candidates are every gap (consecutive accesses u < v with an op between) of every
+ *     activation, and in a second pass of every storage kind.
+ *  2. Construction (detail::gap_planner), in a fixed list of variants: while some op's planned
+ *     bytes exceed a target (the budget, or the budget less a margin toward the swap bound),
+ *     choose for the worst op the best-scoring gap that spans it (scores: bytes covered x time
+ *     covered per byte moved; bytes x gap time; AutoSwap's slack); drop choices the target no
+ *     longer needs; issue offloads at the earliest legal op or right after the last use; pack
+ *     the prefetches backwards from their deadlines on the one H2D engine, each as late as the
+ *     queue allows and never where it would raise the planned bytes above the budget. Each
+ *     variant is planned on the stall-free timeline, then once more on its simulated timeline.
+ *  3. Seeds: the schedules of vdnn_conv, vdnn_all, vdnn_dyn and AutoSwap (four scores), simulated
+ *     the same way, compete with the variants, so search_swap is never slower than any of them
+ *     where they fit.
+ *  4. Local search on the fastest: take the largest stall; for a late prefetch issue it earlier
+ *     (halfway to its earliest op); for a memory stall issue later the prefetch holding memory
+ *     there whose next use is furthest. A move is kept when the planned peak stays within the
+ *     budget and the simulated time drops.
+ * A schedule whose planned (instantaneous-copy) peak is within the budget always completes under
+ * the enforced simulator (offloads never wait for memory, and the prefetches holding memory at an
+ * op are among those the planned curve counts there), so construction plans feasibility exactly
+ * and simulation ranks by time. The schedule's note names what won ("seed:vdnn_all", "variant",
+ * "variant_any_kind", with "+refined" when local search improved it).
+ */
+#pragma once
+
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/auto_swap.hpp>
+#include <stash/swap/detail/gap_planner.hpp>
+#include <stash/swap/swap_bounds.hpp>
+#include <stash/swap/vdnn.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace stash {
+
+/// @brief What one search_swap::plan did.
+struct search_swap_stats {
+  std::size_t simulations{0};  ///< simulations run (the search's unit of work)
+  std::string winner;          ///< what the returned schedule came from
+};
+
+namespace detail {
+
+/// The best fitting schedule so far and its simulation.
+struct swap_incumbent {
+  std::optional<schedule> best;
+  std::optional<sim_result> sim;
+
+  [[nodiscard]] double time() const noexcept
+  {
+    return sim ? sim->iteration_s : std::numeric_limits<double>::infinity();
+  }
+  // Simulates `s`; keeps it when it fits and is faster. The planner's own schedules are valid
+  // by construction; seeds from other policies are validated.
+  bool offer(trace_analysis const& a, schedule s, std::string const& who, bool validate,
+             search_swap_stats& stats)
+  {
+    ++stats.simulations;
+    auto r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, validate});
+    if (!r.fits || r.iteration_s >= time()) { return false; }
+    s.note       = who;
+    stats.winner = who;
+    best         = std::move(s);
+    sim          = std::move(r);
+    return true;
+  }
+};
+
+inline constexpr std::array<gap_variant, 9> search_swap_variants = {{
+    {0.00, gap_score::coverage, offload_point::earliest, false},
+    {0.00, gap_score::coverage, offload_point::after_last_use, false},
+    {0.00, gap_score::long_gap, offload_point::earliest, false},
+    {0.10, gap_score::coverage, offload_point::earliest, false},
+    {0.25, gap_score::coverage, offload_point::earliest, false},
+    {0.10, gap_score::long_gap, offload_point::earliest, false},
+    {0.00, gap_score::coverage, offload_point::earliest, true},
+    {0.00, gap_score::slack, offload_point::after_last_use, false},
+    {0.00, gap_score::slack, offload_point::earliest, false},
+}};
+
+inline void sort_by_prefetch(std::vector<swap_entry>& entries)
+{
+  std::stable_sort(entries.begin(), entries.end(), [](swap_entry const& x, swap_entry const& y) {
+    return x.prefetch_at != y.prefetch_at ? x.prefetch_at < y.prefetch_at : x.next_use < y.next_use;
+  });
+}
+
+// One local-search move for `stall` on `entries`; false when there is none to make.
+[[nodiscard]] inline bool move_for_stall(std::vector<swap_entry>& entries,
+                                         stall_record const& stall)
+{
+  std::optional<std::size_t> k;
+  if (stall.cause != stall_cause::memory) {  // the prefetch it waited for: issue it earlier
+    for (std::size_t j = 0; j < entries.size(); ++j) {
+      if (entries[j].next_use == stall.op) { k = j; }
+    }
+    if (!k) { return false; }
+    auto& e       = entries[*k];
+    auto const lo = std::max(e.last_use, e.offload_at) + 1;
+    if (e.prefetch_at <= lo) { return false; }
+    e.prefetch_at = lo + (e.prefetch_at - lo) / 2;
+  } else {  // memory: issue later the prefetch holding memory here with the furthest next use
+    for (std::size_t j = 0; j < entries.size(); ++j) {
+      auto const& e = entries[j];
+      if (e.prefetch_at <= stall.op && stall.op < e.next_use &&
+          (!k || e.next_use > entries[*k].next_use)) {
+        k = j;
+      }
+    }
+    if (!k) { return false; }
+    entries[*k].prefetch_at = stall.op + 1;
+  }
+  sort_by_prefetch(entries);
+  return true;
+}
+
+// Local search on the incumbent (see the file comment), at most `max_simulations` simulations.
+inline void refine_swap(trace_analysis const& a, std::uint64_t budget, swap_incumbent& inc,
+                        std::size_t max_simulations, search_swap_stats& stats)
+{
+  std::vector<std::pair<std::uint64_t, bool>> tried;  // (op, memory move) already tried
+  for (std::size_t sims = 0; sims < max_simulations && inc.best;) {
+    std::optional<stall_record> pick;
+    for (auto const& x : inc.sim->stalls) {
+      if (x.op >= a.op_count()) { continue; }
+      auto const key = std::make_pair(x.op, x.cause == stall_cause::memory);
+      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { continue; }
+      if (!pick || x.seconds > pick->seconds) { pick = x; }
+    }
+    if (!pick) { return; }
+    tried.emplace_back(pick->op, pick->cause == stall_cause::memory);
+    auto entries = inc.best->entries;
+    if (!move_for_stall(entries, *pick)) { continue; }
+    auto s = make_schedule(a, inc.best->policy, budget, std::move(entries));
+    if (s.device_peak > budget) { continue; }  // keeps the fit guarantee
+    ++sims;
+    auto const who =
+        inc.best->note.ends_with("+refined") ? inc.best->note : inc.best->note + "+refined";
+    if (inc.offer(a, std::move(s), who, false, stats)) { tried.clear(); }
+  }
+}
+
+}  // namespace detail
+
+/// @brief stash's swap planner (see the file comment): an object with its settings and defaults.
+struct search_swap {
+  /// Candidates of the first pass: activations only (the storages vDNN, cDMA and Gist move).
+  swap_scope scope = swap_scope::activations;
+  /// Also run every variant over gaps of any kind (parameters, gradients, temporaries).
+  bool also_any_kind = true;
+  /// Let the other policies' schedules compete (guarantees search_swap is never slower).
+  bool seed_with_policies = true;
+  /// Storages below this size are never swapped.
+  std::uint64_t min_bytes = 0;
+  /// Simulations spent on local search after construction.
+  std::size_t max_refinements = 24;
+
+  /// @brief Registry name.
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "search_swap"; }
+
+  /// @brief The fastest schedule found that fits `budget` under the enforced simulator; when
+  /// none fits, the schedule that moves every gap (its note says it does not fit).
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
+  {
+    search_swap_stats ignored;
+    return plan(analysis, budget, ignored);
+  }
+
+  /// @brief As plan(analysis, budget), reporting the work done into `stats`.
+  [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget,
+                              search_swap_stats& stats) const
+  {
+    stats = search_swap_stats{};
+    if (analysis.peak_live_bytes() <= budget) {
+      stats.winner = "no_swap";
+      return make_schedule(analysis, std::string(name()), budget, {});
+    }
+    detail::swap_incumbent inc;
+    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats); }
+    detail::gap_planner const planner(analysis, budget, scope, min_bytes);
+    run_variants(analysis, budget, planner, scope, "variant", inc, stats);
+    if (scope == swap_scope::activations && also_any_kind) {
+      detail::gap_planner const wide(analysis, budget, swap_scope::any_kind, min_bytes);
+      run_variants(analysis, budget, wide, swap_scope::any_kind, "variant_any_kind", inc, stats);
+    }
+    detail::refine_swap(analysis, budget, inc, max_refinements, stats);
+    auto const nominal = nominal_starts(analysis);
+    if (!inc.best) {
+      inc.offer(analysis,
+                make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal)),
+                "all_gaps", false, stats);
+    }
+    if (!inc.best) {
+      auto s = make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal));
+      s.note = "does not fit: even moving every gap leaves an op over the budget";
+      return s;
+    }
+    inc.best->policy = std::string(name());
+    return std::move(*inc.best);
+  }
+
+ private:
+  static void offer_seeds(trace_analysis const& a, std::uint64_t budget,
+                          detail::swap_incumbent& inc, search_swap_stats& stats)
+  {
+    auto seed = [&](auto const& policy) {
+      inc.offer(a, policy.plan(a, budget), "seed:" + std::string(policy.name()), true, stats);
+    };
+    seed(vdnn_conv{});
+    seed(vdnn_all{});
+    seed(vdnn_dyn{});
+    for (auto const score : {auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa,
+                             auto_swap_score::wdoa}) {
+      seed(auto_swap{.score = score});
+    }
+  }
+
+  [[nodiscard]] static std::vector<double> nominal_starts(trace_analysis const& a)
+  {
+    std::vector<double> start(a.op_count());
+    for (std::size_t i = 0; i < start.size(); ++i) { start[i] = a.op_start(i); }
+    return start;
+  }
+
+  static void run_variants(trace_analysis const& a, std::uint64_t budget,
+                           detail::gap_planner const& planner, swap_scope scope,
+                           std::string const& tag, detail::swap_incumbent& inc,
+                           search_swap_stats& stats)
+  {
+    auto const bound   = swap_bound_bytes(a, scope);
+    auto const span    = budget > bound ? budget - bound : 0;
+    auto const nominal = nominal_starts(a);
+    for (auto const& var : detail::search_swap_variants) {
+      auto const target =
+          budget - static_cast<std::uint64_t>(var.margin * static_cast<double>(span));
+      auto timeline = nominal;
+      for (int feedback = 0; feedback < 2; ++feedback) {  // plan, then re-plan on its timeline
+        auto s = make_schedule(a, std::string(name()), budget, planner.plan(var, target, timeline));
+        ++stats.simulations;
+        auto r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
+        if (!r.fits) { break; }
+        timeline = r.op_start;
+        if (r.iteration_s < inc.time()) {
+          s.note       = tag;
+          stats.winner = tag;
+          inc.best     = std::move(s);
+          inc.sim      = std::move(r);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace stash

@@ -1,0 +1,138 @@
+// search_swap and the swap bounds: dominance over every other policy on every recorded trace,
+// every hardware preset and budgets from 100% of the peak down to the swap bound, fits at every
+// budget >= 1.05 x the bound, determinism. Every time here is predicted by the cost model.
+#include "support/data.hpp"
+
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/policy_registry.hpp>
+#include <stash/swap/search_swap.hpp>
+#include <stash/swap/swap_bounds.hpp>
+#include <stash/swap/swap_policy.hpp>
+#include <stash/trace/trace_reader.hpp>
+#include "support/tiny_trace.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+static_assert(stash::swap_policy<stash::search_swap>);
+
+namespace {
+
+char const* const traces[] = {
+    "alexnet_b128",           "vgg16_b32",         "resnet18_b32",           "mobilenet_v2_b32",
+    "transformer_encoder_b8", "squeezenet1_1_b64", "shufflenet_v2_x1_0_b64", "efficientnet_b0_b32",
+    "regnet_y_400mf_b64"};
+
+stash::trace load(char const* name)
+{
+  return stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+}
+
+// Budgets from 100% of the peak down to the swap bound in 5% steps of the peak, then 1.05x and
+// 1x the bound.
+std::vector<std::uint64_t> sweep_budgets(std::uint64_t peak, std::uint64_t bound)
+{
+  std::vector<std::uint64_t> budgets;
+  for (int pct = 100; pct > 0; pct -= 5) {
+    auto const b = static_cast<std::uint64_t>(static_cast<double>(peak) * pct / 100.0);
+    if (b < bound) { break; }
+    budgets.push_back(b);
+  }
+  budgets.push_back(bound + bound / 20);
+  budgets.push_back(bound);
+  return budgets;
+}
+
+}  // namespace
+
+TEST_CASE("swap bounds on a hand-made trace")
+{
+  auto const t = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie3_x16")));
+  // a (4000 B, act; accessed by op0, op1, op3) has one gap, op1 -> op3: it may be away during
+  // op2, whose start holds x + a + b + c = 12000 B; without a 8000. b (act) has no gap.
+  auto const off = stash::offloadable_bytes(a);
+  REQUIRE(off.size() == 4);
+  CHECK(off[0] == 0);
+  CHECK(off[1] == 0);
+  CHECK(off[2] == 4000);
+  CHECK(off[3] == 0);
+  CHECK(stash::swap_bound_bytes(a) == 8000);
+  // The all-gaps schedule reaches the bound and completes under enforcement.
+  auto const at_bound = stash::search_swap{}.plan(a, 8000);
+  CHECK(stash::simulate(a, at_bound).fits);
+  // Below the bound nothing fits, and the time bound says so.
+  auto const below = stash::search_swap{}.plan(a, 7999);
+  CHECK_FALSE(stash::simulate(a, below).fits);
+  CHECK(stash::iteration_time_lower_bound(a, 7999) == std::numeric_limits<double>::infinity());
+  CHECK(stash::iteration_time_lower_bound(a, 12000) == doctest::Approx(a.compute_seconds()));
+  CHECK(stash::iteration_time_lower_bound(a, 8000) >= a.compute_seconds());
+}
+
+TEST_CASE("search_swap is deterministic and names what won")
+{
+  auto const t = load("resnet18_b32");
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie4_x16")));
+  auto const budget = a.peak_live_bytes() / 2;
+  stash::search_swap_stats first_stats, second_stats;
+  auto const first  = stash::search_swap{}.plan(a, budget, first_stats);
+  auto const second = stash::search_swap{}.plan(a, budget, second_stats);
+  CHECK(first.entries == second.entries);
+  CHECK(first.note == second.note);
+  CHECK(first_stats.simulations == second_stats.simulations);
+  CHECK(first_stats.simulations > 0);
+  CHECK_FALSE(first.note.empty());
+  CHECK(first.policy == "search_swap");
+  CHECK_NOTHROW(stash::validate_schedule(a, first));
+  // Through the registry too.
+  CHECK(stash::plan_by_name("search_swap", a, budget).entries == first.entries);
+}
+
+TEST_CASE("search_swap fits wherever any policy fits, never slower, down to 1.05x the bound")
+{
+  int budgets_checked = 0, search_better = 0;
+  for (auto const* name : traces) {
+    auto const t = load(name);
+    for (auto const& hw : stash::hardware_presets) {
+      CAPTURE(name);
+      CAPTURE(hw.name);
+      stash::trace_analysis const a(t, stash::cost_model(hw));
+      auto const bound = stash::swap_bound_bytes(a);
+      CHECK(bound <= a.peak_live_bytes());
+      for (auto const budget : sweep_budgets(a.peak_live_bytes(), bound)) {
+        CAPTURE(budget);
+        double best_other = std::numeric_limits<double>::infinity();
+        for (auto const policy : stash::swap_policy_names()) {
+          if (policy == "search_swap") { continue; }
+          auto const r = stash::simulate(a, stash::plan_by_name(policy, a, budget), {false});
+          if (r.fits) { best_other = std::min(best_other, r.iteration_s); }
+        }
+        auto const s = stash::search_swap{}.plan(a, budget);
+        auto const r = stash::simulate(a, s, {false});
+        if (best_other < std::numeric_limits<double>::infinity()) {
+          CHECK(r.fits);
+          CHECK(r.iteration_s <= best_other * (1 + 1e-12));
+          if (r.iteration_s < best_other * (1 - 1e-9)) { ++search_better; }
+        }
+        if (budget >= bound + bound / 20) { CHECK(r.fits); }
+        if (r.fits) {
+          CHECK(r.device_peak <= budget);
+          CHECK(r.iteration_s >= stash::iteration_time_lower_bound(a, budget) * (1 - 1e-12));
+        }
+        ++budgets_checked;
+      }
+    }
+  }
+  MESSAGE(budgets_checked << " (trace, preset, budget) points; search_swap strictly faster than "
+                          << "every other policy at " << search_better);
+  CHECK(budgets_checked > 9 * 4 * 3);
+  CHECK(search_better > 0);
+}
