@@ -105,6 +105,15 @@ void usage(std::ostream& out)
          "  device's memory), --codec/--ratio apply to its offloads, and --hw does not apply\n"
          "  (give hw=PRESET in SPEC).\n"
          "\n"
+         "Frontier (traces):\n"
+         "  --frontier         every policy (or those given with --policy) at budgets from the\n"
+         "                     swap bound to the no_swap peak in 5% steps, plus both bounds and\n"
+         "                     1.05x each, simulated with the budget enforced: predicted ms per\n"
+         "                     budget and policy ('-': does not fit) and the time lower bound;\n"
+         "                     JSON \"frontier\": [{policy, budget_bytes, fits, iteration_ms,\n"
+         "                     offloaded_bytes}] and \"frontier_bounds\"; with --svg also\n"
+         "                     FILE-frontier.svg (time against budget, one line per policy)\n"
+         "\n"
          "Picture:\n"
          "  --svg FILE         write an SVG of the iteration: device memory over simulated time,\n"
          "                     stacked by storage kind (with the budget line and the no_swap\n"
@@ -181,6 +190,10 @@ int main(int argc, char** argv)
     if (opt.svg) {
       auto const path = stash_plan::svg_path(*opt.svg, file, opt.files.size() > 1);
       if (report.svg) { report.svg_file = write_svg(path, *report.svg); }
+      if (report.frontier_svg) {
+        report.frontier_svg_file =
+            write_svg(stash_plan::frontier_svg_path(path), *report.frontier_svg);
+      }
       if (report.projection_svg) {
         report.projection_svg_file =
             write_svg(stash_plan::projection_svg_path(path), *report.projection_svg);

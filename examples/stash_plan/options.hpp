@@ -89,6 +89,7 @@ struct options {
   std::string hardware = "pcie3_x16";  ///< --hw
   std::optional<codec_choice> codec;   ///< --codec with --ratio / --activations
   std::optional<std::string> svg;      ///< --svg FILE
+  bool frontier = false;               ///< --frontier: every policy from the swap bound to 100%
   std::optional<projection_request> projection;  ///< --cluster with its efficiency model
   bool help = false;                             ///< -h / --help
   bool planners =
@@ -425,6 +426,8 @@ inline std::optional<double> parse_decimal(std::string_view text)
       if (activations.empty()) { throw usage_error("--activations: missing FILE"); }
     } else if (arg == "--svg") {
       opt.svg = value();
+    } else if (arg == "--frontier") {
+      opt.frontier = true;
     } else if (arg == "--cluster") {
       cluster_spec = value();
       cluster      = parse_cluster(*cluster_spec);
@@ -493,7 +496,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
     throw usage_error(projection_options.front() +
                       " only applies to the projection: add --cluster SPEC");
   }
-  if (hw_given && opt.projection && !opt.swap_requested() && !opt.svg) {
+  if (hw_given && opt.projection && !opt.swap_requested() && !opt.svg && !opt.frontier) {
     throw usage_error(
         "--hw sets the simulated device, not the cluster's: give hw=PRESET in the "
         "--cluster SPEC");
@@ -501,7 +504,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
   // The cost model only feeds the simulator, which runs for the policy section and --svg (and
   // the codec also the projection's offloads).
   bool const codec_unused = opt.codec && !opt.projection;
-  if ((codec_unused || hw_given) && !opt.swap_requested() && !opt.svg) {
+  if ((codec_unused || hw_given) && !opt.swap_requested() && !opt.svg && !opt.frontier) {
     throw usage_error(std::string(codec_unused ? "--codec" : "--hw") +
                       " only affects simulated times: add --policy NAME|all, --budget or --svg");
   }

@@ -48,6 +48,62 @@ std::string format(char const* pattern, Args... args)
   return buffer;
 }
 
+/// @brief The frontier as text: one row per budget, one column per policy (ms, "-" = no fit).
+inline void print_frontier_text(std::ostream& out, frontier_section const& f)
+{
+  out << format(
+      "  %-17s%s; peak %s, swap bound %s (activations), %s (any storage); "
+      "predicted ms, '-' = does not fit\n",
+      "frontier", f.hardware.c_str(), bytes_text(f.peak_bytes).c_str(),
+      bytes_text(f.swap_bound_bytes).c_str(), bytes_text(f.swap_bound_any_kind_bytes).c_str());
+  out << format("    %8s %10s %9s", "budget", "GiB", "bound ms");
+  for (auto const& p : f.policies) { out << format(" %14s", p.c_str()); }
+  out << '\n';
+  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+    double const gib = static_cast<double>(f.budgets[b]) / static_cast<double>(stash::GiB);
+    out << format("    %7.1f%% %10.3f %9.2f",
+                  100.0 * static_cast<double>(f.budgets[b]) / static_cast<double>(f.peak_bytes),
+                  gib, f.lower_bound_ms[b]);
+    for (std::size_t p = 0; p < f.policies.size(); ++p) {
+      auto const& pt = f.points[b * f.policies.size() + p];
+      out << (pt.fits ? format(" %14.2f", pt.iteration_ms) : format(" %14s", "-"));
+    }
+    out << '\n';
+  }
+}
+
+/// @brief The frontier's JSON members: "frontier" (one object per policy and budget) and
+/// "frontier_bounds".
+inline void write_frontier_json(json_writer& json, frontier_section const& f)
+{
+  json.key("frontier").begin_array();
+  for (auto const& pt : f.points) {
+    json.begin_object();
+    json.key("policy").value(pt.policy);
+    json.key("budget_bytes").value(pt.budget_bytes);
+    json.key("fits").value(pt.fits);
+    json.key("iteration_ms").value(pt.iteration_ms);
+    json.key("offloaded_bytes").value(pt.offloaded_bytes);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("frontier_bounds").begin_object();
+  json.key("hardware").value(f.hardware);
+  json.key("peak_bytes").value(f.peak_bytes);
+  json.key("swap_bound_bytes").value(f.swap_bound_bytes);
+  json.key("swap_bound_any_kind_bytes").value(f.swap_bound_any_kind_bytes);
+  json.key("compute_ms").value(f.compute_ms);
+  json.key("time_lower_bound_ms").begin_array();
+  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+    json.begin_object();
+    json.key("budget_bytes").value(f.budgets[b]);
+    json.key("ms").value(f.lower_bound_ms[b]);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+}
+
 /// @brief The planner lines of the text summary; `times` false leaves out the measured wall
 /// times (so the output is the same on every run).
 inline void print_planners_text(std::ostream& out, planner_section const& p, bool times = true)
@@ -199,7 +255,9 @@ inline void print_text(std::ostream& out, file_report const& r, bool times = tru
   if (r.planners) { print_planners_text(out, *r.planners, times); }
   if (r.policies) { print_policies_text(out, *r.policies); }
   if (r.projection) { print_projection_text(out, *r.projection); }
+  if (r.frontier) { print_frontier_text(out, *r.frontier); }
   if (r.svg_file) { row("picture", *r.svg_file); }
+  if (r.frontier_svg_file) { row("frontier svg", *r.frontier_svg_file); }
   if (r.projection_svg_file) { row("projection svg", *r.projection_svg_file); }
   for (auto const& note : r.notes) { row("note", note); }
 }
@@ -358,7 +416,9 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
     json.end_array();
   }
   if (r.projection) { write_projection_json(json, *r.projection); }
+  if (r.frontier) { write_frontier_json(json, *r.frontier); }
   if (r.svg_file) { json.key("svg").value(*r.svg_file); }
+  if (r.frontier_svg_file) { json.key("frontier_svg").value(*r.frontier_svg_file); }
   if (r.projection_svg_file) { json.key("projection_svg").value(*r.projection_svg_file); }
   if (!r.notes.empty()) {
     json.key("notes").begin_array();

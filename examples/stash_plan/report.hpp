@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include "frontier.hpp"
 #include "options.hpp"
 #include "planners.hpp"
 #include "policies.hpp"
@@ -83,6 +84,9 @@ struct file_report {
   std::optional<projection_section> projection;    ///< multi-device projection (trace, --cluster)
   std::optional<std::string> projection_svg;       ///< its picture (--cluster with --svg)
   std::optional<std::string> projection_svg_file;  ///< where main wrote it
+  std::optional<frontier_section> frontier;        ///< every policy over budgets (--frontier)
+  std::optional<std::string> frontier_svg;         ///< its picture (--frontier with --svg)
+  std::optional<std::string> frontier_svg_file;    ///< where main wrote it
   std::vector<std::string> notes;                  ///< sections asked for that do not apply
 };
 
@@ -178,6 +182,14 @@ inline void plan_instance(file_report& report, stash::minimalloc_instance const&
 inline void simulate_trace(file_report& report, stash::trace const& t, options const& opt)
 {
   if (opt.swap_requested()) { report.policies = run_policies(t, opt); }
+  if (opt.frontier) {
+    report.frontier = run_frontier(t, opt);
+    if (opt.svg) {
+      report.frontier_svg = render_frontier_svg(
+          *report.frontier, std::filesystem::path(report.file).filename().string() +
+                                ": predicted iteration time against the device budget");
+    }
+  }
   if (!opt.svg) { return; }
   auto const model = make_cost_model(opt);
   stash::trace_analysis const analysis(t, model);
@@ -238,6 +250,7 @@ inline file_report analyze_file(std::filesystem::path const& path, options const
         report.notes.push_back("swap policies need a trace (a CSV has no ops)");
       }
       if (opt.svg) { report.notes.push_back("--svg needs a trace; no picture for a CSV"); }
+      if (opt.frontier) { report.notes.push_back("--frontier needs a trace (a CSV has no ops)"); }
       if (opt.projection) {
         report.notes.push_back("--cluster needs a trace (a CSV has no ops); no projection");
       }

@@ -1,0 +1,258 @@
+/**
+ * @file frontier.hpp
+ * @brief stash-plan --frontier: every swap policy at budgets from the swap bound to the peak,
+ * simulated with the budget enforced (fits, predicted iteration time, offloaded bytes), and its
+ * SVG of time against budget with the bounds marked (the text and JSON forms are in print.hpp).
+ */
+#pragma once
+
+#include "options.hpp"
+#include "policies.hpp"
+#include "svg.hpp"
+
+#include <stash/core/units.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/policy_registry.hpp>
+#include <stash/swap/swap_bounds.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace stash_plan {
+
+/// @brief One policy at one budget.
+struct frontier_point {
+  std::string policy;
+  std::uint64_t budget_bytes{};
+  bool fits{};
+  double iteration_ms{};  ///< infinite when it does not fit
+  std::uint64_t offloaded_bytes{};
+};
+
+/// @brief The sweep of one trace.
+struct frontier_section {
+  std::string hardware;
+  std::uint64_t peak_bytes{};
+  std::uint64_t swap_bound_bytes{};           ///< activations only
+  std::uint64_t swap_bound_any_kind_bytes{};  ///< any storage may move
+  double compute_ms{};                        ///< the iteration with room for everything
+  std::vector<std::uint64_t> budgets;         ///< largest first
+  std::vector<double> lower_bound_ms;         ///< per budget: no schedule is faster
+  std::vector<std::string> policies;
+  std::vector<frontier_point> points;  ///< budget-major, policies in order
+};
+
+/// @brief Budgets from the peak down in 5% steps of it while above the any-kind bound, plus both
+/// bounds and 1.05x each; largest first, no repeats.
+[[nodiscard]] inline std::vector<std::uint64_t> frontier_budgets(std::uint64_t peak,
+                                                                 std::uint64_t act_bound,
+                                                                 std::uint64_t any_bound)
+{
+  std::vector<std::uint64_t> b;
+  for (int pct = 100; pct > 0; pct -= 5) {
+    auto const v = static_cast<std::uint64_t>(static_cast<double>(peak) * pct / 100.0);
+    if (v < any_bound) { break; }
+    b.push_back(v);
+  }
+  for (auto const bound : {act_bound, any_bound}) {
+    b.push_back(bound);
+    if (bound + bound / 20 <= peak) { b.push_back(bound + bound / 20); }
+  }
+  std::sort(b.begin(), b.end(), std::greater<>());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  return b;
+}
+
+/// @brief Plans and simulates every requested policy at every frontier budget of `t`.
+[[nodiscard]] inline frontier_section run_frontier(stash::trace const& t, options const& opt)
+{
+  auto const model = make_cost_model(opt);
+  stash::trace_analysis const analysis(t, model);  // once for the whole sweep
+  frontier_section f;
+  f.hardware                  = opt.hardware;
+  f.peak_bytes                = analysis.peak_live_bytes();
+  f.swap_bound_bytes          = stash::swap_bound_bytes(analysis);
+  f.swap_bound_any_kind_bytes = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  f.compute_ms                = analysis.compute_seconds() * 1e3;
+  f.budgets  = frontier_budgets(f.peak_bytes, f.swap_bound_bytes, f.swap_bound_any_kind_bytes);
+  f.policies = requested_policies(opt);
+  for (auto const budget : f.budgets) {
+    f.lower_bound_ms.push_back(stash::iteration_time_lower_bound(analysis, budget) * 1e3);
+    for (auto const& name : f.policies) {
+      auto const s = stash::plan_by_name(name, analysis, budget);
+      auto const r = stash::simulate(analysis, s, stash::sim_options{false});
+      f.points.push_back(
+          frontier_point{name, budget, r.fits, r.iteration_s * 1e3, s.offloaded_bytes()});
+    }
+  }
+  return f;
+}
+
+/// @brief Where the frontier picture of an --svg path goes (out.svg -> out-frontier.svg).
+[[nodiscard]] inline std::string frontier_svg_path(std::string const& iteration_svg_path)
+{
+  std::filesystem::path const out(iteration_svg_path);
+  auto const extension = out.has_extension() ? out.extension().string() : std::string(".svg");
+  return (out.parent_path() / (out.stem().string() + "-frontier" + extension)).string();
+}
+
+namespace frontier_detail {
+
+/// printf of one number into a std::string.
+[[nodiscard]] inline std::string fixed(char const* pattern, double v)
+{
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), pattern, v);
+  return buffer;
+}
+
+inline constexpr char const* line_colour[] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a",
+                                              "#66a61e", "#e6ab02", "#a6761d", "#666666",
+                                              "#e41a1c", "#377eb8"};
+
+/// Axes and scales of the picture.
+struct frontier_axes {
+  double left = 80, top = 50, width = 640, height = 360;
+  double x_min{}, x_max{}, y_min{}, y_max{};
+  [[nodiscard]] double x(std::uint64_t budget) const
+  {
+    return left + width * (static_cast<double>(budget) - x_min) / (x_max - x_min);
+  }
+  [[nodiscard]] double y(double ms) const
+  {
+    return top + height * (1.0 - (ms - y_min) / (y_max - y_min));
+  }
+};
+
+[[nodiscard]] inline frontier_axes axes_of(frontier_section const& f)
+{
+  frontier_axes a;
+  a.x_min = static_cast<double>(f.budgets.back()) * 0.98;
+  a.x_max = static_cast<double>(f.peak_bytes) * 1.02;
+  a.y_min = 0;
+  a.y_max = f.compute_ms;
+  for (auto const& pt : f.points) {
+    if (pt.fits) { a.y_max = std::max(a.y_max, pt.iteration_ms); }
+  }
+  a.y_max *= 1.08;
+  return a;
+}
+
+inline void draw_frame(std::ostream& out, frontier_section const& f, frontier_axes const& a,
+                       std::string const& title)
+{
+  using svg_detail::num;
+  out << "<text x=\"" << num(a.left) << "\" y=\"24\" font-size=\"15\">"
+      << svg_detail::escape(title) << "</text>\n";
+  out << "<text x=\"" << num(a.left) << "\" y=\"40\" font-size=\"11\" fill=\"#555\">predicted by "
+      << "stash's cost model on " << svg_detail::escape(f.hardware)
+      << " with the budget enforced; a missing point does not fit</text>\n";
+  out << "<rect x=\"" << num(a.left) << "\" y=\"" << num(a.top) << "\" width=\"" << num(a.width)
+      << "\" height=\"" << num(a.height) << "\" fill=\"none\" stroke=\"#999\"/>\n";
+  for (int k = 0; k <= 4; ++k) {
+    double const ms = a.y_min + (a.y_max - a.y_min) * k / 4.0;
+    out << "<text x=\"" << num(a.left - 6) << "\" y=\"" << num(a.y(ms) + 4)
+        << "\" font-size=\"10\" text-anchor=\"end\">" << fixed("%.0f", ms) << "</text>\n";
+    auto const budget = static_cast<std::uint64_t>(a.x_min + (a.x_max - a.x_min) * k / 4.0);
+    out << "<text x=\"" << num(a.x(budget)) << "\" y=\"" << num(a.top + a.height + 16)
+        << "\" font-size=\"10\" text-anchor=\"middle\">"
+        << fixed("%.2f", static_cast<double>(budget) / static_cast<double>(stash::GiB))
+        << "</text>\n";
+  }
+  out << "<text x=\"" << num(a.left + a.width / 2) << "\" y=\"" << num(a.top + a.height + 34)
+      << "\" font-size=\"11\" text-anchor=\"middle\">device budget (GiB)</text>\n";
+  out << "<text x=\"16\" y=\"" << num(a.top + a.height / 2) << "\" font-size=\"11\" "
+      << "transform=\"rotate(-90 16 " << num(a.top + a.height / 2)
+      << ")\" text-anchor=\"middle\">iteration (ms)</text>\n";
+}
+
+inline void draw_bounds(std::ostream& out, frontier_section const& f, frontier_axes const& a)
+{
+  using svg_detail::num;
+  auto vertical = [&](std::uint64_t budget, char const* label, double dy) {
+    out << "<line x1=\"" << num(a.x(budget)) << "\" y1=\"" << num(a.top) << "\" x2=\""
+        << num(a.x(budget)) << "\" y2=\"" << num(a.top + a.height)
+        << "\" stroke=\"#444\" stroke-dasharray=\"4 3\"/>\n<text x=\"" << num(a.x(budget) + 3)
+        << "\" y=\"" << num(a.top + 12 + dy) << "\" font-size=\"10\">" << label << "</text>\n";
+  };
+  vertical(f.swap_bound_bytes, "swap bound (act)", 0);
+  if (f.swap_bound_any_kind_bytes != f.swap_bound_bytes) {  // below the first: bounds may be close
+    vertical(f.swap_bound_any_kind_bytes, "swap bound (any)", 14);
+  }
+  std::string path;
+  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+    if (!std::isfinite(f.lower_bound_ms[b])) { continue; }
+    path += (path.empty() ? "M" : " L") + num(a.x(f.budgets[b])) + " " +
+            num(a.y(f.lower_bound_ms[b]));
+  }
+  out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#000\" stroke-width=\"1\" "
+      << "stroke-dasharray=\"2 2\"/>\n";
+}
+
+inline void draw_policies(std::ostream& out, frontier_section const& f, frontier_axes const& a)
+{
+  using svg_detail::num;
+  for (std::size_t p = 0; p < f.policies.size(); ++p) {
+    auto const* colour = line_colour[p % std::size(line_colour)];
+    std::string path;
+    for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+      auto const& pt = f.points[b * f.policies.size() + p];
+      if (!pt.fits) {
+        path += " ";  // a gap in the line: this budget does not fit
+        continue;
+      }
+      bool const start = path.empty() || path.back() == ' ';
+      path += (start ? "M" : " L") + num(a.x(pt.budget_bytes)) + " " + num(a.y(pt.iteration_ms));
+    }
+    double const width = f.policies[p] == "search_swap" ? 2.5 : 1.3;
+    out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << colour
+        << "\" stroke-width=\"" << num(width) << "\"/>\n";
+    for (std::size_t b = 0; b < f.budgets.size(); ++b) {  // a dot per fitting point
+      auto const& pt = f.points[b * f.policies.size() + p];
+      if (!pt.fits) { continue; }
+      out << "<circle cx=\"" << num(a.x(pt.budget_bytes)) << "\" cy=\"" << num(a.y(pt.iteration_ms))
+          << "\" r=\"" << num(width) << "\" fill=\"" << colour << "\"/>\n";
+    }
+    double const ly = a.top + 14.0 * static_cast<double>(p) + 8;
+    out << "<line x1=\"" << num(a.left + a.width + 14) << "\" y1=\"" << num(ly) << "\" x2=\""
+        << num(a.left + a.width + 34) << "\" y2=\"" << num(ly) << "\" stroke=\"" << colour
+        << "\" stroke-width=\"" << num(width) << "\"/>\n<text x=\""
+        << num(a.left + a.width + 38) << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">"
+        << svg_detail::escape(f.policies[p]) << "</text>\n";
+  }
+  double const ly = a.top + 14.0 * static_cast<double>(f.policies.size()) + 8;
+  out << "<line x1=\"" << num(a.left + a.width + 14) << "\" y1=\"" << num(ly) << "\" x2=\""
+      << num(a.left + a.width + 34) << "\" y2=\"" << num(ly)
+      << "\" stroke=\"#000\" stroke-dasharray=\"2 2\"/>\n<text x=\"" << num(a.left + a.width + 38)
+      << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">time lower bound</text>\n";
+}
+
+}  // namespace frontier_detail
+
+/// @brief The frontier as an SVG document: predicted time against budget, one line per policy.
+[[nodiscard]] inline std::string render_frontier_svg(frontier_section const& f,
+                                                     std::string const& title)
+{
+  std::ostringstream out;
+  auto const a = frontier_detail::axes_of(f);
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"460\" "
+      << "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  frontier_detail::draw_frame(out, f, a, title);
+  frontier_detail::draw_bounds(out, f, a);
+  frontier_detail::draw_policies(out, f, a);
+  out << "</svg>\n";
+  return out.str();
+}
+
+}  // namespace stash_plan
