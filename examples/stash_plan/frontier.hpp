@@ -90,7 +90,7 @@ struct frontier_section {
   for (auto const budget : f.budgets) {
     f.lower_bound_ms.push_back(stash::iteration_time_lower_bound(analysis, budget) * 1e3);
     for (auto const& name : f.policies) {
-      auto const s = stash::plan_by_name(name, analysis, budget);
+      auto const s = plan_policy(name, analysis, budget, opt);
       auto const r = stash::simulate(analysis, s, stash::sim_options{false});
       f.points.push_back(
           frontier_point{name, budget, r.fits, r.iteration_s * 1e3, s.offloaded_bytes()});

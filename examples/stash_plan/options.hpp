@@ -88,6 +88,8 @@ struct options {
   std::vector<std::string> policies;   ///< --policy (expanded for "all")
   std::string hardware = "pcie3_x16";  ///< --hw
   std::optional<codec_choice> codec;   ///< --codec with --ratio / --activations
+  bool auto_encodings = false;         ///< --codec auto: each swapped storage gets its own encoding
+  std::optional<double> zvc_ratio;     ///< --codec auto --activations: zvc's measured ratio
   std::optional<std::string> svg;      ///< --svg FILE
   bool frontier = false;               ///< --frontier: every policy from the swap bound to 100%
   std::optional<projection_request> projection;  ///< --cluster with its efficiency model
@@ -462,7 +464,15 @@ inline std::optional<double> parse_decimal(std::string_view text)
   if ((ratio || !activations.empty()) && !codec_name) {
     codec_name = "zvc";  // the codec --activations measures; a bare --ratio is labelled alike
   }
-  if (codec_name) {
+  if (codec_name && *codec_name == "auto") {
+    if (ratio) {
+      throw usage_error(
+          "--codec auto chooses an encoding per storage; --ratio does not apply "
+          "(--activations measures zvc's ratio for it)");
+    }
+    opt.auto_encodings = true;
+    if (!activations.empty()) { opt.zvc_ratio = measure_zvc_ratio(activations); }
+  } else if (codec_name) {
     if (!activations.empty()) {
       if (*codec_name != "zvc") {
         throw usage_error("--activations measures the host zvc codec, but --codec is '" +
@@ -503,7 +513,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
   }
   // The cost model only feeds the simulator, which runs for the policy section and --svg (and
   // the codec also the projection's offloads).
-  bool const codec_unused = opt.codec && !opt.projection;
+  bool const codec_unused = (opt.codec || opt.auto_encodings) && !opt.projection;
   if ((codec_unused || hw_given) && !opt.swap_requested() && !opt.svg && !opt.frontier) {
     throw usage_error(std::string(codec_unused ? "--codec" : "--hw") +
                       " only affects simulated times: add --policy NAME|all, --budget or --svg");
@@ -519,6 +529,7 @@ inline std::optional<double> parse_decimal(std::string_view text)
     params.use_codec   = true;
     params.codec_ratio = opt.codec->ratio;
   }
+  if (opt.zvc_ratio) { params.zvc_ratio = *opt.zvc_ratio; }
   return stash::cost_model(stash::hardware_preset(opt.hardware), params);
 }
 

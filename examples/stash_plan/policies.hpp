@@ -12,7 +12,9 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/policy_registry.hpp>
+#include <stash/swap/search_swap.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace.hpp>
@@ -37,6 +39,15 @@ struct stall_summary {
   std::string cause;    ///< stash::to_string(stall_cause)
 };
 
+/// @brief Entries of one encoding in a schedule: how many, and their bytes on the device and on
+/// the link.
+struct encoding_use {
+  std::string encoding;
+  std::size_t entries{};
+  std::uint64_t bytes{};
+  std::uint64_t wire_bytes{};
+};
+
 /// @brief One policy's outcome.
 struct policy_result {
   std::string name;
@@ -51,6 +62,7 @@ struct policy_result {
   double stall_ms{};
   std::size_t stall_count{};
   std::vector<stall_summary> top_stalls;  ///< longest first, at most 3
+  std::vector<encoding_use> encodings;    ///< with --codec auto: the choice per encoding
   std::string note;
 };
 
@@ -116,11 +128,42 @@ struct policy_section {
 [[nodiscard]] inline std::string describe_failure(stash::trace const& t,
                                                   stash::sim_failure const& f)
 {
-  return (f.storage ? "the prefetch of '" + storage_name(t, *f.storage) + "'"
-                    : std::string("the allocations")) +
-         " before op #" + std::to_string(f.op) + " " + op_name(t, f.op) + " need " +
+  return (f.storage ? "the prefetch of '" + storage_name(t, *f.storage) + "' before op #" +
+                          std::to_string(f.op) + " " + op_name(t, f.op) + " needs "
+                    : "the allocations before op #" + std::to_string(f.op) + " " +
+                          op_name(t, f.op) + " need ") +
          stash::format_bytes(f.needed_bytes) + " with " + stash::format_bytes(f.free_bytes) +
          " free and nothing left to release";
+}
+
+/// @brief The schedule of policy `name` for `budget`; with --codec auto, every entry with the
+/// encoding the trace allows, and search_swap searching with them.
+[[nodiscard]] inline stash::schedule plan_policy(std::string const& name,
+                                                 stash::trace_analysis const& analysis,
+                                                 std::uint64_t budget, options const& opt)
+{
+  if (!opt.auto_encodings) { return stash::plan_by_name(name, analysis, budget); }
+  if (name == stash::search_swap::name()) {
+    return stash::search_swap{.encodings = stash::encoding_options{}}.plan(analysis, budget);
+  }
+  return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget));
+}
+
+/// @brief Entries, bytes and wire bytes of `s` per encoding, in order of first use.
+[[nodiscard]] inline std::vector<encoding_use> encodings_of(stash::schedule const& s,
+                                                            stash::cost_model const& model)
+{
+  std::vector<encoding_use> uses;
+  for (auto const& e : s.entries) {
+    auto const name = std::string(stash::to_string(e.encoding));
+    auto it         = std::find_if(uses.begin(), uses.end(),
+                                   [&](encoding_use const& u) { return u.encoding == name; });
+    if (it == uses.end()) { it = uses.insert(uses.end(), encoding_use{name, 0, 0, 0}); }
+    ++it->entries;
+    it->bytes += e.bytes;
+    it->wire_bytes += model.wire_bytes(e.bytes, e.encoding);
+  }
+  return uses;
 }
 
 /// @brief Plans and simulates every requested policy on `t`.
@@ -148,7 +191,7 @@ struct policy_section {
     policy_result p;
     p.name = name;
     try {
-      auto const s = stash::plan_by_name(name, analysis, section.budget_bytes);
+      auto const s = plan_policy(name, analysis, section.budget_bytes, opt);
       auto const r = stash::simulate(analysis, s, {false});
       p.fits       = r.fits;
       if (r.failure) { p.stuck = describe_failure(t, *r.failure); }
@@ -160,7 +203,8 @@ struct policy_section {
       p.stall_ms             = r.stall_s * 1e3;
       p.stall_count          = r.stalls.size();
       p.note                 = s.note;
-      auto stalls            = r.stalls;
+      if (opt.auto_encodings) { p.encodings = encodings_of(s, model); }
+      auto stalls = r.stalls;
       std::stable_sort(stalls.begin(), stalls.end(),
                        [](auto const& a, auto const& b) { return a.seconds > b.seconds; });
       for (std::size_t k = 0; k < std::min<std::size_t>(3, stalls.size()); ++k) {

@@ -48,6 +48,16 @@ std::string format(char const* pattern, Args... args)
   return buffer;
 }
 
+/// @brief One line per encoding a policy's schedule uses (--codec auto).
+inline void print_encodings_text(std::ostream& out, policy_result const& p)
+{
+  for (auto const& u : p.encodings) {
+    out << format("      encoding %-12s %4zu entries  %12s on the device, %12s over the link\n",
+                  u.encoding.c_str(), u.entries, stash::format_bytes(u.bytes).c_str(),
+                  stash::format_bytes(u.wire_bytes).c_str());
+  }
+}
+
 /// @brief The frontier as text: one row per budget, one column per policy (ms, "-" = no fit).
 inline void print_frontier_text(std::ostream& out, frontier_section const& f)
 {
@@ -194,6 +204,7 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
       }
     }
     if (!p.note.empty()) { out << "      note: " << p.note << '\n'; }
+    print_encodings_text(out, p);
   }
 }
 
@@ -410,6 +421,18 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
       }
       json.end_array();
       if (p.stuck) { json.key("stuck").value(*p.stuck); }
+      if (!p.encodings.empty()) {
+        json.key("encodings").begin_array();
+        for (auto const& u : p.encodings) {
+          json.begin_object();
+          json.key("encoding").value(u.encoding);
+          json.key("entries").value(std::uint64_t{u.entries});
+          json.key("bytes").value(u.bytes);
+          json.key("wire_bytes").value(u.wire_bytes);
+          json.end_object();
+        }
+        json.end_array();
+      }
       if (!p.note.empty()) { json.key("note").value(p.note); }
       json.end_object();
     }

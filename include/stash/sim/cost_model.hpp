@@ -23,9 +23,46 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stash {
+
+/// @brief How a swapped storage crosses the link (a schedule entry names one).
+enum class swap_encoding : std::uint8_t {
+  configured,   ///< as the allocator's Codec slot does (cost_params::use_codec, codec_ratio)
+  raw,          ///< no codec: the bytes as they are
+  zvc,          ///< zero-value compression (cDMA), lossless: ReLU-like outputs
+  bitmask,      ///< Gist's Binarize, 1 bit per element: exact where readers need only the sign
+  pool_argmax,  ///< Gist: a 4-bit window argmax per output instead of int64 max-pool indices
+  fp16,         ///< lossy: IEEE half precision (Gist's DPR; only where the user opts in)
+  bf16,         ///< lossy: bfloat16
+  fp8_e4m3,     ///< lossy: 8-bit float, 4 exponent and 3 mantissa bits
+};
+
+/// @brief Spelling of a swap encoding.
+[[nodiscard]] constexpr std::string_view to_string(swap_encoding e) noexcept
+{
+  switch (e) {
+    case swap_encoding::configured:
+      return "configured";
+    case swap_encoding::raw:
+      return "raw";
+    case swap_encoding::zvc:
+      return "zvc";
+    case swap_encoding::bitmask:
+      return "bitmask";
+    case swap_encoding::pool_argmax:
+      return "pool_argmax";
+    case swap_encoding::fp16:
+      return "fp16";
+    case swap_encoding::bf16:
+      return "bf16";
+    case swap_encoding::fp8_e4m3:
+      return "fp8_e4m3";
+  }
+  return "?";
+}
 
 /// @brief The assumptions of the cost model. Defaults are stated guesses, not measurements.
 struct cost_params {
@@ -40,6 +77,10 @@ struct cost_params {
   bool use_codec = false;
   /// Uncompressed / compressed bytes when use_codec; fixed, or measured (codec_ratio_of).
   double codec_ratio = 1.0;
+  /// Uncompressed / compressed bytes of zvc on a ReLU-like output, for entries that choose zvc
+  /// (declared: zvc measured 1.55-1.79x on real post-ReLU maps,
+  /// benchmarks/results/codec_ratios.md).
+  double zvc_ratio = 1.6;
   /// Codec kernel throughput as a share of the memory bandwidth: a stream compaction reads the
   /// input once and writes at most as much, so about half of copy throughput (assumption).
   double codec_bandwidth_fraction = 0.5;
@@ -82,6 +123,8 @@ class cost_model {
                       std::to_string(params.memory_efficiency));
     STASH_EXPECTS(positive(params.codec_ratio), "cost_params.codec_ratio must be positive, got " +
                                                     std::to_string(params.codec_ratio));
+    STASH_EXPECTS(positive(params.zvc_ratio), "cost_params.zvc_ratio must be positive, got " +
+                                                  std::to_string(params.zvc_ratio));
     STASH_EXPECTS(params.codec_bandwidth_fraction > 0,
                   "cost_params.codec_bandwidth_fraction must be positive");
     STASH_EXPECTS(params.view_op_s >= 0, "cost_params.view_op_s must be >= 0");
@@ -115,43 +158,86 @@ class cost_model {
     return times;
   }
 
-  /// @brief Bytes that cross the link for a storage of `bytes` (after the codec, if any).
-  [[nodiscard]] std::uint64_t wire_bytes(std::uint64_t bytes) const noexcept
+  /// @brief Uncompressed / compressed bytes of `e`: bitmask and pool_argmax by their formats
+  /// (32 and 16), reduced precision by its width, zvc and `configured` from the parameters.
+  [[nodiscard]] double encoding_ratio(swap_encoding e) const noexcept
   {
-    if (!params_.use_codec) { return bytes; }
-    return static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / params_.codec_ratio));
+    switch (e) {
+      case swap_encoding::configured:
+        return params_.use_codec ? params_.codec_ratio : 1.0;
+      case swap_encoding::raw:
+        return 1.0;
+      case swap_encoding::zvc:
+        return params_.zvc_ratio;
+      case swap_encoding::bitmask:
+        return 32.0;
+      case swap_encoding::pool_argmax:
+        return 16.0;
+      case swap_encoding::fp16:
+      case swap_encoding::bf16:
+        return 2.0;
+      case swap_encoding::fp8_e4m3:
+        return 4.0;
+    }
+    return 1.0;
   }
 
-  /// @brief Seconds of the device-to-host copy of a storage of `bytes`.
-  [[nodiscard]] double d2h_time(std::uint64_t bytes) const noexcept
+  /// @brief Bytes that cross the link for a storage of `bytes` encoded as `e`.
+  [[nodiscard]] std::uint64_t wire_bytes(std::uint64_t bytes,
+                                         swap_encoding e = swap_encoding::configured) const noexcept
   {
-    return hw_.pcie_latency_s + static_cast<double>(wire_bytes(bytes)) / hw_.pcie_d2h_bytes_per_s;
+    if (e == swap_encoding::raw || (e == swap_encoding::configured && !params_.use_codec)) {
+      return bytes;
+    }
+    return static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / encoding_ratio(e)));
   }
-  /// @brief Seconds of the host-to-device copy of a storage of `bytes`.
-  [[nodiscard]] double h2d_time(std::uint64_t bytes) const noexcept
+
+  /// @brief Seconds of the device-to-host copy of a storage of `bytes` encoded as `e`.
+  [[nodiscard]] double d2h_time(std::uint64_t bytes,
+                                swap_encoding e = swap_encoding::configured) const noexcept
   {
-    return hw_.pcie_latency_s + static_cast<double>(wire_bytes(bytes)) / hw_.pcie_h2d_bytes_per_s;
+    return hw_.pcie_latency_s +
+           static_cast<double>(wire_bytes(bytes, e)) / hw_.pcie_d2h_bytes_per_s;
+  }
+  /// @brief Seconds of the host-to-device copy of a storage of `bytes` encoded as `e`.
+  [[nodiscard]] double h2d_time(std::uint64_t bytes,
+                                swap_encoding e = swap_encoding::configured) const noexcept
+  {
+    return hw_.pcie_latency_s +
+           static_cast<double>(wire_bytes(bytes, e)) / hw_.pcie_h2d_bytes_per_s;
   }
   /// @brief Seconds of the encode kernel before an offload (0 without a codec).
-  [[nodiscard]] double encode_time(std::uint64_t bytes) const noexcept { return codec_time(bytes); }
+  [[nodiscard]] double encode_time(std::uint64_t bytes,
+                                   swap_encoding e = swap_encoding::configured) const noexcept
+  {
+    return codec_time(bytes, e);
+  }
   /// @brief Seconds of the decode kernel after a prefetch (0 without a codec).
-  [[nodiscard]] double decode_time(std::uint64_t bytes) const noexcept { return codec_time(bytes); }
+  [[nodiscard]] double decode_time(std::uint64_t bytes,
+                                   swap_encoding e = swap_encoding::configured) const noexcept
+  {
+    return codec_time(bytes, e);
+  }
 
   /// @brief Whole offload: encode then D2H.
-  [[nodiscard]] double offload_time(std::uint64_t bytes) const noexcept
+  [[nodiscard]] double offload_time(std::uint64_t bytes,
+                                    swap_encoding e = swap_encoding::configured) const noexcept
   {
-    return encode_time(bytes) + d2h_time(bytes);
+    return encode_time(bytes, e) + d2h_time(bytes, e);
   }
   /// @brief Whole prefetch: H2D then decode.
-  [[nodiscard]] double prefetch_time(std::uint64_t bytes) const noexcept
+  [[nodiscard]] double prefetch_time(std::uint64_t bytes,
+                                     swap_encoding e = swap_encoding::configured) const noexcept
   {
-    return h2d_time(bytes) + decode_time(bytes);
+    return h2d_time(bytes, e) + decode_time(bytes, e);
   }
 
  private:
-  [[nodiscard]] double codec_time(std::uint64_t bytes) const noexcept
+  [[nodiscard]] double codec_time(std::uint64_t bytes, swap_encoding e) const noexcept
   {
-    if (!params_.use_codec) { return 0.0; }
+    if (e == swap_encoding::raw || (e == swap_encoding::configured && !params_.use_codec)) {
+      return 0.0;
+    }
     return hw_.kernel_launch_s +
            static_cast<double>(bytes) / (hw_.device_bytes_per_s * params_.codec_bandwidth_fraction);
   }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/sim/cost_model.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
@@ -43,6 +44,7 @@ struct swap_entry {
   std::uint64_t offload_at{};   ///< the offload is issued when this op starts
   std::uint64_t prefetch_at{};  ///< the prefetch is issued when this op starts
   std::uint64_t bytes{};        ///< device bytes freed (the storage's size)
+  swap_encoding encoding{swap_encoding::configured};  ///< how it crosses the link
 
   friend constexpr bool operator==(swap_entry const&, swap_entry const&) = default;
 };

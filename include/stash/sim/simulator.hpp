@@ -203,8 +203,8 @@ class simulation {
       offloads_at_[e.offload_at].push_back(k);
       prefetches_at_[e.prefetch_at].push_back(k);
       waits_at_[e.next_use].push_back(k);
-      extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes);
-      extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes);
+      extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
+      extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes, e.encoding);
     }
     d2h_end_.assign(m, inf);
     issued_.assign(m, inf);
@@ -232,9 +232,9 @@ class simulation {
     for (auto const k : offloads_at_[op]) {
       auto const& e      = entries_[k];
       double const start = std::max(when, d2h_free_);
-      d2h_end_[k]        = start + model.offload_time(e.bytes);
+      d2h_end_[k]        = start + model.offload_time(e.bytes, e.encoding);
       d2h_free_          = d2h_end_[k];
-      r_.d2h_bytes += model.wire_bytes(e.bytes);
+      r_.d2h_bytes += model.wire_bytes(e.bytes, e.encoding);
       span(timeline_span::kind_t::offload, sim_resource::d2h, start, d2h_end_[k], k);
       if (e.last_use < op) {
         push_release(std::max(d2h_end_[k], r_.op_end[e.last_use]), e.bytes);
@@ -295,10 +295,10 @@ class simulation {
     }
     used_ += entries_[k].bytes;
     r_.device_peak = std::max(r_.device_peak, used_);
-    ready_[k]      = now + model.prefetch_time(entries_[k].bytes);
+    ready_[k]      = now + model.prefetch_time(entries_[k].bytes, entries_[k].encoding);
     h2d_free_      = ready_[k];
     granted_[k]    = true;
-    r_.h2d_bytes += model.wire_bytes(entries_[k].bytes);
+    r_.h2d_bytes += model.wire_bytes(entries_[k].bytes, entries_[k].encoding);
     span(timeline_span::kind_t::prefetch, sim_resource::h2d, now, ready_[k], k);
     ++h2d_head_;
     h_after_ = 0;

@@ -34,6 +34,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/detail/gap_planner.hpp>
+#include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/swap/vdnn.hpp>
 
@@ -62,6 +63,7 @@ namespace detail {
 struct swap_incumbent {
   std::optional<schedule> best;
   std::optional<sim_result> sim;
+  std::optional<encoding_options> encodings;  // per-entry encodings chosen before timing
 
   [[nodiscard]] double time() const noexcept
   {
@@ -73,6 +75,7 @@ struct swap_incumbent {
              search_swap_stats& stats)
   {
     ++stats.simulations;
+    if (encodings) { s = with_encodings(a, std::move(s), *encodings); }
     auto r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, validate});
     if (!r.fits || r.iteration_s >= time()) { return false; }
     s.note       = who;
@@ -171,6 +174,9 @@ struct search_swap {
   std::uint64_t min_bytes = 0;
   /// Simulations spent on local search after construction.
   std::size_t max_refinements = 24;
+  /// Per-entry encodings (encoding_choice.hpp) chosen for every candidate before it is timed;
+  /// none by default: every entry travels as the allocator's Codec slot sends it.
+  std::optional<encoding_options> encodings;
 
   /// @brief Registry name.
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "search_swap"; }
@@ -193,6 +199,7 @@ struct search_swap {
       return make_schedule(analysis, std::string(name()), budget, {});
     }
     detail::swap_incumbent inc;
+    inc.encodings = encodings;
     if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats); }
     detail::gap_planner const planner(analysis, budget, scope, min_bytes);
     run_variants(analysis, budget, planner, scope, "variant", inc, stats);
@@ -253,6 +260,7 @@ struct search_swap {
       auto timeline = nominal;
       for (int feedback = 0; feedback < 2; ++feedback) {  // plan, then re-plan on its timeline
         auto s = make_schedule(a, std::string(name()), budget, planner.plan(var, target, timeline));
+        if (inc.encodings) { s = with_encodings(a, std::move(s), *inc.encodings); }
         ++stats.simulations;
         auto r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
         if (!r.fits) { break; }

@@ -83,7 +83,7 @@ void check_one_budget(S const& policy, trace_analysis const& a, std::uint64_t bu
                                                  " above the peak without swapping" + at);
   r.expect(policy.plan(a, budget).entries == s.entries, "a second plan differs" + at);
   std::uint64_t wire = 0;  // what the schedule moves each way, after the modelled codec
-  for (auto const& e : s.entries) { wire += a.model().wire_bytes(e.bytes); }
+  for (auto const& e : s.entries) { wire += a.model().wire_bytes(e.bytes, e.encoding); }
   auto const lifted = simulate(a, s, sim_options{false, sim_memory::unconstrained});
   r.expect(lifted.fits && lifted.d2h_bytes == wire && lifted.h2d_bytes == wire,
            "with the budget lifted the iteration does not complete, or moves other than the " +

@@ -1,0 +1,124 @@
+/**
+ * @file encoding_choice.hpp
+ * @brief Per-tensor encodings (Gist and cDMA chosen per storage): for each swap entry, the
+ * encoding the trace's own semantics allow, so each storage crosses the link as small as it
+ * exactly can.
+ *
+ * Rules, lossless unless the user opts in (first that applies):
+ *  - pool_argmax: the storage holds max-pool indices (the second result of
+ *    aten::max_pool2d_with_indices): a 4-bit window argmax replaces the int64 index.
+ *  - bitmask (Gist's Binarize): it is a ReLU-like output and every access from the entry's next
+ *    use on reads it as `self` of aten::threshold_backward, which needs only its sign.
+ *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
+ *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
+ *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
+ *    storage of kind act;
+ *  - raw otherwise.
+ * Ratios come from the cost model (cost_model::encoding_ratio): measured (zvc, a parameter) or
+ * fixed by the format (bitmask 32, pool_argmax 16, reduced precision by its width).
+ */
+#pragma once
+
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace stash {
+
+/// @brief What encodings an encoding choice may use.
+struct encoding_options {
+  /// Use zvc, bitmask and pool_argmax where the trace says they are exact.
+  bool lossless_codecs = true;
+  /// A lossy encoding (fp16, bf16 or fp8_e4m3) for activations no lossless rule covers; none by
+  /// default (lossy formats only where the user opts in).
+  std::optional<swap_encoding> lossy_activations;
+};
+
+namespace detail {
+
+[[nodiscard]] inline bool relu_like(std::string_view op) noexcept
+{
+  constexpr std::array<std::string_view, 6> names = {"aten::relu",      "aten::relu_",
+                                                     "aten::threshold", "aten::threshold_",
+                                                     "aten::hardtanh",  "aten::hardtanh_"};
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+// The last op at or before `u` that writes storage `id`, if any.
+[[nodiscard]] inline std::optional<std::uint64_t> last_write(storage_lifetime const& s,
+                                                             std::uint64_t u)
+{
+  std::optional<std::uint64_t> w;
+  for (auto const& acc : s.accesses) {
+    if (acc.op > u) { break; }
+    if (acc.write) { w = acc.op; }
+  }
+  return w;
+}
+
+// Every access from op `v` on reads `id` as `self` (the second read) of threshold_backward.
+[[nodiscard]] inline bool sign_only_after(trace const& t, storage_lifetime const& s,
+                                          std::uint64_t v)
+{
+  bool any = false;
+  for (auto const& acc : s.accesses) {
+    if (acc.op < v) { continue; }
+    auto const& op = t.ops()[acc.op];
+    if (acc.write || op.name != "aten::threshold_backward" || op.reads.size() < 2 ||
+        op.reads[1] != s.id || op.reads[0] == s.id) {
+      return false;
+    }
+    any = true;
+  }
+  return any;
+}
+
+[[nodiscard]] inline bool max_pool_indices(trace const& t, storage_lifetime const& s)
+{
+  if (s.accesses.empty() || !s.accesses.front().write) { return false; }
+  auto const& op = t.ops()[s.accesses.front().op];
+  return op.name == "aten::max_pool2d_with_indices" && op.writes.size() >= 2 &&
+         op.writes[1] == s.id;
+}
+
+}  // namespace detail
+
+/// @brief The encoding of entry `e` under `options` (see the file comment).
+[[nodiscard]] inline swap_encoding choose_encoding(trace_analysis const& analysis,
+                                                   swap_entry const& e,
+                                                   encoding_options const& options = {})
+{
+  auto const& t = analysis.trace();
+  auto const& s = analysis.lifetimes().storages[e.id];
+  if (options.lossless_codecs) {
+    if (detail::max_pool_indices(t, s)) { return swap_encoding::pool_argmax; }
+    auto const w = detail::last_write(s, e.last_use);
+    if (w && detail::relu_like(t.ops()[*w].name)) {
+      return detail::sign_only_after(t, s, e.next_use) ? swap_encoding::bitmask
+                                                       : swap_encoding::zvc;
+    }
+  }
+  if (options.lossy_activations && s.kind == storage_kind::act) {
+    return *options.lossy_activations;
+  }
+  return swap_encoding::raw;
+}
+
+/// @brief `s` with every entry's encoding chosen (choose_encoding) and its planned peak
+/// unchanged (encodings change the time, not the bytes resident on the device).
+[[nodiscard]] inline schedule with_encodings(trace_analysis const& analysis, schedule s,
+                                             encoding_options const& options = {})
+{
+  for (auto& e : s.entries) { e.encoding = choose_encoding(analysis, e, options); }
+  return s;
+}
+
+}  // namespace stash

@@ -1,0 +1,117 @@
+// Per-tensor encodings: each rule of encoding_choice.hpp on a hand-made trace, the cost model's
+// ratios, and search_swap choosing them on a real trace.
+#include "support/data.hpp"
+
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/search_swap.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+namespace {
+
+// r = relu(x) feeds a max pool (m, idx) and its backward; s = relu(m) is read after its gap only
+// by threshold_backward as `self`; m is read again by a plain add.
+std::string const encodings_trace = R"(# stash-trace v1 model=encodings
+p forward
+t 0 4000 input x
+t 1 4000 act r
+o aten::relu 0 1
+t 2 1000 act m
+t 3 2000 act idx
+o aten::max_pool2d_with_indices 1 2,3
+t 4 1000 act s
+o aten::relu 2 4
+t 5 1000 act h
+o aten::mul 4 5
+o aten::sum 5 -
+p backward
+t 6 1000 temp g
+o aten::mul 5 6
+t 7 1000 temp g2
+o aten::threshold_backward 6,4 7
+t 8 4000 temp g3
+o aten::max_pool2d_with_indices_backward 7,1,3 8
+o aten::add 2,8 -
+f 1
+f 2
+f 3
+f 4
+f 5
+f 6
+f 7
+f 8
+)";
+
+stash::cost_model pcie4() { return stash::cost_model(stash::hardware_preset("pcie4_x16")); }
+
+}  // namespace
+
+TEST_CASE("encodings follow the trace's semantics")
+{
+  auto const t = stash::parse_trace(encodings_trace, "encodings");
+  stash::trace_analysis const a(t, pcie4());
+  auto entry = [&](stash::storage_id id, std::uint64_t u, std::uint64_t v) {
+    return stash::swap_entry{id, u, v, u + 1, v, t.storages()[id].bytes};
+  };
+  // r: ReLU output whose max-pool backward needs its values after the gap: zvc.
+  CHECK(stash::choose_encoding(a, entry(1, 1, 7)) == stash::swap_encoding::zvc);
+  // idx: max-pool indices: a 4-bit argmax.
+  CHECK(stash::choose_encoding(a, entry(3, 1, 7)) == stash::swap_encoding::pool_argmax);
+  // s: ReLU output read after the gap only as threshold_backward's self: its sign suffices.
+  CHECK(stash::choose_encoding(a, entry(4, 3, 6)) == stash::swap_encoding::bitmask);
+  // m: a max-pool output (not ReLU-like): raw, unless lossy is opted in for activations.
+  CHECK(stash::choose_encoding(a, entry(2, 2, 8)) == stash::swap_encoding::raw);
+  stash::encoding_options lossy;
+  lossy.lossy_activations = stash::swap_encoding::fp16;
+  CHECK(stash::choose_encoding(a, entry(2, 2, 8), lossy) == stash::swap_encoding::fp16);
+  // Lossless codecs off: everything raw.
+  CHECK(stash::choose_encoding(a, entry(1, 1, 7), stash::encoding_options{false, {}}) ==
+        stash::swap_encoding::raw);
+}
+
+TEST_CASE("the cost model prices each encoding by its ratio")
+{
+  auto const m = pcie4();
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::raw) == 32000);
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::configured) == 32000);  // no codec configured
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::bitmask) == 1000);
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::pool_argmax) == 2000);
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::fp16) == 16000);
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::fp8_e4m3) == 8000);
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::zvc) == 20000);  // declared ratio 1.6
+  CHECK(m.encode_time(32000, stash::swap_encoding::raw) == 0.0);
+  CHECK(m.encode_time(32000, stash::swap_encoding::zvc) > 0.0);
+  CHECK(m.offload_time(1 << 24, stash::swap_encoding::bitmask) <
+        m.offload_time(1 << 24, stash::swap_encoding::raw));
+}
+
+TEST_CASE("search_swap with per-tensor encodings moves fewer bytes over the link")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/vgg16_b32.trace"));
+  stash::trace_analysis const a(t, pcie4());
+  auto const budget = a.peak_live_bytes() * 3 / 4;
+  stash::search_swap encoded;
+  encoded.encodings = stash::encoding_options{};
+  auto const plain  = stash::search_swap{}.plan(a, budget);
+  auto const s      = encoded.plan(a, budget);
+  auto const r      = stash::simulate(a, s);
+  auto const rp     = stash::simulate(a, plain);
+  REQUIRE(r.fits);
+  REQUIRE(rp.fits);
+  int zvc = 0;
+  for (auto const& e : s.entries) {
+    CHECK(e.encoding != stash::swap_encoding::configured);
+    zvc += e.encoding == stash::swap_encoding::zvc ? 1 : 0;
+  }
+  CHECK(zvc > 0);
+  CHECK(r.d2h_bytes < s.offloaded_bytes());
+  MESSAGE("vgg16 at 75% on pcie4_x16: " << rp.iteration_s * 1e3 << " ms raw, "
+                                        << r.iteration_s * 1e3 << " ms with encodings");
+}
