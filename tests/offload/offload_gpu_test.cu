@@ -327,3 +327,46 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   CHECK(*probe.bad == 0);
   CHECK(m.stats().offloads == 0);
 }
+
+TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capture stays valid")
+{
+  // cudaEventQuery of an event recorded while capturing fails (cudaErrorCapturedEvent) and may
+  // invalidate the capture; state(), the reaping of decodes and pool reuse must not ask.
+  using zvc_manager =
+      stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
+                             stash::device_codec_transfer<stash::device_zvc<float>>>;
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
+  zvc_manager m(backend, device, host);
+  cudaStream_t const s     = backend.create_stream();
+  cudaStream_t const other = backend.create_stream();
+  graph_probe probe;
+  std::size_t const n = 1 * stash::MiB;
+  device.reserve(16 * stash::MiB);
+  host.reserve(16 * stash::MiB);
+
+  STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  auto t = m.create(n, s);
+  probe.fill(s, m.acquire(t, s), n, t.id);
+  m.offload_async(t, s);
+  CHECK(m.state(t) == stash::tensor_state::offloading);
+  m.prefetch_async(t, s);  // leaves a decode status to reap
+  probe.check(s, m.acquire(t, s), n, t.id);
+  auto u = m.create(n, s);
+  m.offload_async(u, s);  // reaps first
+  m.release(u);
+  m.release(t);
+  m.join(s);
+  CHECK(is_capturing(s));
+  graph_exec const g(s);  // cudaStreamEndCapture fails on an invalidated capture
+
+  // The blocks the capture freed are not queried either when another stream asks for memory.
+  void* p = device.allocate(n, other);
+  device.deallocate(p, n, other);
+  m.synchronize();
+  probe.set_version(3, s);
+  g.launch(s);
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+  CHECK(*probe.bad == 0);
+}

@@ -461,3 +461,51 @@ TEST_CASE("zvc transfer: a corrupted host copy raises codec_error naming the ten
   m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue #15: what a line-by-line review of the GPU path found, shown on the host backend.
+
+TEST_CASE("capture: no event or pool marker recorded while capturing is ever queried")
+{
+  // The host backend throws where cudaEventQuery would return cudaErrorCapturedEvent (and may
+  // invalidate the capture): every poll below must leave captured events alone.
+  fixture f;
+  zvc_manager m(f.backend, f.device, f.host);
+  std::size_t const n = 64 * 1024 * sizeof(float);
+  f.device.reserve(8 * stash::MiB);
+  f.host.reserve(8 * stash::MiB);
+  auto other = f.backend.create_stream();
+
+  f.backend.begin_capture(f.compute);
+  auto t = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 1);
+  m.offload_async(t, f.compute);
+  CHECK(m.state(t) == stash::tensor_state::offloading);  // polls the captured D2H copy
+  m.prefetch_async(t, f.compute);                        // a decode whose status is pending
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 1, f.bad);
+  auto u = m.create(n, f.compute);  // the D2H stream's captured marker is on a free block
+  m.offload_async(u, f.compute);    // reaps pending decodes first
+  m.release(u);
+  m.join(f.compute);
+  f.backend.end_capture(f.compute);
+
+  // After the capture: polling, reaping and pool reuse on another stream still skip them.
+  CHECK_NOTHROW(m.synchronize());
+  CHECK(m.state(t) == stash::tensor_state::resident);
+  void* p = nullptr;
+  CHECK_NOTHROW(p = f.device.allocate(n, f.backend.tag(other)));
+  f.device.deallocate(p, n, f.backend.tag(other));
+  void* q = nullptr;
+  CHECK_NOTHROW(q = f.host.allocate(n, f.backend.tag(other)));
+  f.host.deallocate(q, n, f.backend.tag(other));
+  CHECK_NOTHROW((void)f.host.release_cached());
+  m.release(t);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  // A tensor outside any capture is polled as before.
+  auto w = m.create(n, f.compute);
+  m.offload_async(w, f.compute);
+  m.synchronize();
+  CHECK(m.state(w) == stash::tensor_state::offloaded);
+  m.release(w);
+}

@@ -36,10 +36,12 @@
  *   while capturing, one created outside only outside (stash::logic_error otherwise), except
  *   that release() is always allowed. Tensors the region only reads (weights) are acquired
  *   before capturing, their pointers used inside.
- * - Host-side polling (returning finished host copies, counting compressed bytes) sees captured
- *   events as never finished, so it never reads a slot the graph has not written; queries are
- *   made in relaxed capture mode, which is legal during a global capture. synchronize(),
- *   host_copy() and prefetch_async(h) without a stream are refused while capturing.
+ * - Host-side polling (returning finished host copies, counting compressed bytes) never queries
+ *   an event recorded while capturing: cudaEventQuery fails on one (cudaErrorCapturedEvent) and
+ *   may invalidate the capture. A tensor created while capturing is never polled; its copies
+ *   count as unfinished, so no slot the graph has not written is read. Other events are queried
+ *   in relaxed capture mode, which is legal during a global capture. synchronize(), host_copy()
+ *   and prefetch_async(h) without a stream are refused while capturing.
  * - The graph owns the device and host blocks the capture took; the pools count them as free
  *   once the region released them. Give a manager that captures a graph its own pools, and use
  *   them only through the graph while it may be launched (PyTorch likewise keeps a private pool
@@ -465,6 +467,7 @@ class offload_manager {
     void* host;
     std::size_t capacity;
     event_type decoded;
+    bool captured;  // recorded while capturing: never queried, freed only by release()
   };
 
   // The host slot: the copy, then (16-byte aligned) the transfer_status the transfer writes.
@@ -493,7 +496,7 @@ class offload_manager {
   void reap()
   {
     for (std::size_t i = 0; i < pending_.size();) {
-      if (!backend_.query(pending_[i].decoded)) {
+      if (pending_[i].captured || !backend_.query(pending_[i].decoded)) {
         ++i;
         continue;
       }
@@ -531,9 +534,11 @@ class offload_manager {
     backend_.release(marker);
   }
 
-  // Takes completed copies into account (no blocking).
+  // Takes completed copies into account (no blocking). A tensor created while capturing is never
+  // polled: its events were recorded while capturing (see the file docs).
   void refresh(entry& e)
   {
+    if (e.captured) { return; }
     if (e.state == tensor_state::offloading && backend_.query(e.host_ready)) {
       e.state = tensor_state::offloaded;
       count_encoded(e);
@@ -579,7 +584,8 @@ class offload_manager {
     backend_.release(e.host_ready);
     if constexpr (Transfer::reports_status) {
       // The host copy is kept until the decode's status has been read.
-      pending_.push_back(pending_check{h.id, e.host, e.capacity, backend_.record(h2d_)});
+      pending_.push_back(
+          pending_check{h.id, e.host, e.capacity, backend_.record(h2d_), e.captured});
     } else {
       host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
     }

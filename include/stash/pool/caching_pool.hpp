@@ -80,7 +80,7 @@ class caching_pool {
   /// @brief Returns every segment to the upstream (outstanding blocks included). Never throws.
   ~caching_pool()
   {
-    for (auto& [addr, b] : blocks_) { order_.release(b.marker); }
+    for (auto& [addr, b] : blocks_) { order_.release(b.marker.value); }
     for (auto const& [base, size] : segments_) {
       upstream_.deallocate(reinterpret_cast<void*>(base), size, cuda_allocation_alignment);
     }
@@ -111,9 +111,10 @@ class caching_pool {
                   "caching_pool::deallocate: size differs from the one allocated (" +
                       std::to_string(it->second.requested) + " B allocated, " +
                       std::to_string(bytes) + " B freed)");
-    bool const captured = capturing(stream);
-    auto marker         = order_.record(stream);  // the steps that can throw: before any change
-    block& b            = it->second;
+    bool const captured = order_capturing(order_, stream);
+    // The steps that can throw: before any change.
+    marker_type marker{order_.record(stream), captured};
+    block& b = it->second;
     in_use_ -= b.size;
     b.free      = true;
     b.requested = 0;
@@ -146,8 +147,8 @@ class caching_pool {
     for (auto seg = segments_.begin(); seg != segments_.end();) {
       auto it = blocks_.find(seg->first);
       if (it != blocks_.end() && it->second.free && it->second.size == seg->second &&
-          order_.passed(it->second.marker)) {
-        order_.release(it->second.marker);
+          tracked_passed(order_, it->second.marker)) {
+        order_.release(it->second.marker.value);
         free_.erase({it->second.size, it->first});
         blocks_.erase(it);
         upstream_.deallocate(reinterpret_cast<void*>(seg->first), seg->second,
@@ -182,7 +183,8 @@ class caching_pool {
   [[nodiscard]] Order& order() noexcept { return order_; }
 
  private:
-  using marker_type = typename Order::marker;
+  // A block freed while its stream was being captured keeps a marker that is never queried.
+  using marker_type = tracked_marker<Order>;
 
   struct block {
     std::size_t size{0};
@@ -199,30 +201,16 @@ class caching_pool {
   {
     for (auto it = free_.lower_bound({size, 0}); it != free_.end(); ++it) {
       auto b = blocks_.find(it->second);
-      if (b->second.stream == stream || order_.passed(b->second.marker)) { return b; }
+      if (b->second.stream == stream || tracked_passed(order_, b->second.marker)) { return b; }
     }
     return blocks_.end();
-  }
-
-  // Whether `stream` is being captured into a CUDA graph, where the order can tell.
-  bool capturing(cudaStream_t stream)
-  {
-    if constexpr (requires {
-                    {
-                      order_.capturing(stream)
-                      } -> std::convertible_to<bool>;
-                  }) {
-      return order_.capturing(stream);
-    } else {
-      return false;
-    }
   }
 
   // cudaHostAlloc / cudaMalloc (and the frees release_cached would do) are illegal while
   // capturing, and the graph would not replay them anyway.
   void refuse_if_capturing(std::size_t bytes, cudaStream_t stream)
   {
-    if (capturing(stream)) {
+    if (order_capturing(order_, stream)) {
       STASH_FAIL("caching_pool: " + std::to_string(bytes) +
                  " B need a new segment from the upstream, but the stream is being captured "
                  "into a CUDA graph (no allocation while capturing; reserve() before capturing)");
@@ -312,7 +300,7 @@ class caching_pool {
       blocks_.emplace(raddr, std::move(r));
       free_.insert({rest, raddr});
     } else {
-      order_.release(b.marker);
+      order_.release(b.marker.value);
       b.marker = marker_type{};
     }
     b.free      = false;
@@ -327,19 +315,20 @@ class caching_pool {
   // Merges the just-freed block `it` with free neighbours in its segment that are safe to merge:
   // the same stream (ordered after them), or a different stream whose work has passed. A block
   // freed while capturing has a marker that never passes (the graph runs whenever it is
-  // launched): it merges with its own stream's blocks only, not to lock its neighbours to it.
+  // launched): it merges with its own stream's blocks only, not to lock its neighbours to it;
+  // a neighbour freed while capturing likewise (its marker is never queried).
   block_iter coalesce(block_iter it, bool captured)
   {
     auto mergeable = [&](block_iter other) {
       return other != blocks_.end() && other->second.free &&
              other->second.segment == it->second.segment &&
              (other->second.stream == it->second.stream ||
-              (!captured && order_.passed(other->second.marker)));
+              (!captured && tracked_passed(order_, other->second.marker)));
     };
     auto next = std::next(it);
     if (next != blocks_.end() && next->first == it->first + it->second.size && mergeable(next)) {
       free_.erase({next->second.size, next->first});
-      order_.release(next->second.marker);
+      order_.release(next->second.marker.value);
       it->second.size += next->second.size;
       blocks_.erase(next);
     }
@@ -347,7 +336,7 @@ class caching_pool {
       auto prev = std::prev(it);
       if (prev->first + prev->second.size == it->first && mergeable(prev)) {
         free_.erase({prev->second.size, prev->first});
-        order_.release(prev->second.marker);
+        order_.release(prev->second.marker.value);
         prev->second.size += it->second.size;
         prev->second.stream = it->second.stream;
         prev->second.marker = std::move(it->second.marker);
