@@ -2,6 +2,7 @@
 // engines, with every tensor's bytes checked by a kernel after every acquire.
 #include "offload_stress.hpp"
 
+#include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -369,4 +370,22 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
   g.launch(s);
   STASH_CUDA_TRY(cudaStreamSynchronize(s));
   CHECK(*probe.bad == 0);
+}
+
+TEST_CASE("gpu: a tensor past a device codec's size limit is refused before anything is taken")
+{
+  // device_codec_transfer::host_bytes is what the manager asks first (issue #15: the limits used
+  // to fire inside encode, after the host slot and scratch were taken).
+  using zvc_transfer          = stash::device_codec_transfer<stash::device_zvc<float>>;
+  using rle_transfer          = stash::device_codec_transfer<stash::device_rle<float>>;
+  std::size_t const zvc_limit = stash::zvc<float>::max_elements;
+  CHECK_NOTHROW((void)zvc_transfer::host_bytes(zvc_limit * sizeof(float)));
+  CHECK_THROWS_AS((void)zvc_transfer::host_bytes((zvc_limit + 1) * sizeof(float)),
+                  stash::logic_error);
+  // rle's worst case (6 B per float) must fit a u32 table: 2^30 floats do not.
+  CHECK_THROWS_AS((void)rle_transfer::host_bytes(std::size_t{4} << 30), stash::logic_error);
+  using zvc_manager =
+      stash::offload_manager<stash::cuda_backend, device_pool, host_pool, zvc_transfer>;
+  CHECK_THROWS_AS((void)zvc_manager::host_slot_bytes((zvc_limit + 1) * sizeof(float)),
+                  stash::logic_error);
 }

@@ -509,3 +509,49 @@ TEST_CASE("capture: no event or pool marker recorded while capturing is ever que
   CHECK(m.state(w) == stash::tensor_state::offloaded);
   m.release(w);
 }
+
+namespace {
+// A transfer whose encode queues work and then throws, as device_codec_transfer's encoder does
+// when its size limit or a launch fails after clear_status_kernel was queued.
+struct refusing_transfer {
+  static constexpr bool lossless       = true;
+  static constexpr bool reports_status = false;
+  static std::size_t host_bytes(std::size_t bytes) noexcept { return bytes; }
+  static std::size_t scratch_bytes(std::size_t) noexcept { return 4096; }
+  static void encode(stash::host_backend& b, stash::host_backend::stream s, void const*,
+                     std::size_t, void* host, std::size_t, void*, stash::transfer_status*)
+  {
+    b.launch(s, [host] { std::memset(host, 0, 16); });
+    STASH_FAIL("refusing_transfer: the encoder refuses this tensor");
+  }
+  static void decode(stash::host_backend& b, stash::host_backend::stream s, void const* host,
+                     std::size_t, void* device, std::size_t bytes, void*, stash::transfer_status*)
+  {
+    b.copy_async(device, host, bytes, s);
+  }
+};
+}  // namespace
+
+TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools as they were")
+{
+  fixture f;
+  stash::offload_manager<stash::host_backend, host_pool, host_pool, refusing_transfer> m(
+      f.backend, f.device, f.host);
+  std::size_t const n = 1 * stash::MiB;
+  auto t              = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 3);
+  auto const device_before = f.device.stats();
+  auto const host_before   = f.host.stats();
+  CHECK_THROWS_AS(m.offload_async(t, f.compute), stash::logic_error);
+  CHECK(m.state(t) == stash::tensor_state::resident);
+  CHECK(m.stats().offloads == 0);
+  CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);  // the scratch came back
+  CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);      // and the host slot
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 3, f.bad);
+  m.release(t);
+  m.synchronize();
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(f.host.stats().in_use_bytes == 0);
+}

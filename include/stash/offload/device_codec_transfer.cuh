@@ -57,12 +57,15 @@ struct device_codec_transfer {
   /// @brief The kernels write a status.
   static constexpr bool reports_status = true;
 
-  /// @brief The codec's worst case.
+  /// @brief The codec's worst case. Throws stash::logic_error for a tensor the encoder refuses
+  /// (its size limit), so the offload manager refuses it before taking any memory.
   static std::size_t host_bytes(std::size_t bytes)
   {
     STASH_EXPECTS(bytes % sizeof(value_type) == 0,
                   "device_codec_transfer: tensor size is not a whole number of elements");
-    return host_codec::max_compressed_bytes(bytes / sizeof(value_type));
+    std::size_t const n = bytes / sizeof(value_type);
+    if constexpr (requires { D::expect_encodable(n); }) { D::expect_encodable(n); }
+    return host_codec::max_compressed_bytes(n);
   }
   /// @brief The larger of the encoder's and decoder's scratch.
   static std::size_t scratch_bytes(std::size_t bytes)
