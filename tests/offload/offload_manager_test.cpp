@@ -555,3 +555,29 @@ TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools 
   CHECK(f.device.stats().in_use_bytes == 0);
   CHECK(f.host.stats().in_use_bytes == 0);
 }
+
+TEST_CASE("bench_offload's sizing: a pinned pool reserved for N host slots takes N offloads")
+{
+  // bench_offload at a sixteenth of its size (16 tensors of 64 MiB, 256 MiB steps): the budget
+  // and the reservation are N host slots, in one segment. Every slot is a little larger than the
+  // tensor (its status record); each block must split off exactly one slot.
+  std::size_t const bytes = 4 * stash::MiB;
+  std::size_t const step  = 16 * stash::MiB;
+  int const count         = 16;
+  std::size_t const slot =
+      stash::align_up(manager::host_slot_bytes(bytes), stash::pinned_host_pool_options().rounding);
+  CHECK(slot > bytes);
+  fixture f(std::size_t(count + 1) * bytes, 8 * stash::MiB);
+  host_pool host(stash::host_upstream{},
+                 stash::pinned_host_pool_options(std::size_t(count) * slot, step));
+  host.reserve(std::size_t(count) * slot);
+  CHECK(host.stats().reserved_bytes == std::size_t(count) * slot);
+  manager m(f.backend, f.device, host);
+  std::vector<stash::tensor_handle> hs;
+  for (int i = 0; i < count; ++i) { hs.push_back(m.create(bytes, f.compute)); }
+  for (auto h : hs) { CHECK_NOTHROW(m.offload_async(h, f.compute)); }
+  m.synchronize();
+  CHECK(host.stats().reserved_bytes == std::size_t(count) * slot);
+  for (auto h : hs) { m.release(h); }
+  m.synchronize();
+}

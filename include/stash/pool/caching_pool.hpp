@@ -42,7 +42,11 @@ struct caching_pool_options {
   std::size_t medium_limit   = 10 * MiB;  ///< requests below this come from medium segments
   std::size_t medium_segment = 20 * MiB;  ///< size of a medium segment
   std::size_t large_rounding = 2 * MiB;   ///< larger requests get a segment of their own, rounded
-  std::size_t budget         = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
+  /// Blocks of every segment split down to the rounding (the pinned host pool, whose reserved
+  /// segments hold many tensors); otherwise a block of a segment larger than small_segment splits
+  /// only while more than small_limit would remain.
+  bool split_large_segments = false;
+  std::size_t budget        = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
 };
 
 /// @brief Best-fit caching pool over segments taken from `Upstream`.
@@ -50,14 +54,14 @@ struct caching_pool_options {
 /// Requests are rounded to `rounding`; free blocks are kept in a set ordered by size and the
 /// smallest that fits is split (small segments split down to the rounding; blocks of larger
 /// segments only when more than `small_limit` would remain, which keeps large segments from
-/// shattering). Freed blocks coalesce with free neighbours of the same segment. A block freed on
-/// stream A is reused on A at once and on another stream only once `Order` says A's work queued
-/// before the free has finished. When a segment would exceed the budget or the upstream is full,
-/// fully free segments are returned to the upstream and the request retried; if it still does
-/// not fit, stash::out_of_memory is thrown and the pool is unchanged. While `stream` is being
-/// captured into a CUDA graph (where `Order` can tell, e.g. cuda_event_order) the upstream is not
-/// touched: a request the cached blocks cannot serve throws stash::logic_error and changes
-/// nothing; reserve() before capturing. Not thread safe.
+/// shattering, unless `split_large_segments`). Freed blocks coalesce with free neighbours of the
+/// same segment. A block freed on stream A is reused on A at once and on another stream only once
+/// `Order` says A's work queued before the free has finished. When a segment would exceed the
+/// budget or the upstream is full, fully free segments are returned to the upstream and the request
+/// retried; if it still does not fit, stash::out_of_memory is thrown and the pool is unchanged.
+/// While `stream` is being captured into a CUDA graph (where `Order` can tell, e.g.
+/// cuda_event_order) the upstream is not touched: a request the cached blocks cannot serve throws
+/// stash::logic_error and changes nothing; reserve() before capturing. Not thread safe.
 template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
 class caching_pool {
  public:
@@ -286,7 +290,8 @@ class caching_pool {
     free_.erase({b.size, it->first});
     bool const small_segment = segments_.at(b.segment) == options_.small_segment;
     std::size_t const rest   = b.size - size;
-    bool const split = small_segment ? rest >= options_.rounding : rest > options_.small_limit;
+    bool const split = small_segment || options_.split_large_segments ? rest >= options_.rounding
+                                                                      : rest > options_.small_limit;
     if (split) {
       block r;
       r.size           = rest;
