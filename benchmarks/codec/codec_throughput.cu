@@ -105,12 +105,20 @@ void bench(const char* name, float const* d_in, std::size_t n, double memcpy_ms,
 
 int main(int argc, char** argv)
 {
+  // The arguments are checked first, so that a run without a GPU (scripts/gpu-check.sh --dry-run)
+  // still tells whether they would be accepted.
+  std::size_t const max_mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024;
+  float const zeros         = argc > 2 ? std::strtof(argv[2], nullptr) : 0.5f;
+  if (argc > 3 || max_mib == 0 || !(zeros >= 0.0f && zeros <= 1.0f)) {
+    std::fprintf(stderr,
+                 "usage: bench_codec_throughput [max_MiB>0 (1024)] [zero_fraction in "
+                 "[0,1] (0.5)]\n");
+    return 2;
+  }
   if (!stash::gpu_available()) {
     std::printf("no GPU: %s\n", stash::no_gpu_reason().c_str());
     return 77;
   }
-  std::size_t const max_mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024;
-  float const zeros         = argc > 2 ? std::strtof(argv[2], nullptr) : 0.5f;
   cudaDeviceProp prop{};
   STASH_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, zero fraction %.2f\n\n", prop.name, static_cast<double>(zeros));

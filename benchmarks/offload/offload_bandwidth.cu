@@ -49,6 +49,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -281,9 +282,13 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
 
   stash::cuda_backend backend;
   device_pool device;
-  host_pool host(stash::pinned_host_upstream{},
-                 stash::pinned_host_pool_options(std::size_t(count + 1) * bytes, 256 * stash::MiB));
-  host.reserve(std::size_t(count) * bytes);  // pinning is not what we measure
+  // Each offload takes a host slot a little larger than the tensor (its transfer status): the
+  // budget and the reservation are `count` slots, pinned up front (pinning is not measured).
+  auto options           = stash::pinned_host_pool_options();
+  std::size_t const slot = stash::align_up(manager::host_slot_bytes(bytes), options.rounding);
+  options = stash::pinned_host_pool_options(std::size_t(count) * slot, 256 * stash::MiB);
+  host_pool host(stash::pinned_host_upstream{}, options);
+  host.reserve(std::size_t(count) * slot);
   manager m(backend, device, host);
   stash::cuda_stream compute;
   stash::cuda_event t0(cudaEventDefault), t1(cudaEventDefault), t2(cudaEventDefault);
@@ -333,12 +338,14 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
   int const iterations = 2000;
   t0.record(compute);
   busy_kernel<<<n / 256, 256, 0, compute>>>(x, n, iterations);
+  STASH_CUDA_TRY(cudaGetLastError());
   t1.record(compute);
   t1.synchronize();
   double const alone_ms = elapsed_ms(t0, t1);
   t0.record(compute);
   for (auto h : hs) { m.offload_async(h, compute); }  // waits only for work queued before
   busy_kernel<<<n / 256, 256, 0, compute>>>(x, n, iterations);
+  STASH_CUDA_TRY(cudaGetLastError());
   t1.record(compute);
   for (auto h : hs) { m.prefetch_async(h); }
   t1.synchronize();
@@ -359,10 +366,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
   return r;
 }
 
-}  // namespace
-
-int main(int argc, char** argv)
-{
+struct options {
   std::size_t tensor_mib             = 64;
   int count                          = 16;
   bool json                          = false;
@@ -370,95 +374,144 @@ int main(int argc, char** argv)
   std::vector<std::size_t> sizes_mib = {1, 16, 64, 256};
   double zero_fraction               = 0.5;
   std::string activations_file;
-  for (int i = 1; i < argc; ++i) {
-    std::string const a = argv[i];
-    if (a == "--tensor-mib" && i + 1 < argc) {
-      tensor_mib = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--count" && i + 1 < argc) {
-      count = std::atoi(argv[++i]);
-    } else if (a == "--sizes" && i + 1 < argc) {
-      sizes_mib = parse_sizes(argv[++i]);
-    } else if (a == "--zero-fraction" && i + 1 < argc) {
-      zero_fraction = std::strtod(argv[++i], nullptr);
-    } else if (a == "--activations" && i + 1 < argc) {
-      activations_file = argv[++i];
+};
+
+// nullopt (after printing the usage) when the arguments are not understood.
+std::optional<options> parse_options(int argc, char** argv)
+{
+  options o;
+  bool ok = true;
+  for (int i = 1; i < argc && ok; ++i) {
+    std::string const a  = argv[i];
+    bool const has_value = i + 1 < argc;
+    if (a == "--tensor-mib" && has_value) {
+      o.tensor_mib = std::strtoull(argv[++i], nullptr, 10);
+      ok           = o.tensor_mib > 0;
+    } else if (a == "--count" && has_value) {
+      o.count = std::atoi(argv[++i]);
+      ok      = o.count > 0;
+    } else if (a == "--sizes" && has_value) {
+      o.sizes_mib = parse_sizes(argv[++i]);
+      ok          = !o.sizes_mib.empty();
+    } else if (a == "--zero-fraction" && has_value) {
+      o.zero_fraction = std::strtod(argv[++i], nullptr);
+      ok              = o.zero_fraction >= 0.0 && o.zero_fraction <= 1.0;
+    } else if (a == "--activations" && has_value) {
+      o.activations_file = argv[++i];
     } else if (a == "--d2h-only") {
-      d2h_only = true;
+      o.d2h_only = true;
     } else if (a == "--json") {
-      json = true;
+      o.json = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: bench_offload [--tensor-mib S] [--count N] [--sizes MIB,...] "
-                   "[--zero-fraction F] [--activations FILE] [--d2h-only] [--json]\n");
-      return 2;
+      ok = false;
     }
   }
+  if (!ok) {
+    std::fprintf(stderr,
+                 "usage: bench_offload [--tensor-mib S>0] [--count N>0] [--sizes MIB,...] "
+                 "[--zero-fraction F in [0,1]] [--activations FILE] [--d2h-only] [--json]\n");
+    return std::nullopt;
+  }
+  return o;
+}
+
+void print_json(options const& o, char const* device, manager_result const& mr,
+                std::vector<d2h_result> const& d2h, std::string const& data)
+{
+  std::printf("{\"device\":\"%s\"", device);
+  if (!o.d2h_only) {
+    std::printf(
+        ",\"tensor_bytes\":%zu,\"count\":%d,\"raw_d2h_gbps\":%.2f,"
+        "\"raw_h2d_gbps\":%.2f,\"offload_gbps\":%.2f,\"prefetch_gbps\":%.2f,"
+        "\"compute_alone_ms\":%.3f,\"compute_with_traffic_ms\":%.3f,\"slowdown_pct\":%.2f",
+        mr.bytes, o.count, mr.raw_d2h, mr.raw_h2d, mr.mgr_d2h, mr.mgr_h2d, mr.alone_ms,
+        mr.shared_ms, mr.slowdown);
+  }
+  std::printf(",\"zvc_d2h\":{\"data\":\"%s\",\"unit\":\"GB/s of uncompressed bytes\",\"sizes\":[",
+              data.c_str());
+  for (std::size_t i = 0; i < d2h.size(); ++i) {
+    auto const& r = d2h[i];
+    std::printf(
+        "%s{\"tensor_bytes\":%zu,\"compressed_bytes\":%zu,\"reps\":%d,\"raw\":%.2f,"
+        "\"mapped\":%.2f,\"worst\":%.2f,\"sized\":%.2f,\"roundtrip\":%.2f,"
+        "\"encode\":%.2f,\"ok\":%s}",
+        i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.mapped, r.worst,
+        r.sized, r.roundtrip, r.encode, r.ok ? "true" : "false");
+  }
+  std::printf("]}}\n");
+}
+
+void print_text(options const& o, char const* device, manager_result const& mr,
+                std::vector<d2h_result> const& d2h, std::string const& data)
+{
+  std::printf("device: %s\n", device);
+  if (!o.d2h_only) {
+    std::printf("%d tensors x %zu MiB (identity codec)\n", o.count, o.tensor_mib);
+    std::printf("  cudaMemcpyAsync D2H %.2f GB/s, H2D %.2f GB/s\n", mr.raw_d2h, mr.raw_h2d);
+    std::printf("  offload_manager offload %.2f GB/s, prefetch+acquire %.2f GB/s\n", mr.mgr_d2h,
+                mr.mgr_h2d);
+    std::printf("  compute kernel alone %.3f ms, beside the traffic %.3f ms: slowdown %.2f%%\n",
+                mr.alone_ms, mr.shared_ms, mr.slowdown);
+  }
+  std::printf("zvc D2H: how the copy learns the compressed size (%s; GB/s of uncompressed bytes)\n",
+              data.c_str());
+  std::printf("  %8s %7s %8s %8s %8s %8s %10s %8s %s\n", "MiB", "ratio", "raw", "mapped", "worst",
+              "sized", "roundtrip", "encode", "check");
+  for (auto const& r : d2h) {
+    std::printf("  %8zu %7.2f %8.2f %8.2f %8.2f %8.2f %10.2f %8.2f %s\n",
+                r.tensor_bytes / stash::MiB,
+                r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0,
+                r.raw, r.mapped, r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "ok" : "MISMATCH");
+  }
+}
+
+// Every section; 0 when every check passed.
+int run(options const& o)
+{
+  cudaDeviceProp prop{};
+  STASH_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+  manager_result mr;
+  if (!o.d2h_only) { mr = measure_manager(o.tensor_mib, o.count); }
+  std::vector<float> activations;
+  if (!o.activations_file.empty()) { activations = read_f32(o.activations_file); }
+  std::vector<d2h_result> d2h;
+  for (std::size_t mib : o.sizes_mib) {
+    d2h.push_back(
+        measure_d2h(mib * stash::MiB, activations, o.zero_fraction, prop.multiProcessorCount));
+  }
+  std::string const data = o.activations_file.empty()
+                               ? "synthetic, zero fraction " + std::to_string(o.zero_fraction)
+                               : o.activations_file;
+  if (o.json) {
+    print_json(o, prop.name, mr, d2h, data);
+  } else {
+    print_text(o, prop.name, mr, d2h, data);
+  }
+  bool const all_ok = std::all_of(d2h.begin(), d2h.end(), [](d2h_result const& r) { return r.ok; });
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  auto const o = parse_options(argc, argv);
+  if (!o) { return 2; }
   if (!stash::gpu_available()) {
     std::printf("bench_offload: no CUDA device (%s); nothing measured\n",
                 stash::no_gpu_reason().c_str());
     return 0;
   }
-  cudaDeviceProp prop{};
-  STASH_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
-
-  manager_result mr;
-  if (!d2h_only) { mr = measure_manager(tensor_mib, count); }
-
-  std::vector<float> activations;
-  if (!activations_file.empty()) { activations = read_f32(activations_file); }
-  std::vector<d2h_result> d2h;
-  for (std::size_t mib : sizes_mib) {
-    d2h.push_back(
-        measure_d2h(mib * stash::MiB, activations, zero_fraction, prop.multiProcessorCount));
+  // A failure is a message and exit status 1, never an uncaught exception (std::terminate).
+  try {
+    return run(*o);
+  } catch (stash::out_of_memory const& e) {
+    std::fprintf(stderr,
+                 "bench_offload: out of memory: %s\n(--count %d x --tensor-mib %zu needs that "
+                 "much device memory and pinned host memory; try smaller values)\n",
+                 e.what(), o->count, o->tensor_mib);
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "bench_offload: %s\n", e.what());
   }
-  std::string const data = activations_file.empty()
-                               ? "synthetic, zero fraction " + std::to_string(zero_fraction)
-                               : activations_file;
-
-  if (json) {
-    std::printf("{\"device\":\"%s\"", prop.name);
-    if (!d2h_only) {
-      std::printf(
-          ",\"tensor_bytes\":%zu,\"count\":%d,\"raw_d2h_gbps\":%.2f,"
-          "\"raw_h2d_gbps\":%.2f,\"offload_gbps\":%.2f,\"prefetch_gbps\":%.2f,"
-          "\"compute_alone_ms\":%.3f,\"compute_with_traffic_ms\":%.3f,\"slowdown_pct\":%.2f",
-          mr.bytes, count, mr.raw_d2h, mr.raw_h2d, mr.mgr_d2h, mr.mgr_h2d, mr.alone_ms,
-          mr.shared_ms, mr.slowdown);
-    }
-    std::printf(",\"zvc_d2h\":{\"data\":\"%s\",\"unit\":\"GB/s of uncompressed bytes\",\"sizes\":[",
-                data.c_str());
-    for (std::size_t i = 0; i < d2h.size(); ++i) {
-      auto const& r = d2h[i];
-      std::printf(
-          "%s{\"tensor_bytes\":%zu,\"compressed_bytes\":%zu,\"reps\":%d,\"raw\":%.2f,"
-          "\"mapped\":%.2f,\"worst\":%.2f,\"sized\":%.2f,\"roundtrip\":%.2f,"
-          "\"encode\":%.2f,\"ok\":%s}",
-          i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.mapped, r.worst,
-          r.sized, r.roundtrip, r.encode, r.ok ? "true" : "false");
-    }
-    std::printf("]}}\n");
-  } else {
-    std::printf("device: %s\n", prop.name);
-    if (!d2h_only) {
-      std::printf("%d tensors x %zu MiB (identity codec)\n", count, tensor_mib);
-      std::printf("  cudaMemcpyAsync D2H %.2f GB/s, H2D %.2f GB/s\n", mr.raw_d2h, mr.raw_h2d);
-      std::printf("  offload_manager offload %.2f GB/s, prefetch+acquire %.2f GB/s\n", mr.mgr_d2h,
-                  mr.mgr_h2d);
-      std::printf("  compute kernel alone %.3f ms, beside the traffic %.3f ms: slowdown %.2f%%\n",
-                  mr.alone_ms, mr.shared_ms, mr.slowdown);
-    }
-    std::printf(
-        "zvc D2H: how the copy learns the compressed size (%s; GB/s of uncompressed bytes)\n",
-        data.c_str());
-    std::printf("  %8s %7s %8s %8s %8s %8s %10s %8s %s\n", "MiB", "ratio", "raw", "mapped", "worst",
-                "sized", "roundtrip", "encode", "check");
-    for (auto const& r : d2h) {
-      std::printf(
-          "  %8zu %7.2f %8.2f %8.2f %8.2f %8.2f %10.2f %8.2f %s\n", r.tensor_bytes / stash::MiB,
-          r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0, r.raw,
-          r.mapped, r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "ok" : "MISMATCH");
-    }
-  }
-  bool const all_ok = std::all_of(d2h.begin(), d2h.end(), [](d2h_result const& r) { return r.ok; });
-  return all_ok ? 0 : 1;
+  return 1;
 }

@@ -187,14 +187,25 @@ inline std::optional<std::string> non_empty(env_lookup const& env, std::string_v
 }
 
 /// @brief The GPU a rank uses: its local rank, or device 0 when the process sees a single device
-/// (a launcher that gives each rank its own CUDA_VISIBLE_DEVICES). Throws environment_error when
-/// the local rank has no device of its own.
-[[nodiscard]] inline int device_for(rank_info const& r, int device_count)
+/// and CUDA_VISIBLE_DEVICES is set (a launcher that gives each rank its own device). Throws
+/// environment_error, before NCCL is started, when the local rank has no device of its own: in
+/// particular when a second rank on the node would share device 0 with the first because the
+/// process sees one GPU and nothing restricted its visibility (NCCL would fail later with
+/// "Duplicate GPU detected").
+[[nodiscard]] inline int device_for(rank_info const& r, int device_count, env_lookup const& env)
 {
   if (r.local_rank < device_count) { return r.local_rank; }
-  if (device_count == 1) { return 0; }
-  throw environment_error("local rank " + std::to_string(r.local_rank) + " (" + r.source +
-                          ") has no GPU: this " + "process sees " + std::to_string(device_count) +
+  std::string const who = "local rank " + std::to_string(r.local_rank) + " (" + r.source + ")";
+  if (device_count == 1) {
+    if (detail::non_empty(env, "CUDA_VISIBLE_DEVICES")) { return 0; }
+    throw environment_error(
+        who +
+        " would share GPU 0 with local rank 0: this process sees 1 CUDA device and "
+        "CUDA_VISIBLE_DEVICES is unset, so every rank on this node would use the same GPU "
+        "(NCCL: \"Duplicate GPU detected\"); start at most one rank per GPU, or give each "
+        "rank its own CUDA_VISIBLE_DEVICES");
+  }
+  throw environment_error(who + " has no GPU: this process sees " + std::to_string(device_count) +
                           " CUDA devices; start at most one rank per GPU on each node");
 }
 

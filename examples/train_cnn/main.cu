@@ -536,7 +536,7 @@ int main(int argc, char** argv)
   try {
     int count = 0;
     STASH_CUDA_TRY(cudaGetDeviceCount(&count));
-    device = device_for(ranks, count);
+    device = device_for(ranks, count, process_environment());
   } catch (std::exception const& e) {
     std::fprintf(stderr, "train_cnn%s: %s\n", who.c_str(), e.what());
     return 2;

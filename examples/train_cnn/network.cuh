@@ -59,12 +59,15 @@ inline void cublas_check(cublasStatus_t s, const char* call, const char* file, i
 // ---------------------------------------------------------------------------------------
 
 namespace kernels {
+// Kernels in a header are templates launched as `kernel<><<<...>>>` (as stash's own headers do):
+// `__global__ inline` draws nvcc warning #20050.
 
 // Fashion-MNIST's training-set mean and standard deviation of pixel/255.
 inline constexpr float pixel_mean = 0.2860f;
 inline constexpr float pixel_std  = 0.3530f;
 
-__global__ inline void normalize(std::uint8_t const* in, float* out, std::size_t n)
+template <int Unused = 0>
+__global__ void normalize(std::uint8_t const* in, float* out, std::size_t n)
 {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -73,7 +76,8 @@ __global__ inline void normalize(std::uint8_t const* in, float* out, std::size_t
 }
 
 // y[n, c] += b[c] for an N x C row-major matrix.
-__global__ inline void add_bias_rows(float* y, float const* b, int n, int c)
+template <int Unused = 0>
+__global__ void add_bias_rows(float* y, float const* b, int n, int c)
 {
   std::size_t const total = std::size_t(n) * c;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
@@ -83,7 +87,8 @@ __global__ inline void add_bias_rows(float* y, float const* b, int n, int c)
 }
 
 // db[c] = sum over n, hw of dy[(n*C + c)*HW + hw]: one block per channel, a fixed summation order.
-__global__ inline void bias_grad(float const* dy, float* db, int n, int c, int hw)
+template <int Unused = 0>
+__global__ void bias_grad(float const* dy, float* db, int n, int c, int hw)
 {
   __shared__ float partial[256];
   int const ch                  = blockIdx.x;
@@ -104,8 +109,9 @@ __global__ inline void bias_grad(float const* dy, float* db, int n, int c, int h
 
 // Softmax cross-entropy of N x 10 logits: per-sample loss, dlogits = (softmax - onehot) / N, and
 // the number of correct argmax predictions added to *correct.
-__global__ inline void softmax_xent(float const* logits, std::uint8_t const* labels, float* dlogits,
-                                    float* loss, unsigned long long* correct, int n, int classes)
+template <int Unused = 0>
+__global__ void softmax_xent(float const* logits, std::uint8_t const* labels, float* dlogits,
+                             float* loss, unsigned long long* correct, int n, int classes)
 {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) { return; }
@@ -132,7 +138,8 @@ __global__ inline void softmax_xent(float const* logits, std::uint8_t const* lab
 }
 
 // *acc += sum of loss[0..n) in a fixed order (one thread: n is a batch).
-__global__ inline void accumulate_loss(float const* loss, int n, double* acc)
+template <int Unused = 0>
+__global__ void accumulate_loss(float const* loss, int n, double* acc)
 {
   if (blockIdx.x != 0 || threadIdx.x != 0) { return; }
   double s = 0.0;
@@ -141,8 +148,9 @@ __global__ inline void accumulate_loss(float const* loss, int n, double* acc)
 }
 
 // v = momentum * v + g; w -= lr * v.
-__global__ inline void sgd_momentum(float* w, float const* g, float* v, std::size_t n, float lr,
-                                    float momentum)
+template <int Unused = 0>
+__global__ void sgd_momentum(float* w, float const* g, float* v, std::size_t n, float lr,
+                             float momentum)
 {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -505,7 +513,7 @@ class network {
     f.x0                     = act(std::size_t(n) * pixels, "input", stash::storage_kind::input);
     {
       auto p = mem_.op("aten::_to_copy", std::vector<id>{images_}, std::vector<id>{f.x0});
-      kernels::normalize<<<kernels::grid_for(n * pixels), 256, 0, s>>>(
+      kernels::normalize<><<<kernels::grid_for(n * pixels), 256, 0, s>>>(
           static_cast<std::uint8_t const*>(p[0]), static_cast<float*>(p[1]), n * pixels);
       STASH_CUDA_TRY(cudaGetLastError());
     }
@@ -586,14 +594,14 @@ class network {
     {
       auto p = mem_.op("aten::cross_entropy_loss", std::vector<id>{logits, labels_},
                        with({loss, correct_, loss_acc_}, dlogits));
-      kernels::softmax_xent<<<(n + 127) / 128, 128, 0, s>>>(
+      kernels::softmax_xent<><<<(n + 127) / 128, 128, 0, s>>>(
           static_cast<float const*>(p[0]), static_cast<std::uint8_t const*>(p[1]),
           dlogits ? static_cast<float*>(p[5]) : nullptr, static_cast<float*>(p[2]),
           static_cast<unsigned long long*>(p[3]), n, cfg_.classes);
       STASH_CUDA_TRY(cudaGetLastError());
       if (training) {
-        kernels::accumulate_loss<<<1, 1, 0, s>>>(static_cast<float const*>(p[2]), n,
-                                                 static_cast<double*>(p[4]));
+        kernels::accumulate_loss<>
+            <<<1, 1, 0, s>>>(static_cast<float const*>(p[2]), n, static_cast<double*>(p[4]));
         STASH_CUDA_TRY(cudaGetLastError());
       }
     }
@@ -612,7 +620,7 @@ class network {
         cublas_, CUBLAS_OP_T, CUBLAS_OP_N, l.out, n, l.in, &one, static_cast<float const*>(p[1]),
         l.in, static_cast<float const*>(p[0]), l.in, &zero, static_cast<float*>(p[3]), l.out));
     std::size_t const total = std::size_t(n) * l.out;
-    kernels::add_bias_rows<<<kernels::grid_for(total), 256, 0, mem_.stream()>>>(
+    kernels::add_bias_rows<><<<kernels::grid_for(total), 256, 0, mem_.stream()>>>(
         static_cast<float*>(p[3]), static_cast<float const*>(p[2]), n, l.out);
     STASH_CUDA_TRY(cudaGetLastError());
   }
@@ -628,7 +636,7 @@ class network {
     // Column-major dW^T (in x out) = X^T (in x N) * dY (N x out).
     TRAIN_CNN_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, l.in, l.out, n, &one, xp, l.in,
                                  dyp, l.out, &zero, g + l.p.dw_at, l.in));
-    kernels::bias_grad<<<l.out, 256, 0, mem_.stream()>>>(dyp, g + l.p.db_at, n, l.out, 1);
+    kernels::bias_grad<><<<l.out, 256, 0, mem_.stream()>>>(dyp, g + l.p.db_at, n, l.out, 1);
     STASH_CUDA_TRY(cudaGetLastError());
     if (dx) {
       // Column-major dX^T (in x N) = W^T (in x out) * dY^T (out x N).
@@ -720,8 +728,8 @@ class network {
         TRAIN_CNN_CUDNN(cudnnConvolutionBackwardFilter(cudnn_, &one, in_d, p[1], out_d, p[0], conv_,
                                                        bwd_filter_algo, wsp, ws_bytes, &zero,
                                                        l.filter, g + l.p.dw_at));
-        kernels::bias_grad<<<l.cout, 256, 0, mem_.stream()>>>(static_cast<float const*>(p[0]),
-                                                              g + l.p.db_at, n, l.cout, l.h * l.w);
+        kernels::bias_grad<><<<l.cout, 256, 0, mem_.stream()>>>(
+            static_cast<float const*>(p[0]), g + l.p.db_at, n, l.cout, l.h * l.w);
         STASH_CUDA_TRY(cudaGetLastError());
         if (dxin) {
           TRAIN_CNN_CUDNN(cudnnConvolutionBackwardData(cudnn_, &one, l.filter, p[2], out_d, p[0],
@@ -742,10 +750,11 @@ class network {
     auto ptr      = mem_.op("aten::_foreach_sgd_momentum", std::vector<id>{grads_},
                             std::vector<id>{p.w, p.vw, p.b, p.vb});
     auto const* g = static_cast<float const*>(ptr[0]);
-    kernels::sgd_momentum<<<kernels::grid_for(p.w_count), 256, 0, s>>>(
+    kernels::sgd_momentum<><<<kernels::grid_for(p.w_count), 256, 0, s>>>(
         static_cast<float*>(ptr[1]), g + p.dw_at, static_cast<float*>(ptr[2]), p.w_count, cfg_.lr,
         cfg_.momentum);
-    kernels::sgd_momentum<<<kernels::grid_for(p.b_count), 256, 0, s>>>(
+    STASH_CUDA_TRY(cudaGetLastError());
+    kernels::sgd_momentum<><<<kernels::grid_for(p.b_count), 256, 0, s>>>(
         static_cast<float*>(ptr[3]), g + p.db_at, static_cast<float*>(ptr[4]), p.b_count, cfg_.lr,
         cfg_.momentum);
     STASH_CUDA_TRY(cudaGetLastError());

@@ -365,9 +365,12 @@ TEST_CASE("device bitmask applies the mask to a gradient like the host")
   auto expected = grad;
   stash::bitmask::apply_mask_to_gradient(buf, expected);
   device_bytes d_src(buf.size()), d_grad(grad.size() * 4), d_status(sizeof(stash::codec_status));
-  STASH_CUDA_TRY(cudaMemcpy(d_src.as<void>(), buf.data(), buf.size(), cudaMemcpyHostToDevice));
+  // On `s`, not cudaMemcpy: a pageable cudaMemcpy may return before its DMA has landed, and the
+  // non-blocking stream `s` is not ordered after the legacy stream it runs on.
   STASH_CUDA_TRY(
-      cudaMemcpy(d_grad.as<void>(), grad.data(), grad.size() * 4, cudaMemcpyHostToDevice));
+      cudaMemcpyAsync(d_src.as<void>(), buf.data(), buf.size(), cudaMemcpyHostToDevice, s));
+  STASH_CUDA_TRY(
+      cudaMemcpyAsync(d_grad.as<void>(), grad.data(), grad.size() * 4, cudaMemcpyHostToDevice, s));
   stash::device_bitmask::apply_mask_to_gradient_async(d_src.as<std::byte>(), buf.size(),
                                                       d_grad.as<float>(), grad.size(),
                                                       d_status.as<stash::codec_status>(), s);

@@ -56,6 +56,7 @@ TEST_CASE("gpu: one stream waits on another's event without a host sync")
   auto* d                 = static_cast<std::uint32_t*>(device.allocate(n * sizeof(std::uint32_t)));
   std::vector<std::uint32_t> h(n, 0);
   fill_kernel<<<n / 256, 256, 0, producer.value()>>>(d, n, 100);
+  STASH_CUDA_TRY(cudaGetLastError());
   produced.record(producer);
   produced.wait_on(consumer);
   STASH_CUDA_TRY(
@@ -107,6 +108,7 @@ TEST_CASE("gpu: pinned_host_upstream gives host- and device-accessible memory")
   auto* p = static_cast<std::uint32_t*>(pinned.allocate(4096 * sizeof(std::uint32_t)));
   std::memset(p, 0, 4096 * sizeof(std::uint32_t));
   fill_kernel<<<16, 256>>>(p, 4096, 5);  // the kernel writes host memory directly (UVA)
+  STASH_CUDA_TRY(cudaGetLastError());
   STASH_CUDA_TRY(cudaDeviceSynchronize());
   CHECK(p[0] == 5);
   CHECK(p[4095] == 5 + 4095);

@@ -2,6 +2,7 @@
 // engines, with every tensor's bytes checked by a kernel after every acquire.
 #include "offload_stress.hpp"
 
+#include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -326,4 +327,65 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   STASH_CUDA_TRY(cudaStreamSynchronize(s));
   CHECK(*probe.bad == 0);
   CHECK(m.stats().offloads == 0);
+}
+
+TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capture stays valid")
+{
+  // cudaEventQuery of an event recorded while capturing fails (cudaErrorCapturedEvent) and may
+  // invalidate the capture; state(), the reaping of decodes and pool reuse must not ask.
+  using zvc_manager =
+      stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
+                             stash::device_codec_transfer<stash::device_zvc<float>>>;
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
+  zvc_manager m(backend, device, host);
+  cudaStream_t const s     = backend.create_stream();
+  cudaStream_t const other = backend.create_stream();
+  graph_probe probe;
+  std::size_t const n = 1 * stash::MiB;
+  device.reserve(16 * stash::MiB);
+  host.reserve(16 * stash::MiB);
+
+  STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  auto t = m.create(n, s);
+  probe.fill(s, m.acquire(t, s), n, t.id);
+  m.offload_async(t, s);
+  CHECK(m.state(t) == stash::tensor_state::offloading);
+  m.prefetch_async(t, s);  // leaves a decode status to reap
+  probe.check(s, m.acquire(t, s), n, t.id);
+  auto u = m.create(n, s);
+  m.offload_async(u, s);  // reaps first
+  m.release(u);
+  m.release(t);
+  m.join(s);
+  CHECK(is_capturing(s));
+  graph_exec const g(s);  // cudaStreamEndCapture fails on an invalidated capture
+
+  // The blocks the capture freed are not queried either when another stream asks for memory.
+  void* p = device.allocate(n, other);
+  device.deallocate(p, n, other);
+  m.synchronize();
+  probe.set_version(3, s);
+  g.launch(s);
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+  CHECK(*probe.bad == 0);
+}
+
+TEST_CASE("gpu: a tensor past a device codec's size limit is refused before anything is taken")
+{
+  // device_codec_transfer::host_bytes is what the manager asks first (issue #15: the limits used
+  // to fire inside encode, after the host slot and scratch were taken).
+  using zvc_transfer          = stash::device_codec_transfer<stash::device_zvc<float>>;
+  using rle_transfer          = stash::device_codec_transfer<stash::device_rle<float>>;
+  std::size_t const zvc_limit = stash::zvc<float>::max_elements;
+  CHECK_NOTHROW((void)zvc_transfer::host_bytes(zvc_limit * sizeof(float)));
+  CHECK_THROWS_AS((void)zvc_transfer::host_bytes((zvc_limit + 1) * sizeof(float)),
+                  stash::logic_error);
+  // rle's worst case (6 B per float) must fit a u32 table: 2^30 floats do not.
+  CHECK_THROWS_AS((void)rle_transfer::host_bytes(std::size_t{4} << 30), stash::logic_error);
+  using zvc_manager =
+      stash::offload_manager<stash::cuda_backend, device_pool, host_pool, zvc_transfer>;
+  CHECK_THROWS_AS((void)zvc_manager::host_slot_bytes((zvc_limit + 1) * sizeof(float)),
+                  stash::logic_error);
 }

@@ -461,3 +461,123 @@ TEST_CASE("zvc transfer: a corrupted host copy raises codec_error naming the ten
   m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue #15: what a line-by-line review of the GPU path found, shown on the host backend.
+
+TEST_CASE("capture: no event or pool marker recorded while capturing is ever queried")
+{
+  // The host backend throws where cudaEventQuery would return cudaErrorCapturedEvent (and may
+  // invalidate the capture): every poll below must leave captured events alone.
+  fixture f;
+  zvc_manager m(f.backend, f.device, f.host);
+  std::size_t const n = 64 * 1024 * sizeof(float);
+  f.device.reserve(8 * stash::MiB);
+  f.host.reserve(8 * stash::MiB);
+  auto other = f.backend.create_stream();
+
+  f.backend.begin_capture(f.compute);
+  auto t = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 1);
+  m.offload_async(t, f.compute);
+  CHECK(m.state(t) == stash::tensor_state::offloading);  // polls the captured D2H copy
+  m.prefetch_async(t, f.compute);                        // a decode whose status is pending
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 1, f.bad);
+  auto u = m.create(n, f.compute);  // the D2H stream's captured marker is on a free block
+  m.offload_async(u, f.compute);    // reaps pending decodes first
+  m.release(u);
+  m.join(f.compute);
+  f.backend.end_capture(f.compute);
+
+  // After the capture: polling, reaping and pool reuse on another stream still skip them.
+  CHECK_NOTHROW(m.synchronize());
+  CHECK(m.state(t) == stash::tensor_state::resident);
+  void* p = nullptr;
+  CHECK_NOTHROW(p = f.device.allocate(n, f.backend.tag(other)));
+  f.device.deallocate(p, n, f.backend.tag(other));
+  void* q = nullptr;
+  CHECK_NOTHROW(q = f.host.allocate(n, f.backend.tag(other)));
+  f.host.deallocate(q, n, f.backend.tag(other));
+  CHECK_NOTHROW((void)f.host.release_cached());
+  m.release(t);
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  // A tensor outside any capture is polled as before.
+  auto w = m.create(n, f.compute);
+  m.offload_async(w, f.compute);
+  m.synchronize();
+  CHECK(m.state(w) == stash::tensor_state::offloaded);
+  m.release(w);
+}
+
+namespace {
+// A transfer whose encode queues work and then throws, as device_codec_transfer's encoder does
+// when its size limit or a launch fails after clear_status_kernel was queued.
+struct refusing_transfer {
+  static constexpr bool lossless       = true;
+  static constexpr bool reports_status = false;
+  static std::size_t host_bytes(std::size_t bytes) noexcept { return bytes; }
+  static std::size_t scratch_bytes(std::size_t) noexcept { return 4096; }
+  static void encode(stash::host_backend& b, stash::host_backend::stream s, void const*,
+                     std::size_t, void* host, std::size_t, void*, stash::transfer_status*)
+  {
+    b.launch(s, [host] { std::memset(host, 0, 16); });
+    STASH_FAIL("refusing_transfer: the encoder refuses this tensor");
+  }
+  static void decode(stash::host_backend& b, stash::host_backend::stream s, void const* host,
+                     std::size_t, void* device, std::size_t bytes, void*, stash::transfer_status*)
+  {
+    b.copy_async(device, host, bytes, s);
+  }
+};
+}  // namespace
+
+TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools as they were")
+{
+  fixture f;
+  stash::offload_manager<stash::host_backend, host_pool, host_pool, refusing_transfer> m(
+      f.backend, f.device, f.host);
+  std::size_t const n = 1 * stash::MiB;
+  auto t              = m.create(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 3);
+  auto const device_before = f.device.stats();
+  auto const host_before   = f.host.stats();
+  CHECK_THROWS_AS(m.offload_async(t, f.compute), stash::logic_error);
+  CHECK(m.state(t) == stash::tensor_state::resident);
+  CHECK(m.stats().offloads == 0);
+  CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);  // the scratch came back
+  CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);      // and the host slot
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 3, f.bad);
+  m.release(t);
+  m.synchronize();
+  f.backend.synchronize(f.compute);
+  CHECK(f.bad.load() == 0);
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(f.host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("bench_offload's sizing: a pinned pool reserved for N host slots takes N offloads")
+{
+  // bench_offload at a sixteenth of its size (16 tensors of 64 MiB, 256 MiB steps): the budget
+  // and the reservation are N host slots, in one segment. Every slot is a little larger than the
+  // tensor (its status record); each block must split off exactly one slot.
+  std::size_t const bytes = 4 * stash::MiB;
+  std::size_t const step  = 16 * stash::MiB;
+  int const count         = 16;
+  std::size_t const slot =
+      stash::align_up(manager::host_slot_bytes(bytes), stash::pinned_host_pool_options().rounding);
+  CHECK(slot > bytes);
+  fixture f(std::size_t(count + 1) * bytes, 8 * stash::MiB);
+  host_pool host(stash::host_upstream{},
+                 stash::pinned_host_pool_options(std::size_t(count) * slot, step));
+  host.reserve(std::size_t(count) * slot);
+  CHECK(host.stats().reserved_bytes == std::size_t(count) * slot);
+  manager m(f.backend, f.device, host);
+  std::vector<stash::tensor_handle> hs;
+  for (int i = 0; i < count; ++i) { hs.push_back(m.create(bytes, f.compute)); }
+  for (auto h : hs) { CHECK_NOTHROW(m.offload_async(h, f.compute)); }
+  m.synchronize();
+  CHECK(host.stats().reserved_bytes == std::size_t(count) * slot);
+  for (auto h : hs) { m.release(h); }
+  m.synchronize();
+}

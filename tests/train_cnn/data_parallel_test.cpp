@@ -241,12 +241,36 @@ TEST_CASE("train_cnn data_parallel: the run token comes from STASH_RUN_ID or the
 TEST_CASE("train_cnn data_parallel: the device of a rank")
 {
   rank_info r;
-  r.local_rank = 3;
-  r.world_size = 8;
-  CHECK(device_for(r, 4) == 3);
-  CHECK(device_for(r, 1) == 0);  // each rank sees only its own GPU
-  CHECK_THROWS_AS((void)device_for(r, 2), environment_error);
-  CHECK(message_of([&] { (void)device_for(r, 2); }).find("local rank 3") != std::string::npos);
+  r.local_rank    = 3;
+  r.world_size    = 8;
+  auto const none = env_of({});
+  CHECK(device_for(r, 4, none) == 3);
+  // Each rank sees only its own GPU: its launcher restricted the visible devices.
+  CHECK(device_for(r, 1, env_of({{"CUDA_VISIBLE_DEVICES", "GPU-5"}})) == 0);
+  CHECK_THROWS_AS((void)device_for(r, 2, none), environment_error);
+  CHECK(message_of([&] { (void)device_for(r, 2, none); }).find("local rank 3") !=
+        std::string::npos);
+}
+
+TEST_CASE("train_cnn data_parallel: two ranks on one visible GPU are refused before NCCL starts")
+{
+  // Issue #15: every local rank used to map to device 0 on a one-GPU machine, and NCCL failed
+  // much later with "Duplicate GPU detected".
+  rank_info r;
+  r.world_size    = 2;
+  r.source        = "launch_dp.sh: STASH_RANK=1, STASH_WORLD_SIZE=2";
+  auto const none = env_of({});
+  CHECK(device_for(r, 1, none) == 0);  // local rank 0 owns the one GPU
+  r.local_rank = 1;
+  CHECK_THROWS_AS((void)device_for(r, 1, none), environment_error);
+  auto const what = message_of([&] { (void)device_for(r, 1, none); });
+  CHECK(what.find("local rank 1") != std::string::npos);
+  CHECK(what.find("would share GPU 0") != std::string::npos);
+  CHECK(what.find("Duplicate GPU detected") != std::string::npos);
+  CHECK(what.find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+  // An empty CUDA_VISIBLE_DEVICES restricts nothing (and hides every GPU anyway).
+  CHECK_THROWS_AS((void)device_for(r, 1, env_of({{"CUDA_VISIBLE_DEVICES", ""}})),
+                  environment_error);
 }
 
 // ---- unique-id file

@@ -9,6 +9,7 @@
 #include <stash/codec/rle.hpp>
 
 #include <limits>
+#include <string>
 
 namespace stash {
 
@@ -29,15 +30,22 @@ class device_rle {
   /// @brief Decoding needs no scratch.
   [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t) { return 0; }
 
+  /// @brief Throws stash::logic_error when one buffer cannot hold n elements (the host encoder's
+  /// limit: the worst case must fit the u32 end-offset table); checked by encode_async, and by
+  /// callers before they take any memory.
+  static void expect_encodable(std::size_t n)
+  {
+    STASH_EXPECTS(
+        n == 0 || host_codec::max_compressed_bytes(n) <= std::numeric_limits<std::uint32_t>::max(),
+        "device_rle: " + std::to_string(n) + " elements exceed the u32 chunk table");
+  }
+
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.
   static void encode_async(T const* d_in, std::size_t n, std::byte* d_out, std::size_t out_capacity,
                            std::size_t* d_compressed_bytes, void* d_scratch,
                            std::size_t scratch_bytes, cudaStream_t stream)
   {
-    // The host encoder's limit: the worst case must fit the u32 end-offset table.
-    STASH_EXPECTS(
-        n == 0 || host_codec::max_compressed_bytes(n) <= std::numeric_limits<std::uint32_t>::max(),
-        "device_rle::encode_async: too many elements for the u32 chunk table");
+    expect_encodable(n);
     detail::expect_device_encode_args("device_rle::encode_async", d_in, n, d_out, out_capacity,
                                       host_codec::max_compressed_bytes(n), d_compressed_bytes);
     STASH_EXPECTS(scratch_bytes >= encode_scratch_bytes(n),

@@ -8,6 +8,8 @@
 #include <stash/codec/device_codec.cuh>
 #include <stash/codec/zvc.hpp>
 
+#include <string>
+
 namespace stash {
 
 /// @brief Device side of stash::zvc<T> (a stash::device_codec).
@@ -27,12 +29,21 @@ class device_zvc {
   /// @brief Decoding needs no scratch.
   [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t) { return 0; }
 
+  /// @brief Throws stash::logic_error when one buffer cannot hold n elements (the chunk table
+  /// stores u32 counts); checked by encode_async, and by callers before they take any memory.
+  static void expect_encodable(std::size_t n)
+  {
+    STASH_EXPECTS(n <= host_codec::max_elements, "device_zvc: " + std::to_string(n) +
+                                                     " elements exceed the per-buffer limit of " +
+                                                     std::to_string(host_codec::max_elements));
+  }
+
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.
   static void encode_async(T const* d_in, std::size_t n, std::byte* d_out, std::size_t out_capacity,
                            std::size_t* d_compressed_bytes, void* d_scratch,
                            std::size_t scratch_bytes, cudaStream_t stream)
   {
-    STASH_EXPECTS(n <= host_codec::max_elements, "device_zvc::encode_async: too many elements");
+    expect_encodable(n);
     detail::expect_device_encode_args("device_zvc::encode_async", d_in, n, d_out, out_capacity,
                                       host_codec::max_compressed_bytes(n), d_compressed_bytes);
     STASH_EXPECTS(scratch_bytes >= encode_scratch_bytes(n),

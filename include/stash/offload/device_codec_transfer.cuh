@@ -28,9 +28,14 @@ namespace stash {
 
 namespace detail {
 
+// Kernels defined in a header are templates, launched as `kernel<><<<...>>>`: a template may be
+// defined in every translation unit that includes it (`__global__ inline` draws nvcc warning
+// #20050, the inline being ignored). The codec kernels (bitmask_kernels.cuh) do the same.
+
 // A failed decode must not leave half-decoded data behind: zero the destination.
-__global__ inline void zero_on_decode_error_kernel(unsigned char* dst, std::size_t bytes,
-                                                   codec_status const* status)
+template <int Unused = 0>
+__global__ void zero_on_decode_error_kernel(unsigned char* dst, std::size_t bytes,
+                                            codec_status const* status)
 {
   if (status->code == 0) { return; }
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < bytes;
@@ -41,7 +46,11 @@ __global__ inline void zero_on_decode_error_kernel(unsigned char* dst, std::size
 
 // The status lives in pinned host memory: a one-thread kernel clears it, which a CUDA graph
 // captures like any kernel (a memset node is meant for device memory).
-__global__ inline void clear_status_kernel(codec_status* status) { *status = codec_status{}; }
+template <int Unused = 0>
+__global__ void clear_status_kernel(codec_status* status)
+{
+  *status = codec_status{};
+}
 
 }  // namespace detail
 
@@ -57,12 +66,15 @@ struct device_codec_transfer {
   /// @brief The kernels write a status.
   static constexpr bool reports_status = true;
 
-  /// @brief The codec's worst case.
+  /// @brief The codec's worst case. Throws stash::logic_error for a tensor the encoder refuses
+  /// (its size limit), so the offload manager refuses it before taking any memory.
   static std::size_t host_bytes(std::size_t bytes)
   {
     STASH_EXPECTS(bytes % sizeof(value_type) == 0,
                   "device_codec_transfer: tensor size is not a whole number of elements");
-    return host_codec::max_compressed_bytes(bytes / sizeof(value_type));
+    std::size_t const n = bytes / sizeof(value_type);
+    if constexpr (requires { D::expect_encodable(n); }) { D::expect_encodable(n); }
+    return host_codec::max_compressed_bytes(n);
   }
   /// @brief The larger of the encoder's and decoder's scratch.
   static std::size_t scratch_bytes(std::size_t bytes)
@@ -75,7 +87,7 @@ struct device_codec_transfer {
   static void encode(cuda_backend&, cudaStream_t s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void* scratch, transfer_status* status)
   {
-    detail::clear_status_kernel<<<1, 1, 0, s>>>(&status->status);
+    detail::clear_status_kernel<><<<1, 1, 0, s>>>(&status->status);
     STASH_CUDA_TRY(cudaGetLastError());
     D::encode_async(static_cast<value_type const*>(device), bytes / sizeof(value_type),
                     static_cast<std::byte*>(host), capacity, &status->encoded_bytes, scratch,
@@ -89,8 +101,8 @@ struct device_codec_transfer {
   {
     D::decode_async(static_cast<std::byte const*>(host), capacity, static_cast<value_type*>(device),
                     bytes / sizeof(value_type), &status->status, scratch, scratch_bytes(bytes), s);
-    detail::zero_on_decode_error_kernel<<<256, 256, 0, s>>>(static_cast<unsigned char*>(device),
-                                                            bytes, &status->status);
+    detail::zero_on_decode_error_kernel<>
+        <<<256, 256, 0, s>>>(static_cast<unsigned char*>(device), bytes, &status->status);
     STASH_CUDA_TRY(cudaGetLastError());
   }
 };

@@ -22,8 +22,10 @@
  * order.
  * - `cudaStream_t tag(stream s)`: the value pools receive as "the stream" for this stream.
  * - `bool capturing(stream s)`: whether `s` is part of a CUDA graph capture (it began one, or
- *   waited for an event recorded in one). `query` of an event recorded while capturing returns
- *   false and never blocks or throws; `synchronize` of a capturing stream is illegal.
+ *   waited for an event recorded in one). An event recorded while capturing is never passed to
+ *   `query` (cudaEventQuery fails on it with cudaErrorCapturedEvent and may invalidate the
+ *   capture; the host backend throws stash::logic_error): callers remember which events they
+ *   recorded while capturing. `synchronize` of a capturing stream is illegal.
  */
 #pragma once
 

@@ -36,10 +36,12 @@
  *   while capturing, one created outside only outside (stash::logic_error otherwise), except
  *   that release() is always allowed. Tensors the region only reads (weights) are acquired
  *   before capturing, their pointers used inside.
- * - Host-side polling (returning finished host copies, counting compressed bytes) sees captured
- *   events as never finished, so it never reads a slot the graph has not written; queries are
- *   made in relaxed capture mode, which is legal during a global capture. synchronize(),
- *   host_copy() and prefetch_async(h) without a stream are refused while capturing.
+ * - Host-side polling (returning finished host copies, counting compressed bytes) never queries
+ *   an event recorded while capturing: cudaEventQuery fails on one (cudaErrorCapturedEvent) and
+ *   may invalidate the capture. A tensor created while capturing is never polled; its copies
+ *   count as unfinished, so no slot the graph has not written is read. Other events are queried
+ *   in relaxed capture mode, which is legal during a global capture. synchronize(), host_copy()
+ *   and prefetch_async(h) without a stream are refused while capturing.
  * - The graph owns the device and host blocks the capture took; the pools count them as free
  *   once the region released them. Give a manager that captures a graph its own pools, and use
  *   them only through the graph while it may be launched (PyTorch likewise keeps a private pool
@@ -144,7 +146,10 @@ struct offload_manager_options {
 /// Calls can be captured into a CUDA graph under the rules in the file docs.
 ///
 /// Failures lose nothing: if the host pool cannot take a tensor, offload_async throws
-/// stash::out_of_memory and the tensor stays resident; if the device pool cannot take it back,
+/// stash::out_of_memory and the tensor stays resident; a tensor the transfer cannot encode (a
+/// codec's size limit) is refused with stash::logic_error before anything is taken, and should
+/// queueing the copy fail anyway, the host slot and scratch go back to the pools and the tensor
+/// stays resident; if the device pool cannot take it back,
 /// prefetch_async/acquire throw stash::out_of_memory and the host copy stays valid for a retry.
 /// Misuse (an unknown or released handle, offloading a tensor not resident) throws
 /// stash::logic_error naming the tensor and its state. Not thread safe.
@@ -187,6 +192,14 @@ class offload_manager {
     }
   }
 
+  /// @brief Host pool bytes one offload of a `bytes`-byte tensor takes, before the pool rounds
+  /// them (the transfer's worst case plus its status record): size a host pool's budget and
+  /// reserve() with it. Throws stash::logic_error for a tensor the transfer cannot encode.
+  [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes)
+  {
+    return slot_bytes(Transfer::host_bytes(bytes));
+  }
+
   /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`.
   tensor_handle create(std::size_t bytes, stream_type stream)
   {
@@ -217,6 +230,7 @@ class offload_manager {
     entry& e             = checked(h, "offload_async");
     bool const capturing = check_capture(h, e, "offload_async", stream);
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
+    // The transfer's limits are checked here, before anything is taken.
     std::size_t const capacity = Transfer::host_bytes(e.bytes);
     std::size_t const slot     = slot_bytes(capacity);
     // While capturing, memory is taken in the capturing stream's order: the pools can see that
@@ -232,12 +246,16 @@ class offload_manager {
       host_pool_.deallocate(host, slot, tag);
       throw;
     }
+    try {
+      queue_encode(e, stream, host, capacity, scratch);
+    } catch (...) {
+      // Work queued before the failure may still touch the memory: it goes back in the D2H
+      // stream's order. The tensor was not touched and stays resident.
+      give_back_scratch(scratch, e.bytes, d2h_);
+      host_pool_.deallocate(host, slot, backend_.tag(d2h_));
+      throw;
+    }
     // Nothing below fails but CUDA itself; from here the tensor is on its way out.
-    order_after(d2h_, stream);
-    if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
-    backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    Transfer::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
-                     status_of(host, capacity));
     give_back_scratch(scratch, e.bytes, d2h_);
     backend_.release(e.ready);
     e.host_ready = backend_.record(d2h_);
@@ -442,6 +460,17 @@ class offload_manager {
     return capturing;
   }
 
+  // The D2H stream waits for the tensor's producers, then encodes it into the host slot.
+  void queue_encode(entry const& e, stream_type stream, void* host, std::size_t capacity,
+                    void* scratch)
+  {
+    order_after(d2h_, stream);
+    if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
+    backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
+    Transfer::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
+                     status_of(host, capacity));
+  }
+
   // pool.allocate, with the tensor in the message of a refusal.
   template <class Pool>
   void* take(Pool& pool, std::size_t bytes, cudaStream_t tag, const char* which,
@@ -465,6 +494,7 @@ class offload_manager {
     void* host;
     std::size_t capacity;
     event_type decoded;
+    bool captured;  // recorded while capturing: never queried, freed only by release()
   };
 
   // The host slot: the copy, then (16-byte aligned) the transfer_status the transfer writes.
@@ -493,7 +523,7 @@ class offload_manager {
   void reap()
   {
     for (std::size_t i = 0; i < pending_.size();) {
-      if (!backend_.query(pending_[i].decoded)) {
+      if (pending_[i].captured || !backend_.query(pending_[i].decoded)) {
         ++i;
         continue;
       }
@@ -531,9 +561,11 @@ class offload_manager {
     backend_.release(marker);
   }
 
-  // Takes completed copies into account (no blocking).
+  // Takes completed copies into account (no blocking). A tensor created while capturing is never
+  // polled: its events were recorded while capturing (see the file docs).
   void refresh(entry& e)
   {
+    if (e.captured) { return; }
     if (e.state == tensor_state::offloading && backend_.query(e.host_ready)) {
       e.state = tensor_state::offloaded;
       count_encoded(e);
@@ -579,7 +611,8 @@ class offload_manager {
     backend_.release(e.host_ready);
     if constexpr (Transfer::reports_status) {
       // The host copy is kept until the decode's status has been read.
-      pending_.push_back(pending_check{h.id, e.host, e.capacity, backend_.record(h2d_)});
+      pending_.push_back(
+          pending_check{h.id, e.host, e.capacity, backend_.record(h2d_), e.captured});
     } else {
       host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
     }

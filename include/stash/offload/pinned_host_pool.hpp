@@ -34,7 +34,10 @@ namespace stash {
   o.medium_limit   = step;
   o.medium_segment = step;
   o.large_rounding = step;
-  o.budget         = budget;
+  // A segment reserved for many tensors must hold as many as fit: without this, the block taken
+  // when at most one step would remain swallows the rest of the segment.
+  o.split_large_segments = true;
+  o.budget               = budget;
   return o;
 }
 

@@ -8,7 +8,9 @@
  * device scratch of `T::scratch_bytes(bytes)` from the device pool, freed in the stream's order.
  *
  * Customization points:
- * - `static std::size_t host_bytes(std::size_t bytes)`: the most bytes the host copy can need.
+ * - `static std::size_t host_bytes(std::size_t bytes)`: the most bytes the host copy can need;
+ *   throws stash::logic_error for a tensor the transfer cannot encode (a codec's size limit). The
+ *   manager asks first, before it takes any memory.
  * - `static std::size_t scratch_bytes(std::size_t bytes)`: device scratch for encode or decode.
  * - `static void encode(B&, typename B::stream, void const* device, std::size_t bytes,
  *    void* host, std::size_t capacity, void* scratch, transfer_status* status)`

@@ -42,7 +42,11 @@ struct caching_pool_options {
   std::size_t medium_limit   = 10 * MiB;  ///< requests below this come from medium segments
   std::size_t medium_segment = 20 * MiB;  ///< size of a medium segment
   std::size_t large_rounding = 2 * MiB;   ///< larger requests get a segment of their own, rounded
-  std::size_t budget         = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
+  /// Blocks of every segment split down to the rounding (the pinned host pool, whose reserved
+  /// segments hold many tensors); otherwise a block of a segment larger than small_segment splits
+  /// only while more than small_limit would remain.
+  bool split_large_segments = false;
+  std::size_t budget        = std::numeric_limits<std::size_t>::max();  ///< cap on reserved bytes
 };
 
 /// @brief Best-fit caching pool over segments taken from `Upstream`.
@@ -50,14 +54,14 @@ struct caching_pool_options {
 /// Requests are rounded to `rounding`; free blocks are kept in a set ordered by size and the
 /// smallest that fits is split (small segments split down to the rounding; blocks of larger
 /// segments only when more than `small_limit` would remain, which keeps large segments from
-/// shattering). Freed blocks coalesce with free neighbours of the same segment. A block freed on
-/// stream A is reused on A at once and on another stream only once `Order` says A's work queued
-/// before the free has finished. When a segment would exceed the budget or the upstream is full,
-/// fully free segments are returned to the upstream and the request retried; if it still does
-/// not fit, stash::out_of_memory is thrown and the pool is unchanged. While `stream` is being
-/// captured into a CUDA graph (where `Order` can tell, e.g. cuda_event_order) the upstream is not
-/// touched: a request the cached blocks cannot serve throws stash::logic_error and changes
-/// nothing; reserve() before capturing. Not thread safe.
+/// shattering, unless `split_large_segments`). Freed blocks coalesce with free neighbours of the
+/// same segment. A block freed on stream A is reused on A at once and on another stream only once
+/// `Order` says A's work queued before the free has finished. When a segment would exceed the
+/// budget or the upstream is full, fully free segments are returned to the upstream and the request
+/// retried; if it still does not fit, stash::out_of_memory is thrown and the pool is unchanged.
+/// While `stream` is being captured into a CUDA graph (where `Order` can tell, e.g.
+/// cuda_event_order) the upstream is not touched: a request the cached blocks cannot serve throws
+/// stash::logic_error and changes nothing; reserve() before capturing. Not thread safe.
 template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
 class caching_pool {
  public:
@@ -80,7 +84,7 @@ class caching_pool {
   /// @brief Returns every segment to the upstream (outstanding blocks included). Never throws.
   ~caching_pool()
   {
-    for (auto& [addr, b] : blocks_) { order_.release(b.marker); }
+    for (auto& [addr, b] : blocks_) { order_.release(b.marker.value); }
     for (auto const& [base, size] : segments_) {
       upstream_.deallocate(reinterpret_cast<void*>(base), size, cuda_allocation_alignment);
     }
@@ -111,9 +115,10 @@ class caching_pool {
                   "caching_pool::deallocate: size differs from the one allocated (" +
                       std::to_string(it->second.requested) + " B allocated, " +
                       std::to_string(bytes) + " B freed)");
-    bool const captured = capturing(stream);
-    auto marker         = order_.record(stream);  // the steps that can throw: before any change
-    block& b            = it->second;
+    bool const captured = order_capturing(order_, stream);
+    // The steps that can throw: before any change.
+    marker_type marker{order_.record(stream), captured};
+    block& b = it->second;
     in_use_ -= b.size;
     b.free      = true;
     b.requested = 0;
@@ -146,8 +151,8 @@ class caching_pool {
     for (auto seg = segments_.begin(); seg != segments_.end();) {
       auto it = blocks_.find(seg->first);
       if (it != blocks_.end() && it->second.free && it->second.size == seg->second &&
-          order_.passed(it->second.marker)) {
-        order_.release(it->second.marker);
+          tracked_passed(order_, it->second.marker)) {
+        order_.release(it->second.marker.value);
         free_.erase({it->second.size, it->first});
         blocks_.erase(it);
         upstream_.deallocate(reinterpret_cast<void*>(seg->first), seg->second,
@@ -182,7 +187,8 @@ class caching_pool {
   [[nodiscard]] Order& order() noexcept { return order_; }
 
  private:
-  using marker_type = typename Order::marker;
+  // A block freed while its stream was being captured keeps a marker that is never queried.
+  using marker_type = tracked_marker<Order>;
 
   struct block {
     std::size_t size{0};
@@ -199,30 +205,16 @@ class caching_pool {
   {
     for (auto it = free_.lower_bound({size, 0}); it != free_.end(); ++it) {
       auto b = blocks_.find(it->second);
-      if (b->second.stream == stream || order_.passed(b->second.marker)) { return b; }
+      if (b->second.stream == stream || tracked_passed(order_, b->second.marker)) { return b; }
     }
     return blocks_.end();
-  }
-
-  // Whether `stream` is being captured into a CUDA graph, where the order can tell.
-  bool capturing(cudaStream_t stream)
-  {
-    if constexpr (requires {
-                    {
-                      order_.capturing(stream)
-                      } -> std::convertible_to<bool>;
-                  }) {
-      return order_.capturing(stream);
-    } else {
-      return false;
-    }
   }
 
   // cudaHostAlloc / cudaMalloc (and the frees release_cached would do) are illegal while
   // capturing, and the graph would not replay them anyway.
   void refuse_if_capturing(std::size_t bytes, cudaStream_t stream)
   {
-    if (capturing(stream)) {
+    if (order_capturing(order_, stream)) {
       STASH_FAIL("caching_pool: " + std::to_string(bytes) +
                  " B need a new segment from the upstream, but the stream is being captured "
                  "into a CUDA graph (no allocation while capturing; reserve() before capturing)");
@@ -298,7 +290,8 @@ class caching_pool {
     free_.erase({b.size, it->first});
     bool const small_segment = segments_.at(b.segment) == options_.small_segment;
     std::size_t const rest   = b.size - size;
-    bool const split = small_segment ? rest >= options_.rounding : rest > options_.small_limit;
+    bool const split = small_segment || options_.split_large_segments ? rest >= options_.rounding
+                                                                      : rest > options_.small_limit;
     if (split) {
       block r;
       r.size           = rest;
@@ -312,7 +305,7 @@ class caching_pool {
       blocks_.emplace(raddr, std::move(r));
       free_.insert({rest, raddr});
     } else {
-      order_.release(b.marker);
+      order_.release(b.marker.value);
       b.marker = marker_type{};
     }
     b.free      = false;
@@ -327,19 +320,20 @@ class caching_pool {
   // Merges the just-freed block `it` with free neighbours in its segment that are safe to merge:
   // the same stream (ordered after them), or a different stream whose work has passed. A block
   // freed while capturing has a marker that never passes (the graph runs whenever it is
-  // launched): it merges with its own stream's blocks only, not to lock its neighbours to it.
+  // launched): it merges with its own stream's blocks only, not to lock its neighbours to it;
+  // a neighbour freed while capturing likewise (its marker is never queried).
   block_iter coalesce(block_iter it, bool captured)
   {
     auto mergeable = [&](block_iter other) {
       return other != blocks_.end() && other->second.free &&
              other->second.segment == it->second.segment &&
              (other->second.stream == it->second.stream ||
-              (!captured && order_.passed(other->second.marker)));
+              (!captured && tracked_passed(order_, other->second.marker)));
     };
     auto next = std::next(it);
     if (next != blocks_.end() && next->first == it->first + it->second.size && mergeable(next)) {
       free_.erase({next->second.size, next->first});
-      order_.release(next->second.marker);
+      order_.release(next->second.marker.value);
       it->second.size += next->second.size;
       blocks_.erase(next);
     }
@@ -347,7 +341,7 @@ class caching_pool {
       auto prev = std::prev(it);
       if (prev->first + prev->second.size == it->first && mergeable(prev)) {
         free_.erase({prev->second.size, prev->first});
-        order_.release(prev->second.marker);
+        order_.release(prev->second.marker.value);
         prev->second.size += it->second.size;
         prev->second.stream = it->second.stream;
         prev->second.marker = std::move(it->second.marker);

@@ -98,10 +98,10 @@ class lifetime_arena {
   /// @brief Returns the arena to the upstream. Never throws.
   ~lifetime_arena()
   {
-    for (auto& f : fenced_) { order_.release(f.marker); }
+    for (auto& f : fenced_) { order_.release(f.marker.value); }
     release_arena();
     for (auto& r : retired_) {
-      for (auto& m : r.markers) { order_.release(m); }
+      for (auto& m : r.markers) { order_.release(m.value); }
       upstream_.deallocate(r.ptr, r.bytes, cuda_allocation_alignment);
     }
   }
@@ -225,7 +225,7 @@ class lifetime_arena {
       // Freed on another stream, the block may still be in use there: fence it off until that
       // stream's work queued so far has passed.
       if (stream != stream_) {
-        fenced_.push_back({p, block.offset, block.size, order_.record(stream)});
+        fenced_.push_back({p, block.offset, block.size, record_tracked(order_, stream)});
       }
     }
     in_use_ -= padded(bytes);
@@ -292,12 +292,12 @@ class lifetime_arena {
     void* ptr;
     std::uint64_t offset;
     std::uint64_t size;
-    typename Order::marker marker;
+    tracked_marker<Order> marker;  // recorded while capturing: never queried, never passes
   };
   struct retired_arena {
     void* ptr;
     std::size_t bytes;
-    std::vector<typename Order::marker> markers;  // the arena's stream, and streams still fenced
+    std::vector<tracked_marker<Order>> markers;  // the arena's stream, and streams still fenced
   };
 
   static caching_pool_options with_budget(caching_pool_options o, std::size_t budget)
@@ -390,7 +390,7 @@ class lifetime_arena {
   {
     if (arena_ == nullptr) { return; }
     retired_arena r{arena_, arena_bytes_, {}};
-    r.markers.push_back(order_.record(stream_));
+    r.markers.push_back(record_tracked(order_, stream_));
     for (auto& f : fenced_) { r.markers.push_back(std::move(f.marker)); }
     fenced_.clear();
     retired_.push_back(std::move(r));
@@ -442,8 +442,8 @@ class lifetime_arena {
     };
     if constexpr (!stream_order_with_wait<Order>) {
       std::erase_if(fenced_, [&](fenced_block& f) {
-        if (!order_.passed(f.marker)) { return false; }
-        order_.release(f.marker);
+        if (!tracked_passed(order_, f.marker)) { return false; }
+        order_.release(f.marker.value);
         return true;
       });
       return std::none_of(fenced_.begin(), fenced_.end(), hits);
@@ -451,15 +451,15 @@ class lifetime_arena {
       // Waits are enqueued before any fence is dropped, so a failing wait loses no fence.
       std::uint64_t waits = 0;
       for (auto const& f : fenced_) {
-        if (hits(f) && !order_.passed(f.marker)) {
-          order_.wait(stream, f.marker);
+        if (hits(f) && !tracked_passed(order_, f.marker)) {
+          order_.wait(stream, f.marker.value);
           ++waits;
         }
       }
       fence_waits_ += waits;
       std::erase_if(fenced_, [&](fenced_block& f) {
-        if (!hits(f) && !order_.passed(f.marker)) { return false; }
-        order_.release(f.marker);
+        if (!hits(f) && !tracked_passed(order_, f.marker)) { return false; }
+        order_.release(f.marker.value);
         return true;
       });
       return true;
@@ -471,9 +471,9 @@ class lifetime_arena {
   {
     std::erase_if(retired_, [&](retired_arena& r) {
       for (auto const& m : r.markers) {
-        if (!order_.passed(m)) { return false; }
+        if (!tracked_passed(order_, m)) { return false; }
       }
-      for (auto& m : r.markers) { order_.release(m); }
+      for (auto& m : r.markers) { order_.release(m.value); }
       upstream_.deallocate(r.ptr, r.bytes, cuda_allocation_alignment);
       return true;
     });

@@ -11,7 +11,11 @@
  * Customization points of a stream order `O`:
  * - `using marker = ...;` (default constructible, movable)
  * - `marker record(cudaStream_t stream)`: mark the work queued on `stream` so far.
- * - `bool passed(marker const& m)`: true once that work has finished. Never blocks.
+ * - `bool passed(marker const& m)`: true once that work has finished. Never blocks. Never called
+ *   for a marker recorded on a capturing stream: cudaEventQuery fails on such an event
+ *   (cudaErrorCapturedEvent) and may invalidate the capture, and its work runs only whenever the
+ *   graph is launched. Callers keep a `tracked_marker` (record_tracked / tracked_passed), which
+ *   remembers that and never passes.
  * - `void release(marker& m) noexcept`: free the marker's resources.
  *
  * Optional: `bool capturing(cudaStream_t stream)`: whether `stream` is being captured into a CUDA
@@ -80,8 +84,9 @@ class cuda_event_order {
     return event;
   }
 
-  /// @brief Queries the event without blocking. Safe while a CUDA graph is being captured; an
-  /// event recorded in a capture never passes (its work runs whenever the graph is launched).
+  /// @brief Queries the event without blocking; legal while another stream is being captured.
+  /// Callers never pass an event recorded while capturing (see the file docs); should one come,
+  /// it is reported as not passed.
   bool passed(marker const& event)
   {
     if (event == nullptr) { return true; }
@@ -185,6 +190,45 @@ class manual_order {
   };
   std::shared_ptr<state> state_ = std::make_shared<state>();
 };
+
+/// @brief Whether `stream` is being captured into a CUDA graph, where the order can tell (an
+/// order without `capturing` never sees a capture).
+template <stream_order O>
+[[nodiscard]] bool order_capturing(O& order, cudaStream_t stream)
+{
+  if constexpr (requires {
+                  {
+                    order.capturing(stream)
+                    } -> std::convertible_to<bool>;
+                }) {
+    return order.capturing(stream);
+  } else {
+    return false;
+  }
+}
+
+/// @brief A marker and whether it was recorded on a capturing stream. A captured marker is never
+/// queried (see the file docs) and never passes: its work runs whenever the graph is launched.
+template <stream_order O>
+struct tracked_marker {
+  typename O::marker value{};  ///< what the order recorded
+  bool captured{false};        ///< recorded while `stream` was being captured
+};
+
+/// @brief Records a marker on `stream`, remembering whether the stream was capturing.
+template <stream_order O>
+[[nodiscard]] tracked_marker<O> record_tracked(O& order, cudaStream_t stream)
+{
+  bool const captured = order_capturing(order, stream);
+  return tracked_marker<O>{order.record(stream), captured};
+}
+
+/// @brief Whether the marked work has finished; a captured marker is not queried and never has.
+template <stream_order O>
+[[nodiscard]] bool tracked_passed(O& order, tracked_marker<O> const& m)
+{
+  return !m.captured && order.passed(m.value);
+}
 
 static_assert(stream_order<cuda_event_order>);
 static_assert(stream_order<immediate_order>);

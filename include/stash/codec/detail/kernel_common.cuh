@@ -90,4 +90,16 @@ __device__ STASH_FORCEINLINE T shfl_element(T v, int src_lane)
 /// @brief Bits of lanes below this one.
 __device__ STASH_FORCEINLINE std::uint32_t lanemask_lt(unsigned lane) { return (1u << lane) - 1u; }
 
+/// @brief The sum of `v` over the 32 lanes of a full warp, in every lane. __reduce_add_sync is
+/// sm_80+; for older targets (sm_75: T4, RTX 20xx) the same sum is five xor shuffles.
+__device__ STASH_FORCEINLINE unsigned warp_sum(unsigned v)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xffffffffu, v);
+#else
+  for (int offset = 16; offset > 0; offset /= 2) { v += __shfl_xor_sync(0xffffffffu, v, offset); }
+  return v;
+#endif
+}
+
 }  // namespace stash::detail

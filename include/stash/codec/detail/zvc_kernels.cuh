@@ -112,8 +112,7 @@ __global__ void zvc_decode_kernel(std::byte const* src, T* dst, codec_status* st
     if (tail_bad) { report(status, {codec_errc::bad_mask_tail, l.mask_off + 4 * my_w}); }
     return;
   }
-  auto const pop = static_cast<std::uint64_t>(
-      __reduce_add_sync(0xffffffffu, static_cast<unsigned>(__popc(my_m))));
+  auto const pop = static_cast<std::uint64_t>(warp_sum(static_cast<unsigned>(__popc(my_m))));
   if (t0 > t1 || t1 > total || pop != t1 - t0) {
     if (lane == 0) { report(status, {codec_errc::bad_chunk_table, l.table_off + 4 * (gw + 1)}); }
     return;

@@ -48,8 +48,8 @@ class cuda_backend {
   {
     if (e != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(s, e, 0)); }
   }
-  /// @brief cudaEventQuery, without blocking; safe beside a capture, and an event recorded while
-  /// capturing never completes (see cuda_event_order::passed).
+  /// @brief cudaEventQuery, without blocking; legal beside a capture. Never called for an event
+  /// recorded while capturing (see offload_backend.hpp).
   bool query(event e) { return events_.passed(e); }
   /// @brief cudaEventSynchronize.
   void synchronize(event e)

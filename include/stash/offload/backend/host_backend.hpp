@@ -6,10 +6,11 @@
  *
  * It also models CUDA graph capture's rules (not its deferral: captured work still runs at once):
  * begin_capture(s) marks `s` capturing; a stream that waits for an event recorded while capturing
- * joins the capture; such events, and pool markers recorded on a capturing stream, never pass
- * (cudaErrorCapturedEvent); synchronizing a capturing stream or a captured event throws
- * stash::logic_error (CUDA would invalidate the capture); end_capture(s) ends it for every stream
- * that joined.
+ * joins the capture; querying such an event, or a pool marker recorded on a capturing stream,
+ * throws stash::logic_error (cudaEventQuery fails with cudaErrorCapturedEvent and may invalidate
+ * the capture: callers must remember what they recorded while capturing and never ask), as does
+ * synchronizing a capturing stream or a captured event (CUDA would invalidate the capture);
+ * end_capture(s) ends it for every stream that joined.
  */
 #pragma once
 
@@ -151,10 +152,15 @@ class host_stream_order {
     if (tag == nullptr) { return nullptr; }
     return reinterpret_cast<host_stream_worker*>(tag)->mark();
   }
-  /// @brief True once the flag is set; a flag recorded while capturing never passes.
-  bool passed(marker const& m) const noexcept
+  /// @brief True once the flag is set; throws stash::logic_error for a flag recorded while
+  /// capturing (see the file docs).
+  bool passed(marker const& m) const
   {
-    return m == nullptr || (m->capture == 0 && m->done.load(std::memory_order_acquire));
+    if (m == nullptr) { return true; }
+    STASH_EXPECTS(m->capture == 0,
+                  "host_stream_order::passed: the marker was recorded while capturing a graph "
+                  "(cudaEventQuery would fail with cudaErrorCapturedEvent)");
+    return m->done.load(std::memory_order_acquire);
   }
   /// @brief Whether the host stream behind `tag` is capturing (see host_backend).
   bool capturing(cudaStream_t tag) const noexcept
@@ -212,10 +218,15 @@ class host_backend {
     if (e->done.load(std::memory_order_acquire)) { return; }
     s->enqueue([e] { e->wait(); });
   }
-  /// @brief Whether `e` is set; an event recorded while capturing never is.
-  bool query(event const& e) const noexcept
+  /// @brief Whether `e` is set; throws stash::logic_error for an event recorded while capturing
+  /// (see the file docs).
+  bool query(event const& e) const
   {
-    return e == nullptr || (e->capture == 0 && e->done.load(std::memory_order_acquire));
+    if (e == nullptr) { return true; }
+    STASH_EXPECTS(e->capture == 0,
+                  "host_backend::query: the event was recorded while capturing a graph "
+                  "(cudaEventQuery would fail with cudaErrorCapturedEvent)");
+    return e->done.load(std::memory_order_acquire);
   }
   /// @brief Blocks until `e` is set; throws stash::logic_error for an event recorded while
   /// capturing (cudaEventSynchronize fails on one).

@@ -1,0 +1,46 @@
+// Every stash kernel, instantiated so that nvcc generates its device code: compiled (never run)
+// for each architecture in STASH_ARCH_CHECK_ARCHITECTURES (tests/CMakeLists.txt) by the
+// `stash_arch_check` object library. Header checks alone would not do: a kernel template that
+// nobody instantiates is never compiled for any architecture (sm_75's lack of
+// __reduce_add_sync went unnoticed that way). Add a codec or element type here when one is added.
+#include <stash/stash.cuh>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace {
+
+// Host code that enqueues every kernel of device codec D; never called, only compiled.
+template <class D>
+void enqueue_codec(stash::cuda_backend& backend, cudaStream_t s)
+{
+  using T = typename D::host_codec::value_type;
+  D::encode_async(static_cast<T const*>(nullptr), 0, nullptr, 0, nullptr, nullptr, 0, s);
+  D::decode_async(nullptr, 0, static_cast<T*>(nullptr), 0, nullptr, nullptr, 0, s);
+  // The offload manager's codec path (device_codec_transfer's own kernels).
+  stash::device_codec_transfer<D>::encode(backend, s, nullptr, 0, nullptr, 0, nullptr, nullptr);
+  stash::device_codec_transfer<D>::decode(backend, s, nullptr, 0, nullptr, 0, nullptr, nullptr);
+}
+
+template <class... D>
+void enqueue_codecs(stash::cuda_backend& backend, cudaStream_t s)
+{
+  (enqueue_codec<D>(backend, s), ...);
+}
+
+}  // namespace
+
+/// @brief Enqueues every kernel stash defines (never called: the point is that it compiles).
+void stash_arch_check_every_kernel(stash::cuda_backend& backend, cudaStream_t s)
+{
+  // One element type per size for the templated codecs (the kernels differ by size only).
+  enqueue_codecs<
+      stash::device_zvc<float>, stash::device_zvc<double>, stash::device_zvc<std::uint16_t>,
+      stash::device_zvc<std::uint8_t>, stash::device_csr<float>, stash::device_csr<double>,
+      stash::device_csr<std::uint16_t>, stash::device_csr<std::uint8_t>, stash::device_rle<float>,
+      stash::device_rle<double>, stash::device_rle<std::uint16_t>, stash::device_rle<std::uint8_t>,
+      stash::device_bitmask, stash::device_precision<stash::fp16>,
+      stash::device_precision<stash::bf16>, stash::device_precision<stash::fp8_e4m3>,
+      stash::device_precision<stash::fp8_e5m2>, stash::device_precision<stash::fp10>>(backend, s);
+  stash::device_bitmask::apply_mask_to_gradient_async(nullptr, 0, nullptr, 0, nullptr, s);
+}
