@@ -124,14 +124,6 @@ class dsa_search {
     }
   }
 
-  /// @brief Number of time-overlapping pairs (a measure of the work per node).
-  [[nodiscard]] std::size_t conflict_pairs() const noexcept
-  {
-    std::size_t total = 0;
-    for (auto const& v : neighbors_) { total += v.size(); }
-    return total / 2;
-  }
-
   /// @brief Searches offsets with every block's top <= `capacity` (in units), expanding at most
   /// `max_nodes` nodes. On `found`, `offsets` (units, indexed like the instance) holds the
   /// solution. The search is deterministic: the same instance, arguments and earlier solves give
@@ -210,8 +202,6 @@ class dsa_search {
 
   /// @brief Nodes expanded by the last solve().
   [[nodiscard]] std::uint64_t nodes() const noexcept { return nodes_; }
-  /// @brief Sub-states skipped as known failures, over all solves so far.
-  [[nodiscard]] std::uint64_t memo_hits() const noexcept { return memo_hits_; }
 
  private:
   struct candidate {
@@ -362,10 +352,7 @@ class dsa_search {
     // so a sub-state proven infeasible once is skipped when it comes back, in this run or a
     // later restart against the same capacity.
     auto const key = state_key(active);
-    if (memo_has(key)) {
-      ++memo_hits_;
-      return false;
-    }
+    if (memo_has(key)) { return false; }
     bool const ok = dfs_body(active, by_minoff);
     if (!ok && !aborted_) { memo_put(key); }
     return ok;
@@ -632,7 +619,6 @@ class dsa_search {
   // Failed sub-states (a lossy direct-mapped table of 128-bit keys); valid for one capacity.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> memo_;
   std::uint64_t memo_cap_{none};
-  std::uint64_t memo_hits_{0};
   std::size_t memo_puts_{0};              // insertions since the table last grew
   std::vector<std::uint32_t> next_cell_;  // scratch of infer(): next unpainted cell
   // Scratch of infer(): (lowest offset, block) of the waiting blocks.
