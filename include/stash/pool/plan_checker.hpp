@@ -83,6 +83,8 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals, 
 
 /// @brief Returns the first violation of `p` for `intervals`, or nullopt if the plan is valid.
 /// Overlaps are reported in time order (the earliest moment two live blocks collide).
+// Kept whole (~85 lines): the shape checks lead into one time sweep whose live-range map is the
+// state every overlap check reads; split, each step would take that map and the sorted events.
 [[nodiscard]] inline std::optional<plan_violation> find_plan_violation(
     std::span<const lifetime_interval> intervals, plan const& p)
 {
