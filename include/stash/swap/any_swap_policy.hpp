@@ -22,6 +22,7 @@ namespace stash {
 class any_swap_policy {
  public:
   /// @brief Holds a copy of `policy`.
+  /// @tparam S The policy held: a stash::swap_policy.
   template <class S>
   requires(!std::is_same_v<std::remove_cvref_t<S>, any_swap_policy> &&
            swap_policy<std::remove_cvref_t<S>>)
