@@ -69,10 +69,7 @@ inline decimal_prefix split_decimal(std::string_view text)
   return d;
 }
 
-inline char lower(char c)
-{
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
+inline char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // Bytes per unit, or nullopt for an unknown unit. `unit` is what follows the number (and its
 // optional space).
