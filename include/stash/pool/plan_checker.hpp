@@ -89,7 +89,7 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals, 
     std::span<const lifetime_interval> intervals, plan const& p)
 {
   std::string const who = "plan by '" + p.planner + "': ";
-  auto make             = [&](plan_violation_kind k, std::size_t a, std::size_t b, std::string m) {
+  auto make = [&](plan_violation_kind k, std::size_t a, std::size_t b, std::string const& m) {
     return plan_violation{k, a, b, who + m};
   };
   if (p.offsets.size() != intervals.size()) {
