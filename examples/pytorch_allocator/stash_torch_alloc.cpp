@@ -1,8 +1,9 @@
 // libstash_torch_alloc: the C entry points of stash_torch_alloc.h over one process-wide
-// allocator_state on device memory. All logic lives in allocator_state.hpp (tested on the host);
-// this file only owns the instance and forwards.
+// allocator_state on device memory. All logic lives in
+// stash_tools/pytorch_allocator/allocator_state.hpp (tested on the host); this file only owns the
+// instance and forwards.
 #include "stash_torch_alloc.h"
-#include "allocator_state.hpp"
+#include <stash_tools/pytorch_allocator/allocator_state.hpp>
 
 #include <stash/core/device_upstream.hpp>
 

@@ -3,11 +3,12 @@
 // policies under a budget, a picture of the iteration, and the projected time to train on a
 // cluster for every data-parallel x model-parallel configuration. See usage() for the interface.
 //
-// Layout: options.hpp parses the command line; report.hpp reads and analyses one input into a
-// file_report (sections from planners.hpp, policies.hpp, svg.hpp); print.hpp prints a report
-// as text or JSON; this file only wires them together and loops over the inputs.
-#include "print.hpp"
-#include "report.hpp"
+// Layout (tools/include/stash_tools/stash_plan/): options.hpp parses the command line; report.hpp
+// reads and analyses one input into a file_report (sections from planners.hpp, policies.hpp,
+// svg.hpp); print.hpp prints a report as text or JSON; this file only wires them together and loops
+// over the inputs.
+#include <stash_tools/stash_plan/print.hpp>
+#include <stash_tools/stash_plan/report.hpp>
 
 #include <fstream>
 #include <iostream>

@@ -3,14 +3,15 @@
 // Exit codes: 0 done (or no CUDA device, after validating arguments, rank environment and the
 // dataset), 1 error or --check mismatch, 2 bad arguments, bad rank environment or
 // missing/malformed dataset, 3 out of (emulated) device memory.
-#include "data_parallel.hpp"
-#include "idx_reader.hpp"
 #include "memory.cuh"
 #include "network.cuh"
-#include "options.hpp"
 #ifdef STASH_HAVE_NCCL
 #include "nccl_comm.cuh"
 #endif
+
+#include <stash_tools/train_cnn/data_parallel.hpp>
+#include <stash_tools/train_cnn/idx_reader.hpp>
+#include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_zvc.cuh>

@@ -3,7 +3,7 @@
 // are instantiated per (policy, codec) pair (see make_memory in main.cu).
 #pragma once
 
-#include "options.hpp"
+#include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/allocator.hpp>
 #include <stash/core/device_upstream.hpp>

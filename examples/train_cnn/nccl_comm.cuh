@@ -5,8 +5,9 @@
 // Only compiled when CMake found NCCL (STASH_HAVE_NCCL).
 #pragma once
 
-#include "data_parallel.hpp"
 #include "network.cuh"
+
+#include <stash_tools/train_cnn/data_parallel.hpp>
 
 #include <stash/core/error.hpp>
 

@@ -14,8 +14,9 @@
 // across ranks with a single all-reduce (see collective, and nccl_comm.cuh for the NCCL one).
 #pragma once
 
-#include "idx_reader.hpp"
 #include "memory.cuh"
+
+#include <stash_tools/train_cnn/idx_reader.hpp>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

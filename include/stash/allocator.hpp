@@ -112,6 +112,8 @@ concept iteration_aware_pool = requires(P& p)
 /// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
 /// transfer policy is itself; a codec runs its host reference on the host backend (on a GPU, name
 /// `device_codec_transfer<device_zvc<float>>` etc. from device_codec_transfer.cuh).
+/// @tparam Backend The offload backend (cuda_backend, host_backend).
+/// @tparam Codec `void`, a transfer policy, or a codec.
 template <class Backend, class Codec>
 using transfer_for_t = typename detail::transfer_for<Backend, Codec>::type;
 
@@ -144,6 +146,12 @@ struct allocator_stats {
 };
 
 /// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
+/// @tparam Pool The device pool (lifetime_arena, caching_pool, ...): a stash::pool.
+/// @tparam SwapPolicy What to offload and when: a stash::swap_policy (no_swap, vdnn_all, auto_swap,
+///   any_swap_policy, ...).
+/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a transfer policy or a codec (see
+///   transfer_for_t).
+/// @tparam Backend Streams, events and copies: a stash::offload_backend.
 template <pool Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
 class allocator {
   static_assert(detail::check_swap_policy_slot<SwapPolicy>());

@@ -1,6 +1,7 @@
 /**
  * @file version.hpp
- * @brief stash's version.
+ * @brief stash's version: the one place it is kept (CMakeLists.txt reads project(VERSION) from
+ * the three lines below).
  */
 #pragma once
 

@@ -2,7 +2,7 @@
 // host memory: a recorded ResNet-18 training step replayed as PyTorch would issue it, step after
 // step, through the same c_* functions the shared library exports; configuration and misuse;
 // threads; and the device instantiation on a machine without a GPU.
-#include "../../examples/pytorch_allocator/allocator_state.hpp"
+#include <stash_tools/pytorch_allocator/allocator_state.hpp>
 
 #include "pool/pool_conformance.hpp"
 #include "support/data.hpp"
@@ -236,17 +236,21 @@ TEST_CASE("pytorch_allocator: parse_budget accepts byte counts with binary units
   CHECK(ta::parse_budget("2T", "b") == 2 * 1024 * stash::GiB);
   CHECK(ta::parse_budget("0", "b") == ta::no_budget);
   CHECK(ta::parse_budget("none", "b") == ta::no_budget);
+  // The tools' one grammar (stash_tools/size.hpp): fractions of whole bytes, SI units, a space.
+  CHECK(ta::parse_budget("1.5G", "b") == 3 * stash::GiB / 2);
+  CHECK(ta::parse_budget("12GB", "b") == 12'000'000'000ULL);
+  CHECK(ta::parse_budget("8 GiB", "b") == 8 * stash::GiB);
 }
 
 TEST_CASE("pytorch_allocator: parse_budget refuses malformed budgets, naming the source")
 {
-  for (char const* bad : {"", "-1", "abc", "1.5G", "12GB", "8 GiB", "GiB",
+  for (char const* bad : {"", "-1", "abc", "1.5", "12XB", "8  GiB", "GiB",
                           "99999999999999999999999", "17179869184T"}) {
     CAPTURE(bad);
     std::string const e = error_of([&] { (void)ta::parse_budget(bad, "STASH_BUDGET"); });
     CHECK(contains(e, "STASH_BUDGET='" + std::string(bad) + "'"));
   }
-  CHECK(contains(error_of([] { (void)ta::parse_budget("12GB", "x"); }), "unknown unit 'GB'"));
+  CHECK(contains(error_of([] { (void)ta::parse_budget("12XB", "x"); }), "unknown unit 'XB'"));
   CHECK(contains(error_of([] { (void)ta::parse_budget("17179869184T", "x"); }), "too large"));
   CHECK_THROWS_AS((void)ta::parse_budget("abc", "x"), stash::logic_error);
 }
@@ -416,9 +420,9 @@ TEST_CASE("pytorch_allocator: configuration from the environment and from stash_
   }
   SUBCASE("a malformed STASH_BUDGET fails allocations with the reason")
   {
-    auto state = make_state({{"STASH_BUDGET", "12GB"}});
+    auto state = make_state({{"STASH_BUDGET", "12XB"}});
     CHECK(ta::c_malloc(*state, 1000, 0, main_stream) == nullptr);
-    CHECK(contains(state->last_error(), "STASH_BUDGET='12GB'"));
+    CHECK(contains(state->last_error(), "STASH_BUDGET='12XB'"));
   }
   SUBCASE("bad stash_configure arguments are refused and change nothing")
   {

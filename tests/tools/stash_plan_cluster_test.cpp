@@ -1,10 +1,10 @@
-// stash-plan's multi-device projection (--cluster, examples/stash_plan/projection_section.hpp):
+// stash-plan's multi-device projection (--cluster, stash_tools/stash_plan/projection_section.hpp):
 // parsing of the cluster, efficiency-model and projection options, and the JSON "configs" rows,
 // text table and picture on a real trace.
-#include "../../examples/stash_plan/options.hpp"
-#include "../../examples/stash_plan/print.hpp"
-#include "../../examples/stash_plan/projection_section.hpp"
-#include "../../examples/stash_plan/report.hpp"
+#include <stash_tools/stash_plan/options.hpp>
+#include <stash_tools/stash_plan/print.hpp>
+#include <stash_tools/stash_plan/projection_section.hpp>
+#include <stash_tools/stash_plan/report.hpp>
 
 #include "support/data.hpp"
 

@@ -1,10 +1,10 @@
 // stash-plan's later sections (examples/stash_plan): command-line parsing of the new options, the
 // planner section on a hand-made trace with a known optimum and on real inputs, the JSON fields,
 // the swap-policy section on a real trace, and the SVG picture.
-#include "../../examples/stash_plan/options.hpp"
-#include "../../examples/stash_plan/print.hpp"
-#include "../../examples/stash_plan/report.hpp"
-#include "../../examples/stash_plan/svg.hpp"
+#include <stash_tools/stash_plan/options.hpp>
+#include <stash_tools/stash_plan/print.hpp>
+#include <stash_tools/stash_plan/report.hpp>
+#include <stash_tools/stash_plan/svg.hpp>
 
 #include "support/data.hpp"
 

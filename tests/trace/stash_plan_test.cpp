@@ -1,7 +1,7 @@
 // stash-plan's building blocks (examples/stash_plan): the JSON writer's escaping and nesting,
 // number formatting, format detection and the per-file report on real and malformed inputs.
-#include "../../examples/stash_plan/print.hpp"
-#include "../../examples/stash_plan/report.hpp"
+#include <stash_tools/stash_plan/print.hpp>
+#include <stash_tools/stash_plan/report.hpp>
 
 #include "support/data.hpp"
 

@@ -1,8 +1,8 @@
 // train_cnn's data-parallel bootstrap on the host: the rank environment of each launcher, the NCCL
 // unique-id exchange through a file (threads of one process standing in for ranks), the sharding
 // of global batches and the data-parallel flags.
-#include "../../examples/train_cnn/data_parallel.hpp"
-#include "../../examples/train_cnn/options.hpp"
+#include <stash_tools/train_cnn/data_parallel.hpp>
+#include <stash_tools/train_cnn/options.hpp>
 
 #include "support/message_of.hpp"
 #include "support/temp_dir.hpp"

@@ -1,6 +1,6 @@
 // train_cnn's codec flags and what --check compares: the lossless codecs keep the bitwise
 // comparison, the lossy ones switch it to test accuracy within --accuracy-margin points.
-#include "../../examples/train_cnn/options.hpp"
+#include <stash_tools/train_cnn/options.hpp>
 
 #include "support/message_of.hpp"
 

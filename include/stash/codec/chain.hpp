@@ -15,6 +15,8 @@ namespace stash {
 
 /// @brief A, then B over A's bytes. Lossless iff both are. B's value_type must be a
 /// codec_element; A's buffer is zero-padded to a multiple of its size.
+/// @tparam A The first codec, over the elements.
+/// @tparam B The second codec, over A's encoded bytes.
 template <codec A, codec B>
 class chain {
   using inner_type = typename B::value_type;

@@ -34,6 +34,7 @@
 namespace stash {
 
 /// @brief A compression format with a host reference implementation (see the file comment).
+/// @tparam C The type checked.
 template <class C>
 concept codec = requires(std::size_t n, std::span<typename C::value_type const> in,
                          std::span<std::byte> out, std::span<std::byte const> src,
@@ -58,6 +59,7 @@ concept codec = requires(std::size_t n, std::span<typename C::value_type const> 
 };
 
 /// @brief Encodes `in` with codec C into a vector sized to the result.
+/// @tparam C The codec.
 template <codec C>
 [[nodiscard]] std::vector<std::byte> host_encode_vector(std::span<typename C::value_type const> in)
 {
@@ -68,6 +70,7 @@ template <codec C>
 
 /// @brief Decodes a buffer written by C into a new vector. `max_elements` caps the allocation a
 /// (possibly corrupted) header can ask for; a larger count is a codec_error.
+/// @tparam C The codec that wrote the buffer.
 template <codec C>
 [[nodiscard]] std::vector<typename C::value_type> host_decode_vector(
     std::span<std::byte const> src, std::size_t max_elements = std::size_t{1} << 28)

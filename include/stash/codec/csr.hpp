@@ -16,6 +16,7 @@ namespace stash {
 
 /// @brief CSR of T with rows of 256 columns (the last row may be shorter). "Zero" is the all-zero
 /// bit pattern, so -0.0 and NaN are kept. At most 2^32 - 1 elements per buffer.
+/// @tparam T The element type.
 template <codec_element T>
 class csr {
  public:

@@ -31,6 +31,7 @@
 namespace stash {
 
 /// @brief A codec's stream-ordered device implementation (see the file comment).
+/// @tparam D The type checked.
 template <class D>
 concept device_codec = codec<typename D::host_codec> &&
     requires(std::size_t n, typename D::host_codec::value_type const* d_in,

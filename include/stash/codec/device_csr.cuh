@@ -13,6 +13,7 @@
 namespace stash {
 
 /// @brief Device side of stash::csr<T> (a stash::device_codec).
+/// @tparam T The element type.
 template <codec_element T>
 class device_csr {
  public:

@@ -11,6 +11,7 @@
 namespace stash {
 
 /// @brief Device side of stash::precision<float, To> (a stash::device_codec).
+/// @tparam To The narrow format (fp16, bf16, fp8_e4m3, ...).
 template <class To>
 class device_precision {
  public:

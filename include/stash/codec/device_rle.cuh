@@ -14,6 +14,7 @@
 namespace stash {
 
 /// @brief Device side of stash::rle<T> (a stash::device_codec).
+/// @tparam T The element type.
 template <codec_element T>
 class device_rle {
  public:

@@ -24,6 +24,7 @@ enum class element_type : std::uint8_t {
 };
 
 /// @brief The element_type tag of T; only the types listed in element_type are accepted.
+/// @tparam T The element type.
 template <class T>
 [[nodiscard]] constexpr element_type element_type_of() noexcept
 {
@@ -53,10 +54,12 @@ template <class T>
 }
 
 /// @brief element_type_of<T>() as the header byte; a variable so device code can use it.
+/// @tparam T The element type.
 template <class T>
 inline constexpr std::uint8_t element_type_code = static_cast<std::uint8_t>(element_type_of<T>());
 
 /// @brief True for the element types a codec buffer can describe.
+/// @tparam T The type checked.
 template <class T>
 concept codec_element = std::is_same_v<T, float> || std::is_same_v<T, double> ||
     std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t> ||

@@ -17,6 +17,7 @@
 namespace stash {
 
 /// @brief A codec type paired with its command-line name.
+/// @tparam C The codec.
 template <class C>
 struct named_codec {
   using type = C;
@@ -24,6 +25,7 @@ struct named_codec {
 };
 
 /// @brief Calls f(named_codec<C>{name}) for every float32 codec, in table order.
+/// @tparam F A generic callable taking a named_codec<C>.
 template <class F>
 void for_each_f32_codec(F&& f)
 {

@@ -13,6 +13,7 @@
 namespace stash {
 
 /// @brief Stores the elements unchanged after the 32-byte header.
+/// @tparam T The element type.
 template <codec_element T>
 class identity {
  public:

@@ -40,6 +40,7 @@ struct fp10 : minifloat_format<5, 4, true, 5, 3, 4> {};
 
 /// @brief Error bound of a format: for |x| <= max_finite, |decode(encode(x)) - x| <=
 /// max(relative * |x|, flush_below); beyond it, the result is +-max_finite.
+/// @tparam To The narrow format.
 template <class To>
 struct precision_bounds {
   /// @brief 2^-(M+1): half a unit in the last place, relative.
@@ -62,6 +63,8 @@ struct precision_bounds {
 };
 
 /// @brief Lossy float32 storage in format To (fp16, bf16, fp8_e4m3, fp8_e5m2, fp10).
+/// @tparam From The stored element type (float).
+/// @tparam To The narrow format (fp16, bf16, fp8_e4m3, fp8_e5m2, fp10).
 template <class From, class To>
 class precision {
   static_assert(std::is_same_v<From, float>, "stash::precision converts from float32 only");

@@ -16,6 +16,7 @@
 namespace stash {
 
 /// @brief RLE of T; runs compare bit patterns (NaN payloads and -0.0 are kept exactly).
+/// @tparam T The element type.
 template <codec_element T>
 class rle {
  public:

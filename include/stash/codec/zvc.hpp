@@ -18,6 +18,7 @@ namespace stash {
 /// @brief Zero-value compression of T. "Zero" means the all-zero bit pattern, so -0.0 and NaN
 /// are kept bit-exactly. Size: 32 + 4 ceil(n/32) + 4 (ceil(n/1024) + 1) (+ <= 15 padding) +
 /// sizeof(T) * nonzeros. At most 2^32 - 1 elements per buffer.
+/// @tparam T The element type.
 template <codec_element T>
 class zvc {
  public:

@@ -26,6 +26,8 @@ struct cub_temp_storage {
   }
 
   /// @brief Phase one: the scratch bytes `alg` needs (0 and the error on failure).
+  /// @tparam Algorithm A callable (void* scratch, std::size_t& bytes) -> cudaError_t, as CUB's
+  ///   two-phase calls.
   template <class Algorithm>
   [[nodiscard]] static cudaError_t query(Algorithm&& alg, std::size_t& bytes)
   {
@@ -34,6 +36,8 @@ struct cub_temp_storage {
   }
 
   /// @brief Phase two: runs `alg` in `scratch`; cudaErrorInvalidValue when it is too small.
+  /// @tparam Algorithm A callable (void* scratch, std::size_t& bytes) -> cudaError_t, as CUB's
+  ///   two-phase calls.
   template <class Algorithm>
   [[nodiscard]] static cudaError_t run(Algorithm&& alg, void* scratch, std::size_t scratch_bytes)
   {

@@ -18,6 +18,7 @@ namespace stash {
 ///
 /// Used to emulate a GPU with less memory than the one present, and in tests to make an upstream
 /// fail on purpose. Not thread safe. Compares equal only to itself (its counters are its own).
+/// @tparam Upstream The upstream whose allocations are limited.
 template <upstream_resource Upstream>
 class limiting_upstream {
  public:

@@ -32,6 +32,7 @@
 namespace stash {
 
 /// @brief A source of raw memory blocks, shaped like `cuda::mr::resource` (see file docs).
+/// @tparam R The type checked.
 template <class R>
 concept upstream_resource = std::equality_comparable<R> &&
     requires(R& r, void* p, std::size_t bytes, std::size_t alignment)

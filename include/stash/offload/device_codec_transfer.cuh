@@ -55,6 +55,7 @@ __global__ void clear_status_kernel(codec_status* status)
 }  // namespace detail
 
 /// @brief Transfer through device codec `D` (device_zvc, device_bitmask, device_precision, ...).
+/// @tparam D The device codec.
 template <device_codec D>
 struct device_codec_transfer {
   /// @brief The host reference that defines the bytes.

@@ -39,6 +39,7 @@
 namespace stash {
 
 /// @brief A stream/event/copy backend for the offload manager (see the file docs).
+/// @tparam B The type checked.
 template <class B>
 concept offload_backend = stream_order<typename B::stream_order> &&
     requires(B& b, typename B::stream s, typename B::event e, void* dst, void const* src,

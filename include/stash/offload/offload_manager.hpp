@@ -158,6 +158,10 @@ struct offload_manager_options {
 /// and decodes on the way back. A host copy that fails to decode (corrupted) is never handed out
 /// as data: the decode leaves zeros and an error status, and the next call into the manager once
 /// the decode has run (at the latest synchronize()) throws stash::codec_error naming the tensor.
+/// @tparam Backend Streams, events and copies: a stash::offload_backend.
+/// @tparam DevicePool Where tensors live on the device: a stash::pool.
+/// @tparam HostPool Where offloaded copies live on the host (pinned): a stash::pool.
+/// @tparam Transfer How the bytes move (raw_transfer, host_codec_transfer, device_codec_transfer).
 template <offload_backend Backend, pool DevicePool, pool HostPool, class Transfer = raw_transfer>
 class offload_manager {
  public:

@@ -43,6 +43,8 @@ namespace stash {
 
 /// @brief A pinned host pool (over `Upstream`, ordered by `Order`); build it with
 /// pinned_host_pool_options().
+/// @tparam Order The stream order of the pool.
+/// @tparam Upstream The pinned host memory source.
 template <stream_order Order = cuda_event_order, upstream_resource Upstream = pinned_host_upstream>
 using pinned_host_pool = caching_pool<Upstream, Order>;
 

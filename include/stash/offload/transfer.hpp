@@ -61,6 +61,7 @@ struct raw_transfer {
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief A copy in `s`'s order.
+  /// @tparam Backend The offload backend.
   template <class Backend>
   static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
                      void* host, std::size_t, void*, transfer_status*)
@@ -69,6 +70,7 @@ struct raw_transfer {
   }
 
   /// @brief A copy in `s`'s order.
+  /// @tparam Backend The offload backend.
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t,
                      void* device, std::size_t bytes, void*, transfer_status*)
@@ -79,6 +81,7 @@ struct raw_transfer {
 
 /// @brief A codec's host reference run on the host backend's streams: the CPU twin of the device
 /// codec transfer, so the manager's codec path (sizes, status, errors) is tested without a GPU.
+/// @tparam Codec The codec whose host reference runs.
 template <codec Codec>
 struct host_codec_transfer {
   /// @brief As the codec.

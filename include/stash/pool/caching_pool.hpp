@@ -30,6 +30,7 @@ namespace stash {
 
 /// @brief The stream order a pool uses by default: CUDA events where the upstream's memory is
 /// device accessible (device work may be using it), nothing for plain host memory.
+/// @tparam Upstream The upstream of the pool.
 template <class Upstream>
 using default_stream_order_t =
     std::conditional_t<Upstream::is_device_accessible, cuda_event_order, immediate_order>;
@@ -62,6 +63,8 @@ struct caching_pool_options {
 /// While `stream` is being captured into a CUDA graph (where `Order` can tell, e.g.
 /// cuda_event_order) the upstream is not touched: a request the cached blocks cannot serve throws
 /// stash::logic_error and changes nothing; reserve() before capturing. Not thread safe.
+/// @tparam Upstream Where blocks come from: a stash::upstream_resource.
+/// @tparam Order How the pool knows a stream's work on a block has finished: a stash::stream_order.
 template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
 class caching_pool {
  public:

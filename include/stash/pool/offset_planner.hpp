@@ -24,6 +24,7 @@
 namespace stash {
 
 /// @brief A type that assigns arena offsets to lifetime intervals (see the file comment).
+/// @tparam P The type checked.
 template <class P>
 concept offset_planner = requires(P const& p, std::span<const lifetime_interval> intervals,
                                   std::uint64_t alignment)

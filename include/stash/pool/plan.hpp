@@ -104,10 +104,4 @@ inline void validate_planner_input(std::span<const lifetime_interval> intervals,
   return peak;
 }
 
-/// @brief The plan's alpha against the lower bound of `intervals` at the plan's alignment.
-[[nodiscard]] inline double plan_alpha(plan const& p, std::span<const lifetime_interval> intervals)
-{
-  return p.alpha(plan_lower_bound(intervals, p.alignment));
-}
-
 }  // namespace stash

@@ -83,11 +83,13 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals, 
 
 /// @brief Returns the first violation of `p` for `intervals`, or nullopt if the plan is valid.
 /// Overlaps are reported in time order (the earliest moment two live blocks collide).
+// Kept whole (~85 lines): the shape checks lead into one time sweep whose live-range map is the
+// state every overlap check reads; split, each step would take that map and the sorted events.
 [[nodiscard]] inline std::optional<plan_violation> find_plan_violation(
     std::span<const lifetime_interval> intervals, plan const& p)
 {
   std::string const who = "plan by '" + p.planner + "': ";
-  auto make             = [&](plan_violation_kind k, std::size_t a, std::size_t b, std::string m) {
+  auto make = [&](plan_violation_kind k, std::size_t a, std::size_t b, std::string const& m) {
     return plan_violation{k, a, b, who + m};
   };
   if (p.offsets.size() != intervals.size()) {

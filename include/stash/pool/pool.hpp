@@ -38,6 +38,7 @@ struct pool_stats {
 };
 
 /// @brief A stream-ordered memory pool (see the file docs for its customization points).
+/// @tparam P The type checked.
 template <class P>
 concept pool = requires(P& p, P const& cp, std::size_t bytes, void* ptr, cudaStream_t stream)
 {

@@ -42,6 +42,7 @@
 namespace stash {
 
 /// @brief A policy that tracks when work on a stream has finished (see the file docs).
+/// @tparam O The type checked.
 template <class O>
 concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m)
 {
@@ -58,6 +59,7 @@ concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m)
 };
 
 /// @brief A stream order that can also make a stream wait for a marker (see the file docs).
+/// @tparam O The type checked.
 template <class O>
 concept stream_order_with_wait = stream_order<O> &&
     requires(O& o, cudaStream_t s, typename O::marker const& m)

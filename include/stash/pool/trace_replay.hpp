@@ -20,6 +20,7 @@ namespace stash {
 /// program order, on `stream`; storages never freed are freed after the last event. Returns the
 /// pool's figures as they stood at the end of the iteration (before those final frees), so
 /// `peak_reserved_bytes` is the footprint the pool needed for the iteration.
+/// @tparam Pool The pool replayed: a stash::pool.
 template <pool Pool>
 pool_stats replay_trace(trace const& t, Pool& p, cudaStream_t stream = nullptr)
 {

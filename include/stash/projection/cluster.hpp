@@ -123,6 +123,8 @@ namespace detail {
 }  // namespace detail
 
 /// @brief Parses a cluster SPEC (see the file comment); stash::logic_error naming what is wrong.
+// Kept whole (~65 lines): one branch per key of the SPEC grammar, then the defaults and the
+// cross-key checks; the branches are the grammar and read best together.
 [[nodiscard]] inline cluster parse_cluster_spec(std::string_view spec)
 {
   cluster c;

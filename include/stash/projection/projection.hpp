@@ -243,18 +243,52 @@ struct stage_analysis {
   return l.latency_s + bytes / l.bytes_per_s;
 }
 
-}  // namespace detail
+// What every step of project() reads: the inputs, the budget and batch they resolve to, the
+// trace's units, and the rescaled traces with their op times (one per distinct batch, built on
+// first use).
+struct projection_context {
+  trace const& t;
+  cluster const& c;
+  projection_params const& params;
+  cost_model model;
+  unit_map units;
+  std::uint64_t recorded{};
+  std::uint64_t batch{};
+  std::uint64_t budget{};
+  std::uint64_t g{};  // GPUs per node
+  std::map<std::uint64_t, std::pair<trace, std::vector<double>>> scaled;
 
-/// @brief Projects training of the model in `t` on `c` (see the file comment).
-/// stash::logic_error for inconsistent parameters.
-[[nodiscard]] inline projection_result project(trace const& t, cluster const& c,
-                                               statistical_efficiency const& efficiency,
-                                               projection_params const& params = {})
+  projection_context(trace const& tr, cluster const& cl, projection_params const& p)
+      : t(tr),
+        c(cl),
+        params(p),
+        model(cl.hw, p.cost),
+        units(assign_units(tr)),
+        recorded(recorded_batch(tr)),
+        batch(p.replica_batch == 0 ? recorded : p.replica_batch),
+        budget(p.device_budget_bytes == 0 ? cl.hw.device_memory_bytes : p.device_budget_bytes),
+        g(static_cast<std::uint64_t>(cl.gpus_per_node))
+  {
+  }
+
+  // The trace rescaled to batch `b`, with its op times.
+  std::pair<trace, std::vector<double>> const& at_batch(std::uint64_t b)
+  {
+    auto it = scaled.find(b);
+    if (it == scaled.end()) {
+      auto tr    = scale_trace_batch(t, b);
+      auto times = model.op_times(tr);
+      it         = scaled.emplace(b, std::make_pair(std::move(tr), std::move(times))).first;
+    }
+    return it->second;
+  }
+};
+
+// Checked before anything is derived from the inputs.
+inline void check_projection_inputs(trace const& t, cluster const& c,
+                                    projection_params const& params)
 {
-  auto const recorded = detail::recorded_batch(t);
-  auto const batch    = params.replica_batch == 0 ? recorded : params.replica_batch;
-  auto const budget =
-      params.device_budget_bytes == 0 ? c.hw.device_memory_bytes : params.device_budget_bytes;
+  auto const batch = params.replica_batch == 0 ? recorded_batch(t) : params.replica_batch;
   STASH_EXPECTS(params.dataset_samples > 0, "projection: dataset_samples must be positive");
   STASH_EXPECTS(params.micro_batches > 0 && batch % params.micro_batches == 0,
                 "projection: micro_batches (" + std::to_string(params.micro_batches) +
@@ -264,258 +298,338 @@ struct stage_analysis {
   STASH_EXPECTS(c.nodes > 0 && c.gpus_per_node > 0 && c.intra.bytes_per_s > 0 &&
                     c.inter.bytes_per_s > 0 && c.intra.latency_s >= 0 && c.inter.latency_s >= 0,
                 "projection: cluster counts and link rates must be positive");
-  cost_model const model(c.hw, params.cost);
-  auto const units = detail::assign_units(t);
-  auto const g     = static_cast<std::uint64_t>(c.gpus_per_node);
+}
 
-  // Rescaled traces and their op times, per distinct batch.
-  std::map<std::uint64_t, std::pair<trace, std::vector<double>>> scaled;
-  auto at_batch = [&](std::uint64_t b) -> std::pair<trace, std::vector<double>> const& {
-    auto it = scaled.find(b);
-    if (it == scaled.end()) {
-      auto tr    = detail::scale_trace_batch(t, b);
-      auto times = model.op_times(tr);
-      it         = scaled.emplace(b, std::make_pair(std::move(tr), std::move(times))).first;
+// The full-batch time and non-temporary bytes of each unit: what split_units balances.
+inline stage_split split_into_stages(projection_context& ctx, std::uint64_t k)
+{
+  auto const& [full, full_times] = ctx.at_batch(ctx.batch);
+  auto const& units              = ctx.units;
+  std::vector<double> unit_time(units.units, 0.0);
+  std::vector<std::uint64_t> unit_mem(units.units, 0);
+  for (std::size_t i = 0; i < ctx.t.ops().size(); ++i) {
+    unit_time[units.op_unit[i]] += full_times[i];
+  }
+  for (std::size_t id = 0; id < full.storages().size(); ++id) {
+    auto const kind = full.storages()[id].kind;
+    if (kind != storage_kind::temp) {
+      unit_mem[units.storage_unit[id]] += full.storages()[id].bytes;
     }
-    return it->second;
+  }
+  return split_units(unit_time, unit_mem, k, ctx.budget);
+}
+
+// Per stage and micro-batch: compute, backward and optimizer time, what it receives from other
+// stages (each storage once), its parameter bytes and when in backward each gradient is ready.
+inline void time_stages(projection_context& ctx, std::uint64_t k, stage_split const& split,
+                        stage_analysis& a)
+{
+  auto const& t                    = ctx.t;
+  auto const& units                = ctx.units;
+  std::uint32_t const m            = k == 1 ? 1 : ctx.params.micro_batches;
+  auto const& [micro, micro_times] = ctx.at_batch(ctx.batch / m);
+  auto const stage_of_op      = [&](std::size_t op) { return split.unit_stage[units.op_unit[op]]; };
+  auto const stage_of_storage = [&](storage_id id) {
+    return split.unit_stage[units.storage_unit[id]];
   };
-
-  auto const analyse = [&](std::uint64_t k) {
-    std::uint32_t const m            = k == 1 ? 1 : params.micro_batches;
-    auto const& [full, full_times]   = at_batch(batch);
-    auto const& [micro, micro_times] = at_batch(batch / m);
-    auto const n                     = t.ops().size();
-    std::vector<double> unit_time(units.units, 0.0);
-    std::vector<std::uint64_t> unit_mem(units.units, 0);
-    for (std::size_t i = 0; i < n; ++i) { unit_time[units.op_unit[i]] += full_times[i]; }
-    for (std::size_t id = 0; id < full.storages().size(); ++id) {
-      auto const kind = full.storages()[id].kind;
-      if (kind != storage_kind::temp) {
-        unit_mem[units.storage_unit[id]] += full.storages()[id].bytes;
-      }
-    }
-    auto const split       = detail::split_units(unit_time, unit_mem, k, budget);
-    auto const stage_of_op = [&](std::size_t op) { return split.unit_stage[units.op_unit[op]]; };
-    auto const stage_of_storage = [&](storage_id id) {
-      return split.unit_stage[units.storage_unit[id]];
-    };
-
-    detail::stage_analysis a;
-    a.compute_s.assign(k, 0);
-    a.backward_s.assign(k, 0);
-    a.optimizer_s.assign(k, 0);
-    a.receive_s.assign(k, 0);
-    a.param_bytes.assign(k, 0);
-    a.grads.assign(k, {});
-    std::vector<std::vector<bool>> received(k, std::vector<bool>(t.storages().size(), false));
-    std::vector<bool> grad_seen(t.storages().size(), false);
-    // Placement of replica 0: stage s on device s, node s / g.
-    auto const stage_link = [&](std::size_t from, std::size_t to) -> link_spec const& {
-      return from / g == to / g ? c.intra : c.inter;
-    };
-    for (std::size_t i = 0; i < n; ++i) {
-      auto const s  = stage_of_op(i);
-      auto const ph = units.op_phase[i];
-      if (ph == phase::optimizer) {
-        a.optimizer_s[s] += micro_times[i];
-      } else {
-        a.compute_s[s] += micro_times[i];
-      }
-      if (ph == phase::backward) { a.backward_s[s] += micro_times[i]; }
-      auto const& o = t.ops()[i];
-      for (auto const* list : {&o.reads, &o.writes}) {
-        for (auto const id : *list) {
-          auto const owner = stage_of_storage(id);
-          if (owner != s && !received[s][id]) {
-            received[s][id] = true;
-            a.receive_s[s] += detail::link_time(stage_link(owner, s),
-                                                static_cast<double>(micro.storages()[id].bytes));
-          }
-        }
-      }
-      if (ph == phase::backward) {
-        for (auto const id : o.writes) {
-          if (t.storages()[id].kind == storage_kind::grad && !grad_seen[id] &&
-              stage_of_storage(id) == s) {
-            grad_seen[id] = true;
-            a.grads[s].emplace_back(a.backward_s[s], t.storages()[id].bytes);
-          }
-        }
-      }
-    }
-    for (std::size_t id = 0; id < t.storages().size(); ++id) {
-      if (t.storages()[id].kind == storage_kind::param) {
-        a.param_bytes[stage_of_storage(id)] += t.storages()[id].bytes;
-      }
-    }
-
-    // Memory per stage at the replica batch, then offload for the stages over budget.
-    std::vector<trace> stage_traces;
-    a.peak.assign(k, 0);
-    for (std::size_t s = 0; s < k; ++s) {
-      stage_traces.push_back(k == 1 ? full : detail::stage_trace(full, units, split.unit_stage, s));
-    }
-    std::vector<trace_analysis> stage_analyses;  // one analysis per stage, shared by the policies
-    stage_analyses.reserve(k);
-    for (std::size_t s = 0; s < k; ++s) {
-      stage_analyses.emplace_back(stage_traces[s], model);
-      a.peak[s] = stage_analyses[s].peak_live_bytes();
-    }
-    a.fits_as_is = *std::max_element(a.peak.begin(), a.peak.end()) <= budget;
-    if (!a.fits_as_is && params.try_offload) {
-      for (auto const name : swap_policy_names()) {
-        if (name == "no_swap") { continue; }
-        bool ok            = true;
-        std::uint64_t peak = 0;
-        double stall       = 0;
-        for (std::size_t s = 0; s < k && ok; ++s) {
-          if (a.peak[s] <= budget) {
-            peak = std::max(peak, a.peak[s]);
-            continue;
-          }
-          try {
-            auto const plan = plan_by_name(name, stage_analyses[s], budget);
-            auto const sim  = simulate(stage_analyses[s], plan, sim_options{false});
-            ok              = sim.fits;  // completes within the budget
-            peak            = std::max(peak, sim.device_peak);
-            stall           = std::max(stall, sim.iteration_s - sim.compute_s);
-          } catch (logic_error const&) {
-            ok = false;  // a policy that cannot plan this stage does not make it fit
-          }
-        }
-        if (ok && (!a.fits_with_policy || stall < a.policy_stall_s)) {
-          a.fits_with_policy = true;
-          a.policy           = std::string(name);
-          a.policy_peak      = peak;
-          a.policy_stall_s   = stall;
-        }
-      }
-    }
-    return a;
+  a.compute_s.assign(k, 0);
+  a.backward_s.assign(k, 0);
+  a.optimizer_s.assign(k, 0);
+  a.receive_s.assign(k, 0);
+  a.param_bytes.assign(k, 0);
+  a.grads.assign(k, {});
+  std::vector<std::vector<bool>> received(k, std::vector<bool>(t.storages().size(), false));
+  std::vector<bool> grad_seen(t.storages().size(), false);
+  // Placement of replica 0: stage s on device s, node s / g.
+  auto const stage_link = [&](std::size_t from, std::size_t to) -> link_spec const& {
+    return from / ctx.g == to / ctx.g ? ctx.c.intra : ctx.c.inter;
   };
+  for (std::size_t i = 0; i < t.ops().size(); ++i) {
+    auto const s  = stage_of_op(i);
+    auto const ph = units.op_phase[i];
+    if (ph == phase::optimizer) {
+      a.optimizer_s[s] += micro_times[i];
+    } else {
+      a.compute_s[s] += micro_times[i];
+    }
+    if (ph == phase::backward) { a.backward_s[s] += micro_times[i]; }
+    auto const& o = t.ops()[i];
+    for (auto const* list : {&o.reads, &o.writes}) {
+      for (auto const id : *list) {
+        auto const owner = stage_of_storage(id);
+        if (owner != s && !received[s][id]) {
+          received[s][id] = true;
+          a.receive_s[s] +=
+              link_time(stage_link(owner, s), static_cast<double>(micro.storages()[id].bytes));
+        }
+      }
+    }
+    if (ph == phase::backward) {
+      for (auto const id : o.writes) {
+        if (t.storages()[id].kind == storage_kind::grad && !grad_seen[id] &&
+            stage_of_storage(id) == s) {
+          grad_seen[id] = true;
+          a.grads[s].emplace_back(a.backward_s[s], t.storages()[id].bytes);
+        }
+      }
+    }
+  }
+  for (std::size_t id = 0; id < t.storages().size(); ++id) {
+    if (t.storages()[id].kind == storage_kind::param) {
+      a.param_bytes[stage_of_storage(id)] += t.storages()[id].bytes;
+    }
+  }
+}
 
-  projection_result r;
+// The swap policy (other than no_swap) that makes every over-budget stage fit with the least
+// stall, if any: sets fits_with_policy, policy, policy_peak and policy_stall_s.
+inline void choose_offload_policy(std::vector<trace_analysis> const& stage_analyses,
+                                  std::uint64_t budget, stage_analysis& a)
+{
+  auto const k = stage_analyses.size();
+  for (auto const name : swap_policy_names()) {
+    if (name == "no_swap") { continue; }
+    bool ok            = true;
+    std::uint64_t peak = 0;
+    double stall       = 0;
+    for (std::size_t s = 0; s < k && ok; ++s) {
+      if (a.peak[s] <= budget) {
+        peak = std::max(peak, a.peak[s]);
+        continue;
+      }
+      try {
+        auto const plan = plan_by_name(name, stage_analyses[s], budget);
+        auto const sim  = simulate(stage_analyses[s], plan, sim_options{false});
+        ok              = sim.fits;  // completes within the budget
+        peak            = std::max(peak, sim.device_peak);
+        stall           = std::max(stall, sim.iteration_s - sim.compute_s);
+      } catch (logic_error const&) {
+        ok = false;  // a policy that cannot plan this stage does not make it fit
+      }
+    }
+    if (ok && (!a.fits_with_policy || stall < a.policy_stall_s)) {
+      a.fits_with_policy = true;
+      a.policy           = std::string(name);
+      a.policy_peak      = peak;
+      a.policy_stall_s   = stall;
+    }
+  }
+}
+
+// Memory per stage at the replica batch, then offload for the stages over budget.
+inline void fit_stages(projection_context& ctx, std::uint64_t k, stage_split const& split,
+                       stage_analysis& a)
+{
+  auto const& full = ctx.at_batch(ctx.batch).first;
+  std::vector<trace> stage_traces;
+  a.peak.assign(k, 0);
+  for (std::size_t s = 0; s < k; ++s) {
+    stage_traces.push_back(k == 1 ? full : stage_trace(full, ctx.units, split.unit_stage, s));
+  }
+  std::vector<trace_analysis> stage_analyses;  // one analysis per stage, shared by the policies
+  stage_analyses.reserve(k);
+  for (std::size_t s = 0; s < k; ++s) {
+    stage_analyses.emplace_back(stage_traces[s], ctx.model);
+    a.peak[s] = stage_analyses[s].peak_live_bytes();
+  }
+  a.fits_as_is = *std::max_element(a.peak.begin(), a.peak.end()) <= ctx.budget;
+  if (!a.fits_as_is && ctx.params.try_offload) {
+    choose_offload_policy(stage_analyses, ctx.budget, a);
+  }
+}
+
+// Everything about model-parallel degree k that does not depend on dp.
+inline stage_analysis analyse_stages(projection_context& ctx, std::uint64_t k)
+{
+  auto const split = split_into_stages(ctx, k);
+  stage_analysis a;
+  time_stages(ctx, k, split, a);
+  fit_stages(ctx, k, split, a);
+  return a;
+}
+
+inline std::vector<std::pair<std::string, std::string>> projection_assumptions(
+    projection_context const& ctx, statistical_efficiency const& efficiency)
+{
+  auto const& params = ctx.params;
+  std::vector<std::pair<std::string, std::string>> out;
   auto add = [&](std::string name, std::string value) {
-    r.assumptions.emplace_back(std::move(name), std::move(value));
+    out.emplace_back(std::move(name), std::move(value));
   };
-  add("model", std::string(t.header_value("model").value_or("?")));
-  add("cluster", to_spec(c));
-  add("device_budget_bytes", std::to_string(budget));
-  add("recorded_batch", std::to_string(recorded));
-  add("replica_batch", std::to_string(batch));
+  add("model", std::string(ctx.t.header_value("model").value_or("?")));
+  add("cluster", to_spec(ctx.c));
+  add("device_budget_bytes", std::to_string(ctx.budget));
+  add("recorded_batch", std::to_string(ctx.recorded));
+  add("replica_batch", std::to_string(ctx.batch));
   add("micro_batches (mp > 1)", std::to_string(params.micro_batches));
   add("dataset_samples", std::to_string(params.dataset_samples));
   add("statistical_efficiency", efficiency.describe());
   add("bucket_bytes", std::to_string(params.bucket_bytes));
-  add("compute_efficiency", detail::format_number(params.cost.compute_efficiency));
-  add("memory_efficiency", detail::format_number(params.cost.memory_efficiency));
+  add("compute_efficiency", format_number(params.cost.compute_efficiency));
+  add("memory_efficiency", format_number(params.cost.memory_efficiency));
   add("batch_scaling", "act/input/forward-backward temp sizes x b/B, params/grads/optstate fixed");
   add("pipeline", "GPipe: (m + mp - 1) x slowest stage per micro-batch, transfers not overlapped");
   add("allreduce",
       "ring per stage, 2(N-1) latency + 2(N-1)/N bytes/rate per bucket, overlapped "
       "with the last micro-batch's backward; multi-node rings share the node network");
   add("offload", params.try_offload ? "swap policies planned at the budget, simulated" : "off");
+  return out;
+}
 
-  std::vector<std::uint64_t> counts = params.device_counts;
+// The device counts to project: the given ones, or powers of two up to the cluster plus the
+// whole cluster.
+inline std::vector<std::uint64_t> projection_device_counts(projection_context const& ctx)
+{
+  std::vector<std::uint64_t> counts = ctx.params.device_counts;
   if (counts.empty()) {
-    for (std::uint64_t d = 1; d <= c.devices(); d *= 2) { counts.push_back(d); }
-    if (counts.back() != c.devices()) { counts.push_back(c.devices()); }
+    for (std::uint64_t d = 1; d <= ctx.c.devices(); d *= 2) { counts.push_back(d); }
+    if (counts.back() != ctx.c.devices()) { counts.push_back(ctx.c.devices()); }
   }
-  std::map<std::uint64_t, detail::stage_analysis> by_k;
-  for (auto const d : counts) {
-    STASH_EXPECTS(d >= 1 && d <= c.devices(), "projection: device count " + std::to_string(d) +
-                                                  " is outside the cluster's 1.." +
-                                                  std::to_string(c.devices()));
-    for (std::uint64_t k = 1; k <= std::min<std::uint64_t>({params.max_mp, d, units.units});
-         k *= 2) {
-      if (d % k != 0) { continue; }
-      auto it = by_k.find(k);
-      if (it == by_k.end()) { it = by_k.emplace(k, analyse(k)).first; }
-      auto const& a = it->second;
-      projection_config cfg;
-      cfg.dp            = d / k;
-      cfg.mp            = k;
-      cfg.devices       = d;
-      cfg.global_batch  = cfg.dp * batch;
-      cfg.micro_batches = k == 1 ? 1 : params.micro_batches;
-      cfg.fits          = a.fits_as_is || a.fits_with_policy;
-      cfg.offload       = !a.fits_as_is && a.fits_with_policy;
-      cfg.policy        = a.fits_as_is ? "no_swap" : a.fits_with_policy ? a.policy : "";
-      cfg.device_peak_bytes =
-          cfg.offload ? a.policy_peak : *std::max_element(a.peak.begin(), a.peak.end());
-      cfg.offload_stall_s = cfg.offload ? a.policy_stall_s : 0.0;
+  return counts;
+}
 
-      double slowest = 0, tail = 0;
-      for (std::size_t s = 0; s < k; ++s) {
-        slowest        = std::max(slowest, a.compute_s[s] + a.receive_s[s]);
-        cfg.boundary_s = std::max(cfg.boundary_s, a.receive_s[s]);
-        double exposed = 0;
-        if (cfg.dp > 1) {
-          // Ring over the dp devices holding stage s: devices r*k + s.
-          auto const first_node = s / g, last_node = ((cfg.dp - 1) * k + s) / g;
-          link_spec ring = c.intra;
-          if (first_node != last_node) {
-            // The node's network carries the rings of every stage placed on that node; each
-            // gets a share proportional to its bytes, so all finish as one ring of their total.
-            std::uint64_t node_bytes = 0;
-            for (std::size_t q = 0; q < k; ++q) {
-              if (q / g == s / g) { node_bytes += a.param_bytes[q]; }
-            }
-            double const share = node_bytes == 0 ? 1.0
-                                                 : static_cast<double>(a.param_bytes[s]) /
-                                                       static_cast<double>(node_bytes);
-            ring = link_spec{"ring", std::min(c.intra.bytes_per_s, c.inter.bytes_per_s * share),
-                             std::max(c.intra.latency_s, c.inter.latency_s)};
-          }
-          double const nd = static_cast<double>(cfg.dp);
-          auto ar_time    = [&](double bytes) {
-            return 2.0 * (nd - 1.0) * ring.latency_s +
-                   2.0 * (nd - 1.0) / nd * bytes / ring.bytes_per_s;
-          };
-          // Buckets in production order; bytes of params without gradients (BatchNorm
-          // statistics) go with the last bucket, since the issue counts all param bytes.
-          double ring_free = 0, total = 0, bucket = 0, ready = 0;
-          std::uint64_t grad_bytes = 0;
-          for (auto const& [when, bytes] : a.grads[s]) {
-            grad_bytes += bytes;
-            bucket += static_cast<double>(bytes);
-            ready = when;
-            if (bucket >= static_cast<double>(params.bucket_bytes)) {
-              ring_free = std::max(ring_free, ready) + ar_time(bucket);
-              total += ar_time(bucket);
-              bucket = 0;
-            }
-          }
-          bucket += static_cast<double>(
-              a.param_bytes[s] > grad_bytes ? a.param_bytes[s] - grad_bytes : 0);
-          if (bucket > 0) {
-            ring_free = std::max(ring_free, a.backward_s[s]) + ar_time(bucket);
-            total += ar_time(bucket);
-          }
-          exposed         = std::max(0.0, ring_free - a.backward_s[s]);
-          cfg.allreduce_s = std::max(cfg.allreduce_s, total);
-        }
-        cfg.allreduce_exposed_s = std::max(cfg.allreduce_exposed_s, exposed);
-        tail                    = std::max(tail, exposed + a.optimizer_s[s]);
-      }
-      cfg.pipeline_s       = static_cast<double>(cfg.micro_batches + k - 1) * slowest;
-      cfg.step_s           = cfg.pipeline_s + tail + cfg.offload_stall_s;
-      auto const samples   = static_cast<double>(params.dataset_samples);
-      cfg.steps_per_epoch  = (params.dataset_samples + cfg.global_batch - 1) / cfg.global_batch;
-      cfg.epochs_to_target = efficiency.epochs(static_cast<double>(cfg.global_batch), samples);
-      if (cfg.epochs_to_target) {
-        cfg.time_to_train_s =
-            *cfg.epochs_to_target * static_cast<double>(cfg.steps_per_epoch) * cfg.step_s;
-      }
-      r.configs.push_back(std::move(cfg));
+// The ring that all-reduces stage s's gradients over its dp replicas (devices r*k + s): the
+// node's link, or, across nodes, a share of the node network proportional to the stage's bytes.
+inline link_spec allreduce_ring(projection_context const& ctx, stage_analysis const& a,
+                                std::uint64_t dp, std::uint64_t k, std::size_t s)
+{
+  auto const& c         = ctx.c;
+  auto const g          = ctx.g;
+  auto const first_node = s / g, last_node = ((dp - 1) * k + s) / g;
+  link_spec ring = c.intra;
+  if (first_node != last_node) {
+    // The node's network carries the rings of every stage placed on that node; each
+    // gets a share proportional to its bytes, so all finish as one ring of their total.
+    std::uint64_t node_bytes = 0;
+    for (std::size_t q = 0; q < k; ++q) {
+      if (q / g == s / g) { node_bytes += a.param_bytes[q]; }
+    }
+    double const share =
+        node_bytes == 0 ? 1.0
+                        : static_cast<double>(a.param_bytes[s]) / static_cast<double>(node_bytes);
+    ring = link_spec{"ring", std::min(c.intra.bytes_per_s, c.inter.bytes_per_s * share),
+                     std::max(c.intra.latency_s, c.inter.latency_s)};
+  }
+  return ring;
+}
+
+// Stage s's all-reduce over dp replicas: its full time and the part left after backward.
+inline std::pair<double, double> allreduce_times(projection_context const& ctx,
+                                                 stage_analysis const& a, std::uint64_t dp,
+                                                 std::uint64_t k, std::size_t s)
+{
+  link_spec const ring = allreduce_ring(ctx, a, dp, k, s);
+  double const nd      = static_cast<double>(dp);
+  auto ar_time         = [&](double bytes) {
+    return 2.0 * (nd - 1.0) * ring.latency_s + 2.0 * (nd - 1.0) / nd * bytes / ring.bytes_per_s;
+  };
+  // Buckets in production order; bytes of params without gradients (BatchNorm
+  // statistics) go with the last bucket, since the issue counts all param bytes.
+  double ring_free = 0, total = 0, bucket = 0, ready = 0;
+  std::uint64_t grad_bytes = 0;
+  for (auto const& [when, bytes] : a.grads[s]) {
+    grad_bytes += bytes;
+    bucket += static_cast<double>(bytes);
+    ready = when;
+    if (bucket >= static_cast<double>(ctx.params.bucket_bytes)) {
+      ring_free = std::max(ring_free, ready) + ar_time(bucket);
+      total += ar_time(bucket);
+      bucket = 0;
     }
   }
+  bucket += static_cast<double>(a.param_bytes[s] > grad_bytes ? a.param_bytes[s] - grad_bytes : 0);
+  if (bucket > 0) {
+    ring_free = std::max(ring_free, a.backward_s[s]) + ar_time(bucket);
+    total += ar_time(bucket);
+  }
+  return {total, std::max(0.0, ring_free - a.backward_s[s])};
+}
+
+// One configuration: d devices as d/k replicas of a k-stage pipeline.
+inline projection_config project_config(projection_context const& ctx,
+                                        statistical_efficiency const& efficiency,
+                                        stage_analysis const& a, std::uint64_t d, std::uint64_t k)
+{
+  auto const& params = ctx.params;
+  projection_config cfg;
+  cfg.dp            = d / k;
+  cfg.mp            = k;
+  cfg.devices       = d;
+  cfg.global_batch  = cfg.dp * ctx.batch;
+  cfg.micro_batches = k == 1 ? 1 : params.micro_batches;
+  cfg.fits          = a.fits_as_is || a.fits_with_policy;
+  cfg.offload       = !a.fits_as_is && a.fits_with_policy;
+  cfg.policy        = a.fits_as_is ? "no_swap" : a.fits_with_policy ? a.policy : "";
+  cfg.device_peak_bytes =
+      cfg.offload ? a.policy_peak : *std::max_element(a.peak.begin(), a.peak.end());
+  cfg.offload_stall_s = cfg.offload ? a.policy_stall_s : 0.0;
+
+  double slowest = 0, tail = 0;
+  for (std::size_t s = 0; s < k; ++s) {
+    slowest        = std::max(slowest, a.compute_s[s] + a.receive_s[s]);
+    cfg.boundary_s = std::max(cfg.boundary_s, a.receive_s[s]);
+    double exposed = 0;
+    if (cfg.dp > 1) {
+      auto const [total, left] = allreduce_times(ctx, a, cfg.dp, k, s);
+      exposed                  = left;
+      cfg.allreduce_s          = std::max(cfg.allreduce_s, total);
+    }
+    cfg.allreduce_exposed_s = std::max(cfg.allreduce_exposed_s, exposed);
+    tail                    = std::max(tail, exposed + a.optimizer_s[s]);
+  }
+  cfg.pipeline_s       = static_cast<double>(cfg.micro_batches + k - 1) * slowest;
+  cfg.step_s           = cfg.pipeline_s + tail + cfg.offload_stall_s;
+  auto const samples   = static_cast<double>(params.dataset_samples);
+  cfg.steps_per_epoch  = (params.dataset_samples + cfg.global_batch - 1) / cfg.global_batch;
+  cfg.epochs_to_target = efficiency.epochs(static_cast<double>(cfg.global_batch), samples);
+  if (cfg.epochs_to_target) {
+    cfg.time_to_train_s =
+        *cfg.epochs_to_target * static_cast<double>(cfg.steps_per_epoch) * cfg.step_s;
+  }
+  return cfg;
+}
+
+// Marks the fitting configuration with the least time to train (the first of equals).
+inline void mark_best(projection_result& r)
+{
   for (std::size_t i = 0; i < r.configs.size(); ++i) {
     auto const& cfg = r.configs[i];
     if (!cfg.fits || !cfg.time_to_train_s) { continue; }
     if (!r.best || *cfg.time_to_train_s < *r.configs[*r.best].time_to_train_s) { r.best = i; }
   }
   if (r.best) { r.configs[*r.best].best = true; }
+}
+
+}  // namespace detail
+
+/// @brief Projects training of the model in `t` on `c` (see the file comment).
+/// @param t One recorded iteration of the model.
+/// @param c The cluster.
+/// @param efficiency Epochs to the target accuracy as a function of the global batch.
+/// @param params The projection's own assumptions.
+/// @throws stash::logic_error for inconsistent parameters.
+[[nodiscard]] inline projection_result project(trace const& t, cluster const& c,
+                                               statistical_efficiency const& efficiency,
+                                               projection_params const& params = {})
+{
+  detail::check_projection_inputs(t, c, params);
+  detail::projection_context ctx(t, c, params);
+  projection_result r;
+  r.assumptions = detail::projection_assumptions(ctx, efficiency);
+  std::map<std::uint64_t, detail::stage_analysis> by_k;
+  for (auto const d : detail::projection_device_counts(ctx)) {
+    STASH_EXPECTS(d >= 1 && d <= c.devices(), "projection: device count " + std::to_string(d) +
+                                                  " is outside the cluster's 1.." +
+                                                  std::to_string(c.devices()));
+    for (std::uint64_t k = 1; k <= std::min<std::uint64_t>({params.max_mp, d, ctx.units.units});
+         k *= 2) {
+      if (d % k != 0) { continue; }
+      auto it = by_k.find(k);
+      if (it == by_k.end()) { it = by_k.emplace(k, detail::analyse_stages(ctx, k)).first; }
+      r.configs.push_back(detail::project_config(ctx, efficiency, it->second, d, k));
+    }
+  }
+  detail::mark_best(r);
   return r;
 }
 

@@ -128,6 +128,8 @@ namespace detail {
 /// offload_at starts; last_use < prefetch_at <= next_use and offload_at < prefetch_at; two
 /// entries of one storage do not overlap (the later one's offload starts at or after the earlier
 /// one's next use); device_peak is the planned peak and baseline_peak the trace's peak.
+// Kept whole (~70 lines): it is the list of rules in the comment above, in that order, each a
+// check with its own message; splitting would only scatter the list.
 inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 {
   auto const& t    = analysis.trace();

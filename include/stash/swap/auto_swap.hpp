@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace stash {
@@ -50,56 +51,93 @@ struct auto_swap_candidate {
   double out_s, in_s, doa;
 };
 
-[[nodiscard]] inline schedule plan_auto_swap(trace_analysis const& analysis, std::uint64_t budget,
-                                             auto_swap_score score, std::string_view name,
-                                             std::uint64_t min_bytes)
-{
-  auto const& t     = analysis.trace();
-  auto const& life  = analysis.lifetimes();
-  auto const& model = analysis.model();
-  if (life.peak_live_bytes <= budget) {
-    return make_schedule(analysis, std::string(name), budget, {});
-  }
-  auto const& ops = analysis.ops();
-  auto const n    = t.ops().size();
-  auto const dur  = analysis.op_seconds();
-  std::vector<double> start(n), end(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    start[i] = analysis.op_start(i);
-    end[i]   = analysis.op_start(i + 1);
+// The steps of plan_auto_swap over one analysis: the op times, the candidates and their scores,
+// the just-in-time swap-ins of a selection, and the pick that covers the peak.
+class auto_swap_planner {
+ public:
+  auto_swap_planner(trace_analysis const& analysis, auto_swap_score score, std::uint64_t min_bytes)
+      : analysis_(analysis), score_(score), n_(analysis.trace().ops().size())
+  {
+    start_.resize(n_);
+    end_.resize(n_);
+    for (std::size_t i = 0; i < n_; ++i) {
+      start_[i] = analysis.op_start(i);
+      end_[i]   = analysis.op_start(i + 1);
+    }
+    find_candidates(min_bytes);
+    weighted_.resize(n_ + 1);
+    taken_.assign(cands_.size(), false);
+    scores_.resize(cands_.size());
   }
 
-  std::vector<auto_swap_candidate> cands;
-  for (auto const& s : life.storages) {
-    if (s.bytes < min_bytes) { continue; }
-    std::optional<auto_swap_candidate> best;
-    for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
-      auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
-      if (v < u + 2) { continue; }
-      double const gap = start[v] - end[u];
-      if (best && gap <= start[best->v] - end[best->u]) { continue; }
-      double const out = model.offload_time(s.bytes), in = model.prefetch_time(s.bytes);
-      best = auto_swap_candidate{s.id, u, v, s.bytes, out, in, gap - out - in};
+  // Picks candidates until the planned peak fits `budget` (or none covers the peak); returns
+  // the swap entries of the selection and, when it does not fit, why.
+  std::pair<std::vector<swap_entry>, std::string> select(std::uint64_t budget)
+  {
+    std::vector<std::size_t> chosen;
+    std::string note;
+    reweigh(planned_device_curve(analysis_, {}));
+    for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(cands_[k]); }
+    for (;;) {
+      auto const entries = build(chosen);
+      auto const curve   = planned_device_curve(analysis_, entries);
+      auto const peak_it = std::max_element(curve.begin(), curve.end());
+      if (peak_it == curve.end() || *peak_it <= budget) { break; }
+      auto const peak_event = static_cast<std::uint64_t>(peak_it - curve.begin());
+      if (score_ == auto_swap_score::swdoa) { rescore(curve); }
+      auto const pick = best_covering(peak_event);
+      if (!pick) {
+        note = "cannot reach the budget: no candidate's absence covers the peak of " +
+               format_bytes(*peak_it) + " at event " + std::to_string(peak_event);
+        break;
+      }
+      taken_[*pick] = true;
+      chosen.push_back(*pick);
     }
-    if (best) { cands.push_back(*best); }
+    return {build(chosen), note};
+  }
+
+ private:
+  // Per storage of at least min_bytes: its longest gap between two accesses with an op between.
+  void find_candidates(std::uint64_t min_bytes)
+  {
+    auto const& model = analysis_.model();
+    for (auto const& s : analysis_.lifetimes().storages) {
+      if (s.bytes < min_bytes) { continue; }
+      std::optional<auto_swap_candidate> best;
+      for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+        auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+        if (v < u + 2) { continue; }
+        double const gap = start_[v] - end_[u];
+        if (best && gap <= start_[best->v] - end_[best->u]) { continue; }
+        double const out = model.offload_time(s.bytes), in = model.prefetch_time(s.bytes);
+        best = auto_swap_candidate{s.id, u, v, s.bytes, out, in, gap - out - in};
+      }
+      if (best) { cands_.push_back(*best); }
+    }
   }
 
   // The latest op in [u + 2, v] that starts no later than `when` (u + 2 if none does).
-  auto issue_op = [&](auto_swap_candidate const& c, double when) {
-    auto const it = std::upper_bound(start.begin() + static_cast<std::ptrdiff_t>(c.u + 2),
-                                     start.begin() + static_cast<std::ptrdiff_t>(c.v + 1), when);
-    auto const p  = static_cast<std::uint64_t>(it - start.begin());
+  [[nodiscard]] std::uint64_t issue_op(auto_swap_candidate const& c, double when) const
+  {
+    auto const it = std::upper_bound(start_.begin() + static_cast<std::ptrdiff_t>(c.u + 2),
+                                     start_.begin() + static_cast<std::ptrdiff_t>(c.v + 1), when);
+    auto const p  = static_cast<std::uint64_t>(it - start_.begin());
     return p == c.u + 2 ? p : p - 1;
-  };
-  auto build = [&](std::vector<std::size_t> chosen) {
+  }
+
+  // The swap entries of `chosen`: swap-ins packed backwards from their deadlines on one H2D
+  // stream (latest next use first), in prefetch order.
+  [[nodiscard]] std::vector<swap_entry> build(std::vector<std::size_t> chosen) const
+  {
     std::sort(chosen.begin(), chosen.end(), [&](std::size_t a, std::size_t b) {
-      return cands[a].v != cands[b].v ? cands[a].v > cands[b].v : a < b;
+      return cands_[a].v != cands_[b].v ? cands_[a].v > cands_[b].v : a < b;
     });
     std::vector<swap_entry> entries;
     double free_until = std::numeric_limits<double>::infinity();
     for (auto const k : chosen) {
-      auto const& c    = cands[k];
-      double const due = std::min(start[c.v], free_until) - c.in_s;
+      auto const& c    = cands_[k];
+      double const due = std::min(start_[c.v], free_until) - c.in_s;
       entries.push_back(swap_entry{c.id, c.u, c.v, c.u + 1, issue_op(c, due), c.bytes});
       free_until = due;
     }
@@ -108,65 +146,78 @@ struct auto_swap_candidate {
                                             : a.next_use < b.next_use;
     });
     return entries;
-  };
+  }
 
-  auto const peak_load = static_cast<double>(life.peak_live_bytes);
-  std::vector<double> weighted(n + 1);  // prefix sums of load x duration over ops
-  auto reweigh = [&](std::vector<std::uint64_t> const& curve) {
-    for (std::size_t i = 0; i < n; ++i) {
-      weighted[i + 1] = weighted[i] + static_cast<double>(curve[ops.event[i]]) * dur[i];
+  // Prefix sums of load x duration over the ops, for the weighted scores.
+  void reweigh(std::vector<std::uint64_t> const& curve)
+  {
+    auto const& ops = analysis_.ops();
+    auto const dur  = analysis_.op_seconds();
+    for (std::size_t i = 0; i < n_; ++i) {
+      weighted_[i + 1] = weighted_[i] + static_cast<double>(curve[ops.event[i]]) * dur[i];
     }
-  };
-  auto score_of = [&](auto_swap_candidate const& c) {
+  }
+
+  // SWDOA: the untaken candidates' scores on the current planned load.
+  void rescore(std::vector<std::uint64_t> const& curve)
+  {
+    reweigh(curve);
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      if (!taken_[k]) { scores_[k] = score_of(cands_[k]); }
+    }
+  }
+
+  [[nodiscard]] double score_of(auto_swap_candidate const& c) const
+  {
     double const size = static_cast<double>(c.bytes);
     if (c.doa < 0) { return c.doa / size; }
-    if (score == auto_swap_score::doa) { return c.doa; }
-    if (score == auto_swap_score::aoa) { return size * c.doa; }
-    double const from = end[c.u] + c.out_s, to = start[c.v] - c.in_s;
-    auto const first  = std::lower_bound(start.begin(), start.end(), from) - start.begin();
-    auto const last   = std::upper_bound(end.begin(), end.end(), to) - end.begin();
-    double const area = last > first ? weighted[static_cast<std::size_t>(last)] -
-                                           weighted[static_cast<std::size_t>(first)]
+    if (score_ == auto_swap_score::doa) { return c.doa; }
+    if (score_ == auto_swap_score::aoa) { return size * c.doa; }
+    double const from = end_[c.u] + c.out_s, to = start_[c.v] - c.in_s;
+    auto const first  = std::lower_bound(start_.begin(), start_.end(), from) - start_.begin();
+    auto const last   = std::upper_bound(end_.begin(), end_.end(), to) - end_.begin();
+    double const area = last > first ? weighted_[static_cast<std::size_t>(last)] -
+                                           weighted_[static_cast<std::size_t>(first)]
                                      : 0.0;
-    return size * area / peak_load;
-  };
-
-  std::vector<std::size_t> chosen;
-  std::vector<bool> taken(cands.size(), false);
-  std::vector<double> scores(cands.size());
-  std::string note;
-  reweigh(planned_device_curve(analysis, {}));
-  for (std::size_t k = 0; k < cands.size(); ++k) { scores[k] = score_of(cands[k]); }
-  for (;;) {
-    auto const entries = build(chosen);
-    auto const curve   = planned_device_curve(analysis, entries);
-    auto const peak_it = std::max_element(curve.begin(), curve.end());
-    if (peak_it == curve.end() || *peak_it <= budget) { break; }
-    auto const peak_event = static_cast<std::uint64_t>(peak_it - curve.begin());
-    if (score == auto_swap_score::swdoa) {
-      reweigh(curve);
-      for (std::size_t k = 0; k < cands.size(); ++k) {
-        if (!taken[k]) { scores[k] = score_of(cands[k]); }
-      }
-    }
-    std::optional<std::size_t> pick;
-    for (std::size_t k = 0; k < cands.size(); ++k) {
-      if (taken[k]) { continue; }
-      auto const& c = cands[k];
-      auto const p  = issue_op(c, start[c.v] - c.in_s);
-      if (!(ops.event[c.u] < peak_event && peak_event <= ops.event[p - 1])) { continue; }
-      if (!pick || scores[k] > scores[*pick]) { pick = k; }
-    }
-    if (!pick) {
-      note = "cannot reach the budget: no candidate's absence covers the peak of " +
-             format_bytes(*peak_it) + " at event " + std::to_string(peak_event);
-      break;
-    }
-    taken[*pick] = true;
-    chosen.push_back(*pick);
+    return size * area / static_cast<double>(analysis_.lifetimes().peak_live_bytes);
   }
-  auto s = make_schedule(analysis, std::string(name), budget, build(chosen));
-  s.note = note;
+
+  // The best-scoring untaken candidate whose absence covers `peak_event` (the first of equals).
+  [[nodiscard]] std::optional<std::size_t> best_covering(std::uint64_t peak_event) const
+  {
+    auto const& ops = analysis_.ops();
+    std::optional<std::size_t> pick;
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      if (taken_[k]) { continue; }
+      auto const& c = cands_[k];
+      auto const p  = issue_op(c, start_[c.v] - c.in_s);
+      if (!(ops.event[c.u] < peak_event && peak_event <= ops.event[p - 1])) { continue; }
+      if (!pick || scores_[k] > scores_[*pick]) { pick = k; }
+    }
+    return pick;
+  }
+
+  trace_analysis const& analysis_;
+  auto_swap_score score_;
+  std::size_t n_;
+  std::vector<double> start_, end_;  // each op's start and end without swapping
+  std::vector<auto_swap_candidate> cands_;
+  std::vector<double> weighted_;  // see reweigh()
+  std::vector<bool> taken_;
+  std::vector<double> scores_;
+};
+
+[[nodiscard]] inline schedule plan_auto_swap(trace_analysis const& analysis, std::uint64_t budget,
+                                             auto_swap_score score, std::string_view name,
+                                             std::uint64_t min_bytes)
+{
+  if (analysis.lifetimes().peak_live_bytes <= budget) {
+    return make_schedule(analysis, std::string(name), budget, {});
+  }
+  auto_swap_planner planner(analysis, score, min_bytes);
+  auto [entries, note] = planner.select(budget);
+  auto s               = make_schedule(analysis, std::string(name), budget, std::move(entries));
+  s.note               = note;
   return s;
 }
 

@@ -23,6 +23,7 @@
 namespace stash {
 
 /// @brief A swap policy object (see the file comment for its customization points).
+/// @tparam S The type checked.
 template <class S>
 concept swap_policy = std::copy_constructible<S> &&
     requires(S const& s, trace_analysis const& a, std::uint64_t b)

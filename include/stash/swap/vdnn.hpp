@@ -86,6 +86,8 @@ struct vdnn_layer {
   return last;
 }
 
+// Kept whole (~70 lines): the offload candidates, each layer's backward start and the prefetch
+// walk over the layers (the file comment's steps, in order) share the per-layer entry table.
 [[nodiscard]] inline schedule plan_vdnn(trace_analysis const& analysis, std::uint64_t budget,
                                         bool conv_only, std::string_view name)
 {

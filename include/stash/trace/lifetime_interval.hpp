@@ -20,12 +20,6 @@ struct lifetime_interval {
   std::uint64_t begin;  ///< first time step the block is live
   std::uint64_t end;    ///< first time step the block is dead again (end > begin)
   std::uint64_t bytes;  ///< size in bytes, before any alignment padding
-
-  /// @brief True when the two blocks are live at a common time step.
-  [[nodiscard]] constexpr bool overlaps_in_time(lifetime_interval const& other) const noexcept
-  {
-    return begin < other.end && other.begin < end;
-  }
 };
 
 }  // namespace stash

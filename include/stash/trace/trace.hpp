@@ -274,11 +274,6 @@ class trace {
     if (free_event_[id] == npos) { return std::nullopt; }
     return free_event_[id];
   }
-  /// @brief True when `id` names a storage that has been allocated and not yet freed.
-  [[nodiscard]] bool is_live(storage_id id) const noexcept
-  {
-    return id < storages_.size() && free_event_[id] == npos;
-  }
 
   /// @brief Two traces are equal when header, storages, ops and events are.
   friend bool operator==(trace const&, trace const&) = default;

@@ -27,6 +27,7 @@ namespace stash {
 /// traces fit a test machine. Hooks let the caller put data into tensors and check it:
 /// `on_allocate(storage, tensor, persistent)` after each allocation, `on_op(op, pointers)` after
 /// each op with the pointers the allocator returned (reads first, then writes).
+/// @tparam Allocator The allocator driven (a stash::allocator or one with its interface).
 template <class Allocator>
 class trace_driver {
  public:

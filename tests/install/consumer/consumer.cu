@@ -5,6 +5,11 @@
 
 #include <cstdio>
 
+static_assert(STASH_VERSION_MAJOR == CONSUMER_STASH_VERSION_MAJOR &&
+                  STASH_VERSION_MINOR == CONSUMER_STASH_VERSION_MINOR &&
+                  STASH_VERSION_PATCH == CONSUMER_STASH_VERSION_PATCH,
+              "stash/version.hpp and the CMake package's version disagree");
+
 __global__ void scale(float* x, int n, float a)
 {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -101,6 +101,8 @@ __global__ void rle_validate_kernel(std::byte const* src, std::uint64_t src_byte
 /// One warp per chunk: checks the table entries, then that the records' run lengths (32 records
 /// per warp prefix sum) cover the chunk exactly, then expands the chunk. Does nothing when
 /// validation already failed.
+// Kept whole (~75 lines): the three phases above are one warp's work on one chunk and share the
+// warp-uniform verdict and the lane's record; device functions would take most locals by reference.
 template <class T>
 __global__ void rle_decode_kernel(std::byte const* src, T* dst, codec_status* status)
 {

@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -122,14 +123,6 @@ class dsa_search {
         twin_[ord[k]] = (k > 0 && key(ord[k]) == key(ord[k - 1])) ? twin_[ord[k - 1]] : ord[k];
       }
     }
-  }
-
-  /// @brief Number of time-overlapping pairs (a measure of the work per node).
-  [[nodiscard]] std::size_t conflict_pairs() const noexcept
-  {
-    std::size_t total = 0;
-    for (auto const& v : neighbors_) { total += v.size(); }
-    return total / 2;
   }
 
   /// @brief Searches offsets with every block's top <= `capacity` (in units), expanding at most
@@ -210,8 +203,6 @@ class dsa_search {
 
   /// @brief Nodes expanded by the last solve().
   [[nodiscard]] std::uint64_t nodes() const noexcept { return nodes_; }
-  /// @brief Sub-states skipped as known failures, over all solves so far.
-  [[nodiscard]] std::uint64_t memo_hits() const noexcept { return memo_hits_; }
 
  private:
   struct candidate {
@@ -362,10 +353,7 @@ class dsa_search {
     // so a sub-state proven infeasible once is skipped when it comes back, in this run or a
     // later restart against the same capacity.
     auto const key = state_key(active);
-    if (memo_has(key)) {
-      ++memo_hits_;
-      return false;
-    }
+    if (memo_has(key)) { return false; }
     bool const ok = dfs_body(active, by_minoff);
     if (!ok && !aborted_) { memo_put(key); }
     return ok;
@@ -425,37 +413,90 @@ class dsa_search {
   bool dfs_body(std::vector<std::uint32_t> const& active,
                 std::vector<std::uint32_t> const& by_minoff)
   {
+    auto const [lo_cell, hi_cell] = cell_range(active);
+    if (auto const solved = solve_parts(active, by_minoff, lo_cell, hi_cell)) { return *solved; }
+    if (!infer(by_minoff, lo_cell, hi_cell)) { return false; }
+    std::size_t crit_group            = 0;
+    std::vector<candidate> const mine = candidates(active, by_minoff, crit_group);
+
+    std::size_t const mark = trail_.size();
+    std::vector<std::uint32_t> rest, rest_m;
+    rest.reserve(active.size());
+    rest_m.reserve(active.size());
+    for (std::size_t k = 0; k < mine.size(); ++k) {
+      auto const x = mine[k].offset;
+      auto const b = mine[k].block;
+      // With the critical cell's blocks all refuted (banned) there, the cell may be unable to
+      // take the waste; one more inference settles that before the other candidates are tried.
+      if (k == crit_group && k > 0 && !infer(by_minoff, lo_cell, hi_cell)) { break; }
+      if (banned_[b] == x) { continue; }
+      bool duplicate = false;
+      for (std::size_t j = k; j > 0 && mine[j - 1].offset == x && !duplicate; --j) {
+        duplicate = twin_[mine[j - 1].block] == twin_[b];
+      }
+      if (!duplicate) {
+        std::size_t const before = trail_.size();
+        if (place(b, x)) {
+          unplaced_after_place(active, by_minoff, rest, rest_m);
+          if (dfs(rest, rest_m)) { return true; }
+        }
+        undo(before);
+        if (aborted_) { break; }
+      }
+      set(banned_[b], x);
+    }
+    undo(mark);
+    return false;
+  }
+
+  // The cells the active blocks live in: [lo, hi).
+  [[nodiscard]] std::pair<std::uint32_t, std::uint32_t> cell_range(
+      std::vector<std::uint32_t> const& active) const
+  {
     std::uint32_t lo_cell = inst_.cells;
     std::uint32_t hi_cell = 0;
     for (auto c : active) {
       lo_cell = std::min(lo_cell, inst_.cell_begin[c]);
       hi_cell = std::max(hi_cell, inst_.cell_end[c]);
     }
-    // Dynamic decomposition: when no unplaced block spans a cell boundary, the blocks before and
-    // after it no longer interact, so each part is solved once instead of in every combination.
-    {
-      std::vector<std::uint32_t> cuts;
-      for (auto s = lo_cell + 1; s < hi_cell; ++s) {
-        if (span_[s] == 0) { cuts.push_back(s); }
-      }
-      if (!cuts.empty()) {
-        auto part_of = [&](std::uint32_t c) {
-          return static_cast<std::size_t>(
-              std::upper_bound(cuts.begin(), cuts.end(), inst_.cell_begin[c]) - cuts.begin());
-        };
-        std::vector<std::vector<std::uint32_t>> parts(cuts.size() + 1), parts_m(cuts.size() + 1);
-        for (auto c : active) { parts[part_of(c)].push_back(c); }
-        for (auto c : by_minoff) { parts_m[part_of(c)].push_back(c); }
-        std::uint64_t const level_at_split = level_;
-        for (std::size_t k = 0; k < parts.size(); ++k) {
-          set(level_, level_at_split);  // each part keeps its own monotone level
-          if (!dfs(parts[k], parts_m[k])) { return false; }
-        }
-        return true;
-      }
-    }
-    if (!infer(by_minoff, lo_cell, hi_cell)) { return false; }
+    return {lo_cell, hi_cell};
+  }
 
+  // Dynamic decomposition: when no unplaced block spans a cell boundary, the blocks before and
+  // after it no longer interact, so each part is solved once instead of in every combination.
+  // Whether the parts all solve, or nullopt when there is no such boundary.
+  std::optional<bool> solve_parts(std::vector<std::uint32_t> const& active,
+                                  std::vector<std::uint32_t> const& by_minoff,
+                                  std::uint32_t lo_cell, std::uint32_t hi_cell)
+  {
+    std::vector<std::uint32_t> cuts;
+    for (auto s = lo_cell + 1; s < hi_cell; ++s) {
+      if (span_[s] == 0) { cuts.push_back(s); }
+    }
+    if (cuts.empty()) { return std::nullopt; }
+    auto part_of = [&](std::uint32_t c) {
+      return static_cast<std::size_t>(
+          std::upper_bound(cuts.begin(), cuts.end(), inst_.cell_begin[c]) - cuts.begin());
+    };
+    std::vector<std::vector<std::uint32_t>> parts(cuts.size() + 1), parts_m(cuts.size() + 1);
+    for (auto c : active) { parts[part_of(c)].push_back(c); }
+    for (auto c : by_minoff) { parts_m[part_of(c)].push_back(c); }
+    std::uint64_t const level_at_split = level_;
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      set(level_, level_at_split);  // each part keeps its own monotone level
+      if (!dfs(parts[k], parts_m[k])) { return false; }
+    }
+    return true;
+  }
+
+  // The (offset, block) pairs to try, in order: the blocks that can go at the level, in rank
+  // order, then those above it, in (minoff, rank) order; only offsets below the dominance bound.
+  // With crit_order_, the blocks that can fill the critical cell go first: `crit_group` is how
+  // many they are.
+  [[nodiscard]] std::vector<candidate> candidates(std::vector<std::uint32_t> const& active,
+                                                  std::vector<std::uint32_t> const& by_minoff,
+                                                  std::size_t& crit_group) const
+  {
     // Dominance bound: the two smallest tops an unplaced block could take right now.
     std::uint64_t best1 = none, best2 = none;
     std::uint32_t arg1 = 0;
@@ -469,8 +510,6 @@ class dsa_search {
         best2 = t;
       }
     }
-    // Candidates by (offset, rank): the blocks that can go at the level, in rank order, then
-    // those above it, in (minoff, rank) order; only offsets below the dominance bound.
     std::vector<candidate> mine;
     auto consider = [&](std::uint32_t c) {
       auto const x = std::max(minoff_[c], level_);
@@ -483,7 +522,7 @@ class dsa_search {
     for (auto c : by_minoff) {
       if (minoff_[c] > level_) { consider(c); }
     }
-    std::size_t crit_group = 0;
+    crit_group = 0;
     if (crit_order_) {
       // Fail first: the blocks that can fill the critical cell at its lowest offset go first;
       // when all of them are refuted (and banned), inference sees the cell's waste at once.
@@ -504,56 +543,37 @@ class dsa_search {
                          });
       }
     }
+    return mine;
+  }
 
-    std::size_t const mark = trail_.size();
-    std::vector<std::uint32_t> rest, rest_m;
-    rest.reserve(active.size());
-    rest_m.reserve(active.size());
-    for (std::size_t k = 0; k < mine.size(); ++k) {
-      auto const x = mine[k].offset;
-      auto const b = mine[k].block;
-      // With the critical cell's blocks all refuted (banned) there, the cell may be unable to
-      // take the waste; one more inference settles that before the other candidates are tried.
-      if (k == crit_group && k > 0 && !infer(by_minoff, lo_cell, hi_cell)) { break; }
-      if (banned_[b] == x) { continue; }
-      bool duplicate = false;
-      for (std::size_t j = k; j > 0 && mine[j - 1].offset == x && !duplicate; --j) {
-        duplicate = twin_[mine[j - 1].block] == twin_[b];
-      }
-      if (!duplicate) {
-        std::size_t const before = trail_.size();
-        if (place(b, x)) {
-          rest.clear();
-          for (auto c : active) {
-            if (!placed_[c]) { rest.push_back(c); }
-          }
-          // The blocks b raised leave their place in the (minoff, rank) order; merge them back.
-          std::size_t kept = 0;
-          for (auto c : raised_) {
-            if (!placed_[c]) { raised_[kept++] = c; }
-          }
-          raised_.resize(kept);
-          auto const by_key = [&](std::uint32_t p, std::uint32_t q) {
-            return minoff_[p] != minoff_[q] ? minoff_[p] < minoff_[q] : rank_[p] < rank_[q];
-          };
-          std::sort(raised_.begin(), raised_.end(), by_key);
-          rest_m.clear();
-          std::size_t j = 0;
-          for (auto c : by_minoff) {
-            if (placed_[c] || raised_stamp_[c] == stamp_) { continue; }
-            while (j < raised_.size() && by_key(raised_[j], c)) { rest_m.push_back(raised_[j++]); }
-            rest_m.push_back(c);
-          }
-          while (j < raised_.size()) { rest_m.push_back(raised_[j++]); }
-          if (dfs(rest, rest_m)) { return true; }
-        }
-        undo(before);
-        if (aborted_) { break; }
-      }
-      set(banned_[b], x);
+  // After a place(): the still unplaced active blocks (`rest`) and the same in (minoff, rank)
+  // order (`rest_m`), merging back the blocks the place raised.
+  void unplaced_after_place(std::vector<std::uint32_t> const& active,
+                            std::vector<std::uint32_t> const& by_minoff,
+                            std::vector<std::uint32_t>& rest, std::vector<std::uint32_t>& rest_m)
+  {
+    rest.clear();
+    for (auto c : active) {
+      if (!placed_[c]) { rest.push_back(c); }
     }
-    undo(mark);
-    return false;
+    // The blocks b raised leave their place in the (minoff, rank) order; merge them back.
+    std::size_t kept = 0;
+    for (auto c : raised_) {
+      if (!placed_[c]) { raised_[kept++] = c; }
+    }
+    raised_.resize(kept);
+    auto const by_key = [&](std::uint32_t p, std::uint32_t q) {
+      return minoff_[p] != minoff_[q] ? minoff_[p] < minoff_[q] : rank_[p] < rank_[q];
+    };
+    std::sort(raised_.begin(), raised_.end(), by_key);
+    rest_m.clear();
+    std::size_t j = 0;
+    for (auto c : by_minoff) {
+      if (placed_[c] || raised_stamp_[c] == stamp_) { continue; }
+      while (j < raised_.size() && by_key(raised_[j], c)) { rest_m.push_back(raised_[j++]); }
+      rest_m.push_back(c);
+    }
+    while (j < raised_.size()) { rest_m.push_back(raised_[j++]); }
   }
 
   // Inference: in every cell, the unplaced blocks live there stack up from no lower than the
@@ -561,6 +581,8 @@ class dsa_search {
   // order of their offset, gives every cell that lowest offset; a union-find over "next
   // unpainted cell" makes it O(cells + blocks) rather than O(sum of lifetimes). Most blocks sit
   // at the level, so only the few above it need sorting.
+  // Kept whole (~65 lines): the search's hot loop; the union-find and the deferred list are local
+  // lambdas over the same scratch, and a call per cell would cost in every node.
   bool infer(std::vector<std::uint32_t> const& by_minoff, std::uint32_t lo_cell,
              std::uint32_t hi_cell)
   {
@@ -632,7 +654,6 @@ class dsa_search {
   // Failed sub-states (a lossy direct-mapped table of 128-bit keys); valid for one capacity.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> memo_;
   std::uint64_t memo_cap_{none};
-  std::uint64_t memo_hits_{0};
   std::size_t memo_puts_{0};              // insertions since the table last grew
   std::vector<std::uint32_t> next_cell_;  // scratch of infer(): next unpainted cell
   // Scratch of infer(): (lowest offset, block) of the waiting blocks.

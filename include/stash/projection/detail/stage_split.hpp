@@ -48,6 +48,8 @@ struct unit_map {
   std::vector<phase> op_phase;            // per op
 };
 
+// Kept whole (~65 lines): the forward pass numbers units and the backward pass maps each op and
+// storage back onto them; both read the same per-storage first-forward-use table.
 [[nodiscard]] inline unit_map assign_units(trace const& t)
 {
   auto const ops      = t.ops();
@@ -184,6 +186,8 @@ struct stage_split {
 /// The trace that the device of stage `stage` sees: its own ops, the storages it owns with their
 /// original lifetimes, and storages received from other stages, allocated just before the first
 /// of its ops that touches them and freed just after the last. Phase markers are kept.
+// Kept whole (~70 lines): one pass over the events that rewrites them for one stage; the
+// received storages' first and last touching ops are found and used in the same pass.
 [[nodiscard]] inline trace stage_trace(trace const& t, unit_map const& m,
                                        std::span<std::size_t const> unit_stage, std::size_t stage)
 {

@@ -5,8 +5,8 @@
  */
 #pragma once
 
-#include "json_writer.hpp"
-#include "report.hpp"
+#include <stash_tools/stash_plan/json_writer.hpp>
+#include <stash_tools/stash_plan/report.hpp>
 
 #include <stash/core/units.hpp>
 

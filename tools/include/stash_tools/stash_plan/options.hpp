@@ -20,6 +20,8 @@
 #include <stash/sim/hardware.hpp>
 #include <stash/swap/policy_registry.hpp>
 
+#include <stash_tools/size.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -46,19 +48,9 @@ class usage_error : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// @brief A device-memory budget: absolute bytes, or a share of the no_swap peak of each input.
-struct budget_spec {
-  std::optional<std::uint64_t> bytes;  ///< set for an absolute budget
-  double percent{0};                   ///< used when `bytes` is unset: 70 means 70 %
-
-  /// @brief The budget for an input whose no_swap peak is `baseline_peak`.
-  [[nodiscard]] std::uint64_t resolve(std::uint64_t baseline_peak) const
-  {
-    if (bytes) { return *bytes; }
-    return static_cast<std::uint64_t>(
-        std::floor(static_cast<double>(baseline_peak) * percent / 100.0));
-  }
-};
+/// @brief A device-memory budget: absolute bytes, or a share of the no_swap peak of each input
+/// (the grammar of stash_tools/size.hpp).
+using budget_spec = stash_tools::budget_spec;
 
 /// @brief The codec assumed for offloaded data: a label and the ratio uncompressed / wire bytes.
 struct codec_choice {
@@ -106,13 +98,6 @@ struct options {
 
 namespace detail {
 
-inline std::string lowercase(std::string_view text)
-{
-  std::string out(text);
-  for (auto& c : out) { c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-  return out;
-}
-
 // A finite non-negative decimal number filling all of `text` (no sign, no hex, no exponent
 // surprises such as "inf"), or nullopt.
 inline std::optional<double> parse_decimal(std::string_view text)
@@ -137,71 +122,34 @@ inline std::optional<double> parse_decimal(std::string_view text)
 
 }  // namespace detail
 
-/// @brief Parses a size: a number with an optional unit B, KiB, MiB, GiB, TiB (powers of 1024)
-/// or KB, MB, GB, TB (powers of 1000), case-insensitive, optionally separated by one space.
-/// "1.5GiB" is allowed; the result is rounded down to whole bytes. `what` names the option in
-/// the error.
+/// @brief Parses a size in the tools' one grammar (stash_tools::parse_size: e.g. 1048576,
+/// 512MiB, 1.5 GiB, 8GB). `what` names the option in the error.
+/// @param text The size.
+/// @param what The option, e.g. "--budget".
+/// @throws usage_error "<what>: '<text>' <why>" when `text` is not a size.
 [[nodiscard]] inline std::uint64_t parse_bytes(std::string_view text, std::string_view what)
 {
-  auto fail = [&]() -> std::uint64_t {
-    throw usage_error(std::string(what) + ": '" + std::string(text) +
-                      "' is not a size (expected e.g. 1048576, 512MiB, 6GiB, 8GB)");
-  };
-  auto const split  = text.find_first_not_of("0123456789.");
-  auto const number = detail::parse_decimal(text.substr(0, split));
-  if (!number) { return fail(); }
-  std::string_view unit = split == std::string_view::npos ? std::string_view{} : text.substr(split);
-  if (!unit.empty() && unit.front() == ' ') { unit.remove_prefix(1); }
-  auto const u = detail::lowercase(unit);
-  double scale = 0;
-  if (u.empty() || u == "b") {
-    scale = 1;
-  } else if (u == "kib") {
-    scale = 1024.0;
-  } else if (u == "mib") {
-    scale = 1024.0 * 1024;
-  } else if (u == "gib") {
-    scale = 1024.0 * 1024 * 1024;
-  } else if (u == "tib") {
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  } else if (u == "kb") {
-    scale = 1e3;
-  } else if (u == "mb") {
-    scale = 1e6;
-  } else if (u == "gb") {
-    scale = 1e9;
-  } else if (u == "tb") {
-    scale = 1e12;
-  } else {
-    return fail();
+  try {
+    return stash_tools::parse_size(text);
+  } catch (stash_tools::size_error const& e) {
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' " + e.what() +
+                      " (expected " + std::string(stash_tools::size_examples) + ")");
   }
-  double const bytes = std::floor(*number * scale);
-  // 2^64 is exactly representable; anything at or above it does not fit.
-  if (!(bytes < 18446744073709551616.0)) {
-    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is too large");
-  }
-  return static_cast<std::uint64_t>(bytes);
 }
 
 /// @brief Parses --budget: a size (see parse_bytes) or a percentage "70%" of the no_swap peak.
 /// A zero budget is refused: no iteration runs in zero bytes.
+/// @param text The budget.
+/// @throws usage_error naming --budget and the text when it is not a budget, or is zero.
 [[nodiscard]] inline budget_spec parse_budget(std::string_view text)
 {
   budget_spec spec;
-  if (!text.empty() && text.back() == '%') {
-    auto const percent = detail::parse_decimal(text.substr(0, text.size() - 1));
-    if (!percent) {
-      throw usage_error("--budget: '" + std::string(text) +
-                        "' is not a percentage (expected e.g. 70%)");
-    }
-    if (*percent <= 0) {
-      throw usage_error("--budget: '" + std::string(text) + "' must be more than 0%");
-    }
-    spec.percent = *percent;
-    return spec;
+  try {
+    spec = stash_tools::parse_budget(text);
+  } catch (stash_tools::size_error const& e) {
+    throw usage_error("--budget: '" + std::string(text) + "' " + e.what());
   }
-  spec.bytes = parse_bytes(text, "--budget");
-  if (*spec.bytes == 0) {
+  if (spec.bytes && *spec.bytes == 0) {
     throw usage_error("--budget: '" + std::string(text) + "' is zero bytes");
   }
   return spec;

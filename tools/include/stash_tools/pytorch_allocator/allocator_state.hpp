@@ -5,7 +5,8 @@
  * iteration brackets and the figures) and the `c_*` functions that turn exceptions into
  * nullptr / -1 plus a message.
  *
- * Internal to the example (not part of stash's public headers): stash_torch_alloc.cpp
+ * Internal to the example (in the stash_tools target, not in stash's public headers):
+ * examples/pytorch_allocator/stash_torch_alloc.cpp
  * instantiates it over stash::device_upstream, tests/pytorch_allocator over
  * stash::host_upstream.
  */
@@ -21,6 +22,8 @@
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/pool/pool.hpp>
+
+#include <stash_tools/size.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -80,40 +83,28 @@ inline constexpr std::size_t no_budget = std::numeric_limits<std::size_t>::max()
                     "': unknown pool (expected caching, arena or async)");
 }
 
-/// @brief Parses a budget: a byte count with an optional binary unit (K/KiB, M/MiB, G/GiB,
-/// T/TiB, B); "0" and "none" mean no budget. `source` names the input in the error.
-/// @throws stash::logic_error for anything else (decimal units such as "GB" are refused rather
-/// than guessed).
+/// @brief Parses a budget in the tools' one size grammar (stash_tools::parse_size: e.g.
+/// 8589934592, 8GiB, 512M, 1.5G, 12GB); "0" (in any unit) and "none" mean no budget. `source`
+/// names the input in the error.
+/// @param text The budget.
+/// @param source Where it came from, e.g. "STASH_BUDGET".
+/// @throws stash::logic_error "<source>='<text>': <why>" for anything else, or a budget that does
+/// not fit in a size_t.
 [[nodiscard]] inline std::size_t parse_budget(std::string_view text, std::string_view source)
 {
   auto const fail = [&](std::string const& why) {
-    throw logic_error(std::string(source) + "='" + std::string(text) + "': " + why +
-                      " (expected a byte count such as 8589934592, 8GiB or 512M; 0 or none for "
-                      "no budget)");
+    throw logic_error(std::string(source) + "='" + std::string(text) + "': " + why + " (expected " +
+                      std::string(stash_tools::size_examples) + "; 0 or none for no budget)");
   };
   if (text == "none") { return no_budget; }
-  std::uint64_t value  = 0;
-  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range) { fail("too large"); }
-  if (ec != std::errc{}) { fail("not a number"); }
-  std::string_view const unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  std::uint64_t scale = 0;
-  if (unit.empty() || unit == "B") {
-    scale = 1;
-  } else if (unit == "K" || unit == "KiB") {
-    scale = KiB;
-  } else if (unit == "M" || unit == "MiB") {
-    scale = MiB;
-  } else if (unit == "G" || unit == "GiB") {
-    scale = GiB;
-  } else if (unit == "T" || unit == "TiB") {
-    scale = std::uint64_t{1} << 40;
-  } else {
-    fail("unknown unit '" + std::string(unit) + "' (units are binary: K/KiB, M/MiB, G/GiB, T/TiB)");
+  std::uint64_t bytes = 0;
+  try {
+    bytes = stash_tools::parse_size(text);
+  } catch (stash_tools::size_error const& e) {
+    fail(e.what());
   }
-  if (value > std::numeric_limits<std::size_t>::max() / scale) { fail("too large"); }
-  std::size_t const bytes = static_cast<std::size_t>(value * scale);
-  return bytes == 0 ? no_budget : bytes;
+  if (bytes > std::numeric_limits<std::size_t>::max()) { fail("is too large"); }
+  return bytes == 0 ? no_budget : static_cast<std::size_t>(bytes);
 }
 
 /// @brief What stash_configure or the environment chose.

@@ -1,6 +1,8 @@
 // train_cnn's command line, parsed on the host (no CUDA), so the tests can check it on a CPU.
 #pragma once
 
+#include <stash_tools/size.hpp>
+
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -138,67 +140,25 @@ struct options {
          "  --help\n";
 }
 
-/// @brief Bytes from "123", "64MiB", "1.5GiB", "512KiB", "2GB", "100MB" (KiB/MiB/GiB/TiB are
-/// powers of 1024, kB/KB/MB/GB/TB of 1000, K/M/G/T alone of 1024). Zero, negative, fractional
-/// byte counts, garbage and overflow throw usage_error.
+/// @brief Bytes in the tools' one size grammar (stash_tools::parse_size: e.g. 200000000, 64MiB,
+/// 64M, 1.5GiB, 2GB). A budget of zero bytes is refused.
+/// @param text The size.
+/// @param what The option, for the error.
+/// @throws usage_error "<what>: '<text>' <why>" for anything else.
 [[nodiscard]] inline std::uint64_t parse_bytes(std::string_view text,
                                                std::string_view what = "--budget")
 {
-  auto fail = [&](std::string const& why) -> std::uint64_t {
-    throw usage_error(std::string(what) + ": '" + std::string(text) + "' " + why +
-                      " (examples: 64MiB, 1.5GiB, 200000000)");
-  };
-  if (text.empty()) { return fail("is empty"); }
-  std::size_t i = 0;
-  while (i < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[i])) != 0 || text[i] == '.')) {
-    ++i;
+  std::uint64_t bytes = 0;
+  try {
+    bytes = stash_tools::parse_size(text);
+  } catch (stash_tools::size_error const& e) {
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' " + e.what() +
+                      " (expected " + std::string(stash_tools::size_examples) + ")");
   }
-  std::string_view const number = text.substr(0, i);
-  std::string_view const unit   = text.substr(i);
-  if (number.empty()) {
-    return fail(text.front() == '-' ? "is negative" : "does not start with a number");
+  if (bytes == 0) {
+    throw usage_error(std::string(what) + ": '" + std::string(text) + "' is zero bytes");
   }
-  double value         = 0;
-  auto const [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc{} || end != number.data() + number.size()) { return fail("is not a number"); }
-  double scale = 1;
-  struct unit_scale {
-    std::string_view name;
-    double scale;
-  };
-  static constexpr std::array<unit_scale, 17> units = {{
-      {"", 1},
-      {"B", 1},
-      {"K", 1024.0},
-      {"KiB", 1024.0},
-      {"kB", 1e3},
-      {"KB", 1e3},
-      {"M", 1048576.0},
-      {"MiB", 1048576.0},
-      {"MB", 1e6},
-      {"G", 1073741824.0},
-      {"GiB", 1073741824.0},
-      {"GB", 1e9},
-      {"T", 1099511627776.0},
-      {"TiB", 1099511627776.0},
-      {"TB", 1e12},
-      {"k", 1e3},
-      {"Ki", 1024.0},
-  }};
-  bool known                                        = false;
-  for (auto const& u : units) {
-    if (u.name == unit) {
-      scale = u.scale;
-      known = true;
-    }
-  }
-  if (!known) { return fail("has an unknown unit '" + std::string(unit) + "'"); }
-  double const bytes = value * scale;
-  if (!(bytes >= 1)) { return fail("is less than one byte"); }
-  if (bytes >= 18446744073709551615.0) { return fail("is too large"); }
-  if (bytes != std::floor(bytes)) { return fail("is not a whole number of bytes"); }
-  return static_cast<std::uint64_t>(bytes);
+  return bytes;
 }
 
 /// @brief A positive integer option.

@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "options.hpp"
+#include <stash_tools/stash_plan/options.hpp>
 
 #include <stash/core/units.hpp>
 #include <stash/sim/cost_model.hpp>

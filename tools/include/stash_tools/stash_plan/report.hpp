@@ -9,12 +9,12 @@
  */
 #pragma once
 
-#include "frontier.hpp"
-#include "options.hpp"
-#include "planners.hpp"
-#include "policies.hpp"
-#include "projection_section.hpp"
-#include "svg.hpp"
+#include <stash_tools/stash_plan/frontier.hpp>
+#include <stash_tools/stash_plan/options.hpp>
+#include <stash_tools/stash_plan/planners.hpp>
+#include <stash_tools/stash_plan/policies.hpp>
+#include <stash_tools/stash_plan/projection_section.hpp>
+#include <stash_tools/stash_plan/svg.hpp>
 
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/minimalloc_reader.hpp>

@@ -6,9 +6,9 @@
  */
 #pragma once
 
-#include "options.hpp"
-#include "policies.hpp"
-#include "svg.hpp"
+#include <stash_tools/stash_plan/options.hpp>
+#include <stash_tools/stash_plan/policies.hpp>
+#include <stash_tools/stash_plan/svg.hpp>
 
 #include <stash/core/units.hpp>
 #include <stash/sim/simulator.hpp>

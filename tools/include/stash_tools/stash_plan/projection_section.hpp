@@ -7,8 +7,8 @@
  */
 #pragma once
 
-#include "json_writer.hpp"
-#include "options.hpp"
+#include <stash_tools/stash_plan/json_writer.hpp>
+#include <stash_tools/stash_plan/options.hpp>
 
 #include <stash/projection/projection.hpp>
 #include <stash/trace/lifetime.hpp>
