@@ -153,8 +153,8 @@ inline void draw_frame(std::ostream& out, frontier_section const& f, frontier_ax
                        std::string const& title)
 {
   using svg_detail::num;
-  out << "<text x=\"" << num(a.left) << "\" y=\"24\" font-size=\"15\">"
-      << svg_detail::escape(title) << "</text>\n";
+  out << "<text x=\"" << num(a.left) << "\" y=\"24\" font-size=\"15\">" << svg_detail::escape(title)
+      << "</text>\n";
   out << "<text x=\"" << num(a.left) << "\" y=\"40\" font-size=\"11\" fill=\"#555\">predicted by "
       << "stash's cost model on " << svg_detail::escape(f.hardware)
       << " with the budget enforced; a missing point does not fit</text>\n";
@@ -193,8 +193,8 @@ inline void draw_bounds(std::ostream& out, frontier_section const& f, frontier_a
   std::string path;
   for (std::size_t b = 0; b < f.budgets.size(); ++b) {
     if (!std::isfinite(f.lower_bound_ms[b])) { continue; }
-    path += (path.empty() ? "M" : " L") + num(a.x(f.budgets[b])) + " " +
-            num(a.y(f.lower_bound_ms[b]));
+    path +=
+        (path.empty() ? "M" : " L") + num(a.x(f.budgets[b])) + " " + num(a.y(f.lower_bound_ms[b]));
   }
   out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#000\" stroke-width=\"1\" "
       << "stroke-dasharray=\"2 2\"/>\n";
@@ -216,8 +216,8 @@ inline void draw_policies(std::ostream& out, frontier_section const& f, frontier
       path += (start ? "M" : " L") + num(a.x(pt.budget_bytes)) + " " + num(a.y(pt.iteration_ms));
     }
     double const width = f.policies[p] == "search_swap" ? 2.5 : 1.3;
-    out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << colour
-        << "\" stroke-width=\"" << num(width) << "\"/>\n";
+    out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << colour << "\" stroke-width=\""
+        << num(width) << "\"/>\n";
     for (std::size_t b = 0; b < f.budgets.size(); ++b) {  // a dot per fitting point
       auto const& pt = f.points[b * f.policies.size() + p];
       if (!pt.fits) { continue; }
@@ -227,9 +227,9 @@ inline void draw_policies(std::ostream& out, frontier_section const& f, frontier
     double const ly = a.top + 14.0 * static_cast<double>(p) + 8;
     out << "<line x1=\"" << num(a.left + a.width + 14) << "\" y1=\"" << num(ly) << "\" x2=\""
         << num(a.left + a.width + 34) << "\" y2=\"" << num(ly) << "\" stroke=\"" << colour
-        << "\" stroke-width=\"" << num(width) << "\"/>\n<text x=\""
-        << num(a.left + a.width + 38) << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">"
-        << svg_detail::escape(f.policies[p]) << "</text>\n";
+        << "\" stroke-width=\"" << num(width) << "\"/>\n<text x=\"" << num(a.left + a.width + 38)
+        << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">" << svg_detail::escape(f.policies[p])
+        << "</text>\n";
   }
   double const ly = a.top + 14.0 * static_cast<double>(f.policies.size()) + 8;
   out << "<line x1=\"" << num(a.left + a.width + 14) << "\" y1=\"" << num(ly) << "\" x2=\""
