@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sanitizer and fuzzing checks CI runs after scripts/test.sh (see README.md "Errors"):
 #   asan   the CPU test suite (stash_tests) under AddressSanitizer + UBSan, once
-#   tsan   the offload, pool and allocator tests under ThreadSanitizer, TSAN_RUNS times (default 3:
+#   tsan   the offload, pool and allocator tests under ThreadSanitizer (not the single-threaded
+#          planner tests: nothing for it to see, most of the time), TSAN_RUNS times (default 3:
 #          races are intermittent)
 #   fuzz   every libFuzzer target in tests/fuzz: its seeds and regression inputs, then
 #          FUZZ_SECONDS (default 30) of fuzzing; a crash leaves its input in build/fuzz/artifacts/
