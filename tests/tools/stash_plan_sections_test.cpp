@@ -200,6 +200,15 @@ TEST_CASE("stash-plan measures the zvc ratio of real activations")
                        stash_plan::usage_error);
 }
 
+TEST_CASE("stash-plan --activations naming a directory is a usage error")
+{
+  // Found by tests/fuzz/stash_plan_args ("--activations ."): reading a directory threw
+  // std::ios_base::failure out of parse_args instead of a usage_error.
+  auto const dir = stash::test::data_path("activations");
+  CHECK_THROWS_WITH_AS((void)stash_plan::parse_args({"--budget", "80%", "--activations", dir}),
+                       doctest::Contains("is not a regular file"), stash_plan::usage_error);
+}
+
 TEST_CASE("stash-plan planners reach the known optimum of a tiny trace")
 {
   // a (1 KiB) lives throughout; b and c (512 B each) live one after the other. L = 1.5 KiB and

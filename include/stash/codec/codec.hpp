@@ -70,6 +70,12 @@ template <codec C>
 
 /// @brief Decodes a buffer written by C into a new vector. `max_elements` caps the allocation a
 /// (possibly corrupted) header can ask for; a larger count is a codec_error.
+///
+/// The vector is allocated from the header's count before the payload is checked, so the
+/// default cap (2^28 elements: 1 GiB of float32) lets a 32-byte header alone cost 1 GiB. It suits
+/// buffers this process encoded. A caller decoding untrusted bytes (read from a file, received
+/// from another process) must pass the largest count it expects, as tests/fuzz does, or decode
+/// into its own destination with C::host_decode, which never exceeds the destination's size.
 /// @tparam C The codec that wrote the buffer.
 template <codec C>
 [[nodiscard]] std::vector<typename C::value_type> host_decode_vector(

@@ -31,12 +31,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ios>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace stash_plan {
@@ -275,7 +278,8 @@ inline std::optional<double> parse_decimal(std::string_view text)
 }
 
 /// @brief The ratio raw / zvc-encoded bytes over raw float32 files, summed over all of them.
-/// Throws usage_error for a file that cannot be read, is empty or is not whole float32s.
+/// Throws usage_error for a file that cannot be read, is not a regular file (a directory, a
+/// FIFO), is empty or is not whole float32s.
 [[nodiscard]] inline double measure_zvc_ratio(std::vector<std::string> const& files)
 {
   std::uint64_t raw     = 0;
@@ -283,7 +287,18 @@ inline std::optional<double> parse_decimal(std::string_view text)
   for (auto const& file : files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) { throw usage_error("--activations: cannot open '" + file + "'"); }
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // A directory opens, but reading it throws std::ios_base::failure from inside libstdc++ (found
+    // by tests/fuzz/stash_plan_args); a FIFO or a device would block or never end.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      throw usage_error("--activations: '" + file + "' is not a regular file");
+    }
+    std::vector<char> bytes;
+    try {
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (std::ios_base::failure const& e) {
+      throw usage_error("--activations: cannot read '" + file + "': " + e.what());
+    }
     if (bytes.empty() || bytes.size() % sizeof(float) != 0) {
       throw usage_error("--activations: '" + file + "' has " + std::to_string(bytes.size()) +
                         " bytes, not a positive multiple of 4 (raw float32 expected)");
