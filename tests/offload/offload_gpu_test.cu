@@ -25,6 +25,8 @@ namespace {
 using device_pool = stash::caching_pool<stash::device_upstream>;
 using host_pool   = stash::pinned_host_pool<>;
 using manager     = stash::offload_manager<stash::cuda_backend, device_pool, host_pool>;
+using zvc_manager = stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
+                                           stash::device_codec_transfer<stash::device_zvc<float>>>;
 
 __host__ __device__ std::uint8_t pattern(std::uint64_t id, std::uint32_t version, std::size_t i)
 {
@@ -86,9 +88,6 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
 
 TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like data")
 {
-  using zvc_manager =
-      stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
-                             stash::device_codec_transfer<stash::device_zvc<float>>>;
   stash::cuda_backend backend;
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
@@ -333,9 +332,6 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
 {
   // cudaEventQuery of an event recorded while capturing fails (cudaErrorCapturedEvent) and may
   // invalidate the capture; state(), the reaping of decodes and pool reuse must not ask.
-  using zvc_manager =
-      stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
-                             stash::device_codec_transfer<stash::device_zvc<float>>>;
   stash::cuda_backend backend;
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
@@ -384,8 +380,6 @@ TEST_CASE("gpu: a tensor past a device codec's size limit is refused before anyt
                   stash::logic_error);
   // rle's worst case (6 B per float) must fit a u32 table: 2^30 floats do not.
   CHECK_THROWS_AS((void)rle_transfer::host_bytes(std::size_t{4} << 30), stash::logic_error);
-  using zvc_manager =
-      stash::offload_manager<stash::cuda_backend, device_pool, host_pool, zvc_transfer>;
   CHECK_THROWS_AS((void)zvc_manager::host_slot_bytes((zvc_limit + 1) * sizeof(float)),
                   stash::logic_error);
 }

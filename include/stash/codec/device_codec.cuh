@@ -64,6 +64,15 @@ inline void expect_device_encode_args(const char* who, void const* in, std::size
                                           std::to_string(need));
 }
 
+/// @brief A device encoder's per-buffer element limit (the host format's), checked before anything
+/// is taken or enqueued.
+inline void expect_device_element_limit(const char* who, std::size_t n, std::size_t max_elements)
+{
+  STASH_EXPECTS(n <= max_elements, std::string(who) + ": " + std::to_string(n) +
+                                       " elements exceed the per-buffer limit of " +
+                                       std::to_string(max_elements));
+}
+
 /// @brief The argument checks every device decoder makes before enqueueing anything.
 inline void expect_device_decode_args(const char* who, std::byte const* src, void const* out,
                                       std::size_t out_capacity, codec_status const* d_status)

@@ -30,13 +30,11 @@ class device_csr {
   /// @brief Decoding needs no scratch.
   [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t) { return 0; }
 
-  /// @brief Throws stash::logic_error when one buffer cannot hold n elements (the chunk table
-  /// stores u32 counts); checked by encode_async, and by callers before they take any memory.
+  /// @brief Throws stash::logic_error when one buffer cannot hold n elements (the host format's
+  /// limit); checked by encode_async, and by callers before they take any memory.
   static void expect_encodable(std::size_t n)
   {
-    STASH_EXPECTS(n <= host_codec::max_elements, "device_csr: " + std::to_string(n) +
-                                                     " elements exceed the per-buffer limit of " +
-                                                     std::to_string(host_codec::max_elements));
+    detail::expect_device_element_limit("device_csr", n, host_codec::max_elements);
   }
 
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.

@@ -34,9 +34,7 @@ class device_zvc {
   /// stores u32 counts); checked by encode_async, and by callers before they take any memory.
   static void expect_encodable(std::size_t n)
   {
-    STASH_EXPECTS(n <= host_codec::max_elements, "device_zvc: " + std::to_string(n) +
-                                                     " elements exceed the per-buffer limit of " +
-                                                     std::to_string(host_codec::max_elements));
+    detail::expect_device_element_limit("device_zvc", n, host_codec::max_elements);
   }
 
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.
