@@ -28,6 +28,15 @@
  * lifetimes of swapped tensors (freed at the offload, allocated again at the prefetch): the first
  * replayed iterations deviate from the pool's recording, and once that sequence has settled the
  * pool plans it, with the swapped tensors' memory reused while they are away.
+ *
+ * Per-tensor encodings: a schedule entry names how its storage crosses the link
+ * (swap_entry::encoding, e.g. search_swap with `encodings` set, or stash::with_encodings). With a
+ * `transfer_set<...>` in the Codec slot, each offload runs the member whose codec writes that
+ * encoding (`configured` is member 0) and its prefetch decodes with the same member. Raw copies
+ * are always available; an entry whose encoding the set does not carry, or whose storage the
+ * member cannot encode (a size that is not a whole number of its elements), travels raw and is
+ * counted in allocator_stats::encoding_fallbacks. The members' element types must be the tensors'
+ * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
  */
 #pragma once
 
@@ -51,6 +60,7 @@
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_recorder.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -90,6 +100,42 @@ requires(!transfer_policy<C>) struct transfer_for<host_backend, C> {
   using type = host_codec_transfer<C>;
 };
 
+template <class Backend, class... Cs>
+struct transfer_for<Backend, transfer_set<Cs...>> {
+  using type = transfer_set<typename transfer_for<Backend, Cs>::type...>;
+};
+
+// What the offload manager runs: the slot's transfers, then raw copies, which every backend can
+// do and every schedule may ask for.
+template <class Transfer>
+struct with_raw {
+  using type = transfer_set<Transfer, raw_transfer>;
+};
+template <class... Ts>
+struct with_raw<transfer_set<Ts...>> {
+  using type = transfer_set<Ts..., raw_transfer>;
+};
+
+// The encoding a transfer's bytes are (raw without a codec id; none for a format no schedule
+// names).
+template <class T>
+constexpr std::optional<swap_encoding> transfer_encoding() noexcept
+{
+  if constexpr (requires { T::codec_id; }) {
+    return encoding_of_codec(T::codec_id);
+  } else {
+    return swap_encoding::raw;
+  }
+}
+
+template <class Set>
+struct set_encodings;
+template <class... Ts>
+struct set_encodings<transfer_set<Ts...>> {
+  static constexpr std::array<std::optional<swap_encoding>, sizeof...(Ts)> value{
+      transfer_encoding<Ts>()...};
+};
+
 // Where a backend's host copies live: pinned memory for CUDA, plain memory for host threads.
 template <class Backend>
 struct staging_for {
@@ -111,9 +157,10 @@ concept iteration_aware_pool = requires(P& p)
 
 /// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
 /// transfer policy is itself; a codec runs its host reference on the host backend (on a GPU, name
-/// `device_codec_transfer<device_zvc<float>>` etc. from device_codec_transfer.cuh).
+/// `device_codec_transfer<device_zvc<float>>` etc. from device_codec_transfer.cuh); a
+/// transfer_set maps each member so.
 /// @tparam Backend The offload backend (cuda_backend, host_backend).
-/// @tparam Codec `void`, a transfer policy, or a codec.
+/// @tparam Codec `void`, a transfer policy, a codec, or a transfer_set of them.
 template <class Backend, class Codec>
 using transfer_for_t = typename detail::transfer_for<Backend, Codec>::type;
 
@@ -143,14 +190,18 @@ struct allocator_stats {
   std::uint64_t deviations{0};            ///< iterations that did not match the recording
   std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
+  /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
+  /// apply to the storage's size): they travel raw. Zero when every entry runs as planned.
+  std::uint64_t encoding_fallbacks{0};
 };
 
 /// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
 /// @tparam Pool The device pool (lifetime_arena, caching_pool, ...): a stash::pool.
 /// @tparam SwapPolicy What to offload and when: a stash::swap_policy (no_swap, vdnn_all, auto_swap,
 ///   any_swap_policy, ...).
-/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a transfer policy or a codec (see
-///   transfer_for_t).
+/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a transfer policy, a codec, or a
+///   transfer_set of them from which each schedule entry's encoding picks (see transfer_for_t and
+///   the file docs).
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 template <pool Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
 class allocator {
@@ -161,8 +212,10 @@ class allocator {
   using stream_type = typename Backend::stream;
   /// @brief Names a tensor for the allocator's lifetime.
   using tensor_id = std::uint64_t;
-  /// @brief How bytes travel.
+  /// @brief How bytes travel (a transfer_set when the Codec slot is one).
   using transfer_type = transfer_for_t<Backend, Codec>;
+  /// @brief What the offload manager runs: transfer_type's members, then raw copies.
+  using manager_transfer_type = typename detail::with_raw<transfer_type>::type;
   /// @brief The host staging pool.
   using host_pool_type =
       caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
@@ -322,6 +375,11 @@ class allocator {
  private:
   static constexpr tensor_id no_tensor = std::numeric_limits<tensor_id>::max();
 
+  struct scheduled_offload {
+    storage_id storage;
+    std::uint8_t transfer;  // member of manager_transfer_type
+  };
+
   struct tensor {
     tensor_handle handle{};
     std::size_t bytes{0};
@@ -389,16 +447,42 @@ class allocator {
     ++stats_.replanned;
     offloads_by_op_.assign(recorded_ops_ + 1, {});
     prefetches_by_op_.assign(recorded_ops_ + 1, {});
+    stats_.encoding_fallbacks = 0;
     for (auto const& e : schedule_.entries) {
       if (e.id < first_storage_ || e.last_use < first_op_ || e.prefetch_at < first_op_) {
         continue;  // persistent storages stay put
       }
-      offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(e.id);
+      auto const transfer = transfer_for_entry(e, recording_->storages()[e.id].bytes);
+      offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(
+          {e.id, transfer});
       prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
     }
     by_storage_.assign(recording_->storages().size(), no_tensor);
     for (auto& t : tensors_) { t.storage.reset(); }  // matches are made anew in each iteration
     state_ = allocator_state::replaying;
+  }
+
+  // The manager_transfer_type member that runs entry `e` of a `bytes`-byte storage: index 0 for
+  // the configured encoding, else the first member writing the entry's encoding that can encode
+  // the storage; raw copies (the last member) when none can, counted in encoding_fallbacks.
+  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes)
+  {
+    constexpr auto encodings = detail::set_encodings<manager_transfer_type>::value;
+    constexpr auto raw       = static_cast<std::uint8_t>(encodings.size() - 1);
+    auto encodes             = [&](std::size_t i) {
+      try {
+        (void)decltype(manager_)::host_slot_bytes(bytes, i);
+        return true;
+      } catch (logic_error const&) {
+        return false;  // a size the member refuses (its element size or limit)
+      }
+    };
+    if (e.encoding == swap_encoding::configured && encodes(0)) { return 0; }
+    for (std::size_t i = 0; i < encodings.size(); ++i) {
+      if (encodings[i] == e.encoding && encodes(i)) { return static_cast<std::uint8_t>(i); }
+    }
+    if (e.encoding != swap_encoding::raw) { ++stats_.encoding_fallbacks; }
+    return raw;
   }
 
   // Offloads the scheduled storages whose last use before the gap was op < j (their readers are
@@ -408,12 +492,12 @@ class allocator {
     std::uint64_t const end = std::min<std::uint64_t>(j, recorded_ops_);
     for (; next_offload_op_ <= end && next_offload_op_ < offloads_by_op_.size();
          ++next_offload_op_) {
-      for (storage_id s : offloads_by_op_[next_offload_op_]) {
+      for (auto const [s, transfer] : offloads_by_op_[next_offload_op_]) {
         tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
         if (id == no_tensor || !tensors_[id].alive) { continue; }
         auto const h = tensors_[id].handle;
         if (manager_.state(h) != tensor_state::resident) { continue; }
-        manager_.offload_async(h, stream == stream_type{} ? last_stream_ : stream);
+        manager_.offload_async(h, stream == stream_type{} ? last_stream_ : stream, transfer);
         ++stats_.scheduled_offloads;
       }
     }
@@ -442,7 +526,7 @@ class allocator {
   allocator_options options_;
   SwapPolicy policy_;
   host_pool_type host_pool_;
-  offload_manager<Backend, Pool, host_pool_type, transfer_type> manager_;
+  offload_manager<Backend, Pool, host_pool_type, manager_transfer_type> manager_;
   cost_model model_;
 
   allocator_state state_{allocator_state::persistent};
@@ -460,7 +544,7 @@ class allocator {
   std::uint64_t op_index_{0};
   std::uint64_t next_offload_op_{0};
   stream_type last_stream_{};
-  std::vector<std::vector<storage_id>> offloads_by_op_;
+  std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;
   std::vector<tensor_id> by_storage_;
   std::vector<tensor> tensors_;

@@ -1,6 +1,7 @@
 // The facade end to end on the host backend: a real training step's trace drives
 // stash::allocator for several iterations (record, plan, replay), and every tensor's bytes are
 // checked whenever an op reads them.
+#include "support/allocator_drive.hpp"
 #include "support/data.hpp"
 
 #include <stash/allocator.hpp>
@@ -29,65 +30,9 @@ using host_caching = stash::caching_pool<stash::host_upstream, stash::host_strea
 using host_arena =
     stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
 
-constexpr std::uint64_t scale = 64;  // tensors 64x smaller than recorded, to keep CI light
-
-float value(std::uint64_t tensor, std::uint32_t version, std::size_t i)
-{
-  // Mostly zeros, like ReLU maps, so codecs have something to do; exact in float.
-  return (i + version) % 3 == 0 ? float((tensor * 7 + version * 13 + i) % 4096) : 0.0f;
-}
-
-// Drives `alloc` through `iterations` iterations of trace `t`, checking contents on every read.
-template <class Allocator>
-std::uint64_t drive(Allocator& alloc, stash::host_backend& backend, stash::host_backend::stream s,
-                    stash::trace const& t, int iterations)
-{
-  std::atomic<std::uint64_t> bad{0};
-  std::vector<std::uint32_t> version(t.storages().size(), 0);
-  stash::trace_driver<Allocator> driver(alloc, t, s, scale);
-  auto fill = [&](std::uint64_t sid, void* p) {
-    std::size_t const n = driver.bytes_of(sid) / 4;
-    auto const v        = ++version[sid];
-    backend.launch(s, [=] {
-      auto* f = static_cast<float*>(p);
-      for (std::size_t i = 0; i < n; ++i) { f[i] = value(sid, v, i); }
-    });
-  };
-  auto check = [&](std::uint64_t sid, void const* p) {
-    std::size_t const n = driver.bytes_of(sid) / 4;
-    auto const v        = version[sid];
-    backend.launch(s, [=, &bad] {
-      auto const* f = static_cast<float const*>(p);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (f[i] != value(sid, v, i)) {
-          bad.fetch_add(1);
-          return;
-        }
-      }
-    });
-  };
-  driver.on_allocate([&](stash::storage_id sid, std::uint64_t id, bool persistent) {
-    version[sid] = 0;
-    if (persistent) { fill(sid, alloc.pointer(id, s)); }
-  });
-  driver.on_op([&](stash::op_record const& op, std::span<void* const> ptrs) {
-    for (std::size_t r = 0; r < op.reads.size(); ++r) {
-      if (version[op.reads[r]] > 0) { check(op.reads[r], ptrs[r]); }
-    }
-    for (std::size_t w = 0; w < op.writes.size(); ++w) {
-      fill(op.writes[w], ptrs[op.reads.size() + w]);
-    }
-  });
-  driver.run(iterations);
-  backend.synchronize(s);
-  alloc.synchronize();
-  return bad.load();
-}
-
-std::uint64_t scaled_peak(stash::trace const& t)
-{
-  return stash::analyze_lifetimes(t).peak_live_bytes / scale;
-}
+using stash::test::drive;
+using stash::test::drive_scale;
+using stash::test::scaled_peak;
 
 }  // namespace
 
@@ -176,7 +121,7 @@ TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs 
   auto const s = backend.create_stream();
   host_arena pool;
   stash::allocator_options o;
-  o.device_budget = scaled_peak(t) * scale / 2;
+  o.device_budget = scaled_peak(t) * drive_scale / 2;
   stash::allocator<host_arena, stash::vdnn_conv, stash::zvc<float>, stash::host_backend> alloc(
       backend, pool, o);
   auto const bad = drive(alloc, backend, s, t, 3);

@@ -429,6 +429,53 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
   CHECK(f.host.stats().in_use_bytes == 0);
 }
 
+TEST_CASE("transfer_set: each offload runs the member it names and its prefetch decodes with it")
+{
+  using set_manager = stash::offload_manager<
+      stash::host_backend, host_pool, host_pool,
+      stash::transfer_set<stash::raw_transfer, stash::host_codec_transfer<stash::zvc<float>>>>;
+  static_assert(set_manager::transfer_count == 2);
+  fixture f;
+  set_manager m(f.backend, f.device, f.host);
+  auto const act      = read_f32("activations/netA_final_relu4.f32");
+  std::size_t const n = act.size() * sizeof(float);
+  auto h              = m.create(n, f.compute);
+  void* p             = m.acquire(h, f.compute);
+  f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
+
+  // An index outside the set is refused before anything is taken; the tensor stays resident.
+  auto const host_in_use = f.host.stats().in_use_bytes;
+  CHECK_THROWS_AS(m.offload_async(h, f.compute, 2), stash::logic_error);
+  CHECK(m.state(h) == stash::tensor_state::resident);
+  CHECK(f.host.stats().in_use_bytes == host_in_use);
+
+  for (std::size_t member : {1, 0, 1}) {
+    m.offload_async(h, f.compute, member);
+    auto const copy = m.host_copy(h);
+    if (member == 0) {  // raw: the bytes as they are
+      CHECK(std::memcmp(copy.data(), act.data(), n) == 0);
+    } else {  // zvc: a buffer the host reference decodes on its own
+      std::vector<float> on_host(act.size());
+      CHECK(stash::zvc<float>::host_decode(copy, std::span<float>(on_host)) == act.size());
+      CHECK(std::memcmp(on_host.data(), act.data(), n) == 0);
+    }
+    void* q = m.acquire(h, f.compute);
+    std::vector<float> back(act.size());
+    f.backend.launch(f.compute, [&, q] { std::memcpy(back.data(), q, n); });
+    f.backend.synchronize(f.compute);
+    m.synchronize();
+    CHECK(std::memcmp(back.data(), act.data(), n) == 0);
+  }
+  CHECK(m.stats().offloads == 3);
+  CHECK(m.stats().decode_failures == 0);
+  // Two zvc copies (72% zeros) and one raw copy.
+  CHECK(m.stats().bytes_encoded < m.stats().bytes_encoded_source * 2 / 3);
+  CHECK(m.stats().bytes_encoded > n);
+  m.release(h);
+  m.synchronize();
+  CHECK(f.host.stats().in_use_bytes == 0);
+}
+
 TEST_CASE("zvc transfer: a corrupted host copy raises codec_error naming the tensor, never data")
 {
   fixture f;

@@ -17,7 +17,8 @@
 namespace {
 
 // r = relu(x) feeds a max pool (m, idx) and its backward; s = relu(m) is read after its gap only
-// by threshold_backward as `self`; m is read again by a plain add.
+// by a view (detach, which reads no values) and by threshold_backward as `self`; m is read again
+// by a plain add.
 std::string const encodings_trace = R"(# stash-trace v1 model=encodings
 p forward
 t 0 4000 input x
@@ -34,6 +35,7 @@ o aten::sum 5 -
 p backward
 t 6 1000 temp g
 o aten::mul 5 6
+o aten::detach 4 -
 t 7 1000 temp g2
 o aten::threshold_backward 6,4 7
 t 8 4000 temp g3
@@ -61,18 +63,21 @@ TEST_CASE("encodings follow the trace's semantics")
     return stash::swap_entry{id, u, v, u + 1, v, t.storages()[id].bytes};
   };
   // r: ReLU output whose max-pool backward needs its values after the gap: zvc.
-  CHECK(stash::choose_encoding(a, entry(1, 1, 7)) == stash::swap_encoding::zvc);
+  CHECK(stash::choose_encoding(a, entry(1, 1, 8)) == stash::swap_encoding::zvc);
   // idx: max-pool indices: a 4-bit argmax.
-  CHECK(stash::choose_encoding(a, entry(3, 1, 7)) == stash::swap_encoding::pool_argmax);
-  // s: ReLU output read after the gap only as threshold_backward's self: its sign suffices.
+  CHECK(stash::choose_encoding(a, entry(3, 1, 8)) == stash::swap_encoding::pool_argmax);
+  // s: ReLU output read after the gap only as threshold_backward's self (and by a view): its
+  // sign suffices.
   CHECK(stash::choose_encoding(a, entry(4, 3, 6)) == stash::swap_encoding::bitmask);
+  // From before the gap on, a value-reading op (mul) reads s: zvc.
+  CHECK(stash::choose_encoding(a, entry(4, 2, 3)) == stash::swap_encoding::zvc);
   // m: a max-pool output (not ReLU-like): raw, unless lossy is opted in for activations.
-  CHECK(stash::choose_encoding(a, entry(2, 2, 8)) == stash::swap_encoding::raw);
+  CHECK(stash::choose_encoding(a, entry(2, 2, 9)) == stash::swap_encoding::raw);
   stash::encoding_options lossy;
   lossy.lossy_activations = stash::swap_encoding::fp16;
-  CHECK(stash::choose_encoding(a, entry(2, 2, 8), lossy) == stash::swap_encoding::fp16);
+  CHECK(stash::choose_encoding(a, entry(2, 2, 9), lossy) == stash::swap_encoding::fp16);
   // Lossless codecs off: everything raw.
-  CHECK(stash::choose_encoding(a, entry(1, 1, 7), stash::encoding_options{false, {}}) ==
+  CHECK(stash::choose_encoding(a, entry(1, 1, 8), stash::encoding_options{false, {}}) ==
         stash::swap_encoding::raw);
 }
 

@@ -62,6 +62,8 @@ struct device_codec_transfer {
   using host_codec = typename D::host_codec;
   /// @brief The element type.
   using value_type = typename host_codec::value_type;
+  /// @brief The codec that writes the bytes.
+  static constexpr std::uint16_t codec_id = host_codec::id;
   /// @brief As the codec.
   static constexpr bool lossless = host_codec::lossless;
   /// @brief The kernels write a status.

@@ -55,6 +55,7 @@
 #include <stash/codec/codec_status.hpp>
 #include <stash/core/error.hpp>
 #include <stash/core/units.hpp>
+#include <stash/offload/detail/transfer_dispatch.hpp>
 #include <stash/offload/offload_backend.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/pool.hpp>
@@ -115,8 +116,8 @@ struct offload_stats {
   std::uint64_t bytes_prefetched{0};   ///< host -> device bytes (uncompressed)
   std::uint64_t decode_failures{0};    ///< host copies found corrupted on the way back
   /// Host-copy bytes of the offloads whose size was read back (a codec reports it once the copy
-  /// is complete; raw copies are their own size); compression ratio =
-  /// bytes_encoded_source / bytes_encoded.
+  /// is complete, read when the host sees it complete or when the prefetch's decode has run; raw
+  /// copies are their own size); compression ratio = bytes_encoded_source / bytes_encoded.
   std::uint64_t bytes_encoded{0};
   std::uint64_t bytes_encoded_source{0};  ///< uncompressed bytes of those same offloads
 };
@@ -157,16 +158,21 @@ struct offload_manager_options {
 /// `Transfer` (transfer.hpp) moves the bytes: raw copies, or a codec that encodes on the way out
 /// and decodes on the way back. A host copy that fails to decode (corrupted) is never handed out
 /// as data: the decode leaves zeros and an error status, and the next call into the manager once
-/// the decode has run (at the latest synchronize()) throws stash::codec_error naming the tensor.
+/// the decode has run (at the latest synchronize()) throws stash::codec_error naming the tensor;
+/// if the tensor was released first, the failure is counted (offload_stats::decode_failures)
+/// instead, and the host copy is freed once the decode has run.
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 /// @tparam DevicePool Where tensors live on the device: a stash::pool.
 /// @tparam HostPool Where offloaded copies live on the host (pinned): a stash::pool.
-/// @tparam Transfer How the bytes move (raw_transfer, host_codec_transfer, device_codec_transfer).
+/// @tparam Transfer How the bytes move (raw_transfer, host_codec_transfer, device_codec_transfer),
+///   or a transfer_set of them, one chosen per offload.
 template <offload_backend Backend, pool DevicePool, pool HostPool, class Transfer = raw_transfer>
 class offload_manager {
  public:
   /// @brief The backend's stream handle.
   using stream_type = typename Backend::stream;
+  /// @brief How many transfers offload_async can choose from (1 unless Transfer is a set).
+  static constexpr std::size_t transfer_count = detail::transfer_members<Transfer>::type::size;
 
   /// @brief A manager over `backend`, moving tensors between `device_pool` and `host_pool`.
   offload_manager(Backend& backend, DevicePool& device_pool, HostPool& host_pool,
@@ -188,7 +194,7 @@ class offload_manager {
     try {
       backend_.synchronize(d2h_);
       backend_.synchronize(h2d_);
-      drop_pending(std::nullopt);
+      drop_pending();
       for (std::uint64_t id = 0; id < entries_.size(); ++id) {
         if (entries_[id].state != tensor_state::released) { release(tensor_handle{id}); }
       }
@@ -199,9 +205,11 @@ class offload_manager {
   /// @brief Host pool bytes one offload of a `bytes`-byte tensor takes, before the pool rounds
   /// them (the transfer's worst case plus its status record): size a host pool's budget and
   /// reserve() with it. Throws stash::logic_error for a tensor the transfer cannot encode.
-  [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes)
+  /// @param bytes The tensor's size.
+  /// @param transfer Which member of a transfer_set (0 for a single transfer).
+  [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes, std::size_t transfer = 0)
   {
-    return slot_bytes(Transfer::host_bytes(bytes));
+    return slot_bytes(host_bytes_of(transfer, bytes));
   }
 
   /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`.
@@ -228,14 +236,19 @@ class offload_manager {
   }
 
   /// @brief Stash the tensor on the host after the work queued on `stream`; see the class docs.
-  void offload_async(tensor_handle h, stream_type stream)
+  /// @param h The tensor.
+  /// @param stream Its producers' stream.
+  /// @param transfer Which member of a transfer_set moves it (0 for a single transfer); its
+  ///   prefetch decodes with the same member.
+  void offload_async(tensor_handle h, stream_type stream, std::size_t transfer = 0)
   {
     reap();
     entry& e             = checked(h, "offload_async");
     bool const capturing = check_capture(h, e, "offload_async", stream);
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
-    // The transfer's limits are checked here, before anything is taken.
-    std::size_t const capacity = Transfer::host_bytes(e.bytes);
+    // The transfer's limits (and the index) are checked here, before anything is taken.
+    std::size_t const capacity = host_bytes_of(transfer, e.bytes);
+    e.transfer                 = static_cast<std::uint8_t>(transfer);
     std::size_t const slot     = slot_bytes(capacity);
     // While capturing, memory is taken in the capturing stream's order: the pools can see that
     // stream capturing (the D2H stream joins the capture only below), and every use of the
@@ -245,7 +258,7 @@ class offload_manager {
     void* host            = take(host_pool_, slot, tag, "host pool", why);
     void* scratch         = nullptr;
     try {
-      scratch = take_scratch(e.bytes, tag, why);
+      scratch = take_scratch(e, tag, why);
     } catch (...) {
       host_pool_.deallocate(host, slot, tag);
       throw;
@@ -255,19 +268,20 @@ class offload_manager {
     } catch (...) {
       // Work queued before the failure may still touch the memory: it goes back in the D2H
       // stream's order. The tensor was not touched and stays resident.
-      give_back_scratch(scratch, e.bytes, d2h_);
+      give_back_scratch(scratch, e, d2h_);
       host_pool_.deallocate(host, slot, backend_.tag(d2h_));
       throw;
     }
     // Nothing below fails but CUDA itself; from here the tensor is on its way out.
-    give_back_scratch(scratch, e.bytes, d2h_);
+    give_back_scratch(scratch, e, d2h_);
     backend_.release(e.ready);
     e.host_ready = backend_.record(d2h_);
     device_pool_.deallocate(e.device, e.bytes, backend_.tag(d2h_));
-    e.device   = nullptr;
-    e.host     = host;
-    e.capacity = capacity;
-    e.state    = tensor_state::offloading;
+    e.device          = nullptr;
+    e.host            = host;
+    e.capacity        = capacity;
+    e.state           = tensor_state::offloading;
+    e.encoded_counted = false;
     ++stats_.offloads;
     stats_.bytes_offloaded += e.bytes;
   }
@@ -315,7 +329,7 @@ class offload_manager {
     if (e.host != nullptr) {
       host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(d2h_));
     }
-    drop_pending(h.id);
+    orphan_pending(h.id);
     backend_.release(e.ready);
     backend_.release(e.host_ready);
     e.device = nullptr;
@@ -404,8 +418,25 @@ class offload_manager {
     event_type ready{};       // the device copy is complete (after a prefetch)
     event_type host_ready{};  // the host copy is complete (after an offload)
     stream_type last_stream{};
-    bool captured{false};  // created while capturing: belongs to that graph
+    bool captured{false};         // created while capturing: belongs to that graph
+    std::uint8_t transfer{0};     // the transfer_set member of the last offload
+    bool encoded_counted{false};  // the host copy's size is in stats_ (see count_encoded)
   };
+
+  using dispatch = detail::transfer_dispatch<typename detail::transfer_members<Transfer>::type>;
+
+  static std::size_t host_bytes_of(std::size_t transfer, std::size_t bytes)
+  {
+    return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
+      return static_cast<std::size_t>(T::host_bytes(bytes));
+    });
+  }
+  static std::size_t scratch_bytes_of(std::size_t transfer, std::size_t bytes)
+  {
+    return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
+      return static_cast<std::size_t>(T::scratch_bytes(bytes));
+    });
+  }
 
   entry& checked(tensor_handle h, const char* what)
   {
@@ -471,8 +502,10 @@ class offload_manager {
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    Transfer::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
-                     status_of(host, capacity));
+    dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
+      T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
+                status_of(host, capacity));
+    });
   }
 
   // pool.allocate, with the tensor in the message of a refusal.
@@ -498,7 +531,9 @@ class offload_manager {
     void* host;
     std::size_t capacity;
     event_type decoded;
-    bool captured;  // recorded while capturing: never queried, freed only by release()
+    bool captured;             // recorded while capturing: never queried, freed only by release()
+    std::size_t uncounted{0};  // source bytes whose encoded size is still to be counted
+    bool orphan{false};        // the tensor was released: a bad status is counted, not thrown
   };
 
   // The host slot: the copy, then (16-byte aligned) the transfer_status the transfer writes.
@@ -511,15 +546,15 @@ class offload_manager {
     return reinterpret_cast<transfer_status*>(static_cast<char*>(host) + align_up(capacity, 16));
   }
 
-  void* take_scratch(std::size_t bytes, cudaStream_t tag, std::string const& why)
+  void* take_scratch(entry const& e, cudaStream_t tag, std::string const& why)
   {
-    std::size_t const n = Transfer::scratch_bytes(bytes);
+    std::size_t const n = scratch_bytes_of(e.transfer, e.bytes);
     return n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
   }
-  void give_back_scratch(void* scratch, std::size_t bytes, stream_type s)
+  void give_back_scratch(void* scratch, entry const& e, stream_type s)
   {
     if (scratch != nullptr) {
-      device_pool_.deallocate(scratch, Transfer::scratch_bytes(bytes), backend_.tag(s));
+      device_pool_.deallocate(scratch, scratch_bytes_of(e.transfer, e.bytes), backend_.tag(s));
     }
   }
 
@@ -534,10 +569,15 @@ class offload_manager {
       pending_check p = pending_[i];
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
       codec_status const status = status_of(p.host, p.capacity)->status;
+      if (p.uncounted > 0) {  // the encode ran before the decode: its size is there
+        stats_.bytes_encoded += status_of(p.host, p.capacity)->encoded_bytes;
+        stats_.bytes_encoded_source += p.uncounted;
+      }
       backend_.release(p.decoded);
       host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
       if (status.code != 0) {
         ++stats_.decode_failures;
+        if (p.orphan) { continue; }  // nobody holds the tensor any more
         throw codec_error(static_cast<codec_errc>(status.code), status.offset,
                           "offload_manager: the host copy of tensor #" + std::to_string(p.id) +
                               " failed to decode; its device bytes are zeros, not data");
@@ -545,12 +585,27 @@ class offload_manager {
     }
   }
 
-  // Drops the unchecked decodes of tensor `id` (or all), freeing their host copies in the H2D
-  // stream's order. Never throws on a bad status: the tensor is gone.
-  void drop_pending(std::optional<std::uint64_t> id) noexcept
+  // Tensor `id` was released: its unchecked decodes are still reaped (their host copies freed,
+  // their encoded sizes counted) but no longer throw; captured ones, never queried, are dropped.
+  void orphan_pending(std::uint64_t id) noexcept
   {
     std::erase_if(pending_, [&](pending_check& p) {
-      if (id && p.id != *id) { return false; }
+      if (p.id != id) { return false; }
+      if (!p.captured) {
+        p.orphan = true;
+        return false;
+      }
+      backend_.release(p.decoded);
+      host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      return true;
+    });
+  }
+
+  // Drops every unchecked decode (the manager is going away), freeing their host copies in the
+  // H2D stream's order. Never throws on a bad status.
+  void drop_pending() noexcept
+  {
+    std::erase_if(pending_, [&](pending_check& p) {
       backend_.release(p.decoded);
       host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
       return true;
@@ -577,9 +632,10 @@ class offload_manager {
   }
 
   // The size of a completed host copy, for the compression ratio.
-  void count_encoded(entry const& e) noexcept
+  void count_encoded(entry& e) noexcept
   {
-    if constexpr (Transfer::reports_status) {
+    e.encoded_counted = true;
+    if (dispatch::reports_status_of[e.transfer]) {
       stats_.bytes_encoded += status_of(e.host, e.capacity)->encoded_bytes;
     } else {
       stats_.bytes_encoded += e.bytes;
@@ -601,23 +657,27 @@ class offload_manager {
     void* device  = take(device_pool_, e.bytes, tag, "device pool", why);
     void* scratch = nullptr;
     try {
-      scratch = take_scratch(e.bytes, tag, why);
+      scratch = take_scratch(e, tag, why);
     } catch (...) {
       device_pool_.deallocate(device, e.bytes, tag);
       throw;
     }
     if (in && *in != h2d_) { order_after(h2d_, *in); }  // the memory is ours from here on
     backend_.wait(h2d_, e.host_ready);
-    Transfer::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
-                     status_of(e.host, e.capacity));
-    give_back_scratch(scratch, e.bytes, h2d_);
+    dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
+      T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
+                status_of(e.host, e.capacity));
+    });
+    give_back_scratch(scratch, e, h2d_);
     e.ready = backend_.record(h2d_);
     backend_.release(e.host_ready);
-    if constexpr (Transfer::reports_status) {
-      // The host copy is kept until the decode's status has been read.
-      pending_.push_back(
-          pending_check{h.id, e.host, e.capacity, backend_.record(h2d_), e.captured});
+    if (dispatch::reports_status_of[e.transfer]) {
+      // The host copy is kept until the decode's status has been read (and the encoded size,
+      // if the host did not see the offload complete).
+      pending_.push_back(pending_check{h.id, e.host, e.capacity, backend_.record(h2d_), e.captured,
+                                       e.encoded_counted ? 0 : e.bytes});
     } else {
+      if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
       host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
     }
     e.host   = nullptr;

@@ -20,6 +20,12 @@
  * - `static constexpr bool lossless`
  * - `static constexpr bool reports_status`: whether encode/decode write `*status` (the manager
  *   reads it only then).
+ * - optional `static constexpr std::uint16_t codec_id`: the codec whose bytes the transfer writes
+ *   (codec_ids); a transfer without one copies raw bytes. stash::allocator maps it to the
+ *   encoding a schedule entry names (swap_entry::encoding).
+ *
+ * A `transfer_set<T...>` stands for several transfers, one chosen per offload
+ * (offload_manager::offload_async's `transfer` index): the per-tensor encodings of a schedule.
  *
  * Choosing the compressed size without a host round trip: the encoder writes straight into the
  * pinned host slot (the host backend's memcpy; on a GPU, the encode kernel's stores go over PCIe to
@@ -36,6 +42,7 @@
 #include <stash/offload/backend/host_backend.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <span>
 
@@ -90,6 +97,8 @@ struct host_codec_transfer {
   static constexpr bool reports_status = true;
   /// @brief The codec's element type.
   using value_type = typename Codec::value_type;
+  /// @brief The codec that writes the bytes.
+  static constexpr std::uint16_t codec_id = Codec::id;
 
   /// @brief The codec's worst case for the tensor's elements.
   static std::size_t host_bytes(std::size_t bytes)
@@ -136,6 +145,18 @@ struct host_codec_transfer {
       }
     });
   }
+};
+
+/// @brief Several transfers, one chosen per offload by its index in the list (see
+/// offload_manager::offload_async). The members are transfer policies; in stash::allocator's Codec
+/// slot they may also be codecs or `void` (raw copies), mapped as the slot maps one.
+/// @tparam Transfers The members, in index order; index 0 is the default.
+template <class... Transfers>
+struct transfer_set {
+  static_assert(sizeof...(Transfers) > 0, "stash::transfer_set needs at least one member");
+  static_assert(sizeof...(Transfers) <= 255, "stash::transfer_set holds at most 255 members");
+  /// @brief Number of members.
+  static constexpr std::size_t size = sizeof...(Transfers);
 };
 
 }  // namespace stash

@@ -14,6 +14,8 @@
  */
 #pragma once
 
+#include <stash/codec/buffer_header.hpp>
+#include <stash/codec/precision.hpp>
 #include <stash/core/error.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/op_flops.hpp>
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +65,32 @@ enum class swap_encoding : std::uint8_t {
       return "fp8_e4m3";
   }
   return "?";
+}
+
+/// @brief The encoding whose bytes codec `id` (codec_ids) writes, so an executor can match a
+/// schedule entry's encoding to a codec it carries; none for formats no schedule names (csr, rle,
+/// chains, fp8_e5m2, fp10). The identity codec counts as raw.
+/// @param id A codec id as written in a buffer header.
+[[nodiscard]] constexpr std::optional<swap_encoding> encoding_of_codec(std::uint16_t id) noexcept
+{
+  switch (id) {
+    case codec_ids::identity:
+      return swap_encoding::raw;
+    case codec_ids::zvc:
+      return swap_encoding::zvc;
+    case codec_ids::bitmask:
+      return swap_encoding::bitmask;
+    case codec_ids::pool_argmax:
+      return swap_encoding::pool_argmax;
+    case codec_ids::precision | fp16::code:
+      return swap_encoding::fp16;
+    case codec_ids::precision | bf16::code:
+      return swap_encoding::bf16;
+    case codec_ids::precision | fp8_e4m3::code:
+      return swap_encoding::fp8_e4m3;
+    default:
+      return std::nullopt;
+  }
 }
 
 /// @brief The assumptions of the cost model. Defaults are stated guesses, not measurements.

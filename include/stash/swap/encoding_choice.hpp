@@ -8,7 +8,8 @@
  *  - pool_argmax: the storage holds max-pool indices (the second result of
  *    aten::max_pool2d_with_indices): a 4-bit window argmax replaces the int64 index.
  *  - bitmask (Gist's Binarize): it is a ReLU-like output and every access from the entry's next
- *    use on reads it as `self` of aten::threshold_backward, which needs only its sign.
+ *    use on reads it as `self` of aten::threshold_backward, which needs only its sign (views,
+ *    ops that write nothing such as aten::detach, read no values and do not count).
  *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
  *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
  *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
@@ -64,7 +65,8 @@ namespace detail {
   return w;
 }
 
-// Every access from op `v` on reads `id` as `self` (the second read) of threshold_backward.
+// Every access from op `v` on reads `id` as `self` (the second read) of threshold_backward, or
+// is a view (an op that writes nothing, e.g. aten::detach: it reads no values).
 [[nodiscard]] inline bool sign_only_after(trace const& t, storage_lifetime const& s,
                                           std::uint64_t v)
 {
@@ -72,6 +74,7 @@ namespace detail {
   for (auto const& acc : s.accesses) {
     if (acc.op < v) { continue; }
     auto const& op = t.ops()[acc.op];
+    if (!acc.write && op.writes.empty()) { continue; }
     if (acc.write || op.name != "aten::threshold_backward" || op.reads.size() < 2 ||
         op.reads[1] != s.id || op.reads[0] == s.id) {
       return false;

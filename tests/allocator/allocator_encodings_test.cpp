@@ -1,0 +1,182 @@
+// Per-tensor encodings executed: with a transfer_set in the Codec slot, each scheduled offload
+// runs the codec its schedule entry names, on the host backend, along a real training step whose
+// every read is checked (lossless bytes identical, Gist's Binarize sign-exact, fp16 within its
+// rounding), and what the slot cannot run travels raw and is counted.
+#include "support/allocator_drive.hpp"
+#include "support/data.hpp"
+
+#include <stash/allocator.hpp>
+#include <stash/codec/bitmask.hpp>
+#include <stash/codec/precision.hpp>
+#include <stash/codec/zvc.hpp>
+#include <stash/core/host_upstream.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+#include <stash/pool/caching_pool.hpp>
+#include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/search_swap.hpp>
+#include <stash/swap/vdnn.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using stash::test::read_check;
+
+// A user policy: vdnn_all's schedule with each entry's encoding chosen from the trace.
+struct vdnn_all_encoded {
+  stash::encoding_options options{};
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_all_encoded"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+  {
+    return stash::with_encodings(a, stash::vdnn_all{}.plan(a, budget), options);
+  }
+};
+static_assert(stash::swap_policy<vdnn_all_encoded>);
+
+// Entries of the schedule in force per encoding, and how each storage's reads are checked.
+struct schedule_view {
+  std::map<stash::swap_encoding, std::uint64_t> count;
+  std::vector<read_check> checks;
+};
+
+template <class Allocator>
+schedule_view view_of(Allocator const& alloc, stash::trace const& t)
+{
+  schedule_view v;
+  v.checks.assign(t.storages().size(), read_check::exact);
+  auto const& recorded = *alloc.recorded_trace();
+  for (auto const& e : alloc.current_schedule().entries) {
+    REQUIRE(e.id < t.storages().size());
+    // Persistent storages (allocated before the first iteration) stay put.
+    if (recorded.storages()[e.id].label.starts_with("persistent#")) { continue; }
+    ++v.count[e.encoding];
+    // The recording numbers storages as the trace does (persistent ones first, then in order).
+    REQUIRE(recorded.storages()[e.id].label == t.storages()[e.id].label);
+    if (e.encoding == stash::swap_encoding::bitmask) { v.checks[e.id] = read_check::sign; }
+    if (e.encoding == stash::swap_encoding::fp16) { v.checks[e.id] = read_check::fp16; }
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "allocator<transfer_set<zvc, bitmask>>: each entry runs its codec; zvc exact, Binarize "
+    "sign-exact")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = 0;
+  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask>;
+  stash::allocator<host_caching, vdnn_all_encoded, codecs, stash::host_backend> alloc(backend, pool,
+                                                                                      o);
+  REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);  // recorded, then planned
+  auto const v = view_of(alloc, t);
+  auto const n = [&](stash::swap_encoding e) { return v.count.contains(e) ? v.count.at(e) : 0; };
+  REQUIRE(n(stash::swap_encoding::zvc) > 0);
+  REQUIRE(n(stash::swap_encoding::bitmask) > 0);
+  // The slot carries zvc, bitmask and raw copies: only pool_argmax entries fall back.
+  CHECK(alloc.stats().encoding_fallbacks == n(stash::swap_encoding::pool_argmax));
+
+  std::uint64_t inexact = 0;
+  CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks, &inexact) == 0);
+  CHECK(alloc.stats().deviations == 0);
+  CHECK(alloc.stats().scheduled_offloads == 2 * alloc.current_schedule().entries.size());
+  CHECK(alloc.offload_statistics().decode_failures == 0);
+  CHECK(inexact > 0);  // Binarize ran: its readers saw 1.0f / 0.0f, not the values
+  auto const& st = alloc.offload_statistics();
+  CHECK(st.bytes_encoded < st.bytes_encoded_source);  // the codecs shrank what crossed
+  MESSAGE("alexnet (1/64 scale), vdnn_all + chosen encodings: "
+          << n(stash::swap_encoding::zvc) << " zvc, " << n(stash::swap_encoding::bitmask)
+          << " bitmask, " << n(stash::swap_encoding::raw) << " raw, "
+          << n(stash::swap_encoding::pool_argmax) << " pool_argmax (raw) entries; "
+          << st.bytes_encoded_source << " B offloaded as " << st.bytes_encoded << " B");
+}
+
+TEST_CASE("allocator<transfer_set<..., fp16>>: lossy only where the policy opted in, within fp16")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = 0;
+  vdnn_all_encoded policy;
+  policy.options.lossy_activations = stash::swap_encoding::fp16;
+  using codecs                     = stash::transfer_set<void, stash::zvc<float>, stash::bitmask,
+                                     stash::precision<float, stash::fp16>>;
+  stash::allocator<host_caching, vdnn_all_encoded, codecs, stash::host_backend> alloc(backend, pool,
+                                                                                      o, policy);
+  REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);
+  auto const v = view_of(alloc, t);
+  auto const n = [&](stash::swap_encoding e) { return v.count.contains(e) ? v.count.at(e) : 0; };
+  REQUIRE(n(stash::swap_encoding::fp16) > 0);
+  CHECK(n(stash::swap_encoding::zvc) > 0);  // lossless where the trace allows it, still
+  CHECK(alloc.stats().encoding_fallbacks == n(stash::swap_encoding::pool_argmax));
+  std::uint64_t inexact = 0;
+  CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks, &inexact) == 0);
+  CHECK(inexact > 0);  // fp16 rounded some values (odd integers above 2048)
+  CHECK(alloc.stats().deviations == 0);
+  CHECK(alloc.offload_statistics().decode_failures == 0);
+  MESSAGE("alexnet (1/64 scale), vdnn_all with fp16 opted in for activations: "
+          << n(stash::swap_encoding::fp16) << " fp16, " << n(stash::swap_encoding::zvc) << " zvc, "
+          << n(stash::swap_encoding::bitmask) << " bitmask, " << n(stash::swap_encoding::raw)
+          << " raw entries");
+}
+
+TEST_CASE("allocator<search_swap{.encodings}>: the registered planner's encodings replay exactly")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/vgg16_b32.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = stash::test::scaled_peak(t) * 3 / 4;
+  stash::search_swap policy;
+  policy.max_refinements = 4;
+  policy.encodings       = stash::encoding_options{};  // lossless codecs only
+  using codecs           = stash::transfer_set<void, stash::zvc<float>, stash::bitmask>;
+  stash::allocator<host_caching, stash::search_swap, codecs, stash::host_backend> alloc(
+      backend, pool, o, policy);
+  REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);
+  auto const v = view_of(alloc, t);
+  REQUIRE_FALSE(v.count.empty());
+  CHECK_FALSE(v.count.contains(stash::swap_encoding::configured));  // each entry names one
+  CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks) == 0);
+  CHECK(alloc.stats().deviations == 0);
+  CHECK(alloc.stats().scheduled_offloads > 0);
+  CHECK(alloc.offload_statistics().decode_failures == 0);
+}
+
+TEST_CASE("allocator<zvc>: encodings the Codec slot does not carry travel raw, bytes exact")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  stash::allocator_options o;
+  o.device_budget = 0;
+  stash::allocator<host_caching, vdnn_all_encoded, stash::zvc<float>, stash::host_backend> alloc(
+      backend, pool, o);
+  REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);
+  auto const v = view_of(alloc, t);
+  auto const n = [&](stash::swap_encoding e) { return v.count.contains(e) ? v.count.at(e) : 0; };
+  REQUIRE(n(stash::swap_encoding::bitmask) > 0);
+  // zvc runs as zvc; bitmask and pool_argmax are not in the slot.
+  CHECK(alloc.stats().encoding_fallbacks ==
+        n(stash::swap_encoding::bitmask) + n(stash::swap_encoding::pool_argmax));
+  std::uint64_t inexact = 0;
+  CHECK(stash::test::drive(alloc, backend, s, t, 2, {}, &inexact) == 0);  // every read exact
+  CHECK(inexact == 0);
+  CHECK(alloc.stats().scheduled_offloads == 2 * alloc.current_schedule().entries.size());
+}
