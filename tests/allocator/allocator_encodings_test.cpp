@@ -4,6 +4,7 @@
 // rounding), and what the slot cannot run travels raw and is counted.
 #include "support/allocator_drive.hpp"
 #include "support/data.hpp"
+#include "support/encoded_step.hpp"
 
 #include <stash/allocator.hpp>
 #include <stash/codec/bitmask.hpp>
@@ -179,4 +180,22 @@ TEST_CASE("allocator<zvc>: encodings the Codec slot does not carry travel raw, b
   CHECK(stash::test::drive(alloc, backend, s, t, 2, {}, &inexact) == 0);  // every read exact
   CHECK(inexact == 0);
   CHECK(alloc.stats().scheduled_offloads == 2 * alloc.current_schedule().entries.size());
+}
+
+TEST_CASE("allocator: a hand-written step's bitmask and zvc entries run on the host backend")
+{
+  stash::host_backend backend;
+  host_caching pool;
+  stash::allocator_stats stats;
+  auto const r =
+      stash::test::run_encoded_step<host_caching,
+                                    stash::transfer_set<stash::zvc<float>, stash::bitmask>>(
+          backend, pool, 10'001, 3, &stats);
+  CHECK(r.iterations == 3);
+  CHECK(r.exact_c_reads == 3);
+  CHECK(r.exact_b_reads == 3);  // zvc: lossless
+  CHECK(r.mask_a_reads == 2);   // replayed iterations: a came back as its sign mask
+  CHECK(stats.scheduled_offloads == 4);
+  CHECK(stats.encoding_fallbacks == 0);
+  CHECK(stats.deviations == 0);
 }

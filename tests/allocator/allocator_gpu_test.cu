@@ -1,0 +1,32 @@
+// stash::allocator on the CUDA backend with a transfer_set of device codecs: each schedule entry
+// runs its own codec kernels (the host-backend twin is in allocator_encodings_test.cpp).
+#include "support/encoded_step.hpp"
+
+#include <stash/allocator.hpp>
+#include <stash/codec/device_bitmask.cuh>
+#include <stash/codec/device_zvc.cuh>
+#include <stash/core/device_upstream.hpp>
+#include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/device_codec_transfer.cuh>
+#include <stash/pool/caching_pool.hpp>
+
+#include <doctest/doctest.h>
+
+TEST_CASE("gpu: allocator<transfer_set<device zvc, device bitmask>> runs each entry's codec")
+{
+  using device_pool = stash::caching_pool<stash::device_upstream>;
+  using codecs      = stash::transfer_set<stash::device_codec_transfer<stash::device_zvc<float>>,
+                                     stash::device_codec_transfer<stash::device_bitmask>>;
+  stash::cuda_backend backend;
+  device_pool pool;
+  stash::allocator_stats stats;
+  // An odd size: the kernels' tails are exercised.
+  auto const r =
+      stash::test::run_encoded_step<device_pool, codecs>(backend, pool, (1 << 20) + 77, 3, &stats);
+  CHECK(r.iterations == 3);
+  CHECK(r.exact_c_reads == 3);
+  CHECK(r.exact_b_reads == 3);
+  CHECK(r.mask_a_reads == 2);
+  CHECK(stats.scheduled_offloads == 4);
+  CHECK(stats.encoding_fallbacks == 0);
+}
