@@ -39,12 +39,20 @@
 namespace train_cnn {
 namespace {
 
-// The codecs --codec offers, one allocator instantiation per (policy, codec); a codec that is not
-// in this table is not compiled. fp16+zvc would need a device chain, which stash does not have.
+// The codecs --codec offers: one transfer_set, one allocator instantiation; the run picks its
+// member (memory_config::encoding). fp16+zvc would need a device chain, which stash does not have.
 using zvc_transfer  = stash::device_codec_transfer<stash::device_zvc<float>>;
 using fp16_transfer = stash::device_codec_transfer<stash::device_precision<stash::fp16>>;
 using bf16_transfer = stash::device_codec_transfer<stash::device_precision<stash::bf16>>;
 using fp8_transfer  = stash::device_codec_transfer<stash::device_precision<stash::fp8_e4m3>>;
+using codec_set     = stash::transfer_set<zvc_transfer, fp16_transfer, bf16_transfer, fp8_transfer>;
+
+// --check picks its comparison from is_lossy: it must agree with what the codecs really do.
+static_assert(!is_lossy(codec_kind::zvc) && zvc_transfer::lossless);
+static_assert(is_lossy(codec_kind::fp16) && !fp16_transfer::lossless);
+static_assert(is_lossy(codec_kind::bf16) && !bf16_transfer::lossless);
+static_assert(is_lossy(codec_kind::fp8_e4m3) && !fp8_transfer::lossless);
+static_assert(!is_lossy(codec_kind::none));
 
 // Only rank 0 reports on stdout; every rank reports its errors on stderr.
 bool quiet = false;
@@ -58,20 +66,22 @@ bool quiet = false;
   va_end(args);
 }
 
-// One allocator type per codec (5 instantiations): the policy is a run-time any_swap_policy.
-template <codec_kind Kind, class Codec>
-std::unique_ptr<activation_memory> make_for_codec(policy_kind p, memory_config const& c,
-                                                  std::string d)
+// The swap encoding --codec names.
+constexpr stash::swap_encoding encoding_of(codec_kind k)
 {
-  // --check picks its comparison from is_lossy: it must agree with what the codec really does.
-  if constexpr (std::is_void_v<Codec>) {
-    static_assert(!is_lossy(Kind), "raw copies are lossless");
-  } else {
-    static_assert(is_lossy(Kind) == !Codec::lossless,
-                  "options.hpp's is_lossy disagrees with the codec");
+  switch (k) {
+    case codec_kind::zvc:
+      return stash::swap_encoding::zvc;
+    case codec_kind::fp16:
+      return stash::swap_encoding::fp16;
+    case codec_kind::bf16:
+      return stash::swap_encoding::bf16;
+    case codec_kind::fp8_e4m3:
+      return stash::swap_encoding::fp8_e4m3;
+    case codec_kind::none:
+    default:
+      return stash::swap_encoding::raw;
   }
-  return std::make_unique<stash_memory<Codec>>(c, stash::make_swap_policy(to_string(p)),
-                                               std::move(d));
 }
 
 std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k,
@@ -82,19 +92,9 @@ std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k,
   std::string d = "policy " + std::string(to_string(p)) + ", codec " + std::string(to_string(k)) +
                   ", budget " +
                   (budget ? stash::format_bytes(*budget) : std::string("none (whole GPU)"));
-  switch (k) {
-    case codec_kind::none:
-      return make_for_codec<codec_kind::none, void>(p, c, std::move(d));
-    case codec_kind::zvc:
-      return make_for_codec<codec_kind::zvc, zvc_transfer>(p, c, std::move(d));
-    case codec_kind::fp16:
-      return make_for_codec<codec_kind::fp16, fp16_transfer>(p, c, std::move(d));
-    case codec_kind::bf16:
-      return make_for_codec<codec_kind::bf16, bf16_transfer>(p, c, std::move(d));
-    case codec_kind::fp8_e4m3:
-      return make_for_codec<codec_kind::fp8_e4m3, fp8_transfer>(p, c, std::move(d));
-  }
-  throw std::logic_error("train_cnn: unhandled codec");
+  c.encoding = encoding_of(k);
+  return std::make_unique<stash_memory<codec_set>>(c, stash::make_swap_policy(to_string(p)),
+                                                   std::move(d));
 }
 
 // The sample order of an epoch: a permutation seeded by (seed, epoch), the same in every run.

@@ -1,6 +1,6 @@
-// Where train_cnn's tensors live: one stash::allocator<lifetime_arena, SwapPolicy, Codec> per run,
-// behind a small virtual interface so the network is compiled once and only the allocator types
-// are instantiated per (policy, codec) pair (see make_memory in main.cu).
+// Where train_cnn's tensors live: one stash::allocator<lifetime_arena, any_swap_policy, codec set>
+// behind a small virtual interface; policy and codec are chosen at run time, so the allocator is
+// instantiated once (see make_memory in main.cu).
 #pragma once
 
 #include <stash_tools/train_cnn/options.hpp>
@@ -128,10 +128,13 @@ class budget_guard {
 struct memory_config {
   std::optional<std::uint64_t> budget;
   std::string hardware = "pcie4_x16";
+  /// The codec offloads run (a member of the Codec slot's transfer_set; raw: plain copies).
+  stash::swap_encoding encoding = stash::swap_encoding::raw;
 };
 
 /// @brief stash::allocator<budget_guard<lifetime_arena<device_upstream>>, any_swap_policy, Codec,
-/// cuda_backend>: the policy is chosen at run time, so one instantiation per codec.
+/// cuda_backend>: the policy is chosen at run time, and with a transfer_set as Codec the codec
+/// too (memory_config::encoding), so one instantiation serves every run.
 template <class Codec>
 class stash_memory final : public activation_memory {
  public:
@@ -210,7 +213,8 @@ class stash_memory final : public activation_memory {
   {
     stash::allocator_options o;
     if (c.budget) { o.device_budget = *c.budget; }
-    o.hardware = c.hardware;
+    o.hardware         = c.hardware;
+    o.default_encoding = c.encoding;
     return o;
   }
 

@@ -174,6 +174,10 @@ struct allocator_options {
   std::size_t host_budget = std::numeric_limits<std::size_t>::max();
   /// The host staging pool grows in steps of this many bytes.
   std::size_t host_step = 64 * MiB;
+  /// How entries whose encoding is `configured` travel: the Codec slot's first member (nullopt),
+  /// or the member that writes this encoding (`raw`: plain copies). With a transfer_set in the
+  /// slot, a program chooses its codec at run time with one instantiation.
+  std::optional<swap_encoding> default_encoding{};
 };
 
 /// @brief Where a stash::allocator stands.
@@ -462,9 +466,10 @@ class allocator {
     state_ = allocator_state::replaying;
   }
 
-  // The manager_transfer_type member that runs entry `e` of a `bytes`-byte storage: index 0 for
-  // the configured encoding, else the first member writing the entry's encoding that can encode
-  // the storage; raw copies (the last member) when none can, counted in encoding_fallbacks.
+  // The manager_transfer_type member that runs entry `e` of a `bytes`-byte storage: for the
+  // configured encoding index 0 (or the default_encoding's member), else the first member writing
+  // the entry's encoding that can encode the storage; raw copies (the last member) when none can,
+  // counted in encoding_fallbacks.
   std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes)
   {
     constexpr auto encodings = detail::set_encodings<manager_transfer_type>::value;
@@ -477,11 +482,18 @@ class allocator {
         return false;  // a size the member refuses (its element size or limit)
       }
     };
-    if (e.encoding == swap_encoding::configured && encodes(0)) { return 0; }
-    for (std::size_t i = 0; i < encodings.size(); ++i) {
-      if (encodings[i] == e.encoding && encodes(i)) { return static_cast<std::uint8_t>(i); }
+    auto wanted = e.encoding;
+    if (wanted == swap_encoding::configured) {
+      if (!options_.default_encoding) {
+        if (encodes(0)) { return 0; }
+      } else {
+        wanted = *options_.default_encoding;
+      }
     }
-    if (e.encoding != swap_encoding::raw) { ++stats_.encoding_fallbacks; }
+    for (std::size_t i = 0; i < encodings.size(); ++i) {
+      if (encodings[i] == wanted && encodes(i)) { return static_cast<std::uint8_t>(i); }
+    }
+    if (wanted != swap_encoding::raw) { ++stats_.encoding_fallbacks; }
     return raw;
   }
 

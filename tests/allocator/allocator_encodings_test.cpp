@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -198,4 +199,36 @@ TEST_CASE("allocator: a hand-written step's bitmask and zvc entries run on the h
   CHECK(stats.scheduled_offloads == 4);
   CHECK(stats.encoding_fallbacks == 0);
   CHECK(stats.deviations == 0);
+}
+
+TEST_CASE("allocator_options::default_encoding picks the set's member at run time")
+{
+  auto const t     = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  using codecs     = stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>>;
+  using alloc_type = stash::allocator<host_caching, stash::vdnn_all, codecs, stash::host_backend>;
+  auto run         = [&](std::optional<stash::swap_encoding> encoding, std::uint64_t& inexact) {
+    stash::host_backend backend;
+    auto const s = backend.create_stream();
+    host_caching pool;
+    stash::allocator_options o;
+    o.device_budget    = 0;
+    o.default_encoding = encoding;
+    alloc_type alloc(backend, pool, o);
+    REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);
+    std::vector<read_check> checks(t.storages().size(), read_check::fp16);
+    CHECK(stash::test::drive(alloc, backend, s, t, 2, checks, &inexact) == 0);
+    CHECK(alloc.stats().scheduled_offloads > 0);
+    return alloc.stats().encoding_fallbacks;
+  };
+  std::uint64_t inexact = 0;
+  CHECK(run(std::nullopt, inexact) == 0);  // member 0: zvc, lossless
+  CHECK(inexact == 0);
+  CHECK(run(stash::swap_encoding::raw, inexact) == 0);
+  CHECK(inexact == 0);
+  CHECK(run(stash::swap_encoding::fp16, inexact) == 0);
+  CHECK(inexact > 0);  // fp16 ran: some values rounded
+  // Not in the set: every entry travels raw, exact, and is counted.
+  auto const fallbacks = run(stash::swap_encoding::bitmask, inexact);
+  CHECK(fallbacks > 0);
+  CHECK(inexact == 0);
 }
