@@ -1,8 +1,8 @@
-#include "pool_conformance.hpp"
 
 #include <stash/core/host_upstream.hpp>
 #include <stash/core/limiting_upstream.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/testing/pool_conformance.hpp>
 
 #include <doctest/doctest.h>
 
@@ -26,11 +26,12 @@ cudaStream_t const stream_b = reinterpret_cast<cudaStream_t>(0x2000);
 
 TEST_CASE("pool conformance: caching_pool over host memory")
 {
-  stash::test::check_pool_conformance<host_pool>(
+  auto const report = stash::testing::check_pool<host_pool>(
       [](std::size_t budget) {
         return std::make_unique<host_pool>(stash::host_upstream{}, with_budget(budget));
       },
       stream_a);
+  CHECK_MESSAGE(report.ok(), report.summary());
 }
 
 TEST_CASE("caching_pool rounds, splits small segments and reuses the best fit")

@@ -1,7 +1,7 @@
-#include "pool_conformance.hpp"
 
 #include <stash/core/host_upstream.hpp>
 #include <stash/pool/lifetime_arena.hpp>
+#include <stash/testing/pool_conformance.hpp>
 
 #include <doctest/doctest.h>
 
@@ -52,7 +52,7 @@ std::vector<step> training_like_iteration(std::size_t scale = 1)
 // block keeps its contents until freed.
 struct iteration_runner {
   host_arena& arena;
-  stash::test::detail::live_set addresses{};
+  stash::testing::live_blocks addresses{};
   std::map<int, std::pair<void*, std::size_t>> live{};
   bool ok = true;
 
@@ -81,11 +81,12 @@ struct iteration_runner {
 
 TEST_CASE("pool conformance: lifetime_arena over host memory (outside iterations: the fallback)")
 {
-  stash::test::check_pool_conformance<host_arena>(
+  auto const report = stash::testing::check_pool<host_arena>(
       [](std::size_t budget) {
         return std::make_unique<host_arena>(stash::host_upstream{}, with_budget(budget));
       },
       main_stream);
+  CHECK_MESSAGE(report.ok(), report.summary());
 }
 
 TEST_CASE("lifetime_arena records one iteration, then replays every allocation from its plan")
@@ -236,7 +237,7 @@ TEST_CASE("lifetime_arena: out_of_memory carries the arena's figures and leaves 
     CHECK(e.budget_bytes() == 4 * stash::MiB);
     CHECK(e.in_use_bytes() == 3 * stash::MiB);
   }
-  CHECK(stash::test::detail::same_stats(before, arena.stats()));
+  CHECK(stash::testing::same_pool_stats(before, arena.stats()));
   arena.deallocate(a, 3 * stash::MiB, main_stream);
   arena.end_iteration();
   CHECK_THROWS_AS(arena.end_iteration(), stash::logic_error);

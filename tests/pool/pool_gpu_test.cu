@@ -1,11 +1,11 @@
 // The pool conformance suite on a device: every pool over real device memory.
-#include "pool_conformance.hpp"
 
 #include <stash/core/cuda_stream.hpp>
 #include <stash/core/device_upstream.hpp>
 #include <stash/pool/async_pool.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/lifetime_arena.hpp>
+#include <stash/testing/pool_conformance.hpp>
 
 #include <doctest/doctest.h>
 
@@ -17,13 +17,14 @@ static_assert(stash::pool<device_caching_pool>);
 TEST_CASE("gpu: pool conformance: caching_pool over device memory")
 {
   stash::cuda_stream stream;
-  stash::test::check_pool_conformance<device_caching_pool>(
+  auto const report = stash::testing::check_pool<device_caching_pool>(
       [](std::size_t budget) {
         stash::caching_pool_options o;
         o.budget = budget;
         return std::make_unique<device_caching_pool>(stash::device_upstream{}, o);
       },
       stream);
+  CHECK_MESSAGE(report.ok(), report.summary());
   stream.synchronize();
 }
 
@@ -32,21 +33,23 @@ TEST_CASE("gpu: pool conformance: lifetime_arena over device memory")
   using device_arena = stash::lifetime_arena<stash::device_upstream>;
   static_assert(stash::pool<device_arena>);
   stash::cuda_stream stream;
-  stash::test::check_pool_conformance<device_arena>(
+  auto const report = stash::testing::check_pool<device_arena>(
       [](std::size_t budget) {
         stash::lifetime_arena_options o;
         o.budget = budget;
         return std::make_unique<device_arena>(stash::device_upstream{}, o);
       },
       stream);
+  CHECK_MESSAGE(report.ok(), report.summary());
   stream.synchronize();
 }
 
 TEST_CASE("gpu: pool conformance: async_pool (cudaMallocFromPoolAsync)")
 {
   stash::cuda_stream stream;
-  stash::test::check_pool_conformance<stash::async_pool>(
+  auto const report = stash::testing::check_pool<stash::async_pool>(
       [](std::size_t budget) { return std::make_unique<stash::async_pool>(budget); }, stream);
+  CHECK_MESSAGE(report.ok(), report.summary());
   stream.synchronize();
 }
 

@@ -4,12 +4,12 @@
 // threads; and the device instantiation on a machine without a GPU.
 #include <stash_tools/pytorch_allocator/allocator_state.hpp>
 
-#include "pool/pool_conformance.hpp"
 #include "support/data.hpp"
 
 #include <stash/core/device.hpp>
 #include <stash/core/device_upstream.hpp>
 #include <stash/core/host_upstream.hpp>
+#include <stash/testing/pool_conformance.hpp>
 #include <stash/trace/trace_reader.hpp>
 
 #include <doctest/doctest.h>
@@ -173,7 +173,7 @@ class trace_driver {
   host_state& state_;
   stash::trace const& t_;
   std::vector<void*> ptrs_;
-  stash::test::detail::live_set addresses_;
+  stash::testing::live_blocks addresses_;
   bool ok_                   = true;
   std::uint64_t allocations_ = 0;
   std::uint64_t live_bytes_  = 0;
@@ -609,7 +609,7 @@ TEST_CASE("pytorch_allocator: threads allocating and freeing at once")
     auto state = make_state();
     REQUIRE(ta::c_configure(*state, pool, 0) == 0);
     std::mutex test_mutex;
-    stash::test::detail::live_set addresses;
+    stash::testing::live_blocks addresses;
     bool overlap          = false;
     int failed            = 0;
     constexpr int threads = 4, rounds = 1500;

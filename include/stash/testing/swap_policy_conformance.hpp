@@ -22,6 +22,7 @@
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/swap_policy.hpp>
+#include <stash/testing/conformance_report.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -30,30 +31,6 @@
 #include <vector>
 
 namespace stash::testing {
-
-/// @brief What a conformance kit found: one line per failed check.
-struct conformance_report {
-  std::string subject;                ///< what was checked (the policy's name)
-  std::size_t checks{0};              ///< checks run
-  std::vector<std::string> failures;  ///< one per failed check, saying what and where
-
-  /// @brief True when every check passed.
-  [[nodiscard]] bool ok() const noexcept { return failures.empty(); }
-  /// @brief "<subject>: N of M checks failed: ..." (or that all passed), for a test's message.
-  [[nodiscard]] std::string summary() const
-  {
-    std::string s = subject + ": " + std::to_string(failures.size()) + " of " +
-                    std::to_string(checks) + " checks failed";
-    for (auto const& f : failures) { s += "\n  " + f; }
-    return s;
-  }
-  /// @brief Records one check: a failure (with `what`) when `passed` is false.
-  void expect(bool passed, std::string const& what)
-  {
-    ++checks;
-    if (!passed) { failures.push_back(what); }
-  }
-};
 
 namespace detail {
 
