@@ -128,6 +128,12 @@ constexpr std::optional<swap_encoding> transfer_encoding() noexcept
   }
 }
 
+// Encodings exact only for particular readers (a sign, a max-pool index): never a default.
+constexpr bool sign_or_index_only(std::optional<swap_encoding> e) noexcept
+{
+  return e == swap_encoding::bitmask || e == swap_encoding::pool_argmax;
+}
+
 template <class Set>
 struct set_encodings;
 template <class... Ts>
@@ -220,6 +226,10 @@ class allocator {
   using transfer_type = transfer_for_t<Backend, Codec>;
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
   using manager_transfer_type = typename detail::with_raw<transfer_type>::type;
+  static_assert(!detail::sign_or_index_only(detail::set_encodings<manager_transfer_type>::value[0]),
+                "stash::allocator: the Codec slot's first member runs every entry whose encoding "
+                "is 'configured' (any tensor); it must not be bitmask or pool_argmax, which keep "
+                "only a sign or an index: put it after a general codec (or void) in the set");
   /// @brief The host staging pool.
   using host_pool_type =
       caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
@@ -237,6 +247,12 @@ class allocator {
         manager_(backend, device_pool, host_pool_),
         model_(hardware_preset(options_.hardware))
   {
+    auto const d = options_.default_encoding;
+    STASH_EXPECTS(!detail::sign_or_index_only(d) && d != swap_encoding::configured,
+                  "stash::allocator: default_encoding " +
+                      std::string(to_string(d.value_or(swap_encoding::raw))) +
+                      " cannot run every tensor (bitmask and pool_argmax keep only a sign or an "
+                      "index; 'configured' is what it defines)");
   }
 
   allocator(allocator const&)            = delete;

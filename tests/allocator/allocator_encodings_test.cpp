@@ -199,6 +199,8 @@ TEST_CASE("allocator: a hand-written step's bitmask and zvc entries run on the h
   CHECK(stats.scheduled_offloads == 4);
   CHECK(stats.encoding_fallbacks == 0);
   CHECK(stats.deviations == 0);
+  // zvc shrank b (two thirds zeros) and Binarize a: the codecs ran, not raw copies.
+  CHECK(r.moved.bytes_encoded * 2 < r.moved.bytes_encoded_source);
 }
 
 TEST_CASE("allocator_options::default_encoding picks the set's member at run time")
@@ -206,7 +208,11 @@ TEST_CASE("allocator_options::default_encoding picks the set's member at run tim
   auto const t     = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
   using codecs     = stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>>;
   using alloc_type = stash::allocator<host_caching, stash::vdnn_all, codecs, stash::host_backend>;
-  auto run         = [&](std::optional<stash::swap_encoding> encoding, std::uint64_t& inexact) {
+  struct outcome {
+    std::uint64_t fallbacks, entries, inexact;
+    stash::offload_stats moved;
+  };
+  auto run = [&](std::optional<stash::swap_encoding> encoding) {
     stash::host_backend backend;
     auto const s = backend.create_stream();
     host_caching pool;
@@ -216,19 +222,44 @@ TEST_CASE("allocator_options::default_encoding picks the set's member at run tim
     alloc_type alloc(backend, pool, o);
     REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);
     std::vector<read_check> checks(t.storages().size(), read_check::fp16);
-    CHECK(stash::test::drive(alloc, backend, s, t, 2, checks, &inexact) == 0);
+    outcome r{};
+    CHECK(stash::test::drive(alloc, backend, s, t, 2, checks, &r.inexact) == 0);
     CHECK(alloc.stats().scheduled_offloads > 0);
-    return alloc.stats().encoding_fallbacks;
+    r.fallbacks = alloc.stats().encoding_fallbacks;
+    r.entries   = alloc.stats().scheduled_offloads / 2;  // two replayed iterations
+    r.moved     = alloc.offload_statistics();
+    return r;
   };
-  std::uint64_t inexact = 0;
-  CHECK(run(std::nullopt, inexact) == 0);  // member 0: zvc, lossless
-  CHECK(inexact == 0);
-  CHECK(run(stash::swap_encoding::raw, inexact) == 0);
-  CHECK(inexact == 0);
-  CHECK(run(stash::swap_encoding::fp16, inexact) == 0);
-  CHECK(inexact > 0);  // fp16 ran: some values rounded
+  auto const zvc = run(std::nullopt);  // member 0: zvc, lossless, smaller
+  CHECK(zvc.fallbacks == 0);
+  CHECK(zvc.inexact == 0);
+  CHECK(zvc.moved.bytes_encoded < zvc.moved.bytes_encoded_source);
+  auto const raw = run(stash::swap_encoding::raw);
+  CHECK(raw.fallbacks == 0);
+  CHECK(raw.inexact == 0);
+  CHECK(raw.moved.bytes_encoded == raw.moved.bytes_encoded_source);
+  auto const fp16 = run(stash::swap_encoding::fp16);
+  CHECK(fp16.fallbacks == 0);
+  CHECK(fp16.inexact > 0);  // fp16 ran: some values rounded
+  CHECK(fp16.moved.bytes_encoded < fp16.moved.bytes_encoded_source * 6 / 10);
   // Not in the set: every entry travels raw, exact, and is counted.
-  auto const fallbacks = run(stash::swap_encoding::bitmask, inexact);
-  CHECK(fallbacks > 0);
-  CHECK(inexact == 0);
+  auto const missing = run(stash::swap_encoding::bf16);
+  CHECK(missing.fallbacks == missing.entries);
+  CHECK(missing.inexact == 0);
+  CHECK(missing.moved.bytes_encoded == missing.moved.bytes_encoded_source);
+}
+
+TEST_CASE("allocator: bitmask or pool_argmax cannot be the default encoding")
+{
+  stash::host_backend backend;
+  host_caching pool;
+  using alloc_type =
+      stash::allocator<host_caching, stash::vdnn_all, stash::transfer_set<void, stash::bitmask>,
+                       stash::host_backend>;
+  for (auto e : {stash::swap_encoding::bitmask, stash::swap_encoding::pool_argmax,
+                 stash::swap_encoding::configured}) {
+    stash::allocator_options o;
+    o.default_encoding = e;
+    CHECK_THROWS_AS(alloc_type(backend, pool, o), stash::logic_error);
+  }
 }

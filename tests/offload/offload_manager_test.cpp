@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -506,6 +508,61 @@ TEST_CASE("zvc transfer: a corrupted host copy raises codec_error naming the ten
   CHECK(std::all_of(back.begin(), back.end(), [](float x) { return x == 0.0f; }));
   m.release(h);
   m.synchronize();
+  CHECK(f.host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("a tensor released before its decode was checked: counted, not thrown, slot freed")
+{
+  fixture f;
+  zvc_manager m(f.backend, f.device, f.host);
+  std::vector<float> act(4096);
+  for (std::size_t i = 0; i < act.size(); ++i) { act[i] = (i % 3 == 0) ? 0.0f : float(i); }
+  std::size_t const n = act.size() * sizeof(float);
+  // Holds a side stream until opened, so the host sees nothing complete before release().
+  auto hold = [&](stash::host_backend::stream s) {
+    auto gate = std::make_shared<std::atomic<bool>>(false);
+    f.backend.launch(s, [gate] {
+      while (!gate->load()) { std::this_thread::yield(); }
+    });
+    return gate;
+  };
+
+  SUBCASE("a corrupted copy")
+  {
+    auto h  = m.create(n, f.compute);
+    void* p = m.acquire(h, f.compute);
+    f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
+    m.offload_async(h, f.compute);
+    auto const copy = m.host_copy(h);
+    const_cast<std::byte&>(copy[0]) ^= std::byte{0x40};
+    auto gate = hold(m.h2d_stream());
+    (void)m.acquire(h, f.compute);  // the decode waits behind the gate
+    m.release(h);                   // before the decode ran: its check is orphaned
+    gate->store(true);
+    f.backend.synchronize(f.compute);
+    CHECK_NOTHROW(m.synchronize());  // nobody holds the tensor: counted, not thrown
+    CHECK(m.stats().decode_failures == 1);
+  }
+  SUBCASE("an offload the host never saw complete: its encoded size is still counted")
+  {
+    auto h  = m.create(n, f.compute);
+    void* p = m.acquire(h, f.compute);
+    f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
+    auto gate = hold(m.d2h_stream());
+    m.offload_async(h, f.compute);
+    CHECK(m.state(h) == stash::tensor_state::offloading);
+    (void)m.acquire(h, f.compute);  // prefetch while the encode is still held back
+    m.release(h);
+    gate->store(true);
+    f.backend.synchronize(f.compute);
+    m.synchronize();
+    std::vector<std::byte> reference(stash::zvc<float>::max_compressed_bytes(act.size()));
+    CHECK(m.stats().bytes_encoded_source == n);
+    CHECK(m.stats().bytes_encoded ==
+          stash::zvc<float>::host_encode(std::span<float const>(act),
+                                         std::span<std::byte>(reference)));
+    CHECK(m.stats().decode_failures == 0);
+  }
   CHECK(f.host.stats().in_use_bytes == 0);
 }
 

@@ -43,6 +43,7 @@ struct encoded_step_result {
   std::uint64_t mask_a_reads{0};   ///< backward reads of a equal to (a > 0) as 1.0f / 0.0f
   std::uint64_t exact_c_reads{0};  ///< reads of c (never swapped) identical
   std::uint64_t iterations{0};
+  offload_stats moved;  ///< the allocator's offload statistics at the end
 };
 
 namespace detail_encoded_step {
@@ -113,6 +114,7 @@ encoded_step_result run_encoded_step(Backend& backend, Pool& pool, std::size_t n
     ++r.iterations;
   }
   if (stats != nullptr) { *stats = alloc.stats(); }
+  r.moved = alloc.offload_statistics();
   return r;
 }
 

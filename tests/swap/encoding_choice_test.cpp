@@ -81,6 +81,31 @@ TEST_CASE("encodings follow the trace's semantics")
         stash::swap_encoding::raw);
 }
 
+TEST_CASE("an op that writes no tensor but is not a view reads values: no Binarize")
+{
+  // s = relu(x) is read after its gap by aten::_local_scalar_dense (loss.item(): a value read
+  // that writes no tensor) and by threshold_backward.
+  auto const t = stash::parse_trace(R"(# stash-trace v1 model=scalar_read
+p forward
+t 0 4000 input x
+t 1 4000 act s
+o aten::relu 0 1
+t 2 4000 act h
+o aten::mul 1 2
+p backward
+o aten::_local_scalar_dense 1 -
+t 3 4000 temp g
+o aten::threshold_backward 2,1 3
+f 1
+f 2
+f 3
+)",
+                                    "scalar_read");
+  stash::trace_analysis const a(t, pcie4());
+  stash::swap_entry const e{1, 1, 2, 2, 2, 4000};
+  CHECK(stash::choose_encoding(a, e) == stash::swap_encoding::zvc);
+}
+
 TEST_CASE("the cost model prices each encoding by its ratio")
 {
   auto const m = pcie4();

@@ -558,9 +558,13 @@ class offload_manager {
     }
   }
 
-  // Frees the host copies of finished decodes; throws codec_error for one that failed.
+  // Frees the host copies of finished decodes; throws codec_error for one that failed. Not while
+  // the side streams capture: a free then would be ordered on a capturing stream and the pool
+  // would hold the slot until a graph launch that never frees it; the next call after the
+  // capture reaps.
   void reap()
   {
+    if (side_capturing()) { return; }
     for (std::size_t i = 0; i < pending_.size();) {
       if (pending_[i].captured || !backend_.query(pending_[i].decoded)) {
         ++i;
@@ -589,27 +593,28 @@ class offload_manager {
   // their encoded sizes counted) but no longer throw; captured ones, never queried, are dropped.
   void orphan_pending(std::uint64_t id) noexcept
   {
-    std::erase_if(pending_, [&](pending_check& p) {
-      if (p.id != id) { return false; }
-      if (!p.captured) {
-        p.orphan = true;
-        return false;
+    for (std::size_t i = 0; i < pending_.size();) {
+      pending_check& p = pending_[i];
+      if (p.id == id && p.captured) {
+        backend_.release(p.decoded);
+        host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
       }
-      backend_.release(p.decoded);
-      host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
-      return true;
-    });
+      if (p.id == id) { p.orphan = true; }
+      ++i;
+    }
   }
 
   // Drops every unchecked decode (the manager is going away), freeing their host copies in the
   // H2D stream's order. Never throws on a bad status.
   void drop_pending() noexcept
   {
-    std::erase_if(pending_, [&](pending_check& p) {
+    for (auto& p : pending_) {
       backend_.release(p.decoded);
       host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
-      return true;
-    });
+    }
+    pending_.clear();
   }
 
   // Work queued on `later` from now on runs after the work queued on `earlier` so far.

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 
 namespace stash {
 
@@ -105,7 +106,14 @@ struct host_codec_transfer {
   {
     STASH_EXPECTS(bytes % sizeof(value_type) == 0,
                   "host_codec_transfer: tensor size is not a whole number of elements");
-    return Codec::max_compressed_bytes(bytes / sizeof(value_type));
+    std::size_t const n = bytes / sizeof(value_type);
+    if constexpr (requires { Codec::max_elements; }) {
+      // Refused here, before the manager takes memory, not in the encoder on a worker thread.
+      STASH_EXPECTS(n <= Codec::max_elements, "host_codec_transfer: " + std::to_string(n) +
+                                                  " elements exceed the codec's limit of " +
+                                                  std::to_string(Codec::max_elements));
+    }
+    return Codec::max_compressed_bytes(n);
   }
   /// @brief None: the host reference needs none.
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }

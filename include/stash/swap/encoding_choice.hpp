@@ -8,8 +8,9 @@
  *  - pool_argmax: the storage holds max-pool indices (the second result of
  *    aten::max_pool2d_with_indices): a 4-bit window argmax replaces the int64 index.
  *  - bitmask (Gist's Binarize): it is a ReLU-like output and every access from the entry's next
- *    use on reads it as `self` of aten::threshold_backward, which needs only its sign (views,
- *    ops that write nothing such as aten::detach, read no values and do not count).
+ *    use on reads it as `self` of aten::threshold_backward, which needs only its sign (view ops
+ *    that write nothing, such as aten::detach, read no values and do not count; any other op
+ *    does, even one that writes no tensor, e.g. aten::_local_scalar_dense).
  *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
  *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
  *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
@@ -65,8 +66,36 @@ namespace detail {
   return w;
 }
 
+// An aten view op: it returns an alias of its input and reads no values. Only names known to be
+// views count: an op that writes no tensor may still read values (aten::_local_scalar_dense,
+// aten::equal, a copy to the host).
+[[nodiscard]] inline bool view_op(std::string_view op) noexcept
+{
+  constexpr std::array<std::string_view, 20> names = {"aten::detach",
+                                                      "aten::alias",
+                                                      "aten::view",
+                                                      "aten::_reshape_alias",
+                                                      "aten::_unsafe_view",
+                                                      "aten::reshape",
+                                                      "aten::t",
+                                                      "aten::transpose.int",
+                                                      "aten::permute",
+                                                      "aten::expand",
+                                                      "aten::as_strided",
+                                                      "aten::slice.Tensor",
+                                                      "aten::split.Tensor",
+                                                      "aten::select.int",
+                                                      "aten::squeeze",
+                                                      "aten::squeeze.dim",
+                                                      "aten::unsqueeze",
+                                                      "aten::narrow",
+                                                      "aten::unflatten.int",
+                                                      "aten::flatten.using_ints"};
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
 // Every access from op `v` on reads `id` as `self` (the second read) of threshold_backward, or
-// is a view (an op that writes nothing, e.g. aten::detach: it reads no values).
+// through a view op that writes nothing (e.g. aten::detach: it reads no values).
 [[nodiscard]] inline bool sign_only_after(trace const& t, storage_lifetime const& s,
                                           std::uint64_t v)
 {
@@ -74,7 +103,7 @@ namespace detail {
   for (auto const& acc : s.accesses) {
     if (acc.op < v) { continue; }
     auto const& op = t.ops()[acc.op];
-    if (!acc.write && op.writes.empty()) { continue; }
+    if (!acc.write && op.writes.empty() && view_op(op.name)) { continue; }
     if (acc.write || op.name != "aten::threshold_backward" || op.reads.size() < 2 ||
         op.reads[1] != s.id || op.reads[0] == s.id) {
       return false;
