@@ -38,7 +38,7 @@ int main(int argc, char** argv)
   auto prev = params[0];
   for (int i = 0; i < layers; ++i) {
     auto ws = rec.allocate(1 + next() % 4096, stash::storage_kind::temp, "block/op.ws");
-    rec.free(ws);
+    rec.deallocate(ws);
     auto out = rec.allocate(4 * (1 + next() % 1000000), stash::storage_kind::act,
                             "block." + std::to_string(i) + "/linear");
     rec.op("aten::addmm", {prev, params[i % params.size()]}, {out});
@@ -48,7 +48,7 @@ int main(int argc, char** argv)
   rec.phase(stash::phase::backward);
   for (auto it = acts.rbegin(); it != acts.rend(); ++it) {
     rec.op("aten::mm_backward", {*it}, {});
-    rec.free(*it);
+    rec.deallocate(*it);
   }
   auto path = std::filesystem::temp_directory_path() / "h_trace_bench.trace";
   rec.write(path);

@@ -49,9 +49,9 @@ int main()
     alloc.phase(stash::phase::backward);
     for (int l = layers; l > 0; --l) {
       (void)alloc.op("aten::convolution_backward", std::vector{acts[l - 1], weights}, {}, stream);
-      alloc.free(acts[l]);
+      alloc.deallocate(acts[l]);
     }
-    alloc.free(acts[0]);
+    alloc.deallocate(acts[0]);
     alloc.end_iteration();
   }
   backend.synchronize(stream);

@@ -56,7 +56,7 @@ class activation_memory {
   virtual std::vector<void*> op(std::string name, std::span<id const> reads,
                                 std::span<id const> writes)                           = 0;
   virtual void* pointer(id t)                                                         = 0;
-  virtual void free(id t)                                                             = 0;
+  virtual void deallocate(id t)                                                       = 0;
   virtual void begin_iteration()                                                      = 0;
   virtual void end_iteration()                                                        = 0;
   virtual void phase(stash::phase p)                                                  = 0;
@@ -170,7 +170,7 @@ class stash_memory final : public activation_memory {
     return alloc_.op(std::move(name), reads, writes, stream_);
   }
   void* pointer(id t) override { return alloc_.pointer(t, stream_); }
-  void free(id t) override { alloc_.free(t); }
+  void deallocate(id t) override { alloc_.deallocate(t); }
   void begin_iteration() override { alloc_.begin_iteration(); }
   void end_iteration() override { alloc_.end_iteration(); }
   void phase(stash::phase p) override { alloc_.phase(p); }

@@ -536,19 +536,19 @@ class network {
                                                 out_d, p[3]));
         TRAIN_CNN_CUDNN(cudnnAddTensor(cudnn_, &one, bias_d, p[2], &one, out_d, p[3]));
       }
-      if (ws) { mem_.free(*ws); }
+      if (ws) { mem_.deallocate(*ws); }
       id const a = act(std::size_t(n) * l.cout * l.h * l.w, name + ".relu");
       {
         auto p = mem_.op("aten::relu", std::vector<id>{z}, std::vector<id>{a});
         TRAIN_CNN_CUDNN(
             cudnnActivationForward(cudnn_, relu_, &one, out_d, p[0], &zero, out_d, p[1]));
       }
-      mem_.free(z);  // ReLU's backward needs only its output (a > 0 exactly where z > 0)
+      mem_.deallocate(z);  // ReLU's backward needs only its output (a > 0 exactly where z > 0)
       if (training) {
         f.conv_in.push_back(x);
         f.relu_out.push_back(a);
       } else {
-        mem_.free(x);  // evaluation keeps nothing it has used
+        mem_.deallocate(x);  // evaluation keeps nothing it has used
       }
       x = a;
       if (l.last_in_block) {
@@ -563,7 +563,7 @@ class network {
         if (training) {
           f.pool_out.push_back(pooled);
         } else {
-          mem_.free(a);
+          mem_.deallocate(a);
         }
         x = pooled;
       }
@@ -571,20 +571,20 @@ class network {
     // Fully connected layers: x is N x flat_ row-major.
     id const h = act(std::size_t(n) * fc1_.out, "fc1.out");
     linear_forward(fc1_, x, h, n);
-    if (!training) { mem_.free(x); }
+    if (!training) { mem_.deallocate(x); }
     id const r = act(std::size_t(n) * fc1_.out, "fc1.relu");
     {
       tensor_desc d(n, fc1_.out, 1, 1);
       auto p = mem_.op("aten::relu", std::vector<id>{h}, std::vector<id>{r});
       TRAIN_CNN_CUDNN(cudnnActivationForward(cudnn_, relu_, &one, d, p[0], &zero, d, p[1]));
     }
-    mem_.free(h);
+    mem_.deallocate(h);
     id const logits = act(std::size_t(n) * cfg_.classes, "fc2.out");
     linear_forward(fc2_, r, logits, n);
     if (training) {
       f.fc1_out = r;
     } else {
-      mem_.free(r);
+      mem_.deallocate(r);
     }
     // Loss and its gradient.
     id const loss = act(std::size_t(n), "loss", stash::storage_kind::temp);
@@ -606,8 +606,8 @@ class network {
         STASH_CUDA_TRY(cudaGetLastError());
       }
     }
-    mem_.free(loss);
-    mem_.free(logits);
+    mem_.deallocate(loss);
+    mem_.deallocate(logits);
     if (dlogits) { f.logits_grad = *dlogits; }
     return f;
   }
@@ -651,7 +651,7 @@ class network {
     // fc2
     id const dr = act(std::size_t(n) * fc2_.in, "fc1.relu.grad", stash::storage_kind::temp);
     linear_backward(fc2_, f.fc1_out, f.logits_grad, dr, n);
-    mem_.free(f.logits_grad);
+    mem_.deallocate(f.logits_grad);
     // ReLU of fc1
     id const dh = act(std::size_t(n) * fc1_.out, "fc1.out.grad", stash::storage_kind::temp);
     {
@@ -661,12 +661,12 @@ class network {
       TRAIN_CNN_CUDNN(
           cudnnActivationBackward(cudnn_, relu_, &one, d, p[1], d, p[0], d, p[1], &zero, d, p[2]));
     }
-    mem_.free(dr);
-    mem_.free(f.fc1_out);
+    mem_.deallocate(dr);
+    mem_.deallocate(f.fc1_out);
     // fc1: its input is the last pooling's output.
     id dx = act(std::size_t(n) * flat_, "pool2.out.grad", stash::storage_kind::temp);
     linear_backward(fc1_, f.pool_out.back(), dh, dx, n);
-    mem_.free(dh);
+    mem_.deallocate(dh);
 
     for (std::size_t i = convs_.size(); i-- > 0;) {
       auto& l = convs_[i];
@@ -685,8 +685,8 @@ class network {
           TRAIN_CNN_CUDNN(cudnnPoolingBackward(cudnn_, pool_, &one, pooled_d, p[1], pooled_d, p[0],
                                                out_d, p[2], &zero, out_d, p[3]));
         }
-        mem_.free(dx);
-        mem_.free(pooled);
+        mem_.deallocate(dx);
+        mem_.deallocate(pooled);
         dx = da;
       }
       // ReLU backward (output a for both x and y: a > 0 exactly where its input was).
@@ -697,8 +697,8 @@ class network {
         TRAIN_CNN_CUDNN(cudnnActivationBackward(cudnn_, relu_, &one, out_d, p[1], out_d, p[0],
                                                 out_d, p[1], &zero, out_d, p[2]));
       }
-      mem_.free(dx);
-      mem_.free(a);
+      mem_.deallocate(dx);
+      mem_.deallocate(a);
       // Convolution backward: filter, bias and (but for the first layer) data.
       id const x            = f.conv_in[i];
       std::size_t filter_ws = 0, data_ws = 0;
@@ -738,9 +738,11 @@ class network {
                                                        in_d, p[4]));
         }
       }
-      if (ws) { mem_.free(*ws); }
-      mem_.free(dz);
-      if (x == f.x0) { mem_.free(x); }  // pool and ReLU outputs are freed by their own backward
+      if (ws) { mem_.deallocate(*ws); }
+      mem_.deallocate(dz);
+      if (x == f.x0) {
+        mem_.deallocate(x);
+      }  // pool and ReLU outputs are freed by their own backward
       if (dxin) { dx = *dxin; }
     }
   }

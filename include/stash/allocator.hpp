@@ -10,8 +10,8 @@
  * Life cycle:
  * 1. Storages allocated before the first `begin_iteration()` are persistent (parameters,
  *    optimizer state).
- * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / free / op /
- *    phase); nothing is offloaded.
+ * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / deallocate / op
+ * / phase); nothing is offloaded.
  * 3. At its end, the policy object's `plan(analysis, budget)` gives the schedule, which the
  *    allocator validates (stash::schedule_error naming the policy).
  * 4. Later iterations replay it: the k-th allocation of the iteration is the recording's k-th
@@ -220,7 +220,10 @@ class allocator {
  public:
   /// @brief The backend's stream type.
   using stream_type = typename Backend::stream;
-  /// @brief Names a tensor for the allocator's lifetime.
+  /// @brief Names a live tensor for the allocator's lifetime: the same number as the offload
+  /// manager's tensor_handle::id (one id per tensor across the facade and the manager). A trace's
+  /// storage_id is another thing: it names one allocation of the recorded iteration, so one tensor
+  /// per iteration maps to the same storage_id while each gets its own tensor_id.
   using tensor_id = std::uint64_t;
   /// @brief How bytes travel (a transfer_set when the Codec slot is one).
   using transfer_type = transfer_for_t<Backend, Codec>;
@@ -321,11 +324,11 @@ class allocator {
   }
 
   /// @brief The tensor is dead.
-  void free(tensor_id id)
+  void deallocate(tensor_id id)
   {
-    tensor& t = checked(id, "free");
+    tensor& t = checked(id, "deallocate");
     manager_.release(t.handle);
-    if (state_ == allocator_state::recording && t.storage) { recorder_->free(*t.storage); }
+    if (state_ == allocator_state::recording && t.storage) { recorder_->deallocate(*t.storage); }
     if (state_ == allocator_state::replaying && t.storage && *t.storage < by_storage_.size()) {
       by_storage_[*t.storage] = no_tensor;
     }

@@ -107,7 +107,7 @@ TEST_CASE("allocator: a policy's invalid schedule is an error naming the policy"
   auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
   (void)alloc.op("produce", {}, std::vector<std::uint64_t>{a}, s);
   (void)alloc.op("consume", std::vector<std::uint64_t>{a}, {}, s);
-  alloc.free(a);
+  alloc.deallocate(a);
   CHECK_THROWS_WITH_AS(alloc.end_iteration(),
                        doctest::Contains("invalid swap schedule from policy 'broken' entry 0"),
                        stash::schedule_error);
@@ -192,10 +192,10 @@ TEST_CASE("allocator: a deviating iteration stays correct and triggers a new rec
   alloc.begin_iteration();
   auto extra = alloc.allocate(4096, stash::storage_kind::temp, "extra", s);
   (void)alloc.op("extra_op", {}, std::vector<std::uint64_t>{extra}, s);
-  alloc.free(extra);
+  alloc.deallocate(extra);
   alloc.end_iteration();
   CHECK(alloc.stats().deviations == 1);
-  CHECK_THROWS_AS(alloc.free(extra), stash::logic_error);  // freed already
+  CHECK_THROWS_AS(alloc.deallocate(extra), stash::logic_error);  // freed already
 }
 
 namespace {
@@ -224,7 +224,7 @@ TEST_CASE(
     auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
     (void)alloc.op("produce", {}, std::vector<std::uint64_t>{a}, s);
     (void)alloc.op("consume", std::vector<std::uint64_t>{a}, {}, s);
-    alloc.free(a);
+    alloc.deallocate(a);
   };
   step();
   CHECK_THROWS_AS(alloc.end_iteration(), stash::logic_error);

@@ -104,7 +104,7 @@ encoded_step_result run_encoded_step(Backend& backend, Pool& pool, std::size_t n
     auto const ga = alloc.allocate(bytes, storage_kind::temp, "ga", s);
     backend.copy_async(got_a.data(),
                        alloc.op("aten::threshold_backward", ids{gb, a}, ids{ga}, s)[1], bytes, s);
-    for (auto id : {a, b, c, gc, gb, ga}) { alloc.free(id); }
+    for (auto id : {a, b, c, gc, gb, ga}) { alloc.deallocate(id); }
     alloc.end_iteration();
     backend.synchronize(s);
     alloc.synchronize();

@@ -37,10 +37,10 @@ TEST_CASE("nested lifetimes add up")
   stash::trace_recorder rec;
   auto const a = rec.allocate(100, storage_kind::temp, "a");  // event 0
   auto const b = rec.allocate(50, storage_kind::temp, "b");   // event 1
-  rec.free(b);                                                // event 2
+  rec.deallocate(b);                                          // event 2
   auto const c = rec.allocate(30, storage_kind::temp, "c");   // event 3
-  rec.free(c);                                                // event 4
-  rec.free(a);                                                // event 5
+  rec.deallocate(c);                                          // event 4
+  rec.deallocate(a);                                          // event 5
   auto const life = stash::analyze_lifetimes(rec.trace());
   CHECK(life.event_count == 6);
   CHECK(life.peak_live_bytes == 150);
@@ -65,11 +65,11 @@ TEST_CASE("disjoint lifetimes do not add up; a free and an alloc at adjacent eve
 {
   stash::trace_recorder rec;
   auto const a = rec.allocate(100, storage_kind::temp);
-  rec.free(a);
+  rec.deallocate(a);
   auto const b = rec.allocate(70, storage_kind::temp);
-  rec.free(b);
+  rec.deallocate(b);
   auto const c = rec.allocate(120, storage_kind::temp);
-  rec.free(c);
+  rec.deallocate(c);
   auto const life = stash::analyze_lifetimes(rec.trace());
   CHECK(life.peak_live_bytes == 120);
   CHECK(life.peak_event == 4);
@@ -83,13 +83,13 @@ TEST_CASE("an op's workspace, allocated and freed before its o line, counts at i
   rec.phase(phase::forward);                                                      // 1
   auto const ws = rec.allocate(4000, storage_kind::temp, "conv/convolution.ws");  // 2: peak 5000
   auto const y  = rec.allocate(2000, storage_kind::act, "conv/convolution");      // 3: peak 7000
-  rec.free(ws);                                                                   // 4
+  rec.deallocate(ws);                                                             // 4
   rec.op("aten::convolution", {x}, {y});                                          // 5
   rec.phase(phase::backward);                                                     // 6
   auto const g = rec.allocate(2000, storage_kind::temp, "grad");                  // 7: 5000
   rec.op("aten::relu_backward", {g, y}, {g});                                     // 8
-  rec.free(y);
-  rec.free(g);
+  rec.deallocate(y);
+  rec.deallocate(g);
   auto const life = stash::analyze_lifetimes(rec.trace());
   CHECK(life.peak_live_bytes == 7000);
   CHECK(life.peak_event == 3);
@@ -121,7 +121,7 @@ TEST_CASE("persistent storages stay live to the end of the iteration")
   rec.allocate(7, storage_kind::optstate, "w.momentum");
   auto const t = rec.allocate(3, storage_kind::temp);
   rec.op("aten::add_", {p, t}, {p});
-  rec.free(t);
+  rec.deallocate(t);
   auto const late = rec.allocate(10, storage_kind::grad, "w.grad");  // never freed either
   auto const life = stash::analyze_lifetimes(rec.trace());
   CHECK(life.event_count == 6);

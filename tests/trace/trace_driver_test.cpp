@@ -30,7 +30,7 @@ struct recording_allocator {
     sizes.push_back(bytes);
     return next++;
   }
-  void free(std::uint64_t) { calls.push_back("free"); }
+  void deallocate(std::uint64_t) { calls.push_back("free"); }
   void* pointer(std::uint64_t id, int) { return reinterpret_cast<void*>(0x1000 * (id + 1)); }
   std::vector<void*> op(std::string const&, std::span<std::uint64_t const> reads,
                         std::span<std::uint64_t const> writes, int)

@@ -47,16 +47,16 @@ TEST_CASE("a recording equals what the reader makes of the file it writes")
   auto const y = rec.allocate(32, storage_kind::act, "fc/addmm with spaces");
   rec.op("aten::addmm", {x, w}, {y});
   auto const ws = rec.allocate(8, storage_kind::temp);  // no label
-  rec.free(ws);
+  rec.deallocate(ws);
   rec.op("aten::empty", {}, {});
   rec.phase(phase::backward);
   auto const g = rec.allocate(64, storage_kind::grad, "fc.weight.grad");
   rec.op("aten::mm", {y, x}, {g});
-  rec.free(y);
+  rec.deallocate(y);
   rec.phase(phase::optimizer);
   rec.op("aten::add_.Tensor", {m, g}, {m});
   rec.op("aten::add_.Tensor", {w, m}, {w});
-  rec.free(g);
+  rec.deallocate(g);
 
   auto const& recorded = rec.trace();
   CHECK(recorded.storages().size() == 6);
@@ -92,7 +92,7 @@ TEST_CASE("recorder misuse throws logic_error and leaves the recording unchanged
   rec.set_header("model", "toy");
   auto const a = rec.allocate(10, storage_kind::temp, "a");
   auto const b = rec.allocate(20, storage_kind::temp, "b");
-  rec.free(a);
+  rec.deallocate(a);
   auto const before = rec.trace();
 
   auto expect_rejected = [&](auto&& misuse, char const* what) {
@@ -100,8 +100,8 @@ TEST_CASE("recorder misuse throws logic_error and leaves the recording unchanged
     CHECK_THROWS_AS(misuse(), stash::logic_error);
     CHECK(rec.trace() == before);
   };
-  expect_rejected([&] { rec.free(a); }, "double free");
-  expect_rejected([&] { rec.free(b + 1); }, "free of an unknown id");
+  expect_rejected([&] { rec.deallocate(a); }, "double free");
+  expect_rejected([&] { rec.deallocate(b + 1); }, "free of an unknown id");
   expect_rejected([&] { rec.op("aten::x", {b, a}, {}); }, "op reading a freed id");
   expect_rejected([&] { rec.op("aten::x", {b}, {a}); }, "op writing a freed id");
   expect_rejected([&] { rec.op("aten::x", {42}, {}); }, "op on an unknown id");
@@ -118,7 +118,7 @@ TEST_CASE("recorder misuse throws logic_error and leaves the recording unchanged
   expect_rejected([&] { rec.set_header("k", "two words"); }, "header value with a blank");
 
   try {
-    rec.free(a);
+    rec.deallocate(a);
   } catch (stash::logic_error const& e) {
     CHECK(std::string(e.what()).find("double free of storage id 0") != std::string::npos);
   }
@@ -148,7 +148,7 @@ TEST_CASE("a 10 MB synthetic trace survives record, write, read and analysis")
   stash::storage_id prev  = params[0];
   for (int i = 0; i < 70000; ++i) {
     auto const ws = rec.allocate(1 + next() % 4096, storage_kind::temp, "block/op.ws");
-    rec.free(ws);
+    rec.deallocate(ws);
     auto const bytes = 4 * (1 + next() % 1000000);
     act_bytes += bytes;
     auto const out =
@@ -160,7 +160,7 @@ TEST_CASE("a 10 MB synthetic trace survives record, write, read and analysis")
   rec.phase(phase::backward);
   for (auto it = acts.rbegin(); it != acts.rend(); ++it) {
     rec.op("aten::mm_backward", {*it}, {});
-    rec.free(*it);
+    rec.deallocate(*it);
   }
   auto const& recorded = rec.trace();
   auto const text      = stash::to_trace_text(recorded);

@@ -104,7 +104,7 @@ class trace_driver {
         break;
       }
       case event_kind::free:
-        alloc_.free(id_of_[e.index]);
+        alloc_.deallocate(id_of_[e.index]);
         break;
       case event_kind::op: {
         auto const& op = trace_.ops()[e.index];

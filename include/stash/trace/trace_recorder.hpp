@@ -38,7 +38,7 @@ class trace_recorder {
   }
 
   /// @brief Records the free of a live storage.
-  void free(storage_id id) { trace_.add_free(id); }
+  void deallocate(storage_id id) { trace_.add_free(id); }
 
   /// @brief Records an op reading and writing live storages; returns its op index.
   std::uint64_t op(std::string name, std::vector<storage_id> reads, std::vector<storage_id> writes)
