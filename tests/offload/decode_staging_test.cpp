@@ -184,3 +184,64 @@ TEST_CASE("a size past the slot in its status is clamped to the slot: the decode
   CHECK(recording_zvc_transfer::decoded_sizes[0] == std::size_t{1} << 40);
   CHECK(std::memcmp(out.data(), f.data.data(), f.bytes()) == 0);
 }
+
+namespace {
+
+// As recording_zvc_transfer, with decode scratch sized by the host copy's size (as the device
+// transfer's staging is), remembering what the manager asked and handed over.
+struct scratch_zvc_transfer : recording_zvc_transfer {
+  static inline std::vector<std::size_t> asked;
+  static inline std::vector<void*> given;
+  static std::size_t decode_scratch_bytes(std::size_t, std::size_t encoded_bytes)
+  {
+    asked.push_back(encoded_bytes);
+    return encoded_bytes == unknown_encoded_bytes ? 8 * stash::KiB : encoded_bytes;
+  }
+  static void decode(stash::host_backend& b, stash::host_backend::stream s, void const* host,
+                     std::size_t capacity, void* device, std::size_t bytes, void* scratch,
+                     stash::transfer_status* status, std::size_t encoded_bytes)
+  {
+    given.push_back(scratch);
+    recording_zvc_transfer::decode(b, s, host, capacity, device, bytes, scratch, status,
+                                   encoded_bytes);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the decode's scratch is sized by the host copy's size, taken and given back")
+{
+  scratch_zvc_transfer::asked.clear();
+  scratch_zvc_transfer::given.clear();
+  stash::host_backend backend;
+  host_pool device{stash::host_upstream{}, stash::caching_pool_options{}};
+  host_pool host{stash::host_upstream{}, stash::pinned_host_pool_options()};
+  auto const s = backend.create_stream();
+  stash::offload_manager<stash::host_backend, host_pool, host_pool, scratch_zvc_transfer> m(
+      backend, device, host);
+  std::vector<float> data(20000, 0.0f);
+  data[7]             = 3.0f;
+  std::size_t const n = data.size() * sizeof(float);
+  auto h              = m.create(n, s);
+  void* p             = m.acquire(h, s);
+  backend.launch(s, [&data, p, n] { std::memcpy(p, data.data(), n); });
+  m.offload_async(h, s);
+  m.synchronize();
+  auto const before = device.stats();
+  m.prefetch_async(h);
+  REQUIRE(scratch_zvc_transfer::asked.size() == 1);
+  REQUIRE(scratch_zvc_transfer::given.size() == 1);
+  CHECK(scratch_zvc_transfer::asked[0] == m.stats().bytes_encoded);  // the size, not the capacity
+  CHECK(scratch_zvc_transfer::given[0] != nullptr);
+  CHECK(device.stats().allocations == before.allocations + 2);  // the tensor and its scratch
+  std::vector<float> back(data.size());
+  void* q = m.acquire(h, s);
+  backend.launch(s, [&back, q, n] { std::memcpy(back.data(), q, n); });
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(back == data);
+  m.release(h);
+  m.synchronize();
+  CHECK(device.stats().in_use_bytes == 0);  // the scratch came back too
+  CHECK(host.stats().in_use_bytes == 0);
+}

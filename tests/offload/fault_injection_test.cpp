@@ -18,6 +18,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -100,6 +101,11 @@ struct walk {
   {
     for (auto const& e : plan.persistent) { event(e); }
   }
+
+  walk(walk const&)            = delete;
+  walk& operator=(walk const&) = delete;
+  // The test's kernels on `s` touch pool memory: they finish before the pools go.
+  ~walk() { inner.synchronize(s); }
 
   // Kernels of the test itself go to the real backend: only stash's calls are failure points.
   void fill(stash::storage_id sid)
@@ -257,4 +263,50 @@ TEST_CASE("fault injection: zvc host copies lose nothing at any failure point of
   auto const points = walk_every_failure<stash::host_codec_transfer<stash::zvc<float>>>(alexnet());
   MESSAGE("failure points walked: " << points);
   CHECK(points > 100);
+}
+
+TEST_CASE("fault_injector: arm(k) fails the k-th counted call once, of the kinds asked for")
+{
+  using stash::testing::fault_kind;
+  stash::testing::fault_injector f;
+  CHECK_FALSE(f.fail_now(fault_kind::copy));  // nothing armed: counted, not failed
+  f.arm(2, 1u << static_cast<unsigned>(fault_kind::allocate));
+  CHECK_FALSE(f.fail_now(fault_kind::event));  // another kind: neither counted for k nor failed
+  CHECK_FALSE(f.fail_now(fault_kind::allocate));
+  CHECK_FALSE(f.fail_now(fault_kind::allocate));
+  CHECK(f.fail_now(fault_kind::allocate));
+  CHECK_FALSE(f.fail_now(fault_kind::allocate));  // once
+  CHECK_FALSE(f.armed());
+  CHECK(f.failures() == 1);
+  CHECK(f.last_failure() == fault_kind::allocate);
+  CHECK(f.calls() == 6);
+  CHECK(f.calls(fault_kind::allocate) == 4);
+  f.arm(0);
+  f.disarm();
+  CHECK_FALSE(f.fail_now(fault_kind::launch));
+}
+
+TEST_CASE("fault injection: the wrappers throw what the real calls throw, and change nothing")
+{
+  stash::testing::fault_injector f;
+  host_pool real(stash::host_upstream{}, stash::caching_pool_options{});
+  faulty_pool pool(real, f);
+  f.arm(0);
+  CHECK_THROWS_AS((void)pool.allocate(1024, nullptr), stash::out_of_memory);
+  CHECK(real.stats().allocations == 0);
+  stash::testing::fault_injecting_upstream<> up(stash::host_upstream{}, f);
+  f.arm(0);
+  CHECK_THROWS_AS((void)up.allocate(64), stash::out_of_memory);
+  stash::host_backend inner;
+  backend_t b(inner, f);
+  auto const s = b.create_stream();
+  std::array<char, 8> x{}, y{};
+  f.arm(0);
+  CHECK_THROWS_AS(b.copy_async(x.data(), y.data(), 8, s), stash::cuda_error);
+  f.arm(0);
+  CHECK_THROWS_AS((void)b.record(s), stash::cuda_error);
+  f.arm(0);
+  CHECK_THROWS_AS(b.launch(s, [] {}), stash::cuda_error);
+  b.synchronize(s);
+  CHECK(f.failures() == 5);
 }

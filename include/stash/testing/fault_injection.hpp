@@ -69,17 +69,20 @@ inline constexpr std::size_t fault_kinds = 4;
 /// @brief Numbers the fallible calls of the wrappers that share it and fails the armed one.
 class fault_injector {
  public:
-  /// @brief The call `k` calls from now (0: the next) fails once; calls of kinds not in `kinds`
-  /// (a bit per fault_kind; default all) are neither counted for it nor failed.
-  void arm(std::uint64_t k, unsigned kinds = ~0u) noexcept
+  /// @brief The call `k` calls from now (0: the next) fails, and so do the `times - 1` counted
+  /// calls after it unless disarm() comes first (a pool that retries its upstream, as caching_pool
+  /// does, absorbs a single failure: `times` = 3 defeats its two retries); calls of kinds not in
+  /// `kinds` (a bit per fault_kind; default all) are neither counted for it nor failed.
+  void arm(std::uint64_t k, unsigned kinds = ~0u, std::uint64_t times = 1) noexcept
   {
-    armed_     = true;
+    armed_     = times > 0;
     countdown_ = k;
     kinds_     = kinds;
+    remaining_ = times;
   }
   /// @brief Nothing fails from now on (calls are still counted).
   void disarm() noexcept { armed_ = false; }
-  /// @brief Whether a failure is still to come.
+  /// @brief Whether a failure is still to come (false once the armed ones all happened).
   [[nodiscard]] bool armed() const noexcept { return armed_; }
 
   /// @brief Counts a call of `kind`; true when it must fail (the wrappers then throw).
@@ -92,7 +95,7 @@ class fault_injector {
       --countdown_;
       return false;
     }
-    armed_ = false;
+    armed_ = --remaining_ > 0;
     ++failures_;
     last_ = kind;
     return true;
@@ -119,6 +122,7 @@ class fault_injector {
   std::array<std::uint64_t, fault_kinds> calls_{};
   std::uint64_t failures_{0};
   std::uint64_t countdown_{0};
+  std::uint64_t remaining_{0};
   unsigned kinds_{~0u};
   bool armed_{false};
   std::optional<fault_kind> last_;
@@ -239,10 +243,13 @@ class fault_injecting_backend {
     inject(fault_kind::event, cudaErrorInvalidResourceHandle, "record (injected)");
     return backend_.record(s);
   }
-  /// @brief Forwarded, unless this call is the injected failure.
+  /// @brief Forwarded, unless this call is the injected failure (a wait for no event is no call:
+  /// the CUDA backend makes none).
   void wait(stream s, event e)
   {
-    inject(fault_kind::event, cudaErrorInvalidResourceHandle, "wait (injected)");
+    if (e != event{}) {
+      inject(fault_kind::event, cudaErrorInvalidResourceHandle, "wait (injected)");
+    }
     backend_.wait(s, e);
   }
   /// @brief Forwarded.
