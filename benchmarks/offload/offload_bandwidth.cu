@@ -27,9 +27,21 @@
 //    tensor in --activations FILE (e.g. data/activations/netA_final_relu2.f32) tiled to each
 //    size, or (default) random positive values with a --zero-fraction of zeros. Every method's
 //    host copy is checked against the mapped one, and that one against the host reference.
+// 4. The way back (H2D) of the same zvc-compressed tensors, from the pinned host slot the encoder
+//    wrote, each method timed back to back on one stream:
+//    - raw:          cudaMemcpyAsync H2D of the uncompressed bytes (what compression must beat)
+//    - copy+decode:  device_codec_transfer's default: a copy engine moves exactly the compressed
+//                    bytes (the size the host read after the offload) into device scratch, and
+//                    the decode runs from there
+//    - sized+decode: the same when the host does not know the size (an offload still in flight,
+//                    a CUDA graph): a kernel reads the header's length and copies that prefix
+//    - mapped:       decode_from::mapped: the decode kernels read the pinned slot over PCIe
+//    GB/s are uncompressed bytes per second; every method's device bytes are checked against
+//    the original tensor.
 //
 // Usage: bench_offload [--tensor-mib S] [--count N] [--sizes MIB,...] [--zero-fraction F]
 //                      [--activations FILE] [--d2h-only] [--json]
+//        (--d2h-only skips sections 1 and 2; sections 3 and 4 always run)
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/cuda_event.hpp>
@@ -38,6 +50,7 @@
 #include <stash/core/device_upstream.hpp>
 #include <stash/core/pinned_host_buffer.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -138,6 +151,29 @@ std::vector<float> read_f32(std::string const& path)
   return v;
 }
 
+// The benchmark's tensor: --activations tiled to n floats, or ReLU-like random values. The copy
+// from `activations` is synchronous (pageable memory) before this returns.
+void fill_input(float* in, std::size_t n, std::vector<float> const& activations,
+                double zero_fraction, int sms, cudaStream_t s)
+{
+  if (activations.empty()) {
+    auto const threshold = static_cast<std::uint32_t>(std::min(zero_fraction, 1.0) * 4294967295.0);
+    relu_like_kernel<<<sms * 8, 256, 0, s>>>(in, n, threshold);
+    STASH_CUDA_TRY(cudaGetLastError());
+  } else {  // tiled: the file's zero pattern, repeated
+    std::size_t const chunk = std::min(activations.size(), n);
+    STASH_CUDA_TRY(
+        cudaMemcpyAsync(in, activations.data(), chunk * sizeof(float), cudaMemcpyHostToDevice, s));
+    for (std::size_t done = chunk; done < n;) {
+      std::size_t const step = std::min(done, n - done);
+      STASH_CUDA_TRY(
+          cudaMemcpyAsync(in + done, in, step * sizeof(float), cudaMemcpyDeviceToDevice, s));
+      done += step;
+    }
+  }
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+}
+
 // One tensor size: every method timed over `reps` encodes of the same device tensor.
 d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
                        double zero_fraction, int sms)
@@ -164,21 +200,7 @@ d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
       sizes_host(2 * sizeof(std::size_t));
   auto* h_size = static_cast<std::size_t*>(sizes_host.data());  // [0]: mapped, [1]: round trip
 
-  if (activations.empty()) {
-    auto const threshold = static_cast<std::uint32_t>(std::min(zero_fraction, 1.0) * 4294967295.0);
-    relu_like_kernel<<<sms * 8, 256, 0, s.value()>>>(in, n, threshold);
-    STASH_CUDA_TRY(cudaGetLastError());
-  } else {  // tiled: the file's zero pattern, repeated
-    std::size_t const chunk = std::min(activations.size(), n);
-    STASH_CUDA_TRY(cudaMemcpyAsync(in, activations.data(), chunk * sizeof(float),
-                                   cudaMemcpyHostToDevice, s.value()));
-    for (std::size_t done = chunk; done < n;) {
-      std::size_t const step = std::min(done, n - done);
-      STASH_CUDA_TRY(cudaMemcpyAsync(in + done, in, step * sizeof(float), cudaMemcpyDeviceToDevice,
-                                     s.value()));
-      done += step;
-    }
-  }
+  fill_input(in, n, activations, zero_fraction, sms, s.value());
   STASH_CUDA_TRY(cudaMemsetAsync(out, 0, pad, s.value()));
   s.synchronize();
 
@@ -254,6 +276,104 @@ d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
   STASH_CUDA_TRY(cudaFree(out));
   STASH_CUDA_TRY(cudaFree(scratch));
   STASH_CUDA_TRY(cudaFree(d_size));
+  return r;
+}
+
+// ------------------------------------------------------------------------------------------
+// Section 4: the way back of zvc, decode from a device copy against decode from mapped memory.
+
+using zvc_staged = stash::device_codec_transfer<zvc_device>;
+using zvc_mapped = stash::device_codec_transfer<zvc_device, stash::decode_from::mapped>;
+
+struct h2d_result {
+  std::size_t tensor_bytes{0};
+  std::size_t compressed_bytes{0};
+  int reps{0};
+  double raw{0}, copy_decode{0}, sized_decode{0}, mapped{0};
+  bool ok{true};
+};
+
+// Device memory of the section, freed on every path out.
+struct h2d_buffers {
+  float* in{nullptr};
+  float* out{nullptr};
+  void* scratch{nullptr};
+  h2d_buffers(std::size_t bytes, std::size_t scratch_bytes)
+  {
+    STASH_CUDA_TRY(cudaMalloc(&in, bytes));
+    STASH_CUDA_TRY(cudaMalloc(&out, bytes));
+    STASH_CUDA_TRY(cudaMalloc(&scratch, std::max<std::size_t>(scratch_bytes, 256)));
+  }
+  h2d_buffers(h2d_buffers const&)            = delete;
+  h2d_buffers& operator=(h2d_buffers const&) = delete;
+  ~h2d_buffers()
+  {
+    STASH_CUDA_CHECK_NOTHROW(cudaFree(in));
+    STASH_CUDA_CHECK_NOTHROW(cudaFree(out));
+    STASH_CUDA_CHECK_NOTHROW(cudaFree(scratch));
+  }
+};
+
+// One tensor size: encoded once into a pinned slot as the manager lays it out, then every way
+// back timed over `reps` decodes of that slot into the same device tensor.
+h2d_result measure_h2d(std::size_t bytes, std::vector<float> const& activations,
+                       double zero_fraction, int sms)
+{
+  std::size_t const cap = zvc_staged::host_bytes(bytes);
+  std::size_t const scratch =
+      std::max({zvc_staged::scratch_bytes(bytes), zvc_staged::decode_scratch_bytes(bytes, cap),
+                zvc_staged::decode_scratch_bytes(bytes, stash::unknown_encoded_bytes)});
+  h2d_result r;
+  r.tensor_bytes = bytes;
+  r.reps         = static_cast<int>(std::clamp<std::size_t>((1024 * stash::MiB) / bytes, 4, 200));
+  stash::cuda_backend backend;
+  stash::cuda_stream s;
+  stash::cuda_event t0(cudaEventDefault), t1(cudaEventDefault);
+  h2d_buffers d(bytes, scratch);
+  stash::pinned_host_buffer raw_host(bytes),
+      slot(stash::align_up(cap, 16) + sizeof(stash::transfer_status));
+  auto* status = reinterpret_cast<stash::transfer_status*>(static_cast<std::byte*>(slot.data()) +
+                                                           stash::align_up(cap, 16));
+  fill_input(d.in, bytes / sizeof(float), activations, zero_fraction, sms, s.value());
+  zvc_staged::encode(backend, s.value(), d.in, bytes, slot.data(), cap, d.scratch, status);
+  STASH_CUDA_TRY(cudaMemcpyAsync(raw_host.data(), d.in, bytes, cudaMemcpyDeviceToHost, s.value()));
+  s.synchronize();
+  r.compressed_bytes = status->encoded_bytes;
+
+  auto decode_with = [&](auto transfer, std::size_t encoded) {
+    decltype(transfer)::decode(backend, s.value(), slot.data(), cap, d.out, bytes, d.scratch,
+                               status, encoded);
+  };
+  std::vector<std::pair<const char*, std::function<void()>>> const methods = {
+      {"raw",
+       [&] {
+         STASH_CUDA_TRY(
+             cudaMemcpyAsync(d.out, raw_host.data(), bytes, cudaMemcpyHostToDevice, s.value()));
+       }},
+      {"copy+decode", [&] { decode_with(zvc_staged{}, r.compressed_bytes); }},
+      {"sized+decode", [&] { decode_with(zvc_staged{}, stash::unknown_encoded_bytes); }},
+      {"mapped", [&] { decode_with(zvc_mapped{}, stash::unknown_encoded_bytes); }},
+  };
+  std::vector<std::byte> original(bytes), back(bytes);
+  std::memcpy(original.data(), raw_host.data(), bytes);
+  for (auto const& [name, run] : methods) {
+    std::string const which = name;
+    STASH_CUDA_TRY(cudaMemsetAsync(d.out, 0xff, bytes, s.value()));
+    run();  // warm-up, and the decode that is checked
+    STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), d.out, bytes, cudaMemcpyDeviceToHost, s.value()));
+    s.synchronize();
+    r.ok =
+        r.ok && status->status.code == 0 && std::memcmp(back.data(), original.data(), bytes) == 0;
+    t0.record(s.value());
+    for (int i = 0; i < r.reps; ++i) { run(); }
+    t1.record(s.value());
+    t1.synchronize();
+    double const gbps = double(bytes) * r.reps / 1e9 / (elapsed_ms(t0, t1) / 1e3);
+    if (which == "raw") { r.raw = gbps; }
+    if (which == "copy+decode") { r.copy_decode = gbps; }
+    if (which == "sized+decode") { r.sized_decode = gbps; }
+    if (which == "mapped") { r.mapped = gbps; }
+  }
   return r;
 }
 
@@ -416,7 +536,8 @@ std::optional<options> parse_options(int argc, char** argv)
 }
 
 void print_json(options const& o, char const* device, manager_result const& mr,
-                std::vector<d2h_result> const& d2h, std::string const& data)
+                std::vector<d2h_result> const& d2h, std::vector<h2d_result> const& h2d,
+                std::string const& data)
 {
   std::printf("{\"device\":\"%s\"", device);
   if (!o.d2h_only) {
@@ -438,11 +559,21 @@ void print_json(options const& o, char const* device, manager_result const& mr,
         i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.mapped, r.worst,
         r.sized, r.roundtrip, r.encode, r.ok ? "true" : "false");
   }
+  std::printf("]},\"zvc_h2d\":{\"unit\":\"GB/s of uncompressed bytes\",\"sizes\":[");
+  for (std::size_t i = 0; i < h2d.size(); ++i) {
+    auto const& r = h2d[i];
+    std::printf(
+        "%s{\"tensor_bytes\":%zu,\"compressed_bytes\":%zu,\"reps\":%d,\"raw\":%.2f,"
+        "\"copy_decode\":%.2f,\"sized_decode\":%.2f,\"mapped\":%.2f,\"ok\":%s}",
+        i == 0 ? "" : ",", r.tensor_bytes, r.compressed_bytes, r.reps, r.raw, r.copy_decode,
+        r.sized_decode, r.mapped, r.ok ? "true" : "false");
+  }
   std::printf("]}}\n");
 }
 
 void print_text(options const& o, char const* device, manager_result const& mr,
-                std::vector<d2h_result> const& d2h, std::string const& data)
+                std::vector<d2h_result> const& d2h, std::vector<h2d_result> const& h2d,
+                std::string const& data)
 {
   std::printf("device: %s\n", device);
   if (!o.d2h_only) {
@@ -463,6 +594,16 @@ void print_text(options const& o, char const* device, manager_result const& mr,
                 r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0,
                 r.raw, r.mapped, r.worst, r.sized, r.roundtrip, r.encode, r.ok ? "ok" : "MISMATCH");
   }
+  std::printf(
+      "zvc H2D: decode from a device copy or from mapped memory (GB/s of uncompressed "
+      "bytes)\n");
+  std::printf("  %8s %7s %8s %12s %13s %8s %s\n", "MiB", "ratio", "raw", "copy+decode",
+              "sized+decode", "mapped", "check");
+  for (auto const& r : h2d) {
+    std::printf("  %8zu %7.2f %8.2f %12.2f %13.2f %8.2f %s\n", r.tensor_bytes / stash::MiB,
+                r.compressed_bytes > 0 ? double(r.tensor_bytes) / double(r.compressed_bytes) : 0.0,
+                r.raw, r.copy_decode, r.sized_decode, r.mapped, r.ok ? "ok" : "MISMATCH");
+  }
 }
 
 // Every section; 0 when every check passed.
@@ -475,19 +616,24 @@ int run(options const& o)
   std::vector<float> activations;
   if (!o.activations_file.empty()) { activations = read_f32(o.activations_file); }
   std::vector<d2h_result> d2h;
+  std::vector<h2d_result> h2d;
   for (std::size_t mib : o.sizes_mib) {
     d2h.push_back(
         measure_d2h(mib * stash::MiB, activations, o.zero_fraction, prop.multiProcessorCount));
+    h2d.push_back(
+        measure_h2d(mib * stash::MiB, activations, o.zero_fraction, prop.multiProcessorCount));
   }
   std::string const data = o.activations_file.empty()
                                ? "synthetic, zero fraction " + std::to_string(o.zero_fraction)
                                : o.activations_file;
   if (o.json) {
-    print_json(o, prop.name, mr, d2h, data);
+    print_json(o, prop.name, mr, d2h, h2d, data);
   } else {
-    print_text(o, prop.name, mr, d2h, data);
+    print_text(o, prop.name, mr, d2h, h2d, data);
   }
-  bool const all_ok = std::all_of(d2h.begin(), d2h.end(), [](d2h_result const& r) { return r.ok; });
+  bool const all_ok =
+      std::all_of(d2h.begin(), d2h.end(), [](d2h_result const& r) { return r.ok; }) &&
+      std::all_of(h2d.begin(), h2d.end(), [](h2d_result const& r) { return r.ok; });
   return all_ok ? 0 : 1;
 }
 

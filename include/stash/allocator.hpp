@@ -152,6 +152,20 @@ struct staging_for<host_backend> {
   using upstream = host_upstream;
 };
 
+// The host-copy upstream of an allocator over `backend`: the backend's own staging_upstream()
+// when it names one (stash::testing::fault_injecting_backend), else staging_for's.
+template <class Backend>
+auto staging_upstream_of(Backend& backend)
+{
+  if constexpr (requires { backend.staging_upstream(); }) {
+    return backend.staging_upstream();
+  } else {
+    return typename staging_for<Backend>::upstream{};
+  }
+}
+template <class Backend>
+using staging_upstream_t = decltype(staging_upstream_of(std::declval<Backend&>()));
+
 template <class P>
 concept iteration_aware_pool = requires(P& p)
 {
@@ -235,7 +249,7 @@ class allocator {
                 "only a sign or an index: put it after a general codec (or void) in the set");
   /// @brief The host staging pool.
   using host_pool_type =
-      caching_pool<typename detail::staging_for<Backend>::upstream, typename Backend::stream_order>;
+      caching_pool<detail::staging_upstream_t<Backend>, typename Backend::stream_order>;
 
   /// @brief An allocator over `backend`, taking device memory from `device_pool`, planning with
   /// `policy` (a copy is kept).
@@ -245,7 +259,7 @@ class allocator {
         pool_(device_pool),
         options_(std::move(options)),
         policy_(std::move(policy)),
-        host_pool_(typename detail::staging_for<Backend>::upstream{},
+        host_pool_(detail::staging_upstream_of(backend),
                    pinned_host_pool_options(options_.host_budget, options_.host_step)),
         manager_(backend, device_pool, host_pool_),
         model_(hardware_preset(options_.hardware))

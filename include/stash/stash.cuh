@@ -17,6 +17,7 @@
 #include <stash/codec/device_csr.cuh>
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_rle.cuh>
+#include <stash/codec/device_staging.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/element_type.hpp>
 #include <stash/codec/identity.hpp>

@@ -20,6 +20,8 @@ void enqueue_codec(stash::cuda_backend& backend, cudaStream_t s)
   // The offload manager's codec path (device_codec_transfer's own kernels).
   stash::device_codec_transfer<D>::encode(backend, s, nullptr, 0, nullptr, 0, nullptr, nullptr);
   stash::device_codec_transfer<D>::decode(backend, s, nullptr, 0, nullptr, 0, nullptr, nullptr);
+  stash::device_codec_transfer<D, stash::decode_from::mapped>::decode(backend, s, nullptr, 0,
+                                                                      nullptr, 0, nullptr, nullptr);
 }
 
 template <class... D>

@@ -283,9 +283,15 @@ void capture_offload_round_trip()
 TEST_CASE("gpu: a captured offload / prefetch / acquire region replays with new bytes each launch")
 {
   SUBCASE("raw copies") { capture_offload_round_trip<stash::raw_transfer>(); }
-  SUBCASE("zvc into mapped pinned memory")
+  SUBCASE("zvc into mapped pinned memory, decoded from a device copy sized by its header")
   {
+    // In a graph the host never knows the size: the staging kernel reads it at each launch.
     capture_offload_round_trip<stash::device_codec_transfer<stash::device_zvc<float>>>();
+  }
+  SUBCASE("zvc decoded from mapped memory")
+  {
+    capture_offload_round_trip<
+        stash::device_codec_transfer<stash::device_zvc<float>, stash::decode_from::mapped>>();
   }
 }
 

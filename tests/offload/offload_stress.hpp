@@ -44,6 +44,23 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
     for (auto s : streams) { backend.synchronize(s); }
     m.synchronize();
   };
+  // A full pool is legal: wait for every stream and retry, as a user would. A block freed on one
+  // stream is reused by another only once that stream got there, so a tight pool can be full
+  // until then; after a wait for everything, every freed block is reusable. (Up to three waits;
+  // one is enough: before the final sweep below retried too, its prefetches on demand, which
+  // follow releases on another stream, made this test fail about once in fifteen runs.)
+  auto with_retry = [&](auto&& op) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        op();
+        return;
+      } catch (out_of_memory const&) {
+        if (attempt == 3) { throw; }
+        ++counts.full_pool_retries;
+        sync_all();
+      }
+    }
+  };
   for (int step = 0; step < steps; ++step) {
     int const action = std::uniform_int_distribution<int>(0, 9)(rng);
     auto const s = streams[std::uniform_int_distribution<std::size_t>(0, streams.size() - 1)(rng)];
@@ -91,23 +108,11 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
           break;
       }
     };
-    // A full pool is legal: wait for every stream and retry, as a user would. Up to three waits:
-    // one was seen not to be enough once in ~14 runs under CI load (open question: a block whose
-    // release is not yet visible right after synchronize()).
-    for (int attempt = 0;; ++attempt) {
-      try {
-        run();
-        break;
-      } catch (out_of_memory const&) {
-        if (attempt == 3) { throw; }
-        ++counts.full_pool_retries;
-        sync_all();
-      }
-    }
+    with_retry(run);
   }
   for (auto& t : tensors) {
     if (!t.alive) { continue; }
-    check(streams[0], m.acquire(t.h, streams[0]), t.bytes, t.h.id, t.version);
+    with_retry([&] { check(streams[0], m.acquire(t.h, streams[0]), t.bytes, t.h.id, t.version); });
     backend.synchronize(streams[0]);
     m.release(t.h);
   }

@@ -149,9 +149,12 @@ struct offload_manager_options {
 /// Failures lose nothing: if the host pool cannot take a tensor, offload_async throws
 /// stash::out_of_memory and the tensor stays resident; a tensor the transfer cannot encode (a
 /// codec's size limit) is refused with stash::logic_error before anything is taken, and should
-/// queueing the copy fail anyway, the host slot and scratch go back to the pools and the tensor
-/// stays resident; if the device pool cannot take it back,
-/// prefetch_async/acquire throw stash::out_of_memory and the host copy stays valid for a retry.
+/// queueing the copy (or recording its event) fail anyway, the host slot and scratch go back to
+/// the pools and the tensor stays resident; if the device pool cannot take it back,
+/// prefetch_async/acquire throw stash::out_of_memory, and should queueing the copy back fail, the
+/// device memory and scratch go back to the pool: either way the host copy stays valid for a
+/// retry. tests/offload/fault_injection_test.cpp injects each of these at every point of a real
+/// trace.
 /// Misuse (an unknown or released handle, offloading a tensor not resident) throws
 /// stash::logic_error naming the tensor and its state. Not thread safe.
 ///
@@ -263,8 +266,10 @@ class offload_manager {
       host_pool_.deallocate(host, slot, tag);
       throw;
     }
+    event_type host_ready{};
     try {
       queue_encode(e, stream, host, capacity, scratch);
+      host_ready = backend_.record(d2h_);  // a failed record is a failed offload, too
     } catch (...) {
       // Work queued before the failure may still touch the memory: it goes back in the D2H
       // stream's order. The tensor was not touched and stays resident.
@@ -272,10 +277,10 @@ class offload_manager {
       host_pool_.deallocate(host, slot, backend_.tag(d2h_));
       throw;
     }
-    // Nothing below fails but CUDA itself; from here the tensor is on its way out.
+    // From here the tensor is on its way out.
     give_back_scratch(scratch, e, d2h_);
     backend_.release(e.ready);
-    e.host_ready = backend_.record(d2h_);
+    e.host_ready = host_ready;
     device_pool_.deallocate(e.device, e.bytes, backend_.tag(d2h_));
     e.device          = nullptr;
     e.host            = host;
@@ -659,27 +664,14 @@ class offload_manager {
     cudaStream_t const tag = backend_.tag(in ? *in : h2d_);
     std::string const why =
         "prefetch of tensor #" + std::to_string(h.id) + "; its host copy stays valid";
-    void* device  = take(device_pool_, e.bytes, tag, "device pool", why);
-    void* scratch = nullptr;
-    try {
-      scratch = take_scratch(e, tag, why);
-    } catch (...) {
-      device_pool_.deallocate(device, e.bytes, tag);
-      throw;
-    }
-    if (in && *in != h2d_) { order_after(h2d_, *in); }  // the memory is ours from here on
-    backend_.wait(h2d_, e.host_ready);
-    dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
-      T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
-                status_of(e.host, e.capacity));
-    });
-    give_back_scratch(scratch, e, h2d_);
-    e.ready = backend_.record(h2d_);
+    void* device          = take(device_pool_, e.bytes, tag, "device pool", why);
+    queued_decode const q = queue_prefetch(e, in, device, tag, why);
+    e.ready               = q.ready;
     backend_.release(e.host_ready);
     if (dispatch::reports_status_of[e.transfer]) {
       // The host copy is kept until the decode's status has been read (and the encoded size,
       // if the host did not see the offload complete).
-      pending_.push_back(pending_check{h.id, e.host, e.capacity, backend_.record(h2d_), e.captured,
+      pending_.push_back(pending_check{h.id, e.host, e.capacity, q.decoded, e.captured,
                                        e.encoded_counted ? 0 : e.bytes});
     } else {
       if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
@@ -691,6 +683,85 @@ class offload_manager {
     ++stats_.prefetches;
     if (on_demand) { ++stats_.demand_prefetches; }
     stats_.bytes_prefetched += e.bytes;
+  }
+
+  // The host copy's size, when the host knows it: the offload's event has passed (a tensor of a
+  // captured graph is never polled, so its size is never known: each launch may differ).
+  [[nodiscard]] std::size_t known_encoded_bytes(entry const& e) const noexcept
+  {
+    if (e.captured || e.state != tensor_state::offloaded) { return unknown_encoded_bytes; }
+    if (dispatch::reports_status_of[e.transfer]) {
+      return status_of(e.host, e.capacity)->encoded_bytes;
+    }
+    return e.capacity;
+  }
+
+  // Device scratch of the decode (the member's decode_scratch_bytes when it has one).
+  [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t transfer, std::size_t bytes,
+                                                        std::size_t encoded)
+  {
+    return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
+      if constexpr (requires { T::decode_scratch_bytes(bytes, encoded); }) {
+        return static_cast<std::size_t>(T::decode_scratch_bytes(bytes, encoded));
+      } else {
+        return static_cast<std::size_t>(T::scratch_bytes(bytes));
+      }
+    });
+  }
+
+  // The events of a prefetch: the device copy is complete; its status may be read.
+  struct queued_decode {
+    event_type ready{};
+    event_type decoded{};
+  };
+
+  // Queues the decode of `e`'s host copy into `device` (taken in `tag`'s order) on the H2D
+  // stream. On any failure, `device` and the scratch go back in the H2D stream's order (work
+  // queued before the failure may still use them) and the error propagates: the host copy and
+  // the entry are untouched, ready for a retry.
+  queued_decode queue_prefetch(entry const& e, std::optional<stream_type> in, void* device,
+                               cudaStream_t tag, std::string const& why)
+  {
+    std::size_t const encoded = known_encoded_bytes(e);
+    std::size_t const n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
+    void* scratch             = nullptr;
+    try {
+      scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
+    } catch (...) {
+      device_pool_.deallocate(device, e.bytes, tag);
+      throw;
+    }
+    queued_decode q;
+    try {
+      if (in && *in != h2d_) { order_after(h2d_, *in); }  // the memory is ours from here on
+      backend_.wait(h2d_, e.host_ready);
+      transfer_decode(e, device, scratch, encoded);
+      q.ready = backend_.record(h2d_);
+      if (dispatch::reports_status_of[e.transfer]) { q.decoded = backend_.record(h2d_); }
+    } catch (...) {
+      backend_.release(q.ready);
+      if (scratch != nullptr) { device_pool_.deallocate(scratch, n, backend_.tag(h2d_)); }
+      device_pool_.deallocate(device, e.bytes, backend_.tag(h2d_));
+      throw;
+    }
+    if (scratch != nullptr) { device_pool_.deallocate(scratch, n, backend_.tag(h2d_)); }
+    return q;
+  }
+
+  // The entry's transfer member's decode, with the host copy's size when the member takes it.
+  void transfer_decode(entry const& e, void* device, void* scratch, std::size_t encoded)
+  {
+    transfer_status* const status = status_of(e.host, e.capacity);
+    dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
+      if constexpr (requires {
+                      T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
+                                status, encoded);
+                    }) {
+        T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status, encoded);
+      } else {
+        T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status);
+      }
+    });
   }
 
   Backend& backend_;

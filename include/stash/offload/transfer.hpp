@@ -15,8 +15,15 @@
  * - `static void encode(B&, typename B::stream, void const* device, std::size_t bytes,
  *    void* host, std::size_t capacity, void* scratch, transfer_status* status)`
  * - `static void decode(B&, typename B::stream, void const* host, std::size_t capacity,
- *    void* device, std::size_t bytes, void* scratch, transfer_status* status)`: on a bad host copy,
- *    writes the error to `*status` instead of throwing (it runs asynchronously).
+ *    void* device, std::size_t bytes, void* scratch, transfer_status* status,
+ *    std::size_t encoded_bytes)`: on a bad host copy, writes the error to `*status` instead of
+ *    throwing (it runs asynchronously). `encoded_bytes` is the host copy's size when the host
+ *    knows it (the offload had completed when the prefetch was queued: the manager read
+ *    `status->encoded_bytes`), else `unknown_encoded_bytes`; it may exceed `capacity` only if the
+ *    slot was corrupted. (A transfer may omit the last parameter; it then always reads `capacity`.)
+ * - optional `static std::size_t decode_scratch_bytes(std::size_t bytes, std::size_t
+ *   encoded_bytes)`: device scratch for that decode, when it differs from `scratch_bytes(bytes)`
+ *   (device_codec_transfer stages the host copy in it).
  * - `static constexpr bool lossless`
  * - `static constexpr bool reports_status`: whether encode/decode write `*status` (the manager
  *   reads it only then).
@@ -44,10 +51,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 
 namespace stash {
+
+/// @brief The `encoded_bytes` a transfer's decode gets when the host does not know the host copy's
+/// size (the offload was still running, or the tensor belongs to a CUDA graph being captured).
+inline constexpr std::size_t unknown_encoded_bytes = std::numeric_limits<std::size_t>::max();
 
 /// @brief What a transfer reports back through the host slot (written by the transfer's own
 /// stream, read by the manager once that stream got there).
@@ -81,14 +93,17 @@ struct raw_transfer {
   /// @tparam Backend The offload backend.
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t,
-                     void* device, std::size_t bytes, void*, transfer_status*)
+                     void* device, std::size_t bytes, void*, transfer_status*,
+                     std::size_t /*encoded_bytes*/ = unknown_encoded_bytes)
   {
     b.copy_async(device, host, bytes, s);
   }
 };
 
-/// @brief A codec's host reference run on the host backend's streams: the CPU twin of the device
-/// codec transfer, so the manager's codec path (sizes, status, errors) is tested without a GPU.
+/// @brief A codec's host reference run on the host backend's streams (or any backend with
+/// `launch(stream, task)`, e.g. stash::testing::fault_injecting_backend): the CPU twin of the
+/// device codec transfer, so the manager's codec path (sizes, status, errors) is tested without a
+/// GPU.
 /// @tparam Codec The codec whose host reference runs.
 template <codec Codec>
 struct host_codec_transfer {
@@ -119,7 +134,9 @@ struct host_codec_transfer {
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief host_encode in `s`'s order.
-  static void encode(host_backend& b, host_backend::stream s, void const* device, std::size_t bytes,
+  /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  template <class Backend>
+  static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void*, transfer_status* status)
   {
     b.launch(s, [=] {
@@ -137,14 +154,19 @@ struct host_codec_transfer {
   }
 
   /// @brief host_decode in `s`'s order; a bad host copy leaves zeros and an error in `*status`.
-  static void decode(host_backend& b, host_backend::stream s, void const* host,
-                     std::size_t capacity, void* device, std::size_t bytes, void*,
-                     transfer_status* status)
+  /// Reads only the first `encoded_bytes` of the slot when the host knows them (as the device
+  /// transfer copies only those), so a size the manager got wrong fails here too.
+  /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  template <class Backend>
+  static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t capacity,
+                     void* device, std::size_t bytes, void*, transfer_status* status,
+                     std::size_t encoded_bytes = unknown_encoded_bytes)
   {
+    std::size_t const readable = encoded_bytes < capacity ? encoded_bytes : capacity;
     b.launch(s, [=] {
       try {
         (void)Codec::host_decode(
-            std::span<std::byte const>(static_cast<std::byte const*>(host), capacity),
+            std::span<std::byte const>(static_cast<std::byte const*>(host), readable),
             std::span<value_type>(static_cast<value_type*>(device), bytes / sizeof(value_type)));
         status->status = codec_status{0, 0, 0};
       } catch (codec_error const& e) {

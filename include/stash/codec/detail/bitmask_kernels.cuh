@@ -51,7 +51,7 @@ __global__ void bitmask_validate_kernel(std::byte const* src, std::uint64_t src_
 template <bool ApplyToGradient>
 __global__ void bitmask_decode_kernel(std::byte const* src, float* dst, codec_status const* status)
 {
-  if (status->code != 0) { return; }
+  if (!block_status_ok(status)) { return; }  // one read per block; the header is valid
   std::uint64_t const n = load_u64(src + off_count);
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::uint64_t{gridDim.x} * blockDim.x) {

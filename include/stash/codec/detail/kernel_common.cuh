@@ -35,6 +35,19 @@ __device__ inline void store_status(codec_status* status, check_result r)
   status->offset   = r.offset;
 }
 
+/// @brief Whether validation passed, as one thread of the block read it: one load per block, not
+/// per thread (the status may be in host memory), and every thread of the block gets the same
+/// answer, so an exit on it is block- (hence warp-) uniform even if another block reports an error
+/// meanwhile. Every thread of the block must call it, before any divergent exit (it synchronizes
+/// the block).
+__device__ inline bool block_status_ok(codec_status const* status)
+{
+  __shared__ std::uint32_t code;
+  if (threadIdx.x == 0) { code = status->code; }
+  __syncthreads();
+  return code == 0u;
+}
+
 /// @brief Blocks for `items` work items of `per_block` each (at least one block).
 inline unsigned int blocks_for(std::uint64_t items, std::uint64_t per_block)
 {

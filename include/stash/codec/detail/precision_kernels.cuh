@@ -45,7 +45,7 @@ __global__ void precision_validate_kernel(std::byte const* src, std::uint64_t sr
 template <class To>
 __global__ void precision_decode_kernel(std::byte const* src, float* dst, codec_status* status)
 {
-  if (status->code != 0) { return; }
+  if (!block_status_ok(status)) { return; }  // one read per block; the header is valid
   std::uint64_t const n      = load_u64(src + off_count);
   std::uint64_t const groups = precision_groups<To>(n);
   for (std::uint64_t g = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; g < groups;

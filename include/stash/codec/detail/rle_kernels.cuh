@@ -108,9 +108,9 @@ __global__ void rle_decode_kernel(std::byte const* src, T* dst, codec_status* st
 {
   constexpr std::uint64_t rec = rle_record_bytes<T>;
   unsigned const lane         = threadIdx.x % 32;
-  // One read per warp, so the whole warp agrees even if another warp reports meanwhile; the
-  // header is only read once validation passed (so it is known to be there).
-  if (__shfl_sync(0xffffffffu, lane == 0 ? status->code : 0u, 0) != 0u) { return; }
+  // One read per block, so every warp agrees even if another block reports meanwhile; the header
+  // is only read once validation passed (so it is known to be there).
+  if (!block_status_ok(status)) { return; }
   std::uint64_t const n        = load_u64(src + off_count);
   std::uint64_t const payload  = load_u64(src + off_payload);
   std::uint64_t const chunks   = rle_chunks(n);

@@ -94,9 +94,9 @@ template <class T>
 __global__ void zvc_decode_kernel(std::byte const* src, T* dst, codec_status* status)
 {
   unsigned const lane = threadIdx.x % 32;
-  // One read per warp, so the whole warp agrees even if another warp reports meanwhile; the
-  // header is only read once validation passed (so it is known to be there).
-  if (__shfl_sync(0xffffffffu, lane == 0 ? status->code : 0u, 0) != 0u) { return; }
+  // One read per block, so every warp agrees even if another block reports meanwhile; the header
+  // is only read once validation passed (so it is known to be there).
+  if (!block_status_ok(status)) { return; }
   zvc_layout const l     = make_zvc_layout(load_u64(src + off_count));
   std::uint64_t const gw = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   if (gw >= l.chunks) { return; }

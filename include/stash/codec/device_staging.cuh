@@ -1,0 +1,45 @@
+/**
+ * @file device_staging.cuh
+ * @brief Stream-ordered helpers around a device decode that need the buffer format: copy the
+ * prefix of a codec buffer its header declares (e.g. from pinned host memory into device memory,
+ * when the host does not know the buffer's size), and zero a destination whose decode failed.
+ */
+#pragma once
+
+#include <stash/codec/codec_status.hpp>
+#include <stash/codec/detail/staging_kernels.cuh>
+#include <stash/core/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace stash {
+
+/// @brief Enqueues a copy of the codec buffer at `src` into `dst`: as many bytes as its header
+/// declares (header + payload; `capacity` when the header is unreadable or declares more), read on
+/// the device, rounded up to 16. `src` and `dst` are 16-byte aligned and hold align_up(capacity,
+/// 16) bytes; `src` may be mapped pinned host memory. Every byte a decoder of that buffer may
+/// read (given `capacity` as the source size) is copied.
+inline void copy_declared_prefix_async(std::byte const* src, std::size_t capacity, std::byte* dst,
+                                       cudaStream_t stream)
+{
+  STASH_EXPECTS(src != nullptr && dst != nullptr, "copy_declared_prefix_async: null buffer");
+  STASH_EXPECTS(reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(dst) % 16 == 0,
+                "copy_declared_prefix_async: buffers must be 16-byte aligned");
+  STASH_CUDA_TRY(detail::copy_declared_prefix_async(src, capacity, dst, stream));
+}
+
+/// @brief Enqueues: if `*status` (device-accessible) reports an error, the `bytes` at `dst` become
+/// zeros, so a failed decode leaves no half-decoded data. The status is read once per block.
+inline void zero_on_decode_error_async(void* dst, std::size_t bytes, codec_status const* status,
+                                       cudaStream_t stream)
+{
+  STASH_EXPECTS(status != nullptr && (bytes == 0 || dst != nullptr),
+                "zero_on_decode_error_async: null status or destination");
+  STASH_CUDA_TRY(detail::zero_on_error_async(dst, bytes, status, stream));
+}
+
+}  // namespace stash
