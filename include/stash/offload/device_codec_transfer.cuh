@@ -22,7 +22,9 @@
  * from device memory, its status too (read once per block), and the status is copied to the host
  * slot for the manager. bench_offload's fourth section times raw H2D, copy + decode and decode from
  * mapped memory. No GPU result is recorded yet. The staging costs device scratch of the
- * compressed size (the slot's capacity when the size is unknown) while the prefetch runs.
+ * compressed size (the slot's capacity when the size is unknown) while the prefetch runs: a
+ * region captured into a CUDA graph never knows the size, so reserve() the device pool for each
+ * prefetch in flight with the tensor plus decode_scratch_bytes(bytes, unknown_encoded_bytes).
  */
 #pragma once
 

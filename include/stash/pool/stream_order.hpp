@@ -99,7 +99,7 @@ class cuda_event_order {
     cudaError_t const status = cudaEventQuery(event);
     STASH_CUDA_CHECK_NOTHROW(cudaThreadExchangeStreamCaptureMode(&mode));
     if (status == cudaErrorNotReady || status == cudaErrorCapturedEvent) {
-      (void)cudaGetLastError();
+      clear_own_error(status);
       return false;
     }
     STASH_CUDA_TRY(status);
@@ -113,7 +113,7 @@ class cuda_event_order {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     cudaError_t const err          = cudaStreamIsCapturing(stream, &status);
     if (err == cudaErrorStreamCaptureImplicit) {  // the legacy stream, beside a capture
-      (void)cudaGetLastError();
+      clear_own_error(err);
       return true;
     }
     STASH_CUDA_TRY(err);
@@ -133,6 +133,14 @@ class cuda_event_order {
       STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(event));
       event = nullptr;
     }
+  }
+
+ private:
+  // Resets the thread's last error only if it is the expected `status` this order just caused: an
+  // error the caller's own earlier launch left pending is not swallowed by a pool's query.
+  static void clear_own_error(cudaError_t status) noexcept
+  {
+    if (cudaPeekAtLastError() == status) { (void)cudaGetLastError(); }
   }
 };
 
