@@ -20,6 +20,7 @@
 
 #include <stash/core/units.hpp>
 #include <stash/pool/detail/dsa_search.hpp>
+#include <stash/pool/detail/sections.hpp>
 #include <stash/pool/detail/time_cells.hpp>
 #include <stash/pool/greedy_planner.hpp>
 #include <stash/pool/offset_planner.hpp>
@@ -31,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -68,7 +70,7 @@ struct search_stats {
   std::uint64_t node_budget{0};       ///< the budget the call ran with
   std::size_t sections{0};            ///< independent sections the input split into
   std::size_t attempts{0};            ///< target footprints tried
-  std::uint64_t greedy_footprint{0};  ///< footprint of the greedy starting plan
+  std::uint64_t greedy_footprint{0};  ///< footprint of the starting plan (greedy per section)
   std::uint64_t lower_bound{0};       ///< L at the plan's alignment
   bool time_capped{false};  ///< search_options::time_cap stopped the search (not reproducible)
 };
@@ -103,30 +105,28 @@ class search_planner {
     STASH_EXPECTS(!options_.capacity || *options_.capacity > 0,
                   "search_planner: capacity must be positive");
 
-    stash::plan best       = greedy_planner{}.plan(intervals, alignment);
-    best.planner           = std::string(name());
-    stats                  = search_stats{};
-    stats.node_budget      = options_.node_budget;
-    stats.greedy_footprint = best.footprint;
-    stats.lower_bound      = plan_lower_bound(intervals, alignment);
-
-    search_state st{intervals, alignment, best, stats, detail::dsa_search::no_deadline};
-    if (options_.time_cap.count() > 0) { st.deadline = start + options_.time_cap; }
-    st.sections    = split_sections(intervals);
-    stats.sections = st.sections.size();
-    st.section_footprint.assign(st.sections.size(), 0);
-    for (std::size_t s = 0; s < st.sections.size(); ++s) {
-      for (auto i : st.sections[s]) {
-        st.section_footprint[s] = std::max(
-            st.section_footprint[s], best.offsets[i] + padded_size(intervals[i].bytes, alignment));
-      }
+    stats             = search_stats{};
+    stats.node_budget = options_.node_budget;
+    stats.lower_bound = plan_lower_bound(intervals, alignment);
+    if (options_.node_budget == 0) {  // the greedy plan only
+      stash::plan best       = greedy_planner{}.plan(intervals, alignment);
+      best.planner           = std::string(name());
+      stats.greedy_footprint = best.footprint;
+      best.plan_time = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start);
+      return best;
     }
-    st.engines.resize(st.sections.size());
-    st.members.resize(st.sections.size());
-
+    stash::plan best;
+    best.planner   = std::string(name());
+    best.alignment = alignment;
+    best.footprint = std::numeric_limits<std::uint64_t>::max();
+    search_state st{intervals, alignment, best, stats};
+    if (options_.time_cap.count() > 0) { st.deadline = start + options_.time_cap; }
+    start_plan(st);
+    stats.sections         = st.sections.size();
+    stats.greedy_footprint = best.footprint;
     if (options_.capacity) {
       auto const target = align_down(*options_.capacity, alignment);
-      if (best.footprint > target && target >= stats.lower_bound && options_.node_budget > 0) {
+      if (best.footprint > target && target >= stats.lower_bound) {
         attempt(st, target, options_.node_budget);
       }
     } else {
@@ -137,8 +137,11 @@ class search_planner {
   }
 
  private:
-  // Node limit of the first restart; later ones follow the Luby sequence in multiples of it.
-  static constexpr std::uint64_t luby_unit = 8000;
+  // Node limit of the first restart: luby_unit, or luby_nodes_per_block per block of the
+  // section if that is more (a run must be able to place every block a few times over); later
+  // ones follow the Luby sequence in multiples of it.
+  static constexpr std::uint64_t luby_unit            = 1000;
+  static constexpr std::uint64_t luby_nodes_per_block = 2;
 
   // Everything one plan() call works on.
   struct search_state {
@@ -146,8 +149,11 @@ class search_planner {
     std::uint64_t alignment;
     stash::plan& best;
     search_stats& stats;
-    std::chrono::steady_clock::time_point deadline;  // the time cap; no_deadline: none
-    std::vector<std::vector<std::uint32_t>> sections{};
+    std::chrono::steady_clock::time_point deadline{detail::dsa_search::no_deadline};
+    std::vector<detail::plan_section> sections{};
+    // The plan the search improves section by section: the stacked blocks at their offsets and
+    // each section's blocks above its base; copied to `best` whenever its footprint is smaller.
+    stash::plan work{};
     std::vector<std::uint64_t> section_footprint{};
     std::vector<std::optional<detail::dsa_search>> engines{};
     std::vector<std::vector<std::uint32_t>> members{};  // per section, its non-empty blocks
@@ -186,41 +192,82 @@ class search_planner {
   {
     ++st.stats.attempts;
     std::vector<std::pair<std::size_t, std::vector<std::uint64_t>>> solved;
+    // (section of the shape, target above its base) -> index into `solved`
+    std::map<std::pair<std::size_t, std::uint64_t>, std::size_t> by_shape;
     std::uint64_t spent = 0;
     for (std::size_t s = 0; s < st.sections.size(); ++s) {
       if (st.section_footprint[s] <= target) { continue; }
+      auto const base = st.sections[s].base;
+      if (base > target) { return false; }
+      auto const key = std::pair(st.sections[s].same_as, target - base);
+      if (auto const it = by_shape.find(key); it != by_shape.end()) {
+        auto units = solved[it->second].second;  // the same shape, already solved: no search
+        solved.emplace_back(s, std::move(units));
+        continue;
+      }
       if (!st.engines[s] &&
-          !build_engine(st.intervals, st.alignment, st.sections[s], st.members[s], st.engines[s])) {
+          !build_engine(st.intervals, st.alignment, st.members[s], st.engines[s])) {
         return false;
       }
-      auto units = solve_section(st, *st.engines[s], target, nodes, spent);
+      auto units = solve_section(st, *st.engines[s], target - base, nodes, spent);
       if (!units) { return false; }
+      by_shape.emplace(key, solved.size());
       solved.emplace_back(s, std::move(*units));
     }
     for (auto& [s, units] : solved) {
-      std::uint64_t fp = 0;
+      // Sections of one shape list their blocks in the same order, so units[k] is for the k-th.
+      auto const base  = st.sections[s].base;
+      std::uint64_t fp = base;
       for (std::size_t k = 0; k < st.members[s].size(); ++k) {
         auto const i       = st.members[s][k];
-        st.best.offsets[i] = units[k] * st.alignment;
-        fp = std::max(fp, st.best.offsets[i] + padded_size(st.intervals[i].bytes, st.alignment));
+        st.work.offsets[i] = base + units[k] * st.alignment;
+        fp = std::max(fp, st.work.offsets[i] + padded_size(st.intervals[i].bytes, st.alignment));
       }
       st.section_footprint[s] = fp;
     }
-    st.best.footprint = st.sections.empty() ? 0
-                                            : *std::max_element(st.section_footprint.begin(),
-                                                                st.section_footprint.end());
+    commit(st);
     return true;
+  }
+
+  // The work plan's footprint from its sections; copied into `best` when smaller.
+  static void commit(search_state& st)
+  {
+    st.work.footprint = 0;
+    for (auto fp : st.section_footprint) { st.work.footprint = std::max(st.work.footprint, fp); }
+    if (st.work.footprint < st.best.footprint) {
+      st.best.offsets   = st.work.offsets;
+      st.best.footprint = st.work.footprint;
+    }
+  }
+
+  // The search's starting point, the greedy planner's plan: the input split into sections, the
+  // blocks live over a whole section stacked below it, and each section planned greedily.
+  static void start_plan(search_state& st)
+  {
+    auto split      = detail::split_sections(st.intervals, st.alignment);
+    st.sections     = std::move(split.sections);
+    st.work.offsets = std::move(split.offsets);
+    detail::greedy_sections(st.intervals, st.alignment, st.sections, st.work.offsets,
+                            st.section_footprint);
+    auto const n = st.sections.size();
+    st.engines.resize(n);
+    st.members.assign(n, {});
+    for (std::size_t s = 0; s < n; ++s) {
+      for (auto i : st.sections[s].blocks) {
+        if (st.intervals[i].bytes != 0) { st.members[s].push_back(i); }
+      }
+    }
+    commit(st);
   }
 
   // Portfolio with restarts: three static orders x {critical cell first, plain offset order,
   // critical cell first with its largest blocks first}, node limits following the Luby sequence
-  // (luby_unit x 1 1 2 1 1 2 4 ...), orders randomly perturbed after the first nine. The
-  // search's running time is heavy-tailed in the order, so many short runs beat one long one;
-  // the engine remembers failed sub-states across the runs. (The unit was picked on the
-  // MiniMalloc instances: each of the hard ones is solved by one short run of the sequence, and
-  // 8000 is long enough for K's and early enough for G's; see
-  // benchmarks/results/planners_minimalloc.md.) Runs until `spent` reaches `nodes`; returns the
-  // offsets in units of the alignment, or nothing.
+  // (unit x 1 1 2 1 1 2 4 ...), orders randomly perturbed after the first nine. The search's
+  // running time is heavy-tailed in the order, so many short runs beat one long one; the engine
+  // remembers failed sub-states across the runs. (The unit was picked on the MiniMalloc
+  // instances, where each hard one is solved by one short run of the sequence, and checked on
+  // the training traces; see benchmarks/results/planners.md for how sensitive that is.) Runs
+  // until `spent` reaches `nodes`; returns the offsets in units of the alignment, or nothing.
   std::optional<std::vector<std::uint64_t>> solve_section(search_state& st,
                                                           detail::dsa_search& engine,
                                                           std::uint64_t target, std::uint64_t nodes,
@@ -230,7 +277,8 @@ class search_planner {
                                             detail::dsa_order::taw};
     std::vector<std::uint64_t> units;
     for (std::uint64_t run = 0; spent < nodes && !time_up(st); ++run) {
-      std::uint64_t const limit = std::min(luby_unit * luby(run + 1), nodes - spent);
+      std::uint64_t const unit  = std::max(luby_unit, luby_nodes_per_block * engine.blocks());
+      std::uint64_t const limit = std::min(unit * luby(run + 1), nodes - spent);
       auto const status =
           engine.solve(target / st.alignment, orders[run % 3], limit, units, run < 9 ? 0 : run,
                        /*critical_first=*/(run / 3) % 3 != 1,
@@ -257,34 +305,11 @@ class search_planner {
     }
   }
 
-  // Groups block indices into maximal runs of time in which something is always live.
-  static std::vector<std::vector<std::uint32_t>> split_sections(
-      std::span<const lifetime_interval> intervals)
-  {
-    std::vector<std::uint32_t> order(intervals.size());
-    std::iota(order.begin(), order.end(), 0U);
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return intervals[a].begin < intervals[b].begin;
-    });
-    std::vector<std::vector<std::uint32_t>> out;
-    std::uint64_t reach = 0;
-    for (auto i : order) {
-      if (out.empty() || intervals[i].begin >= reach) { out.emplace_back(); }
-      out.back().push_back(i);
-      reach = std::max(reach, intervals[i].end);
-    }
-    return out;
-  }
-
   bool build_engine(std::span<const lifetime_interval> intervals, std::uint64_t alignment,
-                    std::vector<std::uint32_t> const& section, std::vector<std::uint32_t>& members,
+                    std::vector<std::uint32_t> const& members,
                     std::optional<detail::dsa_search>& engine) const
   {
-    members.clear();
-    for (auto i : section) {
-      if (intervals[i].bytes != 0) { members.push_back(i); }
-    }
-    auto cells = detail::make_time_cells(intervals, members);
+    auto cells = detail::make_time_cells(intervals, members, /*begins_only=*/true);
     detail::dsa_instance inst;
     inst.size.reserve(members.size());
     for (auto i : members) {
