@@ -104,11 +104,19 @@ class dsa_search {
       }
     }
     by_begin_ = std::move(by_begin);
-    by_size_  = neighbors_;
-    for (auto& v : by_size_) {
-      std::sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) {
+    // Each block's neighbours by ascending (size, index): one sort of all blocks, then every
+    // block appended to its neighbours' lists in that order (no sort per list).
+    {
+      std::vector<std::uint32_t> by_size(n_);
+      for (std::uint32_t i = 0; i < n_; ++i) { by_size[i] = i; }
+      std::sort(by_size.begin(), by_size.end(), [&](std::uint32_t a, std::uint32_t b) {
         return inst_.size[a] != inst_.size[b] ? inst_.size[a] < inst_.size[b] : a < b;
       });
+      by_size_.resize(n_);
+      for (std::size_t b = 0; b < n_; ++b) { by_size_[b].reserve(neighbors_[b].size()); }
+      for (auto e : by_size) {
+        for (auto c : neighbors_[e]) { by_size_[c].push_back(e); }
+      }
     }
     twin_.resize(n_);
     {
@@ -149,6 +157,7 @@ class dsa_search {
     deadline_  = deadline;
     max_nodes_ = max_nodes;
     nodes_     = 0;
+    work_      = 0;
     aborted_   = false;
     timed_out_ = false;
     level_     = 0;
@@ -200,6 +209,13 @@ class dsa_search {
   /// @brief The `deadline` of solve() that means none: the clock is never read.
   static constexpr std::chrono::steady_clock::time_point no_deadline =
       std::chrono::steady_clock::time_point::max();
+
+  /// @brief Caps the work of the next solve() calls (see work()); none: no cap but the nodes.
+  void limit_work(std::uint64_t max_work) noexcept { max_work_ = max_work; }
+
+  /// @brief Work of the last solve(): every node counts the blocks and time cells it works over
+  /// (the size of its subproblem), so work follows the search's time more closely than nodes.
+  [[nodiscard]] std::uint64_t work() const noexcept { return work_; }
 
   /// @brief Blocks in the instance.
   [[nodiscard]] std::size_t blocks() const noexcept { return n_; }
@@ -329,12 +345,12 @@ class dsa_search {
     return true;
   }
 
-  // Counts a node; true once the node budget (or the optional deadline, checked every 256
-  // nodes and only when one was given) is spent.
+  // Counts a node; true once the node or work budget (or the optional deadline, checked every
+  // 256 nodes and only when one was given) is spent.
   bool budget_spent()
   {
     ++nodes_;
-    if (nodes_ >= max_nodes_) {
+    if (nodes_ >= max_nodes_ || work_ >= max_work_) {
       aborted_ = true;
     } else if (deadline_ != no_deadline && (nodes_ & 255U) == 0 &&
                std::chrono::steady_clock::now() >= deadline_) {
@@ -417,6 +433,7 @@ class dsa_search {
                 std::vector<std::uint32_t> const& by_minoff)
   {
     auto const [lo_cell, hi_cell] = cell_range(active);
+    work_ += active.size() + (hi_cell - lo_cell);
     if (auto const solved = solve_parts(active, by_minoff, lo_cell, hi_cell)) { return *solved; }
     if (!infer(by_minoff, lo_cell, hi_cell)) { return false; }
     std::size_t crit_group            = 0;
@@ -752,6 +769,8 @@ class dsa_search {
   std::chrono::steady_clock::time_point deadline_{no_deadline};
   std::uint64_t max_nodes_{0};
   std::uint64_t nodes_{0};
+  std::uint64_t max_work_{none};
+  std::uint64_t work_{0};
   bool aborted_{false};
   bool timed_out_{false};  // aborted_ by the deadline, not by the node budget
 
