@@ -10,7 +10,10 @@
 #include <stash/pool/plan.hpp>
 #include <stash/pool/plan_checker.hpp>
 #include <stash/pool/search_planner.hpp>
+#include <stash/trace/lifetime.hpp>
 #include <stash/trace/minimalloc_reader.hpp>
+#include <stash/trace/trace_reader.hpp>
+#include <stash_tools/planner_workloads.hpp>
 
 #include "support/data.hpp"
 
@@ -348,51 +351,82 @@ TEST_CASE("search planner: statistics and independent sections")
   CHECK(p.footprint == 10);
 }
 
-TEST_CASE("search planner packs MiniMalloc instances A, B, C, F, H and J within capacity")
+TEST_CASE("search planner packs all 11 MiniMalloc instances within capacity on the default budget")
 {
   for (char const* name :
        {"minimalloc/A.1048576.csv", "minimalloc/B.1048576.csv", "minimalloc/C.1048576.csv",
-        "minimalloc/F.1048576.csv", "minimalloc/H.1048576.csv", "minimalloc/J.1048576.csv"}) {
+        "minimalloc/D.1048576.csv", "minimalloc/E.1048576.csv", "minimalloc/F.1048576.csv",
+        "minimalloc/G.1048576.csv", "minimalloc/H.1048576.csv", "minimalloc/I.1048576.csv",
+        "minimalloc/J.1048576.csv", "minimalloc/K.1048576.csv"}) {
     CAPTURE(name);
     auto const inst = stash::read_minimalloc_csv(stash::test::data_path(name));
     REQUIRE(inst.capacity.has_value());
     auto const greedy = checked(stash::greedy_planner{}, inst.buffers, 1);
     CHECK(greedy.footprint > *inst.capacity);  // these are hard for greedy
-    stash::search_options o;  // the default budget: J, the hardest of these, needs ~145k nodes
+    stash::search_options o;  // the default budget: G, the hardest, needs ~92k nodes, ~31 M work
     o.capacity = inst.capacity;
     CHECK(o.node_budget == stash::default_search_nodes);
+    CHECK(o.work_budget == stash::default_search_work);
     stash::search_stats stats;
     auto const p = stash::search_planner(o).plan(inst.buffers, 1, stats);
     stash::check_plan(inst.buffers, p);
     CHECK(p.footprint <= *inst.capacity);
     CHECK(stats.nodes <= o.node_budget);
+    CHECK(stats.work <= o.work_budget);
     CHECK_FALSE(stats.time_capped);
   }
 }
 
-TEST_CASE("search planner packs MiniMalloc instances D, I and K within capacity on a node budget")
+TEST_CASE("search planner: a larger budget changes nothing once a plan is found")
 {
-  // D needs a tight lower offset for the blocks that must rise; I and K also need the restart
-  // portfolio; each needs more nodes than the default budget.
+  // D needs a tight lower offset for the blocks that must rise; I and K the restart portfolio.
+  // The search stops at its first plan within capacity, so on a 1 M node budget (and no work
+  // cap) it stops at the same node as on the default one.
   for (char const* name :
        {"minimalloc/D.1048576.csv", "minimalloc/I.1048576.csv", "minimalloc/K.1048576.csv"}) {
     CAPTURE(name);
     auto const inst = stash::read_minimalloc_csv(stash::test::data_path(name));
     REQUIRE(inst.capacity.has_value());
     stash::search_options o;
-    o.capacity    = inst.capacity;
+    o.capacity = inst.capacity;
+    stash::search_stats by_default;
+    auto const d  = stash::search_planner(o).plan(inst.buffers, 1, by_default);
     o.node_budget = 1'000'000;
+    o.work_budget = 0;  // no cap but the nodes
     stash::search_stats stats;
     auto const p = stash::search_planner(o).plan(inst.buffers, 1, stats);
     stash::check_plan(inst.buffers, p);
     CHECK(p.footprint <= *inst.capacity);
-    CHECK(stats.nodes <= o.node_budget);
+    CHECK(stats.nodes == by_default.nodes);
+    CHECK(p.offsets == d.offsets);
   }
+}
+
+TEST_CASE("search planner: the work budget stops a search deterministically")
+{
+  // G within capacity needs ~31 M work: on 2 M the search runs out, always at the same node,
+  // having spent the budget and at most one node's work beyond it.
+  auto const g = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/G.1048576.csv"));
+  stash::search_options o;
+  o.capacity    = g.capacity;
+  o.work_budget = 2'000'000;
+  stash::search_stats first, second;
+  auto const p1 = stash::search_planner(o).plan(g.buffers, 1, first);
+  auto const p2 = stash::search_planner(o).plan(g.buffers, 1, second);
+  stash::check_plan(g.buffers, p1);
+  CHECK(p1.footprint > *g.capacity);
+  CHECK(p1.offsets == p2.offsets);
+  CHECK(first.work == second.work);
+  CHECK(first.nodes == second.nodes);
+  CHECK(first.nodes < o.node_budget);  // the work stopped it, not the nodes
+  CHECK(first.work >= o.work_budget);
+  CHECK(first.work <= o.work_budget + 2 * g.buffers.size());
+  CHECK(first.work_budget == o.work_budget);
 }
 
 TEST_CASE("search planner: the node budget alone decides the plan, split over targets in nodes")
 {
-  // G within capacity needs ~1 M nodes: on 30k the search runs out, always at the same node.
+  // G within capacity needs ~92k nodes: on 30k the search runs out, always at the same node.
   auto const g = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/G.1048576.csv"));
   stash::search_options o;
   o.capacity    = g.capacity;
@@ -505,4 +539,27 @@ TEST_CASE("greedy plans 100k blocks (a MiniMalloc instance repeated in time) val
   auto const p = checked(stash::greedy_planner{}, big, 1);
   // Repetitions are disjoint in time, so the footprint is that of one copy.
   CHECK(p.footprint == stash::greedy_planner{}.plan(inst.buffers, 1).footprint);
+}
+
+TEST_CASE("search planner on a 100k-storage real trace: iterations planned once, alpha of one")
+{
+  // resnet18's step 151 times back to back (parameters and optimizer state allocated once):
+  // the iterations are sections of one shape, so the search solves one and reuses it.
+  auto const tr   = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  auto const one  = stash::lifetime_intervals(tr);
+  auto const many = stash_tools::repeat_iterations(tr, 151);
+  REQUIRE(many.size() > 100000);
+  stash::search_stats single, repeated;
+  auto const p1 = stash::search_planner{}.plan(one, 256, single);
+  auto const pn = stash::search_planner{}.plan(many, 256, repeated);
+  stash::check_plan(one, p1);
+  stash::check_plan(many, pn);
+  CHECK(repeated.sections == 151);
+  CHECK(repeated.nodes == single.nodes);
+  CHECK(repeated.lower_bound == single.lower_bound);
+  CHECK(pn.footprint == p1.footprint);
+  CHECK(pn.footprint == single.lower_bound);  // alpha 1 here, as on one iteration
+  // Greedy, also per section: the same footprint as on one iteration.
+  CHECK(stash::greedy_planner{}.plan(many, 256).footprint ==
+        stash::greedy_planner{}.plan(one, 256).footprint);
 }
