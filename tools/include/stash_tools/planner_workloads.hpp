@@ -1,8 +1,9 @@
 /**
  * @file planner_workloads.hpp
  * @brief Inputs derived from recorded traces for the planner benchmarks and tests: many training
- * iterations back to back (a large real trace without a large file), and one iteration of a
- * transformer at another sequence length (shapes that change from step to step).
+ * iterations back to back (a large real trace without a large file), one iteration of a
+ * transformer at another sequence length (shapes that change from step to step), and a trace's
+ * lifetimes with other sizes (inputs the planners were not tuned on).
  */
 #pragma once
 
@@ -11,8 +12,10 @@
 #include <stash/trace/lifetime_interval.hpp>
 #include <stash/trace/trace.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace stash_tools {
@@ -109,6 +112,21 @@ struct alloc_step {
     }
   }
   return out;
+}
+
+/// @brief `intervals` with every size multiplied by a factor drawn uniformly from [0.5, 1.5]
+/// (std::mt19937_64 seeded with `seed`, so the same on every platform), rounded down to a
+/// multiple of 4 bytes and at least 4: the same lifetimes, a packing problem the planners have
+/// not seen.
+[[nodiscard]] inline std::vector<stash::lifetime_interval> perturb_sizes(
+    std::vector<stash::lifetime_interval> intervals, std::uint64_t seed)
+{
+  std::mt19937_64 rng(seed);
+  for (auto& b : intervals) {
+    auto const permille = 500 + rng() % 1001;  // 0.500 .. 1.500
+    b.bytes             = std::max<std::uint64_t>(4, b.bytes * permille / 1000 / 4 * 4);
+  }
+  return intervals;
 }
 
 }  // namespace stash_tools
