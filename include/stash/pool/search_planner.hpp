@@ -51,9 +51,9 @@ namespace stash {
 inline constexpr std::uint64_t default_search_nodes = 200'000;
 
 /// @brief Default work budget of a stash::search_planner per plan() call: each node counts the
-/// blocks and time cells of its subproblem, so a node on a 3,000-block trace costs about a
-/// hundred times one on a 300-block MiniMalloc instance. About 1 s of search on one core of the
-/// machine of benchmarks/results/planners.md, whatever the input's size.
+/// blocks and time cells of its subproblem, so a node on a 3,000-block trace counts about ten
+/// times one on a 300-block MiniMalloc instance, as it costs. About 1 s of search on one core of
+/// the machine of benchmarks/results/planners.md, whatever the input's size.
 inline constexpr std::uint64_t default_search_work = 100'000'000;
 
 /// @brief Budget and target of a stash::search_planner. The search stops on search nodes and
