@@ -1,5 +1,7 @@
 // bench_planners: offset planners on MiniMalloc's 11 "challenging" instances, a 100k-block
-// instance and the recorded training traces. Prints a Markdown table (or JSON with --json).
+// instance, the recorded training traces (every data/traces/*.trace) and 100k-storage real
+// traces (iterations of a recorded trace back to back, stash_tools::repeat_iterations). Prints a
+// Markdown table (or JSON with --json).
 //
 //   bench_planners [--data DIR] [--nodes N] [--trace-nodes N] [--time-cap-ms N] [--json]
 //
@@ -15,10 +17,15 @@
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/minimalloc_reader.hpp>
 #include <stash/trace/trace_reader.hpp>
+#include <stash_tools/planner_workloads.hpp>
+
+#include <algorithm>
+#include <filesystem>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <string>
 #include <vector>
@@ -38,8 +45,12 @@ struct row {
   double greedy_s{0};
   std::uint64_t search{0};
   double search_s{0};
+  double search_cpu_s{0};  // CPU time of the search (one thread): less sensitive to the load
   std::uint64_t nodes{0};
   bool capped{false};  // the time cap cut the search short
+  std::size_t sections{0};
+  std::uint64_t work{0};
+  double one_iteration_alpha{0};  // repeated traces: the search's alpha on one iteration
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0)
@@ -65,12 +76,16 @@ row run(std::string const& name, std::vector<stash::lifetime_interval> const& in
   o.node_budget = nodes;
   o.time_cap    = time_cap;
   stash::search_stats stats;
-  auto const s = stash::search_planner(o).plan(in, alignment, stats);
+  auto const c0  = std::clock();
+  auto const s   = stash::search_planner(o).plan(in, alignment, stats);
+  r.search_cpu_s = double(std::clock() - c0) / CLOCKS_PER_SEC;
   stash::check_plan(in, s);
   r.search   = s.footprint;
   r.search_s = s.plan_seconds();
   r.nodes    = stats.nodes;
   r.capped   = stats.time_capped;
+  r.sections = stats.sections;
+  r.work     = stats.work;
   return r;
 }
 
@@ -134,13 +149,53 @@ int main(int argc, char** argv)
     auto const lbig      = stash::plan_lower_bound(big, 1);
     double const lb_s    = seconds_since(t0);
 
-    for (char const* t : {"resnet18_b32", "vgg16_b32", "alexnet_b128", "mobilenet_v2_b32",
-                          "transformer_encoder_b8"}) {
+    std::vector<std::string> names;
+    for (auto const& e : std::filesystem::directory_iterator(data + "/traces")) {
+      if (e.path().extension() == ".trace") { names.push_back(e.path().stem().string()); }
+    }
+    std::sort(names.begin(), names.end());
+    for (auto const& t : names) {
       auto const tr = stash::read_trace(data + "/traces/" + t + ".trace");
       auto const in = stash::lifetime_intervals(tr);
       traces.push_back(run(t, in, stash::cuda_allocation_alignment, std::nullopt, trace_nodes,
                            std::chrono::milliseconds(time_cap_ms)));
-      std::fprintf(stderr, "%s done\n", t);
+      std::fprintf(stderr, "%s done\n", t.c_str());
+    }
+
+    // The same traces with every size scaled by a random factor in [0.5, 1.5] (4 seeds each):
+    // packing problems the planner was not tuned on.
+    std::vector<row> perturbed;
+    for (auto const& t : names) {
+      auto const in =
+          stash::lifetime_intervals(stash::read_trace(data + "/traces/" + t + ".trace"));
+      for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        perturbed.push_back(run(t + " #" + std::to_string(seed),
+                                stash_tools::perturb_sizes(in, seed),
+                                stash::cuda_allocation_alignment, std::nullopt, trace_nodes,
+                                std::chrono::milliseconds(time_cap_ms)));
+      }
+      std::fprintf(stderr, "%s perturbed done\n", t.c_str());
+    }
+
+    // 100k-storage real traces: iterations back to back (parameters and optimizer state once).
+    std::vector<row> repeated;
+    for (char const* t : {"resnet18_b32", "regnet_y_400mf_b64"}) {
+      auto const tr          = stash::read_trace(data + "/traces/" + t + ".trace");
+      auto const one         = stash::lifetime_intervals(tr);
+      std::size_t persistent = 0;
+      for (auto const& b : one) { persistent += b.end == tr.events().size() ? 1 : 0; }
+      std::size_t const per  = one.size() - persistent;
+      std::size_t const reps = (100000 - persistent + per - 1) / per;
+      auto const in          = stash_tools::repeat_iterations(tr, reps);
+      auto r =
+          run(std::string(t) + " x" + std::to_string(reps), in, stash::cuda_allocation_alignment,
+              std::nullopt, trace_nodes, std::chrono::milliseconds(time_cap_ms));
+      auto const single =
+          std::find_if(traces.begin(), traces.end(), [&](row const& x) { return x.name == t; });
+      r.one_iteration_alpha =
+          single == traces.end() ? 0.0 : double(single->search) / double(single->lower);
+      repeated.push_back(r);
+      std::fprintf(stderr, "%s x%zu done\n", t, reps);
     }
 
     if (json) {
@@ -165,12 +220,25 @@ int main(int argc, char** argv)
         auto const& r = traces[i];
         std::printf(
             "    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"greedy\": %llu, "
-            "\"greedy_alpha\": %.5f, \"search\": %llu, \"search_alpha\": %.5f, \"search_s\": "
-            "%.3f, \"nodes\": %llu, \"time_capped\": %s}%s\n",
+            "\"greedy_alpha\": %.5f, \"greedy_s\": %.4f, \"search\": %llu, \"search_alpha\": "
+            "%.5f, \"search_s\": %.3f, \"nodes\": %llu, \"sections\": %zu, \"time_capped\": "
+            "%s}%s\n",
             r.name.c_str(), r.blocks, (unsigned long long)r.lower, (unsigned long long)r.greedy,
-            double(r.greedy) / double(r.lower), (unsigned long long)r.search,
-            double(r.search) / double(r.lower), r.search_s, (unsigned long long)r.nodes,
+            double(r.greedy) / double(r.lower), r.greedy_s, (unsigned long long)r.search,
+            double(r.search) / double(r.lower), r.search_s, (unsigned long long)r.nodes, r.sections,
             r.capped ? "true" : "false", i + 1 < traces.size() ? "," : "");
+      }
+      std::printf("  ],\n  \"repeated\": [\n");
+      for (std::size_t i = 0; i < repeated.size(); ++i) {
+        auto const& r = repeated[i];
+        std::printf(
+            "    {\"name\": \"%s\", \"blocks\": %zu, \"lower_bound\": %llu, \"greedy_alpha\": "
+            "%.5f, \"greedy_s\": %.4f, \"search_alpha\": %.5f, \"one_iteration_alpha\": %.5f, "
+            "\"search_s\": %.3f, \"nodes\": %llu, \"sections\": %zu}%s\n",
+            r.name.c_str(), r.blocks, (unsigned long long)r.lower,
+            double(r.greedy) / double(r.lower), r.greedy_s, double(r.search) / double(r.lower),
+            r.one_iteration_alpha, r.search_s, (unsigned long long)r.nodes, r.sections,
+            i + 1 < repeated.size() ? "," : "");
       }
       std::printf("  ]\n}\n");
       return 0;
@@ -180,17 +248,18 @@ int main(int argc, char** argv)
     std::printf("## MiniMalloc challenging instances (alignment 1, capacity 1048576)\n\n");
     std::printf(
         "| inst | blocks | L | L/cap | greedy | greedy/L | greedy s | search | search/L | within "
-        "cap | search s | nodes |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
+        "cap | search s | search cpu s | nodes |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
     for (auto const& r : mm) {
       bool const ok = r.search <= r.capacity;
       within += ok ? 1 : 0;
       std::printf(
-          "| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %llu%s |\n",
+          "| %s | %zu | %llu | %.3f | %llu | %.3f | %.4f | %llu | %.3f | %s | %.2f | %.2f | "
+          "%llu%s |\n",
           r.name.c_str(), r.blocks, (unsigned long long)r.lower,
           double(r.lower) / double(r.capacity), (unsigned long long)r.greedy,
           double(r.greedy) / double(r.lower), r.greedy_s, (unsigned long long)r.search,
-          double(r.search) / double(r.lower), ok ? "yes" : "NO", r.search_s,
+          double(r.search) / double(r.lower), ok ? "yes" : "NO", r.search_s, r.search_cpu_s,
           (unsigned long long)r.nodes, r.capped ? " (capped)" : "");
     }
     std::printf("\nwithin capacity: %d of %zu (search budget %llu nodes each", within, mm.size(),
@@ -208,15 +277,37 @@ int main(int argc, char** argv)
         "## Training traces (alignment 256, no capacity: minimise toward L; %llu nodes each)\n\n",
         (unsigned long long)trace_nodes);
     std::printf(
-        "| trace | blocks | L | greedy | greedy alpha | search | search alpha | search s | nodes "
-        "|\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "| trace | blocks | L | greedy alpha | greedy s | search alpha | search s | search cpu s "
+        "| nodes | greedy + search s |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (auto const& r : traces) {
-      std::printf("| %s | %zu | %llu | %llu | %.5f | %llu | %.5f | %.2f | %llu%s |\n",
-                  r.name.c_str(), r.blocks, (unsigned long long)r.lower,
-                  (unsigned long long)r.greedy, double(r.greedy) / double(r.lower),
-                  (unsigned long long)r.search, double(r.search) / double(r.lower), r.search_s,
-                  (unsigned long long)r.nodes, r.capped ? " (capped)" : "");
+      std::printf(
+          "| %s | %zu | %llu | %.5f | %.3f | %.5f | %.3f | %.3f | %llu%s | %.3f |\n",
+          r.name.c_str(), r.blocks, (unsigned long long)r.lower, double(r.greedy) / double(r.lower),
+          r.greedy_s, double(r.search) / double(r.lower), r.search_s, r.search_cpu_s,
+          (unsigned long long)r.nodes, r.capped ? " (capped)" : "", r.greedy_s + r.search_s);
+    }
+    std::printf(
+        "\n## Perturbed traces (every size x a random factor in [0.5, 1.5], seeds 1-4)\n\n"
+        "| trace #seed | greedy alpha | search alpha | search s | search cpu s | nodes | work |\n"
+        "|---|---:|---:|---:|---:|---:|---:|\n");
+    for (auto const& r : perturbed) {
+      std::printf("| %s | %.5f | %.5f | %.3f | %.3f | %llu | %llu%s |\n", r.name.c_str(),
+                  double(r.greedy) / double(r.lower), double(r.search) / double(r.lower),
+                  r.search_s, r.search_cpu_s, (unsigned long long)r.nodes,
+                  (unsigned long long)r.work, r.capped ? " (capped)" : "");
+    }
+    std::printf(
+        "\n## 100k-storage real traces (iterations back to back; parameters and optimizer state "
+        "allocated once)\n\n"
+        "| trace | blocks | sections | greedy alpha | greedy s | search alpha | alpha, one "
+        "iteration | search s | search cpu s | nodes |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (auto const& r : repeated) {
+      std::printf("| %s | %zu | %zu | %.5f | %.3f | %.5f | %.5f | %.3f | %.3f | %llu%s |\n",
+                  r.name.c_str(), r.blocks, r.sections, double(r.greedy) / double(r.lower),
+                  r.greedy_s, double(r.search) / double(r.lower), r.one_iteration_alpha, r.search_s,
+                  r.search_cpu_s, (unsigned long long)r.nodes, r.capped ? " (capped)" : "");
     }
   } catch (std::exception const& e) {
     std::fprintf(stderr, "bench_planners: %s\n", e.what());

@@ -37,8 +37,11 @@ void usage(std::ostream& out)
          "sizes padded to the alignment), planning time, the search nodes used and the best\n"
          "plan. Traces are planned with 256-B alignment and compared with a caching pool\n"
          "replaying the same allocations; CSVs are planned byte-exact with the capacity as the\n"
-         "search's target. The search stops on nodes, not time, so its plans are the same on\n"
-         "any machine and load.\n"
+         "search's target. The search stops on nodes and on work (nodes weighted by the size\n"
+         "of their subproblem; "
+      << stash::default_search_work / 1'000'000
+      << " M by default, about 1 s), not on time, so its plans\n"
+         "are the same on any machine and load.\n"
          "  --search-nodes N   node budget of the search planner per FILE (default "
       << stash::default_search_nodes
       << "; 0: greedy\n"

@@ -321,3 +321,99 @@ TEST_CASE(
   CHECK(arena.replans() == 0);
   CHECK(arena.state() == stash::arena_state::replaying);
 }
+
+namespace {
+// The family of iterations of the tests below: `scales` run in order through an arena with the
+// given options; returns the arena's figures after the run.
+struct family_result {
+  std::uint64_t fallbacks{};
+  std::uint64_t replans{};
+  std::size_t arena_bytes{};
+  bool ok{};
+  stash::arena_state state{};
+};
+family_result run_family(stash::lifetime_arena_options const& o,
+                         std::vector<std::size_t> const& scales)
+{
+  host_arena arena(stash::host_upstream{}, o);
+  iteration_runner runner{arena};
+  for (auto s : scales) { runner.run(training_like_iteration(s)); }
+  return {arena.stats().fallbacks, arena.replans(), arena.arena_bytes(), runner.ok, arena.state()};
+}
+}  // namespace
+
+TEST_CASE("lifetime_arena, largest sizes: a variable-length family is planned once and replays")
+{
+  // Three recorded iterations (scales 1, 3, 2: the sizes vary, the sequence does not), then a
+  // dozen more of those shapes in another order.
+  std::vector<std::size_t> scales{1, 3, 2};
+  for (std::size_t i = 0; i < 12; ++i) { scales.push_back(1 + (i * 7) % 3); }
+  stash::lifetime_arena_options o;
+  o.sizes             = stash::arena_sizes::largest;
+  o.record_iterations = 3;
+  auto const family   = run_family(o, scales);
+  CHECK(family.ok);
+  CHECK(family.state == stash::arena_state::replaying);
+  CHECK(family.fallbacks == 0);
+  CHECK(family.replans == 0);
+  // Every slot is planned at its largest size, here those of scale 3: the footprint is that of
+  // the scale-3 iteration's own plan.
+  auto const largest = run_family({}, {3});
+  CHECK(family.arena_bytes == largest.arena_bytes);
+
+  // Exact sizes (the default) on the same run: the smaller and larger shapes fall back, and the
+  // alternating pattern never settles enough for a plan that serves them all.
+  auto const exact = run_family({}, scales);
+  CHECK(exact.ok);
+  CHECK(exact.fallbacks > 0);
+}
+
+TEST_CASE(
+    "lifetime_arena, largest sizes: a larger member falls back, then the family is re-planned")
+{
+  stash::lifetime_arena_options o;
+  o.sizes             = stash::arena_sizes::largest;
+  o.settle_iterations = 2;
+  host_arena arena(stash::host_upstream{}, o);
+  iteration_runner runner{arena};
+  runner.run(training_like_iteration(1));
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+  auto const small = arena.arena_bytes();
+  runner.run(training_like_iteration(1));
+  CHECK(arena.stats().fallbacks == 0);
+  runner.run(training_like_iteration(2));  // larger than every slot: all of it falls back
+  auto const after_one = arena.stats().fallbacks;
+  CHECK(after_one > 0);
+  CHECK(arena.replans() == 0);
+  runner.run(training_like_iteration(2));  // twice in a row: planned anew at the larger sizes
+  CHECK(arena.replans() == 1);
+  CHECK(arena.arena_bytes() > small);
+  auto const settled = arena.stats().fallbacks;
+  for (std::size_t s : {1, 2, 1, 2}) { runner.run(training_like_iteration(s)); }
+  CHECK(runner.ok);
+  CHECK(arena.stats().fallbacks == settled);  // both shapes replay from the new plan
+  CHECK(arena.replans() == 1);
+}
+
+TEST_CASE("lifetime_arena, largest sizes with size classes: small growth stays in its slot")
+{
+  auto const iteration = training_like_iteration();
+  auto grown           = iteration;
+  grown[4].bytes += 4096;  // the second activation grows a little (294912 -> 299008 B)
+  stash::lifetime_arena_options o;
+  o.sizes        = stash::arena_sizes::largest;
+  o.size_classes = 4;  // 294912 B is planned as its class, 327680 B (1.25 x 2^18)
+  for (bool classes : {false, true}) {
+    CAPTURE(classes);
+    auto opts = o;
+    if (!classes) { opts.size_classes = 0; }
+    host_arena arena(stash::host_upstream{}, opts);
+    iteration_runner runner{arena};
+    runner.run(iteration);
+    runner.run(grown);
+    runner.run(iteration);
+    CHECK(runner.ok);
+    CHECK(arena.replans() == 0);
+    CHECK(arena.stats().fallbacks == (classes ? 0U : 1U));
+  }
+}

@@ -309,7 +309,7 @@ TEST_CASE("stash-plan planner JSON on a real trace and a MiniMalloc CSV is consi
       CHECK(json_number(json, "capacity_bytes") == 1048576);
       CHECK(min_footprint <= 1048576);
       CHECK(json.find("\"within_capacity\":true") != std::string::npos);
-      CHECK(json_number(json, "search_nodes") == 16630);
+      CHECK(json_number(json, "search_nodes") == 2616);
       CHECK(json.find("\"caching_pool\"") == std::string::npos);
     } else {
       double const pool = json_number(json, "reserved_peak_bytes");
@@ -317,7 +317,7 @@ TEST_CASE("stash-plan planner JSON on a real trace and a MiniMalloc CSV is consi
       CHECK(json_number(json, "best_plan_saving_percent") ==
             doctest::Approx((pool - min_footprint) / pool * 100.0));
       CHECK(json.find("\"policies\"") == std::string::npos);  // not asked for
-      CHECK(json_number(json, "search_nodes") == 964);
+      CHECK(json_number(json, "search_nodes") == 822);
     }
     CHECK(json_number(json, "node_budget") == 20'000);
     CHECK(json.find("\"time_capped\":false") != std::string::npos);

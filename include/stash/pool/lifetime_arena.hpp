@@ -30,6 +30,20 @@
 
 namespace stash {
 
+/// @brief How a lifetime_arena matches an allocation to the slot planned for it.
+enum class arena_sizes : std::uint8_t {
+  /// Only at the recorded size: an allocation of another size goes to the fallback pool and
+  /// counts as a deviation (the default; SmartPool's scheme).
+  exact,
+  /// At any size up to the slot's: iterations whose sequences differ only in sizes (a variable
+  /// sequence length, a smaller last batch) form one family, and each slot is planned at the
+  /// largest size the family has shown for it (rounded up to a size class, see
+  /// lifetime_arena_options::size_classes), so every member replays from one plan. An
+  /// allocation larger than its slot falls back; once settle_iterations iterations in a row of
+  /// the same sequence did so, the family is planned anew at the new largest sizes.
+  largest,
+};
+
 /// @brief Tuning of a lifetime_arena.
 struct lifetime_arena_options {
   std::size_t budget =
@@ -38,6 +52,16 @@ struct lifetime_arena_options {
   /// Consecutive iterations with the same deviating allocation sequence before re-planning.
   unsigned settle_iterations = 2;
   caching_pool_options fallback{};  ///< the online pool that serves what the plan does not
+  /// How allocations match their planned slots when sizes change between iterations.
+  arena_sizes sizes = arena_sizes::exact;
+  /// With arena_sizes::largest: iterations recorded (served by the fallback pool) before the
+  /// first plan; the largest size of each slot over those of them with the same sequence as the
+  /// last one is planned. 1 plans after the first iteration, as with exact sizes.
+  unsigned record_iterations = 1;
+  /// With arena_sizes::largest: size classes per doubling that a slot's planned size is rounded
+  /// up to (4: 1, 1.25, 1.5, 1.75 times a power of two; at most 1/4 of a slot wasted), so that
+  /// small growth later still fits; 0 plans the largest size seen exactly.
+  unsigned size_classes = 0;
 };
 
 /// @brief Where a lifetime_arena stands.
@@ -71,7 +95,14 @@ enum class arena_state : std::uint8_t {
 /// later allocation, the arena's stream is made to wait for the freeing stream's work on the
 /// device (`Order::wait`, counted in `fence_waits()`), so the plan's footprint holds; an `Order`
 /// that cannot wait sends that allocation to the fallback pool while the fence is pending. Such
-/// timing-caused fallbacks do not re-plan: only a changed sequence does. Not thread safe.
+/// timing-caused fallbacks do not re-plan: only a changed sequence does.
+///
+/// Changing shapes: with `lifetime_arena_options::sizes = arena_sizes::largest`, an iteration
+/// whose allocations and frees come in the same order as the recorded one but with other sizes
+/// is the same sequence; each slot is planned at the largest size seen for it (over the first
+/// `record_iterations` iterations, and grown when a later one needs more), so a variable-length
+/// step replays from the arena without fallbacks. The price is the footprint of the largest
+/// shapes, also in iterations with smaller ones. Not thread safe.
 template <upstream_resource Upstream, offset_planner Planner = greedy_planner,
           stream_order Order = default_stream_order_t<Upstream>>
 class lifetime_arena {
@@ -132,27 +163,35 @@ class lifetime_arena {
     }
     if (state_ == arena_state::recording) {
       adopt_recording();
-      try_plan();
+      if (recorded_family_ >= options_.record_iterations) { try_plan(); }
       return;
     }
-    // Fallbacks with the recorded sequence unchanged come from timing (blocks still fenced or
-    // overdue), which a new plan of the same sequence would not fix.
-    if (!deviated_ || same_sequence(current_, recorded_)) {
+    // Fallbacks with the recorded sequence unchanged (or, with arena_sizes::largest, every size
+    // within its slot) come from timing (blocks still fenced or overdue), which a new plan of the
+    // same sequence would not fix.
+    if (!deviated_ || fits(current_, recorded_)) {
       pending_.clear();
       settled_ = 0;
       return;
     }
-    // The iteration deviated: re-plan once the same sequence has repeated long enough.
+    // The iteration deviated: re-plan once the same sequence has repeated long enough (with
+    // arena_sizes::largest, at the largest sizes seen, the planned ones included).
     if (!pending_.empty() && same_sequence(pending_, current_)) {
       ++settled_;
+      grow_to(pending_, current_);
     } else {
       pending_ = current_;
+      round_to_classes(pending_);
+      if (options_.sizes == arena_sizes::largest && same_sequence(recorded_, current_)) {
+        grow_to(pending_, recorded_);
+      }
       settled_ = 1;
     }
     if (settled_ >= options_.settle_iterations && overdue_.empty() && arena_live_ == 0) {
       recorded_ = std::move(pending_);
       pending_.clear();
-      settled_ = 0;
+      settled_         = 0;
+      recorded_family_ = std::max(options_.record_iterations, 1U);
       retire_arena();
       state_ = arena_state::recording;
       try_plan();
@@ -174,7 +213,7 @@ class lifetime_arena {
     bool in_arena         = false;
     std::uint64_t off     = 0;
     if (k != no_index && state_ == arena_state::replaying && stream == stream_ &&
-        k < recorded_.size() && recorded_[k].bytes == bytes && recorded_[k].planned) {
+        k < recorded_.size() && fits_slot(bytes, recorded_[k].bytes) && recorded_[k].planned) {
       mark_overdue_until(recorded_[k].begin);
       off = plan_.offsets[recorded_[k].slot];
       if (!touches_overdue(off, padded(bytes)) && clear_fences(off, padded(bytes), stream)) {
@@ -185,7 +224,7 @@ class lifetime_arena {
     if (p == nullptr) {
       p = fallback_allocate(bytes, stream);  // may throw: nothing below has happened yet
       bool const expected_persistent =
-          k < recorded_.size() && recorded_[k].bytes == bytes && recorded_[k].end == never;
+          k < recorded_.size() && fits_slot(bytes, recorded_[k].bytes) && recorded_[k].end == never;
       if (state_ == arena_state::replaying && k != no_index && !expected_persistent) {
         ++fallbacks_;
         deviated_ = true;
@@ -311,13 +350,61 @@ class lifetime_arena {
     return align_up(bytes, options_.alignment);
   }
 
-  static bool same_sequence(std::vector<recorded_alloc> const& a,
-                            std::vector<recorded_alloc> const& b)
+  // The same sequence: allocations and frees in the same order, and (with exact sizes) of the
+  // same sizes.
+  [[nodiscard]] bool same_sequence(std::vector<recorded_alloc> const& a,
+                                   std::vector<recorded_alloc> const& b) const
   {
+    bool const sizes = options_.sizes == arena_sizes::exact;
     return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](auto const& x, auto const& y) {
-             return x.bytes == y.bytes && x.begin == y.begin && x.end == y.end;
+           std::equal(a.begin(), a.end(), b.begin(), [&](auto const& x, auto const& y) {
+             return (!sizes || x.bytes == y.bytes) && x.begin == y.begin && x.end == y.end;
            });
+  }
+
+  // Whether an allocation of `bytes` may take a slot planned for `slot` bytes.
+  [[nodiscard]] bool fits_slot(std::size_t bytes, std::size_t slot) const noexcept
+  {
+    return options_.sizes == arena_sizes::exact ? bytes == slot : bytes <= slot;
+  }
+
+  // Whether every allocation of `run` fits its slot in `plan` (the same sequence).
+  [[nodiscard]] bool fits(std::vector<recorded_alloc> const& run,
+                          std::vector<recorded_alloc> const& plan) const
+  {
+    if (!same_sequence(run, plan)) { return false; }
+    for (std::size_t k = 0; k < run.size(); ++k) {
+      if (!fits_slot(run[k].bytes, plan[k].bytes)) { return false; }
+    }
+    return true;
+  }
+
+  // arena_sizes::largest: `into` (the same sequence as `from`) takes the larger size of each
+  // slot, rounded up to its size class.
+  void grow_to(std::vector<recorded_alloc>& into, std::vector<recorded_alloc> const& from) const
+  {
+    if (options_.sizes != arena_sizes::largest) { return; }
+    for (std::size_t k = 0; k < into.size() && k < from.size(); ++k) {
+      into[k].bytes = std::max(into[k].bytes, from[k].bytes);
+    }
+    round_to_classes(into);
+  }
+
+  // arena_sizes::largest with size classes: every size rounded up to its class.
+  void round_to_classes(std::vector<recorded_alloc>& seq) const
+  {
+    if (options_.sizes != arena_sizes::largest || options_.size_classes == 0) { return; }
+    for (auto& r : seq) { r.bytes = size_class(r.bytes, options_.size_classes); }
+  }
+
+  // The smallest size of the form 2^k (1 + j / classes), 0 <= j < classes, that holds `bytes`.
+  static std::size_t size_class(std::size_t bytes, unsigned classes) noexcept
+  {
+    if (bytes <= classes) { return bytes; }
+    std::size_t pow2 = 1;
+    while (pow2 <= bytes / 2) { pow2 *= 2; }  // the largest power of two <= bytes
+    std::size_t const step = std::max<std::size_t>(pow2 / classes, 1);
+    return (bytes + step - 1) / step * step;
   }
 
   // The fallback's own figures leave out the arena: report the arena's.
@@ -334,7 +421,22 @@ class lifetime_arena {
     }
   }
 
-  void adopt_recording() { recorded_ = current_; }
+  // The iteration just recorded becomes the one to plan; with arena_sizes::largest, one of the
+  // same sequence as the last recorded joins its family (sizes grow to the largest seen).
+  void adopt_recording()
+  {
+    if (options_.sizes == arena_sizes::largest && recorded_family_ > 0 &&
+        same_sequence(recorded_, current_)) {
+      auto grown = current_;
+      grow_to(grown, recorded_);
+      recorded_ = std::move(grown);
+      ++recorded_family_;
+      return;
+    }
+    recorded_ = current_;
+    round_to_classes(recorded_);
+    recorded_family_ = 1;
+  }
 
   // Plans recorded_ and takes the arena; on failure stays recording (the fallback serves all).
   void try_plan()
@@ -498,6 +600,7 @@ class lifetime_arena {
   std::vector<recorded_alloc> current_;   // the running iteration
   std::vector<recorded_alloc> pending_;   // a deviating sequence waiting to settle
   unsigned settled_{0};
+  unsigned recorded_family_{0};  // iterations of the recorded sequence seen while recording
   std::vector<std::pair<std::uint64_t, std::size_t>> ends_by_time_;
   std::size_t next_recorded_end_{0};
   std::vector<overdue_block> overdue_;

@@ -104,11 +104,19 @@ class dsa_search {
       }
     }
     by_begin_ = std::move(by_begin);
-    by_size_  = neighbors_;
-    for (auto& v : by_size_) {
-      std::sort(v.begin(), v.end(), [&](std::uint32_t a, std::uint32_t b) {
+    // Each block's neighbours by ascending (size, index): one sort of all blocks, then every
+    // block appended to its neighbours' lists in that order (no sort per list).
+    {
+      std::vector<std::uint32_t> by_size(n_);
+      for (std::uint32_t i = 0; i < n_; ++i) { by_size[i] = i; }
+      std::sort(by_size.begin(), by_size.end(), [&](std::uint32_t a, std::uint32_t b) {
         return inst_.size[a] != inst_.size[b] ? inst_.size[a] < inst_.size[b] : a < b;
       });
+      by_size_.resize(n_);
+      for (std::size_t b = 0; b < n_; ++b) { by_size_[b].reserve(neighbors_[b].size()); }
+      for (auto e : by_size) {
+        for (auto c : neighbors_[e]) { by_size_[c].push_back(e); }
+      }
     }
     twin_.resize(n_);
     {
@@ -149,6 +157,7 @@ class dsa_search {
     deadline_  = deadline;
     max_nodes_ = max_nodes;
     nodes_     = 0;
+    work_      = 0;
     aborted_   = false;
     timed_out_ = false;
     level_     = 0;
@@ -200,6 +209,16 @@ class dsa_search {
   /// @brief The `deadline` of solve() that means none: the clock is never read.
   static constexpr std::chrono::steady_clock::time_point no_deadline =
       std::chrono::steady_clock::time_point::max();
+
+  /// @brief Caps the work of the next solve() calls (see work()); none: no cap but the nodes.
+  void limit_work(std::uint64_t max_work) noexcept { max_work_ = max_work; }
+
+  /// @brief Work of the last solve(): every node counts the blocks and time cells it works over
+  /// (the size of its subproblem), so work follows the search's time more closely than nodes.
+  [[nodiscard]] std::uint64_t work() const noexcept { return work_; }
+
+  /// @brief Blocks in the instance.
+  [[nodiscard]] std::size_t blocks() const noexcept { return n_; }
 
   /// @brief Nodes expanded by the last solve().
   [[nodiscard]] std::uint64_t nodes() const noexcept { return nodes_; }
@@ -326,12 +345,12 @@ class dsa_search {
     return true;
   }
 
-  // Counts a node; true once the node budget (or the optional deadline, checked every 256
-  // nodes and only when one was given) is spent.
+  // Counts a node; true once the node or work budget (or the optional deadline, checked every
+  // 256 nodes and only when one was given) is spent.
   bool budget_spent()
   {
     ++nodes_;
-    if (nodes_ >= max_nodes_) {
+    if (nodes_ >= max_nodes_ || work_ >= max_work_) {
       aborted_ = true;
     } else if (deadline_ != no_deadline && (nodes_ & 255U) == 0 &&
                std::chrono::steady_clock::now() >= deadline_) {
@@ -414,6 +433,7 @@ class dsa_search {
                 std::vector<std::uint32_t> const& by_minoff)
   {
     auto const [lo_cell, hi_cell] = cell_range(active);
+    work_ += active.size() + (hi_cell - lo_cell);
     if (auto const solved = solve_parts(active, by_minoff, lo_cell, hi_cell)) { return *solved; }
     if (!infer(by_minoff, lo_cell, hi_cell)) { return false; }
     std::size_t crit_group            = 0;
@@ -552,10 +572,14 @@ class dsa_search {
                             std::vector<std::uint32_t> const& by_minoff,
                             std::vector<std::uint32_t>& rest, std::vector<std::uint32_t>& rest_m)
   {
-    rest.clear();
+    // Written through raw pointers: this runs at every node over every active block.
+    rest.resize(active.size());
+    auto* out = rest.data();
     for (auto c : active) {
-      if (!placed_[c]) { rest.push_back(c); }
+      *out = c;
+      out += placed_[c] == 0 ? 1 : 0;
     }
+    rest.resize(static_cast<std::size_t>(out - rest.data()));
     // The blocks b raised leave their place in the (minoff, rank) order; merge them back.
     std::size_t kept = 0;
     for (auto c : raised_) {
@@ -566,14 +590,16 @@ class dsa_search {
       return minoff_[p] != minoff_[q] ? minoff_[p] < minoff_[q] : rank_[p] < rank_[q];
     };
     std::sort(raised_.begin(), raised_.end(), by_key);
-    rest_m.clear();
+    rest_m.resize(by_minoff.size());
+    out           = rest_m.data();
     std::size_t j = 0;
     for (auto c : by_minoff) {
       if (placed_[c] || raised_stamp_[c] == stamp_) { continue; }
-      while (j < raised_.size() && by_key(raised_[j], c)) { rest_m.push_back(raised_[j++]); }
-      rest_m.push_back(c);
+      while (j < raised_.size() && by_key(raised_[j], c)) { *out++ = raised_[j++]; }
+      *out++ = c;
     }
-    while (j < raised_.size()) { rest_m.push_back(raised_[j++]); }
+    while (j < raised_.size()) { *out++ = raised_[j++]; }
+    rest_m.resize(static_cast<std::size_t>(out - rest_m.data()));
   }
 
   // Inference: in every cell, the unplaced blocks live there stack up from no lower than the
@@ -588,31 +614,39 @@ class dsa_search {
   {
     if (next_cell_.size() < std::size_t{inst_.cells} + 1) {
       next_cell_.resize(std::size_t{inst_.cells} + 1);
+      cover_.resize(std::size_t{inst_.cells} + 1);
     }
-    for (auto s = lo_cell; s <= hi_cell; ++s) { next_cell_[s] = s; }
-    auto find = [&](std::uint32_t s) {
-      while (next_cell_[s] != s) {
-        next_cell_[s] = next_cell_[next_cell_[s]];
-        s             = next_cell_[s];
-      }
-      return s;
+    auto find = [&](std::uint32_t s) {  // with full path compression
+      auto root = s;
+      while (next_cell_[root] != root) { root = next_cell_[root]; }
+      while (next_cell_[s] != root) { s = std::exchange(next_cell_[s], root); }
+      return root;
     };
+    // Paints c's unpainted cells with `at`. Every one of them is painted before infer() goes on
+    // (or infer() fails), so each points straight to the end of c's range.
     auto paint = [&](std::uint32_t c, std::uint64_t at) {
-      for (auto s = find(inst_.cell_begin[c]); s < inst_.cell_end[c]; s = find(s + 1)) {
-        if (at + remaining_[s] > cap_) { return false; }
-        next_cell_[s]    = s + 1;
-        auto const slack = cap_ - at - remaining_[s];
+      auto const end = inst_.cell_end[c];
+      auto s         = find(inst_.cell_begin[c]);
+      if (s < end && at > cap_) { return false; }
+      auto const room = cap_ - at;
+      while (s < end) {
+        if (remaining_[s] > room) { return false; }
+        next_cell_[s]    = end;
+        auto const slack = room - remaining_[s];
         if (at < crit_at_ || (at == crit_at_ && slack < crit_slack_)) {
           crit_at_    = at;
           crit_slack_ = slack;
           crit_cell_  = s;
         }
+        ++s;
+        if (next_cell_[s] != s) { s = find(s); }
       }
       return true;
     };
     crit_at_    = none;
     crit_slack_ = none;
     crit_cell_  = lo_cell;
+    if (!paint_level(by_minoff, lo_cell, hi_cell)) { return false; }
     // Lowest offsets: a block at or above the level can go at its minoff, unless it was refuted
     // there (banned). A banned block, or one below the level (it cannot float at the level: that
     // would not be gravity-packed), waits: it must rise onto one of its unplaced time-overlapping
@@ -643,13 +677,68 @@ class dsa_search {
     };
     for (auto c : by_minoff) {
       auto const v = minoff_[c];
-      if (v < level_ || banned_[c] == v) { continue; }
+      if (v <= level_ || banned_[c] == v) { continue; }  // the level's blocks are painted
       if (!flush(v)) { return false; }
       if (!paint(c, v)) { return false; }
     }
     return flush(none);
   }
 
+  // First step of infer(): the blocks at the level (most of the active ones) all start there,
+  // so their cells are marked by one sweep over a coverage count instead of one by one; each
+  // covered cell is checked, and next_cell_ is set up with the covered runs already skipped. The
+  // critical cell among them is the tightest one, ties going to the cell that painting the
+  // blocks one by one in (minoff, rank) order would reach first.
+  bool paint_level(std::vector<std::uint32_t> const& by_minoff, std::uint32_t lo_cell,
+                   std::uint32_t hi_cell)
+  {
+    std::fill(cover_.begin() + lo_cell, cover_.begin() + hi_cell + 1, 0);
+    std::size_t at_level    = 0;  // by_minoff[first_level, at_level): minoff == level
+    std::size_t first_level = by_minoff.size();
+    for (std::size_t k = 0; k < by_minoff.size(); ++k) {  // below the level, at it, above it
+      auto const c = by_minoff[k];
+      auto const m = minoff_[c];
+      if (m > level_) { break; }
+      at_level = k + 1;
+      if (m < level_) { continue; }
+      first_level = std::min(first_level, k);
+      if (banned_[c] == m) { continue; }
+      ++cover_[inst_.cell_begin[c]];
+      --cover_[inst_.cell_end[c]];
+    }
+    std::int32_t live = 0;
+    for (auto s = lo_cell; s < hi_cell; ++s) {
+      live += cover_[s];
+      cover_[s] = live > 0 ? 1 : 0;
+      if (live == 0) { continue; }
+      if (level_ + remaining_[s] > cap_) { return false; }
+      crit_slack_ = std::min(crit_slack_, cap_ - level_ - remaining_[s]);
+    }
+    // Right to left: next_cell_ past the covered runs, and cover_[s] := the first tightest
+    // covered cell at or after s (hi_cell if none).
+    next_cell_[hi_cell] = hi_cell;
+    cover_[hi_cell]     = static_cast<std::int32_t>(hi_cell);
+    for (auto s = hi_cell; s-- > lo_cell;) {
+      bool const covered = cover_[s] != 0;
+      next_cell_[s]      = covered ? next_cell_[s + 1] : s;
+      bool const tight   = covered && cap_ - level_ - remaining_[s] == crit_slack_;
+      cover_[s]          = tight ? static_cast<std::int32_t>(s) : cover_[s + 1];
+    }
+    if (crit_slack_ == none) { return true; }  // no block at the level
+    crit_at_ = level_;
+    for (std::size_t k = first_level; k < at_level; ++k) {
+      auto const c = by_minoff[k];
+      if (banned_[c] == level_) { continue; }
+      auto const t = static_cast<std::uint32_t>(cover_[inst_.cell_begin[c]]);
+      if (t < inst_.cell_end[c]) {
+        crit_cell_ = t;
+        break;
+      }
+    }
+    return true;
+  }
+
+  std::vector<std::int32_t> cover_;  // scratch of paint_level(): coverage, then covered flags
   static constexpr unsigned memo_bits = 20;
   // Failed sub-states (a lossy direct-mapped table of 128-bit keys); valid for one capacity.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> memo_;
@@ -680,6 +769,8 @@ class dsa_search {
   std::chrono::steady_clock::time_point deadline_{no_deadline};
   std::uint64_t max_nodes_{0};
   std::uint64_t nodes_{0};
+  std::uint64_t max_work_{none};
+  std::uint64_t work_{0};
   bool aborted_{false};
   bool timed_out_{false};  // aborted_ by the deadline, not by the node budget
 

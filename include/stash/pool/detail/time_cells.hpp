@@ -22,9 +22,13 @@ struct time_cells {
   std::uint32_t cells{0};                 ///< number of cells
 };
 
-/// @brief Compresses the endpoints of `intervals` (restricted to `subset` if given).
+/// @brief Compresses the endpoints of `intervals` (restricted to `subset` if given). With
+/// `begins_only`, cells start only where some interval begins: two intervals still overlap
+/// exactly when their cell ranges do (the later begin of two overlapping intervals lies in both),
+/// every cell's live set is a maximal one, and there are at most as many cells as intervals.
 [[nodiscard]] inline time_cells make_time_cells(std::span<const lifetime_interval> intervals,
-                                                std::span<const std::uint32_t> subset = {})
+                                                std::span<const std::uint32_t> subset = {},
+                                                bool begins_only                      = false)
 {
   std::size_t const n = subset.empty() ? intervals.size() : subset.size();
   auto at             = [&](std::size_t k) -> lifetime_interval const& {
@@ -34,10 +38,15 @@ struct time_cells {
   points.reserve(2 * n);
   for (std::size_t k = 0; k < n; ++k) {
     points.push_back(at(k).begin);
-    points.push_back(at(k).end);
+    if (!begins_only) { points.push_back(at(k).end); }
   }
   std::sort(points.begin(), points.end());
   points.erase(std::unique(points.begin(), points.end()), points.end());
+  if (begins_only && !points.empty()) {
+    std::uint64_t last_end = 0;
+    for (std::size_t k = 0; k < n; ++k) { last_end = std::max(last_end, at(k).end); }
+    points.push_back(last_end);  // closes the last cell
+  }
   time_cells out;
   out.cell_begin.resize(n);
   out.cell_end.resize(n);
