@@ -5,7 +5,8 @@
 #          planner tests: nothing for it to see, most of the time), TSAN_RUNS times (default 3:
 #          races are intermittent)
 #   fuzz   every libFuzzer target in tests/fuzz: its seeds and regression inputs, then
-#          FUZZ_SECONDS (default 30) of fuzzing; a crash leaves its input in build/fuzz/artifacts/
+#          FUZZ_SECONDS (default 30) of fuzzing, FUZZ_JOBS (default: the core count) targets at a
+#          time; a crash leaves its input in build/fuzz/artifacts/
 #
 #   bash scripts/sanitize.sh                    all three
 #   bash scripts/sanitize.sh asan tsan          some of them
@@ -135,7 +136,30 @@ fuzz_all() {
   fi
   local targets=("${fuzz_targets[@]}")
   [ -z "$only_target" ] || targets=("$only_target")
-  for t in "${targets[@]}"; do check "fuzz $t (${fuzz_seconds} s)" fuzz_target "$t"; done
+  # One target per core at a time (FUZZ_JOBS; each libFuzzer process is single-threaded), reported
+  # in order as each finishes.
+  local par=${FUZZ_JOBS:-$jobs} pids=() names=() starts=() next=0 done_count=0
+  while [ $done_count -lt ${#targets[@]} ]; do
+    while [ $next -lt ${#targets[@]} ] && [ $((next - done_count)) -lt "$par" ]; do
+      fuzz_target "${targets[$next]}" >"build/fuzz/${targets[$next]}.out" 2>&1 &
+      pids+=($!)
+      names+=("${targets[$next]}")
+      starts+=($SECONDS)
+      next=$((next + 1))
+    done
+    local name=${names[$done_count]} label="fuzz ${names[$done_count]} (${fuzz_seconds} s)"
+    echo "=== sanitize: $label"
+    if wait "${pids[$done_count]}"; then
+      cat "build/fuzz/$name.out"
+      passed=$((passed + 1))
+      echo "=== sanitize: $label passed ($((SECONDS - starts[done_count])) s)"
+    else
+      cat "build/fuzz/$name.out"
+      failed+=("$label")
+      echo "=== sanitize: $label FAILED ($((SECONDS - starts[done_count])) s)"
+    fi
+    done_count=$((done_count + 1))
+  done
 }
 
 for step in "${steps[@]}"; do

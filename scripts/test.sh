@@ -29,4 +29,4 @@ command -v nvcc >/dev/null 2>&1 || { echo "error: nvcc not found: install the CU
 
 cmake --preset test
 cmake --build --preset test -j "$(nproc)"
-ctest --preset test --no-label-summary "$@"
+ctest --preset test --no-label-summary -j "$(nproc)" "$@"
