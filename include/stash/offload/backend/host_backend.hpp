@@ -211,7 +211,7 @@ class host_backend {
   event record(stream s) { return s->mark(); }
   /// @brief `s` blocks its worker until `e` is set; waiting for an event recorded while capturing
   /// makes `s` join that capture (cudaStreamWaitEvent's fork).
-  void wait(stream s, event e)
+  void wait(stream s, event const& e)
   {
     if (e == nullptr) { return; }
     if (e->capture != 0 && s->capture() == 0) { s->set_capture(e->capture); }
