@@ -34,10 +34,10 @@ namespace stash::testing {
 
 namespace detail {
 
-inline std::vector<std::uint8_t> pattern_bytes(std::size_t n, unsigned seed)
+inline std::vector<std::uint8_t> pattern_bytes(std::size_t n, std::uint64_t seed)
 {
   std::vector<std::uint8_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::uint64_t i = 0; i < n; ++i) {
     v[i] = static_cast<std::uint8_t>((i * 2654435761u + seed * 97u) >> 7);
   }
   return v;
