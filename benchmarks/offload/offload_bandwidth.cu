@@ -415,7 +415,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
 
   // Baseline: raw cudaMemcpyAsync D2H then H2D of the same bytes, one stream each way.
   std::vector<void*> raw(count);
-  for (auto& p : raw) { p = device.allocate(bytes, compute); }
+  for (auto& p : raw) { p = device.allocate_async(bytes, compute); }
   stash::pinned_host_buffer pinned(bytes * count);
   t0.record(compute);
   for (int i = 0; i < count; ++i) {
@@ -431,7 +431,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
   t2.synchronize();
   double const raw_d2h = total_gb / (elapsed_ms(t0, t1) / 1e3);
   double const raw_h2d = total_gb / (elapsed_ms(t1, t2) / 1e3);
-  for (auto p : raw) { device.deallocate(p, bytes, compute); }
+  for (auto p : raw) { device.deallocate_async(p, bytes, compute); }
   compute.synchronize();
 
   // Through the manager.
@@ -453,7 +453,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
 
   // Overlap: the compute kernel alone, then with the same offload + prefetch traffic beside it.
   int const n = 1 << 24;
-  float* x    = static_cast<float*>(device.allocate(n * sizeof(float), compute));
+  float* x    = static_cast<float*>(device.allocate_async(n * sizeof(float), compute));
   STASH_CUDA_TRY(cudaMemsetAsync(x, 0, n * sizeof(float), compute));
   int const iterations = 2000;
   t0.record(compute);
@@ -471,7 +471,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
   t1.synchronize();
   double const shared_ms = elapsed_ms(t0, t1);
   m.synchronize();
-  device.deallocate(x, n * sizeof(float), compute);
+  device.deallocate_async(x, n * sizeof(float), compute);
   for (auto h : hs) { m.release(h); }
   compute.synchronize();
   manager_result r;

@@ -56,10 +56,10 @@ outcome run(mode const& m, std::vector<std::uint64_t> const& lengths,
     arena.begin_iteration();
     for (auto const& st : steps.at(len)) {
       if (st.bytes > 0) {
-        live[st.id] = {arena.allocate(st.bytes, stream), st.bytes};
+        live[st.id] = {arena.allocate_async(st.bytes, stream), st.bytes};
       } else {
         auto const [p, n] = live.at(st.id);
-        arena.deallocate(p, n, stream);
+        arena.deallocate_async(p, n, stream);
         live.erase(st.id);
       }
     }

@@ -31,7 +31,7 @@ std::pair<double, std::uint64_t> replay(stash::trace const& t, Pool& pool, int i
     auto const& e = t.events()[first];
     if (e.kind == stash::event_kind::phase) { break; }
     if (e.kind == stash::event_kind::alloc) {
-      ptrs[e.index] = pool.allocate(t.storages()[e.index].bytes, nullptr);
+      ptrs[e.index] = pool.allocate_async(t.storages()[e.index].bytes, nullptr);
     }
   }
   std::uint64_t pairs = 0;
@@ -41,9 +41,9 @@ std::pair<double, std::uint64_t> replay(stash::trace const& t, Pool& pool, int i
     for (std::size_t k = first; k < t.events().size(); ++k) {
       auto const& e = t.events()[k];
       if (e.kind == stash::event_kind::alloc) {
-        ptrs[e.index] = pool.allocate(t.storages()[e.index].bytes, nullptr);
+        ptrs[e.index] = pool.allocate_async(t.storages()[e.index].bytes, nullptr);
       } else if (e.kind == stash::event_kind::free) {
-        pool.deallocate(ptrs[e.index], t.storages()[e.index].bytes, nullptr);
+        pool.deallocate_async(ptrs[e.index], t.storages()[e.index].bytes, nullptr);
         ptrs[e.index] = nullptr;
         ++pairs;
       }

@@ -11,6 +11,7 @@
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/swap/any_swap_policy.hpp>
 #include <stash/trace/trace.hpp>
@@ -76,9 +77,10 @@ class activation_memory {
 /// once the replayed sequence has settled (its re-plan, after about three steps), and until then
 /// it serves them from fallback memory beside the arena planned for the step without offload.
 template <stash::pool Pool>
-class budget_guard {
+class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
  public:
-  static constexpr bool is_host_accessible = Pool::is_host_accessible;
+  static constexpr bool is_host_accessible   = Pool::is_host_accessible;
+  static constexpr bool is_device_accessible = Pool::is_device_accessible;
 
   template <class... Args>
   explicit budget_guard(std::uint64_t budget, Args&&... args)
@@ -86,21 +88,21 @@ class budget_guard {
   {
   }
 
-  void* allocate(std::size_t bytes, cudaStream_t stream)
+  void* do_allocate(std::size_t bytes, stash::stream_ref stream)
   {
     if (enforce_ && in_use_ + bytes > budget_) {
       throw stash::out_of_memory(
           "train_cnn --budget (emulated device of " + std::to_string(budget_) + " B)", bytes,
           budget_, in_use_);
     }
-    void* p = pool_.allocate(bytes, stream);
+    void* p = pool_.allocate_async(bytes, stream);
     in_use_ += bytes;
     peak_ = std::max(peak_, in_use_);
     return p;
   }
-  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  void do_deallocate(void* p, std::size_t bytes, stash::stream_ref stream)
   {
-    pool_.deallocate(p, bytes, stream);
+    pool_.deallocate_async(p, bytes, stream);
     in_use_ -= std::min<std::uint64_t>(bytes, in_use_);
   }
   [[nodiscard]] stash::pool_stats stats() const { return pool_.stats(); }

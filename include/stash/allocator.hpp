@@ -166,13 +166,6 @@ auto staging_upstream_of(Backend& backend)
 template <class Backend>
 using staging_upstream_t = decltype(staging_upstream_of(std::declval<Backend&>()));
 
-template <class P>
-concept iteration_aware_pool = requires(P& p)
-{
-  p.begin_iteration();
-  p.end_iteration();
-};
-
 }  // namespace detail
 
 /// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
@@ -285,7 +278,7 @@ class allocator {
     next_offload_op_ = 0;
     deviated_        = false;
     if (state_ == allocator_state::persistent || rerecord_) { start_recording(); }
-    if constexpr (detail::iteration_aware_pool<Pool>) { pool_.begin_iteration(); }
+    if constexpr (iteration_aware_pool<Pool>) { pool_.begin_iteration(); }
   }
 
   /// @brief Ends an iteration: plans after a recorded one, notes deviations of a replayed one.
@@ -298,7 +291,7 @@ class allocator {
     }
     in_iteration_ = false;
     ++stats_.iterations;
-    if constexpr (detail::iteration_aware_pool<Pool>) { pool_.end_iteration(); }
+    if constexpr (iteration_aware_pool<Pool>) { pool_.end_iteration(); }
     if (state_ == allocator_state::recording) {
       try {
         plan();
@@ -557,7 +550,7 @@ class allocator {
     for (storage_id s : prefetches_by_op_[j]) {
       tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
       if (id == no_tensor || !tensors_[id].alive) { continue; }
-      if constexpr (detail::iteration_aware_pool<Pool>) {
+      if constexpr (iteration_aware_pool<Pool>) {
         manager_.prefetch_async(tensors_[id].handle, stream);
       } else {
         manager_.prefetch_async(tensors_[id].handle);

@@ -292,7 +292,7 @@ TEST_CASE("fault injection: the wrappers throw what the real calls throw, and ch
   host_pool real(stash::host_upstream{}, stash::caching_pool_options{});
   faulty_pool pool(real, f);
   f.arm(0);
-  CHECK_THROWS_AS((void)pool.allocate(1024, nullptr), stash::out_of_memory);
+  CHECK_THROWS_AS((void)pool.allocate_async(1024, nullptr), stash::out_of_memory);
   CHECK(real.stats().allocations == 0);
   stash::testing::fault_injecting_upstream<> up(stash::host_upstream{}, f);
   f.arm(0);

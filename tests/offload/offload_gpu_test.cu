@@ -365,8 +365,8 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
   graph_exec const g(s);  // cudaStreamEndCapture fails on an invalidated capture
 
   // The blocks the capture freed are not queried either when another stream asks for memory.
-  void* p = device.allocate(n, other);
-  device.deallocate(p, n, other);
+  void* p = device.allocate_async(n, other);
+  device.deallocate_async(p, n, other);
   m.synchronize();
   probe.set_version(3, s);
   g.launch(s);

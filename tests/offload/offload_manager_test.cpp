@@ -597,11 +597,11 @@ TEST_CASE("capture: no event or pool marker recorded while capturing is ever que
   CHECK_NOTHROW(m.synchronize());
   CHECK(m.state(t) == stash::tensor_state::resident);
   void* p = nullptr;
-  CHECK_NOTHROW(p = f.device.allocate(n, f.backend.tag(other)));
-  f.device.deallocate(p, n, f.backend.tag(other));
+  CHECK_NOTHROW(p = f.device.allocate_async(n, f.backend.tag(other)));
+  f.device.deallocate_async(p, n, f.backend.tag(other));
   void* q = nullptr;
-  CHECK_NOTHROW(q = f.host.allocate(n, f.backend.tag(other)));
-  f.host.deallocate(q, n, f.backend.tag(other));
+  CHECK_NOTHROW(q = f.host.allocate_async(n, f.backend.tag(other)));
+  f.host.deallocate_async(q, n, f.backend.tag(other));
   CHECK_NOTHROW((void)f.host.release_cached());
   m.release(t);
   f.backend.synchronize(f.compute);

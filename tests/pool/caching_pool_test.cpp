@@ -37,18 +37,19 @@ TEST_CASE("pool conformance: caching_pool over host memory")
 TEST_CASE("caching_pool rounds, splits small segments and reuses the best fit")
 {
   host_pool pool;
-  void* a = pool.allocate(100, stream_a);  // rounds to 512 in a fresh 2 MiB segment
-  void* b = pool.allocate(600, stream_a);  // 1024, right after a
+  void* a = pool.allocate_async(100, stream_a);  // rounds to 512 in a fresh 2 MiB segment
+  void* b = pool.allocate_async(600, stream_a);  // 1024, right after a
   CHECK(static_cast<char*>(b) - static_cast<char*>(a) == 512);
   auto s = pool.stats();
   CHECK(s.in_use_bytes == 512 + 1024);
   CHECK(s.reserved_bytes == 2 * stash::MiB);
   CHECK(s.largest_free_bytes == 2 * stash::MiB - 1536);
-  pool.deallocate(a, 100, stream_a);
-  void* c = pool.allocate(300, stream_a);  // best fit: a's 512-byte hole, not the big remainder
+  pool.deallocate_async(a, 100, stream_a);
+  void* c =
+      pool.allocate_async(300, stream_a);  // best fit: a's 512-byte hole, not the big remainder
   CHECK(c == a);
-  pool.deallocate(c, 300, stream_a);
-  pool.deallocate(b, 600, stream_a);
+  pool.deallocate_async(c, 300, stream_a);
+  pool.deallocate_async(b, 600, stream_a);
   // Everything coalesced back into one free block spanning the segment.
   s = pool.stats();
   CHECK(s.in_use_bytes == 0);
@@ -61,21 +62,21 @@ TEST_CASE("caching_pool rounds, splits small segments and reuses the best fit")
 TEST_CASE("caching_pool segment sizes follow the small / medium / large rule")
 {
   host_pool pool;
-  void* small = pool.allocate(stash::MiB, stream_a);
+  void* small = pool.allocate_async(stash::MiB, stream_a);
   CHECK(pool.stats().reserved_bytes == 2 * stash::MiB);
-  void* medium = pool.allocate(5 * stash::MiB, stream_a);
+  void* medium = pool.allocate_async(5 * stash::MiB, stream_a);
   CHECK(pool.stats().reserved_bytes == 22 * stash::MiB);
   // Larger than any cached block (the medium segment has 15 MiB left): a segment of its own,
   // rounded to 2 MiB.
-  void* large = pool.allocate(16 * stash::MiB + 1, stream_a);
+  void* large = pool.allocate_async(16 * stash::MiB + 1, stream_a);
   CHECK(pool.stats().reserved_bytes == 22 * stash::MiB + 18 * stash::MiB);
   // A second medium request is carved from the first medium segment's 15 MiB remainder.
-  void* medium2 = pool.allocate(5 * stash::MiB, stream_a);
+  void* medium2 = pool.allocate_async(5 * stash::MiB, stream_a);
   CHECK(pool.stats().reserved_bytes == 40 * stash::MiB);
-  pool.deallocate(medium2, 5 * stash::MiB, stream_a);
-  pool.deallocate(large, 16 * stash::MiB + 1, stream_a);
-  pool.deallocate(medium, 5 * stash::MiB, stream_a);
-  pool.deallocate(small, stash::MiB, stream_a);
+  pool.deallocate_async(medium2, 5 * stash::MiB, stream_a);
+  pool.deallocate_async(large, 16 * stash::MiB + 1, stream_a);
+  pool.deallocate_async(medium, 5 * stash::MiB, stream_a);
+  pool.deallocate_async(small, stash::MiB, stream_a);
   CHECK(pool.release_cached() == 40 * stash::MiB);
 }
 
@@ -83,27 +84,27 @@ TEST_CASE(
     "caching_pool reuses a block on another stream only after the freeing stream's work passed")
 {
   manual_pool pool;
-  void* a = pool.allocate(4096, stream_a);
-  pool.deallocate(a, 4096, stream_a);
+  void* a = pool.allocate_async(4096, stream_a);
+  pool.deallocate_async(a, 4096, stream_a);
   // Same stream: reuse at once (stream order protects it).
-  void* again = pool.allocate(4096, stream_a);
+  void* again = pool.allocate_async(4096, stream_a);
   CHECK(again == a);
-  pool.deallocate(again, 4096, stream_a);
+  pool.deallocate_async(again, 4096, stream_a);
   // Another stream: the whole segment is pending on stream_a, so a new segment is taken; fill it
   // completely so that it offers no free block.
-  void* other  = pool.allocate(stash::MiB, stream_b);
-  void* other2 = pool.allocate(stash::MiB, stream_b);
+  void* other  = pool.allocate_async(stash::MiB, stream_b);
+  void* other2 = pool.allocate_async(stash::MiB, stream_b);
   CHECK(other != a);
   CHECK(pool.stats().reserved_bytes == 4 * stash::MiB);
   CHECK(pool.stats().largest_free_bytes == 2 * stash::MiB);  // a's segment, still pending
   // Once stream_a's work has finished, stream_b may take a's block.
   pool.order().finish(stream_a);
-  void* reused = pool.allocate(4096, stream_b);
+  void* reused = pool.allocate_async(4096, stream_b);
   CHECK(reused == a);
   CHECK(pool.stats().reserved_bytes == 4 * stash::MiB);
-  pool.deallocate(reused, 4096, stream_b);
-  pool.deallocate(other, stash::MiB, stream_b);
-  pool.deallocate(other2, stash::MiB, stream_b);
+  pool.deallocate_async(reused, 4096, stream_b);
+  pool.deallocate_async(other, stash::MiB, stream_b);
+  pool.deallocate_async(other2, stash::MiB, stream_b);
   // Both segments were last freed on stream_b: none goes back to the upstream while that work is
   // pending, both once it has finished.
   CHECK(pool.release_cached() == 0);
@@ -114,15 +115,15 @@ TEST_CASE(
 TEST_CASE("caching_pool returns cached segments when the budget is tight, then fails cleanly")
 {
   host_pool pool(stash::host_upstream{}, with_budget(4 * stash::MiB));
-  void* a = pool.allocate(stash::MiB, stream_a);  // 2 MiB small segment
-  pool.deallocate(a, stash::MiB, stream_a);
+  void* a = pool.allocate_async(stash::MiB, stream_a);  // 2 MiB small segment
+  pool.deallocate_async(a, stash::MiB, stream_a);
   // A 3 MiB request needs a new segment: the cached small one is given back to make room.
-  void* b = pool.allocate(3 * stash::MiB, stream_a);
+  void* b = pool.allocate_async(3 * stash::MiB, stream_a);
   CHECK(b != nullptr);
   CHECK(pool.stats().reserved_bytes == 3 * stash::MiB);  // exact-size segment under the budget
   CHECK(pool.stats().fallbacks == 0);
-  CHECK_THROWS_AS((void)pool.allocate(2 * stash::MiB, stream_a), stash::out_of_memory);
-  pool.deallocate(b, 3 * stash::MiB, stream_a);
+  CHECK_THROWS_AS((void)pool.allocate_async(2 * stash::MiB, stream_a), stash::out_of_memory);
+  pool.deallocate_async(b, 3 * stash::MiB, stream_a);
 }
 
 TEST_CASE("caching_pool survives an upstream that runs out, with the pool's own figures")
@@ -131,28 +132,28 @@ TEST_CASE("caching_pool survives an upstream that runs out, with the pool's own 
   using limited_pool = stash::caching_pool<limited, stash::immediate_order>;
   limited_pool pool(limited(3 * stash::MiB));
   auto const& upstream = pool.upstream();
-  void* a              = pool.allocate(stash::MiB, stream_a);
-  pool.deallocate(a, stash::MiB, stream_a);
+  void* a              = pool.allocate_async(stash::MiB, stream_a);
+  pool.deallocate_async(a, stash::MiB, stream_a);
   // The 20 MiB medium segment does not fit the upstream: the cached segment is released and an
   // exact-size segment taken instead.
-  void* b = pool.allocate(2 * stash::MiB + 1, stream_a);
+  void* b = pool.allocate_async(2 * stash::MiB + 1, stream_a);
   CHECK(b != nullptr);
   CHECK(upstream.in_use_bytes() == 2 * stash::MiB + 512);
   try {
-    (void)pool.allocate(2 * stash::MiB, stream_a);
+    (void)pool.allocate_async(2 * stash::MiB, stream_a);
     FAIL("allocation beyond the upstream succeeded");
   } catch (stash::out_of_memory const& e) {
     CHECK(std::string(e.what()).find("caching_pool") != std::string::npos);
     CHECK(e.in_use_bytes() == 2 * stash::MiB + 512);
     CHECK_FALSE(e.budget_bytes().has_value());  // this pool has no budget of its own
   }
-  pool.deallocate(b, 2 * stash::MiB + 1, stream_a);
+  pool.deallocate_async(b, 2 * stash::MiB + 1, stream_a);
 }
 
 TEST_CASE("caching_pool rejects a free with the wrong size")
 {
   host_pool pool;
-  void* a = pool.allocate(1000, stream_a);
-  CHECK_THROWS_AS(pool.deallocate(a, 999, stream_a), stash::logic_error);
-  CHECK_NOTHROW(pool.deallocate(a, 1000, stream_a));
+  void* a = pool.allocate_async(1000, stream_a);
+  CHECK_THROWS_AS(pool.deallocate_async(a, 999, stream_a), stash::logic_error);
+  CHECK_NOTHROW(pool.deallocate_async(a, 1000, stream_a));
 }

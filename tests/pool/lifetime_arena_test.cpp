@@ -61,7 +61,7 @@ struct iteration_runner {
     arena.begin_iteration();
     for (auto const& st : steps) {
       if (st.bytes > 0) {
-        void* p = arena.allocate(st.bytes, stream);
+        void* p = arena.allocate_async(st.bytes, stream);
         ok      = ok && addresses.insert(p, st.bytes);
         std::memset(p, st.slot & 0xFF, st.bytes);
         live[st.slot] = {p, st.bytes};
@@ -69,7 +69,7 @@ struct iteration_runner {
         auto [p, n]   = live.at(st.slot);
         auto const* b = static_cast<unsigned char const*>(p);
         ok            = ok && b[0] == (st.slot & 0xFF) && b[n - 1] == (st.slot & 0xFF);
-        arena.deallocate(p, n, stream);
+        arena.deallocate_async(p, n, stream);
         addresses.erase(p);
         live.erase(st.slot);
       }
@@ -227,10 +227,10 @@ TEST_CASE("lifetime_arena: out_of_memory carries the arena's figures and leaves 
 {
   host_arena arena(stash::host_upstream{}, with_budget(4 * stash::MiB));
   arena.begin_iteration();
-  void* a           = arena.allocate(3 * stash::MiB, main_stream);
+  void* a           = arena.allocate_async(3 * stash::MiB, main_stream);
   auto const before = arena.stats();
   try {
-    (void)arena.allocate(3 * stash::MiB, main_stream);
+    (void)arena.allocate_async(3 * stash::MiB, main_stream);
     FAIL("allocation beyond the budget succeeded");
   } catch (stash::out_of_memory const& e) {
     CHECK(std::string(e.what()).find("lifetime_arena") != std::string::npos);
@@ -238,7 +238,7 @@ TEST_CASE("lifetime_arena: out_of_memory carries the arena's figures and leaves 
     CHECK(e.in_use_bytes() == 3 * stash::MiB);
   }
   CHECK(stash::testing::same_pool_stats(before, arena.stats()));
-  arena.deallocate(a, 3 * stash::MiB, main_stream);
+  arena.deallocate_async(a, 3 * stash::MiB, main_stream);
   arena.end_iteration();
   CHECK_THROWS_AS(arena.end_iteration(), stash::logic_error);
 }
@@ -248,7 +248,7 @@ namespace {
 struct no_wait_order {
   stash::manual_order inner;
   using marker = stash::manual_order::marker;
-  marker record(cudaStream_t s) { return inner.record(s); }
+  marker record(stash::stream_ref s) { return inner.record(s); }
   bool passed(marker const& m) const { return inner.passed(m); }
   void release(marker& m) noexcept { inner.release(m); }
 };
@@ -260,10 +260,10 @@ template <class Arena>
 void two_blocks(Arena& arena, cudaStream_t free_first_on, std::size_t bytes = 1 << 20)
 {
   arena.begin_iteration();
-  void* a = arena.allocate(bytes, main_stream);
-  arena.deallocate(a, bytes, free_first_on);
-  void* b = arena.allocate(bytes, main_stream);
-  arena.deallocate(b, bytes, main_stream);
+  void* a = arena.allocate_async(bytes, main_stream);
+  arena.deallocate_async(a, bytes, free_first_on);
+  void* b = arena.allocate_async(bytes, main_stream);
+  arena.deallocate_async(b, bytes, main_stream);
   arena.end_iteration();
 }
 }  // namespace
@@ -289,12 +289,12 @@ TEST_CASE("lifetime_arena: a block freed on another stream is reused after a dev
   // Once the side stream's work has passed, no wait is needed.
   order.finish(side_stream);
   arena.begin_iteration();
-  void* a = arena.allocate(1 << 20, main_stream);
-  arena.deallocate(a, 1 << 20, side_stream);
+  void* a = arena.allocate_async(1 << 20, main_stream);
+  arena.deallocate_async(a, 1 << 20, side_stream);
   order.finish(side_stream);
-  void* b = arena.allocate(1 << 20, main_stream);
+  void* b = arena.allocate_async(1 << 20, main_stream);
   CHECK(b == a);
-  arena.deallocate(b, 1 << 20, main_stream);
+  arena.deallocate_async(b, 1 << 20, main_stream);
   arena.end_iteration();
   CHECK(order.waits().size() == 1);
   CHECK(arena.fence_waits() == 1);

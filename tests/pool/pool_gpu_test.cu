@@ -58,11 +58,11 @@ TEST_CASE("gpu: caching_pool hands a block to another stream only after its even
   stash::cuda_stream a;
   stash::cuda_stream b;
   device_caching_pool pool;
-  void* p = pool.allocate(4096, a);
-  pool.deallocate(p, 4096, a);
+  void* p = pool.allocate_async(4096, a);
+  pool.deallocate_async(p, 4096, a);
   a.synchronize();  // the free's event has completed
-  void* q = pool.allocate(4096, b);
+  void* q = pool.allocate_async(4096, b);
   CHECK(q == p);
-  pool.deallocate(q, 4096, b);
+  pool.deallocate_async(q, 4096, b);
   b.synchronize();
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/stream_ref.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -45,6 +46,8 @@ class cuda_stream {
   [[nodiscard]] cudaStream_t value() const noexcept { return stream_; }
   /// @brief Implicit use wherever a cudaStream_t is expected.
   operator cudaStream_t() const noexcept { return stream_; }  // NOLINT(google-explicit-constructor)
+  /// @brief Implicit use wherever a stash::stream_ref is expected (pools, stream orders).
+  operator stream_ref() const noexcept { return stream_ref{stream_}; }  // NOLINT(*-explicit-*)
 
   /// @brief Blocks the host until all work queued on the stream has finished.
   void synchronize() const { STASH_CUDA_TRY(cudaStreamSynchronize(stream_)); }

@@ -20,7 +20,7 @@
  * - `void release(event& e) noexcept`: drops the handle's resources.
  * - `void copy_async(void* dst, void const* src, std::size_t bytes, stream s)`: a copy in `s`'s
  * order.
- * - `cudaStream_t tag(stream s)`: the value pools receive as "the stream" for this stream.
+ * - `stash::stream_ref tag(stream s)`: the stream as pools and stream orders see it.
  * - `bool capturing(stream s)`: whether `s` is part of a CUDA graph capture (it began one, or
  *   waited for an event recorded in one). An event recorded while capturing is never passed to
  *   `query` (cudaEventQuery fails on it with cudaErrorCapturedEvent and may invalidate the
@@ -29,6 +29,7 @@
  */
 #pragma once
 
+#include <stash/core/stream_ref.hpp>
 #include <stash/pool/stream_order.hpp>
 
 #include <cuda_runtime_api.h>
@@ -64,7 +65,7 @@ concept offload_backend = stream_order<typename B::stream_order> &&
   b.copy_async(dst, src, bytes, s);
   {
     b.tag(s)
-    } -> std::same_as<cudaStream_t>;
+    } -> std::same_as<stream_ref>;
   {
     b.capturing(s)
     } -> std::convertible_to<bool>;

@@ -220,7 +220,7 @@ class offload_manager {
   {
     STASH_EXPECTS(bytes > 0, "offload_manager::create: a tensor needs at least one byte");
     (void)capture_of(stream, "create");
-    void* p = device_pool_.allocate(bytes, backend_.tag(stream));
+    void* p = pool_allocate(device_pool_, bytes, backend_.tag(stream));
     return adopt(p, bytes, stream);
   }
 
@@ -256,14 +256,14 @@ class offload_manager {
     // While capturing, memory is taken in the capturing stream's order: the pools can see that
     // stream capturing (the D2H stream joins the capture only below), and every use of the
     // memory on the D2H stream is ordered after it.
-    cudaStream_t const tag = backend_.tag(capturing ? stream : d2h_);
+    stream_ref const tag  = backend_.tag(capturing ? stream : d2h_);
     std::string const why = "offload of tensor #" + std::to_string(h.id) + ", which stays resident";
     void* host            = take(host_pool_, slot, tag, "host pool", why);
     void* scratch         = nullptr;
     try {
       scratch = take_scratch(e, tag, why);
     } catch (...) {
-      host_pool_.deallocate(host, slot, tag);
+      pool_deallocate(host_pool_, host, slot, tag);
       throw;
     }
     event_type host_ready{};
@@ -274,14 +274,14 @@ class offload_manager {
       // Work queued before the failure may still touch the memory: it goes back in the D2H
       // stream's order. The tensor was not touched and stays resident.
       give_back_scratch(scratch, e, d2h_);
-      host_pool_.deallocate(host, slot, backend_.tag(d2h_));
+      pool_deallocate(host_pool_, host, slot, backend_.tag(d2h_));
       throw;
     }
     // From here the tensor is on its way out.
     give_back_scratch(scratch, e, d2h_);
     backend_.release(e.ready);
     e.host_ready = host_ready;
-    device_pool_.deallocate(e.device, e.bytes, backend_.tag(d2h_));
+    pool_deallocate(device_pool_, e.device, e.bytes, backend_.tag(d2h_));
     e.device          = nullptr;
     e.host            = host;
     e.capacity        = capacity;
@@ -329,10 +329,10 @@ class offload_manager {
     if (e.device != nullptr) {
       // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
       auto const last = e.state == tensor_state::prefetching ? h2d_ : e.last_stream;
-      device_pool_.deallocate(e.device, e.bytes, backend_.tag(last));
+      pool_deallocate(device_pool_, e.device, e.bytes, backend_.tag(last));
     }
     if (e.host != nullptr) {
-      host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(d2h_));
+      pool_deallocate(host_pool_, e.host, slot_bytes(e.capacity), backend_.tag(d2h_));
     }
     orphan_pending(h.id);
     backend_.release(e.ready);
@@ -515,11 +515,11 @@ class offload_manager {
 
   // pool.allocate, with the tensor in the message of a refusal.
   template <class Pool>
-  void* take(Pool& pool, std::size_t bytes, cudaStream_t tag, const char* which,
+  void* take(Pool& pool, std::size_t bytes, stream_ref tag, const char* which,
              std::string const& why)
   {
     try {
-      return pool.allocate(bytes, tag);
+      return pool_allocate(pool, bytes, tag);
     } catch (out_of_memory const& oom) {
       throw out_of_memory(std::string("offload_manager ") + which + " (" + why + ")",
                           oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),
@@ -551,7 +551,7 @@ class offload_manager {
     return reinterpret_cast<transfer_status*>(static_cast<char*>(host) + align_up(capacity, 16));
   }
 
-  void* take_scratch(entry const& e, cudaStream_t tag, std::string const& why)
+  void* take_scratch(entry const& e, stream_ref tag, std::string const& why)
   {
     std::size_t const n = scratch_bytes_of(e.transfer, e.bytes);
     return n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
@@ -559,7 +559,8 @@ class offload_manager {
   void give_back_scratch(void* scratch, entry const& e, stream_type s)
   {
     if (scratch != nullptr) {
-      device_pool_.deallocate(scratch, scratch_bytes_of(e.transfer, e.bytes), backend_.tag(s));
+      pool_deallocate(device_pool_, scratch, scratch_bytes_of(e.transfer, e.bytes),
+                      backend_.tag(s));
     }
   }
 
@@ -583,7 +584,7 @@ class offload_manager {
         stats_.bytes_encoded_source += p.uncounted;
       }
       backend_.release(p.decoded);
-      host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
       if (status.code != 0) {
         ++stats_.decode_failures;
         if (p.orphan) { continue; }  // nobody holds the tensor any more
@@ -602,7 +603,7 @@ class offload_manager {
       pending_check& p = pending_[i];
       if (p.id == id && p.captured) {
         backend_.release(p.decoded);
-        host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+        pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
@@ -617,7 +618,7 @@ class offload_manager {
   {
     for (auto& p : pending_) {
       backend_.release(p.decoded);
-      host_pool_.deallocate(p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
     }
     pending_.clear();
   }
@@ -661,7 +662,7 @@ class offload_manager {
     if (e.state == tensor_state::resident || e.state == tensor_state::prefetching) { return; }
     refresh(e);  // a copy that has completed is counted before its slot is recycled
     // While capturing `in` is a capturing stream, which the pools see (see offload_async).
-    cudaStream_t const tag = backend_.tag(in ? *in : h2d_);
+    stream_ref const tag = backend_.tag(in ? *in : h2d_);
     std::string const why =
         "prefetch of tensor #" + std::to_string(h.id) + "; its host copy stays valid";
     void* device          = take(device_pool_, e.bytes, tag, "device pool", why);
@@ -675,7 +676,7 @@ class offload_manager {
                                        e.encoded_counted ? 0 : e.bytes});
     } else {
       if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
-      host_pool_.deallocate(e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
+      pool_deallocate(host_pool_, e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
     }
     e.host   = nullptr;
     e.device = device;
@@ -720,7 +721,7 @@ class offload_manager {
   // queued before the failure may still use them) and the error propagates: the host copy and
   // the entry are untouched, ready for a retry.
   queued_decode queue_prefetch(entry const& e, std::optional<stream_type> in, void* device,
-                               cudaStream_t tag, std::string const& why)
+                               stream_ref tag, std::string const& why)
   {
     std::size_t const encoded = known_encoded_bytes(e);
     std::size_t const n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
@@ -728,7 +729,7 @@ class offload_manager {
     try {
       scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
     } catch (...) {
-      device_pool_.deallocate(device, e.bytes, tag);
+      pool_deallocate(device_pool_, device, e.bytes, tag);
       throw;
     }
     queued_decode q;
@@ -740,11 +741,11 @@ class offload_manager {
       if (dispatch::reports_status_of[e.transfer]) { q.decoded = backend_.record(h2d_); }
     } catch (...) {
       backend_.release(q.ready);
-      if (scratch != nullptr) { device_pool_.deallocate(scratch, n, backend_.tag(h2d_)); }
-      device_pool_.deallocate(device, e.bytes, backend_.tag(h2d_));
+      if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
+      pool_deallocate(device_pool_, device, e.bytes, backend_.tag(h2d_));
       throw;
     }
-    if (scratch != nullptr) { device_pool_.deallocate(scratch, n, backend_.tag(h2d_)); }
+    if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
     return q;
   }
 

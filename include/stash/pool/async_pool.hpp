@@ -7,6 +7,7 @@
 
 #include <stash/core/error.hpp>
 #include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -25,10 +26,12 @@ namespace stash {
 /// The private pool keeps freed memory (release threshold: unlimited) so it caches like the other
 /// pools; the default driver pool would return it at every synchronisation (threshold 0). Reserved
 /// figures come from the driver (cudaMemPoolAttrReservedMem*). Not thread safe.
-class async_pool {
+class async_pool : public pool_resource<async_pool> {
  public:
   /// @brief Device memory: the host may not touch it.
   static constexpr bool is_host_accessible = false;
+  /// @brief Device memory.
+  static constexpr bool is_device_accessible = true;
 
   /// @brief A private pool on the current device; allocations beyond `budget` bytes in use throw.
   explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max())
@@ -62,12 +65,12 @@ class async_pool {
   }
 
   /// @brief cudaMallocFromPoolAsync on `stream` (nullptr for 0 bytes).
-  void* allocate(std::size_t bytes, cudaStream_t stream)
+  void* do_allocate(std::size_t bytes, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
     if (bytes > budget_ - in_use_) { throw_oom(bytes); }
     void* p                  = nullptr;
-    cudaError_t const status = cudaMallocFromPoolAsync(&p, bytes, pool_, stream);
+    cudaError_t const status = cudaMallocFromPoolAsync(&p, bytes, pool_, stream.get());
     if (status == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       throw_oom(bytes);
@@ -82,7 +85,7 @@ class async_pool {
 
   /// @brief cudaFreeAsync on `stream`; a pointer not from this pool, or another size, throws
   /// stash::logic_error and changes nothing.
-  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = sizes_.find(p);
@@ -90,7 +93,7 @@ class async_pool {
                   "async_pool::deallocate: pointer not allocated by this pool, or already freed");
     STASH_EXPECTS(it->second == bytes,
                   "async_pool::deallocate: size differs from the one allocated");
-    STASH_CUDA_TRY(cudaFreeAsync(p, stream));
+    STASH_CUDA_TRY(cudaFreeAsync(p, stream.get()));
     sizes_.erase(it);
     in_use_ -= bytes;
   }

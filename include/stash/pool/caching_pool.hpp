@@ -9,6 +9,7 @@
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
 #include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
 #include <stash/pool/stream_order.hpp>
 
 #include <cuda_runtime_api.h>
@@ -66,10 +67,12 @@ struct caching_pool_options {
 /// @tparam Upstream Where blocks come from: a stash::upstream_resource.
 /// @tparam Order How the pool knows a stream's work on a block has finished: a stash::stream_order.
 template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
-class caching_pool {
+class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
  public:
   /// @brief Whether the host may touch the memory (it may for host and pinned upstreams).
   static constexpr bool is_host_accessible = Upstream::is_host_accessible;
+  /// @brief Whether device code may touch the memory.
+  static constexpr bool is_device_accessible = Upstream::is_device_accessible;
 
   /// @brief A pool over `upstream` with `options`; `order` tracks cross-stream reuse.
   explicit caching_pool(Upstream upstream = Upstream{}, caching_pool_options options = {},
@@ -94,7 +97,8 @@ class caching_pool {
   }
 
   /// @brief Stream-ordered allocation of `bytes` (nullptr for 0); see the class docs.
-  void* allocate(std::size_t bytes, cudaStream_t stream)
+  /// (pool_resource adds allocate_async and the other cuda::mr spellings over it.)
+  void* do_allocate(std::size_t bytes, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
     std::size_t const size = align_up(bytes, options_.rounding);
@@ -108,7 +112,7 @@ class caching_pool {
 
   /// @brief Returns memory from allocate(); it may be reused once `stream`'s queued work is done.
   /// Throws stash::logic_error (changing nothing) for an unknown pointer or a different size.
-  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(p));
@@ -198,13 +202,13 @@ class caching_pool {
     std::uintptr_t segment{0};
     bool free{false};
     std::size_t requested{0};
-    cudaStream_t stream{nullptr};
+    stream_ref stream{nullptr};
     marker_type marker{};
   };
   using block_map  = std::map<std::uintptr_t, block>;
   using block_iter = typename block_map::iterator;
 
-  block_iter find_free(std::size_t size, cudaStream_t stream)
+  block_iter find_free(std::size_t size, stream_ref stream)
   {
     for (auto it = free_.lower_bound({size, 0}); it != free_.end(); ++it) {
       auto b = blocks_.find(it->second);
@@ -215,7 +219,7 @@ class caching_pool {
 
   // cudaHostAlloc / cudaMalloc (and the frees release_cached would do) are illegal while
   // capturing, and the graph would not replay them anyway.
-  void refuse_if_capturing(std::size_t bytes, cudaStream_t stream)
+  void refuse_if_capturing(std::size_t bytes, stream_ref stream)
   {
     if (order_capturing(order_, stream)) {
       STASH_FAIL("caching_pool: " + std::to_string(bytes) +
@@ -287,7 +291,7 @@ class caching_pool {
   }
 
   // Hands out `size` bytes from the free block `it`, splitting off the remainder.
-  void* take(block_iter it, std::size_t size, std::size_t requested, cudaStream_t stream)
+  void* take(block_iter it, std::size_t size, std::size_t requested, stream_ref stream)
   {
     block& b = it->second;
     free_.erase({b.size, it->first});

@@ -13,6 +13,7 @@
 #include <stash/pool/offset_planner.hpp>
 #include <stash/pool/plan.hpp>
 #include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
 #include <stash/pool/stream_order.hpp>
 #include <stash/trace/lifetime_interval.hpp>
 
@@ -105,10 +106,12 @@ enum class arena_state : std::uint8_t {
 /// shapes, also in iterations with smaller ones. Not thread safe.
 template <upstream_resource Upstream, offset_planner Planner = greedy_planner,
           stream_order Order = default_stream_order_t<Upstream>>
-class lifetime_arena {
+class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Order>> {
  public:
   /// @brief Whether the host may touch the memory.
   static constexpr bool is_host_accessible = Upstream::is_host_accessible;
+  /// @brief Whether device code may touch the memory.
+  static constexpr bool is_device_accessible = Upstream::is_device_accessible;
 
   /// @brief An arena over `upstream` (the fallback pool takes its segments from a copy of it).
   explicit lifetime_arena(Upstream upstream = Upstream{}, lifetime_arena_options options = {},
@@ -201,7 +204,7 @@ class lifetime_arena {
 
   /// @brief Allocation number k of the iteration: from the arena when it matches the plan,
   /// otherwise from the fallback pool.
-  void* allocate(std::size_t bytes, cudaStream_t stream)
+  void* do_allocate(std::size_t bytes, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
     // Only the arena's stream is numbered (the first stream allocated on while recording), so
@@ -242,7 +245,7 @@ class lifetime_arena {
 
   /// @brief Frees memory from allocate(). An unknown pointer or a different size throws
   /// stash::logic_error and changes nothing.
-  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = live_.find(p);
@@ -254,7 +257,7 @@ class lifetime_arena {
                       std::to_string(it->second.bytes) + " B allocated, " + std::to_string(bytes) +
                       " B freed)");
     live_block const block = it->second;
-    if (!block.in_arena) { fallback_.deallocate(p, bytes, stream); }
+    if (!block.in_arena) { fallback_.deallocate_async(p, bytes, stream); }
     live_.erase(it);
     std::uint64_t const t = time_++;
     if (block.index != no_index && block.index < current_.size()) { current_[block.index].end = t; }
@@ -312,7 +315,7 @@ class lifetime_arena {
     std::uint64_t end;    // never: outlived the iteration (persistent)
     std::size_t slot;     // index into the planned intervals
     bool planned;
-    cudaStream_t stream;
+    stream_ref stream;
     void* ptr;  // where it went (running iteration only)
   };
   struct live_block {
@@ -408,10 +411,10 @@ class lifetime_arena {
   }
 
   // The fallback's own figures leave out the arena: report the arena's.
-  void* fallback_allocate(std::size_t bytes, cudaStream_t stream)
+  void* fallback_allocate(std::size_t bytes, stream_ref stream)
   {
     try {
-      return fallback_.allocate(bytes, stream);
+      return fallback_.allocate_async(bytes, stream);
     } catch (out_of_memory const& e) {
       bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
       throw out_of_memory(
@@ -537,7 +540,7 @@ class lifetime_arena {
   // Whether [offset, offset + size) may be handed to `stream` now. Fences that passed are dropped.
   // A fence still pending is waited for on the device when the order can do that (the range is
   // then free for the arena's stream, so the fence goes); otherwise the range must not be used.
-  [[nodiscard]] bool clear_fences(std::uint64_t offset, std::uint64_t size, cudaStream_t stream)
+  [[nodiscard]] bool clear_fences(std::uint64_t offset, std::uint64_t size, stream_ref stream)
   {
     auto const hits = [&](fenced_block const& f) {
       return offset < f.offset + f.size && f.offset < offset + size;
@@ -590,7 +593,7 @@ class lifetime_arena {
   stash::plan plan_{};
   char* arena_{nullptr};
   std::size_t arena_bytes_{0};
-  cudaStream_t stream_{nullptr};
+  stream_ref stream_{nullptr};
 
   bool in_iteration_{false};
   bool deviated_{false};

@@ -1,21 +1,36 @@
 /**
  * @file pool.hpp
- * @brief The `pool` concept (the Pool slot of stash::allocator) and the statistics every pool
- * reports.
+ * @brief The `pool` concept (the Pool slot of stash::allocator), the statistics pools report and
+ * the calls stash makes on any pool.
  *
- * Customization points of a pool `P`:
- * - `void* allocate(std::size_t bytes, cudaStream_t stream)`: stream-ordered allocation. The
- *   memory may be used by work queued on `stream` after the call. Returns nullptr for 0 bytes.
- *   Beyond the pool's budget it throws `stash::out_of_memory` carrying the figures of
- *   `pool_stats`, and leaves the pool exactly as it was.
- * - `void deallocate(void* p, std::size_t bytes, cudaStream_t stream)`: the memory may be reused
- *   once the work queued on `stream` so far has finished (reuse on the same stream is immediate;
- *   on another stream only after an event says so). Freeing a pointer the pool did not hand out,
- *   or with another size, throws `stash::logic_error` and changes nothing.
- * - `pool_stats stats() const`: the figures below.
- * - `static constexpr bool is_host_accessible`: whether tests may touch the memory on the host.
+ * A pool is shaped like libcu++'s `cuda::mr` stream-ordered resources, so RMM's and CCCL's
+ * resources can be stash pools and stash's pools can go wherever a `cuda::mr` resource is taken.
+ * Customization points of a pool `P` (either spelling of the first two; stash's pools have both,
+ * see stash::pool_resource):
+ * - `void* allocate_async(std::size_t bytes, std::size_t alignment, stream_ref stream)` (the CUDA
+ *   13.0 toolkit's CCCL) or `void* allocate(cuda::stream_ref stream, std::size_t bytes,
+ *   std::size_t alignment)` (CCCL >= 3.1, RMM 26): memory aligned to `alignment` that work queued
+ *   on `stream` after the call may use. Beyond the pool's budget it throws `stash::out_of_memory`
+ *   with the figures of `pool_stats`, and leaves the pool exactly as it was.
+ * - `void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream)`
+ *   or `deallocate(cuda::stream_ref stream, void* p, std::size_t bytes, std::size_t alignment)`:
+ *   the memory may be reused once the work queued on `stream` so far has finished.
+ * - `operator==`: equal pools may free each other's memory (for a stateful pool: the same pool).
+ *
+ * Optional:
+ * - `pool_stats stats() const`: the figures below (stash::statistics_adaptor adds them to a pool
+ *   that has none).
+ * - `get_property(p, cuda::mr::host_accessible)` / `device_accessible`, or the static members
+ *   `is_host_accessible` / `is_device_accessible`: where the memory may be touched (the
+ *   conformance kit writes to host-accessible memory). Absent: device memory.
+ * - `void begin_iteration()` / `void end_iteration()`: called by stash::allocator around each
+ *   training iteration (stash::lifetime_arena records and replays with them).
  */
 #pragma once
+
+#include <stash/core/stream_ref.hpp>
+#include <stash/core/units.hpp>
+#include <stash/core/upstream_resource.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -37,21 +52,130 @@ struct pool_stats {
   std::uint64_t fallbacks{0};          ///< allocations not served by the pool's primary path
 };
 
-/// @brief A stream-ordered memory pool (see the file docs for its customization points).
-/// @tparam P The type checked.
+namespace detail {
+
+// The CUDA 13.0 toolkit's CCCL (3.0) spelling of a stream-ordered resource.
 template <class P>
-concept pool = requires(P& p, P const& cp, std::size_t bytes, void* ptr, cudaStream_t stream)
+concept async_spelled_pool = requires(P& p, void* ptr, std::size_t n, std::size_t a, stream_ref s)
 {
   {
-    p.allocate(bytes, stream)
+    p.allocate_async(n, a, s)
     } -> std::same_as<void*>;
-  p.deallocate(ptr, bytes, stream);
-  {
-    cp.stats()
-    } -> std::same_as<pool_stats>;
-  {
-    P::is_host_accessible
-    } -> std::convertible_to<bool>;
+  p.deallocate_async(ptr, n, a, s);
 };
+
+// The spelling of CCCL >= 3.1 (and RMM 26): the stream comes first.
+template <class P>
+concept stream_first_pool = requires(P& p, void* ptr, std::size_t n, std::size_t a,
+                                     cuda::stream_ref s)
+{
+  {
+    p.allocate(s, n, a)
+    } -> std::same_as<void*>;
+  p.deallocate(s, ptr, n, a);
+};
+
+}  // namespace detail
+
+/// @brief A stream-ordered memory resource (see the file docs for its customization points).
+/// @tparam P The type checked.
+template <class P>
+concept pool = std::equality_comparable<P> &&
+    (detail::async_spelled_pool<P> || detail::stream_first_pool<P>);
+
+/// @brief Whether `P` reports pool_stats.
+/// @tparam P The type checked.
+template <class P>
+concept pool_with_stats = pool<P> && requires(P const& p)
+{
+  {
+    p.stats()
+    } -> std::same_as<pool_stats>;
+};
+
+/// @brief Whether `P` wants to hear of training iterations (begin_iteration / end_iteration).
+/// @tparam P The type checked.
+template <class P>
+concept iteration_aware_pool = requires(P& p)
+{
+  p.begin_iteration();
+  p.end_iteration();
+};
+
+/// @brief Allocates `bytes` aligned to `alignment` from `p` in `stream`'s order, in whichever
+/// spelling `p` has (nullptr for 0 bytes).
+/// @param p The pool.
+/// @param bytes Size.
+/// @param stream The stream the memory is used on first.
+/// @param alignment A power of two the pool supports (stash's pools: up to 256).
+template <pool P>
+[[nodiscard]] void* pool_allocate(P& p, std::size_t bytes, stream_ref stream,
+                                  std::size_t alignment = cuda_allocation_alignment)
+{
+  if (bytes == 0) { return nullptr; }
+  if constexpr (detail::async_spelled_pool<P>) {
+    return p.allocate_async(bytes, alignment, stream);
+  } else {
+    return p.allocate(cuda::stream_ref{stream}, bytes, alignment);
+  }
+}
+
+/// @brief Gives `p` back memory from pool_allocate with the same size and alignment; it may be
+/// reused once the work queued on `stream` so far has finished.
+/// @param p The pool.
+/// @param ptr What pool_allocate returned.
+/// @param bytes Its size.
+/// @param stream The stream that used it last.
+/// @param alignment As allocated.
+template <pool P>
+void pool_deallocate(P& p, void* ptr, std::size_t bytes, stream_ref stream,
+                     std::size_t alignment = cuda_allocation_alignment)
+{
+  if (ptr == nullptr && bytes == 0) { return; }
+  if constexpr (detail::async_spelled_pool<P>) {
+    p.deallocate_async(ptr, bytes, alignment, stream);
+  } else {
+    p.deallocate(cuda::stream_ref{stream}, ptr, bytes, alignment);
+  }
+}
+
+/// @brief Whether the host may touch memory from `P` (its `is_host_accessible`, or its
+/// `cuda::mr::host_accessible` property where the CCCL has them; device memory otherwise).
+/// @tparam P A pool.
+template <class P>
+[[nodiscard]] constexpr bool pool_is_host_accessible() noexcept
+{
+  if constexpr (requires { P::is_host_accessible; }) {
+    return P::is_host_accessible;
+  }
+#if defined(STASH_HAS_CUDA_MR)
+  else if constexpr (cuda::has_property<P, cuda::mr::host_accessible>) {
+    return true;
+  }
+#endif
+  else {
+    return false;
+  }
+}
+
+/// @brief Whether device code may touch memory from `P` (its `is_device_accessible`, or its
+/// `cuda::mr::device_accessible` property where the CCCL has them; absent: a pool of device
+/// memory unless it says it is host-accessible only).
+/// @tparam P A pool.
+template <class P>
+[[nodiscard]] constexpr bool pool_is_device_accessible() noexcept
+{
+  if constexpr (requires { P::is_device_accessible; }) {
+    return P::is_device_accessible;
+  }
+#if defined(STASH_HAS_CUDA_MR)
+  else if constexpr (cuda::has_property<P, cuda::mr::device_accessible>) {
+    return true;
+  }
+#endif
+  else {
+    return !pool_is_host_accessible<P>();
+  }
+}
 
 }  // namespace stash

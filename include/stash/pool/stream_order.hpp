@@ -10,7 +10,7 @@
  *
  * Customization points of a stream order `O`:
  * - `using marker = ...;` (default constructible, movable)
- * - `marker record(cudaStream_t stream)`: mark the work queued on `stream` so far.
+ * - `marker record(stream_ref stream)`: mark the work queued on `stream` so far.
  * - `bool passed(marker const& m)`: true once that work has finished. Never blocks. Never called
  *   for a marker recorded on a capturing stream: cudaEventQuery fails on such an event
  *   (cudaErrorCapturedEvent) and may invalidate the capture, and its work runs only whenever the
@@ -18,11 +18,11 @@
  *   remembers that and never passes.
  * - `void release(marker& m) noexcept`: free the marker's resources.
  *
- * Optional: `bool capturing(cudaStream_t stream)`: whether `stream` is being captured into a CUDA
+ * Optional: `bool capturing(stream_ref stream)`: whether `stream` is being captured into a CUDA
  * graph; a caching_pool then refuses to take memory from its upstream (see caching_pool).
  *
  * Optional (`stream_order_with_wait`):
- * - `void wait(cudaStream_t stream, marker const& m)`: make work queued on `stream` from now on
+ * - `void wait(stream_ref stream, marker const& m)`: make work queued on `stream` from now on
  *   wait for `m`, without blocking the host. Pools that can wait reuse a block across streams at
  *   once, ordered on the device (as cudaMallocAsync's internal dependencies do), instead of
  *   taking other memory.
@@ -30,6 +30,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/stream_ref.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -44,7 +45,7 @@ namespace stash {
 /// @brief A policy that tracks when work on a stream has finished (see the file docs).
 /// @tparam O The type checked.
 template <class O>
-concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m)
+concept stream_order = requires(O& o, stream_ref s, typename O::marker& m)
 {
   {
     o.record(s)
@@ -62,7 +63,7 @@ concept stream_order = requires(O& o, cudaStream_t s, typename O::marker& m)
 /// @tparam O The type checked.
 template <class O>
 concept stream_order_with_wait = stream_order<O> &&
-    requires(O& o, cudaStream_t s, typename O::marker const& m)
+    requires(O& o, stream_ref s, typename O::marker const& m)
 {
   o.wait(s, m);
 };
@@ -74,11 +75,12 @@ class cuda_event_order {
   using marker = cudaEvent_t;
 
   /// @brief Records a timing-free event on `stream`.
-  marker record(cudaStream_t stream)
+  marker record(stream_ref stream)
   {
+    cudaStream_t const cuda_stream = stream.get();  // throws for a host stream: before the event
     cudaEvent_t event{};
     STASH_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    cudaError_t const status = cudaEventRecord(event, stream);
+    cudaError_t const status = cudaEventRecord(event, cuda_stream);
     if (status != cudaSuccess) {
       STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(event));
       STASH_CUDA_TRY(status);
@@ -108,10 +110,10 @@ class cuda_event_order {
 
   /// @brief Whether `stream` is being captured into a CUDA graph (pools then take nothing from
   /// their upstream).
-  bool capturing(cudaStream_t stream)
+  bool capturing(stream_ref stream)
   {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaError_t const err          = cudaStreamIsCapturing(stream, &status);
+    cudaError_t const err          = cudaStreamIsCapturing(stream.get(), &status);
     if (err == cudaErrorStreamCaptureImplicit) {  // the legacy stream, beside a capture
       clear_own_error(err);
       return true;
@@ -121,9 +123,9 @@ class cuda_event_order {
   }
 
   /// @brief cudaStreamWaitEvent: `stream`'s later work runs after the marked work.
-  void wait(cudaStream_t stream, marker const& event)
+  void wait(stream_ref stream, marker const& event)
   {
-    if (event != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(stream, event, 0)); }
+    if (event != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(stream.get(), event, 0)); }
   }
 
   /// @brief Destroys the event.
@@ -149,11 +151,11 @@ struct immediate_order {
   /// @brief Nothing to remember.
   struct marker {};
   /// @brief No-op.
-  marker record(cudaStream_t) noexcept { return {}; }
+  marker record(stream_ref) noexcept { return {}; }
   /// @brief Always true.
   bool passed(marker const&) const noexcept { return true; }
   /// @brief No-op: nothing is ever pending.
-  void wait(cudaStream_t, marker const&) noexcept {}
+  void wait(stream_ref, marker const&) noexcept {}
   /// @brief No-op.
   void release(marker&) noexcept {}
 };
@@ -166,7 +168,7 @@ class manual_order {
   using marker = std::uint64_t;
 
   /// @brief Records an unfinished marker and remembers its stream.
-  marker record(cudaStream_t stream)
+  marker record(stream_ref stream)
   {
     state_->finished.push_back(false);
     state_->streams.push_back(stream);
@@ -177,15 +179,15 @@ class manual_order {
   /// @brief No-op: markers are kept for inspection.
   void release(marker&) noexcept {}
   /// @brief Remembers that `stream` was made to wait for `m` (see waits()).
-  void wait(cudaStream_t stream, marker const& m) { state_->waits.emplace_back(stream, m); }
+  void wait(stream_ref stream, marker const& m) { state_->waits.emplace_back(stream, m); }
   /// @brief Every wait asked for so far: (stream, marker), in order.
-  [[nodiscard]] std::vector<std::pair<cudaStream_t, marker>> const& waits() const noexcept
+  [[nodiscard]] std::vector<std::pair<stream_ref, marker>> const& waits() const noexcept
   {
     return state_->waits;
   }
 
   /// @brief Declares all work recorded so far on `stream` finished.
-  void finish(cudaStream_t stream)
+  void finish(stream_ref stream)
   {
     for (std::size_t i = 0; i < state_->finished.size(); ++i) {
       if (state_->streams[i] == stream) { state_->finished[i] = true; }
@@ -195,8 +197,8 @@ class manual_order {
  private:
   struct state {
     std::vector<bool> finished;
-    std::vector<cudaStream_t> streams;
-    std::vector<std::pair<cudaStream_t, marker>> waits;
+    std::vector<stream_ref> streams;
+    std::vector<std::pair<stream_ref, marker>> waits;
   };
   std::shared_ptr<state> state_ = std::make_shared<state>();
 };
@@ -204,7 +206,7 @@ class manual_order {
 /// @brief Whether `stream` is being captured into a CUDA graph, where the order can tell (an
 /// order without `capturing` never sees a capture).
 template <stream_order O>
-[[nodiscard]] bool order_capturing(O& order, cudaStream_t stream)
+[[nodiscard]] bool order_capturing(O& order, stream_ref stream)
 {
   if constexpr (requires {
                   {
@@ -227,7 +229,7 @@ struct tracked_marker {
 
 /// @brief Records a marker on `stream`, remembering whether the stream was capturing.
 template <stream_order O>
-[[nodiscard]] tracked_marker<O> record_tracked(O& order, cudaStream_t stream)
+[[nodiscard]] tracked_marker<O> record_tracked(O& order, stream_ref stream)
 {
   bool const captured = order_capturing(order, stream);
   return tracked_marker<O>{order.record(stream), captured};

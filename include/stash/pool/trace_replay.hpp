@@ -21,21 +21,21 @@ namespace stash {
 /// pool's figures as they stood at the end of the iteration (before those final frees), so
 /// `peak_reserved_bytes` is the footprint the pool needed for the iteration.
 /// @tparam Pool The pool replayed: a stash::pool.
-template <pool Pool>
-pool_stats replay_trace(trace const& t, Pool& p, cudaStream_t stream = nullptr)
+template <pool_with_stats Pool>
+pool_stats replay_trace(trace const& t, Pool& p, stream_ref stream = {})
 {
   std::vector<void*> ptrs(t.storages().size(), nullptr);
   for (auto const& e : t.events()) {
     if (e.kind == event_kind::alloc) {
-      ptrs[e.index] = p.allocate(t.storages()[e.index].bytes, stream);
+      ptrs[e.index] = pool_allocate(p, t.storages()[e.index].bytes, stream);
     } else if (e.kind == event_kind::free) {
-      p.deallocate(ptrs[e.index], t.storages()[e.index].bytes, stream);
+      pool_deallocate(p, ptrs[e.index], t.storages()[e.index].bytes, stream);
       ptrs[e.index] = nullptr;
     }
   }
   pool_stats const at_end = p.stats();
   for (std::size_t id = 0; id < ptrs.size(); ++id) {
-    if (ptrs[id] != nullptr) { p.deallocate(ptrs[id], t.storages()[id].bytes, stream); }
+    if (ptrs[id] != nullptr) { pool_deallocate(p, ptrs[id], t.storages()[id].bytes, stream); }
   }
   return at_end;
 }

@@ -25,6 +25,7 @@
 #include <stash/core/upstream_resource.hpp>
 #include <stash/offload/offload_backend.hpp>
 #include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -173,45 +174,41 @@ class fault_injecting_upstream {
 /// @brief A pool whose allocate throws stash::out_of_memory when its injector says so; forwards
 /// everything else (including begin/end_iteration, so a lifetime_arena keeps learning).
 /// @tparam Pool The pool wrapped (by reference).
-template <pool Pool>
-class fault_injecting_pool {
+template <pool_with_stats Pool>
+class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
  public:
   /// @brief As the wrapped pool.
-  static constexpr bool is_host_accessible = Pool::is_host_accessible;
+  static constexpr bool is_host_accessible = pool_is_host_accessible<Pool>();
+  /// @brief As the wrapped pool.
+  static constexpr bool is_device_accessible = pool_is_device_accessible<Pool>();
 
   /// @brief Wraps `pool`; both outlive this.
-  fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(pool), faults_(faults) {}
+  fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(&pool), faults_(&faults) {}
 
   /// @brief The wrapped allocate, unless this call is the injected failure.
-  void* allocate(std::size_t bytes, cudaStream_t stream)
+  void* do_allocate(std::size_t bytes, stream_ref stream)
   {
-    if (faults_.fail_now(fault_kind::allocate)) {
+    if (faults_->fail_now(fault_kind::allocate)) {
       throw out_of_memory("fault_injecting_pool (injected)", bytes, std::nullopt,
-                          pool_.stats().in_use_bytes);
+                          pool_->stats().in_use_bytes);
     }
-    return pool_.allocate(bytes, stream);
+    return pool_allocate(*pool_, bytes, stream);
   }
   /// @brief The wrapped deallocate.
-  void deallocate(void* p, std::size_t bytes, cudaStream_t stream)
+  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
   {
-    pool_.deallocate(p, bytes, stream);
+    pool_deallocate(*pool_, p, bytes, stream);
   }
   /// @brief The wrapped pool's stats.
-  [[nodiscard]] pool_stats stats() const { return pool_.stats(); }
+  [[nodiscard]] pool_stats stats() const { return pool_->stats(); }
   /// @brief Forwarded when the pool learns iterations.
-  void begin_iteration() requires requires(Pool& p) { p.begin_iteration(); }
-  {
-    pool_.begin_iteration();
-  }
+  void begin_iteration() requires iteration_aware_pool<Pool> { pool_->begin_iteration(); }
   /// @brief Forwarded when the pool learns iterations.
-  void end_iteration() requires requires(Pool& p) { p.end_iteration(); }
-  {
-    pool_.end_iteration();
-  }
+  void end_iteration() requires iteration_aware_pool<Pool> { pool_->end_iteration(); }
 
  private:
-  Pool& pool_;
-  fault_injector& faults_;
+  Pool* pool_;
+  fault_injector* faults_;
 };
 
 /// @brief An offload backend whose copy_async, record, wait and launch throw stash::cuda_error
@@ -277,7 +274,7 @@ class fault_injecting_backend {
     backend_.launch(s, std::move(task));
   }
   /// @brief Forwarded.
-  cudaStream_t tag(stream s) const noexcept { return backend_.tag(s); }
+  stream_ref tag(stream s) const noexcept { return backend_.tag(s); }
   /// @brief Forwarded.
   bool capturing(stream s) { return backend_.capturing(s); }
   /// @brief The host-copy upstream of an allocator over this backend: fault-injecting too.

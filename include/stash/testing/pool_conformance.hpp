@@ -9,17 +9,19 @@
  *     [](std::size_t budget) { return std::make_unique<my_pool>(budget); }, stream);
  * CHECK_MESSAGE(r.ok(), r.summary());
  * @endcode
- * Checked: 0 bytes gives nullptr and freeing it is a no-op; 3,000 random allocations and frees
- * (1 B to 24 MiB, at most 200 MiB live) never overlap, are 256-byte aligned, keep their contents
- * (when `Pool::is_host_accessible`) and keep in_use / reserved / peak statistics consistent;
- * beyond the budget, allocate throws stash::out_of_memory with the request, the budget, the bytes
- * in use and the largest free block, and the pool is exactly as before; freeing a foreign pointer
- * or the same pointer twice throws stash::logic_error and changes nothing. The factory builds a
- * fresh pool that may reserve at most `budget` bytes (the kit asks for 8 MiB to 512 MiB).
+ * Checked: 0 bytes gives nullptr and freeing it is a no-op; a pool equals itself; 3,000 random
+ * allocations and frees (1 B to 24 MiB, at most 200 MiB live) never overlap, are aligned as
+ * asked (256 B, or 64 B for every third), keep their contents (when host-accessible) and keep
+ * in_use / reserved / peak statistics consistent; beyond the budget, allocate throws
+ * stash::out_of_memory with the request, the budget, the bytes in use and the largest free block,
+ * and the pool is exactly as before; freeing a foreign pointer or the same pointer twice throws
+ * stash::logic_error and changes nothing. The factory builds a fresh pool that may reserve at most
+ * `budget` bytes (the kit asks for 8 MiB to 512 MiB).
  */
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/stream_ref.hpp>
 #include <stash/core/units.hpp>
 #include <stash/pool/pool.hpp>
 #include <stash/testing/conformance_report.hpp>
@@ -79,12 +81,16 @@ class live_blocks {
 namespace detail {
 
 template <class Pool>
-void check_zero_bytes(pool_factory<Pool> const& make, cudaStream_t stream, conformance_report& r)
+void check_zero_bytes(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
 {
   auto p = make(64 * MiB);
-  r.expect(p->allocate(0, stream) == nullptr, "allocate(0) did not return nullptr");
-  p->deallocate(nullptr, 0, stream);
+  if constexpr (stash::detail::async_spelled_pool<Pool>) {  // pool_allocate answers 0 itself
+    r.expect(p->allocate_async(0, cuda_allocation_alignment, stream) == nullptr,
+             "allocate_async(0) did not return nullptr");
+    p->deallocate_async(nullptr, 0, cuda_allocation_alignment, stream);
+  }
   r.expect(p->stats().in_use_bytes == 0, "0 bytes counted as in use");
+  r.expect(*p == *p, "a pool does not compare equal to itself");
 }
 
 // One step of the random walk: a block of a size drawn from three ranges.
@@ -98,7 +104,7 @@ inline std::size_t random_size(std::mt19937_64& rng, int k)
 template <class Pool>
 class random_walk {
  public:
-  random_walk(Pool& p, cudaStream_t stream, conformance_report& r) : p_(p), s_(stream), r_(r) {}
+  random_walk(Pool& p, stream_ref stream, conformance_report& r) : p_(p), s_(stream), r_(r) {}
 
   void run()
   {
@@ -114,7 +120,7 @@ class random_walk {
       take(bytes, static_cast<std::uint8_t>(step));
     }
     r_.expect(ok_overlap_, "two live blocks overlap");
-    r_.expect(ok_align_, "a block is not 256-byte aligned");
+    r_.expect(ok_align_, "a block is not aligned as asked (256 or 64 bytes)");
     r_.expect(ok_stats_, "stats while allocating: in_use below the live bytes or above reserved");
     while (!lives_.empty()) { release(lives_.size() - 1); }
     r_.expect(ok_content_, "a block's contents changed while it was live");
@@ -131,20 +137,23 @@ class random_walk {
   struct live {
     void* ptr;
     std::size_t bytes;
+    std::size_t align;
     std::uint8_t tag;
   };
 
   void take(std::size_t bytes, std::uint8_t tag)
   {
-    void* ptr = p_.allocate(bytes, s_);
+    // Every third block asks for a smaller alignment, which must be honoured as well.
+    std::size_t const align = tag % 3 == 0 ? std::size_t{64} : cuda_allocation_alignment;
+    void* ptr               = pool_allocate(p_, bytes, s_, align);
     if (ptr == nullptr) {
       r_.expect(false, "allocate(" + std::to_string(bytes) + ") returned nullptr");
       return;
     }
-    ok_align_   = ok_align_ && reinterpret_cast<std::uintptr_t>(ptr) % 256 == 0;
+    ok_align_   = ok_align_ && reinterpret_cast<std::uintptr_t>(ptr) % align == 0;
     ok_overlap_ = ok_overlap_ && addresses_.insert(ptr, bytes);
-    if constexpr (Pool::is_host_accessible) { std::memset(ptr, tag, bytes); }
-    lives_.push_back({ptr, bytes, tag});
+    if constexpr (pool_is_host_accessible<Pool>()) { std::memset(ptr, tag, bytes); }
+    lives_.push_back({ptr, bytes, align, tag});
     live_bytes_ += bytes;
     max_live_bytes_ = std::max(max_live_bytes_, live_bytes_);
     auto const s    = p_.stats();
@@ -154,14 +163,14 @@ class random_walk {
   void release(std::size_t i)
   {
     live const l = lives_[i];
-    if constexpr (Pool::is_host_accessible) {
+    if constexpr (pool_is_host_accessible<Pool>()) {
       auto const* bytes = static_cast<std::uint8_t const*>(l.ptr);
       for (std::size_t k = 0; k < l.bytes; k += 61) {
         ok_content_ = ok_content_ && bytes[k] == l.tag;
       }
       ok_content_ = ok_content_ && bytes[l.bytes - 1] == l.tag;
     }
-    p_.deallocate(l.ptr, l.bytes, s_);
+    pool_deallocate(p_, l.ptr, l.bytes, s_, l.align);
     addresses_.erase(l.ptr);
     live_bytes_ -= l.bytes;
     lives_[i] = lives_.back();
@@ -169,7 +178,7 @@ class random_walk {
   }
 
   Pool& p_;
-  cudaStream_t s_;
+  stream_ref s_;
   conformance_report& r_;
   std::vector<live> lives_;
   live_blocks addresses_;
@@ -179,13 +188,13 @@ class random_walk {
 };
 
 template <class Pool>
-void check_budget(pool_factory<Pool> const& make, cudaStream_t stream, conformance_report& r)
+void check_budget(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
 {
   auto p            = make(8 * MiB);
-  void* a           = p->allocate(5 * MiB, stream);
+  void* a           = pool_allocate(*p, 5 * MiB, stream);
   auto const before = p->stats();
   try {
-    (void)p->allocate(5 * MiB, stream);
+    (void)pool_allocate(*p, 5 * MiB, stream);
     r.expect(false, "an allocation beyond the budget succeeded");
   } catch (out_of_memory const& e) {
     r.expect(e.requested_bytes() == 5 * MiB && e.budget_bytes() == 8 * MiB &&
@@ -195,10 +204,10 @@ void check_budget(pool_factory<Pool> const& make, cudaStream_t stream, conforman
              "out_of_memory does not carry a largest free block below the request");
   }
   r.expect(same_pool_stats(before, p->stats()), "a refused allocation changed the pool's stats");
-  void* b = p->allocate(2 * MiB, stream);  // what is left still serves
+  void* b = pool_allocate(*p, 2 * MiB, stream);  // what is left still serves
   r.expect(b != nullptr, "after a refusal, what is left does not serve");
-  p->deallocate(b, 2 * MiB, stream);
-  p->deallocate(a, 5 * MiB, stream);
+  pool_deallocate(*p, b, 2 * MiB, stream);
+  pool_deallocate(*p, a, 5 * MiB, stream);
   r.expect(p->stats().in_use_bytes == 0, "in_use_bytes is not 0 after freeing everything");
 }
 
@@ -217,18 +226,18 @@ bool throws_logic_error(F&& f)
 }
 
 template <class Pool>
-void check_misuse(pool_factory<Pool> const& make, cudaStream_t stream, conformance_report& r)
+void check_misuse(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
 {
   auto p            = make(64 * MiB);
-  void* a           = p->allocate(1000, stream);
+  void* a           = pool_allocate(*p, 1000, stream);
   auto const before = p->stats();
   int foreign       = 0;
-  r.expect(throws_logic_error([&] { p->deallocate(&foreign, sizeof(foreign), stream); }),
+  r.expect(throws_logic_error([&] { pool_deallocate(*p, &foreign, sizeof(foreign), stream); }),
            "freeing a foreign pointer is not a logic_error");
   r.expect(same_pool_stats(before, p->stats()), "freeing a foreign pointer changed the stats");
-  p->deallocate(a, 1000, stream);
+  pool_deallocate(*p, a, 1000, stream);
   auto const after_free = p->stats();
-  r.expect(throws_logic_error([&] { p->deallocate(a, 1000, stream); }),
+  r.expect(throws_logic_error([&] { pool_deallocate(*p, a, 1000, stream); }),
            "a double free is not a logic_error");
   r.expect(same_pool_stats(after_free, p->stats()), "a double free changed the stats");
 }
@@ -237,11 +246,11 @@ void check_misuse(pool_factory<Pool> const& make, cudaStream_t stream, conforman
 
 /// @brief Runs the pool conformance checks (see the file comment) on pools made by `make`, used
 /// on `stream`. An exception escaping a check is reported as a failure.
-/// @tparam Pool A type satisfying stash::pool.
+/// @tparam Pool A stash::pool with stats() (wrap one without in stash::statistics_adaptor).
 /// @param make Builds a fresh pool with a budget.
 /// @param stream The stream passed to allocate / deallocate.
-template <pool Pool>
-[[nodiscard]] conformance_report check_pool(pool_factory<Pool> const& make, cudaStream_t stream)
+template <pool_with_stats Pool>
+[[nodiscard]] conformance_report check_pool(pool_factory<Pool> const& make, stream_ref stream)
 {
   conformance_report r;
   r.subject    = "pool";

@@ -25,8 +25,8 @@ int main(int argc, char** argv)
   stash::trace const t             = stash::read_trace(argv[1]);
   stash::lifetime_analysis const a = stash::analyze_lifetimes(t);
   stash::caching_pool<stash::host_upstream> pool;
-  void* p = pool.allocate(t.storages()[0].bytes, nullptr);
-  pool.deallocate(p, t.storages()[0].bytes, nullptr);
+  void* p = pool.allocate_async(t.storages()[0].bytes, nullptr);
+  pool.deallocate_async(p, t.storages()[0].bytes, nullptr);
   std::printf("consumer: stash %d, %zu storages, lower bound %llu B, pool peak %zu B\n",
               STASH_VERSION, t.storages().size(),
               static_cast<unsigned long long>(a.peak_live_bytes), pool.stats().peak_reserved_bytes);

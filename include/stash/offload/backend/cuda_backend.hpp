@@ -68,7 +68,7 @@ class cuda_backend {
     STASH_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   }
   /// @brief The stream itself.
-  cudaStream_t tag(stream s) const noexcept { return s; }
+  stream_ref tag(stream s) const noexcept { return stream_ref{s}; }
 
  private:
   std::deque<cuda_stream> streams_;

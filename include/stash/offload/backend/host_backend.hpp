@@ -15,6 +15,8 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/host_stream.hpp>
+#include <stash/core/stream_ref.hpp>
 #include <stash/offload/offload_backend.hpp>
 
 #include <cuda_runtime_api.h>
@@ -30,127 +32,23 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 
 namespace stash {
 
-namespace detail {
-
-// A completion flag that threads can wait on.
-struct host_flag {
-  std::mutex mutex;
-  std::condition_variable done_cv;
-  std::atomic<bool> done{false};
-  std::uint64_t capture{0};  // the capture it was recorded in (0: none); set before it is shared
-
-  void set()
-  {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      done.store(true, std::memory_order_release);
-    }
-    done_cv.notify_all();
-  }
-  void wait()
-  {
-    std::unique_lock<std::mutex> lock(mutex);
-    done_cv.wait(lock, [&] { return done.load(std::memory_order_acquire); });
-  }
-};
-
-}  // namespace detail
-
-/// @brief An in-order queue of host work drained by one worker thread.
-class host_stream_worker {
- public:
-  /// @brief Starts the worker; before each task it sleeps a random time up to `max_delay`
-  /// (0: never), to shake out ordering bugs in tests.
-  explicit host_stream_worker(std::chrono::microseconds max_delay = {}, std::uint64_t seed = 0)
-      : max_delay_(max_delay), rng_(seed), worker_([this] { run(); })
-  {
-  }
-
-  host_stream_worker(host_stream_worker const&)            = delete;
-  host_stream_worker& operator=(host_stream_worker const&) = delete;
-
-  /// @brief Finishes the queued work, then stops the thread. Never throws.
-  ~host_stream_worker()
-  {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-
-  /// @brief Queues `task` after everything queued so far.
-  void enqueue(std::function<void()> task)
-  {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_all();
-  }
-
-  /// @brief A flag set once everything queued so far has run (part of the stream's capture, if
-  /// it is capturing).
-  std::shared_ptr<detail::host_flag> mark()
-  {
-    auto flag     = std::make_shared<detail::host_flag>();
-    flag->capture = capture_;
-    enqueue([flag] { flag->set(); });
-    return flag;
-  }
-
-  /// @brief The capture this stream is part of (0: none). Host thread only.
-  [[nodiscard]] std::uint64_t capture() const noexcept { return capture_; }
-  /// @brief Joins capture `id` (0: leaves it). Host thread only.
-  void set_capture(std::uint64_t id) noexcept { capture_ = id; }
-
- private:
-  void run()
-  {
-    while (true) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) { return; }
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      if (max_delay_.count() > 0) {
-        std::uniform_int_distribution<std::int64_t> d(0, max_delay_.count());
-        std::this_thread::sleep_for(std::chrono::microseconds(d(rng_)));
-      }
-      task();
-    }
-  }
-
-  std::chrono::microseconds max_delay_;
-  std::mt19937_64 rng_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_{false};
-  std::uint64_t capture_{0};
-  std::thread worker_;  // last: started once the members above exist
-};
-
 /// @brief Pools' view of host streams: a marker is a flag queued on the stream.
 class host_stream_order {
  public:
   /// @brief The flag (null: nothing pending).
-  using marker = std::shared_ptr<detail::host_flag>;
+  using marker = std::shared_ptr<host_flag>;
 
-  /// @brief Queues a flag on the host stream behind `tag` (nullptr: nothing to wait for).
-  marker record(cudaStream_t tag)
+  /// @brief Queues a flag on the host stream `s` (the default stream: nothing to wait for).
+  marker record(stream_ref s)
   {
-    if (tag == nullptr) { return nullptr; }
-    return reinterpret_cast<host_stream_worker*>(tag)->mark();
+    host_stream* const h = host_of(s, "record");
+    return h == nullptr ? nullptr : h->mark();
   }
   /// @brief True once the flag is set; throws stash::logic_error for a flag recorded while
   /// capturing (see the file docs).
@@ -162,19 +60,28 @@ class host_stream_order {
                   "(cudaEventQuery would fail with cudaErrorCapturedEvent)");
     return m->done.load(std::memory_order_acquire);
   }
-  /// @brief Whether the host stream behind `tag` is capturing (see host_backend).
-  bool capturing(cudaStream_t tag) const noexcept
+  /// @brief Whether the host stream `s` is capturing (see host_backend).
+  bool capturing(stream_ref s) const noexcept { return s.is_host() && s.host()->capture() != 0; }
+  /// @brief The host stream `s` blocks until the flag is set (what cudaStreamWaitEvent does).
+  void wait(stream_ref s, marker const& m)
   {
-    return tag != nullptr && reinterpret_cast<host_stream_worker*>(tag)->capture() != 0;
-  }
-  /// @brief The worker behind `tag` blocks until the flag is set (what cudaStreamWaitEvent does).
-  void wait(cudaStream_t tag, marker const& m)
-  {
-    if (tag == nullptr || passed(m)) { return; }
-    reinterpret_cast<host_stream_worker*>(tag)->enqueue([m] { m->wait(); });
+    host_stream* const h = host_of(s, "wait");
+    if (h == nullptr || passed(m)) { return; }
+    h->enqueue([m] { m->wait(); });
   }
   /// @brief Drops the flag.
   void release(marker& m) noexcept { m.reset(); }
+
+ private:
+  // The host stream behind `s`; the default stream has none (nullptr). A CUDA stream here is a
+  // host pool handed a device stream: refused rather than ignored.
+  static host_stream* host_of(stream_ref s, const char* what)
+  {
+    STASH_EXPECTS(s.is_host() || s == stream_ref{},
+                  std::string("host_stream_order::") + what +
+                      ": a CUDA stream was given to a host stream order");
+    return s.host();
+  }
 };
 
 /// @brief Options of the host backend.
@@ -187,9 +94,9 @@ struct host_backend_options {
 class host_backend {
  public:
   /// @brief A stream: the worker thread owned by the backend.
-  using stream = host_stream_worker*;
+  using stream = host_stream*;
   /// @brief An event: a flag that a stream sets.
-  using event = std::shared_ptr<detail::host_flag>;
+  using event = std::shared_ptr<host_flag>;
   /// @brief Pools order reuse by host-stream flags.
   using stream_order = host_stream_order;
 
@@ -204,7 +111,7 @@ class host_backend {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams_.push_back(
-        std::make_unique<host_stream_worker>(options_.max_delay, options_.seed + streams_.size()));
+        std::make_unique<host_stream>(options_.max_delay, options_.seed + streams_.size()));
     return streams_.back().get();
   }
   /// @brief A flag set after the work queued on `s` so far.
@@ -273,13 +180,13 @@ class host_backend {
   }
   /// @brief Runs `task` in `s`'s order (the host backend's "kernel launch").
   void launch(stream s, std::function<void()> task) { s->enqueue(std::move(task)); }
-  /// @brief The host stream as the tag pools receive.
-  cudaStream_t tag(stream s) const noexcept { return reinterpret_cast<cudaStream_t>(s); }
+  /// @brief The host stream as pools see it.
+  stream_ref tag(stream s) const noexcept { return stream_ref{*s}; }
 
  private:
   host_backend_options options_;
   std::mutex mutex_;
-  std::deque<std::unique_ptr<host_stream_worker>> streams_;
+  std::deque<std::unique_ptr<host_stream>> streams_;
   std::uint64_t captures_{0};
 };
 

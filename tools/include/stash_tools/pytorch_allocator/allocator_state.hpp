@@ -215,7 +215,7 @@ class allocator_state {
             if constexpr (std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
               return nullptr;
             } else {
-              return pool.allocate(static_cast<std::size_t>(size), stream);
+              return pool.allocate_async(static_cast<std::size_t>(size), stream);
             }
           },
           pool_);
@@ -243,7 +243,7 @@ class allocator_state {
     std::visit(
         [&](auto& pool) {
           if constexpr (!std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
-            pool.deallocate(p, static_cast<std::size_t>(size), stream);
+            pool.deallocate_async(p, static_cast<std::size_t>(size), stream);
           }
         },
         pool_);

@@ -1,0 +1,106 @@
+/**
+ * @file statistics_adaptor.hpp
+ * @brief `stash::statistics_adaptor<Resource>`: adds stash's pool statistics to any stream-ordered
+ * resource (a `cuda::mr` resource of either CCCL spelling, RMM's included), as RMM's
+ * statistics_resource_adaptor does, so it can go where stash wants `pool_stats` (the conformance
+ * kit, trace replay, benchmark reports).
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/core/stream_ref.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace stash {
+
+/// @brief Forwards every allocation to `Resource` and counts what it handed out.
+///
+/// What a resource does not say, the adaptor reports from what it saw: `reserved_bytes` is the
+/// bytes in use (the adaptor cannot see the upstream), `largest_free_bytes` 0, `budget_bytes`
+/// SIZE_MAX unless one is given, in which case allocations beyond it throw stash::out_of_memory
+/// before reaching the resource. Freeing a pointer the adaptor did not hand out, or with another
+/// size, throws stash::logic_error and changes nothing. Not thread safe.
+/// @tparam Resource A stash::pool; kept by reference, it outlives the adaptor.
+template <pool Resource>
+class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
+ public:
+  /// @brief As the resource.
+  static constexpr bool is_host_accessible = pool_is_host_accessible<Resource>();
+  /// @brief As the resource.
+  static constexpr bool is_device_accessible = pool_is_device_accessible<Resource>();
+
+  /// @brief Counts what `resource` hands out; refuses to go beyond `budget` bytes in use.
+  explicit statistics_adaptor(Resource& resource,
+                              std::size_t budget = std::numeric_limits<std::size_t>::max())
+      : resource_(&resource), budget_(budget)
+  {
+  }
+
+  /// @brief Allocates from the resource (nullptr for 0 bytes) and counts it.
+  void* do_allocate(std::size_t bytes, stream_ref stream)
+  {
+    if (bytes == 0) { return nullptr; }
+    if (bytes > budget_ - in_use_) {
+      throw out_of_memory("statistics_adaptor", bytes, budget_, in_use_, budget_ - in_use_);
+    }
+    live_.reserve(live_.size() + 1);  // the map cannot fail once the resource has given memory
+    void* p = pool_allocate(*resource_, bytes, stream);
+    live_.emplace(p, bytes);
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    ++allocations_;
+    return p;
+  }
+  /// @brief Gives the memory back to the resource.
+  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  {
+    if (p == nullptr && bytes == 0) { return; }
+    auto it = live_.find(p);
+    STASH_EXPECTS(it != live_.end(),
+                  "statistics_adaptor::deallocate: pointer not allocated through this adaptor, or "
+                  "already freed");
+    STASH_EXPECTS(it->second == bytes,
+                  "statistics_adaptor::deallocate: size differs from the one "
+                  "allocated (" +
+                      std::to_string(it->second) + " B allocated, " + std::to_string(bytes) +
+                      " B freed)");
+    pool_deallocate(*resource_, p, bytes, stream);
+    live_.erase(it);
+    in_use_ -= bytes;
+  }
+
+  /// @brief The figures seen so far (see the class docs for what is inferred).
+  [[nodiscard]] pool_stats stats() const
+  {
+    pool_stats s;
+    s.in_use_bytes        = in_use_;
+    s.peak_in_use_bytes   = peak_;
+    s.reserved_bytes      = in_use_;
+    s.peak_reserved_bytes = peak_;
+    s.budget_bytes        = budget_;
+    s.allocations         = allocations_;
+    return s;
+  }
+
+  /// @brief The adapted resource.
+  [[nodiscard]] Resource& upstream() const noexcept { return *resource_; }
+
+ private:
+  Resource* resource_;
+  std::size_t budget_;
+  std::unordered_map<void*, std::size_t> live_;
+  std::size_t in_use_{0};
+  std::size_t peak_{0};
+  std::uint64_t allocations_{0};
+};
+
+}  // namespace stash
