@@ -145,7 +145,7 @@ class stash_memory final : public activation_memory {
       stash::allocator<pool_type, stash::any_swap_policy, Codec, stash::cuda_backend>;
 
   stash_memory(memory_config const& config, stash::any_swap_policy policy, std::string description)
-      : stream_(backend_.create_stream()),
+      : stream_(backend_.create_stream().get()),
         pool_(config.budget.value_or(std::numeric_limits<std::uint64_t>::max()),
               stash::device_upstream{}, stash::lifetime_arena_options{}),
         alloc_(backend_, pool_, allocator_options(config), std::move(policy)),

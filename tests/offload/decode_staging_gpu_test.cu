@@ -52,7 +52,7 @@ std::vector<float> round_trip(std::vector<float> const& h, when w, bool corrupt 
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   manager m(backend, device, host);
-  cudaStream_t const s = backend.create_stream();
+  cudaStream_t const s = backend.create_stream().get();
   std::size_t const n  = h.size() * sizeof(float);
   auto t               = m.create(n, s);
   STASH_CUDA_TRY(cudaMemcpyAsync(m.acquire(t, s), h.data(), n, cudaMemcpyHostToDevice, s));
