@@ -1,6 +1,7 @@
 // Decode from device memory, its host-visible half: the staging layout the GPU transfer uses, and
 // the host copy's size the manager hands each decode (known once the offload completed, unknown
 // before; a corrupted size fails the decode and never makes it read past the slot).
+#include <stash/codec/detail/format.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -13,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <vector>
@@ -121,6 +123,24 @@ TEST_CASE("decode staging: a size past the capacity (a corrupted slot) never rea
   CHECK(z.copy_bytes == 0);
   CHECK_FALSE(z.device_sized_copy);  // nothing is staged: the decoder sees 0 bytes and fails
   CHECK(z.decoder_src_bytes == 0);
+}
+
+TEST_CASE("the device-sized copy takes header + declared payload, clamped to the slot")
+{
+  using stash::detail::declared_prefix_bytes;
+  CHECK(declared_prefix_bytes(1000, 100) == 132);
+  CHECK(declared_prefix_bytes(1000, 968) == 1000);  // exactly the slot
+  CHECK(declared_prefix_bytes(1000, 969) == 1000);  // one past: the whole slot, then rejected
+  CHECK(declared_prefix_bytes(1000, 0) == 32);      // a header alone
+  CHECK(declared_prefix_bytes(31, 0) == 31);        // no header to read: the 31 bytes are taken
+  CHECK(declared_prefix_bytes(0, 5) == 0);
+  CHECK(declared_prefix_bytes(32, 1) == 32);
+  // A corrupted length near 2^64 must not wrap header + payload into a small number.
+  CHECK(declared_prefix_bytes(1000, ~std::uint64_t{0}) == 1000);
+  CHECK(declared_prefix_bytes(1000, ~std::uint64_t{0} - 31) == 1000);
+  // 64-bit slots: a length past 4 GiB is taken whole.
+  std::uint64_t const big = std::uint64_t{5} << 32;
+  CHECK(declared_prefix_bytes(big, big - 64) == big - 32);
 }
 
 TEST_CASE("the decode gets the host copy's size once the offload completed")
