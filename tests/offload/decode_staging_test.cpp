@@ -10,13 +10,17 @@
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/testing/fault_injection.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -263,5 +267,50 @@ TEST_CASE("the decode's scratch is sized by the host copy's size, taken and give
   m.release(h);
   m.synchronize();
   CHECK(device.stats().in_use_bytes == 0);  // the scratch came back too
+  CHECK(host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("a prefetch that fails after queueing work keeps the host copy until that work ran")
+{
+  // The host copy stays with the tensor, which frees it in the D2H stream's order; the work the
+  // failed prefetch queued on the H2D stream (the decode reading the slot and writing its status)
+  // may not have run yet, so the D2H stream must wait for it.
+  using faulty_backend = stash::testing::fault_injecting_backend<stash::host_backend>;
+  stash::host_backend inner;
+  stash::testing::fault_injector faults;
+  faulty_backend backend(inner, faults);
+  host_pool device{stash::host_upstream{}, stash::caching_pool_options{}};
+  host_pool host{stash::host_upstream{}, stash::pinned_host_pool_options()};
+  stash::offload_manager<faulty_backend, host_pool, host_pool,
+                         stash::host_codec_transfer<stash::zvc<float>>>
+      m(backend, device, host);
+  auto const s        = inner.create_stream();
+  std::size_t const n = 4096 * sizeof(float);
+  auto h              = m.create(n, s);
+  void* p             = m.acquire(h, s);
+  inner.launch(s, [p, n] { std::memset(p, 0, n); });
+  m.offload_async(h, s);
+  m.synchronize();
+  REQUIRE(m.state(h) == stash::tensor_state::offloaded);
+
+  std::promise<void> go;
+  auto gate = go.get_future().share();
+  inner.launch(m.h2d_stream(), [gate] { gate.wait(); });  // the H2D stream is busy
+  // Event calls of the prefetch: the wait for the host copy, the record of `ready`, the record of
+  // `decoded`; the last one fails, after the decode was queued.
+  faults.arm(2, 1u << static_cast<unsigned>(stash::testing::fault_kind::event));
+  CHECK_THROWS_AS(m.prefetch_async(h), stash::cuda_error);
+  REQUIRE(faults.failures() == 1);
+  CHECK(m.state(h) == stash::tensor_state::offloaded);
+
+  std::atomic<bool> d2h_ran{false};
+  inner.launch(m.d2h_stream(), [&d2h_ran] { d2h_ran = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(d2h_ran.load());  // a free of the slot on the D2H stream would not wait
+  go.set_value();
+  m.release(h);
+  m.synchronize();
+  CHECK(d2h_ran.load());
+  CHECK(device.stats().in_use_bytes == 0);
   CHECK(host.stats().in_use_bytes == 0);
 }

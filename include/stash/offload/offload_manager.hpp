@@ -742,6 +742,16 @@ class offload_manager {
       backend_.release(q.ready);
       if (scratch != nullptr) { device_pool_.deallocate(scratch, n, backend_.tag(h2d_)); }
       device_pool_.deallocate(device, e.bytes, backend_.tag(h2d_));
+      // The host copy stays with the entry, which frees it in the D2H stream's order (release()),
+      // but the work queued here may still read it and write its status record: the D2H stream
+      // waits for it. Best effort (the original error is the one reported); a captured tensor's
+      // slot belongs to its graph, and the D2H stream may not be in that capture.
+      if (!e.captured) {
+        try {
+          order_after(d2h_, h2d_);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is the one to report
+        }
+      }
       throw;
     }
     if (scratch != nullptr) { device_pool_.deallocate(scratch, n, backend_.tag(h2d_)); }
