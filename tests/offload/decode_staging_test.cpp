@@ -314,3 +314,38 @@ TEST_CASE("a prefetch that fails after queueing work keeps the host copy until t
   CHECK(device.stats().in_use_bytes == 0);
   CHECK(host.stats().in_use_bytes == 0);
 }
+
+namespace {
+
+// A transfer whose decode scratch cannot be sized (a CUDA query failing, say).
+struct unsizable_zvc_transfer : stash::host_codec_transfer<stash::zvc<float>> {
+  static std::size_t decode_scratch_bytes(std::size_t, std::size_t)
+  {
+    throw stash::cuda_error(cudaErrorInvalidValue, "unsizable_zvc_transfer", 0, "sizing");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a prefetch whose decode scratch cannot be sized gives the device memory back")
+{
+  stash::host_backend backend;
+  host_pool device{stash::host_upstream{}, stash::caching_pool_options{}};
+  host_pool host{stash::host_upstream{}, stash::pinned_host_pool_options()};
+  stash::offload_manager<stash::host_backend, host_pool, host_pool, unsizable_zvc_transfer> m(
+      backend, device, host);
+  auto const s        = backend.create_stream();
+  std::size_t const n = 4096 * sizeof(float);
+  auto h              = m.create(n, s);
+  void* p             = m.acquire(h, s);
+  backend.launch(s, [p, n] { std::memset(p, 0, n); });
+  m.offload_async(h, s);
+  m.synchronize();
+  CHECK(device.stats().in_use_bytes == 0);
+  CHECK_THROWS_AS(m.prefetch_async(h), stash::cuda_error);
+  CHECK(device.stats().in_use_bytes == 0);
+  CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host copy stays for a retry
+  m.release(h);
+  m.synchronize();
+  CHECK(host.stats().in_use_bytes == 0);
+}

@@ -723,9 +723,11 @@ class offload_manager {
                                cudaStream_t tag, std::string const& why)
   {
     std::size_t const encoded = known_encoded_bytes(e);
-    std::size_t const n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
+    std::size_t n             = 0;
     void* scratch             = nullptr;
     try {
+      // A transfer's sizing may throw too (a device codec's CUB query is a CUDA call).
+      n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
       scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
     } catch (...) {
       device_pool_.deallocate(device, e.bytes, tag);
