@@ -81,6 +81,7 @@ class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
  public:
   static constexpr bool is_host_accessible   = Pool::is_host_accessible;
   static constexpr bool is_device_accessible = Pool::is_device_accessible;
+  STASH_POOL_PROPERTIES(budget_guard, Pool::is_device_accessible, Pool::is_host_accessible)
 
   template <class... Args>
   explicit budget_guard(std::uint64_t budget, Args&&... args)

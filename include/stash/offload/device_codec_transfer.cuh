@@ -135,13 +135,16 @@ struct device_codec_transfer {
       run_decoder(static_cast<std::byte const*>(host), capacity, device, bytes, scratch, own,
                   &status->status, s);
     } else {
-      auto const plan = detail::plan_decode_staging(own, capacity, encoded_bytes);
+      // decode_scratch_bytes sized the staging for a slot of host_bytes(bytes): a larger slot must
+      // not stage more than that (the encoder never writes more), or it would overrun the scratch.
+      std::size_t const staged = std::min(capacity, host_bytes(bytes));
+      auto const plan          = detail::plan_decode_staging(own, staged, encoded_bytes);
       STASH_EXPECTS(scratch != nullptr && reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0,
                     "device_codec_transfer::decode: scratch must be 16-byte aligned");
       auto* const base     = static_cast<std::byte*>(scratch);
       auto* const d_status = reinterpret_cast<codec_status*>(base + plan.status_offset);
       std::byte* const src = base + plan.source_offset;
-      stage(b, s, static_cast<std::byte const*>(host), capacity, src, plan);
+      stage(b, s, static_cast<std::byte const*>(host), staged, src, plan);
       run_decoder(src, plan.decoder_src_bytes, device, bytes, own == 0 ? nullptr : scratch, own,
                   d_status, s);
       // The manager reads the verdict from the host slot once the stream got here.
