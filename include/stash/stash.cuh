@@ -15,6 +15,7 @@
 #include <stash/codec/device_bitmask.cuh>
 #include <stash/codec/device_codec.cuh>
 #include <stash/codec/device_csr.cuh>
+#include <stash/codec/device_pool_argmax.cuh>
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_staging.cuh>

@@ -12,12 +12,12 @@
 #pragma once
 
 #include <stash/codec/codec_status.hpp>
-#include <stash/codec/detail/pool_argmax_kernels.cuh>
+#include <stash/codec/device_pool_argmax.cuh>
 #include <stash/codec/device_staging.cuh>
-#include <stash/codec/identity.hpp>
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/core/error.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
+#include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/pool_argmax_transfer.hpp>
 #include <stash/offload/transfer.hpp>
 
@@ -45,8 +45,11 @@ struct device_pool_argmax_transfer {
   {
     return pool_argmax_transfer::host_bytes(bytes, desc);
   }
-  /// @brief One device word (did an index fall outside its window?), 16 for alignment.
-  static std::size_t scratch_bytes(std::size_t) noexcept { return 16; }
+  /// @brief The encoder's: one device word (did an index fall outside its window?).
+  static std::size_t scratch_bytes(std::size_t) noexcept
+  {
+    return device_pool_argmax::encode_scratch_bytes();
+  }
   /// @brief None: the decode reads the mapped slot.
   static std::size_t decode_scratch_bytes(std::size_t, std::size_t) noexcept { return 0; }
 
@@ -56,15 +59,12 @@ struct device_pool_argmax_transfer {
                      tensor_desc const& desc)
   {
     auto const& g = detail::argmax_geometry(bytes, desc, "device_pool_argmax_transfer::encode");
-    STASH_EXPECTS(
-        capacity >= identity<std::int64_t>::max_compressed_bytes(g.outputs()) && scratch != nullptr,
-        "device_pool_argmax_transfer::encode: host slot of " + std::to_string(capacity) +
-            " bytes or scratch too small");
-    STASH_CUDA_TRY(cudaMemsetAsync(&status->status, 0, sizeof(codec_status), s));
-    STASH_CUDA_TRY(detail::argmax_encode_async(
-        static_cast<std::int64_t const*>(device), g.dims(), g.outputs(), g.param(),
-        static_cast<std::byte*>(host), &status->encoded_bytes, static_cast<std::uint32_t*>(scratch),
-        s));
+    // A kernel, not a memset: the status is in pinned host memory (see device_codec_transfer).
+    detail::clear_status_kernel<><<<1, 1, 0, s>>>(&status->status);
+    STASH_CUDA_TRY(cudaGetLastError());
+    device_pool_argmax::encode_indices_async(
+        static_cast<std::int64_t const*>(device), g, static_cast<std::byte*>(host), capacity,
+        &status->encoded_bytes, scratch, scratch_bytes(bytes), s);
   }
 
   /// @brief Unpacks on `s` into `device` from the pinned slot's first `encoded_bytes` (the
@@ -75,9 +75,9 @@ struct device_pool_argmax_transfer {
   {
     auto const& g = detail::argmax_geometry(bytes, desc, "device_pool_argmax_transfer::decode");
     std::size_t const readable = encoded_bytes < capacity ? encoded_bytes : capacity;
-    STASH_CUDA_TRY(detail::argmax_decode_async(
-        static_cast<std::byte const*>(host), readable, g.dims(), g.outputs(), g.param(),
-        static_cast<std::int64_t*>(device), &status->status, s));
+    device_pool_argmax::decode_indices_async(static_cast<std::byte const*>(host), readable, g,
+                                             static_cast<std::int64_t*>(device),
+                                             bytes / sizeof(std::int64_t), &status->status, s);
     zero_on_decode_error_async(device, bytes, &status->status, s);
   }
 };

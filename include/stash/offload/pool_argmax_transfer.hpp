@@ -129,8 +129,11 @@ struct pool_argmax_transfer {
   // Whether the encoder wrote the indices unchanged (identity's codec id in the header).
   static bool written_unchanged(std::span<std::byte const> src)
   {
-    return src.size() >= detail::header_bytes &&
-           detail::load_u16(src.data() + detail::off_codec_id) == codec_ids::identity;
+    try {
+      return read_header(src).codec_id == codec_ids::identity;
+    } catch (codec_error const&) {
+      return false;  // malformed: pool_argmax's decoder says why
+    }
   }
 };
 
