@@ -337,3 +337,42 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
   CHECK(back == indices);
   m.release(h);
 }
+
+TEST_CASE(
+    "pool_argmax_transfer: indices outside their windows travel unchanged; corruption is loud")
+{
+  using transfer = stash::pool_argmax_transfer;
+  // Indices of a 3x3/2 pool over 9x9 maps described as a 2x2/2 pool over 8x8 (4x4 outputs each).
+  stash::pool_geometry const truth{3, 9, 9, 3, 3, 2, 2};
+  stash::pool_geometry const described{3, 8, 8, 2, 2, 2, 2};
+  REQUIRE(truth.outputs() == described.outputs());
+  auto const in           = stash::test::pool_input(3 * 9 * 9, 5);
+  auto const indices      = stash::test::max_pool_indices(in, truth);
+  std::size_t const n     = indices.size();
+  std::size_t const bytes = n * sizeof(std::int64_t);
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching device_pool, host_pool;
+  stash::offload_manager<stash::host_backend, host_caching, host_caching,
+                         stash::transfer_set<stash::raw_transfer, transfer>>
+      m(backend, device_pool, host_pool);
+  auto const h = m.create(bytes, s);
+  backend.copy_async(m.acquire(h, s), indices.data(), bytes, s);
+  m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
+  (void)m.host_copy(h);                          // waits for the copy, counts its size
+  CHECK(m.stats().bytes_encoded == 32 + bytes);  // written unchanged, after a header
+  std::vector<std::int64_t> back(n, -1);
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(back == indices);
+  // A host copy whose count was corrupted is refused: zeros and codec_error, not data.
+  m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
+  auto const again = m.host_copy(h);
+  const_cast<std::byte&>(again[16]) ^= std::byte{0x10};  // element count 48 -> 32
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.synchronize(s);
+  CHECK_THROWS_AS(m.synchronize(), stash::codec_error);
+  CHECK(back == std::vector<std::int64_t>(n, 0));
+  m.release(h);
+}

@@ -113,7 +113,10 @@ struct pool_argmax_transfer {
                                         bytes / sizeof(std::int64_t));
       try {
         if (written_unchanged(src)) {
-          (void)identity<std::int64_t>::host_decode(src, dst);
+          // Fewer indices than the tensor's would leave some undecoded.
+          if (identity<std::int64_t>::host_decode(src, dst) != dst.size()) {
+            throw codec_error(codec_errc::payload_size_mismatch, detail::off_count);
+          }
         } else {
           (void)pool_argmax::host_decode_indices(src, g, dst);
         }
