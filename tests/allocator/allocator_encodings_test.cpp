@@ -285,7 +285,7 @@ TEST_CASE("allocator: argmax exact, max-pool indices cross as 4 bits each on the
   // indices are not its geometry's windows, unchanged after a header (32 + 8n).
   std::uint64_t const n        = r.outputs;
   std::uint64_t const argmax_i = 32 + 4 * ((n + 7) / 8);
-  CHECK(r.moved.bytes_encoded_source == 2 * 4 * 8 * n);
+  CHECK(r.moved.bytes_encoded_source == n * 8 * 4 * 2);  // 4 tensors, 2 replayed iterations
   CHECK(r.moved.bytes_encoded == 2 * (argmax_i + 8 * n + (32 + 8 * n) + 8 * n));
   MESSAGE("max-pool indices of " << n << " outputs (" << 8 * n << " B): " << argmax_i
                                  << " B on the wire as pool_argmax");
@@ -295,13 +295,14 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
 {
   using transfer = stash::pool_argmax_transfer;
   stash::pool_geometry const g{4, 8, 8, 2, 2, 2, 2};  // 64 outputs
-  CHECK(transfer::host_bytes(64 * 8, stash::tensor_desc{.pool = g}) == 32 + 64 * 8);
-  CHECK_THROWS_AS((void)transfer::host_bytes(64 * 8, stash::tensor_desc{}), stash::logic_error);
-  CHECK_THROWS_AS((void)transfer::host_bytes(63 * 8, stash::tensor_desc{.pool = g}),
+  constexpr std::size_t bytes = 64 * sizeof(std::int64_t);
+  CHECK(transfer::host_bytes(bytes, stash::tensor_desc{.pool = g}) == 32 + bytes);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{}), stash::logic_error);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes - 8, stash::tensor_desc{.pool = g}),
                   stash::logic_error);
   stash::pool_geometry wide = g;
   wide.window_w             = 5;
-  CHECK_THROWS_AS((void)transfer::host_bytes(64 * 8, stash::tensor_desc{.pool = wide}),
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{.pool = wide}),
                   stash::logic_error);
   // Through the manager: refused with logic_error, the tensor stays resident and intact.
   stash::host_backend backend;
@@ -310,14 +311,14 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
   stash::offload_manager<stash::host_backend, host_caching, host_caching,
                          stash::transfer_set<stash::raw_transfer, transfer>>
       m(backend, device_pool, host_pool);
-  auto const h = m.create(64 * 8, s);
+  auto const h = m.create(bytes, s);
   std::vector<std::int64_t> const values(64, 3);
-  backend.copy_async(m.acquire(h, s), values.data(), 64 * 8, s);
+  backend.copy_async(m.acquire(h, s), values.data(), bytes, s);
   CHECK_THROWS_AS(m.offload_async(h, s, 1), stash::logic_error);
   CHECK_THROWS_AS(m.offload_async(h, s, 1, stash::tensor_desc{.pool = wide}), stash::logic_error);
   CHECK(m.state(h) == stash::tensor_state::resident);
   std::vector<std::int64_t> back(64);
-  backend.copy_async(back.data(), m.acquire(h, s), 64 * 8, s);
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
   backend.synchronize(s);
   CHECK(back == values);
   // Described, it goes and comes back exact (each window's row 1, column 0: position 2).
@@ -326,12 +327,12 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
     std::size_t const q = o % 16;
     indices[o]          = static_cast<std::int64_t>((q / 4 * 2 + 1) * 8 + q % 4 * 2);
   }
-  backend.copy_async(m.acquire(h, s), indices.data(), 64 * 8, s);
+  backend.copy_async(m.acquire(h, s), indices.data(), bytes, s);
   m.offload_async(h, s, 1, stash::tensor_desc{.pool = g});
   m.synchronize();
   CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host sees the copy complete
   CHECK(m.stats().bytes_encoded == 32 + 4 * 8);
-  backend.copy_async(back.data(), m.acquire(h, s), 64 * 8, s);
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
   backend.synchronize(s);
   m.synchronize();
   CHECK(back == indices);
@@ -346,7 +347,7 @@ TEST_CASE(
   stash::pool_geometry const truth{3, 9, 9, 3, 3, 2, 2};
   stash::pool_geometry const described{3, 8, 8, 2, 2, 2, 2};
   REQUIRE(truth.outputs() == described.outputs());
-  auto const in           = stash::test::pool_input(3 * 9 * 9, 5);
+  auto const in           = stash::test::pool_input(std::size_t{3} * 9 * 9, 5);
   auto const indices      = stash::test::max_pool_indices(in, truth);
   std::size_t const n     = indices.size();
   std::size_t const bytes = n * sizeof(std::int64_t);

@@ -49,11 +49,11 @@ TEST_CASE("pool_argmax backward matches backward from the full input on real act
   auto const in = stash::test::load_activation("netA_final_relu2.f32");  // 8x32x28x28
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (auto [k, s] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{4, 4}, std::pair{3, 1}}) {
+  for (auto const& ks : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 2}, {4, 4}, {3, 1}}) {
+    std::size_t const k = ks.first, s = ks.second;
     CAPTURE(k);
     CAPTURE(s);
-    stash::pool_geometry const g{
-        8 * 32, 28, 28, std::size_t(k), std::size_t(k), std::size_t(s), std::size_t(s)};
+    stash::pool_geometry const g{std::size_t{8} * 32, 28, 28, k, k, s, s};
     std::vector<std::byte> buf(stash::pool_argmax::max_compressed_bytes(g.outputs()));
     std::size_t const bytes = stash::pool_argmax::host_encode(in, g, buf);
     CHECK(bytes == 32 + 4 * ((g.outputs() + 7) / 8));
@@ -65,13 +65,13 @@ TEST_CASE("pool_argmax backward matches backward from the full input on real act
     CHECK(stash::test::bitwise_equal(grad_in, ref));
   }
   // 2x2/2: half a byte per pool output, 8x less than the float32 pool output map (Gist).
-  stash::pool_geometry const g{8 * 32, 28, 28, 2, 2, 2, 2};
+  stash::pool_geometry const g{std::size_t{8} * 32, 28, 28, 2, 2, 2, 2};
   CHECK(stash::pool_argmax::max_compressed_bytes(g.outputs()) - 32 == g.outputs() * 4 / 8);
 }
 
 TEST_CASE("pool_argmax rejects bad geometry and corrupted buffers")
 {
-  std::vector<float> in(2 * 4 * 4);
+  std::vector<float> in(std::size_t{2} * 4 * 4);
   for (std::size_t i = 0; i < in.size(); ++i) { in[i] = static_cast<float>((i * 7) % 11); }
   stash::pool_geometry const g{2, 4, 4, 3, 3, 1, 1};  // 2x2 outputs per plane, 9-entry windows
   std::vector<std::byte> buf(stash::pool_argmax::max_compressed_bytes(g.outputs()));
@@ -84,7 +84,7 @@ TEST_CASE("pool_argmax rejects bad geometry and corrupted buffers")
   stash::pool_geometry other = g;
   other.stride_w             = 2;  // another geometry: param mismatch
   other.width                = 5;
-  std::vector<float> grad_in2(2 * 4 * 5), grad_out2(other.outputs(), 1.0f);
+  std::vector<float> grad_in2(std::size_t{2} * 4 * 5), grad_out2(other.outputs(), 1.0f);
   CHECK_THROWS_AS(stash::pool_argmax::host_backward(buf, other, grad_out2, grad_in2),
                   stash::codec_error);
   stash::pool_geometry too_big = g;
@@ -127,11 +127,11 @@ static_assert(stash::codec<argmax_indices_codec>);
 TEST_CASE("pool_argmax from max-pool indices: argmax exact on real activations, 1/16 of int64")
 {
   auto const in = stash::test::load_activation("netA_final_relu2.f32");  // 8x32x28x28
-  for (auto [k, s] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{4, 4}, std::pair{3, 1}}) {
+  for (auto const& ks : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 2}, {4, 4}, {3, 1}}) {
+    std::size_t const k = ks.first, s = ks.second;
     CAPTURE(k);
     CAPTURE(s);
-    stash::pool_geometry const g{
-        8 * 32, 28, 28, std::size_t(k), std::size_t(k), std::size_t(s), std::size_t(s)};
+    stash::pool_geometry const g{std::size_t{8} * 32, 28, 28, k, k, s, s};
     auto const indices = stash::test::max_pool_indices(in, g);
     std::vector<std::byte> buf(stash::pool_argmax::max_compressed_bytes(g.outputs()));
     std::size_t const bytes = stash::pool_argmax::host_encode_indices(indices, g, buf);
@@ -155,7 +155,7 @@ TEST_CASE("pool_argmax from max-pool indices: argmax exact on real activations, 
 TEST_CASE("pool_argmax from indices refuses what it cannot encode exactly")
 {
   stash::pool_geometry const g{2, 5, 5, 2, 2, 2, 2};  // 2x2 outputs per plane
-  std::vector<float> in(2 * 5 * 5);
+  std::vector<float> in(std::size_t{2} * 5 * 5);
   for (std::size_t i = 0; i < in.size(); ++i) { in[i] = static_cast<float>((i * 7) % 13); }
   auto indices = stash::test::max_pool_indices(in, g);
   std::vector<std::byte> buf(stash::pool_argmax::max_compressed_bytes(g.outputs()));

@@ -40,7 +40,7 @@ inline std::vector<float> pool_input(std::size_t n, unsigned seed)
 {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) {
-    v[i] = static_cast<float>((i * 2654435761u + seed * 40503u) % 10007);
+    v[i] = static_cast<float>((i * 2654435761u + std::size_t{seed} * 40503u) % 10007);
   }
   return v;
 }
