@@ -291,6 +291,21 @@ TEST_CASE("allocator: argmax exact, max-pool indices cross as 4 bits each on the
                                  << " B on the wire as pool_argmax");
 }
 
+TEST_CASE("allocator: a replayed index tensor without its geometry travels raw, counted, exact")
+{
+  stash::host_backend backend;
+  host_caching pool;
+  stash::allocator_stats stats;
+  using codecs = stash::transfer_set<void, stash::pool_argmax_transfer>;
+  // i is described when recorded (planned as pool_argmax), not in the two replayed iterations.
+  auto const r =
+      stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats, false);
+  CHECK(r.exact_reads == r.reads);
+  CHECK(stats.encoding_fallbacks == 2 + 2);  // j and u when planned, i at each replayed offload
+  std::uint64_t const n = r.outputs;
+  CHECK(r.moved.bytes_encoded == 2 * (8 * n + 8 * n + (32 + 8 * n) + 8 * n));
+}
+
 TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking memory")
 {
   using transfer = stash::pool_argmax_transfer;

@@ -53,9 +53,11 @@ struct argmax_step_result {
 
 /// Runs `iterations` iterations (the first recorded) of the step through
 /// allocator<Pool, argmax_step_policy, Codecs, Backend>; throws whatever the allocator throws.
+/// With `describe_i_in_replays` false, i is described only in the recorded iteration.
 template <class Pool, class Codecs, class Backend>
 argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
-                                   allocator_stats* stats = nullptr)
+                                   allocator_stats* stats     = nullptr,
+                                   bool describe_i_in_replays = true)
 {
   using alloc_type = allocator<Pool, argmax_step_policy, Codecs, Backend>;
   using ids        = std::vector<std::uint64_t>;
@@ -80,8 +82,10 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
   for (int it = 0; it < iterations; ++it) {
     alloc.begin_iteration();
     alloc.phase(phase::forward);
-    auto const p = alloc.allocate(n * sizeof(float), storage_kind::act, "p", s);
-    auto const i = alloc.allocate(bytes, storage_kind::act, "i", s, tensor_desc{.pool = g});
+    auto const p          = alloc.allocate(n * sizeof(float), storage_kind::act, "p", s);
+    bool const describe_i = it == 0 || describe_i_in_replays;
+    auto const i          = alloc.allocate(bytes, storage_kind::act, "i", s,
+                                  describe_i ? tensor_desc{.pool = g} : tensor_desc{});
     auto const j =
         alloc.allocate(bytes, storage_kind::act, "j", s, tensor_desc{.pool = wrong_size});
     auto const k   = alloc.allocate(bytes, storage_kind::act, "k", s, tensor_desc{.pool = g});
