@@ -37,6 +37,11 @@
  * member cannot encode (a size that is not a whole number of its elements), travels raw and is
  * counted in allocator_stats::encoding_fallbacks. The members' element types must be the tensors'
  * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
+ * Gist's 4-bit pool argmax (pool_argmax_transfer, device_pool_argmax_transfer) replaces a max
+ * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
+ * allocate() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
+ * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
+ * not at all) travels raw and is counted in encoding_fallbacks.
  */
 #pragma once
 
@@ -49,6 +54,7 @@
 #include <stash/offload/offload_backend.hpp>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
+#include <stash/offload/pool_argmax_transfer.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/pool.hpp>
@@ -208,7 +214,9 @@ struct allocator_stats {
   std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
-  /// apply to the storage's size): they travel raw. Zero when every entry runs as planned.
+  /// apply to the storage's size or tensor_desc): they travel raw. Plus replayed offloads whose
+  /// tensor_desc the planned member refused (they too travel raw). Zero when every entry runs as
+  /// planned.
   std::uint64_t encoding_fallbacks{0};
 };
 
@@ -309,13 +317,22 @@ class allocator {
   }
 
   /// @brief A new tensor of `bytes`, usable by work queued on `stream`.
-  tensor_id allocate(std::size_t bytes, storage_kind kind, std::string label, stream_type stream)
+  /// @param bytes Its size.
+  /// @param kind What it holds (act, param, ...), recorded in the trace.
+  /// @param label Its name in the trace.
+  /// @param stream The stream of its first use.
+  /// @param desc What a codec may need besides the size: for max-pool indices, the pool's
+  ///   geometry (`{.pool = ...}`), without which pool_argmax entries travel raw.
+  tensor_id allocate(std::size_t bytes, storage_kind kind, std::string label, stream_type stream,
+                     tensor_desc const& desc = {})
   {
     tensor t;
     t.handle = manager_.create(bytes, stream);
     t.bytes  = bytes;
+    t.desc   = desc;
     if (state_ != allocator_state::replaying) {
       t.storage = recorder_->allocate(bytes, kind, std::move(label));
+      record_desc(*t.storage, desc);
     } else if (in_iteration_) {
       std::uint64_t const k = alloc_index_++;
       if (k < recorded_allocs_ && recording_->storages()[first_storage_ + k].bytes == bytes) {
@@ -405,6 +422,8 @@ class allocator {
 
  private:
   static constexpr tensor_id no_tensor = std::numeric_limits<tensor_id>::max();
+  static constexpr std::size_t manager_transfer_type_size =
+      detail::set_encodings<manager_transfer_type>::value.size();
 
   struct scheduled_offload {
     storage_id storage;
@@ -416,6 +435,7 @@ class allocator {
     std::size_t bytes{0};
     std::optional<storage_id> storage;  // in the recording, when matched
     bool alive{true};
+    tensor_desc desc{};  // as given to allocate()
   };
 
   tensor& checked(tensor_id id, const char* what)
@@ -439,11 +459,13 @@ class allocator {
   {
     recorder_.emplace();
     by_storage_.clear();
+    storage_descs_.clear();
     for (tensor_id id = 0; id < tensors_.size(); ++id) {
       auto& t = tensors_[id];
       if (!t.alive) { continue; }
       t.storage =
           recorder_->allocate(t.bytes, storage_kind::param, "persistent#" + std::to_string(id));
+      record_desc(*t.storage, t.desc);
     }
     first_storage_ = recorder_->trace().storages().size();
     first_op_      = recorder_->trace().ops().size();
@@ -483,7 +505,8 @@ class allocator {
       if (e.id < first_storage_ || e.last_use < first_op_ || e.prefetch_at < first_op_) {
         continue;  // persistent storages stay put
       }
-      auto const transfer = transfer_for_entry(e, recording_->storages()[e.id].bytes);
+      auto const transfer =
+          transfer_for_entry(e, recording_->storages()[e.id].bytes, desc_of_storage(e.id));
       offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(
           {e.id, transfer});
       prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
@@ -497,19 +520,12 @@ class allocator {
   // configured encoding index 0 (or the default_encoding's member), else the first member writing
   // the entry's encoding that can encode the storage; raw copies (the last member) when none can,
   // counted in encoding_fallbacks.
-  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes)
+  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes, tensor_desc const& desc)
   {
     constexpr auto encodings = detail::set_encodings<manager_transfer_type>::value;
     constexpr auto raw       = static_cast<std::uint8_t>(encodings.size() - 1);
-    auto encodes             = [&](std::size_t i) {
-      try {
-        (void)decltype(manager_)::host_slot_bytes(bytes, i);
-        return true;
-      } catch (logic_error const&) {
-        return false;  // a size the member refuses (its element size or limit)
-      }
-    };
-    auto wanted = e.encoding;
+    auto encodes             = [&](std::size_t i) { return member_encodes(i, bytes, desc); };
+    auto wanted              = e.encoding;
     if (wanted == swap_encoding::configured) {
       if (!options_.default_encoding) {
         if (encodes(0)) { return 0; }
@@ -521,6 +537,40 @@ class allocator {
       if (encodings[i] == wanted && encodes(i)) { return static_cast<std::uint8_t>(i); }
     }
     if (wanted != swap_encoding::raw) { ++stats_.encoding_fallbacks; }
+    return raw;
+  }
+
+  // Whether member `i` of manager_transfer_type takes a `bytes`-byte tensor described by `desc`.
+  static bool member_encodes(std::size_t i, std::size_t bytes, tensor_desc const& desc)
+  {
+    try {
+      (void)decltype(manager_)::host_slot_bytes(bytes, i, desc);
+      return true;
+    } catch (logic_error const&) {
+      return false;  // a size or description the member refuses (element size, limit, geometry)
+    }
+  }
+
+  // The description a storage of the recording was allocated with.
+  [[nodiscard]] tensor_desc const& desc_of_storage(storage_id s) const
+  {
+    static tensor_desc const none{};
+    return s < storage_descs_.size() ? storage_descs_[s] : none;
+  }
+  void record_desc(storage_id s, tensor_desc const& desc)
+  {
+    if (!desc.pool) { return; }  // most tensors need none: the vector grows only for the others
+    if (storage_descs_.size() <= s) { storage_descs_.resize(s + 1); }
+    storage_descs_[s] = desc;
+  }
+
+  // The planned member for this iteration's tensor, whose description may differ from the
+  // recording's: raw copies, counted, when the member refuses it.
+  std::uint8_t transfer_for_tensor(std::uint8_t planned, tensor const& t)
+  {
+    constexpr auto raw = static_cast<std::uint8_t>(manager_transfer_type_size - 1);
+    if (planned == raw || member_encodes(planned, t.bytes, t.desc)) { return planned; }
+    ++stats_.encoding_fallbacks;
     return raw;
   }
 
@@ -536,7 +586,8 @@ class allocator {
         if (id == no_tensor || !tensors_[id].alive) { continue; }
         auto const h = tensors_[id].handle;
         if (manager_.state(h) != tensor_state::resident) { continue; }
-        manager_.offload_async(h, stream == stream_type{} ? last_stream_ : stream, transfer);
+        manager_.offload_async(h, stream == stream_type{} ? last_stream_ : stream,
+                               transfer_for_tensor(transfer, tensors_[id]), tensors_[id].desc);
         ++stats_.scheduled_offloads;
       }
     }
@@ -586,6 +637,7 @@ class allocator {
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;
   std::vector<tensor_id> by_storage_;
+  std::vector<tensor_desc> storage_descs_;  // of the recording's storages (described ones only)
   std::vector<tensor> tensors_;
   allocator_stats stats_;
 };

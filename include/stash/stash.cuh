@@ -15,6 +15,7 @@
 #include <stash/codec/device_bitmask.cuh>
 #include <stash/codec/device_codec.cuh>
 #include <stash/codec/device_csr.cuh>
+#include <stash/codec/device_pool_argmax.cuh>
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_staging.cuh>
@@ -42,9 +43,11 @@
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
+#include <stash/offload/device_pool_argmax_transfer.cuh>
 #include <stash/offload/offload_backend.hpp>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
+#include <stash/offload/pool_argmax_transfer.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/async_pool.hpp>
 #include <stash/pool/best_of_planner.hpp>

@@ -3,6 +3,7 @@
 // every read is checked (lossless bytes identical, Gist's Binarize sign-exact, fp16 within its
 // rounding), and what the slot cannot run travels raw and is counted.
 #include "support/allocator_drive.hpp"
+#include "support/argmax_step.hpp"
 #include "support/data.hpp"
 #include "support/encoded_step.hpp"
 
@@ -12,6 +13,7 @@
 #include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
+#include <stash/offload/pool_argmax_transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/search_swap.hpp>
@@ -262,4 +264,131 @@ TEST_CASE("allocator: bitmask or pool_argmax cannot be the default encoding")
     o.default_encoding = e;
     CHECK_THROWS_AS(alloc_type(backend, pool, o), stash::logic_error);
   }
+}
+
+TEST_CASE("allocator: argmax exact, max-pool indices cross as 4 bits each on the host backend")
+{
+  stash::host_backend backend;
+  host_caching pool;
+  stash::allocator_stats stats;
+  using codecs = stash::transfer_set<stash::zvc<float>, stash::pool_argmax_transfer>;
+  auto const r = stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats);
+  REQUIRE(r.iterations == 3);
+  // Every index tensor comes back bit-identical, whichever way it travelled.
+  CHECK(r.exact_reads == r.reads);
+  CHECK(stats.scheduled_offloads == 2 * 4);
+  CHECK(stats.deviations == 0);
+  // j (a geometry of another size) and u (none) were refused when planned: raw, counted.
+  CHECK(stats.encoding_fallbacks == 2);
+  CHECK(r.moved.decode_failures == 0);
+  // On the wire per replayed iteration: i as 32 + 4 ceil(n/8) bytes; j and u raw (8n); k, whose
+  // indices are not its geometry's windows, unchanged after a header (32 + 8n).
+  std::uint64_t const n        = r.outputs;
+  std::uint64_t const argmax_i = 32 + 4 * ((n + 7) / 8);
+  CHECK(r.moved.bytes_encoded_source == n * 8 * 4 * 2);  // 4 tensors, 2 replayed iterations
+  CHECK(r.moved.bytes_encoded == 2 * (argmax_i + 8 * n + (32 + 8 * n) + 8 * n));
+  MESSAGE("max-pool indices of " << n << " outputs (" << 8 * n << " B): " << argmax_i
+                                 << " B on the wire as pool_argmax");
+}
+
+TEST_CASE("allocator: a replayed index tensor without its geometry travels raw, counted, exact")
+{
+  stash::host_backend backend;
+  host_caching pool;
+  stash::allocator_stats stats;
+  using codecs = stash::transfer_set<void, stash::pool_argmax_transfer>;
+  // i is described when recorded (planned as pool_argmax), not in the two replayed iterations.
+  auto const r =
+      stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats, false);
+  CHECK(r.exact_reads == r.reads);
+  CHECK(stats.encoding_fallbacks == 2 + 2);  // j and u when planned, i at each replayed offload
+  std::uint64_t const n = r.outputs;
+  CHECK(r.moved.bytes_encoded == 2 * (8 * n + 8 * n + (32 + 8 * n) + 8 * n));
+}
+
+TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking memory")
+{
+  using transfer = stash::pool_argmax_transfer;
+  stash::pool_geometry const g{4, 8, 8, 2, 2, 2, 2};  // 64 outputs
+  constexpr std::size_t bytes = 64 * sizeof(std::int64_t);
+  CHECK(transfer::host_bytes(bytes, stash::tensor_desc{.pool = g}) == 32 + bytes);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{}), stash::logic_error);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes - 8, stash::tensor_desc{.pool = g}),
+                  stash::logic_error);
+  stash::pool_geometry wide = g;
+  wide.window_w             = 5;
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{.pool = wide}),
+                  stash::logic_error);
+  // Through the manager: refused with logic_error, the tensor stays resident and intact.
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching device_pool, host_pool;
+  stash::offload_manager<stash::host_backend, host_caching, host_caching,
+                         stash::transfer_set<stash::raw_transfer, transfer>>
+      m(backend, device_pool, host_pool);
+  auto const h = m.create(bytes, s);
+  std::vector<std::int64_t> const values(64, 3);
+  backend.copy_async(m.acquire(h, s), values.data(), bytes, s);
+  CHECK_THROWS_AS(m.offload_async(h, s, 1), stash::logic_error);
+  CHECK_THROWS_AS(m.offload_async(h, s, 1, stash::tensor_desc{.pool = wide}), stash::logic_error);
+  CHECK(m.state(h) == stash::tensor_state::resident);
+  std::vector<std::int64_t> back(64);
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.synchronize(s);
+  CHECK(back == values);
+  // Described, it goes and comes back exact (each window's row 1, column 0: position 2).
+  std::vector<std::int64_t> indices(64);
+  for (std::size_t o = 0; o < 64; ++o) {
+    std::size_t const q = o % 16;
+    indices[o]          = static_cast<std::int64_t>((q / 4 * 2 + 1) * 8 + q % 4 * 2);
+  }
+  backend.copy_async(m.acquire(h, s), indices.data(), bytes, s);
+  m.offload_async(h, s, 1, stash::tensor_desc{.pool = g});
+  m.synchronize();
+  CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host sees the copy complete
+  CHECK(m.stats().bytes_encoded == 32 + 4 * 8);
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(back == indices);
+  m.release(h);
+}
+
+TEST_CASE(
+    "pool_argmax_transfer: indices outside their windows travel unchanged; corruption is loud")
+{
+  using transfer = stash::pool_argmax_transfer;
+  // Indices of a 3x3/2 pool over 9x9 maps described as a 2x2/2 pool over 8x8 (4x4 outputs each).
+  stash::pool_geometry const truth{3, 9, 9, 3, 3, 2, 2};
+  stash::pool_geometry const described{3, 8, 8, 2, 2, 2, 2};
+  REQUIRE(truth.outputs() == described.outputs());
+  auto const in           = stash::test::pool_input(std::size_t{3} * 9 * 9, 5);
+  auto const indices      = stash::test::max_pool_indices(in, truth);
+  std::size_t const n     = indices.size();
+  std::size_t const bytes = n * sizeof(std::int64_t);
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching device_pool, host_pool;
+  stash::offload_manager<stash::host_backend, host_caching, host_caching,
+                         stash::transfer_set<stash::raw_transfer, transfer>>
+      m(backend, device_pool, host_pool);
+  auto const h = m.create(bytes, s);
+  backend.copy_async(m.acquire(h, s), indices.data(), bytes, s);
+  m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
+  (void)m.host_copy(h);                          // waits for the copy, counts its size
+  CHECK(m.stats().bytes_encoded == 32 + bytes);  // written unchanged, after a header
+  std::vector<std::int64_t> back(n, -1);
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(back == indices);
+  // A host copy whose count was corrupted is refused: zeros and codec_error, not data.
+  m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
+  auto const again = m.host_copy(h);
+  const_cast<std::byte&>(again[16]) ^= std::byte{0x10};  // element count 48 -> 32
+  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.synchronize(s);
+  CHECK_THROWS_AS(m.synchronize(), stash::codec_error);
+  CHECK(back == std::vector<std::int64_t>(n, 0));
+  m.release(h);
 }

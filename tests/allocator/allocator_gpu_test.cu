@@ -1,5 +1,6 @@
 // stash::allocator on the CUDA backend with a transfer_set of device codecs: each schedule entry
 // runs its own codec kernels (the host-backend twin is in allocator_encodings_test.cpp).
+#include "support/argmax_step.hpp"
 #include "support/encoded_step.hpp"
 
 #include <stash/allocator.hpp>
@@ -8,6 +9,7 @@
 #include <stash/core/device_upstream.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
+#include <stash/offload/device_pool_argmax_transfer.cuh>
 #include <stash/pool/caching_pool.hpp>
 
 #include <doctest/doctest.h>
@@ -32,4 +34,22 @@ TEST_CASE("gpu: allocator<transfer_set<device zvc, device bitmask>> runs each en
   CHECK(stats.deviations == 0);
   // zvc shrank b (two thirds zeros) and Binarize a: the codecs ran, not raw copies.
   CHECK(r.moved.bytes_encoded * 2 < r.moved.bytes_encoded_source);
+}
+
+TEST_CASE("gpu: allocator with device_pool_argmax_transfer: max-pool indices exact as 4 bits")
+{
+  using device_pool = stash::caching_pool<stash::device_upstream>;
+  using codecs      = stash::transfer_set<stash::device_codec_transfer<stash::device_zvc<float>>,
+                                     stash::device_pool_argmax_transfer>;
+  stash::cuda_backend backend;
+  device_pool pool;
+  stash::allocator_stats stats;
+  auto const r = stash::test::run_argmax_step<device_pool, codecs>(backend, pool, 3, &stats);
+  CHECK(r.iterations == 3);
+  CHECK(r.exact_reads == r.reads);  // the host test's figures (allocator_encodings_test.cpp)
+  CHECK(stats.scheduled_offloads == 2 * 4);
+  CHECK(stats.encoding_fallbacks == 2);
+  CHECK(r.moved.decode_failures == 0);
+  std::uint64_t const n = r.outputs;
+  CHECK(r.moved.bytes_encoded == 2 * ((32 + 4 * ((n + 7) / 8)) + 8 * n + (32 + 8 * n) + 8 * n));
 }

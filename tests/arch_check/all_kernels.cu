@@ -45,4 +45,8 @@ void stash_arch_check_every_kernel(stash::cuda_backend& backend, cudaStream_t s)
       stash::device_precision<stash::bf16>, stash::device_precision<stash::fp8_e4m3>,
       stash::device_precision<stash::fp8_e5m2>, stash::device_precision<stash::fp10>>(backend, s);
   stash::device_bitmask::apply_mask_to_gradient_async(nullptr, 0, nullptr, 0, nullptr, s);
+  // Max-pool indices (the geometry is per call, so not in the device_codec list above).
+  stash::pool_geometry const g{1, 2, 2, 2, 2, 1, 1};
+  stash::device_pool_argmax::encode_indices_async(nullptr, g, nullptr, 0, nullptr, nullptr, 0, s);
+  stash::device_pool_argmax::decode_indices_async(nullptr, 0, g, nullptr, 0, nullptr, s);
 }

@@ -1,6 +1,7 @@
 // libFuzzer target: every codec's host decoder and the buffer-header checks (read_header,
-// verify_checksum). Input: one selector byte choosing the decoder (pool_argmax takes four more
-// bytes of geometry), then the buffer. Decodes or throws stash::codec_error; nothing else.
+// verify_checksum). Input: one selector byte choosing the decoder (pool_argmax, backward and index
+// decoder, takes four more bytes of geometry), then the buffer. Decodes or throws
+// stash::codec_error; nothing else.
 // Oracles beyond "no crash": a destination one element short is refused, and a lossless
 // codec's decode(encode(x)) reproduces x bit-exactly.
 #include "fuzz_support.hpp"
@@ -61,6 +62,22 @@ void pool_backward(bytes geometry, bytes src)
   g.planes   = 1 + static_cast<std::size_t>(geometry[1]) % 8;
   g.height   = g.window_h + static_cast<std::size_t>(geometry[2]) % 32;
   g.width    = g.window_w + static_cast<std::size_t>(geometry[3]) % 32;
+  // The index decoder on the same buffer: what it accepts re-encodes to the same payload (every
+  // index inside its window; a re-encode that refuses one throws codec_error, caught below as a
+  // refusal, so it is checked explicitly).
+  std::vector<std::int64_t> indices(g.outputs());
+  bool decoded = false;
+  try {
+    (void)stash::pool_argmax::host_decode_indices(src, g, indices);
+    decoded = true;
+    std::vector<std::byte> again(stash::pool_argmax::max_compressed_bytes(g.outputs()));
+    std::size_t const n = stash::pool_argmax::host_encode_indices(indices, g, again);
+    if (std::memcmp(again.data() + 32, src.data() + 32, n - 32) != 0) {
+      stash::fuzz::contract_violation("host_decode_indices does not invert host_encode_indices");
+    }
+  } catch (stash::codec_error const&) {
+    if (decoded) { stash::fuzz::contract_violation("host_decode_indices left an index outside"); }
+  }
   std::vector<float> grad_out(g.outputs(), 1.0f);
   std::vector<float> grad_in(g.planes * g.height * g.width);
   stash::pool_argmax::host_backward(src, g, grad_out, grad_in);

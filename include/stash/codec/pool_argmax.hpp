@@ -1,14 +1,18 @@
 /**
  * @file pool_argmax.hpp
- * @brief Gist's encoding for ReLU feeding max-pool: a 4-bit argmax per pool output (windows up to
- * 4x4) replaces the pool's input for the backward pass, 8x smaller than the float32 output map.
+ * @brief Gist's encoding for max-pool: a 4-bit argmax per pool output (windows up to 4x4), either
+ * computed from the pool's input map (replacing it for the backward pass, 8x smaller than the
+ * float32 output map) or taken from the pool's int64 indices (the second result of
+ * aten::max_pool2d_with_indices), which it replaces exactly at 1/16 of their size.
  */
 #pragma once
 
 #include <stash/codec/codec.hpp>
+#include <stash/codec/detail/pool_argmax_format.hpp>
 #include <stash/codec/element_type.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace stash {
@@ -35,14 +39,24 @@ struct pool_geometry {
     return static_cast<std::uint16_t>((window_h - 1) | (window_w - 1) << 2 | (stride_h - 1) << 4 |
                                       (stride_w - 1) << 6);
   }
+  /// @brief The dimensions as the shared host/device logic takes them.
+  [[nodiscard]] detail::pool_dims dims() const
+  {
+    return {height, width, out_h(), out_w(), window_h, window_w, stride_h, stride_w};
+  }
   /// @brief Throws stash::logic_error unless every field is in range.
   void validate(const char* who) const
   {
-    auto in = [](std::size_t v) { return v >= 1 && v <= 4; };
+    auto in          = [](std::size_t v) { return v >= 1 && v <= 4; };
+    auto const shape = [&] {
+      return " (window " + std::to_string(window_h) + "x" + std::to_string(window_w) + ", stride " +
+             std::to_string(stride_h) + "x" + std::to_string(stride_w) + ", input map " +
+             std::to_string(height) + "x" + std::to_string(width) + ")";
+    };
     STASH_EXPECTS(in(window_h) && in(window_w) && in(stride_h) && in(stride_w),
-                  std::string(who) + ": window and stride must be 1..4");
+                  std::string(who) + ": window and stride must be 1..4" + shape());
     STASH_EXPECTS(height >= window_h && width >= window_w,
-                  std::string(who) + ": window larger than the input map");
+                  std::string(who) + ": window larger than the input map" + shape());
   }
 };
 
@@ -104,8 +118,9 @@ class pool_argmax {
     return total;
   }
 
-  /// @brief Max-pool backward from the argmax: grad_in = 0, then each output's gradient is added
-  /// at its window's argmax. Throws codec_error for a buffer that does not match `g`.
+  /// @brief Max-pool backward from the argmax (a host_encode or host_encode_indices buffer):
+  /// grad_in = 0, then each output's gradient is added at its window's argmax. Throws codec_error
+  /// for a buffer that does not match `g`.
   static void host_backward(std::span<std::byte const> src, pool_geometry const& g,
                             std::span<float const> grad_out, std::span<float> grad_in)
   {
@@ -113,24 +128,11 @@ class pool_argmax {
     std::size_t const n = g.outputs();
     STASH_EXPECTS(grad_out.size() == n && grad_in.size() == g.planes * g.height * g.width,
                   "pool_argmax::host_backward: gradient sizes do not match the geometry");
-    auto const h =
-        detail::host_parse(src, id, static_cast<std::uint8_t>(element_type::f32), g.param(), n);
-    if (h.count != n) { throw codec_error(codec_errc::payload_size_mismatch, detail::off_count); }
-    if (h.payload != 4 * ((n + 7) / 8)) {
-      throw codec_error(codec_errc::payload_size_mismatch, detail::off_payload);
-    }
-    std::byte const* const words = src.data() + detail::header_bytes;
-    std::uint32_t const window   = static_cast<std::uint32_t>(g.window_h * g.window_w);
-    for (std::size_t i = 0; i < (n + 7) / 8; ++i) {
-      std::uint32_t const w = detail::load_u32(words + 4 * i);
-      for (std::size_t j = 0; j < 8; ++j) {
-        std::uint32_t const k = (w >> (4 * j)) & 0xfu;
-        if (8 * i + j >= n ? k != 0 : k >= window) {
-          throw codec_error(8 * i + j >= n ? codec_errc::bad_padding : codec_errc::bad_index,
-                            detail::header_bytes + 4 * i);
-        }
-      }
-    }
+    // Written from the input map (f32) or from the indices (i64): the payload is the same.
+    bool const from_indices = src.size() > detail::off_type &&
+                              src[detail::off_type] == std::byte{element_type_code<std::int64_t>};
+    std::byte const* const words =
+        checked_words(src, g, from_indices ? element_type::i64 : element_type::f32);
     for (float& x : grad_in) { x = 0.0f; }
     std::size_t o = 0;
     for (std::size_t p = 0; p < g.planes; ++p) {
@@ -143,6 +145,85 @@ class pool_argmax {
         }
       }
     }
+  }
+
+  /// @brief Encodes max-pool indices (`g.outputs()` int64, each iy*width + ix within its plane,
+  /// as aten::max_pool2d_with_indices returns them) as their window positions. Returns bytes
+  /// written. Throws stash::logic_error for a bad geometry or count, and codec_error bad_index
+  /// (offset: the output's element index) for an index outside its window: `g` is not the pool
+  /// that made the indices (padding, dilation and ceil_mode are not described), and nothing is
+  /// encoded that would not decode to the same indices.
+  static std::size_t host_encode_indices(std::span<std::int64_t const> indices,
+                                         pool_geometry const& g, std::span<std::byte> out)
+  {
+    g.validate("pool_argmax::host_encode_indices");
+    std::size_t const n = g.outputs();
+    STASH_EXPECTS(indices.size() == n,
+                  "pool_argmax::host_encode_indices: " + std::to_string(indices.size()) +
+                      " indices != the geometry's " + std::to_string(n) + " outputs");
+    std::size_t const total = max_compressed_bytes(n);
+    detail::expect_capacity(out.size(), total, "pool_argmax");
+    auto const d           = g.dims();
+    std::byte* const words = out.data() + detail::header_bytes;
+    for (std::size_t w = 0; w < (n + 7) / 8; ++w) {
+      std::uint32_t word = 0;
+      for (std::size_t o = 8 * w; o < n && o < 8 * w + 8; ++o) {
+        std::uint32_t const k = detail::argmax_nibble(d, o, indices[o]);
+        if (k == detail::outside_window) {
+          throw codec_error(codec_errc::bad_index, o,
+                            "max-pool index " + std::to_string(indices[o]) + " of output " +
+                                std::to_string(o) + " is outside its window");
+        }
+        word |= k << (4 * (o - 8 * w));
+      }
+      detail::store_u32(words + 4 * w, word);
+    }
+    detail::write_header(out.data(), id, element_type_code<std::int64_t>, g.param(), n,
+                         total - detail::header_bytes);
+    return total;
+  }
+
+  /// @brief Decodes a host_encode_indices buffer into the exact int64 indices; returns
+  /// `g.outputs()`. Throws codec_error for a buffer that does not match `g` or is malformed, and
+  /// (destination_too_small) for a destination shorter than the outputs.
+  static std::size_t host_decode_indices(std::span<std::byte const> src, pool_geometry const& g,
+                                         std::span<std::int64_t> dst)
+  {
+    g.validate("pool_argmax::host_decode_indices");
+    std::size_t const n = g.outputs();
+    if (dst.size() < n) {
+      throw codec_error(
+          codec_errc::destination_too_small, detail::off_count,
+          std::to_string(n) + " outputs, destination holds " + std::to_string(dst.size()));
+    }
+    std::byte const* const words = checked_words(src, g, element_type::i64);
+    auto const d                 = g.dims();
+    for (std::size_t o = 0; o < n; ++o) {
+      std::uint32_t const k =
+          detail::argmax_nibble_of_word(detail::load_u32(words + 4 * (o / 8)), o % 8);
+      dst[o] = detail::argmax_index(d, o, k);
+    }
+    return n;
+  }
+
+ private:
+  // The payload of a buffer for `g` written from `type` (f32: the input map, i64: indices), every
+  // nibble checked; throws codec_error.
+  static std::byte const* checked_words(std::span<std::byte const> src, pool_geometry const& g,
+                                        element_type type)
+  {
+    std::size_t const n = g.outputs();
+    auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(type), g.param(), n);
+    if (h.count != n) { throw codec_error(codec_errc::payload_size_mismatch, detail::off_count); }
+    if (h.payload != 4 * ((n + 7) / 8)) {
+      throw codec_error(codec_errc::payload_size_mismatch, detail::off_payload);
+    }
+    std::byte const* const words = src.data() + detail::header_bytes;
+    auto const window            = static_cast<std::uint32_t>(g.window_h * g.window_w);
+    for (std::size_t w = 0; w < (n + 7) / 8; ++w) {
+      detail::throw_if(detail::argmax_check_word(detail::load_u32(words + 4 * w), w, n, window));
+    }
+    return words;
   }
 };
 

@@ -210,9 +210,11 @@ class offload_manager {
   /// reserve() with it. Throws stash::logic_error for a tensor the transfer cannot encode.
   /// @param bytes The tensor's size.
   /// @param transfer Which member of a transfer_set (0 for a single transfer).
-  [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes, std::size_t transfer = 0)
+  /// @param desc What the member may need to know about the tensor (see offload_async).
+  [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes, std::size_t transfer = 0,
+                                                   tensor_desc const& desc = {})
   {
-    return slot_bytes(host_bytes_of(transfer, bytes));
+    return slot_bytes(host_bytes_of(transfer, bytes, desc));
   }
 
   /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`.
@@ -243,15 +245,20 @@ class offload_manager {
   /// @param stream Its producers' stream.
   /// @param transfer Which member of a transfer_set moves it (0 for a single transfer); its
   ///   prefetch decodes with the same member.
-  void offload_async(tensor_handle h, stream_type stream, std::size_t transfer = 0)
+  /// @param desc What the member may need besides the size (pool_argmax_transfer: the max pool's
+  ///   geometry); kept with the tensor for its prefetch. A description the member cannot use is
+  ///   refused with stash::logic_error before anything is taken.
+  void offload_async(tensor_handle h, stream_type stream, std::size_t transfer = 0,
+                     tensor_desc const& desc = {})
   {
     reap();
     entry& e             = checked(h, "offload_async");
     bool const capturing = check_capture(h, e, "offload_async", stream);
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
     // The transfer's limits (and the index) are checked here, before anything is taken.
-    std::size_t const capacity = host_bytes_of(transfer, e.bytes);
+    std::size_t const capacity = host_bytes_of(transfer, e.bytes, desc);
     e.transfer                 = static_cast<std::uint8_t>(transfer);
+    e.desc                     = desc;
     std::size_t const slot     = slot_bytes(capacity);
     // While capturing, memory is taken in the capturing stream's order: the pools can see that
     // stream capturing (the D2H stream joins the capture only below), and every use of the
@@ -425,15 +432,20 @@ class offload_manager {
     stream_type last_stream{};
     bool captured{false};         // created while capturing: belongs to that graph
     std::uint8_t transfer{0};     // the transfer_set member of the last offload
+    tensor_desc desc{};           // what the last offload's member was told about the tensor
     bool encoded_counted{false};  // the host copy's size is in stats_ (see count_encoded)
   };
 
   using dispatch = detail::transfer_dispatch<typename detail::transfer_members<Transfer>::type>;
 
-  static std::size_t host_bytes_of(std::size_t transfer, std::size_t bytes)
+  static std::size_t host_bytes_of(std::size_t transfer, std::size_t bytes, tensor_desc const& desc)
   {
     return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      return static_cast<std::size_t>(T::host_bytes(bytes));
+      if constexpr (requires { T::host_bytes(bytes, desc); }) {
+        return static_cast<std::size_t>(T::host_bytes(bytes, desc));
+      } else {
+        return static_cast<std::size_t>(T::host_bytes(bytes));
+      }
     });
   }
   static std::size_t scratch_bytes_of(std::size_t transfer, std::size_t bytes)
@@ -507,9 +519,16 @@ class offload_manager {
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
+    transfer_status* const status = status_of(host, capacity);
     dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
-      T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch,
-                status_of(host, capacity));
+      if constexpr (requires {
+                      T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch, status,
+                                e.desc);
+                    }) {
+        T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch, status, e.desc);
+      } else {
+        T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch, status);
+      }
     });
   }
 
@@ -761,15 +780,22 @@ class offload_manager {
     return q;
   }
 
-  // The entry's transfer member's decode, with the host copy's size when the member takes it.
+  // The entry's transfer member's decode, with the host copy's size and the tensor's description
+  // when the member takes them.
   void transfer_decode(entry const& e, void* device, void* scratch, std::size_t encoded)
   {
     transfer_status* const status = status_of(e.host, e.capacity);
     dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
       if constexpr (requires {
                       T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
-                                status, encoded);
+                                status, encoded, e.desc);
                     }) {
+        T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status, encoded,
+                  e.desc);
+      } else if constexpr (requires {
+                             T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
+                                       status, encoded);
+                           }) {
         T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status, encoded);
       } else {
         T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status);

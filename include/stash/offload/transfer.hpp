@@ -30,6 +30,11 @@
  * - optional `static constexpr std::uint16_t codec_id`: the codec whose bytes the transfer writes
  *   (codec_ids); a transfer without one copies raw bytes. stash::allocator maps it to the
  *   encoding a schedule entry names (swap_entry::encoding).
+ * - optional, for a transfer that needs more than the size (pool_argmax_transfer: a max pool's
+ *   geometry): `host_bytes(bytes, tensor_desc const&)`, and encode / decode taking the same
+ *   `tensor_desc const&` after their other parameters. The manager passes the description given
+ *   to offload_async (stored with the tensor for its prefetch); host_bytes refuses a description
+ *   the transfer cannot use with stash::logic_error, so the tensor stays resident.
  *
  * A `transfer_set<T...>` stands for several transfers, one chosen per offload
  * (offload_manager::offload_async's `transfer` index): the per-tensor encodings of a schedule.
@@ -46,12 +51,14 @@
 #include <stash/codec/codec.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/codec_status.hpp>
+#include <stash/codec/pool_argmax.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -60,6 +67,15 @@ namespace stash {
 /// @brief The `encoded_bytes` a transfer's decode gets when the host does not know the host copy's
 /// size (the offload was still running, or the tensor belongs to a CUDA graph being captured).
 inline constexpr std::size_t unknown_encoded_bytes = std::numeric_limits<std::size_t>::max();
+
+/// @brief What a transfer may need to know about a tensor besides its size, given per tensor
+/// (stash::allocator::allocate, offload_manager::offload_async); transfers that need nothing
+/// ignore it.
+struct tensor_desc {
+  /// The tensor holds the int64 indices of this 2-D max pool (the second result of
+  /// aten::max_pool2d_with_indices): what pool_argmax_transfer needs to encode it.
+  std::optional<pool_geometry> pool{};
+};
 
 /// @brief What a transfer reports back through the host slot (written by the transfer's own
 /// stream, read by the manager once that stream got there).

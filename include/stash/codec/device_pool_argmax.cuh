@@ -1,0 +1,75 @@
+/**
+ * @file device_pool_argmax.cuh
+ * @brief Stream-ordered encode/decode of max-pool indices as 4-bit window positions; bytes
+ * identical to pool_argmax::host_encode_indices (and to identity<int64_t> for indices outside
+ * their windows, see encode_indices_async).
+ */
+#pragma once
+
+#include <stash/codec/codec_status.hpp>
+#include <stash/codec/detail/pool_argmax_kernels.cuh>
+#include <stash/codec/device_codec.cuh>
+#include <stash/codec/identity.hpp>
+#include <stash/codec/pool_argmax.hpp>
+#include <stash/core/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace stash {
+
+/// @brief Device side of pool_argmax's index encoding (the geometry is per call, so it is not a
+/// stash::device_codec).
+class device_pool_argmax {
+ public:
+  /// @brief The codec whose bytes this writes.
+  using host_codec = pool_argmax;
+
+  /// @brief One device word, padded to 16: whether an index fell outside its window.
+  [[nodiscard]] static constexpr std::size_t encode_scratch_bytes() noexcept { return 16; }
+
+  /// @brief Enqueues the encode of `g.outputs()` indices; `*d_size` gets the size. When an index
+  /// is outside its window the buffer is identity<int64_t>'s (the indices unchanged), so
+  /// `out_capacity` must hold identity<int64_t>::max_compressed_bytes(g.outputs()).
+  static void encode_indices_async(std::int64_t const* d_in, pool_geometry const& g,
+                                   std::byte* d_out, std::size_t out_capacity, std::size_t* d_size,
+                                   void* scratch, std::size_t scratch_bytes,
+                                   cuda::stream_ref stream)
+  {
+    g.validate("device_pool_argmax::encode_indices_async");
+    std::size_t const n = g.outputs();
+    detail::expect_device_encode_args("device_pool_argmax::encode_indices_async", d_in, n, d_out,
+                                      out_capacity, identity<std::int64_t>::max_compressed_bytes(n),
+                                      d_size);
+    STASH_EXPECTS(scratch != nullptr && scratch_bytes >= encode_scratch_bytes(),
+                  "device_pool_argmax::encode_indices_async: scratch of " +
+                      std::to_string(scratch_bytes) + " bytes, " +
+                      std::to_string(encode_scratch_bytes()) + " needed");
+    STASH_CUDA_TRY(detail::argmax_encode_async(d_in, g.dims(), n, g.param(), d_out, d_size,
+                                               static_cast<std::uint32_t*>(scratch), stream.get()));
+  }
+
+  /// @brief Enqueues validation and decode into `g.outputs()` indices (the verdict in
+  /// `*d_status`; on an error the destination is left partly written: zero it, e.g. with
+  /// zero_on_decode_error_async).
+  static void decode_indices_async(std::byte const* d_src, std::size_t src_bytes,
+                                   pool_geometry const& g, std::int64_t* d_out,
+                                   std::size_t out_capacity, codec_status* d_status,
+                                   cuda::stream_ref stream)
+  {
+    g.validate("device_pool_argmax::decode_indices_async");
+    detail::expect_device_decode_args("device_pool_argmax::decode_indices_async", d_src, d_out,
+                                      out_capacity, d_status);
+    STASH_EXPECTS(out_capacity >= g.outputs(),
+                  "device_pool_argmax::decode_indices_async: destination of " +
+                      std::to_string(out_capacity) + " indices, the geometry has " +
+                      std::to_string(g.outputs()) + " outputs");
+    STASH_CUDA_TRY(detail::argmax_decode_async(d_src, src_bytes, g.dims(), g.outputs(), g.param(),
+                                               d_out, d_status, stream.get()));
+  }
+};
+
+}  // namespace stash

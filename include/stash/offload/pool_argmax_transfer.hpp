@@ -1,0 +1,143 @@
+/**
+ * @file pool_argmax_transfer.hpp
+ * @brief Gist's 4-bit max-pool argmax as a transfer: a max pool's int64 index tensor (the second
+ * result of aten::max_pool2d_with_indices) crosses the link as one window position per output
+ * and comes back as the exact indices. The pool's geometry is per tensor (tensor_desc::pool).
+ *
+ * Without a geometry, or with one that does not describe the tensor (its size is not the
+ * geometry's outputs x 8 bytes, a window or stride outside 1..4), host_bytes refuses the tensor
+ * with stash::logic_error before anything is taken: it stays resident (stash::allocator then
+ * sends it raw and counts it in encoding_fallbacks). An index outside its window (a geometry of
+ * the right size that is not the pool's: padding, dilation, ceil_mode) is found only by the
+ * encoder, which runs in the stream's order after the device bytes are given up; it then writes
+ * the indices unchanged (an identity<int64_t> buffer) so they still come back exact, and the
+ * wire carries 32 + 8 x outputs bytes (offload_stats::bytes_encoded shows it). That is why the
+ * host slot is sized for the indices themselves, not for the 4-bit form.
+ */
+#pragma once
+
+#include <stash/codec/buffer_header.hpp>
+#include <stash/codec/codec_error.hpp>
+#include <stash/codec/identity.hpp>
+#include <stash/codec/pool_argmax.hpp>
+#include <stash/core/error.hpp>
+#include <stash/offload/transfer.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+namespace stash {
+
+namespace detail {
+
+// The geometry of a tensor pool_argmax_transfer can encode, or stash::logic_error naming why not.
+inline pool_geometry const& argmax_geometry(std::size_t bytes, tensor_desc const& desc,
+                                            const char* who)
+{
+  STASH_EXPECTS(desc.pool.has_value(),
+                std::string(who) + ": a tensor of " + std::to_string(bytes) +
+                    " bytes has no max-pool geometry (tensor_desc::pool); only max-pool "
+                    "indices described by their pool can be encoded");
+  pool_geometry const& g = *desc.pool;
+  g.validate(who);
+  STASH_EXPECTS(bytes == g.outputs() * sizeof(std::int64_t),
+                std::string(who) + ": a tensor of " + std::to_string(bytes) +
+                    " bytes is not the geometry's " + std::to_string(g.outputs()) +
+                    " int64 indices (" + std::to_string(g.outputs() * sizeof(std::int64_t)) +
+                    " bytes)");
+  return g;
+}
+
+}  // namespace detail
+
+/// @brief Max-pool indices through pool_argmax's host reference on the host backend's streams
+/// (the CPU twin of device_pool_argmax_transfer). Exact: a lossless transfer of int64 indices.
+struct pool_argmax_transfer {
+  /// @brief The indices come back exactly.
+  static constexpr bool lossless = true;
+  /// @brief encode and decode write a codec_status.
+  static constexpr bool reports_status = true;
+  /// @brief The tensor's element type.
+  using value_type = std::int64_t;
+  /// @brief The codec that writes the bytes.
+  static constexpr std::uint16_t codec_id = pool_argmax::id;
+
+  /// @brief The host slot: room for the indices unchanged (see the file docs). Throws
+  /// stash::logic_error unless `desc` describes the tensor.
+  static std::size_t host_bytes(std::size_t bytes, tensor_desc const& desc)
+  {
+    auto const& g = detail::argmax_geometry(bytes, desc, "pool_argmax_transfer");
+    return identity<std::int64_t>::max_compressed_bytes(g.outputs());
+  }
+  /// @brief None: the host reference needs none.
+  static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
+
+  /// @brief host_encode_indices in `s`'s order; indices outside their windows go unchanged.
+  /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  template <class Backend>
+  static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
+                     void* host, std::size_t capacity, void*, transfer_status* status,
+                     tensor_desc const& desc)
+  {
+    pool_geometry const g = detail::argmax_geometry(bytes, desc, "pool_argmax_transfer::encode");
+    b.launch(s, [=] {
+      std::span<std::int64_t const> const in(static_cast<std::int64_t const*>(device),
+                                             bytes / sizeof(std::int64_t));
+      std::span<std::byte> const out(static_cast<std::byte*>(host), capacity);
+      std::size_t used = 0;
+      try {
+        used = pool_argmax::host_encode_indices(in, g, out);
+      } catch (codec_error const&) {  // bad_index: not this pool's indices
+        used = identity<std::int64_t>::host_encode(in, out);
+      }
+      *status = transfer_status{codec_status{0, 0, 0}, used, 0};
+    });
+  }
+
+  /// @brief The exact indices back in `s`'s order; a bad host copy leaves zeros and an error in
+  /// `*status`.
+  /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  template <class Backend>
+  static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t capacity,
+                     void* device, std::size_t bytes, void*, transfer_status* status,
+                     std::size_t encoded_bytes, tensor_desc const& desc)
+  {
+    pool_geometry const g = detail::argmax_geometry(bytes, desc, "pool_argmax_transfer::decode");
+    std::size_t const readable = encoded_bytes < capacity ? encoded_bytes : capacity;
+    b.launch(s, [=] {
+      std::span<std::byte const> const src(static_cast<std::byte const*>(host), readable);
+      std::span<std::int64_t> const dst(static_cast<std::int64_t*>(device),
+                                        bytes / sizeof(std::int64_t));
+      try {
+        if (written_unchanged(src)) {
+          // Fewer indices than the tensor's would leave some undecoded.
+          if (identity<std::int64_t>::host_decode(src, dst) != dst.size()) {
+            throw codec_error(codec_errc::payload_size_mismatch, detail::off_count);
+          }
+        } else {
+          (void)pool_argmax::host_decode_indices(src, g, dst);
+        }
+        status->status = codec_status{0, 0, 0};
+      } catch (codec_error const& e) {
+        std::memset(device, 0, bytes);  // no half-decoded data
+        status->status = codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()};
+      }
+    });
+  }
+
+ private:
+  // Whether the encoder wrote the indices unchanged (identity's codec id in the header).
+  static bool written_unchanged(std::span<std::byte const> src)
+  {
+    try {
+      return read_header(src).codec_id == codec_ids::identity;
+    } catch (codec_error const&) {
+      return false;  // malformed: pool_argmax's decoder says why
+    }
+  }
+};
+
+}  // namespace stash
