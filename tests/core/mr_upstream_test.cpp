@@ -3,6 +3,7 @@
 // turned into stash's typed errors. Compiled with the toolkit's CCCL (3.0); tests/rmm runs the
 // adaptor over RMM's resources with RMM's CCCL (3.5).
 #include <stash/core/device.hpp>
+#include <stash/core/device_upstream.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/core/limiting_upstream.hpp>
 #include <stash/core/mr_upstream.hpp>
@@ -158,6 +159,9 @@ TEST_CASE("mr_upstream: a device resource failing without a usable device is a s
   } else {
     CHECK_THROWS_AS((void)upstream.allocate(64), stash::cuda_error);
   }
+  // A precondition failure stays one, device or not.
+  stash::mr_upstream<stash::device_upstream> device;
+  CHECK_THROWS_AS((void)device.allocate(64, 3), stash::logic_error);
 }
 
 TEST_CASE("mr_upstream: a non-copyable resource by reference")

@@ -85,6 +85,8 @@ template <class R>
     throw;
   } catch (stash::cuda_error const&) {
     throw;
+  } catch (stash::logic_error const&) {
+    throw;
   } catch (std::exception const& e) {
     if (needs_device) {
       int count          = 0;
@@ -111,7 +113,7 @@ template <class R>
 concept synchronous_mr_resource = std::equality_comparable<R> &&
     (detail::sync_named_resource<R> || detail::plain_named_resource<R>);
 
-/// @brief Any synchronous `cuda::mr` resource (held by value) as a stash upstream.
+/// @brief Any synchronous `cuda::mr` resource as a stash upstream.
 ///
 /// Accessibility comes from the resource's `cuda::mr::host_accessible` / `device_accessible`
 /// properties (neither: the memory is touched by nobody stash knows of). Failures become stash's
