@@ -81,6 +81,7 @@ class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
  public:
   static constexpr bool is_host_accessible   = Pool::is_host_accessible;
   static constexpr bool is_device_accessible = Pool::is_device_accessible;
+  STASH_POOL_PROPERTIES(budget_guard, Pool::is_device_accessible, Pool::is_host_accessible)
 
   template <class... Args>
   explicit budget_guard(std::uint64_t budget, Args&&... args)
@@ -145,7 +146,7 @@ class stash_memory final : public activation_memory {
       stash::allocator<pool_type, stash::any_swap_policy, Codec, stash::cuda_backend>;
 
   stash_memory(memory_config const& config, stash::any_swap_policy policy, std::string description)
-      : stream_(backend_.create_stream()),
+      : stream_(backend_.create_stream().get()),
         pool_(config.budget.value_or(std::numeric_limits<std::uint64_t>::max()),
               stash::device_upstream{}, stash::lifetime_arena_options{}),
         alloc_(backend_, pool_, allocator_options(config), std::move(policy)),

@@ -2,10 +2,13 @@
 // (a copy-engine copy of the size the host read, or a kernel that reads the header's length when
 // the offload was still in flight) and decodes there; decode_from::mapped decodes from the pinned
 // slot. Every path must give the same bytes, and a corrupted host copy zeros and an error.
+#include <stash/codec/detail/format.hpp>
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_rle.cuh>
+#include <stash/codec/device_staging.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/codec/precision.hpp>
+#include <stash/core/cuda_stream.hpp>
 #include <stash/core/device_upstream.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
@@ -16,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -52,7 +56,7 @@ std::vector<float> round_trip(std::vector<float> const& h, when w, bool corrupt 
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   manager m(backend, device, host);
-  cudaStream_t const s = backend.create_stream();
+  cudaStream_t const s = backend.create_stream().get();
   std::size_t const n  = h.size() * sizeof(float);
   auto t               = m.create(n, s);
   STASH_CUDA_TRY(cudaMemcpyAsync(m.acquire(t, s), h.data(), n, cudaMemcpyHostToDevice, s));
@@ -120,4 +124,43 @@ TEST_CASE("gpu: a corrupted host copy decoded from device memory is zeros and a 
   auto const back = round_trip<stash::device_codec_transfer<stash::device_zvc<float>>>(
       h, when::after_offload, true);
   CHECK(std::all_of(back.begin(), back.end(), [](float x) { return x == 0.0f; }));
+}
+
+TEST_CASE("gpu: the header-sized copy takes header + declared payload, clamped to the capacity")
+{
+  // Each case: a slot of `capacity` bytes whose header declares `payload`; the copy must write
+  // exactly align16(declared_prefix_bytes(capacity, payload)) bytes and nothing after them.
+  struct sized_case {
+    std::uint64_t capacity, payload;
+  };
+  sized_case const cases[] = {{1000, 100}, {1000, 968}, {1000, 969}, {1000, ~std::uint64_t{0}},
+                              {1000, 0},   {20, 5},     {32, 0},     {4096 + 5, 4000}};
+  std::size_t const room   = 8192;
+  std::byte* src           = nullptr;
+  std::byte* dst           = nullptr;
+  STASH_CUDA_TRY(cudaMalloc(&src, room));
+  STASH_CUDA_TRY(cudaMalloc(&dst, room));
+  stash::cuda_stream s;
+  for (auto const [capacity, payload] : cases) {
+    CAPTURE(capacity);
+    CAPTURE(payload);
+    std::vector<std::byte> slot(room);
+    for (std::size_t i = 0; i < room; ++i) { slot[i] = static_cast<std::byte>(i * 131 + 7); }
+    if (capacity >= stash::detail::header_bytes) {
+      stash::detail::store_u64(slot.data() + stash::detail::off_payload, payload);
+    }
+    std::vector<std::byte> back(room);
+    STASH_CUDA_TRY(cudaMemcpyAsync(src, slot.data(), room, cudaMemcpyHostToDevice, s.value()));
+    STASH_CUDA_TRY(cudaMemsetAsync(dst, 0xab, room, s.value()));
+    stash::copy_declared_prefix_async(src, capacity, dst, s.value());
+    STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), dst, room, cudaMemcpyDeviceToHost, s.value()));
+    s.synchronize();
+    std::size_t const copied =
+        stash::detail::align16(stash::detail::declared_prefix_bytes(capacity, payload));
+    CHECK(std::memcmp(back.data(), slot.data(), copied) == 0);
+    CHECK(std::all_of(back.begin() + static_cast<std::ptrdiff_t>(copied), back.end(),
+                      [](std::byte b) { return b == std::byte{0xab}; }));
+  }
+  STASH_CUDA_CHECK_NOTHROW(cudaFree(src));
+  STASH_CUDA_CHECK_NOTHROW(cudaFree(dst));
 }

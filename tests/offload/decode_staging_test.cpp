@@ -1,6 +1,7 @@
 // Decode from device memory, its host-visible half: the staging layout the GPU transfer uses, and
 // the host copy's size the manager hands each decode (known once the offload completed, unknown
 // before; a corrupted size fails the decode and never makes it read past the slot).
+#include <stash/codec/detail/format.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -9,12 +10,17 @@
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/testing/fault_injection.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <future>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -121,6 +127,24 @@ TEST_CASE("decode staging: a size past the capacity (a corrupted slot) never rea
   CHECK(z.copy_bytes == 0);
   CHECK_FALSE(z.device_sized_copy);  // nothing is staged: the decoder sees 0 bytes and fails
   CHECK(z.decoder_src_bytes == 0);
+}
+
+TEST_CASE("the device-sized copy takes header + declared payload, clamped to the slot")
+{
+  using stash::detail::declared_prefix_bytes;
+  CHECK(declared_prefix_bytes(1000, 100) == 132);
+  CHECK(declared_prefix_bytes(1000, 968) == 1000);  // exactly the slot
+  CHECK(declared_prefix_bytes(1000, 969) == 1000);  // one past: the whole slot, then rejected
+  CHECK(declared_prefix_bytes(1000, 0) == 32);      // a header alone
+  CHECK(declared_prefix_bytes(31, 0) == 31);        // no header to read: the 31 bytes are taken
+  CHECK(declared_prefix_bytes(0, 5) == 0);
+  CHECK(declared_prefix_bytes(32, 1) == 32);
+  // A corrupted length near 2^64 must not wrap header + payload into a small number.
+  CHECK(declared_prefix_bytes(1000, ~std::uint64_t{0}) == 1000);
+  CHECK(declared_prefix_bytes(1000, ~std::uint64_t{0} - 31) == 1000);
+  // 64-bit slots: a length past 4 GiB is taken whole.
+  std::uint64_t const big = std::uint64_t{5} << 32;
+  CHECK(declared_prefix_bytes(big, big - 64) == big - 32);
 }
 
 TEST_CASE("the decode gets the host copy's size once the offload completed")
@@ -243,5 +267,85 @@ TEST_CASE("the decode's scratch is sized by the host copy's size, taken and give
   m.release(h);
   m.synchronize();
   CHECK(device.stats().in_use_bytes == 0);  // the scratch came back too
+  CHECK(host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("a prefetch that fails after queueing work keeps the host copy until that work ran")
+{
+  // The host copy stays with the tensor, which frees it in the D2H stream's order; the work the
+  // failed prefetch queued on the H2D stream (the decode reading the slot and writing its status)
+  // may not have run yet, so the D2H stream must wait for it.
+  using faulty_backend = stash::testing::fault_injecting_backend<stash::host_backend>;
+  stash::host_backend inner;
+  stash::testing::fault_injector faults;
+  faulty_backend backend(inner, faults);
+  host_pool device{stash::host_upstream{}, stash::caching_pool_options{}};
+  host_pool host{stash::host_upstream{}, stash::pinned_host_pool_options()};
+  stash::offload_manager<faulty_backend, host_pool, host_pool,
+                         stash::host_codec_transfer<stash::zvc<float>>>
+      m(backend, device, host);
+  auto const s        = inner.create_stream();
+  std::size_t const n = 4096 * sizeof(float);
+  auto h              = m.create(n, s);
+  void* p             = m.acquire(h, s);
+  inner.launch(s, [p, n] { std::memset(p, 0, n); });
+  m.offload_async(h, s);
+  m.synchronize();
+  REQUIRE(m.state(h) == stash::tensor_state::offloaded);
+
+  std::promise<void> go;
+  auto gate = go.get_future().share();
+  inner.launch(m.h2d_stream(), [gate] { gate.wait(); });  // the H2D stream is busy
+  // Event calls of the prefetch: the wait for the host copy, the record of `ready`, the record of
+  // `decoded`; the last one fails, after the decode was queued.
+  faults.arm(2, 1u << static_cast<unsigned>(stash::testing::fault_kind::event));
+  CHECK_THROWS_AS(m.prefetch_async(h), stash::cuda_error);
+  REQUIRE(faults.failures() == 1);
+  CHECK(m.state(h) == stash::tensor_state::offloaded);
+
+  std::atomic<bool> d2h_ran{false};
+  inner.launch(m.d2h_stream(), [&d2h_ran] { d2h_ran = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(d2h_ran.load());  // a free of the slot on the D2H stream would not wait
+  go.set_value();
+  m.release(h);
+  m.synchronize();
+  CHECK(d2h_ran.load());
+  CHECK(device.stats().in_use_bytes == 0);
+  CHECK(host.stats().in_use_bytes == 0);
+}
+
+namespace {
+
+// A transfer whose decode scratch cannot be sized (a CUDA query failing, say).
+struct unsizable_zvc_transfer : stash::host_codec_transfer<stash::zvc<float>> {
+  static std::size_t decode_scratch_bytes(std::size_t, std::size_t)
+  {
+    throw stash::cuda_error(cudaErrorInvalidValue, "unsizable_zvc_transfer", 0, "sizing");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a prefetch whose decode scratch cannot be sized gives the device memory back")
+{
+  stash::host_backend backend;
+  host_pool device{stash::host_upstream{}, stash::caching_pool_options{}};
+  host_pool host{stash::host_upstream{}, stash::pinned_host_pool_options()};
+  stash::offload_manager<stash::host_backend, host_pool, host_pool, unsizable_zvc_transfer> m(
+      backend, device, host);
+  auto const s        = backend.create_stream();
+  std::size_t const n = 4096 * sizeof(float);
+  auto h              = m.create(n, s);
+  void* p             = m.acquire(h, s);
+  backend.launch(s, [p, n] { std::memset(p, 0, n); });
+  m.offload_async(h, s);
+  m.synchronize();
+  CHECK(device.stats().in_use_bytes == 0);
+  CHECK_THROWS_AS(m.prefetch_async(h), stash::cuda_error);
+  CHECK(device.stats().in_use_bytes == 0);
+  CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host copy stays for a retry
+  m.release(h);
+  m.synchronize();
   CHECK(host.stats().in_use_bytes == 0);
 }

@@ -62,8 +62,8 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
   }());
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   manager m(backend, device, host);
-  std::vector<cudaStream_t> streams = {backend.create_stream(), backend.create_stream(),
-                                       backend.create_stream()};
+  std::vector<cudaStream_t> streams = {backend.create_stream().get(), backend.create_stream().get(),
+                                       backend.create_stream().get()};
   unsigned long long* bad           = nullptr;
   STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
   *bad      = 0;
@@ -92,7 +92,7 @@ TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like 
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   zvc_manager m(backend, device, host);
-  cudaStream_t const s = backend.create_stream();
+  cudaStream_t const s = backend.create_stream().get();
   std::size_t const n  = (1 << 20) + 77;
   std::vector<float> h(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -230,7 +230,7 @@ void capture_offload_round_trip()
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   graph_manager m(backend, device, host);
-  cudaStream_t const s = backend.create_stream();
+  cudaStream_t const s = backend.create_stream().get();
   graph_probe probe;
   std::vector<std::size_t> const sizes = {1 * stash::MiB + 4, 3 * stash::MiB, 256 * 1024 + 12,
                                           5 * stash::MiB};
@@ -301,7 +301,7 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   manager m(backend, device, host);
-  cudaStream_t const s = backend.create_stream();
+  cudaStream_t const s = backend.create_stream().get();
   graph_probe probe;
   std::size_t const n = 2 * stash::MiB;
   device.reserve(8 * stash::MiB);  // the tensor fits; the host pool has nothing reserved
@@ -321,8 +321,8 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   CHECK(host.stats().reserved_bytes == host_before.reserved_bytes);
   CHECK(host.stats().in_use_bytes == host_before.in_use_bytes);
   CHECK(device.stats().in_use_bytes == device_before.in_use_bytes);
-  CHECK(is_capturing(s));                     // not invalidated
-  CHECK_FALSE(is_capturing(m.d2h_stream()));  // nothing was queued on the side stream
+  CHECK(is_capturing(s));                           // not invalidated
+  CHECK_FALSE(is_capturing(m.d2h_stream().get()));  // nothing was queued on the side stream
   probe.check(s, m.acquire(t, s), n, t.id);
   m.release(t);
   m.join(s);
@@ -342,8 +342,8 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
   device_pool device;
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   zvc_manager m(backend, device, host);
-  cudaStream_t const s     = backend.create_stream();
-  cudaStream_t const other = backend.create_stream();
+  cudaStream_t const s     = backend.create_stream().get();
+  cudaStream_t const other = backend.create_stream().get();
   graph_probe probe;
   std::size_t const n = 1 * stash::MiB;
   device.reserve(16 * stash::MiB);

@@ -12,7 +12,8 @@
  *   stream)`: enqueues validation and decode; problems land in `*d_status` (device memory;
  *   copy it back and call stash::throw_if_error). Device decoders do not verify the optional
  *   checksum.
- * Neither synchronizes nor allocates. Bad arguments throw stash::logic_error, failed launches
+ * `stream` is a `cuda::stream_ref` (a `cudaStream_t` converts). Neither synchronizes nor
+ * allocates. Bad arguments throw stash::logic_error, failed launches
  * stash::cuda_error.
  */
 #pragma once
@@ -22,6 +23,7 @@
 #include <stash/core/error.hpp>
 
 #include <cuda_runtime_api.h>
+#include <cuda/stream_ref>
 
 #include <concepts>
 #include <cstddef>
@@ -36,7 +38,7 @@ template <class D>
 concept device_codec = codec<typename D::host_codec> &&
     requires(std::size_t n, typename D::host_codec::value_type const* d_in,
              typename D::host_codec::value_type* d_out, std::byte* d_bytes, std::byte const* d_src,
-             std::size_t* d_size, codec_status* d_status, void* d_scratch, cudaStream_t stream)
+             std::size_t* d_size, codec_status* d_status, void* d_scratch, cuda::stream_ref stream)
 {
   {
     D::encode_scratch_bytes(n)

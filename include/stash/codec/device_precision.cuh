@@ -26,23 +26,24 @@ class device_precision {
   /// @brief Enqueues the encode; `*d_compressed_bytes` gets the size.
   static void encode_async(float const* d_in, std::size_t n, std::byte* d_out,
                            std::size_t out_capacity, std::size_t* d_compressed_bytes, void*,
-                           std::size_t, cudaStream_t stream)
+                           std::size_t, cuda::stream_ref stream)
   {
     detail::expect_device_encode_args("device_precision::encode_async", d_in, n, d_out,
                                       out_capacity, host_codec::max_compressed_bytes(n),
                                       d_compressed_bytes);
-    STASH_CUDA_TRY(detail::precision_encode_async<To>(d_in, n, d_out, d_compressed_bytes, stream));
+    STASH_CUDA_TRY(
+        detail::precision_encode_async<To>(d_in, n, d_out, d_compressed_bytes, stream.get()));
   }
 
   /// @brief Enqueues validation and decode.
   static void decode_async(std::byte const* d_src, std::size_t src_bytes, float* d_out,
                            std::size_t out_capacity, codec_status* d_status, void*, std::size_t,
-                           cudaStream_t stream)
+                           cuda::stream_ref stream)
   {
     detail::expect_device_decode_args("device_precision::decode_async", d_src, d_out, out_capacity,
                                       d_status);
     STASH_CUDA_TRY(detail::precision_decode_async<To>(d_src, src_bytes, d_out, out_capacity,
-                                                      d_status, stream));
+                                                      d_status, stream.get()));
   }
 };
 

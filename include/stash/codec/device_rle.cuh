@@ -44,7 +44,7 @@ class device_rle {
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.
   static void encode_async(T const* d_in, std::size_t n, std::byte* d_out, std::size_t out_capacity,
                            std::size_t* d_compressed_bytes, void* d_scratch,
-                           std::size_t scratch_bytes, cudaStream_t stream)
+                           std::size_t scratch_bytes, cuda::stream_ref stream)
   {
     expect_encodable(n);
     detail::expect_device_encode_args("device_rle::encode_async", d_in, n, d_out, out_capacity,
@@ -52,18 +52,18 @@ class device_rle {
     STASH_EXPECTS(scratch_bytes >= encode_scratch_bytes(n),
                   "device_rle::encode_async: scratch smaller than encode_scratch_bytes(n)");
     STASH_CUDA_TRY(detail::rle_encode_async(d_in, n, d_out, d_compressed_bytes, d_scratch,
-                                            scratch_bytes, stream));
+                                            scratch_bytes, stream.get()));
   }
 
   /// @brief Enqueues validation and decode into at most `out_capacity` elements.
   static void decode_async(std::byte const* d_src, std::size_t src_bytes, T* d_out,
                            std::size_t out_capacity, codec_status* d_status, void*, std::size_t,
-                           cudaStream_t stream)
+                           cuda::stream_ref stream)
   {
     detail::expect_device_decode_args("device_rle::decode_async", d_src, d_out, out_capacity,
                                       d_status);
     STASH_CUDA_TRY(
-        detail::rle_decode_async(d_src, src_bytes, d_out, out_capacity, d_status, stream));
+        detail::rle_decode_async(d_src, src_bytes, d_out, out_capacity, d_status, stream.get()));
   }
 };
 

@@ -11,6 +11,7 @@
 #include <stash/core/error.hpp>
 
 #include <cuda_runtime_api.h>
+#include <cuda/stream_ref>
 
 #include <cstddef>
 #include <cstdint>
@@ -23,23 +24,23 @@ namespace stash {
 /// 16) bytes; `src` may be mapped pinned host memory. Every byte a decoder of that buffer may
 /// read (given `capacity` as the source size) is copied.
 inline void copy_declared_prefix_async(std::byte const* src, std::size_t capacity, std::byte* dst,
-                                       cudaStream_t stream)
+                                       cuda::stream_ref stream)
 {
   STASH_EXPECTS(src != nullptr && dst != nullptr, "copy_declared_prefix_async: null buffer");
   STASH_EXPECTS(reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
                     reinterpret_cast<std::uintptr_t>(dst) % 16 == 0,
                 "copy_declared_prefix_async: buffers must be 16-byte aligned");
-  STASH_CUDA_TRY(detail::copy_declared_prefix_async(src, capacity, dst, stream));
+  STASH_CUDA_TRY(detail::copy_declared_prefix_async(src, capacity, dst, stream.get()));
 }
 
 /// @brief Enqueues: if `*status` (device-accessible) reports an error, the `bytes` at `dst` become
 /// zeros, so a failed decode leaves no half-decoded data. The status is read once per block.
 inline void zero_on_decode_error_async(void* dst, std::size_t bytes, codec_status const* status,
-                                       cudaStream_t stream)
+                                       cuda::stream_ref stream)
 {
   STASH_EXPECTS(status != nullptr && (bytes == 0 || dst != nullptr),
                 "zero_on_decode_error_async: null status or destination");
-  STASH_CUDA_TRY(detail::zero_on_error_async(dst, bytes, status, stream));
+  STASH_CUDA_TRY(detail::zero_on_error_async(dst, bytes, status, stream.get()));
 }
 
 }  // namespace stash

@@ -7,6 +7,7 @@
 #include <stash/core/error.hpp>
 
 #include <cuda_runtime_api.h>
+#include <cuda/stream_ref>
 
 #include <utility>
 
@@ -46,12 +47,12 @@ class cuda_event {
   operator cudaEvent_t() const noexcept { return event_; }  // NOLINT(google-explicit-constructor)
 
   /// @brief Records the event after the work queued so far on `stream`.
-  void record(cudaStream_t stream) { STASH_CUDA_TRY(cudaEventRecord(event_, stream)); }
+  void record(cuda::stream_ref stream) { STASH_CUDA_TRY(cudaEventRecord(event_, stream.get())); }
 
   /// @brief Makes `stream` wait for this event on the device; the host does not block.
-  void wait_on(cudaStream_t stream) const
+  void wait_on(cuda::stream_ref stream) const
   {
-    STASH_CUDA_TRY(cudaStreamWaitEvent(stream, event_, 0));
+    STASH_CUDA_TRY(cudaStreamWaitEvent(stream.get(), event_, 0));
   }
 
   /// @brief True when the recorded work has completed; throws on an error other than "not ready".

@@ -46,6 +46,11 @@ class cuda_stream {
   [[nodiscard]] cudaStream_t value() const noexcept { return stream_; }
   /// @brief Implicit use wherever a cudaStream_t is expected.
   operator cudaStream_t() const noexcept { return stream_; }  // NOLINT(google-explicit-constructor)
+  /// @brief Implicit use wherever a cuda::stream_ref is expected (CCCL, RMM, stash's codecs).
+  operator cuda::stream_ref() const noexcept  // NOLINT(*-explicit-*)
+  {
+    return cuda::stream_ref{stream_};
+  }
   /// @brief Implicit use wherever a stash::stream_ref is expected (pools, stream orders).
   operator stream_ref() const noexcept { return stream_ref{stream_}; }  // NOLINT(*-explicit-*)
 

@@ -112,10 +112,10 @@ struct device_codec_transfer {
   }
 
   /// @brief Encodes on `s` into the pinned slot; the compressed size lands in the status record.
-  static void encode(cuda_backend&, cudaStream_t s, void const* device, std::size_t bytes,
+  static void encode(cuda_backend&, cuda::stream_ref s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void* scratch, transfer_status* status)
   {
-    detail::clear_status_kernel<><<<1, 1, 0, s>>>(&status->status);
+    detail::clear_status_kernel<><<<1, 1, 0, s.get()>>>(&status->status);
     STASH_CUDA_TRY(cudaGetLastError());
     D::encode_async(static_cast<value_type const*>(device), bytes / sizeof(value_type),
                     static_cast<std::byte*>(host), capacity, &status->encoded_bytes, scratch,
@@ -126,7 +126,7 @@ struct device_codec_transfer {
   /// `encoded_bytes` (device_copy), or from the pinned slot (mapped). On a bad buffer the status
   /// says why and the destination is zeroed. `scratch` holds decode_scratch_bytes(bytes,
   /// encoded_bytes), 16-byte aligned.
-  static void decode(cuda_backend& b, cudaStream_t s, void const* host, std::size_t capacity,
+  static void decode(cuda_backend& b, cuda::stream_ref s, void const* host, std::size_t capacity,
                      void* device, std::size_t bytes, void* scratch, transfer_status* status,
                      std::size_t encoded_bytes = unknown_encoded_bytes)
   {
@@ -135,13 +135,16 @@ struct device_codec_transfer {
       run_decoder(static_cast<std::byte const*>(host), capacity, device, bytes, scratch, own,
                   &status->status, s);
     } else {
-      auto const plan = detail::plan_decode_staging(own, capacity, encoded_bytes);
+      // decode_scratch_bytes sized the staging for a slot of host_bytes(bytes): a larger slot must
+      // not stage more than that (the encoder never writes more), or it would overrun the scratch.
+      std::size_t const staged = std::min(capacity, host_bytes(bytes));
+      auto const plan          = detail::plan_decode_staging(own, staged, encoded_bytes);
       STASH_EXPECTS(scratch != nullptr && reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0,
                     "device_codec_transfer::decode: scratch must be 16-byte aligned");
       auto* const base     = static_cast<std::byte*>(scratch);
       auto* const d_status = reinterpret_cast<codec_status*>(base + plan.status_offset);
       std::byte* const src = base + plan.source_offset;
-      stage(b, s, static_cast<std::byte const*>(host), capacity, src, plan);
+      stage(b, s, static_cast<std::byte const*>(host), staged, src, plan);
       run_decoder(src, plan.decoder_src_bytes, device, bytes, own == 0 ? nullptr : scratch, own,
                   d_status, s);
       // The manager reads the verdict from the host slot once the stream got here.
@@ -152,8 +155,8 @@ struct device_codec_transfer {
  private:
   // The host copy's prefix into `src`: a copy-engine copy of the known size, or a kernel that
   // reads the size from the header on the device.
-  static void stage(cuda_backend& b, cudaStream_t s, std::byte const* host, std::size_t capacity,
-                    std::byte* src, detail::decode_staging const& plan)
+  static void stage(cuda_backend& b, cuda::stream_ref s, std::byte const* host,
+                    std::size_t capacity, std::byte* src, detail::decode_staging const& plan)
   {
     if (plan.copy_bytes > 0) {
       b.copy_async(src, host, plan.copy_bytes, s);
@@ -165,7 +168,7 @@ struct device_codec_transfer {
   // The codec's validation and decode from `src`, then zeros on failure.
   static void run_decoder(std::byte const* src, std::size_t src_bytes, void* device,
                           std::size_t bytes, void* scratch, std::size_t scratch_bytes,
-                          codec_status* d_status, cudaStream_t s)
+                          codec_status* d_status, cuda::stream_ref s)
   {
     D::decode_async(src, src_bytes, static_cast<value_type*>(device), bytes / sizeof(value_type),
                     d_status, scratch, scratch_bytes, s);

@@ -724,9 +724,11 @@ class offload_manager {
                                stream_ref tag, std::string const& why)
   {
     std::size_t const encoded = known_encoded_bytes(e);
-    std::size_t const n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
+    std::size_t n             = 0;
     void* scratch             = nullptr;
     try {
+      // A transfer's sizing may throw too (a device codec's CUB query is a CUDA call).
+      n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
       scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
     } catch (...) {
       pool_deallocate(device_pool_, device, e.bytes, tag);
@@ -743,6 +745,16 @@ class offload_manager {
       backend_.release(q.ready);
       if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
       pool_deallocate(device_pool_, device, e.bytes, backend_.tag(h2d_));
+      // The host copy stays with the entry, which frees it in the D2H stream's order (release()),
+      // but the work queued here may still read it and write its status record: the D2H stream
+      // waits for it. Best effort (the original error is the one reported); a captured tensor's
+      // slot belongs to its graph, and the D2H stream may not be in that capture.
+      if (!e.captured) {
+        try {
+          order_after(d2h_, h2d_);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is the one to report
+        }
+      }
       throw;
     }
     if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }

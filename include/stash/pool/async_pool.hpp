@@ -32,6 +32,10 @@ class async_pool : public pool_resource<async_pool> {
   static constexpr bool is_host_accessible = false;
   /// @brief Device memory.
   static constexpr bool is_device_accessible = true;
+#if defined(STASH_HAS_CUDA_MR)
+  /// @brief Device code may touch the memory.
+  friend void get_property(async_pool const&, cuda::mr::device_accessible) noexcept {}
+#endif
 
   /// @brief A private pool on the current device; allocations beyond `budget` bytes in use throw.
   explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max())

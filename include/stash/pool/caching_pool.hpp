@@ -73,6 +73,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   static constexpr bool is_host_accessible = Upstream::is_host_accessible;
   /// @brief Whether device code may touch the memory.
   static constexpr bool is_device_accessible = Upstream::is_device_accessible;
+  STASH_POOL_PROPERTIES(caching_pool, Upstream::is_device_accessible, Upstream::is_host_accessible)
 
   /// @brief A pool over `upstream` with `options`; `order` tracks cross-stream reuse.
   explicit caching_pool(Upstream upstream = Upstream{}, caching_pool_options options = {},

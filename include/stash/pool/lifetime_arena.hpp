@@ -112,6 +112,8 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   static constexpr bool is_host_accessible = Upstream::is_host_accessible;
   /// @brief Whether device code may touch the memory.
   static constexpr bool is_device_accessible = Upstream::is_device_accessible;
+  STASH_POOL_PROPERTIES(lifetime_arena, Upstream::is_device_accessible,
+                        Upstream::is_host_accessible)
 
   /// @brief An arena over `upstream` (the fallback pool takes its segments from a copy of it).
   explicit lifetime_arena(Upstream upstream = Upstream{}, lifetime_arena_options options = {},

@@ -14,7 +14,9 @@
  * - `allocate_async(bytes, stream)` / `deallocate_async(p, bytes, stream)`: the pool's own
  *   alignment (256 B), as RMM's `device_memory_resource` has.
  * The synchronous forms are ordered on CUDA's default stream (a host pool: no stream), as RMM's
- * are: they do not block the host.
+ * are: they do not block the host. The `cuda::mr` accessibility properties are declared by each
+ * pool (STASH_POOL_PROPERTIES): a constraint on the derived class in this base would be checked
+ * while it is still incomplete.
  */
 #pragma once
 
@@ -26,13 +28,25 @@
 #include <cstddef>
 #include <string>
 
+#if defined(STASH_HAS_CUDA_MR)
+/// @brief Declares, inside pool class template `Self`, the `cuda::mr` accessibility properties
+/// where `Device` / `Host` (constant expressions over its template parameters) hold; nothing
+/// without cuda::mr.
+#define STASH_POOL_PROPERTIES(Self, Device, Host)                                                 \
+  friend void get_property(Self const&, cuda::mr::device_accessible) noexcept requires(Device) {} \
+  friend void get_property(Self const&, cuda::mr::host_accessible) noexcept requires(Host) {}
+#else
+#define STASH_POOL_PROPERTIES(Self, Device, Host)
+#endif
+
 namespace stash {
 
 /// @brief Base of stash's pools: the `cuda::mr` spellings over two stream-ordered primitives.
 ///
 /// `Derived` provides `void* do_allocate(std::size_t bytes, stream_ref stream)` (nullptr for 0
 /// bytes; 256-byte aligned), `void do_deallocate(void* p, std::size_t bytes, stream_ref stream)`,
-/// and `static constexpr bool is_host_accessible` / `is_device_accessible`. Pools are stateful:
+/// `static constexpr bool is_host_accessible` / `is_device_accessible`, and
+/// STASH_POOL_PROPERTIES in its body. Pools are stateful:
 /// two compare equal only when they are the same object.
 /// @tparam Derived The pool (CRTP).
 template <class Derived>
@@ -101,19 +115,6 @@ class pool_resource {
   {
     return &a == &b;
   }
-
-#if defined(STASH_HAS_CUDA_MR)
-  /// @brief Device code may touch the memory.
-  friend void get_property(
-      Derived const&, cuda::mr::device_accessible) noexcept requires Derived::is_device_accessible
-  {
-  }
-  /// @brief The host may touch the memory.
-  friend void get_property(Derived const&,
-                           cuda::mr::host_accessible) noexcept requires Derived::is_host_accessible
-  {
-  }
-#endif
 
  protected:
   pool_resource() = default;

@@ -37,6 +37,8 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   static constexpr bool is_host_accessible = pool_is_host_accessible<Resource>();
   /// @brief As the resource.
   static constexpr bool is_device_accessible = pool_is_device_accessible<Resource>();
+  STASH_POOL_PROPERTIES(statistics_adaptor, pool_is_device_accessible<Resource>(),
+                        pool_is_host_accessible<Resource>())
 
   /// @brief Counts what `resource` hands out; refuses to go beyond `budget` bytes in use.
   explicit statistics_adaptor(Resource& resource,

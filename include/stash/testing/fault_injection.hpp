@@ -181,6 +181,8 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
   static constexpr bool is_host_accessible = pool_is_host_accessible<Pool>();
   /// @brief As the wrapped pool.
   static constexpr bool is_device_accessible = pool_is_device_accessible<Pool>();
+  STASH_POOL_PROPERTIES(fault_injecting_pool, pool_is_device_accessible<Pool>(),
+                        pool_is_host_accessible<Pool>())
 
   /// @brief Wraps `pool`; both outlive this.
   fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(&pool), faults_(&faults) {}

@@ -139,6 +139,18 @@ STASH_HOST_DEVICE inline check_result parse_header(std::byte const* src, std::ui
   return check_ok();
 }
 
+/// @brief How many leading bytes of a buffer in a slot of `capacity` bytes a decoder told that
+/// source size may read: header + the payload length its header declares (`declared_payload`, the
+/// u64 at off_payload), or the whole capacity when the slot cannot hold a header or the header
+/// declares more than the slot holds (parse_header then rejects it, reading only the header).
+/// Never more than `capacity`, and no sum can wrap: a corrupted length is just a number here.
+STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t declared_prefix_bytes(
+    std::uint64_t capacity, std::uint64_t declared_payload)
+{
+  if (capacity < header_bytes || declared_payload > capacity - header_bytes) { return capacity; }
+  return header_bytes + declared_payload;
+}
+
 /// @brief FNV-1a (32-bit) of `bytes`: the optional payload checksum.
 STASH_HOST_DEVICE inline std::uint32_t fnv1a32(std::byte const* p, std::uint64_t bytes)
 {

@@ -39,7 +39,8 @@ __device__ inline void store_status(codec_status* status, check_result r)
 /// per thread (the status may be in host memory), and every thread of the block gets the same
 /// answer, so an exit on it is block- (hence warp-) uniform even if another block reports an error
 /// meanwhile. Every thread of the block must call it, before any divergent exit (it synchronizes
-/// the block).
+/// the block). At most once per kernel: a second call would let thread 0 overwrite the shared word
+/// while slower threads still read the first answer (the decode kernels call it once, first).
 __device__ inline bool block_status_ok(codec_status const* status)
 {
   __shared__ std::uint32_t code;

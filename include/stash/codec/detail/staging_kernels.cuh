@@ -25,15 +25,14 @@ __global__ void copy_declared_prefix_kernel(std::byte const* src, std::uint64_t 
 {
   __shared__ std::uint64_t chunks;
   if (threadIdx.x == 0) {
-    std::uint64_t length = capacity;
+    std::uint64_t payload = 0;  // unread when the slot cannot hold a header
     if (capacity >= header_bytes) {
       // Header bytes [16, 32) (count, payload) in one 16-byte load: one PCIe read, not eight.
       static_assert(off_payload == 24 && header_bytes == 32);
-      uint4 const tail            = reinterpret_cast<uint4 const*>(src)[1];
-      std::uint64_t const payload = (std::uint64_t{tail.w} << 32) | tail.z;
-      if (payload <= capacity - header_bytes) { length = header_bytes + payload; }
+      uint4 const tail = reinterpret_cast<uint4 const*>(src)[1];
+      payload          = (std::uint64_t{tail.w} << 32) | tail.z;
     }
-    chunks = (length + 15) / 16;
+    chunks = align16(declared_prefix_bytes(capacity, payload)) / 16;
   }
   __syncthreads();
   auto const* from = reinterpret_cast<uint4 const*>(src);

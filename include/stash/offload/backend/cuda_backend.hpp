@@ -10,6 +10,7 @@
 #include <stash/pool/stream_order.hpp>
 
 #include <cuda_runtime_api.h>
+#include <cuda/stream_ref>
 
 #include <cstddef>
 #include <deque>
@@ -20,8 +21,8 @@ namespace stash {
 /// asynchronous and lets them run on the copy engines).
 class cuda_backend {
  public:
-  /// @brief A CUDA stream (owned by the backend when it created it).
-  using stream = cudaStream_t;
+  /// @brief A CUDA stream, by reference (owned by the backend when it created it).
+  using stream = cuda::stream_ref;
   /// @brief A timing-free CUDA event.
   using event = cudaEvent_t;
   /// @brief Pools order cross-stream reuse with CUDA events.
@@ -39,14 +40,14 @@ class cuda_backend {
     STASH_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     int const p = priority < greatest ? greatest : (priority > least ? least : priority);
     streams_.emplace_back(p);
-    return streams_.back().value();
+    return cuda::stream_ref{streams_.back().value()};
   }
   /// @brief Records a new event on `s` (the same events pools order their reuse with).
   event record(stream s) { return events_.record(s); }
   /// @brief cudaStreamWaitEvent: device-side ordering, no host block.
   void wait(stream s, event e)
   {
-    if (e != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(s, e, 0)); }
+    if (e != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(s.get(), e, 0)); }
   }
   /// @brief cudaEventQuery, without blocking; legal beside a capture. Never called for an event
   /// recorded while capturing (see offload_backend.hpp).
@@ -57,7 +58,7 @@ class cuda_backend {
     if (e != nullptr) { STASH_CUDA_TRY(cudaEventSynchronize(e)); }
   }
   /// @brief cudaStreamSynchronize.
-  void synchronize(stream s) { STASH_CUDA_TRY(cudaStreamSynchronize(s)); }
+  void synchronize(stream s) { STASH_CUDA_TRY(cudaStreamSynchronize(s.get())); }
   /// @brief cudaStreamIsCapturing: whether `s` is part of a CUDA graph capture.
   bool capturing(stream s) { return events_.capturing(s); }
   /// @brief cudaEventDestroy (safe while the event is pending: the runtime defers it).
@@ -65,7 +66,7 @@ class cuda_backend {
   /// @brief cudaMemcpyAsync with direction inferred from the pointers (unified addressing).
   void copy_async(void* dst, void const* src, std::size_t bytes, stream s)
   {
-    STASH_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    STASH_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.get()));
   }
   /// @brief The stream itself.
   stream_ref tag(stream s) const noexcept { return stream_ref{s}; }
