@@ -72,6 +72,15 @@ function(stash_find_rmm)
   file(STRINGS "${STASH_RMM_CCCL_INCLUDE_DIR}/cuda/std/__cccl/version.h" cccl_line
        REGEX "^#define CCCL_VERSION [0-9]+")
   string(REGEX MATCH "[0-9]+" cccl_version "${cccl_line}")
+  if(cccl_version LESS 3001000)
+    # tests/rmm is written against RMM 26 (CCCL >= 3.1's cuda::mr); an older RMM is not supported.
+    set(why "RMM at ${STASH_RMM_INCLUDE_DIR} ships CCCL ${cccl_version}; tests/rmm needs >= 3.1 (RMM >= 26)")
+    if(STASH_WITH_RMM STREQUAL "ON")
+      message(FATAL_ERROR "STASH_WITH_RMM=ON: ${why}")
+    endif()
+    message(WARNING "RMM interop tests NOT built: ${why}")
+    return()
+  endif()
 
   add_library(stash_rmm INTERFACE)
   target_include_directories(stash_rmm SYSTEM INTERFACE
