@@ -220,8 +220,9 @@ struct allocator_stats {
 ///   transfer_set of them from which each schedule entry's encoding picks (see transfer_for_t and
 ///   the file docs).
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
-template <pool Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
+template <class Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
 class allocator {
+  static_assert(detail::check_pool_slot<Pool>());
   static_assert(detail::check_swap_policy_slot<SwapPolicy>());
 
  public:
@@ -286,7 +287,7 @@ class allocator {
   {
     STASH_EXPECTS(in_iteration_, "stash::allocator::end_iteration: no iteration begun");
     if (state_ == allocator_state::replaying) {
-      issue_offloads_before(std::numeric_limits<std::uint64_t>::max(), nullptr);
+      issue_offloads_before(std::numeric_limits<std::uint64_t>::max(), stream_type{});
       if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
     }
     in_iteration_ = false;

@@ -62,18 +62,18 @@ TEST_CASE("gpu: offload manager stress on the CUDA backend keeps every tensor's 
   }());
   host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(256 * stash::MiB));
   manager m(backend, device, host);
-  std::vector<cudaStream_t> streams = {backend.create_stream().get(), backend.create_stream().get(),
-                                       backend.create_stream().get()};
-  unsigned long long* bad           = nullptr;
+  std::vector<stash::cuda_backend::stream> streams = {
+      backend.create_stream(), backend.create_stream(), backend.create_stream()};
+  unsigned long long* bad = nullptr;
   STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
   *bad      = 0;
-  auto fill = [](cudaStream_t s, void* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
-    fill_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t*>(p), n, id, v);
+  auto fill = [](cuda::stream_ref s, void* p, std::size_t n, std::uint64_t id, std::uint32_t v) {
+    fill_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(p), n, id, v);
     STASH_CUDA_TRY(cudaGetLastError());
   };
-  auto check = [bad](cudaStream_t s, void const* p, std::size_t n, std::uint64_t id,
+  auto check = [bad](cuda::stream_ref s, void const* p, std::size_t n, std::uint64_t id,
                      std::uint32_t v) {
-    check_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t const*>(p), n, id, v, bad);
+    check_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t const*>(p), n, id, v, bad);
     STASH_CUDA_TRY(cudaGetLastError());
   };
   auto const c =

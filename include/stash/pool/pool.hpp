@@ -83,6 +83,27 @@ template <class P>
 concept pool = std::equality_comparable<P> &&
     (detail::async_spelled_pool<P> || detail::stream_first_pool<P>);
 
+namespace detail {
+
+/// @brief static_asserts naming what `P` lacks to fill the Pool slot of stash::allocator; true
+/// when nothing is missing.
+template <class P>
+constexpr bool check_pool_slot()
+{
+  static_assert(async_spelled_pool<P> || stream_first_pool<P>,
+                "Pool slot: the type does not satisfy stash::pool: it lacks "
+                "`void* allocate_async(std::size_t bytes, std::size_t alignment, stream)` and "
+                "`void deallocate_async(void*, std::size_t bytes, std::size_t alignment, stream)` "
+                "(or CCCL 3.1's `allocate(cuda::stream_ref, bytes, alignment)` / "
+                "`deallocate(cuda::stream_ref, p, bytes, alignment)`); derive from "
+                "stash::pool_resource to get every spelling");
+  static_assert(std::equality_comparable<P>,
+                "Pool slot: the type does not satisfy stash::pool: it lacks `operator==`");
+  return true;
+}
+
+}  // namespace detail
+
 /// @brief Whether `P` reports pool_stats.
 /// @tparam P The type checked.
 template <class P>
