@@ -163,6 +163,15 @@ if need "$tests_bin"; then
   fi
 fi
 
+# RMM on both sides (tests/rmm): built only where RMM was found (STASH_WITH_RMM), so optional here.
+rmm_tests_bin="$build_dir/tests/stash_rmm_gpu_tests"
+if [[ -x $rmm_tests_bin ]]; then
+  run_step "gpu tests (RMM)" "$rmm_tests_bin" --require-gpu
+else
+  printf '%s
+' "== gpu tests (RMM): $rmm_tests_bin not built (no RMM found at configure time)" >&2
+fi
+
 need "$bench_offload" && run_step "bench_offload" "$bench_offload"
 need "$bench_codec" && run_step "bench_codec_throughput" "$bench_codec"
 

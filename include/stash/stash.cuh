@@ -35,6 +35,7 @@
 #include <stash/core/error.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/core/limiting_upstream.hpp>
+#include <stash/core/mr_upstream.hpp>
 #include <stash/core/pinned_host_buffer.hpp>
 #include <stash/core/pinned_host_upstream.hpp>
 #include <stash/core/units.hpp>

@@ -18,12 +18,18 @@ static_assert(stash::upstream_resource<stash::pinned_host_upstream>);
 static_assert(stash::upstream_resource<stash::limiting_upstream<stash::host_upstream>>);
 
 #if defined(STASH_HAS_CUDA_MR)
-static_assert(cuda::mr::resource_with<stash::host_upstream, cuda::mr::host_accessible>);
-static_assert(!cuda::mr::resource_with<stash::host_upstream, cuda::mr::device_accessible>);
-static_assert(cuda::mr::resource_with<stash::device_upstream, cuda::mr::device_accessible>);
-static_assert(!cuda::mr::resource_with<stash::device_upstream, cuda::mr::host_accessible>);
-static_assert(cuda::mr::resource_with<stash::pinned_host_upstream, cuda::mr::host_accessible,
-                                      cuda::mr::device_accessible>);
+// Synchronous cuda::mr resources in the spelling of the CCCL this unit is compiled with (the
+// toolkit's 3.0 here; the RMM tests compile the same upstreams against RMM's CCCL 3.5).
+static_assert(
+    stash::cuda_mr_synchronous_resource_with<stash::host_upstream, cuda::mr::host_accessible>);
+static_assert(!cuda::has_property<stash::host_upstream, cuda::mr::device_accessible>);
+static_assert(
+    stash::cuda_mr_synchronous_resource_with<stash::device_upstream, cuda::mr::device_accessible>);
+static_assert(!cuda::has_property<stash::device_upstream, cuda::mr::host_accessible>);
+static_assert(stash::cuda_mr_synchronous_resource_with<
+              stash::pinned_host_upstream, cuda::mr::host_accessible, cuda::mr::device_accessible>);
+static_assert(stash::cuda_mr_synchronous_resource_with<
+              stash::limiting_upstream<stash::host_upstream>, cuda::mr::host_accessible>);
 #endif
 
 TEST_CASE("stash::stash turns on libcu++'s cuda::mr concepts")

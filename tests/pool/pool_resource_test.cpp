@@ -7,6 +7,7 @@
 #include <stash/core/stream_ref.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/lifetime_arena.hpp>
+#include <stash/pool/pool_ref.hpp>
 #include <stash/pool/statistics_adaptor.hpp>
 #include <stash/testing/pool_conformance.hpp>
 
@@ -207,4 +208,29 @@ TEST_CASE("a foreign resource is refused a host stream rather than handed a fake
   CHECK_THROWS_AS((void)adaptor.allocate_async(64, stash::stream_ref{worker}), stash::logic_error);
   CHECK(stash::testing::same_pool_stats(before, adaptor.stats()));
   CHECK(toolkit.allocations == 0);
+}
+
+TEST_CASE("pool_ref: a copyable handle that compares equal for one pool and forwards every call")
+{
+  host_pool a;
+  host_pool b;
+  stash::pool_ref<host_pool> const ra{a};
+  stash::pool_ref<host_pool> ra2 = ra;  // copyable, as CCCL 3.1's resource_ref wants
+  CHECK(ra == ra2);
+  CHECK(ra != stash::pool_ref<host_pool>{b});
+  static_assert(stash::pool_with_stats<stash::pool_ref<host_pool>>);
+#if defined(STASH_HAS_CUDA_MR)
+  static_assert(
+      cuda::mr::async_resource_with<stash::pool_ref<host_pool>, cuda::mr::host_accessible>);
+#endif
+  cuda::stream_ref const s{fake_stream};
+  void* p = ra2.allocate(s, 1000, 64);
+  void* q = ra2.allocate_async(2000, 256, fake_stream);
+  CHECK(a.stats().in_use_bytes >= 3000);
+  CHECK(b.stats().in_use_bytes == 0);
+  CHECK(ra.stats().in_use_bytes == a.stats().in_use_bytes);
+  ra2.deallocate(s, p, 1000, 64);
+  ra2.deallocate_async(q, 2000, 256, fake_stream);
+  CHECK(a.stats().in_use_bytes == 0);
+  CHECK_THROWS_AS((void)ra2.allocate_sync(10, 1024), stash::logic_error);  // the pool's checks
 }

@@ -51,6 +51,18 @@ class device_upstream {
     STASH_CUDA_CHECK_NOTHROW(cudaFree(p));
   }
 
+  /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  void* allocate_sync(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  /// @brief CCCL >= 3.1's name of deallocate.
+  void deallocate_sync(void* p, std::size_t bytes,
+                       std::size_t alignment = cuda_allocation_alignment) noexcept
+  {
+    deallocate(p, bytes, alignment);
+  }
+
   /// @brief Any device_upstream may free another's memory.
   friend bool operator==(device_upstream const&, device_upstream const&) noexcept { return true; }
 

@@ -40,6 +40,18 @@ class host_upstream {
     ::operator delete (p, std::align_val_t{alignment});
   }
 
+  /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  void* allocate_sync(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
+  {
+    return allocate(bytes, alignment);
+  }
+  /// @brief CCCL >= 3.1's name of deallocate.
+  void deallocate_sync(void* p, std::size_t bytes,
+                       std::size_t alignment = alignof(std::max_align_t)) noexcept
+  {
+    deallocate(p, bytes, alignment);
+  }
+
   /// @brief Any host_upstream may free another's memory.
   friend bool operator==(host_upstream const&, host_upstream const&) noexcept { return true; }
 

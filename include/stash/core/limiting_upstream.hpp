@@ -59,6 +59,17 @@ class limiting_upstream {
     in_use_ -= bytes;
   }
 
+  /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  /// @brief CCCL >= 3.1's name of deallocate.
+  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(p, bytes, alignment);
+  }
+
   /// @brief The cap.
   [[nodiscard]] std::size_t budget_bytes() const noexcept { return budget_; }
   /// @brief Bytes outstanding now.
@@ -73,6 +84,19 @@ class limiting_upstream {
   {
     return &a == &b;
   }
+
+#if defined(STASH_HAS_CUDA_MR)
+  /// @brief cuda::mr property: as the wrapped upstream.
+  friend void get_property(limiting_upstream const&,
+                           cuda::mr::host_accessible) noexcept requires Upstream::is_host_accessible
+  {
+  }
+  /// @brief cuda::mr property: as the wrapped upstream.
+  friend void get_property(limiting_upstream const&, cuda::mr::device_accessible) noexcept requires
+      Upstream::is_device_accessible
+  {
+  }
+#endif
 
  private:
   Upstream upstream_;

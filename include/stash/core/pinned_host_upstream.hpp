@@ -54,6 +54,18 @@ class pinned_host_upstream {
     STASH_CUDA_CHECK_NOTHROW(cudaFreeHost(p));
   }
 
+  /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  void* allocate_sync(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  /// @brief CCCL >= 3.1's name of deallocate.
+  void deallocate_sync(void* p, std::size_t bytes,
+                       std::size_t alignment = cuda_allocation_alignment) noexcept
+  {
+    deallocate(p, bytes, alignment);
+  }
+
   /// @brief The cudaHostAlloc flags in use.
   [[nodiscard]] unsigned int flags() const noexcept { return flags_; }
 

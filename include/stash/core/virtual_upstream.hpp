@@ -40,6 +40,17 @@ class virtual_upstream {
   /// @brief Forgets the block (addresses are never reused).
   void deallocate(void*, std::size_t bytes, std::size_t) noexcept { in_use_ -= bytes; }
 
+  /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  /// @brief CCCL >= 3.1's name of deallocate.
+  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(p, bytes, alignment);
+  }
+
   /// @brief Bytes outstanding.
   [[nodiscard]] std::size_t in_use_bytes() const noexcept { return in_use_; }
   /// @brief Most bytes outstanding at once.

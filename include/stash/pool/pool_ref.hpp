@@ -1,0 +1,90 @@
+/**
+ * @file pool_ref.hpp
+ * @brief `stash::pool_ref<Pool>`: a copyable reference to a pool, for code that wants to hold its
+ * memory resource by value (CCCL >= 3.1's `cuda::mr::resource_ref` and so
+ * `rmm::device_async_resource_ref`, RMM's adaptors). A stash pool is an object with identity and
+ * cannot be copied; a pool_ref can, and refs to one pool compare equal.
+ */
+#pragma once
+
+#include <stash/core/stream_ref.hpp>
+#include <stash/core/units.hpp>
+#include <stash/pool/pool.hpp>
+#include <stash/pool/pool_resource.hpp>
+
+#include <cuda/stream_ref>
+
+#include <cstddef>
+
+namespace stash {
+
+/// @brief A non-owning, copyable handle to `Pool` with every `cuda::mr` spelling of pool.hpp.
+/// @tparam Pool A stash::pool; it outlives every copy of the reference.
+template <pool Pool>
+class pool_ref {
+ public:
+  /// @brief As the pool.
+  static constexpr bool is_host_accessible = pool_is_host_accessible<Pool>();
+  /// @brief As the pool.
+  static constexpr bool is_device_accessible = pool_is_device_accessible<Pool>();
+  STASH_POOL_PROPERTIES(pool_ref, pool_is_device_accessible<Pool>(),
+                        pool_is_host_accessible<Pool>())
+
+  /// @brief Refers to `p`.
+  explicit pool_ref(Pool& p) noexcept : pool_(&p) {}
+
+  /// @brief The pool's stream-ordered allocation (CCCL 3.0 spelling).
+  void* allocate_async(std::size_t bytes, std::size_t alignment, stream_ref stream)
+  {
+    return pool_allocate(*pool_, bytes, stream, alignment);
+  }
+  /// @brief The pool's stream-ordered free (CCCL 3.0 spelling).
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream)
+  {
+    pool_deallocate(*pool_, p, bytes, stream, alignment);
+  }
+  /// @brief The pool's stream-ordered allocation (CCCL >= 3.1 spelling).
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
+  {
+    return pool_allocate(*pool_, bytes, stream_ref{stream}, alignment);
+  }
+  /// @brief The pool's stream-ordered free (CCCL >= 3.1 spelling).
+  void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes, std::size_t alignment)
+  {
+    pool_deallocate(*pool_, p, bytes, stream_ref{stream}, alignment);
+  }
+  /// @brief On the default stream, as stash::pool_resource's synchronous forms.
+  void* allocate(std::size_t bytes, std::size_t alignment)
+  {
+    return pool_allocate(*pool_, bytes, stream_ref{}, alignment);
+  }
+  /// @brief On the default stream.
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment)
+  {
+    pool_deallocate(*pool_, p, bytes, stream_ref{}, alignment);
+  }
+  /// @brief CCCL >= 3.1's synchronous spelling.
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(bytes, alignment);
+  }
+  /// @brief CCCL >= 3.1's synchronous spelling.
+  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment)
+  {
+    deallocate(p, bytes, alignment);
+  }
+
+  /// @brief The pool's statistics, where it has them.
+  [[nodiscard]] pool_stats stats() const requires pool_with_stats<Pool> { return pool_->stats(); }
+
+  /// @brief The pool referred to.
+  [[nodiscard]] Pool& get() const noexcept { return *pool_; }
+
+  /// @brief References to the same pool.
+  friend bool operator==(pool_ref a, pool_ref b) noexcept { return a.pool_ == b.pool_; }
+
+ private:
+  Pool* pool_;
+};
+
+}  // namespace stash
