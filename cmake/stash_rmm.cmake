@@ -24,6 +24,16 @@ set_property(CACHE STASH_WITH_RMM PROPERTY STRINGS AUTO ON OFF)
 set(STASH_RMM_ROOT "" CACHE PATH
     "Prefix of librmm (include/rmm, lib64/librmm.so); empty: python3's librmm wheel")
 
+# Inside stash_find_rmm: RMM is unusable because `why`; fatal under STASH_WITH_RMM=ON, otherwise
+# said and the RMM tests left out (returns from the calling function).
+macro(stash_rmm_unavailable why)
+  if(STASH_WITH_RMM STREQUAL "ON")
+    message(FATAL_ERROR "STASH_WITH_RMM=ON: ${why}")
+  endif()
+  message(WARNING "RMM interop tests NOT built: ${why}")
+  return()
+endmacro()
+
 # Sets STASH_RMM_FOUND in the caller and, when found, defines the target stash_rmm.
 function(stash_find_rmm)
   set(STASH_RMM_FOUND FALSE PARENT_SCOPE)
@@ -62,24 +72,16 @@ function(stash_find_rmm)
   endforeach()
   if(missing)
     list(JOIN missing ", " missing)
-    set(why "RMM not found (${missing} not set; librmm-cu13 from PyPI: bash scripts/test.sh installs it)")
-    if(STASH_WITH_RMM STREQUAL "ON")
-      message(FATAL_ERROR "STASH_WITH_RMM=ON: ${why}")
-    endif()
-    message(WARNING "RMM interop tests NOT built: ${why}")
-    return()
+    stash_rmm_unavailable(
+      "RMM not found (${missing} not set; librmm-cu13 from PyPI: bash scripts/test.sh installs it)")
   endif()
   file(STRINGS "${STASH_RMM_CCCL_INCLUDE_DIR}/cuda/std/__cccl/version.h" cccl_line
        REGEX "^#define CCCL_VERSION [0-9]+")
   string(REGEX MATCH "[0-9]+" cccl_version "${cccl_line}")
   if(cccl_version LESS 3001000)
     # tests/rmm is written against RMM 26 (CCCL >= 3.1's cuda::mr); an older RMM is not supported.
-    set(why "RMM at ${STASH_RMM_INCLUDE_DIR} ships CCCL ${cccl_version}; tests/rmm needs >= 3.1 (RMM >= 26)")
-    if(STASH_WITH_RMM STREQUAL "ON")
-      message(FATAL_ERROR "STASH_WITH_RMM=ON: ${why}")
-    endif()
-    message(WARNING "RMM interop tests NOT built: ${why}")
-    return()
+    stash_rmm_unavailable(
+      "RMM at ${STASH_RMM_INCLUDE_DIR} ships CCCL ${cccl_version}; tests/rmm needs >= 3.1 (RMM >= 26)")
   endif()
 
   add_library(stash_rmm INTERFACE)
