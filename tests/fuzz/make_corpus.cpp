@@ -122,6 +122,30 @@ int main(int argc, char** argv)
   argmax.resize(pool_argmax::host_encode(maps, g, argmax));
   write(codec, "pool_argmax_0", 17, {std::byte{0x55}, std::byte{1}, std::byte{12}, std::byte{12}},
         argmax);
+  // The same windows as max-pool indices (PyTorch's iy * width + ix within each plane), encoded
+  // by the index encoder: its int64-tagged buffer is what the index decoder sees in a prefetch.
+  std::vector<std::int64_t> indices;
+  indices.reserve(g.outputs());
+  for (std::size_t p = 0; p < g.planes; ++p) {
+    for (std::size_t oy = 0; oy < g.out_h(); ++oy) {
+      for (std::size_t ox = 0; ox < g.out_w(); ++ox) {
+        std::size_t best = oy * g.stride_h * g.width + ox * g.stride_w;
+        for (std::size_t dy = 0; dy < g.window_h; ++dy) {
+          for (std::size_t dx = 0; dx < g.window_w; ++dx) {
+            std::size_t const at = (oy * g.stride_h + dy) * g.width + ox * g.stride_w + dx;
+            if (maps[p * g.height * g.width + at] > maps[p * g.height * g.width + best]) {
+              best = at;
+            }
+          }
+        }
+        indices.push_back(static_cast<std::int64_t>(best));
+      }
+    }
+  }
+  std::vector<std::byte> tagged(pool_argmax::max_compressed_bytes(g.outputs()));
+  tagged.resize(pool_argmax::host_encode_indices(indices, g, tagged));
+  write(codec, "pool_argmax_indices_0", 17,
+        {std::byte{0x55}, std::byte{1}, std::byte{12}, std::byte{12}}, tagged);
   // Chains, selectors as in chain_fuzz.cpp.
   seed<chain<precision<float, fp16>, zvc<std::uint16_t>>>(chains, "fp16_zvc", 0, f);
   seed<chain<precision<float, fp8_e4m3>, zvc<std::uint8_t>>>(chains, "fp8_e4m3_zvc", 1, f);
