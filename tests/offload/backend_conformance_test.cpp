@@ -36,3 +36,25 @@ TEST_CASE("the backend kit catches events that never complete")
   CHECK_FALSE(r.ok());
   CHECK(r.summary().find("not complete") != std::string::npos);
 }
+
+TEST_CASE("host streams are stash::stream_refs, and a host stream order refuses a CUDA stream")
+{
+  stash::host_backend backend;
+  auto const s   = backend.create_stream();
+  auto const ref = backend.tag(s);
+  CHECK(ref.is_host());
+  CHECK(ref.host() == s);
+  CHECK(ref == backend.tag(s));
+  CHECK(ref != backend.tag(backend.create_stream()));
+
+  stash::host_stream_order order;
+  auto m = order.record(ref);  // a flag queued on the worker
+  REQUIRE(m != nullptr);
+  backend.synchronize(s);
+  CHECK(order.passed(m));
+  CHECK(order.record(stash::stream_ref{}) == nullptr);  // the default stream: nothing to wait for
+  cudaStream_t const cuda_stream = reinterpret_cast<cudaStream_t>(0x1000);
+  CHECK_THROWS_AS((void)order.record(cuda_stream), stash::logic_error);
+  CHECK_THROWS_AS(order.wait(cuda_stream, m), stash::logic_error);
+  CHECK_FALSE(order.capturing(cuda_stream));
+}
