@@ -319,6 +319,13 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
   wide.window_w             = 5;
   CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{.pool = wide}),
                   stash::logic_error);
+  // 2^61 + 8 outputs: outputs() * 8 wraps to exactly `bytes` (and host_bytes' 32 + 8 * outputs()
+  // to 32 + bytes), so only the geometry's own overflow check stops the encoder from running over
+  // 2^61 indices of a 64-index tensor.
+  stash::pool_geometry const wrapping{(std::size_t{1} << 61) + 64, 1, 1, 1, 1, 1, 1};
+  REQUIRE(wrapping.outputs() * sizeof(std::int64_t) == bytes);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{.pool = wrapping}),
+                  stash::logic_error);
   // Through the manager: refused with logic_error, the tensor stays resident and intact.
   stash::host_backend backend;
   auto const s = backend.create_stream();

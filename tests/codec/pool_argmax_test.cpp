@@ -196,6 +196,27 @@ TEST_CASE("pool_argmax from indices refuses what it cannot encode exactly")
                   stash::codec_error);
 }
 
+TEST_CASE("pool_argmax refuses a geometry whose sizes wrap 64 bits")
+{
+  // outputs() * 8 of this geometry wraps to 16: a 2-index tensor's size, which a wrapped check
+  // would accept while the kernels walk 2^61 outputs.
+  stash::pool_geometry wrapping{(std::size_t{1} << 61) + 2, 1, 1, 1, 1, 1, 1};
+  REQUIRE(wrapping.outputs() * sizeof(std::int64_t) == 16);
+  CHECK_THROWS_AS(wrapping.validate("test"), stash::logic_error);
+  std::vector<std::int64_t> const two{0, 0};
+  std::vector<std::byte> buf(64);
+  CHECK_THROWS_AS((void)stash::pool_argmax::host_encode_indices(two, wrapping, buf),
+                  stash::logic_error);
+  // Height x width alone can wrap too (one plane).
+  stash::pool_geometry const huge_map{1, std::size_t{1} << 32, std::size_t{1} << 32, 1, 1, 1, 1};
+  CHECK_THROWS_AS(huge_map.validate("test"), stash::logic_error);
+  // Large but representable: accepted (no tensor is needed to validate).
+  stash::pool_geometry const large{std::size_t{1} << 20, 1024, 1024, 2, 2, 2, 2};
+  CHECK_NOTHROW(large.validate("test"));
+  wrapping.planes = 0;  // no outputs at all is not an overflow
+  CHECK_NOTHROW(wrapping.validate("test"));
+}
+
 TEST_CASE("pool_argmax from indices passes the codec conformance kit")
 {
   std::vector<std::int64_t> sample(1001);

@@ -44,10 +44,12 @@ class device_pool_argmax {
     detail::expect_device_encode_args("device_pool_argmax::encode_indices_async", d_in, n, d_out,
                                       out_capacity, identity<std::int64_t>::max_compressed_bytes(n),
                                       d_size);
-    STASH_EXPECTS(scratch != nullptr && scratch_bytes >= encode_scratch_bytes(),
+    // atomicOr on the scratch word needs it 4-byte aligned (a misaligned atomic is a device fault).
+    STASH_EXPECTS(scratch != nullptr && scratch_bytes >= encode_scratch_bytes() &&
+                      reinterpret_cast<std::uintptr_t>(scratch) % alignof(std::uint32_t) == 0,
                   "device_pool_argmax::encode_indices_async: scratch of " +
                       std::to_string(scratch_bytes) + " bytes, " +
-                      std::to_string(encode_scratch_bytes()) + " needed");
+                      std::to_string(encode_scratch_bytes()) + " needed, 4-byte aligned");
     STASH_CUDA_TRY(detail::argmax_encode_async(d_in, g.dims(), n, g.param(), d_out, d_size,
                                                static_cast<std::uint32_t*>(scratch), stream.get()));
   }

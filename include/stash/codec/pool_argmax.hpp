@@ -12,6 +12,7 @@
 #include <stash/codec/element_type.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 
@@ -57,6 +58,16 @@ struct pool_geometry {
                   std::string(who) + ": window and stride must be 1..4" + shape());
     STASH_EXPECTS(height >= window_h && width >= window_w,
                   std::string(who) + ": window larger than the input map" + shape());
+    // Every size derived from the geometry (input elements, outputs, their int64 bytes, the
+    // encoders' worst cases) must not wrap: a wrapped outputs() * 8 could equal a small tensor's
+    // bytes and pass pool_argmax_transfer's size check, and the kernels would then run over
+    // outputs() indices past both buffers. outputs() <= planes * height * width, so bounding the
+    // input map's int64 bytes (less room for a header) bounds them all. (height, width >= 1 here.)
+    constexpr std::size_t max_elements = std::numeric_limits<std::size_t>::max() / 8 - 64;
+    STASH_EXPECTS(
+        width <= max_elements / height && (planes == 0 || height * width <= max_elements / planes),
+        std::string(who) + ": " + std::to_string(planes) +
+            " planes of the input map overflow a 64-bit byte count" + shape());
   }
 };
 

@@ -21,6 +21,12 @@ namespace stash::detail {
 
 inline constexpr std::uint8_t argmax_index_type = element_type_code<std::int64_t>;
 
+// The payload is accessed as aligned u32 words / int64 indices, as the other codecs' kernels do
+// (not byte by byte: on the transfer's mapped pinned slot every byte access would be its own PCIe
+// request). Aligned because the public layer checks `out` / `src` 16-byte aligned and the header
+// is a multiple of 8 bytes; GPUs are little-endian, so the bytes are load_u32 / store_u32's.
+static_assert(header_bytes % 8 == 0, "payload words and indices must stay aligned");
+
 /// Each thread packs words; any index outside its window sets *outside. (Templates so that a
 /// header may define them without violating the one-definition rule.)
 template <int Unused = 0>
@@ -37,7 +43,7 @@ __global__ void argmax_pack_kernel(std::int64_t const* in, pool_dims d, std::uin
       word |= (k & 0xfu) << (4 * (o - 8 * w));
     }
     if (bad) { atomicOr(outside, 1u); }
-    store_u32(out + header_bytes + 4 * w, word);
+    reinterpret_cast<std::uint32_t*>(out + header_bytes)[w] = word;
   }
 }
 
@@ -52,7 +58,7 @@ __global__ void argmax_finish_kernel(std::int64_t const* in, std::uint64_t n, st
   std::uint64_t const first = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (unchanged) {
     for (std::uint64_t i = first; i < n; i += std::uint64_t{gridDim.x} * blockDim.x) {
-      store_u64(out + header_bytes + 8 * i, static_cast<std::uint64_t>(in[i]));
+      reinterpret_cast<std::int64_t*>(out + header_bytes)[i] = in[i];
     }
   }
   if (first == 0) {
@@ -90,18 +96,24 @@ __global__ void argmax_unpack_kernel(std::byte const* src, pool_dims d, std::uin
                                      std::int64_t* dst, codec_status* status)
 {
   if (!block_status_ok(status)) { return; }  // one read per block; the header is valid
-  bool const unchanged      = load_u16(src + off_codec_id) == codec_ids::identity;
+  // The format, read once per block like the status (src may be the mapped host slot: a read per
+  // thread would be a PCIe round trip for each of up to 2^24 threads, most of them idle). The
+  // exit above is block-uniform, so every thread of the block reaches this barrier.
+  __shared__ bool unchanged_shared;
+  if (threadIdx.x == 0) { unchanged_shared = load_u16(src + off_codec_id) == codec_ids::identity; }
+  __syncthreads();
+  bool const unchanged      = unchanged_shared;
   std::uint64_t const first = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   std::uint64_t const step  = std::uint64_t{gridDim.x} * blockDim.x;
   if (unchanged) {
     for (std::uint64_t i = first; i < n; i += step) {
-      dst[i] = static_cast<std::int64_t>(load_u64(src + header_bytes + 8 * i));
+      dst[i] = reinterpret_cast<std::int64_t const*>(src + header_bytes)[i];
     }
     return;
   }
   auto const window = static_cast<std::uint32_t>(d.window_h * d.window_w);
   for (std::uint64_t w = first; w < (n + 7) / 8; w += step) {
-    std::uint32_t const word = load_u32(src + header_bytes + 4 * w);
+    std::uint32_t const word = reinterpret_cast<std::uint32_t const*>(src + header_bytes)[w];
     check_result const r     = argmax_check_word(word, w, n, window);
     if (r.code != codec_errc::ok) {
       report(status, r);  // the caller zeroes the destination
