@@ -10,6 +10,8 @@
 #include <stash/codec/device_zvc.cuh>
 #include <stash/core/cuda_stream.hpp>
 
+#include "support/device_bytes.cuh"
+
 #include <doctest/doctest.h>
 
 #include <cuda_runtime_api.h>
@@ -21,27 +23,7 @@
 
 namespace {
 
-/// Owning device allocation for the tests.
-class device_bytes {
- public:
-  explicit device_bytes(std::size_t bytes) : bytes_(bytes)
-  {
-    STASH_CUDA_TRY(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes));
-  }
-  device_bytes(device_bytes const&)            = delete;
-  device_bytes& operator=(device_bytes const&) = delete;
-  ~device_bytes() { STASH_CUDA_CHECK_NOTHROW(cudaFree(ptr_)); }
-  template <class T>
-  T* as() const
-  {
-    return static_cast<T*>(ptr_);
-  }
-  [[nodiscard]] std::size_t size() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_;
-};
+using stash::test::device_bytes;
 
 template <class D>
 using element_of = typename D::host_codec::value_type;

@@ -2,6 +2,7 @@
 // multiple of 8 (the last word's unused nibbles), the identity<int64_t> fallback for an index
 // outside its window, and every corrupted buffer reported through codec_status with the
 // destination never read past. Runs only where a GPU is present (compiled everywhere).
+#include "support/device_bytes.cuh"
 #include "support/pool_indices.hpp"
 
 #include <stash/codec/codec_status.hpp>
@@ -22,37 +23,17 @@
 
 namespace {
 
-/// Owning device allocation (cudaMalloc: 256-byte aligned, as the codec requires 16).
-class device_block {
- public:
-  explicit device_block(std::size_t bytes) : bytes_(bytes)
-  {
-    STASH_CUDA_TRY(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes));
-  }
-  device_block(device_block const&)            = delete;
-  device_block& operator=(device_block const&) = delete;
-  ~device_block() { STASH_CUDA_CHECK_NOTHROW(cudaFree(ptr_)); }
-  template <class T>
-  T* as() const
-  {
-    return static_cast<T*>(ptr_);
-  }
-  [[nodiscard]] std::size_t size() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_;
-};
+using stash::test::device_bytes;
 
 // The device encode of `indices` for `g`: the bytes up to the size the kernel reported.
 std::vector<std::byte> device_encode(std::vector<std::int64_t> const& indices,
                                      stash::pool_geometry const& g, stash::cuda_stream const& s)
 {
   std::size_t const n = indices.size();
-  device_block d_in(n * sizeof(std::int64_t));
-  device_block d_out(stash::identity<std::int64_t>::max_compressed_bytes(n));
-  device_block d_size(sizeof(std::size_t));
-  device_block scratch(stash::device_pool_argmax::encode_scratch_bytes());
+  device_bytes d_in(n * sizeof(std::int64_t));
+  device_bytes d_out(stash::identity<std::int64_t>::max_compressed_bytes(n));
+  device_bytes d_size(sizeof(std::size_t));
+  device_bytes scratch(stash::device_pool_argmax::encode_scratch_bytes());
   // Poison the output: a byte the encoder should have written but did not shows up.
   STASH_CUDA_TRY(cudaMemsetAsync(d_out.as<void>(), 0xa5, d_out.size(), s));
   STASH_CUDA_TRY(cudaMemcpyAsync(d_in.as<void>(), indices.data(), n * sizeof(std::int64_t),
@@ -80,9 +61,9 @@ decoded device_decode(std::vector<std::byte> const& bytes, stash::pool_geometry 
                       stash::cuda_stream const& s)
 {
   std::size_t const n = g.outputs();
-  device_block d_src(bytes.size());
-  device_block d_dst(n * sizeof(std::int64_t));
-  device_block d_status(sizeof(stash::codec_status));
+  device_bytes d_src(bytes.size());
+  device_bytes d_dst(n * sizeof(std::int64_t));
+  device_bytes d_status(sizeof(stash::codec_status));
   std::vector<std::int64_t> poison(n, -7);
   STASH_CUDA_TRY(
       cudaMemcpyAsync(d_src.as<void>(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, s));

@@ -49,28 +49,6 @@ concept plain_named_resource = requires(R& r, void* p, std::size_t n, std::size_
   r.deallocate(p, n, a);
 };
 
-// Whether `R` declares cuda::mr::host_accessible (false where the CCCL has no cuda::mr).
-template <class R>
-[[nodiscard]] constexpr bool mr_host_accessible() noexcept
-{
-#if defined(STASH_HAS_CUDA_MR)
-  return cuda::has_property<R, cuda::mr::host_accessible>;
-#else
-  return false;
-#endif
-}
-
-// Whether `R` declares cuda::mr::device_accessible (false where the CCCL has no cuda::mr).
-template <class R>
-[[nodiscard]] constexpr bool mr_device_accessible() noexcept
-{
-#if defined(STASH_HAS_CUDA_MR)
-  return cuda::has_property<R, cuda::mr::device_accessible>;
-#else
-  return false;
-#endif
-}
-
 // Why this exists: a foreign resource reports failure in its own types (RMM: rmm::bad_alloc for
 // any failed allocation, even a missing driver). Called inside a catch block; rethrows stash's own
 // errors unchanged. A device-accessible resource that failed while the CUDA runtime has no usable
@@ -135,9 +113,9 @@ class mr_upstream
   /// @brief The adapted resource type.
   using resource_type = Resource;
   /// @brief Whether the resource declares `cuda::mr::host_accessible`.
-  static constexpr bool is_host_accessible = detail::mr_host_accessible<Resource>();
+  static constexpr bool is_host_accessible = declares_host_accessible<Resource>();
   /// @brief Whether the resource declares `cuda::mr::device_accessible`.
-  static constexpr bool is_device_accessible = detail::mr_device_accessible<Resource>();
+  static constexpr bool is_device_accessible = declares_device_accessible<Resource>();
 
   /// @brief A default-constructed resource.
   mr_upstream() requires std::default_initializable<Resource>

@@ -99,4 +99,29 @@ concept cuda_mr_synchronous_resource_with =
 #endif
 #endif
 
+/// @brief Whether `R` declares `cuda::mr::host_accessible` (false where the CCCL has no cuda::mr).
+/// @tparam R A resource, upstream or pool.
+template <class R>
+[[nodiscard]] constexpr bool declares_host_accessible() noexcept
+{
+#if defined(STASH_HAS_CUDA_MR)
+  return cuda::has_property<R, cuda::mr::host_accessible>;
+#else
+  return false;
+#endif
+}
+
+/// @brief Whether `R` declares `cuda::mr::device_accessible` (false where the CCCL has no
+/// cuda::mr).
+/// @tparam R A resource, upstream or pool.
+template <class R>
+[[nodiscard]] constexpr bool declares_device_accessible() noexcept
+{
+#if defined(STASH_HAS_CUDA_MR)
+  return cuda::has_property<R, cuda::mr::device_accessible>;
+#else
+  return false;
+#endif
+}
+
 }  // namespace stash

@@ -168,14 +168,8 @@ template <class P>
 {
   if constexpr (requires { P::is_host_accessible; }) {
     return P::is_host_accessible;
-  }
-#if defined(STASH_HAS_CUDA_MR)
-  else if constexpr (cuda::has_property<P, cuda::mr::host_accessible>) {
-    return true;
-  }
-#endif
-  else {
-    return false;
+  } else {
+    return declares_host_accessible<P>();
   }
 }
 
@@ -188,14 +182,8 @@ template <class P>
 {
   if constexpr (requires { P::is_device_accessible; }) {
     return P::is_device_accessible;
-  }
-#if defined(STASH_HAS_CUDA_MR)
-  else if constexpr (cuda::has_property<P, cuda::mr::device_accessible>) {
-    return true;
-  }
-#endif
-  else {
-    return !pool_is_host_accessible<P>();
+  } else {
+    return declares_device_accessible<P>() || !pool_is_host_accessible<P>();
   }
 }
 

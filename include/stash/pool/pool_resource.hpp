@@ -124,10 +124,9 @@ class pool_resource {
 
   static void check_alignment(std::size_t alignment, const char* what)
   {
-    STASH_EXPECTS(
-        alignment != 0 && (alignment & (alignment - 1)) == 0 && alignment <= max_alignment,
-        std::string("stash pool ") + what + ": alignment " + std::to_string(alignment) +
-            " B is not a power of two up to " + std::to_string(max_alignment) + " B");
+    STASH_EXPECTS(is_pow2(alignment) && alignment <= max_alignment,
+                  std::string("stash pool ") + what + ": alignment " + std::to_string(alignment) +
+                      " B is not a power of two up to " + std::to_string(max_alignment) + " B");
   }
 };
 
