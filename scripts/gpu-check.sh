@@ -181,9 +181,9 @@ if ((with_train_cnn)) && need "$train_cnn"; then
     data="$work/fashion-mnist"
     make_tiny_dataset "$data"
   fi
-  run_step "train_cnn --check (zvc, lossless)" "$train_cnn" "$data" --check --policy vdnn_all \
+  run_step "train_cnn --check (zvc, lossless)" "$train_cnn" "$data" --device cuda --check --policy vdnn_all \
     --codec zvc --check-steps 100 --no-progress
-  run_step "train_cnn --check (fp16, lossy)" "$train_cnn" "$data" --check --policy vdnn_all \
+  run_step "train_cnn --check (fp16, lossy)" "$train_cnn" "$data" --device cuda --check --policy vdnn_all \
     --codec fp16 --accuracy-margin 1.0 --no-progress
 fi
 

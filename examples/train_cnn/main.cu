@@ -1,7 +1,8 @@
 // train_cnn: a VGG-style CNN trained on Fashion-MNIST with every activation in stash (see
 // README.md in this folder), on one GPU or data-parallel over several (one process per GPU, NCCL).
-// Exit codes: 0 done (or no CUDA device, after validating arguments, rank environment and the
-// dataset), 1 error or --check mismatch, 2 bad arguments, bad rank environment or
+// Without a CUDA device (or with --device cpu) it runs the CPU build, train_cnn_cpu from the same
+// folder, with the same arguments (after checking the rank environment: the CPU build runs one
+// rank). Exit codes: 0 done, 1 error or --check mismatch, 2 bad arguments, bad rank environment or
 // missing/malformed dataset, 3 out of (emulated) device memory.
 #include "memory.cuh"
 #include "network.cuh"
@@ -480,6 +481,25 @@ void check_rank_setup(options const& o, rank_info const& ranks, std::optional<ru
   }
 }
 
+// The CPU build (train_cnn_cpu, next to this program) with the same arguments: where no GPU is
+// found, or with --device cpu. Returns only when it cannot be started (exit 2 then).
+int run_cpu_build(char** argv)
+{
+  std::string self = argv[0];
+  std::string const dir =
+      self.find('/') == std::string::npos ? std::string(".") : self.substr(0, self.rfind('/'));
+  std::string const cpu = dir + "/train_cnn_cpu";
+  if (access(cpu.c_str(), X_OK) == 0) {
+    std::fflush(stdout);
+    execv(cpu.c_str(), argv);
+  }
+  std::fprintf(stderr,
+               "train_cnn: %s; the CPU build (%s) is not there (it needs oneDNN: apt-get install "
+               "libdnnl-dev, then rebuild)\n",
+               stash::no_gpu_reason().empty() ? "--device cpu" : "no CUDA device", cpu.c_str());
+  return 2;
+}
+
 }  // namespace
 }  // namespace train_cnn
 
@@ -504,6 +524,20 @@ int main(int argc, char** argv)
     check_rank_setup(o, ranks, token);
   } catch (environment_error const& e) {
     std::fprintf(stderr, "train_cnn: bad rank environment: %s\n", e.what());
+    return 2;
+  }
+  if (o.device == device_kind::cpu ||
+      (o.device == device_kind::automatic && !stash::no_gpu_reason().empty())) {
+    if (ranks.distributed()) {
+      std::fprintf(stderr, "train_cnn: the CPU build runs a single rank (%d asked for)\n",
+                   ranks.world_size);
+      return 2;
+    }
+    return run_cpu_build(argv);  // returns only when train_cnn_cpu cannot be started
+  }
+  if (std::string const what = cpu_only_option(o); !what.empty()) {
+    std::fprintf(stderr, "train_cnn: %s: only the CPU build has it (train_cnn_cpu, --device cpu)\n",
+                 what.c_str());
     return 2;
   }
   quiet                 = !ranks.is_root();

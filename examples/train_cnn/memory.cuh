@@ -3,6 +3,8 @@
 // instantiated once (see make_memory in main.cu).
 #pragma once
 
+#include <stash_tools/train_cnn/budget_guard.hpp>
+#include <stash_tools/train_cnn/memory_report.hpp>
 #include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/allocator.hpp>
@@ -29,24 +31,6 @@
 
 namespace train_cnn {
 
-/// @brief Figures of one run's memory, cumulative since it started.
-struct memory_report {
-  std::uint64_t offloads{0};
-  std::uint64_t prefetches{0};
-  std::uint64_t demand_prefetches{0};
-  std::uint64_t bytes_offloaded{0};       ///< uncompressed
-  std::uint64_t bytes_encoded{0};         ///< host bytes of the completed offloads (compressed)
-  std::uint64_t bytes_encoded_source{0};  ///< uncompressed bytes of those same offloads
-  std::uint64_t peak_in_use{0};           ///< device bytes handed out at once, since reset_peak()
-  std::uint64_t peak_reserved{0};         ///< device bytes the pool took from cudaMalloc (ever)
-  std::uint64_t reserved{0};              ///< device bytes the pool holds from cudaMalloc now
-  std::uint64_t arena_bytes{0};
-  std::uint64_t pool_fallbacks{0};
-  std::uint64_t replans{0};        ///< schedules the allocator re-planned
-  std::uint64_t arena_replans{0};  ///< plans the lifetime_arena re-made (split lifetimes)
-  std::uint64_t deviations{0};
-};
-
 /// @brief The allocator as the network sees it (ids are stash::allocator tensor ids).
 class activation_memory {
  public:
@@ -67,64 +51,6 @@ class activation_memory {
   virtual void reset_peak()                                                           = 0;
   [[nodiscard]] virtual stash::schedule const& schedule() const                       = 0;
   [[nodiscard]] virtual std::string description() const                               = 0;
-};
-
-/// @brief Emulates a device of `budget` bytes over another pool: from the first replayed
-/// iteration on, an allocation that would take the bytes handed out past the budget throws
-/// stash::out_of_memory. The recorded first iteration is not held to it, because stash records it
-/// without offloading (its peak is reported instead). Counts bytes handed out (in use), not bytes
-/// reserved from cudaMalloc: the lifetime_arena plans the swapped tensors' split lifetimes only
-/// once the replayed sequence has settled (its re-plan, after about three steps), and until then
-/// it serves them from fallback memory beside the arena planned for the step without offload.
-template <stash::pool Pool>
-class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
- public:
-  static constexpr bool is_host_accessible   = Pool::is_host_accessible;
-  static constexpr bool is_device_accessible = Pool::is_device_accessible;
-  STASH_POOL_PROPERTIES(budget_guard, Pool::is_device_accessible, Pool::is_host_accessible)
-
-  template <class... Args>
-  explicit budget_guard(std::uint64_t budget, Args&&... args)
-      : budget_(budget), pool_(std::forward<Args>(args)...)
-  {
-  }
-
-  void* do_allocate(std::size_t bytes, stash::stream_ref stream)
-  {
-    if (enforce_ && in_use_ + bytes > budget_) {
-      throw stash::out_of_memory(
-          "train_cnn --budget (emulated device of " + std::to_string(budget_) + " B)", bytes,
-          budget_, in_use_);
-    }
-    void* p = pool_.allocate_async(bytes, stream);
-    in_use_ += bytes;
-    peak_ = std::max(peak_, in_use_);
-    return p;
-  }
-  void do_deallocate(void* p, std::size_t bytes, stash::stream_ref stream)
-  {
-    pool_.deallocate_async(p, bytes, stream);
-    in_use_ -= std::min<std::uint64_t>(bytes, in_use_);
-  }
-  [[nodiscard]] stash::pool_stats stats() const { return pool_.stats(); }
-  void begin_iteration() { pool_.begin_iteration(); }
-  void end_iteration()
-  {
-    pool_.end_iteration();
-    if (budget_ != std::numeric_limits<std::uint64_t>::max()) { enforce_ = true; }
-  }
-
-  [[nodiscard]] std::uint64_t peak() const noexcept { return peak_; }
-  void reset_peak() noexcept { peak_ = in_use_; }
-  [[nodiscard]] Pool& inner() noexcept { return pool_; }
-  [[nodiscard]] Pool const& inner() const noexcept { return pool_; }
-
- private:
-  std::uint64_t budget_;
-  Pool pool_;
-  bool enforce_{false};
-  std::uint64_t in_use_{0};
-  std::uint64_t peak_{0};
 };
 
 /// @brief What a run's memory is configured with.

@@ -84,3 +84,38 @@ TEST_CASE("train_cnn options: --accuracy-margin takes points in [0, 100] and not
           (void)parse_options({"/d", "--accuracy-margin"});
         }).find("--accuracy-margin: needs a value") != std::string::npos);
 }
+
+TEST_CASE("train_cnn options: the CPU build's flags (--budget P%, --device, --arch, raw, --json)")
+{
+  auto const o = parse_options({"/d", "--budget", "40%", "--device", "cpu", "--arch", "resnet",
+                                "--codec", "raw", "--json", "--every", "7", "--trace-out", "t"});
+  REQUIRE(o.budget_percent.has_value());
+  CHECK(*o.budget_percent == doctest::Approx(40.0));
+  CHECK_FALSE(o.budget.has_value());
+  CHECK(o.device == device_kind::cpu);
+  CHECK(o.arch == cnn_arch::resnet);
+  CHECK(o.codec == codec_kind::none);
+  CHECK(o.json);
+  CHECK(o.every == 7);
+  CHECK(o.trace_out == "t");
+  CHECK(parse_options({"/d"}).device == device_kind::automatic);
+  CHECK(parse_options({"/d", "--policy", "search_swap"}).policy == policy_kind::search_swap);
+  CHECK(parse_options({"/d", "--budget", "64MiB"}).budget == 64u << 20);
+  for (char const* bad : {"0%", "101%", "%", "x%", "-5%"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS((void)parse_options({"/d", "--budget", bad}), usage_error);
+  }
+  CHECK_THROWS_AS((void)parse_options({"/d", "--device", "tpu"}), usage_error);
+  CHECK_THROWS_AS((void)parse_options({"/d", "--arch", "vit"}), usage_error);
+}
+
+TEST_CASE("train_cnn options: the CUDA build names the CPU-only option it cannot run")
+{
+  CHECK(cpu_only_option(parse_options({"/d"})).empty());
+  CHECK(cpu_only_option(parse_options({"/d", "--codec", "zvc"})).empty());
+  CHECK(cpu_only_option(parse_options({"/d", "--codec", "auto"})) == "--codec auto");
+  CHECK(cpu_only_option(parse_options({"/d", "--codec", "bitmask"})) == "--codec bitmask");
+  CHECK(cpu_only_option(parse_options({"/d", "--arch", "resnet"})) == "--arch resnet");
+  CHECK(cpu_only_option(parse_options({"/d", "--budget", "40%"})) == "--budget P%");
+  CHECK(cpu_only_option(parse_options({"/d", "--json"})) == "--json");
+}

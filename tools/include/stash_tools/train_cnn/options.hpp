@@ -24,15 +24,28 @@ class usage_error : public std::runtime_error {
 };
 
 /// @brief The swap policies train_cnn instantiates (stash/swap/*.hpp).
-enum class policy_kind : std::uint8_t { no_swap, vdnn_all, vdnn_conv, vdnn_dyn, auto_swap };
+enum class policy_kind : std::uint8_t {
+  no_swap,
+  vdnn_all,
+  vdnn_conv,
+  vdnn_dyn,
+  auto_swap,
+  search_swap
+};
 /// @brief How offloaded activations travel: raw copies, stash's zero-value compression
-/// (lossless), or float32 rounded to fp16, bf16 or fp8 e4m3 (stash::precision, lossy).
-enum class codec_kind : std::uint8_t { none, zvc, fp16, bf16, fp8_e4m3 };
+/// (lossless), or float32 rounded to fp16, bf16 or fp8 e4m3 (stash::precision, lossy); on the CPU
+/// build also Gist's 1-bit mask where only a sign is read (bitmask) and the planner's per-tensor
+/// choice (auto: 4-bit pool argmax, bitmask, zvc or raw), both lossless.
+enum class codec_kind : std::uint8_t { none, zvc, fp16, bf16, fp8_e4m3, bitmask, auto_ };
+/// @brief Where train_cnn runs: the GPU when one is found (automatic), or the one named.
+enum class device_kind : std::uint8_t { automatic, cpu, cuda };
+/// @brief The network --arch names (see cnn.hpp).
+enum class cnn_arch : std::uint8_t { vgg, resnet };
 
-inline constexpr std::array<std::string_view, 5> policy_names = {"no_swap", "vdnn_all", "vdnn_conv",
-                                                                 "vdnn_dyn", "auto_swap"};
-inline constexpr std::array<std::string_view, 5> codec_names  = {"none", "zvc", "fp16", "bf16",
-                                                                 "fp8_e4m3"};
+inline constexpr std::array<std::string_view, 6> policy_names = {
+    "no_swap", "vdnn_all", "vdnn_conv", "vdnn_dyn", "auto_swap", "search_swap"};
+inline constexpr std::array<std::string_view, 7> codec_names = {
+    "none", "zvc", "fp16", "bf16", "fp8_e4m3", "bitmask", "auto"};
 
 /// @brief Whether the codec rounds what it stores (main.cu checks this against the stash type's
 /// `lossless` at compile time).
@@ -72,7 +85,13 @@ struct options {
   std::string data_dir;  ///< folder with the IDX files (plain or .gz)
   policy_kind policy = policy_kind::vdnn_conv;
   codec_kind codec   = codec_kind::none;
-  std::optional<std::uint64_t> budget;  ///< emulated device size (bytes); none: the whole GPU
+  std::optional<std::uint64_t> budget;   ///< emulated device size (bytes); none: the whole GPU
+  std::optional<double> budget_percent;  ///< --budget P%: P percent of the recorded step's peak
+  device_kind device = device_kind::automatic;
+  cnn_arch arch      = cnn_arch::vgg;
+  bool json          = false;  ///< CPU build: one JSON object on stdout instead of the text
+  long every         = 50;     ///< CPU build: a progress line every N steps
+  std::string trace_out;       ///< CPU build: write the recorded first step's trace here
   int batch          = 128;
   int width          = 1;  ///< channel / unit multiplier of the network
   int epochs         = 2;
@@ -99,12 +118,23 @@ struct options {
          "/usr/share/datasets/fashion-mnist)\n"
          "  --policy NAME      swap policy: no_swap, vdnn_all, vdnn_conv (default), vdnn_dyn, "
          "auto_swap\n"
-         "  --codec NAME       none (raw copies, default), zvc (zero-value compression on the "
+         "  --codec NAME       none or raw (raw copies, default), zvc (zero-value compression on "
+         "the "
          "GPU;\n"
          "                     both lossless), or fp16, bf16, fp8_e4m3 (activations rounded on "
          "the\n"
-         "                     GPU to that format while they are off the device: lossy)\n"
-         "  --budget BYTES     emulate a GPU of this size (e.g. 64MiB, 1.5GiB, 200000000): the "
+         "                     GPU to that format while they are off the device: lossy);\n"
+         "                     CPU build: none, zvc, bitmask (Gist's 1-bit ReLU mask where only\n"
+         "                     the sign is read), auto (the planner's per-tensor choice: pool\n"
+         "                     argmax, bitmask, zvc or raw; all lossless)\n"
+         "  --device cpu|cuda  where to train (default: cuda when a GPU is found, else cpu;\n"
+         "                     the CPU build runs oneDNN and needs --device cpu or no GPU)\n"
+         "  --arch vgg|resnet  the network (resnet: batch norm and residual adds; CPU build)\n"
+         "  --json             CPU build: print one JSON object (progress, summary) instead\n"
+         "  --every N          CPU build: a progress line every N steps (default 50)\n"
+         "  --trace-out PATH   CPU build: write the recorded first step as a stash trace\n"
+         "  --budget BYTES|P%  (P%: P percent of the recorded step's peak, CPU build)\n"
+         "                     emulate a GPU of this size (e.g. 64MiB, 1.5GiB, 200000000): the "
          "swap\n"
          "                     policy plans for it, and from the second step on (the first is\n"
          "                     recorded without offload) device bytes in use may not exceed it\n"
@@ -204,6 +234,7 @@ struct options {
 /// @brief The codec called `name`; usage_error listing the known ones otherwise.
 [[nodiscard]] inline codec_kind parse_codec(std::string_view name)
 {
+  if (name == "raw") { return codec_kind::none; }
   for (std::size_t i = 0; i < codec_names.size(); ++i) {
     if (codec_names[i] == name) { return static_cast<codec_kind>(i); }
   }
@@ -212,7 +243,7 @@ struct options {
     known += (i == 0 ? "" : ", ") + std::string(codec_names[i]);
   }
   throw usage_error("--codec: unknown codec '" + std::string(name) + "' (known: " + known +
-                    "; train_cnn instantiates only these)");
+                    "; raw is none; train_cnn instantiates only these)");
 }
 
 /// @brief The steps --check trains: --check-steps when given, otherwise 50 for a bitwise
@@ -222,6 +253,19 @@ struct options {
   if (o.check_steps) { return *o.check_steps; }
   return check_kind_for(o.codec) == check_kind::accuracy ? steps_per_epoch
                                                          : default_bitwise_check_steps;
+}
+
+/// @brief Why the CUDA build cannot run `o` (empty: it can): the options only the CPU build has.
+[[nodiscard]] inline std::string cpu_only_option(options const& o)
+{
+  if (o.codec == codec_kind::bitmask || o.codec == codec_kind::auto_) {
+    return "--codec " + std::string(to_string(o.codec));
+  }
+  if (o.arch == cnn_arch::resnet) { return "--arch resnet"; }
+  if (o.budget_percent) { return "--budget P%"; }
+  if (o.json) { return "--json"; }
+  if (!o.trace_out.empty()) { return "--trace-out"; }
+  return {};
 }
 
 /// @brief Parses the arguments after the program name.
@@ -242,7 +286,30 @@ struct options {
     } else if (a == "--codec") {
       o.codec = parse_codec(value());
     } else if (a == "--budget") {
-      o.budget = parse_bytes(value());
+      std::string const& v = value();
+      if (!v.empty() && v.back() == '%') {
+        o.budget_percent = parse_real(std::string_view(v).substr(0, v.size() - 1), a, 1.0, 100.0);
+      } else {
+        o.budget = parse_bytes(v);
+      }
+    } else if (a == "--device") {
+      std::string const& v = value();
+      if (v != "cpu" && v != "cuda") {
+        throw usage_error("--device: '" + v + "' is not cpu or cuda");
+      }
+      o.device = v == "cpu" ? device_kind::cpu : device_kind::cuda;
+    } else if (a == "--arch") {
+      std::string const& v = value();
+      if (v != "vgg" && v != "resnet") {
+        throw usage_error("--arch: '" + v + "' is not vgg or resnet");
+      }
+      o.arch = v == "vgg" ? cnn_arch::vgg : cnn_arch::resnet;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--every") {
+      o.every = parse_positive(value(), a, 1L << 40);
+    } else if (a == "--trace-out") {
+      o.trace_out = value();
     } else if (a == "--batch") {
       o.batch = static_cast<int>(parse_positive(value(), a, 65536));
     } else if (a == "--width") {

@@ -1,0 +1,144 @@
+// train_cnn's CPU output: progress lines, the end summary, the --check verdict and --json, from
+// cpu_run's figures (text a person follows; JSON with the same figures for scripts).
+#pragma once
+
+#include <stash_tools/train_cnn/cpu_run.hpp>
+
+#include <stash/core/units.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace train_cnn {
+
+/// @brief "3.10x" for source over encoded bytes, "-" when nothing completed.
+[[nodiscard]] inline std::string ratio_of(memory_report const& m)
+{
+  if (m.bytes_encoded_source == 0 || m.bytes_encoded == 0) { return "-"; }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", double(m.bytes_encoded_source) / double(m.bytes_encoded));
+  return buf;
+}
+
+/// @brief "zvc 6, bitmask 4, raw 2" (the planned encodings of one step).
+[[nodiscard]] inline std::string encodings_text(plan_check const& p)
+{
+  std::string s;
+  for (auto const& [name, n] : p.planned_encodings) {
+    s += (s.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  }
+  return s.empty() ? "none" : s;
+}
+
+/// @brief One progress line.
+[[nodiscard]] inline std::string progress_line(step_record const& s, long steps,
+                                               std::string const& encodings)
+{
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "step %ld/%ld: loss %.4f, train acc %.2f%%, %.1f ms/step, offloaded %s, "
+                "prefetched %s, re-run 0 B (no recompute in stash yet), encodings per step: %s, "
+                "ratio %s",
+                s.step, steps, s.loss, 100.0 * s.accuracy, s.ms_per_step,
+                stash::format_bytes(s.memory.bytes_offloaded).c_str(),
+                stash::format_bytes(s.memory.bytes_prefetched).c_str(), encodings.c_str(),
+                ratio_of(s.memory).c_str());
+  return buf;
+}
+
+/// @brief The end summary (several lines).
+[[nodiscard]] inline std::string summary_text(cpu_run_result const& r,
+                                              std::optional<std::uint64_t> budget)
+{
+  std::ostringstream o;
+  char buf[640];
+  std::snprintf(buf, sizeof buf,
+                "done: %ld steps in %.1f s (%.1f ms/step); test accuracy %s\n"
+                "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s), "
+                "peak while the budget held %s of %s%s\n"
+                "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
+                "(%llu on demand), %llu decode failures\n",
+                r.steps, r.seconds, 1e3 * r.seconds / double(std::max(1L, r.steps)),
+                r.test_accuracy < 0 ? "not measured"
+                                    : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%")
+                                          .c_str(),
+                stash::format_bytes(r.recorded_peak).c_str(),
+                stash::format_bytes(r.baseline_peak).c_str(),
+                stash::format_bytes(r.planned_peak).c_str(),
+                stash::format_bytes(r.memory.enforced_peak).c_str(),
+                budget ? stash::format_bytes(*budget).c_str() : "no budget",
+                budget_held(r, budget) ? "" : " (EXCEEDED)",
+                static_cast<unsigned long long>(r.memory.offloads),
+                stash::format_bytes(r.memory.bytes_offloaded).c_str(),
+                stash::format_bytes(r.memory.bytes_encoded).c_str(), ratio_of(r.memory).c_str(),
+                static_cast<unsigned long long>(r.memory.prefetches),
+                static_cast<unsigned long long>(r.memory.demand_prefetches),
+                static_cast<unsigned long long>(r.memory.decode_failures));
+  o << buf;
+  auto const& p = r.plan;
+  std::snprintf(buf, sizeof buf,
+                "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu; "
+                "executed %llu offloads, %llu prefetches, %llu encoding fallbacks, %llu "
+                "deviations: %s\n",
+                static_cast<unsigned long long>(p.planned_entries), encodings_text(p).c_str(),
+                static_cast<unsigned long long>(p.replayed_steps),
+                static_cast<unsigned long long>(p.planned_entries * p.replayed_steps),
+                static_cast<unsigned long long>(p.executed_offloads),
+                static_cast<unsigned long long>(p.executed_prefetches),
+                static_cast<unsigned long long>(p.encoding_fallbacks),
+                static_cast<unsigned long long>(p.deviations),
+                p.matches() ? "equal" : "DIFFERENT");
+  o << buf;
+  return o.str();
+}
+
+/// @brief The run as one JSON object.
+[[nodiscard]] inline std::string run_json(cpu_run_result const& r,
+                                          std::optional<std::uint64_t> budget,
+                                          std::optional<bool> check_passed = std::nullopt)
+{
+  std::ostringstream o;
+  auto mem = [&](memory_report const& m) {
+    o << "{\"offloads\":" << m.offloads << ",\"prefetches\":" << m.prefetches
+      << ",\"demand_prefetches\":" << m.demand_prefetches
+      << ",\"bytes_offloaded\":" << m.bytes_offloaded
+      << ",\"bytes_prefetched\":" << m.bytes_prefetched
+      << ",\"bytes_encoded\":" << m.bytes_encoded
+      << ",\"bytes_encoded_source\":" << m.bytes_encoded_source
+      << ",\"enforced_peak\":" << m.enforced_peak << ",\"budget_refusals\":" << m.budget_refusals
+      << ",\"decode_failures\":" << m.decode_failures << "}";
+  };
+  o << "{\"policy\":\"" << r.policy_name << "\",\"steps\":" << r.steps
+    << ",\"seconds\":" << r.seconds << ",\"test_accuracy\":" << r.test_accuracy
+    << ",\"recorded_peak\":" << r.recorded_peak << ",\"planned_peak\":" << r.planned_peak
+    << ",\"budget\":" << (budget ? std::to_string(*budget) : std::string("null"))
+    << ",\"budget_held\":" << (budget_held(r, budget) ? "true" : "false") << ",\"progress\":[";
+  for (std::size_t i = 0; i < r.log.size(); ++i) {
+    auto const& s = r.log[i];
+    o << (i == 0 ? "" : ",") << "{\"step\":" << s.step << ",\"loss\":" << s.loss
+      << ",\"accuracy\":" << s.accuracy << ",\"ms_per_step\":" << s.ms_per_step << ",\"memory\":";
+    mem(s.memory);
+    o << "}";
+  }
+  o << "],\"memory\":";
+  mem(r.memory);
+  auto const& p = r.plan;
+  o << ",\"plan\":{\"entries_per_step\":" << p.planned_entries << ",\"encodings\":{";
+  bool first = true;
+  for (auto const& [name, n] : p.planned_encodings) {
+    o << (first ? "" : ",") << "\"" << name << "\":" << n;
+    first = false;
+  }
+  o << "},\"replayed_steps\":" << p.replayed_steps << ",\"executed_offloads\":"
+    << p.executed_offloads << ",\"executed_prefetches\":" << p.executed_prefetches
+    << ",\"encoding_fallbacks\":" << p.encoding_fallbacks << ",\"deviations\":" << p.deviations
+    << ",\"matches\":" << (p.matches() ? "true" : "false") << "}";
+  if (check_passed) { o << ",\"check_passed\":" << (*check_passed ? "true" : "false"); }
+  o << "}";
+  return o.str();
+}
+
+}  // namespace train_cnn

@@ -1,0 +1,306 @@
+// train_cnn on the CPU: the runs (training, --check, the budget calibration) of cnn<host_memory,
+// dnnl_ops>, their progress lines, summary and JSON. The example's main only parses and calls.
+//
+// Deterministic: the program runs oneDNN on one OpenMP thread (fix_threads()), primitives are
+// created once per shape, and the data order and initial weights come from --seed; two runs with
+// the same settings compute bitwise the same weights, whatever stash moves (lossless codecs).
+#pragma once
+
+#include <stash_tools/train_cnn/cnn.hpp>
+#include <stash_tools/train_cnn/data_parallel.hpp>
+#include <stash_tools/train_cnn/dnnl_ops.hpp>
+#include <stash_tools/train_cnn/host_memory.hpp>
+#include <stash_tools/train_cnn/idx_reader.hpp>
+#include <stash_tools/train_cnn/options.hpp>
+#include <stash_tools/train_cnn/plain_memory.hpp>
+
+#include <stash/core/units.hpp>
+#include <stash/trace/trace_writer.hpp>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace train_cnn {
+
+/// @brief One OpenMP thread for oneDNN: the same reduction order in every run. Returns the count.
+inline int fix_threads()
+{
+#if defined(_OPENMP)
+  omp_set_num_threads(1);
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+/// @brief The host codec --codec names (the CPU build runs no lossy codec).
+/// @throws usage_error for fp16, bf16, fp8_e4m3.
+[[nodiscard]] inline host_codec host_codec_for(codec_kind k)
+{
+  switch (k) {
+    case codec_kind::none: return host_codec::raw;
+    case codec_kind::zvc: return host_codec::zvc;
+    case codec_kind::bitmask: return host_codec::bitmask;
+    case codec_kind::auto_: return host_codec::auto_;
+    default:
+      throw usage_error("--codec " + std::string(to_string(k)) +
+                        ": the CPU build runs only lossless codecs (none/raw, zvc, bitmask, auto)");
+  }
+}
+
+/// @brief What one CPU run is: policy, codec and budget (bytes; none: unlimited).
+struct cpu_run_spec {
+  policy_kind policy = policy_kind::no_swap;
+  codec_kind codec   = codec_kind::none;
+  std::optional<std::uint64_t> budget;
+};
+
+/// @brief One progress line's figures.
+struct step_record {
+  long step{0};
+  double loss{0};          ///< mean over the steps since the previous line
+  double accuracy{0};      ///< running, since the epoch started
+  double ms_per_step{0};
+  memory_report memory;    ///< cumulative
+};
+
+/// @brief Plan against what ran: the recorded step's schedule per step, and what executed.
+struct plan_check {
+  std::uint64_t planned_entries{0};     ///< schedule entries the allocator runs (not persistent)
+  std::map<std::string, std::uint64_t> planned_encodings;  ///< of those, per encoding
+  std::uint64_t replayed_steps{0};      ///< steps after the recorded one
+  std::uint64_t executed_offloads{0};   ///< scheduled offloads issued
+  std::uint64_t executed_prefetches{0}; ///< scheduled prefetches issued
+  std::uint64_t demand_prefetches{0};   ///< prefetches the schedule missed
+  std::uint64_t encoding_fallbacks{0};  ///< planned encodings that ran raw
+  std::uint64_t deviations{0};
+  /// @brief Executed counts equal planned entries x replayed steps, nothing fell back or deviated.
+  [[nodiscard]] bool matches() const
+  {
+    return executed_offloads == planned_entries * replayed_steps &&
+           executed_prefetches == planned_entries * replayed_steps && encoding_fallbacks == 0 &&
+           deviations == 0 && demand_prefetches == 0;
+  }
+};
+
+/// @brief What a CPU run ends with.
+struct cpu_run_result {
+  std::vector<float> weights;
+  memory_report memory;
+  std::vector<step_record> log;
+  std::uint64_t recorded_peak{0};  ///< device bytes in use at once in the recorded step
+  std::uint64_t planned_peak{0};
+  std::uint64_t baseline_peak{0};
+  bool fits{true};
+  std::string policy_name;
+  plan_check plan;
+  double test_accuracy{-1};  ///< fraction; -1 when not evaluated
+  double seconds{0};         ///< training wall time
+  long steps{0};
+};
+
+/// @brief Where a run's progress goes (nothing by default).
+struct cpu_run_hooks {
+  long every = 0;  ///< a step_record every N steps (0: none)
+  std::function<void(step_record const&)> on_progress;
+  std::function<void(host_memory const&)> on_recorded;  ///< after the first step
+};
+
+/// @brief The sample order of an epoch: a permutation seeded by (seed, epoch).
+[[nodiscard]] inline std::vector<std::size_t> cpu_epoch_order(std::size_t count,
+                                                              std::uint64_t seed, int epoch)
+{
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::mt19937_64 rng(seed * 1000003u + std::uint64_t(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+namespace detail {
+
+inline cnn_config config_of(options const& o, dataset const& data)
+{
+  cnn_config c;
+  c.arch     = o.arch;
+  c.width    = o.width;
+  c.rows     = int(data.train.rows);
+  c.cols     = int(data.train.cols);
+  c.classes  = int(dataset::classes);
+  c.lr       = float(o.lr);
+  c.momentum = float(o.momentum);
+  c.seed     = o.seed;
+  return c;
+}
+
+template <class Mem>
+plan_check plan_of(Mem const& mem, long steps)
+{
+  plan_check p;
+  auto const* t = mem.recorded_trace();
+  for (auto const& e : mem.schedule().entries) {
+    if (t != nullptr && t->storages()[e.id].label.starts_with("persistent#")) { continue; }
+    ++p.planned_entries;
+    ++p.planned_encodings[std::string(stash::to_string(e.encoding))];
+  }
+  memory_report const r   = mem.report();
+  p.replayed_steps        = std::uint64_t(std::max(0L, steps - 1));
+  p.executed_offloads     = r.scheduled_offloads;
+  p.executed_prefetches   = r.scheduled_prefetches;
+  p.demand_prefetches     = r.demand_prefetches;
+  p.encoding_fallbacks    = r.encoding_fallbacks;
+  p.deviations            = r.deviations;
+  return p;
+}
+
+template <class Net>
+double evaluate(Net& net, labelled_images const& test, int batch)
+{
+  net.reset_counters();
+  std::vector<std::size_t> index(test.count);
+  std::iota(index.begin(), index.end(), std::size_t{0});
+  for (std::size_t at = 0; at < test.count; at += std::size_t(batch)) {
+    std::size_t const n = std::min<std::size_t>(std::size_t(batch), test.count - at);
+    net.evaluate_batch(test, std::span<std::size_t const>(index).subspan(at, n));
+  }
+  return double(net.counters().second) / double(test.count);
+}
+
+}  // namespace detail
+
+/// @brief Trains `steps` steps (over as many epochs as they take) over `mem`; evaluates on the
+/// test set when `evaluate_test`.
+template <class Mem>
+cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, long steps,
+                            bool evaluate_test, cpu_run_hooks const& hooks)
+{
+  dnnl_ops ops;
+  cnn<Mem, dnnl_ops> net(mem, ops, detail::config_of(o, data), o.batch);
+  cpu_run_result r;
+  long const per_epoch = long(data.train.count / std::size_t(o.batch));
+  std::vector<std::size_t> order;
+  double window_loss = 0;
+  long window        = 0;
+  auto const t0      = std::chrono::steady_clock::now();
+  auto last          = t0;
+  for (long step = 0; step < steps; ++step) {
+    if (step % per_epoch == 0) {
+      order = cpu_epoch_order(data.train.count, o.seed, int(step / per_epoch));
+      net.reset_counters();
+    }
+    double const before = net.counters().first;
+    auto const at       = std::size_t(step % per_epoch) * std::size_t(o.batch);
+    net.train_step(data.train,
+                   std::span<std::size_t const>(order).subspan(at, std::size_t(o.batch)));
+    window_loss += (net.counters().first - before) / double(o.batch);
+    ++window;
+    if (step == 0) {
+      r.recorded_peak = mem.report().peak_in_use;
+      r.planned_peak  = mem.schedule().device_peak;
+      r.baseline_peak = mem.schedule().baseline_peak;
+      r.fits          = mem.schedule().fits();
+      r.policy_name   = mem.schedule().policy;
+      if constexpr (std::is_same_v<Mem, host_memory>) {
+        if (hooks.on_recorded) { hooks.on_recorded(mem); }
+      }
+    }
+    if (hooks.every > 0 && ((step + 1) % hooks.every == 0 || step + 1 == steps)) {
+      mem.synchronize();
+      auto const now = std::chrono::steady_clock::now();
+      step_record s;
+      s.step              = step + 1;
+      s.loss              = window_loss / double(window);
+      long const in_epoch = step % per_epoch + 1;
+      s.accuracy          = double(net.counters().second) / double(in_epoch * o.batch);
+      s.ms_per_step =
+          std::chrono::duration<double, std::milli>(now - last).count() / double(window);
+      s.memory = mem.report();
+      r.log.push_back(s);
+      if (hooks.on_progress) { hooks.on_progress(s); }
+      last        = now;
+      window_loss = 0;
+      window      = 0;
+    }
+  }
+  mem.synchronize();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.steps   = steps;
+  r.plan    = detail::plan_of(mem, steps);
+  r.weights = net.weights();
+  if (evaluate_test) { r.test_accuracy = detail::evaluate(net, data.test, o.batch); }
+  r.memory = mem.report();
+  return r;
+}
+
+/// @brief Trains `steps` steps with `spec` (stash's host backend); evaluates on the test set when
+/// `evaluate_test`.
+inline cpu_run_result run_cpu(options const& o, dataset const& data, cpu_run_spec const& spec,
+                              long steps, bool evaluate_test, cpu_run_hooks const& hooks = {})
+{
+  host_memory_config mc;
+  mc.budget = spec.budget;
+  mc.policy = std::string(to_string(spec.policy));
+  mc.codec  = host_codec_for(spec.codec);
+  host_memory mem(mc);
+  return run_cpu_over(mem, o, data, steps, evaluate_test, hooks);
+}
+
+/// @brief The same training without stash (plain_memory): the benchmark's baseline.
+inline cpu_run_result run_cpu_plain(options const& o, dataset const& data, long steps,
+                                    bool evaluate_test, cpu_run_hooks const& hooks = {})
+{
+  plain_memory mem;
+  return run_cpu_over(mem, o, data, steps, evaluate_test, hooks);
+}
+
+/// @brief The recorded step's peak device bytes (no offload): what --budget P% is a percentage of.
+[[nodiscard]] inline std::uint64_t recorded_peak(options const& o, dataset const& data)
+{
+  return run_cpu(o, data, cpu_run_spec{}, 1, false).recorded_peak;
+}
+
+/// @brief Bytes for --budget P% of `peak`.
+[[nodiscard]] inline std::uint64_t percent_of(std::uint64_t peak, double percent)
+{
+  return std::uint64_t(std::floor(double(peak) * percent / 100.0));
+}
+
+/// @brief How many of `a` and `b` differ bitwise, and the largest difference.
+[[nodiscard]] inline std::pair<std::size_t, float> compare_weights(std::vector<float> const& a,
+                                                                   std::vector<float> const& b)
+{
+  std::size_t differ = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  float max_diff     = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      ++differ;
+      max_diff = std::max(max_diff, std::abs(a[i] - b[i]));
+    }
+  }
+  return {differ, max_diff};
+}
+
+/// @brief The budget held: nothing refused, the peak while enforced within it.
+[[nodiscard]] inline bool budget_held(cpu_run_result const& r, std::optional<std::uint64_t> budget)
+{
+  return !budget || (r.memory.budget_refusals == 0 && r.memory.enforced_peak <= *budget);
+}
+
+}  // namespace train_cnn

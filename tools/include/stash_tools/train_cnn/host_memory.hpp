@@ -1,0 +1,217 @@
+// train_cnn's CPU memory: the one place the CPU build calls stash::allocator (host_backend, host
+// memory standing for device memory, a device budget the pool enforces). The network sees ids and
+// pointers only, so a change of the facade's API is absorbed here.
+#pragma once
+
+#include <stash_tools/train_cnn/budget_guard.hpp>
+#include <stash_tools/train_cnn/memory_report.hpp>
+
+#include <stash/allocator.hpp>
+#include <stash/codec/bitmask.hpp>
+#include <stash/codec/zvc.hpp>
+#include <stash/core/host_upstream.hpp>
+#include <stash/offload/backend/host_backend.hpp>
+#include <stash/offload/pool_argmax_transfer.hpp>
+#include <stash/pool/lifetime_arena.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/swap/any_swap_policy.hpp>
+#include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/policy_registry.hpp>
+#include <stash/swap/search_swap.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace train_cnn {
+
+/// @brief How offloaded tensors travel on the CPU build.
+enum class host_codec : std::uint8_t {
+  raw,      ///< plain copies
+  zvc,      ///< every tensor zero-value compressed (lossless, bit-exact)
+  bitmask,  ///< Gist's 1-bit mask where the planner found a sign-only reader, raw elsewhere
+  auto_,    ///< the planner's per-tensor choice: pool_argmax, bitmask, zvc or raw (all lossless)
+};
+
+/// @brief A policy as stash::allocator runs it: the base schedule without the entries of
+/// persistent storages (allocated before the first iteration: parameters, optimizer state, which
+/// the allocator never moves, so a schedule counting on them leaving would not hold its planned
+/// peak), its peak recomputed, and its encodings chosen per tensor (encoding_choice.hpp) for
+/// --codec auto, or only Gist's bitmask choices kept for --codec bitmask.
+struct host_policy {
+  stash::any_swap_policy base;
+  host_codec codec = host_codec::raw;
+  std::string label;
+  /// @brief The base policy's name.
+  [[nodiscard]] std::string_view name() const noexcept { return label; }
+  /// @brief The base schedule as the allocator runs it (see the type's docs).
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+  {
+    stash::schedule s = base.plan(a, budget);
+    std::vector<stash::swap_entry> kept;
+    for (auto const& e : s.entries) {
+      if (!a.trace().storages()[e.id].label.starts_with("persistent#")) { kept.push_back(e); }
+    }
+    stash::schedule out = stash::make_schedule(a, s.policy, budget, std::move(kept));
+    out.note            = s.note;
+    if (codec == host_codec::auto_ || codec == host_codec::bitmask) {
+      out = stash::with_encodings(a, std::move(out));
+    }
+    if (codec == host_codec::bitmask) {
+      for (auto& e : out.entries) {
+        if (e.encoding != stash::swap_encoding::bitmask) {
+          e.encoding = stash::swap_encoding::configured;
+        }
+      }
+    }
+    return out;
+  }
+};
+
+/// @brief The policy `name` set up for `codec` (see host_policy). search_swap plans activations
+/// only (also_any_kind off), for the same reason host_policy drops persistent entries.
+[[nodiscard]] inline stash::any_swap_policy make_host_policy(std::string_view name, host_codec c)
+{
+  if (name == "search_swap") {
+    stash::search_swap s;
+    s.also_any_kind = false;
+    if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
+    return host_policy{s, c, "search_swap"};
+  }
+  return host_policy{stash::make_swap_policy(name), c, std::string(name)};
+}
+
+/// @brief Settings of a host_memory.
+struct host_memory_config {
+  std::optional<std::uint64_t> budget;  ///< emulated device bytes; none: unlimited
+  std::string policy = "no_swap";
+  host_codec codec   = host_codec::raw;
+  std::string hardware = "pcie4_x16";
+};
+
+/// @brief stash::allocator<budget_guard<lifetime_arena<host_upstream>>, any_swap_policy,
+/// transfer_set<zvc, bitmask, pool_argmax>, host_backend> behind ids and pointers. op() returns
+/// pointers that are resident and whose queued transfers are complete, so the caller may compute
+/// on them at once on its own thread.
+class host_memory {
+ public:
+  using id        = std::uint64_t;
+  using arena     = stash::lifetime_arena<stash::host_upstream, stash::greedy_planner,
+                                      stash::host_stream_order>;
+  using pool_type = budget_guard<arena>;
+  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask,
+                                     stash::pool_argmax_transfer>;
+  using alloc_type =
+      stash::allocator<pool_type, stash::any_swap_policy, codecs, stash::host_backend>;
+
+  /// @brief Memory configured by `c`.
+  explicit host_memory(host_memory_config const& c)
+      : config_(c),
+        stream_(backend_.create_stream()),
+        pool_(c.budget.value_or(std::numeric_limits<std::uint64_t>::max()), stash::host_upstream{},
+              stash::lifetime_arena_options{}),
+        alloc_(backend_, pool_, options_for(c), make_host_policy(c.policy, c.codec))
+  {
+  }
+  host_memory(host_memory const&)            = delete;
+  host_memory& operator=(host_memory const&) = delete;
+  ~host_memory()
+  {
+    try {
+      backend_.synchronize(stream_);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): destructors never throw
+    }
+  }
+
+  /// @brief A tensor of `bytes` (rounded up to 16); `desc` names a max pool's geometry.
+  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
+              stash::tensor_desc const& desc = {})
+  {
+    return alloc_.allocate(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
+                           std::move(label), stream_, desc);
+  }
+  /// @brief Pointers of `reads` then `writes`, resident, usable on the calling thread now.
+  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes)
+  {
+    auto p = alloc_.op(std::move(name), reads, writes, stream_);
+    backend_.synchronize(stream_);
+    return p;
+  }
+  /// @brief The tensor is dead.
+  void deallocate(id t) { alloc_.deallocate(t); }
+  void begin_iteration() { alloc_.begin_iteration(); }
+  void end_iteration() { alloc_.end_iteration(); }
+  void phase(stash::phase p) { alloc_.phase(p); }
+  /// @brief Waits for every transfer.
+  void synchronize()
+  {
+    backend_.synchronize(stream_);
+    alloc_.synchronize();
+  }
+  /// @brief Counters since the start.
+  [[nodiscard]] memory_report report() const
+  {
+    memory_report r;
+    auto const& o          = alloc_.offload_statistics();
+    r.offloads             = o.offloads;
+    r.prefetches           = o.prefetches;
+    r.demand_prefetches    = o.demand_prefetches;
+    r.bytes_offloaded      = o.bytes_offloaded;
+    r.bytes_prefetched     = o.bytes_prefetched;
+    r.bytes_encoded        = o.bytes_encoded;
+    r.bytes_encoded_source = o.bytes_encoded_source;
+    r.decode_failures      = o.decode_failures;
+    auto const s           = pool_.stats();
+    r.peak_in_use          = pool_.peak();
+    r.enforced_peak        = pool_.enforced_peak();
+    r.budget_refusals      = pool_.refusals();
+    r.peak_reserved        = s.peak_reserved_bytes;
+    r.reserved             = s.reserved_bytes;
+    r.arena_bytes          = pool_.inner().arena_bytes();
+    r.pool_fallbacks       = s.fallbacks;
+    r.replans              = alloc_.stats().replanned;
+    r.arena_replans        = pool_.inner().replans();
+    r.deviations           = alloc_.stats().deviations;
+    r.scheduled_offloads   = alloc_.stats().scheduled_offloads;
+    r.scheduled_prefetches = alloc_.stats().scheduled_prefetches;
+    r.encoding_fallbacks   = alloc_.stats().encoding_fallbacks;
+    return r;
+  }
+  /// @brief Restarts the in-use peak.
+  void reset_peak() { pool_.reset_peak(); }
+  /// @brief The schedule in force.
+  [[nodiscard]] stash::schedule const& schedule() const { return alloc_.current_schedule(); }
+  /// @brief The recorded step (nullptr before the first step ended).
+  [[nodiscard]] stash::trace const* recorded_trace() const { return alloc_.recorded_trace(); }
+  /// @brief The settings.
+  [[nodiscard]] host_memory_config const& config() const noexcept { return config_; }
+
+ private:
+  static stash::allocator_options options_for(host_memory_config const& c)
+  {
+    stash::allocator_options o;
+    if (c.budget) { o.device_budget = *c.budget; }
+    o.hardware         = c.hardware;
+    o.default_encoding = c.codec == host_codec::zvc ? stash::swap_encoding::zvc
+                                                    : stash::swap_encoding::raw;
+    return o;
+  }
+
+  host_memory_config config_;
+  stash::host_backend backend_;
+  stash::host_backend::stream stream_;
+  pool_type pool_;
+  alloc_type alloc_;
+};
+
+}  // namespace train_cnn

@@ -1,0 +1,33 @@
+// Figures of one train_cnn run's memory, the same for the CUDA and the CPU build.
+#pragma once
+
+#include <cstdint>
+
+namespace train_cnn {
+
+/// @brief Figures of one run's memory, cumulative since it started.
+struct memory_report {
+  std::uint64_t offloads{0};
+  std::uint64_t prefetches{0};
+  std::uint64_t demand_prefetches{0};
+  std::uint64_t bytes_offloaded{0};       ///< uncompressed
+  std::uint64_t bytes_encoded{0};         ///< host bytes of the completed offloads (compressed)
+  std::uint64_t bytes_encoded_source{0};  ///< uncompressed bytes of those same offloads
+  std::uint64_t peak_in_use{0};           ///< device bytes handed out at once, since reset_peak()
+  std::uint64_t peak_reserved{0};         ///< device bytes the pool took from cudaMalloc (ever)
+  std::uint64_t reserved{0};              ///< device bytes the pool holds from cudaMalloc now
+  std::uint64_t arena_bytes{0};
+  std::uint64_t pool_fallbacks{0};
+  std::uint64_t replans{0};        ///< schedules the allocator re-planned
+  std::uint64_t arena_replans{0};  ///< plans the lifetime_arena re-made (split lifetimes)
+  std::uint64_t deviations{0};
+  std::uint64_t bytes_prefetched{0};      ///< host -> device bytes (uncompressed)
+  std::uint64_t decode_failures{0};       ///< host copies found corrupted on the way back
+  std::uint64_t enforced_peak{0};         ///< device bytes in use at once while the budget held
+  std::uint64_t budget_refusals{0};       ///< allocations the budget refused
+  std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
+  std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
+  std::uint64_t encoding_fallbacks{0};    ///< planned encodings that travelled raw instead
+};
+
+}  // namespace train_cnn
