@@ -83,7 +83,11 @@ TEST_CASE("gpu: RAII wrappers move and release")
   CHECK(p2.size() == 64);
 }
 
-TEST_CASE("gpu: device_upstream reports exhaustion as out_of_memory with the device's figures")
+// A cudaMalloc that fails on purpose: compute-sanitizer reports every failing API call, so this
+// case is in the `cuda_api_errors` suite, which scripts/gpu-check.sh runs under memcheck with
+// --report-api-errors no and excludes from the other sanitizer runs.
+TEST_CASE("gpu: device_upstream reports exhaustion as out_of_memory with the device's figures" *
+          doctest::test_suite("cuda_api_errors"))
 {
   stash::device_upstream device;
   std::size_t free_bytes = 0, total_bytes = 0;
