@@ -63,7 +63,7 @@ class cuda_stream {
   {
     cudaError_t const status = cudaStreamQuery(stream_);
     if (status == cudaErrorNotReady) {
-      (void)cudaGetLastError();
+      detail::clear_last_error_if(status);  // an error the caller left pending stays
       return false;
     }
     STASH_CUDA_TRY(status);
