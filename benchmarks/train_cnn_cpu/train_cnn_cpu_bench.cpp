@@ -39,23 +39,28 @@ int main(int argc, char** argv)
   long const steps   = std::stol(argv[2]);
   std::ofstream curves(argv[3]);
   curves << "config,step,loss,accuracy\n";
-  int const threads = fix_threads();
+  int const threads                 = fix_threads();
   std::vector<config> const configs = {
       {"vgg, no stash", cnn_arch::vgg, true, policy_kind::no_swap, codec_kind::none, 100},
-      {"vgg, stash no_swap 100%", cnn_arch::vgg, false, policy_kind::no_swap, codec_kind::none, 100},
-      {"vgg, vdnn_all raw 100%", cnn_arch::vgg, false, policy_kind::vdnn_all, codec_kind::none, 100},
-      {"vgg, vdnn_all auto 100%", cnn_arch::vgg, false, policy_kind::vdnn_all, codec_kind::auto_, 100},
+      {"vgg, stash no_swap 100%", cnn_arch::vgg, false, policy_kind::no_swap, codec_kind::none,
+       100},
+      {"vgg, vdnn_all raw 100%", cnn_arch::vgg, false, policy_kind::vdnn_all, codec_kind::none,
+       100},
+      {"vgg, vdnn_all auto 100%", cnn_arch::vgg, false, policy_kind::vdnn_all, codec_kind::auto_,
+       100},
       {"vgg, search_swap auto 90%", cnn_arch::vgg, false, policy_kind::search_swap,
        codec_kind::auto_, 90},
       {"resnet, no stash", cnn_arch::resnet, true, policy_kind::no_swap, codec_kind::none, 100},
       {"resnet, search_swap auto 60%", cnn_arch::resnet, false, policy_kind::search_swap,
        codec_kind::auto_, 60},
   };
-  std::printf("oneDNN on %d OpenMP thread(s); batch 32; %ld steps per configuration (a reduced epoch: "
-              "%ld of %zu training images); test accuracy on all %zu test images\n\n",
-              threads, steps, steps * 32, data.train.count, data.test.count);
-  std::printf("| configuration | budget | wall s | ms/step | vs no stash | final loss | test acc | "
-              "offloaded | peak device bytes |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "oneDNN on %d OpenMP thread(s); batch 32; %ld steps per configuration (a reduced epoch: "
+      "%ld of %zu training images); test accuracy on all %zu test images\n\n",
+      threads, steps, steps * 32, data.train.count, data.test.count);
+  std::printf(
+      "| configuration | budget | wall s | ms/step | vs no stash | final loss | test acc | "
+      "offloaded | peak device bytes |\n|---|---|---|---|---|---|---|---|---|\n");
   double plain_ms = 0;
   for (auto const& c : configs) {
     options o;
@@ -74,12 +79,13 @@ int main(int argc, char** argv)
     }
     double const ms = 1e3 * r.seconds / double(steps);
     if (c.plain) { plain_ms = ms; }
-    std::printf("| %s | %s | %.1f | %.1f | %+.1f%% | %.4f | %.2f%% | %s | %s%s |\n", c.name.c_str(),
-                budget ? stash::format_bytes(*budget).c_str() : "-", r.seconds, ms,
-                100.0 * (ms / plain_ms - 1.0), r.log.empty() ? 0.0 : r.log.back().loss,
-                100.0 * r.test_accuracy, stash::format_bytes(r.memory.bytes_offloaded).c_str(),
-                stash::format_bytes(c.plain ? r.memory.peak_in_use : r.memory.enforced_peak).c_str(),
-                c.plain || budget_held(r, budget) ? "" : " (EXCEEDED)");
+    std::printf(
+        "| %s | %s | %.1f | %.1f | %+.1f%% | %.4f | %.2f%% | %s | %s%s |\n", c.name.c_str(),
+        budget ? stash::format_bytes(*budget).c_str() : "-", r.seconds, ms,
+        100.0 * (ms / plain_ms - 1.0), r.log.empty() ? 0.0 : r.log.back().loss,
+        100.0 * r.test_accuracy, stash::format_bytes(r.memory.bytes_offloaded).c_str(),
+        stash::format_bytes(c.plain ? r.memory.peak_in_use : r.memory.enforced_peak).c_str(),
+        c.plain || budget_held(r, budget) ? "" : " (EXCEEDED)");
     std::fflush(stdout);
   }
   return 0;

@@ -37,28 +37,29 @@ int run(options const& o, dataset const& data)
   }
   cpu_run_spec const spec{o.policy, o.codec, budget};
   if (!o.json) {
-    std::printf("train_cnn (cpu, oneDNN %d.%d.%d, %d thread): %s, policy %s, codec %s, budget %s; "
-                "batch %d, %ld steps, seed %llu\n",
-                DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, DNNL_VERSION_PATCH, threads,
-                o.arch == cnn_arch::vgg ? "vgg" : "resnet",
-                std::string(to_string(o.policy)).c_str(), std::string(to_string(o.codec)).c_str(),
-                budget ? stash::format_bytes(*budget).c_str() : "none", o.batch, steps,
-                static_cast<unsigned long long>(o.seed));
+    std::printf(
+        "train_cnn (cpu, oneDNN %d.%d.%d, %d thread): %s, policy %s, codec %s, budget %s; "
+        "batch %d, %ld steps, seed %llu\n",
+        DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, DNNL_VERSION_PATCH, threads,
+        o.arch == cnn_arch::vgg ? "vgg" : "resnet", std::string(to_string(o.policy)).c_str(),
+        std::string(to_string(o.codec)).c_str(),
+        budget ? stash::format_bytes(*budget).c_str() : "none", o.batch, steps,
+        static_cast<unsigned long long>(o.seed));
   }
   cpu_run_hooks hooks;
-  hooks.every       = o.json ? 0 : o.every;
+  hooks.every = o.json ? 0 : o.every;
   std::string encodings;
   hooks.on_recorded = [&](host_memory const& mem) {
     encodings = encodings_text(detail::plan_of(mem, 1));
     if (!o.trace_out.empty()) { stash::write_trace(o.trace_out, *mem.recorded_trace()); }
     if (!o.json) {
       auto const& s = mem.schedule();
-      std::printf("  schedule (%s): %zu tensors leave the device; planned peak %s, no-offload "
-                  "peak %s, %s\n",
-                  s.policy.c_str(), s.entries.size(), stash::format_bytes(s.device_peak).c_str(),
-                  stash::format_bytes(s.baseline_peak).c_str(),
-                  budget ? (s.fits() ? "fits the budget" : "DOES NOT FIT the budget")
-                         : "no budget");
+      std::printf(
+          "  schedule (%s): %zu tensors leave the device; planned peak %s, no-offload "
+          "peak %s, %s\n",
+          s.policy.c_str(), s.entries.size(), stash::format_bytes(s.device_peak).c_str(),
+          stash::format_bytes(s.baseline_peak).c_str(),
+          budget ? (s.fits() ? "fits the budget" : "DOES NOT FIT the budget") : "no budget");
     }
   };
   hooks.on_progress = [&](step_record const& s) {
@@ -71,10 +72,10 @@ int run(options const& o, dataset const& data)
     return budget_held(r, budget) && r.plan.matches() ? 0 : 1;
   }
   if (!o.json) {
-    std::printf("train_cnn --check: %ld steps without offload, then with %s/%s; weights compared "
-                "bitwise (recompute: not in stash yet, nothing to compare)\n",
-                steps, std::string(to_string(o.policy)).c_str(),
-                std::string(to_string(o.codec)).c_str());
+    std::printf(
+        "train_cnn --check: %ld steps without offload, then with %s/%s; weights compared "
+        "bitwise (recompute: not in stash yet, nothing to compare)\n",
+        steps, std::string(to_string(o.policy)).c_str(), std::string(to_string(o.codec)).c_str());
   }
   cpu_run_result const reference = run_cpu(o, data, cpu_run_spec{}, steps, false);
   cpu_run_result const subject   = run_cpu(o, data, spec, steps, false, hooks);
@@ -90,13 +91,15 @@ int run(options const& o, dataset const& data)
                   pass ? "passed" : "FAILED", reference.weights.size(),
                   held ? "" : ", but the budget was exceeded");
     } else {
-      std::printf("check FAILED: %zu of %zu weights differ from the run without offload (max "
-                  "|diff| %g)\n",
-                  differ, reference.weights.size(), double(max_diff));
+      std::printf(
+          "check FAILED: %zu of %zu weights differ from the run without offload (max "
+          "|diff| %g)\n",
+          differ, reference.weights.size(), double(max_diff));
     }
     if (subject.memory.offloads == 0) {
-      std::printf("  warning: the checked run offloaded nothing; pick a policy and --budget that "
-                  "offload\n");
+      std::printf(
+          "  warning: the checked run offloaded nothing; pick a policy and --budget that "
+          "offload\n");
     }
   }
   return pass ? 0 : 1;

@@ -61,7 +61,7 @@ reference_run const& reference(cnn_arch arch)
 // One checked run: `percent` of the recorded peak, the policy and codec named.
 void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double percent)
 {
-  auto const& ref                    = reference(arch);
+  auto const& ref                     = reference(arch);
   std::optional<std::uint64_t> budget = percent_of(ref.peak, percent);
   cpu_run_result const r =
       run_cpu(settings(arch), sample(), cpu_run_spec{policy, codec, budget}, steps, false);
@@ -129,9 +129,9 @@ TEST_CASE("train_cnn cpu resnet: search_swap at 60-75%, vdnn_all at 80-100% of t
 TEST_CASE("train_cnn cpu: the recorded step is a trace that reads back, and plans the same")
 {
   fix_threads();
-  auto const path = std::filesystem::temp_directory_path() / "train_cnn_cpu_test.trace";
-  options const o = settings(cnn_arch::resnet);
-  auto const& ref = reference(cnn_arch::resnet);
+  auto const path            = std::filesystem::temp_directory_path() / "train_cnn_cpu_test.trace";
+  options const o            = settings(cnn_arch::resnet);
+  auto const& ref            = reference(cnn_arch::resnet);
   std::uint64_t const budget = percent_of(ref.peak, 60);
   std::size_t entries        = 0;
   cpu_run_hooks hooks;
@@ -139,9 +139,9 @@ TEST_CASE("train_cnn cpu: the recorded step is a trace that reads back, and plan
     stash::write_trace(path, *mem.recorded_trace());
     entries = mem.schedule().entries.size();
   };
-  cpu_run_result const r = run_cpu(
-      o, sample(), cpu_run_spec{policy_kind::search_swap, codec_kind::auto_, budget}, 3, false,
-      hooks);
+  cpu_run_result const r =
+      run_cpu(o, sample(), cpu_run_spec{policy_kind::search_swap, codec_kind::auto_, budget}, 3,
+              false, hooks);
   stash::trace const t = stash::read_trace(path);
   std::filesystem::remove(path);
   CHECK(t.ops().size() > 50);

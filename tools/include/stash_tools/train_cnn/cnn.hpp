@@ -37,9 +37,6 @@
 
 namespace train_cnn {
 
-
-
-
 /// @brief The network's hyper-parameters.
 struct cnn_config {
   cnn_arch arch      = cnn_arch::vgg;
@@ -65,17 +62,18 @@ class cnn {
   cnn(Mem& mem, Ops& ops, cnn_config cfg, int max_batch) : mem_(mem), ops_(ops), cfg_(cfg)
   {
     if (cfg_.rows % 4 != 0 || cfg_.cols % 4 != 0) {
-      throw std::runtime_error("train_cnn: images must be a multiple of 4 pixels high and wide "
-                               "(two 2x2 poolings); got " +
-                               std::to_string(cfg_.rows) + "x" + std::to_string(cfg_.cols));
+      throw std::runtime_error(
+          "train_cnn: images must be a multiple of 4 pixels high and wide "
+          "(two 2x2 poolings); got " +
+          std::to_string(cfg_.rows) + "x" + std::to_string(cfg_.cols));
     }
     build_layers();
-    grads_ = mem_.allocate(grad_floats_ * sizeof(float), stash::storage_kind::grad,
-                           "gradients.flat");
+    grads_ =
+        mem_.allocate(grad_floats_ * sizeof(float), stash::storage_kind::grad, "gradients.flat");
     auto p = mem_.op("init_gradients", {}, ids{grads_});
     std::memset(p[0], 0, grad_floats_ * sizeof(float));
-    images_ = mem_.allocate(std::size_t(max_batch) * pixels(), stash::storage_kind::input,
-                            "images_u8");
+    images_ =
+        mem_.allocate(std::size_t(max_batch) * pixels(), stash::storage_kind::input, "images_u8");
     labels_ = mem_.allocate(std::size_t(max_batch), stash::storage_kind::input, "labels_u8");
   }
   cnn(cnn const&)            = delete;
@@ -89,7 +87,7 @@ class cnn {
     mem_.begin_iteration();
     mem_.phase(stash::phase::forward);
     stage(set, index);
-    id const logits = forward(n, true);
+    id const logits  = forward(n, true);
     id const dlogits = loss(n, logits, true);
     mem_.phase(stash::phase::backward);
     backward(n, logits, dlogits);
@@ -124,7 +122,7 @@ class cnn {
   {
     std::vector<float> out;
     auto take = [&](id t, std::size_t count) {
-      auto p = mem_.op("read_weights", ids{t}, {});
+      auto p        = mem_.op("read_weights", ids{t}, {});
       auto const* f = static_cast<float const*>(p[0]);
       out.insert(out.end(), f, f + count);
     };
@@ -246,22 +244,22 @@ class cnn {
   }
 
   // Weights normal(0, stddev) (a batch norm's scale: ones), biases and momentum zero.
-  param make_param(std::string const& name, std::size_t w_count, float stddev,
-                   std::size_t b_count, std::mt19937_64& rng, bool ones)
+  param make_param(std::string const& name, std::size_t w_count, float stddev, std::size_t b_count,
+                   std::mt19937_64& rng, bool ones)
   {
     using stash::storage_kind;
     param p;
     p.w_count = w_count;
     p.b_count = b_count;
-    p.w = mem_.allocate(w_count * sizeof(float), storage_kind::param, name + ".weight");
-    p.b = mem_.allocate(b_count * sizeof(float), storage_kind::param, name + ".bias");
+    p.w       = mem_.allocate(w_count * sizeof(float), storage_kind::param, name + ".weight");
+    p.b       = mem_.allocate(b_count * sizeof(float), storage_kind::param, name + ".bias");
     auto const padded = [](std::size_t k) { return (k + 63) / 64 * 64; };
     p.dw_at           = grad_floats_;
     grad_floats_ += padded(w_count);
     p.db_at = grad_floats_;
     grad_floats_ += padded(b_count);
-    p.vw = mem_.allocate(w_count * sizeof(float), storage_kind::optstate,
-                         name + ".weight.momentum");
+    p.vw =
+        mem_.allocate(w_count * sizeof(float), storage_kind::optstate, name + ".weight.momentum");
     p.vb = mem_.allocate(b_count * sizeof(float), storage_kind::optstate, name + ".bias.momentum");
     auto ptr = mem_.op("init_" + name, {}, ids{p.w, p.b, p.vw, p.vb});
     auto* w  = static_cast<float*>(ptr[0]);
@@ -337,7 +335,7 @@ class cnn {
         f[i] = (float(u[i]) / 255.0f - pixel_mean) / pixel_std;
       }
     }
-    id x = cfg_.arch == cnn_arch::vgg ? vgg_features(n, x0_) : resnet_features(n, x0_);
+    id x       = cfg_.arch == cnn_arch::vgg ? vgg_features(n, x0_) : resnet_features(n, x0_);
     id const h = linear(n, 0, x);
     drop(x);
     id const r = relu(h, std::size_t(n) * fc_[0].out, "fc1.relu");
@@ -380,18 +378,18 @@ class cnn {
   id resnet_features(int n, id x)
   {
     for (int stage = 0; stage < 2; ++stage) {
-      int const i    = 3 * stage;
-      auto const& l  = convs_[std::size_t(i)];
+      int const i             = 3 * stage;
+      auto const& l           = convs_[std::size_t(i)];
       std::size_t const count = std::size_t(n) * l.cout * l.h * l.w;
-      id const a0    = conv_bn(n, i, x, true);
+      id const a0             = conv_bn(n, i, x, true);
       drop(x);
-      id const a1    = conv_bn(n, i + 1, a0, true);
-      id const b2    = conv_bn(n, i + 2, a1, false);
+      id const a1 = conv_bn(n, i + 1, a0, true);
+      id const b2 = conv_bn(n, i + 2, a1, false);
       drop(a1);
-      id const s     = add(b2, a0, count, "stage" + std::to_string(stage + 1) + ".add");
+      id const s = add(b2, a0, count, "stage" + std::to_string(stage + 1) + ".add");
       drop(b2);
       drop(a0);
-      id const r     = relu(s, count, "stage" + std::to_string(stage + 1) + ".relu");
+      id const r = relu(s, count, "stage" + std::to_string(stage + 1) + ".relu");
       drop(s);
       x = pool(n, r, l.cout, l.h, l.w, "pool" + std::to_string(stage + 1));
       drop(r);
@@ -422,7 +420,7 @@ class cnn {
     // Batch norm i follows conv i (resnet only): bns_[i] has conv i's output shape.
     auto& l = bns_[std::size_t(i)];
     pool_shape const s{n, l.c, l.h, l.w};
-    id const y = act(std::size_t(n) * l.c * l.h * l.w, l.name + ".out");
+    id const y    = act(std::size_t(n) * l.c * l.h * l.w, l.name + ".out");
     auto const ws = workspace(ops_.bn_scratch(s, false), l.name);
     if (!training_) {
       auto p = mem_.op("aten::native_batch_norm", ids{x, l.p.w, l.p.b, l.run_mean, l.run_var},
@@ -488,7 +486,8 @@ class cnn {
     std::size_t const outputs = std::size_t(n) * c * (h / 2) * (w / 2);
     id const y                = act(outputs, label + ".out");
     stash::tensor_desc desc;
-    desc.pool = stash::pool_geometry{std::size_t(n) * c, std::size_t(h), std::size_t(w), 2, 2, 2, 2};
+    desc.pool =
+        stash::pool_geometry{std::size_t(n) * c, std::size_t(h), std::size_t(w), 2, 2, 2, 2};
     id const index = mem_.allocate(outputs * sizeof(std::int64_t), stash::storage_kind::act,
                                    label + ".indices", desc);
     auto const ws  = workspace(ops_.pool(s).ws_bytes, label + ".dnnl");
@@ -554,7 +553,8 @@ class cnn {
         }
       }
     }
-    mem_.deallocate(logits);  // backward needs only dlogits (its id stays the key of their gradient)
+    mem_.deallocate(
+        logits);  // backward needs only dlogits (its id stays the key of their gradient)
     return d.value_or(id{});
   }
 
@@ -565,15 +565,27 @@ class cnn {
     for (std::size_t k = tape_.size(); k-- > 0;) {
       node const& e = tape_[k];
       auto const it = grad.find(e.y);
-      if (it == grad.end()) { throw std::logic_error("train_cnn: a node's output has no gradient"); }
+      if (it == grad.end()) {
+        throw std::logic_error("train_cnn: a node's output has no gradient");
+      }
       id const dy = it->second;
       grad.erase(it);
       switch (e.kind) {
-        case node_kind::conv: conv_backward(n, e, dy, grad); break;
-        case node_kind::bn: bn_backward(n, e, dy, grad); break;
-        case node_kind::relu: relu_backward(e, dy, grad); break;
-        case node_kind::pool: pool_backward(n, e, dy, grad); break;
-        case node_kind::linear: linear_backward(n, e, dy, grad); break;
+        case node_kind::conv:
+          conv_backward(n, e, dy, grad);
+          break;
+        case node_kind::bn:
+          bn_backward(n, e, dy, grad);
+          break;
+        case node_kind::relu:
+          relu_backward(e, dy, grad);
+          break;
+        case node_kind::pool:
+          pool_backward(n, e, dy, grad);
+          break;
+        case node_kind::linear:
+          linear_backward(n, e, dy, grad);
+          break;
         case node_kind::add: {
           id const copy = act(std::size_t(e.c), "add.grad", stash::storage_kind::temp);
           {
@@ -611,8 +623,8 @@ class cnn {
     if (e.x != x0_) { dx = act(count, l.name + ".in.grad", stash::storage_kind::temp); }
     auto ws = workspace(ops_.conv_scratch(s, true), l.name + ".backward");
     {
-      auto p  = mem_.op("aten::convolution_backward", ids{dy, e.x, l.p.w},
-                        with(with({grads_}, dx), ws));
+      auto p =
+          mem_.op("aten::convolution_backward", ids{dy, e.x, l.p.w}, with(with({grads_}, dx), ws));
       float* g = f(p[3]);
       ops_.conv_backward(s, f(p[0]), f(p[1]), f(p[2]), g + l.p.dw_at, g + l.p.db_at,
                          dx ? f(p[4]) : nullptr, ws ? p[dx ? 5 : 4] : nullptr);
@@ -627,11 +639,11 @@ class cnn {
     auto const& l = bns_[std::size_t(e.layer)];
     pool_shape const s{n, l.c, l.h, l.w};
     std::size_t const count = std::size_t(n) * l.c * l.h * l.w;
-    id const dx   = act(count, l.name + ".in.grad", stash::storage_kind::temp);
-    auto const ws = workspace(ops_.bn_scratch(s, true), l.name + ".backward");
+    id const dx             = act(count, l.name + ".in.grad", stash::storage_kind::temp);
+    auto const ws           = workspace(ops_.bn_scratch(s, true), l.name + ".backward");
     {
-      auto p   = mem_.op("aten::native_batch_norm_backward",
-                         ids{dy, e.x, e.a, e.b, l.p.w, l.p.b}, with({grads_, dx}, ws));
+      auto p   = mem_.op("aten::native_batch_norm_backward", ids{dy, e.x, e.a, e.b, l.p.w, l.p.b},
+                         with({grads_, dx}, ws));
       float* g = f(p[6]);
       ops_.bn_backward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), f(p[4]), f(p[5]), f(p[7]),
                        g + l.p.dw_at, g + l.p.db_at, ws ? p[8] : nullptr);
@@ -659,12 +671,12 @@ class cnn {
   {
     pool_shape const s{n, e.c, e.h, e.w};
     std::size_t const count = std::size_t(n) * e.c * e.h * e.w;
-    id const dx   = act(count, "pool.in.grad", stash::storage_kind::temp);
-    auto const ws = workspace(ops_.pool(s).ws_bytes, "pool.backward.dnnl");
-    auto const sc = workspace(ops_.pool_scratch(s, true), "pool.backward");
+    id const dx             = act(count, "pool.in.grad", stash::storage_kind::temp);
+    auto const ws           = workspace(ops_.pool(s).ws_bytes, "pool.backward.dnnl");
+    auto const sc           = workspace(ops_.pool_scratch(s, true), "pool.backward");
     {
-      auto p = mem_.op("aten::max_pool2d_with_indices_backward", ids{dy, e.a},
-                       with(with({dx}, ws), sc));
+      auto p =
+          mem_.op("aten::max_pool2d_with_indices_backward", ids{dy, e.a}, with(with({dx}, ws), sc));
       Ops::workspace_from_indices(s, static_cast<std::int64_t const*>(p[1]),
                                   static_cast<std::uint8_t*>(p[3]));
       ops_.pool_backward(s, f(p[0]), p[3], f(p[2]), sc ? p[4] : nullptr);
@@ -695,9 +707,9 @@ class cnn {
   // ---- optimizer: v = momentum v + g; w -= lr v
   void sgd(param& p)
   {
-    auto ptr       = mem_.op("aten::_foreach_sgd_momentum", ids{grads_}, ids{p.w, p.vw, p.b, p.vb});
-    auto const* g  = f(ptr[0]);
-    auto step      = [&](float* w, float* v, float const* gr, std::size_t count) {
+    auto ptr      = mem_.op("aten::_foreach_sgd_momentum", ids{grads_}, ids{p.w, p.vw, p.b, p.vb});
+    auto const* g = f(ptr[0]);
+    auto step     = [&](float* w, float* v, float const* gr, std::size_t count) {
       for (std::size_t i = 0; i < count; ++i) {
         v[i] = cfg_.momentum * v[i] + gr[i];
         w[i] -= cfg_.lr * v[i];

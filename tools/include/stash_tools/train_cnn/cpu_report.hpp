@@ -55,28 +55,27 @@ namespace train_cnn {
 {
   std::ostringstream o;
   char buf[640];
-  std::snprintf(buf, sizeof buf,
-                "done: %ld steps in %.1f s (%.1f ms/step); test accuracy %s\n"
-                "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s), "
-                "peak while the budget held %s of %s%s\n"
-                "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
-                "(%llu on demand), %llu decode failures\n",
-                r.steps, r.seconds, 1e3 * r.seconds / double(std::max(1L, r.steps)),
-                r.test_accuracy < 0 ? "not measured"
-                                    : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%")
-                                          .c_str(),
-                stash::format_bytes(r.recorded_peak).c_str(),
-                stash::format_bytes(r.baseline_peak).c_str(),
-                stash::format_bytes(r.planned_peak).c_str(),
-                stash::format_bytes(r.memory.enforced_peak).c_str(),
-                budget ? stash::format_bytes(*budget).c_str() : "no budget",
-                budget_held(r, budget) ? "" : " (EXCEEDED)",
-                static_cast<unsigned long long>(r.memory.offloads),
-                stash::format_bytes(r.memory.bytes_offloaded).c_str(),
-                stash::format_bytes(r.memory.bytes_encoded).c_str(), ratio_of(r.memory).c_str(),
-                static_cast<unsigned long long>(r.memory.prefetches),
-                static_cast<unsigned long long>(r.memory.demand_prefetches),
-                static_cast<unsigned long long>(r.memory.decode_failures));
+  std::snprintf(
+      buf, sizeof buf,
+      "done: %ld steps in %.1f s (%.1f ms/step); test accuracy %s\n"
+      "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s), "
+      "peak while the budget held %s of %s%s\n"
+      "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
+      "(%llu on demand), %llu decode failures\n",
+      r.steps, r.seconds, 1e3 * r.seconds / double(std::max(1L, r.steps)),
+      r.test_accuracy < 0 ? "not measured"
+                          : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%").c_str(),
+      stash::format_bytes(r.recorded_peak).c_str(), stash::format_bytes(r.baseline_peak).c_str(),
+      stash::format_bytes(r.planned_peak).c_str(),
+      stash::format_bytes(r.memory.enforced_peak).c_str(),
+      budget ? stash::format_bytes(*budget).c_str() : "no budget",
+      budget_held(r, budget) ? "" : " (EXCEEDED)",
+      static_cast<unsigned long long>(r.memory.offloads),
+      stash::format_bytes(r.memory.bytes_offloaded).c_str(),
+      stash::format_bytes(r.memory.bytes_encoded).c_str(), ratio_of(r.memory).c_str(),
+      static_cast<unsigned long long>(r.memory.prefetches),
+      static_cast<unsigned long long>(r.memory.demand_prefetches),
+      static_cast<unsigned long long>(r.memory.decode_failures));
   o << buf;
   auto const& p = r.plan;
   std::snprintf(buf, sizeof buf,
@@ -89,8 +88,7 @@ namespace train_cnn {
                 static_cast<unsigned long long>(p.executed_offloads),
                 static_cast<unsigned long long>(p.executed_prefetches),
                 static_cast<unsigned long long>(p.encoding_fallbacks),
-                static_cast<unsigned long long>(p.deviations),
-                p.matches() ? "equal" : "DIFFERENT");
+                static_cast<unsigned long long>(p.deviations), p.matches() ? "equal" : "DIFFERENT");
   o << buf;
   return o.str();
 }
@@ -105,8 +103,7 @@ namespace train_cnn {
     o << "{\"offloads\":" << m.offloads << ",\"prefetches\":" << m.prefetches
       << ",\"demand_prefetches\":" << m.demand_prefetches
       << ",\"bytes_offloaded\":" << m.bytes_offloaded
-      << ",\"bytes_prefetched\":" << m.bytes_prefetched
-      << ",\"bytes_encoded\":" << m.bytes_encoded
+      << ",\"bytes_prefetched\":" << m.bytes_prefetched << ",\"bytes_encoded\":" << m.bytes_encoded
       << ",\"bytes_encoded_source\":" << m.bytes_encoded_source
       << ",\"enforced_peak\":" << m.enforced_peak << ",\"budget_refusals\":" << m.budget_refusals
       << ",\"decode_failures\":" << m.decode_failures << "}";
@@ -132,8 +129,9 @@ namespace train_cnn {
     o << (first ? "" : ",") << "\"" << name << "\":" << n;
     first = false;
   }
-  o << "},\"replayed_steps\":" << p.replayed_steps << ",\"executed_offloads\":"
-    << p.executed_offloads << ",\"executed_prefetches\":" << p.executed_prefetches
+  o << "},\"replayed_steps\":" << p.replayed_steps
+    << ",\"executed_offloads\":" << p.executed_offloads
+    << ",\"executed_prefetches\":" << p.executed_prefetches
     << ",\"encoding_fallbacks\":" << p.encoding_fallbacks << ",\"deviations\":" << p.deviations
     << ",\"matches\":" << (p.matches() ? "true" : "false") << "}";
   if (check_passed) { o << ",\"check_passed\":" << (*check_passed ? "true" : "false"); }

@@ -55,10 +55,14 @@ inline int fix_threads()
 [[nodiscard]] inline host_codec host_codec_for(codec_kind k)
 {
   switch (k) {
-    case codec_kind::none: return host_codec::raw;
-    case codec_kind::zvc: return host_codec::zvc;
-    case codec_kind::bitmask: return host_codec::bitmask;
-    case codec_kind::auto_: return host_codec::auto_;
+    case codec_kind::none:
+      return host_codec::raw;
+    case codec_kind::zvc:
+      return host_codec::zvc;
+    case codec_kind::bitmask:
+      return host_codec::bitmask;
+    case codec_kind::auto_:
+      return host_codec::auto_;
     default:
       throw usage_error("--codec " + std::string(to_string(k)) +
                         ": the CPU build runs only lossless codecs (none/raw, zvc, bitmask, auto)");
@@ -75,21 +79,21 @@ struct cpu_run_spec {
 /// @brief One progress line's figures.
 struct step_record {
   long step{0};
-  double loss{0};          ///< mean over the steps since the previous line
-  double accuracy{0};      ///< running, since the epoch started
+  double loss{0};      ///< mean over the steps since the previous line
+  double accuracy{0};  ///< running, since the epoch started
   double ms_per_step{0};
-  memory_report memory;    ///< cumulative
+  memory_report memory;  ///< cumulative
 };
 
 /// @brief Plan against what ran: the recorded step's schedule per step, and what executed.
 struct plan_check {
-  std::uint64_t planned_entries{0};     ///< schedule entries the allocator runs (not persistent)
+  std::uint64_t planned_entries{0};  ///< schedule entries the allocator runs (not persistent)
   std::map<std::string, std::uint64_t> planned_encodings;  ///< of those, per encoding
-  std::uint64_t replayed_steps{0};      ///< steps after the recorded one
-  std::uint64_t executed_offloads{0};   ///< scheduled offloads issued
-  std::uint64_t executed_prefetches{0}; ///< scheduled prefetches issued
-  std::uint64_t demand_prefetches{0};   ///< prefetches the schedule missed
-  std::uint64_t encoding_fallbacks{0};  ///< planned encodings that ran raw
+  std::uint64_t replayed_steps{0};                         ///< steps after the recorded one
+  std::uint64_t executed_offloads{0};                      ///< scheduled offloads issued
+  std::uint64_t executed_prefetches{0};                    ///< scheduled prefetches issued
+  std::uint64_t demand_prefetches{0};                      ///< prefetches the schedule missed
+  std::uint64_t encoding_fallbacks{0};                     ///< planned encodings that ran raw
   std::uint64_t deviations{0};
   /// @brief Executed counts equal planned entries x replayed steps, nothing fell back or deviated.
   [[nodiscard]] bool matches() const
@@ -124,8 +128,8 @@ struct cpu_run_hooks {
 };
 
 /// @brief The sample order of an epoch: a permutation seeded by (seed, epoch).
-[[nodiscard]] inline std::vector<std::size_t> cpu_epoch_order(std::size_t count,
-                                                              std::uint64_t seed, int epoch)
+[[nodiscard]] inline std::vector<std::size_t> cpu_epoch_order(std::size_t count, std::uint64_t seed,
+                                                              int epoch)
 {
   std::vector<std::size_t> order(count);
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -160,13 +164,13 @@ plan_check plan_of(Mem const& mem, long steps)
     ++p.planned_entries;
     ++p.planned_encodings[std::string(stash::to_string(e.encoding))];
   }
-  memory_report const r   = mem.report();
-  p.replayed_steps        = std::uint64_t(std::max(0L, steps - 1));
-  p.executed_offloads     = r.scheduled_offloads;
-  p.executed_prefetches   = r.scheduled_prefetches;
-  p.demand_prefetches     = r.demand_prefetches;
-  p.encoding_fallbacks    = r.encoding_fallbacks;
-  p.deviations            = r.deviations;
+  memory_report const r = mem.report();
+  p.replayed_steps      = std::uint64_t(std::max(0L, steps - 1));
+  p.executed_offloads   = r.scheduled_offloads;
+  p.executed_prefetches = r.scheduled_prefetches;
+  p.demand_prefetches   = r.demand_prefetches;
+  p.encoding_fallbacks  = r.encoding_fallbacks;
+  p.deviations          = r.deviations;
   return p;
 }
 

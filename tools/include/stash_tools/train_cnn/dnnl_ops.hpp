@@ -55,8 +55,8 @@ class dnnl_ops {
   /// @brief Forward and backward of one layer shape.
   struct layer_prims {
     prim fwd, bwd_data, bwd_weights;
-    md ws_md;                  ///< pooling: the workspace oneDNN writes
-    std::size_t ws_bytes{0};   ///< pooling: its size
+    md ws_md;                 ///< pooling: the workspace oneDNN writes
+    std::size_t ws_bytes{0};  ///< pooling: its size
   };
 
   dnnl_ops() : eng_(dnnl::engine::kind::cpu, 0), strm_(eng_) {}
@@ -89,10 +89,11 @@ class dnnl_ops {
                     void* scratch)
   {
     auto const& l = conv(s);
-    run(l.fwd, {{DNNL_ARG_SRC, mem(src_md(s), x)},
-                {DNNL_ARG_WEIGHTS, mem(wei_md(s), w)},
-                {DNNL_ARG_BIAS, mem(md({s.cout}, dt::f32, tag::x), b)},
-                {DNNL_ARG_DST, mem(dst_md(s), y)}},
+    run(l.fwd,
+        {{DNNL_ARG_SRC, mem(src_md(s), x)},
+         {DNNL_ARG_WEIGHTS, mem(wei_md(s), w)},
+         {DNNL_ARG_BIAS, mem(md({s.cout}, dt::f32, tag::x), b)},
+         {DNNL_ARG_DST, mem(dst_md(s), y)}},
         scratch);
   }
   /// @brief dw, db from dy and x; dx from dy and w when `dx` is not null.
@@ -100,15 +101,17 @@ class dnnl_ops {
                      float* dw, float* db, float* dx, void* scratch)
   {
     auto const& l = conv(s);
-    run(l.bwd_weights, {{DNNL_ARG_SRC, mem(src_md(s), x)},
-                        {DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
-                        {DNNL_ARG_DIFF_WEIGHTS, mem(wei_md(s), dw)},
-                        {DNNL_ARG_DIFF_BIAS, mem(md({s.cout}, dt::f32, tag::x), db)}},
+    run(l.bwd_weights,
+        {{DNNL_ARG_SRC, mem(src_md(s), x)},
+         {DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
+         {DNNL_ARG_DIFF_WEIGHTS, mem(wei_md(s), dw)},
+         {DNNL_ARG_DIFF_BIAS, mem(md({s.cout}, dt::f32, tag::x), db)}},
         scratch);
     if (dx != nullptr) {
-      run(l.bwd_data, {{DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
-                       {DNNL_ARG_WEIGHTS, mem(wei_md(s), w)},
-                       {DNNL_ARG_DIFF_SRC, mem(src_md(s), dx)}},
+      run(l.bwd_data,
+          {{DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
+           {DNNL_ARG_WEIGHTS, mem(wei_md(s), w)},
+           {DNNL_ARG_DIFF_SRC, mem(src_md(s), dx)}},
           scratch);
     }
   }
@@ -131,8 +134,8 @@ class dnnl_ops {
     auto const alg = dnnl::algorithm::pooling_max;
     dnnl::pooling_forward::primitive_desc const fpd(
         {dnnl::prop_kind::forward_training, alg, src, dst, st, k, pad, pad}, attr(), eng_);
-    dnnl::pooling_backward::primitive_desc const bpd({alg, src, dst, st, k, pad, pad}, attr(),
-                                                     eng_, fpd);
+    dnnl::pooling_backward::primitive_desc const bpd({alg, src, dst, st, k, pad, pad}, attr(), eng_,
+                                                     fpd);
     it->second.fwd      = make(dnnl::pooling_forward(fpd), fpd);
     it->second.bwd_data = make(dnnl::pooling_backward(bpd), bpd);
     it->second.ws_md    = fpd.workspace_desc();
@@ -149,19 +152,20 @@ class dnnl_ops {
   void pool_forward(pool_shape const& s, float const* x, float* y, void* ws, void* scratch)
   {
     auto const& l = pool(s);
-    run(l.fwd, {{DNNL_ARG_SRC, mem(md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw), x)},
-                {DNNL_ARG_DST, mem(pooled_md(s), y)},
-                {DNNL_ARG_WORKSPACE, mem(l.ws_md, ws)}},
+    run(l.fwd,
+        {{DNNL_ARG_SRC, mem(md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw), x)},
+         {DNNL_ARG_DST, mem(pooled_md(s), y)},
+         {DNNL_ARG_WORKSPACE, mem(l.ws_md, ws)}},
         scratch);
   }
   /// @brief dx from dy and the workspace.
-  void pool_backward(pool_shape const& s, float const* dy, void const* ws, float* dx,
-                     void* scratch)
+  void pool_backward(pool_shape const& s, float const* dy, void const* ws, float* dx, void* scratch)
   {
     auto const& l = pool(s);
-    run(l.bwd_data, {{DNNL_ARG_DIFF_DST, mem(pooled_md(s), dy)},
-                     {DNNL_ARG_WORKSPACE, mem(l.ws_md, ws)},
-                     {DNNL_ARG_DIFF_SRC, mem(md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw), dx)}},
+    run(l.bwd_data,
+        {{DNNL_ARG_DIFF_DST, mem(pooled_md(s), dy)},
+         {DNNL_ARG_WORKSPACE, mem(l.ws_md, ws)},
+         {DNNL_ARG_DIFF_SRC, mem(md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw), dx)}},
         scratch);
   }
   /// @brief Scratch bytes pool_forward / pool_backward need.
@@ -214,7 +218,9 @@ class dnnl_ops {
     auto const& p = eltwise(count);
     md const d    = flat(count);
     run(p.bwd_data,
-        {{DNNL_ARG_DST, mem(d, y)}, {DNNL_ARG_DIFF_DST, mem(d, dy)}, {DNNL_ARG_DIFF_SRC, mem(d, dx)}},
+        {{DNNL_ARG_DST, mem(d, y)},
+         {DNNL_ARG_DIFF_DST, mem(d, dy)},
+         {DNNL_ARG_DIFF_SRC, mem(d, dx)}},
         nullptr);
   }
 
@@ -228,7 +234,8 @@ class dnnl_ops {
       it->second = make(dnnl::binary(pd), pd);
     }
     md const d = flat(count);
-    run(it->second, {{DNNL_ARG_SRC_0, mem(d, a)}, {DNNL_ARG_SRC_1, mem(d, b)}, {DNNL_ARG_DST, mem(d, y)}},
+    run(it->second,
+        {{DNNL_ARG_SRC_0, mem(d, a)}, {DNNL_ARG_SRC_1, mem(d, b)}, {DNNL_ARG_DST, mem(d, y)}},
         nullptr);
   }
 
@@ -257,15 +264,16 @@ class dnnl_ops {
     auto const& p = bn(s);
     md const d    = md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw);
     md const c    = md({s.c}, dt::f32, tag::x);
-    run(p.bwd_data, {{DNNL_ARG_SRC, mem(d, x)},
-                     {DNNL_ARG_DIFF_DST, mem(d, dy)},
-                     {DNNL_ARG_MEAN, mem(c, mean)},
-                     {DNNL_ARG_VARIANCE, mem(c, var)},
-                     {DNNL_ARG_SCALE, mem(c, scale)},
-                     {DNNL_ARG_SHIFT, mem(c, shift)},  // oneDNN 2.6 asks for it with use_shift
-                     {DNNL_ARG_DIFF_SRC, mem(d, dx)},
-                     {DNNL_ARG_DIFF_SCALE, mem(c, dscale)},
-                     {DNNL_ARG_DIFF_SHIFT, mem(c, dshift)}},
+    run(p.bwd_data,
+        {{DNNL_ARG_SRC, mem(d, x)},
+         {DNNL_ARG_DIFF_DST, mem(d, dy)},
+         {DNNL_ARG_MEAN, mem(c, mean)},
+         {DNNL_ARG_VARIANCE, mem(c, var)},
+         {DNNL_ARG_SCALE, mem(c, scale)},
+         {DNNL_ARG_SHIFT, mem(c, shift)},  // oneDNN 2.6 asks for it with use_shift
+         {DNNL_ARG_DIFF_SRC, mem(d, dx)},
+         {DNNL_ARG_DIFF_SCALE, mem(c, dscale)},
+         {DNNL_ARG_DIFF_SHIFT, mem(c, dshift)}},
         scratch);
   }
   /// @brief Scratch bytes bn_forward (training or not) / bn_backward need.
@@ -286,8 +294,7 @@ class dnnl_ops {
     md const bia = md({s.out}, dt::f32, tag::x);
     dnnl::inner_product_forward::primitive_desc const fpd(
         {dnnl::prop_kind::forward_training, src, wei, bia, dst}, attr(), eng_);
-    dnnl::inner_product_backward_data::primitive_desc const dpd({src, wei, dst}, attr(), eng_,
-                                                                fpd);
+    dnnl::inner_product_backward_data::primitive_desc const dpd({src, wei, dst}, attr(), eng_, fpd);
     dnnl::inner_product_backward_weights::primitive_desc const wpd({src, wei, bia, dst}, attr(),
                                                                    eng_, fpd);
     it->second.fwd         = make(dnnl::inner_product_forward(fpd), fpd);
@@ -299,28 +306,31 @@ class dnnl_ops {
                       float* y, void* scratch)
   {
     auto const& l = linear(s);
-    run(l.fwd, {{DNNL_ARG_SRC, mem(md({s.n, s.in}, dt::f32, tag::nc), x)},
-                {DNNL_ARG_WEIGHTS, mem(md({s.out, s.in}, dt::f32, tag::oi), w)},
-                {DNNL_ARG_BIAS, mem(md({s.out}, dt::f32, tag::x), b)},
-                {DNNL_ARG_DST, mem(md({s.n, s.out}, dt::f32, tag::nc), y)}},
+    run(l.fwd,
+        {{DNNL_ARG_SRC, mem(md({s.n, s.in}, dt::f32, tag::nc), x)},
+         {DNNL_ARG_WEIGHTS, mem(md({s.out, s.in}, dt::f32, tag::oi), w)},
+         {DNNL_ARG_BIAS, mem(md({s.out}, dt::f32, tag::x), b)},
+         {DNNL_ARG_DST, mem(md({s.n, s.out}, dt::f32, tag::nc), y)}},
         scratch);
   }
   void linear_backward(linear_shape const& s, float const* dy, float const* x, float const* w,
                        float* dw, float* db, float* dx, void* scratch)
   {
-    auto const& l  = linear(s);
-    md const src   = md({s.n, s.in}, dt::f32, tag::nc);
-    md const dst   = md({s.n, s.out}, dt::f32, tag::nc);
-    md const wei   = md({s.out, s.in}, dt::f32, tag::oi);
-    run(l.bwd_weights, {{DNNL_ARG_SRC, mem(src, x)},
-                        {DNNL_ARG_DIFF_DST, mem(dst, dy)},
-                        {DNNL_ARG_DIFF_WEIGHTS, mem(wei, dw)},
-                        {DNNL_ARG_DIFF_BIAS, mem(md({s.out}, dt::f32, tag::x), db)}},
+    auto const& l = linear(s);
+    md const src  = md({s.n, s.in}, dt::f32, tag::nc);
+    md const dst  = md({s.n, s.out}, dt::f32, tag::nc);
+    md const wei  = md({s.out, s.in}, dt::f32, tag::oi);
+    run(l.bwd_weights,
+        {{DNNL_ARG_SRC, mem(src, x)},
+         {DNNL_ARG_DIFF_DST, mem(dst, dy)},
+         {DNNL_ARG_DIFF_WEIGHTS, mem(wei, dw)},
+         {DNNL_ARG_DIFF_BIAS, mem(md({s.out}, dt::f32, tag::x), db)}},
         scratch);
     if (dx != nullptr) {
-      run(l.bwd_data, {{DNNL_ARG_DIFF_DST, mem(dst, dy)},
-                       {DNNL_ARG_WEIGHTS, mem(wei, w)},
-                       {DNNL_ARG_DIFF_SRC, mem(src, dx)}},
+      run(l.bwd_data,
+          {{DNNL_ARG_DIFF_DST, mem(dst, dy)},
+           {DNNL_ARG_WEIGHTS, mem(wei, w)},
+           {DNNL_ARG_DIFF_SRC, mem(src, dx)}},
           scratch);
     }
   }

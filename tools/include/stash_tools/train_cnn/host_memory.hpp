@@ -94,8 +94,8 @@ struct host_policy {
 /// @brief Settings of a host_memory.
 struct host_memory_config {
   std::optional<std::uint64_t> budget;  ///< emulated device bytes; none: unlimited
-  std::string policy = "no_swap";
-  host_codec codec   = host_codec::raw;
+  std::string policy   = "no_swap";
+  host_codec codec     = host_codec::raw;
   std::string hardware = "pcie4_x16";
 };
 
@@ -105,12 +105,12 @@ struct host_memory_config {
 /// on them at once on its own thread.
 class host_memory {
  public:
-  using id        = std::uint64_t;
-  using arena     = stash::lifetime_arena<stash::host_upstream, stash::greedy_planner,
-                                      stash::host_stream_order>;
+  using id = std::uint64_t;
+  using arena =
+      stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
   using pool_type = budget_guard<arena>;
-  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask,
-                                     stash::pool_argmax_transfer>;
+  using codecs =
+      stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::pool_argmax_transfer>;
   using alloc_type =
       stash::allocator<pool_type, stash::any_swap_policy, codecs, stash::host_backend>;
 
@@ -201,9 +201,9 @@ class host_memory {
   {
     stash::allocator_options o;
     if (c.budget) { o.device_budget = *c.budget; }
-    o.hardware         = c.hardware;
-    o.default_encoding = c.codec == host_codec::zvc ? stash::swap_encoding::zvc
-                                                    : stash::swap_encoding::raw;
+    o.hardware = c.hardware;
+    o.default_encoding =
+        c.codec == host_codec::zvc ? stash::swap_encoding::zvc : stash::swap_encoding::raw;
     return o;
   }
 

@@ -25,7 +25,7 @@ class plain_memory {
  public:
   using id = std::uint64_t;
 
-  plain_memory() = default;
+  plain_memory()                               = default;
   plain_memory(plain_memory const&)            = delete;
   plain_memory& operator=(plain_memory const&) = delete;
   ~plain_memory()
