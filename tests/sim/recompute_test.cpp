@@ -74,8 +74,9 @@ TEST_CASE("a recompute chain: the writers, their reads, time and transient bytes
   CHECK(c.reads == std::vector<stash::storage_id>{0});
   CHECK(c.seconds == doctest::Approx(5e-6));
   CHECK(c.transient_bytes == 0);
-  CHECK(stash::recompute_chain_of(a, 0, 0, 4).refusal == "only activations and temporaries are "
-                                                         "recomputed");
+  CHECK(stash::recompute_chain_of(a, 0, 0, 4).refusal ==
+        "only activations and temporaries are "
+        "recomputed");
   // g is written by my::bwd, which the table does not know.
   CHECK(stash::recompute_chain_of(a, 4, 3, 4).refusal.find("may not be re-run") !=
         std::string::npos);
@@ -143,8 +144,8 @@ TEST_CASE("a swap and a recompute before one op: the prefetch overlaps the re-ru
   stash::trace_analysis const a(t, model());
   // b leaves after op2 (offload issued at op2) and comes back for op4 (prefetch issued at op4,
   // i.e. when op3 ends at 16 us; 2000 B at 1 GB/s = 2 us, while a's 5 us re-run runs).
-  auto const s = stash::make_schedule(a, "hand", 8000, {stash::swap_entry{2, 2, 4, 2, 4, 2000}},
-                                      {drop_a()});
+  auto const s =
+      stash::make_schedule(a, "hand", 8000, {stash::swap_entry{2, 2, 4, 2, 4, 2000}}, {drop_a()});
   // Planned: op3 x+c+g = 3000; back for op4: x + g + a + b = 8000.
   CHECK(s.device_peak == 8000);
   auto const r = stash::simulate(a, s);
@@ -175,20 +176,18 @@ TEST_CASE("the validator names the recompute entry and the rule it breaks")
   CHECK(bad({4, 3, 4, 4, 1000}).find("cannot be recomputed: op 3 'my::bwd' may not be re-run") !=
         std::string::npos);
   // A swap entry of the same gap overlaps.
-  auto both    = base;
-  both.entries = {stash::swap_entry{1, 1, 4, 2, 4, 4000}};
-  both.device_peak =
-      stash::planned_peak(a, both.entries, both.recomputes);
+  auto both        = base;
+  both.entries     = {stash::swap_entry{1, 1, 4, 2, 4, 4000}};
+  both.device_peak = stash::planned_peak(a, both.entries, both.recomputes);
   CHECK(error_of(a, both).find("overlaps another entry") != std::string::npos);
   // A re-run whose read is swapped out across `at`.
-  auto swapped_read    = stash::make_schedule(a, "hand", 9000, {}, {drop_b()});
-  swapped_read.entries = {stash::swap_entry{1, 1, 4, 2, 3, 4000}};
-  swapped_read.device_peak =
-      stash::planned_peak(a, swapped_read.entries, swapped_read.recomputes);
+  auto swapped_read        = stash::make_schedule(a, "hand", 9000, {}, {drop_b()});
+  swapped_read.entries     = {stash::swap_entry{1, 1, 4, 2, 3, 4000}};
+  swapped_read.device_peak = stash::planned_peak(a, swapped_read.entries, swapped_read.recomputes);
   CHECK(error_of(a, swapped_read).find("which is not resident before op 4") != std::string::npos);
   try {
-    auto s       = base;
-    s.recomputes = {drop_b(), drop_a()};
+    auto s             = base;
+    s.recomputes       = {drop_b(), drop_a()};
     s.recomputes[0].at = 3;  // b is back at op 3, a not yet: fine for order, b reads a: away
     stash::validate_schedule(a, s);
     FAIL("no schedule_error");

@@ -12,11 +12,12 @@
 
 namespace {
 
-std::string const body = "t 0 16 act a\n"
-                         "t 1 16 act b\n"
-                         "o aten::bernoulli_.float 0 0\n"
-                         "o aten::relu 0 1\n"
-                         "o my::custom 1 1\n";
+std::string const body =
+    "t 0 16 act a\n"
+    "t 1 16 act b\n"
+    "o aten::bernoulli_.float 0 0\n"
+    "o aten::relu 0 1\n"
+    "o my::custom 1 1\n";
 
 stash::trace_error read_error(std::string const& header)
 {
@@ -102,8 +103,7 @@ TEST_CASE("the recorder declares per name and per op; the declarations survive a
   auto const relu = rec.op("aten::relu", {a}, {b});
   rec.declare_recompute(relu, stash::recompute_class::no);
   CHECK_THROWS_AS(rec.declare_recompute(relu, stash::recompute_class::rng), stash::logic_error);
-  auto const back =
-      stash::parse_trace(stash::to_trace_text(rec.trace()), "recorded.trace");
+  auto const back = stash::parse_trace(stash::to_trace_text(rec.trace()), "recorded.trace");
   CHECK(back == rec.trace());
   auto const classes = stash::resolve_recompute_classes(back);
   CHECK(classes[0] == stash::recompute_class::yes);

@@ -33,11 +33,11 @@ namespace stash {
 
 /// @brief The re-runs that rematerialise one storage (see the file comment).
 struct recompute_chain {
-  std::vector<std::uint64_t> ops;  ///< op indices to re-run, in program order
-  std::vector<storage_id> reads;   ///< storages they read other than the target, sorted, unique
-  double seconds{};                ///< the ops' times on the analysis's cost model
+  std::vector<std::uint64_t> ops;   ///< op indices to re-run, in program order
+  std::vector<storage_id> reads;    ///< storages they read other than the target, sorted, unique
+  double seconds{};                 ///< the ops' times on the analysis's cost model
   std::uint64_t transient_bytes{};  ///< largest (other results + workspace) of one re-run
-  std::string refusal;             ///< why it cannot be rematerialised; empty when it can
+  std::string refusal;              ///< why it cannot be rematerialised; empty when it can
 
   /// @brief True when the storage can be rematerialised this way.
   [[nodiscard]] bool valid() const noexcept { return refusal.empty(); }
@@ -54,12 +54,11 @@ namespace detail {
   auto const& life = a.lifetimes().storages;
   for (auto const t : op.writes) {
     if (t == target) { continue; }
-    auto const& acc = life[t].accesses;
+    auto const& acc     = life[t].accesses;
     bool const is_fresh = !acc.empty() && acc.front().op == w && !acc.front().read;
     if (is_fresh) {
       fresh += life[t].bytes;
-    } else if (!(a.recompute_classes()[w] == recompute_class::skip_state &&
-                 life[t].persistent())) {
+    } else if (!(a.recompute_classes()[w] == recompute_class::skip_state && life[t].persistent())) {
       return "op " + std::to_string(w) + " '" + op.name + "' also writes storage " +
              std::to_string(t) + ", which it did not create";
     }
@@ -71,8 +70,8 @@ namespace detail {
 [[nodiscard]] inline std::string check_read(trace_analysis const& a, std::uint64_t w, storage_id r,
                                             std::uint64_t at)
 {
-  auto const& life     = a.lifetimes().storages[r];
-  auto const at_event  = a.ops().event[at];
+  auto const& life    = a.lifetimes().storages[r];
+  auto const at_event = a.ops().event[at];
   if (life.alloc_event > at_event || life.end_event <= at_event) {
     return "its input storage " + std::to_string(r) + " is not live at op " + std::to_string(at);
   }
@@ -125,7 +124,9 @@ namespace detail {
     c.seconds += a.op_seconds()[w];
     for (auto const r : op.reads) {
       if (r == id) { continue; }
-      if (auto why = detail::check_read(a, w, r, at); !why.empty()) { return refuse(std::move(why)); }
+      if (auto why = detail::check_read(a, w, r, at); !why.empty()) {
+        return refuse(std::move(why));
+      }
       c.reads.push_back(r);
     }
   }

@@ -419,15 +419,13 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
   return curve;
 }
 
-/// @brief The planned device peak of `entries` and `recomputes` on `t`: the max of
-/// planned_device_curve and of each recompute's transient bytes on top of its batch's level
-/// (see the file comment).
-[[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
-                                                std::span<swap_entry const> entries,
-                                                std::span<recompute_entry const> recomputes)
+/// @brief The planned device bytes while each recompute entry's re-run runs (see the file
+/// comment), given `curve`, the planned_device_curve of the same schedule.
+[[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
+    trace_analysis const& analysis, std::span<std::uint64_t const> curve,
+    std::span<recompute_entry const> recomputes)
 {
-  auto const curve            = planned_device_curve(analysis, entries, recomputes);
-  auto peak                   = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
+  std::vector<std::uint64_t> out(recomputes.size());
   auto const events           = analysis.trace().events();
   std::uint64_t still_to_come = 0;  // bytes of the batch's entries after the current one
   std::uint64_t level         = 0;
@@ -443,8 +441,22 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
       }
     }
     still_to_come -= e.bytes;
-    auto const chain = recompute_chain_of(analysis, e.id, e.last_use, e.at);
-    peak             = std::max(peak, level - still_to_come + chain.transient_bytes);
+    out[k] = level - still_to_come +
+             recompute_chain_of(analysis, e.id, e.last_use, e.at).transient_bytes;
+  }
+  return out;
+}
+
+/// @brief The planned device peak of `entries` and `recomputes` on `t`: the max of
+/// planned_device_curve and of recompute_run_bytes.
+[[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
+                                                std::span<swap_entry const> entries,
+                                                std::span<recompute_entry const> recomputes)
+{
+  auto const curve = planned_device_curve(analysis, entries, recomputes);
+  auto peak        = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
+  for (auto const b : recompute_run_bytes(analysis, curve, recomputes)) {
+    peak = std::max(peak, b);
   }
   return peak;
 }

@@ -196,14 +196,15 @@ inline constexpr std::array<recompute_default, 52> recompute_defaults = {{
   std::vector<recompute_class> result(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
     auto const declared = t.header_value(std::string(recompute_name_key) + ops[i].name);
-    result[i] = declared ? *declared_recompute_class(*declared) : default_recompute_class(ops[i].name);
+    result[i] =
+        declared ? *declared_recompute_class(*declared) : default_recompute_class(ops[i].name);
   }
   for (auto const& entry : t.header()) {
     auto const problem = check_recompute_declaration(entry, ops.size());
     STASH_EXPECTS(problem.empty(), problem);
     if (entry.key.starts_with(recompute_index_key)) {
-      auto const index = *detail::parse_u64(
-          std::string_view(entry.key).substr(recompute_index_key.size()));
+      auto const index =
+          *detail::parse_u64(std::string_view(entry.key).substr(recompute_index_key.size()));
       result[index] = *declared_recompute_class(entry.value);
     }
   }
