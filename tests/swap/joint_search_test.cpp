@@ -113,7 +113,8 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
     for (auto const* preset : {"pcie4_x16", "h100_sxm"}) {
       stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(preset)));
       for (double const f : {0.9, 0.7, 0.5, 0.4, 0.33}) {
-        auto const budget = static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
+        auto const budget =
+            static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
         CAPTURE(name);
         CAPTURE(preset);
         CAPTURE(f);

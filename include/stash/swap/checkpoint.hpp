@@ -68,10 +68,14 @@ struct checkpoint {
       candidates.push_back(candidate{s.id, s.accesses.front().op, s.accesses[*last].op,
                                      s.accesses[*last + 1].op, home});
     }
-    std::vector<std::uint64_t> batch_at(segment_count(a), std::numeric_limits<std::uint64_t>::max());
-    for (auto const& c : candidates) { batch_at[c.segment] = std::min(batch_at[c.segment], c.next_use); }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](candidate const& x, candidate const& y) { return x.first_write < y.first_write; });
+    std::vector<std::uint64_t> batch_at(segment_count(a),
+                                        std::numeric_limits<std::uint64_t>::max());
+    for (auto const& c : candidates) {
+      batch_at[c.segment] = std::min(batch_at[c.segment], c.next_use);
+    }
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](candidate const& x, candidate const& y) { return x.first_write < y.first_write; });
     detail::recompute_set set(a, {});
     for (auto const& c : candidates) {
       (void)set.try_add(recompute_entry{c.id, c.last_forward, c.next_use, batch_at[c.segment],
@@ -94,8 +98,11 @@ struct checkpoint {
   [[nodiscard]] std::size_t segment_count(trace_analysis const& a) const
   {
     auto const n = forward_ops(a);
-    if (segments > 0) { return std::max<std::size_t>(1, std::min(segments, std::max<std::size_t>(n, 1))); }
-    return std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(n)))));
+    if (segments > 0) {
+      return std::max<std::size_t>(1, std::min(segments, std::max<std::size_t>(n, 1)));
+    }
+    return std::max<std::size_t>(
+        1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(n)))));
   }
 
   // The segment of each forward op; `none` for the others.

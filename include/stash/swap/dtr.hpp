@@ -12,8 +12,8 @@
  * same point first (DTR's recursive rematerialisation); its h grows by the share of bytes it pulls
  * back, (1 + pulled / bytes). This is DTR's heuristic
  * with local cost (not the evicted-neighbourhood estimate), on the planned (instantaneous) memory
- * curve; evictions that would strand a planned re-run's input are skipped. It stops when the budget holds or nothing is left to evict (the schedule's note says
- * so).
+ * curve; evictions that would strand a planned re-run's input are skipped. It stops when the budget
+ * holds or nothing is left to evict (the schedule's note says so).
  */
 #pragma once
 
@@ -106,8 +106,8 @@ struct dtr {
                                                            std::uint64_t event)
   {
     auto const& ev = a.ops().event;
-    auto const now_op = static_cast<std::size_t>(
-        std::lower_bound(ev.begin(), ev.end(), event) - ev.begin());
+    auto const now_op =
+        static_cast<std::size_t>(std::lower_bound(ev.begin(), ev.end(), event) - ev.begin());
     double const now = a.op_start(std::min(now_op, a.op_count() - 1));
     std::optional<std::size_t> best;
     double best_h = 0;
@@ -121,8 +121,8 @@ struct dtr {
       // What it pulls back is resident again from its re-run on: a penalty, not a loss here.
       double const stale = now - a.op_start(e.last_use) + 1e-9;
       double const bytes = static_cast<double>(e.bytes);
-      double const h = cands[k].chain.seconds * (1.0 + static_cast<double>(*pulled) / bytes) /
-                       (bytes * stale);
+      double const h =
+          cands[k].chain.seconds * (1.0 + static_cast<double>(*pulled) / bytes) / (bytes * stale);
       if (!best || h < best_h) {
         best   = k;
         best_h = h;

@@ -172,7 +172,7 @@ struct joint_search {
                  joint_search_stats& stats, std::size_t& sims) const
   {
     auto const& best = *inc.best;
-    auto attempt = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
+    auto attempt     = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
                        std::vector<recompute_entry> rc) {
       auto const key = std::make_tuple(kind, id, u);
       if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
@@ -217,8 +217,12 @@ struct joint_search {
       if (attempt(1, e.id, e.last_use, best.entries, rc)) { return true; }
       if (e.next_use <= e.last_use + 1) { continue; }
       auto const time = a.model().prefetch_time(e.bytes, swap_encoding::configured);
-      swap_entry const sw{e.id,        e.last_use, e.next_use, e.last_use + 1,
-                          detail::prefetch_op(a, e.last_use + 1, e.next_use, time), e.bytes};
+      swap_entry const sw{e.id,
+                          e.last_use,
+                          e.next_use,
+                          e.last_use + 1,
+                          detail::prefetch_op(a, e.last_use + 1, e.next_use, time),
+                          e.bytes};
       auto set = detail::set_of(a, best.entries, rc);
       if (set.size() != rc.size() || !set.swap_allowed(sw)) { continue; }
       auto swaps = best.entries;

@@ -24,7 +24,9 @@ namespace stash::detail {
 class recompute_set {
  public:
   recompute_set(trace_analysis const& a, std::span<swap_entry const> swaps)
-      : a_(a), drops_of_(a.trace().storages().size()), readers_of_(drops_of_.size()),
+      : a_(a),
+        drops_of_(a.trace().storages().size()),
+        readers_of_(drops_of_.size()),
         swap_gaps_(drops_of_.size())
   {
     for (auto const& e : swaps) { swap_gaps_[e.id].emplace_back(e.last_use, e.next_use); }
@@ -132,7 +134,7 @@ class recompute_set {
         if (l < at && at <= n) { return false; }
       }
       for (auto const k : drops_of_[r]) {
-        auto const& d = items_[k];
+        auto const& d     = items_[k];
         bool const pulled = std::find(pulls.begin(), pulls.end(), k) != pulls.end();
         if ((d.e.at == at || pulled) && d.first_op >= first_op) { return false; }
         if (pulled || !(d.e.last_use < at && at < d.e.at)) { continue; }
