@@ -123,8 +123,9 @@ bool for_each_schedule(stash::trace_analysis const& a, stash::swap_scope scope, 
 bool fits(stash::trace_analysis const& a, std::vector<stash::swap_entry> const& entries,
           std::uint64_t budget, double* seconds = nullptr)
 {
-  auto const r = stash::simulate(a, stash::make_schedule(a, "brute", budget, entries),
-                                 stash::sim_options{false, stash::sim_memory::enforce_budget, false});
+  auto const r =
+      stash::simulate(a, stash::make_schedule(a, "brute", budget, entries),
+                      stash::sim_options{false, stash::sim_memory::enforce_budget, false});
   if (seconds) { *seconds = r.iteration_s; }
   return r.fits;
 }
@@ -148,7 +149,7 @@ std::uint64_t resident_floor_reference(stash::trace const& t, stash::lifetime_an
       for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
         auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
         auto const i = at_op ? ops - 1 : ops;  // the op running, or the next one
-        away = away || (at_op ? (u < i && i < v) : (u + 1 <= i && i <= v));
+        away         = away || (at_op ? (u < i && i < v) : (u + 1 <= i && i <= v));
       }
       if (!away) { need += s.bytes; }
     }
@@ -191,8 +192,8 @@ TEST_CASE("swap_bound_bytes is the least budget any swap schedule fits, by brute
       });
       if (!done) { continue; }
       ++traces;
-      CHECK(reached);      // some schedule fits at the bound (it is exact) ...
-      CHECK(below == 0);   // ... and none fits below it (it is a bound)
+      CHECK(reached);     // some schedule fits at the bound (it is exact) ...
+      CHECK(below == 0);  // ... and none fits below it (it is a bound)
     }
   }
   MESSAGE(traces << " (trace, scope) pairs, " << schedules << " schedules enumerated");
@@ -257,8 +258,9 @@ TEST_CASE("the iteration-time lower bounds never exceed a simulated swap schedul
   CHECK(tight > 0);
 }
 
-TEST_CASE("iteration_time_lower_bound: infinite below its memory bound, the compute time above "
-          "the peak, recompute never raises it")
+TEST_CASE(
+    "iteration_time_lower_bound: infinite below its memory bound, the compute time above "
+    "the peak, recompute never raises it")
 {
   auto const t = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
   stash::trace_analysis const a(t, model_of("pcie3_x16", false));
@@ -267,8 +269,8 @@ TEST_CASE("iteration_time_lower_bound: infinite below its memory bound, the comp
   CHECK(stash::iteration_time_lower_bound(a, 7999, swap_only_options) == inf);
   CHECK(stash::iteration_time_lower_bound(a, 12000) == doctest::Approx(a.compute_seconds()));
   // At 8000 B a (4000 B) is away during op2: without recompute it crosses the link both ways.
-  double const d = 4000.0 / a.model().hw().pcie_d2h_bytes_per_s;
-  double const h = 4000.0 / a.model().hw().pcie_h2d_bytes_per_s;
+  double const d      = 4000.0 / a.model().hw().pcie_d2h_bytes_per_s;
+  double const h      = 4000.0 / a.model().hw().pcie_h2d_bytes_per_s;
   double const before = a.op_start(2), after = a.compute_seconds() - before;
   CHECK(stash::iteration_time_lower_bound(a, 8000, swap_only_options) ==
         doctest::Approx(std::max(before, d) + std::max(after, h)));
