@@ -285,6 +285,7 @@ inline void print_text(std::ostream& out, file_report const& r, bool times = tru
   if (r.frontier_svg_file) { row("frontier svg", *r.frontier_svg_file); }
   if (r.projection_svg_file) { row("projection svg", *r.projection_svg_file); }
   for (auto const& note : r.notes) { row("note", note); }
+  for (auto const& warning : r.warnings) { row("warning", warning); }
 }
 
 /// @brief One JSON object on one line. Keys: file, format, and either error, or tensors,
@@ -463,6 +464,11 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
   if (!r.notes.empty()) {
     json.key("notes").begin_array();
     for (auto const& note : r.notes) { json.value(note); }
+    json.end_array();
+  }
+  if (!r.warnings.empty()) {
+    json.key("warnings").begin_array();
+    for (auto const& warning : r.warnings) { json.value(warning); }
     json.end_array();
   }
   json.end_object();
