@@ -185,7 +185,8 @@ namespace detail {
 /// ops of its minimum over s in [0, x] (s = x without recompute), and C. Left out, as they only
 /// add: link latency, codec kernels, the bytes a recompute's reads need, and which storages may
 /// be recomputed at all (any may, here) — so the bound is weak, never above what a schedule
-/// achieves.
+/// achieves. Assumed, as in the simulator: every swap-out crosses the link (no clean host copy is
+/// reused), and a recompute costs the op times of the ops it re-runs.
 [[nodiscard]] inline double iteration_time_lower_bound(trace_analysis const& analysis,
                                                        std::uint64_t budget,
                                                        time_bound_options const& options = {})
