@@ -79,6 +79,10 @@ TEST_CASE("options refuse numbers that overflow or run to hundreds of digits")
                        usage_error);
   CHECK_THROWS_AS((void)stash_plan::parse_ratio("0." + std::string(400, '0') + "1"), usage_error);
   CHECK_THROWS_AS((void)stash_plan::parse_gns(huge + ",8192"), usage_error);
+  // A percentage budget of 400 digits threw std::out_of_range past the option parser (a crash).
+  CHECK_THROWS_WITH_AS((void)stash_plan::parse_budget(huge + "%"),
+                       doctest::Contains("is more than 10000%"), usage_error);
+  CHECK(stash_plan::parse_budget("150%").percent == doctest::Approx(150.0));
   // Ordinary numbers still pass.
   CHECK(stash_plan::parse_ratio("2.5") == doctest::Approx(2.5));
   CHECK(stash_plan::detail::parse_decimal("12345678901234567890123456789012").has_value());
