@@ -102,7 +102,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   void* do_allocate(std::size_t bytes, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
-    std::size_t const size = align_up(bytes, options_.rounding);
+    std::size_t const size = rounded(bytes);
     auto found             = find_free(size, stream);
     if (found == blocks_.end()) {
       refuse_if_capturing(bytes, stream);
@@ -180,8 +180,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   void reserve(std::size_t bytes)
   {
     if (bytes == 0) { return; }
-    std::size_t const size = align_up(bytes, options_.rounding);
-    (void)grow(bytes, size);
+    (void)grow(bytes, rounded(bytes));
   }
 
   /// @brief Changes the cap on reserved bytes (a lower cap applies to future growth only).
@@ -229,11 +228,21 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     }
   }
 
-  [[nodiscard]] std::size_t segment_size(std::size_t size) const noexcept
+  // `bytes` rounded to the pool's rounding; a size no memory can hold (the rounding would wrap
+  // 64 bits) is out of memory, before anything changes.
+  [[nodiscard]] std::size_t rounded(std::size_t bytes) const
+  {
+    auto const size = checked_align_up(bytes, options_.rounding);
+    if (!size) { throw_oom(bytes); }
+    return *size;
+  }
+
+  // The segment for a rounded request; nothing when rounding it to large_rounding would wrap.
+  [[nodiscard]] std::optional<std::size_t> segment_size(std::size_t size) const noexcept
   {
     if (size <= options_.small_limit) { return options_.small_segment; }
     if (size < options_.medium_limit) { return options_.medium_segment; }
-    return align_up(size, options_.large_rounding);
+    return checked_align_up(size, options_.large_rounding);
   }
 
   [[nodiscard]] std::size_t headroom() const noexcept
@@ -244,7 +253,9 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   // Takes a new segment from the upstream for a rounded request of `size` bytes.
   block_iter grow(std::size_t requested, std::size_t size)
   {
-    std::size_t seg = segment_size(size);
+    auto const standard = segment_size(size);
+    if (!standard) { throw_oom(requested); }
+    std::size_t seg = *standard;
     if (seg > headroom()) { release_cached(); }
     // Under a tight budget an exact-size segment may still fit where the standard one does not.
     if (seg > headroom() && size <= headroom()) { seg = size; }

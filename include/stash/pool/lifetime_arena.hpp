@@ -209,6 +209,10 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   void* do_allocate(std::size_t bytes, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
+    if (!checked_align_up(
+            bytes, std::max<std::uint64_t>(options_.alignment, options_.fallback.rounding))) {
+      throw_oom(bytes, std::nullopt);  // no block that large exists: before anything is counted
+    }
     // Only the arena's stream is numbered (the first stream allocated on while recording), so
     // allocations on side streams (e.g. an offload manager's prefetches) do not shift the sequence.
     if (in_iteration_ && state_ == arena_state::recording && current_.empty()) { stream_ = stream; }
@@ -418,12 +422,17 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     try {
       return fallback_.allocate_async(bytes, stream);
     } catch (out_of_memory const& e) {
-      bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
-      throw out_of_memory(
-          "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
-          bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
-          e.largest_free_bytes());
+      throw_oom(bytes, e.largest_free_bytes());
     }
+  }
+
+  [[noreturn]] void throw_oom(std::size_t bytes, std::optional<std::size_t> largest_free) const
+  {
+    bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
+    throw out_of_memory(
+        "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
+        bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
+        largest_free);
   }
 
   // The iteration just recorded becomes the one to plan; with arena_sizes::largest, one of the
