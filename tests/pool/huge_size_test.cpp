@@ -22,11 +22,11 @@
 namespace {
 
 constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
-cudaStream_t const fake_stream  = reinterpret_cast<cudaStream_t>(0x1000);
+cudaStream_t const fake_stream = reinterpret_cast<cudaStream_t>(0x1000);
 
 using host_pool   = stash::caching_pool<stash::host_upstream, stash::immediate_order>;
 using host_arena  = stash::lifetime_arena<stash::host_upstream>;
-using host_pinned = stash::caching_pool<stash::host_upstream, stash::immediate_order>;
+using host_pinned = stash::pinned_host_pool<stash::host_upstream, stash::immediate_order>;
 
 // Sizes that wrap at the pools' roundings (512 B, 2 MiB, 64 MiB) and the largest of all.
 constexpr std::size_t huge_sizes[] = {size_max - 100, size_max - 511, size_max - (2u << 20) + 1,
@@ -141,8 +141,8 @@ TEST_CASE("host and limiting upstreams: a size near 2^64 is out_of_memory and co
     CHECK_THROWS_AS((void)unlimited.allocate(bytes, 256), stash::out_of_memory);
     CHECK(unlimited.in_use_bytes() == 0);
   }
-  using limited_pool = stash::caching_pool<stash::limiting_upstream<stash::host_upstream>,
-                                           stash::immediate_order>;
+  using limited_pool =
+      stash::caching_pool<stash::limiting_upstream<stash::host_upstream>, stash::immediate_order>;
   limited_pool pool{stash::limiting_upstream<stash::host_upstream>(size_max)};
   check_refuses_huge(pool);
   CHECK(pool.upstream().in_use_bytes() == pool.stats().reserved_bytes);

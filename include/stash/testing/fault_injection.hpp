@@ -188,18 +188,18 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
   fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(&pool), faults_(&faults) {}
 
   /// @brief The wrapped allocate, unless this call is the injected failure.
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (faults_->fail_now(fault_kind::allocate)) {
       throw out_of_memory("fault_injecting_pool (injected)", bytes, std::nullopt,
                           pool_->stats().in_use_bytes);
     }
-    return pool_allocate(*pool_, bytes, stream);
+    return pool_allocate(*pool_, bytes, stream, alignment);
   }
-  /// @brief The wrapped deallocate.
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief The wrapped deallocate (never throws).
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
-    pool_deallocate(*pool_, p, bytes, stream);
+    pool_deallocate(*pool_, p, bytes, stream, alignment);
   }
   /// @brief The wrapped pool's stats.
   [[nodiscard]] pool_stats stats() const { return pool_->stats(); }
