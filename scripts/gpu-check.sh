@@ -138,6 +138,12 @@ if ((build)); then
 fi
 
 # Every gpu-labelled test (all of stash_gpu_tests); --require-gpu: no device is a failure here.
+# Under compute-sanitizer, a failing CUDA API call is a reported error (--report-api-errors
+# explicit, the default) and so fails the step: the test cases that make a call fail on purpose
+# (a cudaMalloc beyond the device's memory) are in the doctest suite `cuda_api_errors`. The four
+# tools run every other case with API errors reported; that suite runs once more, alone, under
+# memcheck with --report-api-errors no (its kernels and copies are still checked).
+api_error_suite=cuda_api_errors
 if need "$tests_bin"; then
   run_step "gpu tests" "$tests_bin" --require-gpu
   if command -v compute-sanitizer >/dev/null 2>&1; then
@@ -150,9 +156,17 @@ if need "$tests_bin"; then
           "compute-sanitizer --help | grep -qw $tool"
       else
         run_step "compute-sanitizer $tool" compute-sanitizer --tool "$tool" "${extra[@]}" \
-          --error-exitcode 1 "$tests_bin" --require-gpu
+          --error-exitcode 1 "$tests_bin" --require-gpu --test-suite-exclude="$api_error_suite"
       fi
     done
+    if ((dry_run)); then
+      run_step "compute-sanitizer memcheck ($api_error_suite)" bash -c \
+        "compute-sanitizer --help | grep -q -- --report-api-errors"
+    else
+      run_step "compute-sanitizer memcheck ($api_error_suite)" compute-sanitizer --tool memcheck \
+        --report-api-errors no --leak-check full --error-exitcode 1 "$tests_bin" --require-gpu \
+        --test-suite="$api_error_suite"
+    fi
   elif ((dry_run)); then
     printf '%s\n' "== compute-sanitizer: not installed here (not checked in a dry run)" >&2
     names+=("compute-sanitizer") commands+=("-") results+=("not installed (dry run)")

@@ -174,6 +174,15 @@ void fill_input(float* in, std::size_t n, std::vector<float> const& activations,
   STASH_CUDA_TRY(cudaStreamSynchronize(s));
 }
 
+// One cudaMalloc, freed on destruction.
+struct device_memory {
+  void* p{nullptr};
+  explicit device_memory(std::size_t bytes) { STASH_CUDA_TRY(cudaMalloc(&p, bytes)); }
+  device_memory(device_memory const&)            = delete;
+  device_memory& operator=(device_memory const&) = delete;
+  ~device_memory() { STASH_CUDA_CHECK_NOTHROW(cudaFree(p)); }
+};
+
 // One tensor size: every method timed over `reps` encodes of the same device tensor.
 d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
                        double zero_fraction, int sms)
@@ -188,13 +197,13 @@ d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
 
   stash::cuda_stream s;
   stash::cuda_event t0(cudaEventDefault), t1(cudaEventDefault);
-  float* in = nullptr;
-  void *out = nullptr, *scratch = nullptr;
-  std::size_t* d_size = nullptr;
-  STASH_CUDA_TRY(cudaMalloc(&in, bytes));
-  STASH_CUDA_TRY(cudaMalloc(&out, pad));
-  STASH_CUDA_TRY(cudaMalloc(&scratch, std::max<std::size_t>(scratch_bytes, 16)));
-  STASH_CUDA_TRY(cudaMalloc(&d_size, sizeof(std::size_t)));
+  // Freed on every way out, a throwing check or encode included.
+  device_memory const in_memory(bytes), out_memory(pad),
+      scratch_memory(std::max<std::size_t>(scratch_bytes, 16)), size_memory(sizeof(std::size_t));
+  auto* const in      = static_cast<float*>(in_memory.p);
+  void* const out     = out_memory.p;
+  void* const scratch = scratch_memory.p;
+  auto* const d_size  = static_cast<std::size_t*>(size_memory.p);
   // Pinned memory is mapped at the same address (unified addressing): kernels store to it.
   stash::pinned_host_buffer raw_host(bytes), mapped_host(pad), staged_host(pad),
       sizes_host(2 * sizeof(std::size_t));
@@ -272,10 +281,6 @@ d2h_result measure_d2h(std::size_t bytes, std::vector<float> const& activations,
     if (which == "roundtrip") { r.roundtrip = gbps; }
     if (which == "encode") { r.encode = gbps; }
   }
-  STASH_CUDA_TRY(cudaFree(in));
-  STASH_CUDA_TRY(cudaFree(out));
-  STASH_CUDA_TRY(cudaFree(scratch));
-  STASH_CUDA_TRY(cudaFree(d_size));
   return r;
 }
 

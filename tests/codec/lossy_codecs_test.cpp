@@ -9,9 +9,15 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 namespace {
 
@@ -191,4 +197,73 @@ TEST_CASE("bitmask keeps x > 0 and drives ReLU backward")
   CHECK_THROWS_AS(stash::bitmask::apply_mask_to_gradient(
                       stash::host_encode_vector<stash::bitmask>(special), wrong_size),
                   stash::logic_error);
+}
+
+namespace {
+
+// The host's flush-to-zero and denormals-are-zero modes (x86 MXCSR bits 15 and 6), as -ffast-math
+// sets them at startup and as nvcc -ftz=true makes the device behave, for one scope.
+struct flush_denormals_scope {
+#if defined(__x86_64__) || defined(__i386__)
+  static constexpr bool available = true;
+  unsigned const saved            = _mm_getcsr();
+  flush_denormals_scope() { _mm_setcsr(saved | 0x8040u); }
+  ~flush_denormals_scope() { _mm_setcsr(saved); }
+#else
+  static constexpr bool available = false;
+#endif
+  flush_denormals_scope(flush_denormals_scope const&)            = delete;
+  flush_denormals_scope& operator=(flush_denormals_scope const&) = delete;
+};
+
+std::vector<std::byte> bitmask_bytes(std::vector<std::uint32_t> const& bits)
+{
+  std::vector<float> in;
+  for (auto b : bits) { in.push_back(std::bit_cast<float>(b)); }
+  return stash::host_encode_vector<stash::bitmask>(in);
+}
+
+}  // namespace
+
+TEST_CASE("bitmask's byte format decides x > 0 on the bits: denormals, +-0, NaN, inf, any FP mode")
+{
+  // Bit i set iff sign clear and 0 < magnitude <= +inf (docs/codec_format.md, "bitmask").
+  std::vector<std::uint32_t> const bits = {
+      0x00000000u,  // 0: +0           -> 0
+      0x80000000u,  // 1: -0           -> 0
+      0x00000001u,  // 2: +denormal    -> 1
+      0x007fffffu,  // 3: +denormal    -> 1
+      0x80000001u,  // 4: -denormal    -> 0
+      0x00800000u,  // 5: FLT_MIN      -> 1
+      0x3f800000u,  // 6: 1.0          -> 1
+      0x7f7fffffu,  // 7: FLT_MAX      -> 1
+      0x7f800000u,  // 8: +inf         -> 1
+      0xff800000u,  // 9: -inf         -> 0
+      0x7fc00000u,  // 10: quiet NaN   -> 0
+      0x7f800001u,  // 11: signalling NaN -> 0
+      0xffc00000u,  // 12: -NaN        -> 0
+      0xbf800000u,  // 13: -1.0        -> 0
+      0x807fffffu,  // 14: -denormal   -> 0
+  };
+  std::vector<std::byte> const mask = {std::byte{0xec}, std::byte{0x01}, std::byte{0x00},
+                                       std::byte{0x00}};
+  auto const plain                  = bitmask_bytes(bits);
+  REQUIRE(plain.size() == 32 + 4);
+  CHECK(stash::detail::load_u64(plain.data() + stash::detail::off_count) == bits.size());
+  CHECK(std::equal(mask.begin(), mask.end(), plain.begin() + 32));
+  static_assert(stash::detail::bitmask_positive(0x00000001u) &&
+                !stash::detail::bitmask_positive(0x80000000u) &&
+                !stash::detail::bitmask_positive(0x7f800001u) &&
+                stash::detail::bitmask_positive(0x7f800000u));
+
+  if constexpr (flush_denormals_scope::available) {
+    flush_denormals_scope const ftz;
+    // The mode is on: a float comparison now calls a positive denormal not > 0 ...
+    volatile float const denormal = std::bit_cast<float>(0x00000001u);
+    CHECK_FALSE(denormal > 0.0f);
+    // ... and the bytes are those of the plain run.
+    CHECK(bitmask_bytes(bits) == plain);
+  } else {
+    MESSAGE("no host flush-to-zero control on this architecture: the FP-mode half is skipped");
+  }
 }

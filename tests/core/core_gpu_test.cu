@@ -19,6 +19,13 @@ __global__ void fill_kernel(std::uint32_t* data, std::size_t n, std::uint32_t va
   auto const i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) { data[i] = value + static_cast<std::uint32_t>(i); }
 }
+
+// Holds a stream for about `cycles` clocks, so that a query meanwhile answers "not ready".
+__global__ void spin_kernel(long long cycles)
+{
+  long long const start = clock64();
+  while (clock64() - start < cycles) {}
+}
 }  // namespace
 
 TEST_CASE("gpu: stream, event and pinned buffer carry a round trip device <-> pinned host")
@@ -83,7 +90,11 @@ TEST_CASE("gpu: RAII wrappers move and release")
   CHECK(p2.size() == 64);
 }
 
-TEST_CASE("gpu: device_upstream reports exhaustion as out_of_memory with the device's figures")
+// A cudaMalloc that fails on purpose: compute-sanitizer reports every failing API call, so this
+// case is in the `cuda_api_errors` suite, which scripts/gpu-check.sh runs under memcheck with
+// --report-api-errors no and excludes from the other sanitizer runs.
+TEST_CASE("gpu: device_upstream reports exhaustion as out_of_memory with the device's figures" *
+          doctest::test_suite("cuda_api_errors"))
 {
   stash::device_upstream device;
   std::size_t free_bytes = 0, total_bytes = 0;
@@ -113,4 +124,30 @@ TEST_CASE("gpu: pinned_host_upstream gives host- and device-accessible memory")
   CHECK(p[0] == 5);
   CHECK(p[4095] == 5 + 4095);
   pinned.deallocate(p, 4096 * sizeof(std::uint32_t));
+}
+
+// Provokes a launch error on purpose: in the `cuda_api_errors` suite (see above).
+TEST_CASE("gpu: queries and handled failures leave the caller's pending launch error in place" *
+          doctest::test_suite("cuda_api_errors"))
+{
+  stash::cuda_stream busy;
+  stash::cuda_event spun;
+  // A launch error nobody has read yet: 2048 threads per block is beyond every device's limit.
+  fill_kernel<<<1, 2048, 0, busy.value()>>>(nullptr, 0, 0);
+  REQUIRE(cudaPeekAtLastError() == cudaErrorInvalidConfiguration);
+  spin_kernel<<<1, 1, 0, busy.value()>>>(200'000'000);
+  REQUIRE(cudaPeekAtLastError() == cudaErrorInvalidConfiguration);  // a good launch keeps it
+  spun.record(busy);
+  // "Not ready" (almost surely, while the kernel spins) is not the caller's error to clear.
+  bool const idle  = busy.is_idle();
+  bool const ready = spun.ready();
+  CHECK(cudaPeekAtLastError() == cudaErrorInvalidConfiguration);
+  // Nor is a failure stash handles: the error it throws is not the pending one.
+  CHECK_THROWS_AS([] { STASH_CUDA_TRY(cudaErrorInvalidValue); }(), stash::cuda_error);
+  STASH_CUDA_CHECK_NOTHROW(cudaErrorInvalidValue);
+  CHECK(cudaPeekAtLastError() == cudaErrorInvalidConfiguration);
+  CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);  // read, and reset, by its owner
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  busy.synchronize();
+  MESSAGE("queried while spinning: stream idle " << idle << ", event ready " << ready);
 }

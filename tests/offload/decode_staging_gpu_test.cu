@@ -2,6 +2,8 @@
 // (a copy-engine copy of the size the host read, or a kernel that reads the header's length when
 // the offload was still in flight) and decodes there; decode_from::mapped decodes from the pinned
 // slot. Every path must give the same bytes, and a corrupted host copy zeros and an error.
+#include "support/device_bytes.cuh"
+
 #include <stash/codec/detail/format.hpp>
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_rle.cuh>
@@ -72,14 +74,25 @@ std::vector<float> round_trip(std::vector<float> const& h, when w, bool corrupt 
   }
   if (w == when::during_offload) { CHECK(m.state(t) == stash::tensor_state::offloading); }
   m.prefetch_async(t);
+  // A failed decode surfaces from the first manager call after it ran: acquire() when it finished
+  // before acquire reaps (likely on a fast GPU), else synchronize(). Both calls count it; after it
+  // the tensor is resident (zeros), so an acquire that threw is asked again.
+  int decode_errors  = 0;
+  auto const counted = [&decode_errors](auto&& call) {
+    try {
+      call();
+    } catch (stash::codec_error const&) {
+      ++decode_errors;
+    }
+  };
+  void* d = nullptr;
+  counted([&] { d = m.acquire(t, s); });
+  if (d == nullptr) { d = m.acquire(t, s); }
   std::vector<float> back(h.size(), -1.0f);
-  STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), m.acquire(t, s), n, cudaMemcpyDeviceToHost, s));
+  STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), d, n, cudaMemcpyDeviceToHost, s));
   backend.synchronize(s);
-  if (corrupt) {
-    CHECK_THROWS_AS(m.synchronize(), stash::codec_error);
-  } else {
-    m.synchronize();
-  }
+  counted([&] { m.synchronize(); });
+  CHECK(decode_errors == (corrupt ? 1 : 0));
   m.release(t);
   m.synchronize();
   CHECK(host.stats().in_use_bytes == 0);
@@ -136,10 +149,10 @@ TEST_CASE("gpu: the header-sized copy takes header + declared payload, clamped t
   sized_case const cases[] = {{1000, 100}, {1000, 968}, {1000, 969}, {1000, ~std::uint64_t{0}},
                               {1000, 0},   {20, 5},     {32, 0},     {4096 + 5, 4000}};
   std::size_t const room   = 8192;
-  std::byte* src           = nullptr;
-  std::byte* dst           = nullptr;
-  STASH_CUDA_TRY(cudaMalloc(&src, room));
-  STASH_CUDA_TRY(cudaMalloc(&dst, room));
+  stash::test::device_bytes const src_bytes(room);
+  stash::test::device_bytes const dst_bytes(room);
+  auto* const src = src_bytes.as<std::byte>();
+  auto* const dst = dst_bytes.as<std::byte>();
   stash::cuda_stream s;
   for (auto const [capacity, payload] : cases) {
     CAPTURE(capacity);
@@ -161,6 +174,4 @@ TEST_CASE("gpu: the header-sized copy takes header + declared payload, clamped t
     CHECK(std::all_of(back.begin() + static_cast<std::ptrdiff_t>(copied), back.end(),
                       [](std::byte b) { return b == std::byte{0xab}; }));
   }
-  STASH_CUDA_CHECK_NOTHROW(cudaFree(src));
-  STASH_CUDA_CHECK_NOTHROW(cudaFree(dst));
 }

@@ -66,3 +66,25 @@ TEST_CASE("gpu: caching_pool hands a block to another stream only after its even
   pool.deallocate_async(q, 4096, b);
   b.synchronize();
 }
+
+TEST_CASE("gpu: async_pool's destructor waits on the pool's device and keeps the current one")
+{
+  int count = 0;
+  int home  = 0;
+  STASH_CUDA_TRY(cudaGetDeviceCount(&count));
+  STASH_CUDA_TRY(cudaGetDevice(&home));
+  int const other = count > 1 ? (home + 1) % count : home;  // another device where there is one
+  {
+    stash::cuda_stream s;
+    stash::async_pool pool;
+    CHECK(pool.device() == home);
+    void* p = pool.allocate_async(1 << 20, s);
+    pool.deallocate_async(p, 1 << 20, s);  // a free still queued on the pool's device
+    STASH_CUDA_TRY(cudaSetDevice(other));
+  }  // the pool dies while `other` is current
+  int current = -1;
+  STASH_CUDA_TRY(cudaGetDevice(&current));
+  CHECK(current == other);
+  STASH_CUDA_TRY(cudaSetDevice(home));
+  if (count < 2) { MESSAGE("one device: the switch of devices was not exercised"); }
+}

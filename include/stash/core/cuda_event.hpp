@@ -60,7 +60,7 @@ class cuda_event {
   {
     cudaError_t const status = cudaEventQuery(event_);
     if (status == cudaErrorNotReady) {
-      (void)cudaGetLastError();
+      detail::clear_last_error_if(status);  // an error the caller left pending stays
       return false;
     }
     STASH_CUDA_TRY(status);

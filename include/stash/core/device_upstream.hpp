@@ -31,13 +31,14 @@ class device_upstream {
     void* p                  = nullptr;
     cudaError_t const status = cudaMalloc(&p, bytes);
     if (status == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
+      detail::clear_last_error_if(status);
       std::size_t free_bytes = 0, total_bytes = 0;
-      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      cudaError_t const info = cudaMemGetInfo(&free_bytes, &total_bytes);
+      if (info == cudaSuccess) {
         throw out_of_memory("device_upstream (cudaMalloc)", bytes, total_bytes,
                             total_bytes - free_bytes);
       }
-      (void)cudaGetLastError();
+      detail::clear_last_error_if(info);
       throw out_of_memory("device_upstream (cudaMalloc)", bytes, std::nullopt, std::nullopt);
     }
     STASH_CUDA_TRY(status);

@@ -99,6 +99,15 @@ class out_of_memory : public std::bad_alloc {
 
 namespace detail {
 
+/// @brief Resets the thread's last CUDA error only when it holds `status`, the error the caller
+/// is handling now. A status the runtime did not record (cudaErrorNotReady from a query, a code
+/// passed in by hand) leaves in place an error the caller's own earlier call left pending (a
+/// launch nobody has checked yet), which an unconditional cudaGetLastError() would swallow.
+inline void clear_last_error_if(cudaError_t status) noexcept
+{
+  if (cudaPeekAtLastError() == status) { (void)cudaGetLastError(); }
+}
+
 [[noreturn]] inline void throw_logic_error(const char* file, int line, std::string const& msg)
 {
   throw stash::logic_error(std::string("stash failure at ") + file + ":" + std::to_string(line) +
@@ -108,16 +117,16 @@ namespace detail {
 [[noreturn]] inline void throw_cuda_error(cudaError_t code, const char* file, int line,
                                           const char* expression)
 {
-  // Clear the sticky-free "last error" so a handled failure does not resurface in an unrelated
-  // later cudaGetLastError() call.
-  (void)cudaGetLastError();
+  // Clear the (non-sticky) last error this failure left, so a handled failure does not resurface
+  // in an unrelated later cudaGetLastError() call; another pending error is the caller's.
+  clear_last_error_if(code);
   throw stash::cuda_error(code, file, line, expression);
 }
 
 inline void report_cuda_error_nothrow(cudaError_t code, const char* file, int line,
                                       const char* expression) noexcept
 {
-  (void)cudaGetLastError();
+  clear_last_error_if(code);
   std::fprintf(stderr, "stash: %s:%d: %s failed: %s: %s (ignored in a non-throwing context)\n",
                file, line, expression, cudaGetErrorName(code), cudaGetErrorString(code));
 }

@@ -39,7 +39,7 @@ class pinned_host_upstream {
     void* p                  = nullptr;
     cudaError_t const status = cudaHostAlloc(&p, bytes, flags_);
     if (status == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
+      detail::clear_last_error_if(status);
       throw out_of_memory("pinned_host_upstream (cudaHostAlloc)", bytes, std::nullopt,
                           std::nullopt);
     }

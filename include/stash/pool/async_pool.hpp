@@ -44,13 +44,12 @@ class async_pool : public pool_resource<async_pool> {
   explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max())
       : budget_(budget)
   {
-    int device = 0;
-    STASH_CUDA_TRY(cudaGetDevice(&device));
+    STASH_CUDA_TRY(cudaGetDevice(&device_));
     cudaMemPoolProps props{};
     props.allocType     = cudaMemAllocationTypePinned;
     props.handleTypes   = cudaMemHandleTypeNone;
     props.location.type = cudaMemLocationTypeDevice;
-    props.location.id   = device;
+    props.location.id   = device_;
     STASH_CUDA_TRY(cudaMemPoolCreate(&pool_, &props));
     std::uint64_t threshold = std::numeric_limits<std::uint64_t>::max();
     cudaError_t const status =
@@ -64,12 +63,22 @@ class async_pool : public pool_resource<async_pool> {
   async_pool(async_pool const&)            = delete;
   async_pool& operator=(async_pool const&) = delete;
 
-  /// @brief Destroys the driver pool (outstanding allocations are freed with it). Never throws.
+  /// @brief Waits for the pool's device, then destroys the driver pool (outstanding allocations
+  /// are freed with it). The caller's current device is left as it was. Never throws.
   ~async_pool()
   {
+    // The frees queued on the pool's streams run on the pool's device, which need not be the
+    // current one when the pool dies (a multi-GPU caller switched devices since).
+    int current = device_;
+    STASH_CUDA_CHECK_NOTHROW(cudaGetDevice(&current));
+    if (current != device_) { STASH_CUDA_CHECK_NOTHROW(cudaSetDevice(device_)); }
     STASH_CUDA_CHECK_NOTHROW(cudaDeviceSynchronize());
     STASH_CUDA_CHECK_NOTHROW(cudaMemPoolDestroy(pool_));
+    if (current != device_) { STASH_CUDA_CHECK_NOTHROW(cudaSetDevice(current)); }
   }
+
+  /// @brief The device the pool allocates on (current when the pool was built).
+  [[nodiscard]] int device() const noexcept { return device_; }
 
   /// @brief cudaMallocFromPoolAsync on `stream` (nullptr for 0 bytes); an alignment above the
   /// driver's 256 B is served from a block padded by the difference.
@@ -83,7 +92,7 @@ class async_pool : public pool_resource<async_pool> {
     void* raw                = nullptr;
     cudaError_t const status = cudaMallocFromPoolAsync(&raw, bytes + pad, pool_, stream.get());
     if (status == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
+      detail::clear_last_error_if(status);
       throw_oom(bytes);
     }
     STASH_CUDA_TRY(status);
@@ -161,6 +170,7 @@ class async_pool : public pool_resource<async_pool> {
                         largest_free());
   }
 
+  int device_{0};
   cudaMemPool_t pool_{};
   std::size_t budget_;
   std::size_t in_use_{0};

@@ -140,10 +140,7 @@ class cuda_event_order {
  private:
   // Resets the thread's last error only if it is the expected `status` this order just caused: an
   // error the caller's own earlier launch left pending is not swallowed by a pool's query.
-  static void clear_own_error(cudaError_t status) noexcept
-  {
-    if (cudaPeekAtLastError() == status) { (void)cudaGetLastError(); }
-  }
+  static void clear_own_error(cudaError_t status) noexcept { detail::clear_last_error_if(status); }
 };
 
 /// @brief Host memory with no device work behind it: everything has always passed.

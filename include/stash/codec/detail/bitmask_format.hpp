@@ -5,19 +5,31 @@
 #pragma once
 
 #include <stash/codec/detail/format.hpp>
+#include <stash/codec/detail/minifloat.hpp>
 
 #include <cstdint>
 
 namespace stash::detail {
 
-/// @brief Bit i of word w is set when element 32w+i is > 0 (false for NaN, -0.0 and negatives).
+/// @brief Whether a float32 with bit pattern `bits` sets its mask bit: IEEE `x > 0` decided on the
+/// bits, not by a float comparison. Sign clear and magnitude in (0, +inf]: positive denormals,
+/// normals and +inf set it; +0, -0, NaN and negatives do not. A float comparison would depend on
+/// the FP mode (nvcc -ftz=true / --use_fast_math flushes a denormal operand to 0 on the device;
+/// a host with DAZ set does the same), so host and device bytes could differ.
+STASH_HOST_DEVICE constexpr bool bitmask_positive(std::uint32_t bits)
+{
+  // bits - 1 wraps +0 to 0xffffffff; every pattern with the sign set is >= 0x7fffffff.
+  return bits - 1u < 0x7f800000u;
+}
+
+/// @brief Bit i of word w is set when element 32w+i is positive (bitmask_positive).
 STASH_HOST_DEVICE inline std::uint32_t bitmask_word(float const* in, std::uint64_t n,
                                                     std::uint64_t w)
 {
   std::uint32_t m          = 0;
   std::uint64_t const base = w * 32;
   for (std::uint32_t i = 0; i < 32 && base + i < n; ++i) {
-    if (in[base + i] > 0.0f) { m |= (std::uint32_t{1} << i); }
+    if (bitmask_positive(f32_bits(in[base + i]))) { m |= (std::uint32_t{1} << i); }
   }
   return m;
 }

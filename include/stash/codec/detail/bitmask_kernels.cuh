@@ -31,7 +31,8 @@ __global__ void bitmask_encode_kernel(float const* in, std::uint64_t n, std::byt
   auto* mask = reinterpret_cast<std::uint32_t*>(out + header_bytes);
   for (std::uint64_t w = warp; w < words; w += stride) {
     std::uint64_t const i = w * 32 + lane;
-    std::uint32_t const m = __ballot_sync(0xffffffffu, i < n && in[i] > 0.0f);
+    // On the bit pattern (a load and an integer compare): no FP instruction, so no flush-to-zero.
+    std::uint32_t const m = __ballot_sync(0xffffffffu, i < n && bitmask_positive(f32_bits(in[i])));
     if (lane == 0) { mask[w] = m; }
   }
 }

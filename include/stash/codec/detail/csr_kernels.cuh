@@ -43,16 +43,22 @@ __global__ void csr_count_kernel(T const* in, std::uint64_t n, std::uint32_t* co
 }
 
 /// One warp per row again: each nonzero lane writes its column and value at the row's pointer
-/// plus the nonzeros of lower lanes. Thread 0 also writes the header, the padding and the size.
+/// (from the scanned `row_ptr` in device scratch) plus the nonzeros of lower lanes. The grid also
+/// copies the row pointers into the buffer once, coalesced; thread 0 writes the header, the
+/// padding and the size.
 template <class T>
-__global__ void csr_scatter_kernel(T const* in, std::uint64_t n, std::byte* out,
-                                   std::size_t* d_size)
+__global__ void csr_scatter_kernel(T const* in, std::uint64_t n, std::uint32_t const* row_ptr,
+                                   std::byte* out, std::size_t* d_size)
 {
   std::uint64_t const rows = make_csr_layout(n, 0).rows;
-  auto const* row_ptr      = reinterpret_cast<std::uint32_t const*>(out + header_bytes);
   std::uint64_t const nnz  = row_ptr[rows];
   csr_layout const l       = make_csr_layout(n, nnz);
   unsigned const lane      = threadIdx.x % 32;
+  auto* const out_row_ptr  = reinterpret_cast<std::uint32_t*>(out + l.row_ptr_off);
+  for (std::uint64_t e = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; e <= rows;
+       e += std::uint64_t{gridDim.x} * blockDim.x) {
+    out_row_ptr[e] = row_ptr[e];
+  }
   if (global_warp() == 0 && lane == 0) {
     for (std::uint64_t p = l.cols_off + nnz; p < l.values_off; ++p) { out[p] = std::byte{0}; }
     std::uint64_t const bytes = l.values_off + nnz * sizeof(T);
@@ -150,14 +156,15 @@ inline auto csr_scan(std::uint32_t const* counts, std::uint32_t* row_ptr, std::u
   };
 }
 
-/// @brief Scratch for encoding n elements: the counts array, then CUB's temp storage.
+/// @brief Scratch for encoding n elements: the counts, the scanned row pointers (both device
+/// memory, so no kernel reads them over the bus), then CUB's temp storage.
 inline cudaError_t csr_encode_scratch_bytes(std::uint64_t n, std::size_t& bytes)
 {
   std::uint64_t const rows = make_csr_layout(n, 0).rows;
   std::size_t cub_bytes    = 0;
   cudaError_t const st =
       cub_temp_storage::query(csr_scan(nullptr, nullptr, rows, nullptr), cub_bytes);
-  bytes = cub_temp_storage::aligned(4 * (rows + 1)) + cub_bytes;
+  bytes = 2 * cub_temp_storage::aligned(4 * (rows + 1)) + cub_bytes;
   return st;
 }
 
@@ -167,21 +174,21 @@ template <class T>
 cudaError_t csr_encode_async(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size,
                              void* scratch, std::size_t scratch_bytes, cudaStream_t stream)
 {
-  std::uint64_t const rows       = make_csr_layout(n, 0).rows;
-  std::size_t const counts_bytes = cub_temp_storage::aligned(4 * (rows + 1));
-  if (scratch_bytes < counts_bytes) { return cudaErrorInvalidValue; }
-  auto* counts          = static_cast<std::uint32_t*>(scratch);
+  std::uint64_t const rows      = make_csr_layout(n, 0).rows;
+  std::size_t const table_bytes = cub_temp_storage::aligned(4 * (rows + 1));
+  if (scratch_bytes < 2 * table_bytes) { return cudaErrorInvalidValue; }
+  auto* const counts  = static_cast<std::uint32_t*>(scratch);
+  auto* const row_ptr = reinterpret_cast<std::uint32_t*>(static_cast<char*>(scratch) + table_bytes);
   unsigned const blocks = warp_grid_for(rows);
   csr_count_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, counts);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
-  auto* row_ptr = reinterpret_cast<std::uint32_t*>(out + header_bytes);
   if (cudaError_t const e = cub_temp_storage::run(csr_scan(counts, row_ptr, rows, stream),
-                                                  static_cast<char*>(scratch) + counts_bytes,
-                                                  scratch_bytes - counts_bytes);
+                                                  static_cast<char*>(scratch) + 2 * table_bytes,
+                                                  scratch_bytes - 2 * table_bytes);
       e != cudaSuccess) {
     return e;
   }
-  csr_scatter_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, out, d_size);
+  csr_scatter_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, row_ptr, out, d_size);
   return cudaGetLastError();
 }
 

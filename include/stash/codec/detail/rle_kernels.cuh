@@ -42,15 +42,22 @@ __global__ void rle_count_kernel(T const* in, std::uint64_t n, std::uint32_t* ch
 
 /// One warp per chunk again: a lane at a run start writes that record's value and the previous
 /// record's length (its distance from the previous run start, which is the highest lower lane of
-/// the same ballot or the warp's carried last start). Thread 0 also writes the header and size.
+/// the same ballot or the warp's carried last start); where the chunk's records start comes from
+/// the scanned `table` in device scratch. The grid also copies the table into the buffer once,
+/// coalesced; thread 0 writes the header and size.
 template <class T>
-__global__ void rle_write_kernel(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size)
+__global__ void rle_write_kernel(T const* in, std::uint64_t n, std::uint32_t const* table,
+                                 std::byte* out, std::size_t* d_size)
 {
   constexpr std::uint64_t rec = rle_record_bytes<T>;
   std::uint64_t const chunks  = rle_chunks(n);
-  auto const* table           = reinterpret_cast<std::uint32_t const*>(out + header_bytes);
   std::byte* const runs       = out + header_bytes + 4 * chunks;
   unsigned const lane         = threadIdx.x % 32;
+  auto* const out_table       = reinterpret_cast<std::uint32_t*>(out + header_bytes);
+  for (std::uint64_t e = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < chunks;
+       e += std::uint64_t{gridDim.x} * blockDim.x) {
+    out_table[e] = table[e];
+  }
   if (global_warp() == 0 && lane == 0) {
     std::uint64_t const payload = 4 * chunks + (chunks == 0 ? 0 : table[chunks - 1]);
     write_header(out, codec_ids::rle, element_type_code<T>, rle_param, n, payload);
@@ -192,14 +199,15 @@ inline auto rle_scan(std::uint32_t const* chunk_bytes, std::uint32_t* table, std
   };
 }
 
-/// @brief Scratch for encoding n elements: the per-chunk byte counts, then CUB's temp storage.
+/// @brief Scratch for encoding n elements: the per-chunk byte counts, the scanned end-offset table
+/// (both device memory, so no kernel reads a table over the bus), then CUB's temp storage.
 inline cudaError_t rle_encode_scratch_bytes(std::uint64_t n, std::size_t& bytes)
 {
   std::uint64_t const chunks = rle_chunks(n);
   std::size_t cub_bytes      = 0;
   cudaError_t const st =
       cub_temp_storage::query(rle_scan(nullptr, nullptr, chunks, nullptr), cub_bytes);
-  bytes = cub_temp_storage::aligned(4 * chunks) + cub_bytes;
+  bytes = 2 * cub_temp_storage::aligned(4 * chunks) + cub_bytes;
   return st;
 }
 
@@ -210,22 +218,23 @@ cudaError_t rle_encode_async(T const* in, std::uint64_t n, std::byte* out, std::
                              void* scratch, std::size_t scratch_bytes, cudaStream_t stream)
 {
   std::uint64_t const chunks    = rle_chunks(n);
-  std::size_t const bytes_bytes = cub_temp_storage::aligned(4 * chunks);
-  if (scratch_bytes < bytes_bytes) { return cudaErrorInvalidValue; }
+  std::size_t const table_bytes = cub_temp_storage::aligned(4 * chunks);
+  if (scratch_bytes < 2 * table_bytes) { return cudaErrorInvalidValue; }
+  auto* const table = reinterpret_cast<std::uint32_t*>(static_cast<char*>(scratch) + table_bytes);
   unsigned const blocks = warp_grid_for(chunks);
   if (chunks > 0) {
-    auto* chunk_bytes = static_cast<std::uint32_t*>(scratch);
+    auto* const chunk_bytes = static_cast<std::uint32_t*>(scratch);
     rle_count_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, chunk_bytes);
     if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
-    auto* table = reinterpret_cast<std::uint32_t*>(out + header_bytes);
     if (cudaError_t const e = cub_temp_storage::run(rle_scan(chunk_bytes, table, chunks, stream),
-                                                    static_cast<char*>(scratch) + bytes_bytes,
-                                                    scratch_bytes - bytes_bytes);
+                                                    static_cast<char*>(scratch) + 2 * table_bytes,
+                                                    scratch_bytes - 2 * table_bytes);
         e != cudaSuccess) {
       return e;
     }
   }
-  rle_write_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, out, d_size);
+  // With no chunks the table is never read (nor is `scratch`, which may then be null).
+  rle_write_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, table, out, d_size);
   return cudaGetLastError();
 }
 

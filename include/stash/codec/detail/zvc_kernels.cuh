@@ -19,6 +19,8 @@
 namespace stash::detail {
 
 /// One warp per 1024-element chunk: 32 ballots give its 32 mask words and its nonzero count.
+/// Lane k keeps word k, so the chunk's mask goes out as one coalesced 128-byte store per warp
+/// (`out` is usually the mapped pinned slot: one bus transaction, not 32 four-byte ones).
 template <class T>
 __global__ void zvc_mask_kernel(T const* in, std::uint64_t n, std::byte* out, std::uint32_t* counts)
 {
@@ -27,29 +29,38 @@ __global__ void zvc_mask_kernel(T const* in, std::uint64_t n, std::byte* out, st
   unsigned const lane    = threadIdx.x % 32;
   if (gw == 0 && lane == 0) { counts[l.chunks] = 0; }  // the scan's extra slot: total count
   if (gw >= l.chunks) { return; }
-  auto* mask          = reinterpret_cast<std::uint32_t*>(out + l.mask_off);
   std::uint32_t count = 0;
-  for (std::uint64_t w = gw * zvc_words_per_chunk;
-       w < (gw + 1) * zvc_words_per_chunk && w < l.words; ++w) {
+  std::uint32_t mine  = 0;  // mask word gw * 32 + lane
+  for (unsigned k = 0; k < zvc_words_per_chunk; ++k) {
+    std::uint64_t const w = gw * zvc_words_per_chunk + k;
+    if (w >= l.words) { break; }  // warp-uniform: w does not depend on the lane
     std::uint64_t const i = w * 32 + lane;
     bool const nz         = i < n && bits_nonzero(in[i]);
     std::uint32_t const m = __ballot_sync(0xffffffffu, nz);
-    if (lane == 0) { mask[w] = m; }
+    if (lane == k) { mine = m; }
     count += static_cast<std::uint32_t>(__popc(m));
   }
+  auto* mask               = reinterpret_cast<std::uint32_t*>(out + l.mask_off);
+  std::uint64_t const my_w = gw * zvc_words_per_chunk + lane;
+  if (my_w < l.words) { mask[my_w] = mine; }
   if (lane == 0) { counts[gw] = count; }
 }
 
-/// One warp per chunk again: each nonzero lane writes its value at the chunk's offset plus the
-/// nonzeros of lower lanes. Warp 0 also writes the header, padding and the size.
+/// One warp per chunk again: each nonzero lane writes its value at the chunk's offset (from the
+/// scanned `table` in device scratch) plus the nonzeros of lower lanes. The grid also copies the
+/// table into the buffer once, coalesced; warp 0 writes the header, padding and the size.
 template <class T>
-__global__ void zvc_scatter_kernel(T const* in, std::uint64_t n, std::byte* out,
-                                   std::size_t* d_size)
+__global__ void zvc_scatter_kernel(T const* in, std::uint64_t n, std::uint32_t const* table,
+                                   std::byte* out, std::size_t* d_size)
 {
   zvc_layout const l     = make_zvc_layout(n);
-  std::uint64_t const gw = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  std::uint64_t const gt = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  std::uint64_t const gw = gt / 32;
   unsigned const lane    = threadIdx.x % 32;
-  auto const* table      = reinterpret_cast<std::uint32_t const*>(out + l.table_off);
+  auto* const out_table  = reinterpret_cast<std::uint32_t*>(out + l.table_off);
+  for (std::uint64_t e = gt; e <= l.chunks; e += std::uint64_t{gridDim.x} * blockDim.x) {
+    out_table[e] = table[e];
+  }
   if (gw == 0 && lane == 0) {
     std::uint64_t const total = table[l.chunks];
     for (std::uint64_t p = l.table_off + 4 * (l.chunks + 1); p < l.values_off; ++p) {
@@ -141,14 +152,15 @@ inline auto zvc_scan(std::uint32_t const* counts, std::uint32_t* table, std::uin
   };
 }
 
-/// @brief Scratch for encoding n elements: the counts array, then CUB's temp storage.
+/// @brief Scratch for encoding n elements: the counts, the scanned table (both device memory, so
+/// no kernel reads a table over the bus), then CUB's temp storage.
 inline cudaError_t zvc_encode_scratch_bytes(std::uint64_t n, std::size_t& bytes)
 {
   std::uint64_t const chunks = make_zvc_layout(n).chunks;
   std::size_t cub_bytes      = 0;
   cudaError_t const st =
       cub_temp_storage::query(zvc_scan(nullptr, nullptr, chunks, nullptr), cub_bytes);
-  bytes = cub_temp_storage::aligned(4 * (chunks + 1)) + cub_bytes;
+  bytes = 2 * cub_temp_storage::aligned(4 * (chunks + 1)) + cub_bytes;
   return st;
 }
 
@@ -158,21 +170,21 @@ template <class T>
 cudaError_t zvc_encode_async(T const* in, std::uint64_t n, std::byte* out, std::size_t* d_size,
                              void* scratch, std::size_t scratch_bytes, cudaStream_t stream)
 {
-  zvc_layout const l             = make_zvc_layout(n);
-  std::size_t const counts_bytes = cub_temp_storage::aligned(4 * (l.chunks + 1));
-  if (scratch_bytes < counts_bytes) { return cudaErrorInvalidValue; }
-  auto* counts          = static_cast<std::uint32_t*>(scratch);
+  zvc_layout const l            = make_zvc_layout(n);
+  std::size_t const table_bytes = cub_temp_storage::aligned(4 * (l.chunks + 1));
+  if (scratch_bytes < 2 * table_bytes) { return cudaErrorInvalidValue; }
+  auto* const counts = static_cast<std::uint32_t*>(scratch);
+  auto* const table  = reinterpret_cast<std::uint32_t*>(static_cast<char*>(scratch) + table_bytes);
   unsigned const blocks = blocks_for(l.chunks, codec_warps_per_block);
   zvc_mask_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, out, counts);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
-  auto* table = reinterpret_cast<std::uint32_t*>(out + l.table_off);
   if (cudaError_t const e = cub_temp_storage::run(zvc_scan(counts, table, l.chunks, stream),
-                                                  static_cast<char*>(scratch) + counts_bytes,
-                                                  scratch_bytes - counts_bytes);
+                                                  static_cast<char*>(scratch) + 2 * table_bytes,
+                                                  scratch_bytes - 2 * table_bytes);
       e != cudaSuccess) {
     return e;
   }
-  zvc_scatter_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, out, d_size);
+  zvc_scatter_kernel<T><<<blocks, codec_block_threads, 0, stream>>>(in, n, table, out, d_size);
   return cudaGetLastError();
 }
 
