@@ -39,7 +39,7 @@ class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
   }
 
   /// @brief Allocates, or throws stash::out_of_memory past the budget (once enforced).
-  void* do_allocate(std::size_t bytes, stash::stream_ref stream)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stash::stream_ref stream)
   {
     if (enforce_ && in_use_ + bytes > budget_) {
       ++refusals_;
@@ -47,16 +47,17 @@ class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
           "train_cnn --budget (emulated device of " + std::to_string(budget_) + " B)", bytes,
           budget_, in_use_);
     }
-    void* p = pool_.allocate_async(bytes, stream);
+    void* p = pool_.allocate_async(bytes, alignment, stream);
     in_use_ += bytes;
     peak_          = std::max(peak_, in_use_);
     enforced_peak_ = enforce_ ? std::max(enforced_peak_, in_use_) : enforced_peak_;
     return p;
   }
   /// @brief Returns `p` to the pool and its bytes to the budget.
-  void do_deallocate(void* p, std::size_t bytes, stash::stream_ref stream)
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment,
+                     stash::stream_ref stream) noexcept
   {
-    pool_.deallocate_async(p, bytes, stream);
+    pool_.deallocate_async(p, bytes, alignment, stream);
     in_use_ -= std::min<std::uint64_t>(bytes, in_use_);
   }
   /// @brief The wrapped pool's counters.

@@ -18,6 +18,7 @@
 #include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/codec/pool_argmax.hpp>
+#include <stash/offload/tensor_handle.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -32,6 +33,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,22 @@ struct cnn_config {
   float lr           = 0.02f;
   float momentum     = 0.9f;
   std::uint64_t seed = 1;
+};
+
+/// @brief Orders tensor ids for std::map: stash's tensor handles by (owner, slot, generation),
+/// plain_memory's integers as they are.
+struct id_less {
+  template <class Id>
+  bool operator()(Id const& a, Id const& b) const noexcept
+  {
+    return key(a) < key(b);
+  }
+  static std::uint64_t key(std::uint64_t v) noexcept { return v; }
+  static std::tuple<std::uint64_t, std::uint32_t, std::uint32_t> key(
+      stash::tensor_handle h) noexcept
+  {
+    return {h.owner(), h.index(), h.generation()};
+  }
 };
 
 /// @brief Fashion-MNIST's training-set mean and standard deviation of pixel/255.
@@ -561,7 +579,7 @@ class cnn {
   // ---- backward
   void backward(int n, id logits, id dlogits)
   {
-    std::map<id, id> grad{{logits, dlogits}};
+    std::map<id, id, id_less> grad{{logits, dlogits}};
     for (std::size_t k = tape_.size(); k-- > 0;) {
       node const& e = tape_[k];
       auto const it = grad.find(e.y);
@@ -603,7 +621,7 @@ class cnn {
   }
 
   // grad[x] += dx (or = dx, taking it over).
-  void accumulate(std::map<id, id>& grad, id x, id dx, int count)
+  void accumulate(std::map<id, id, id_less>& grad, id x, id dx, int count)
   {
     auto [it, fresh] = grad.try_emplace(x, dx);
     if (fresh) { return; }
@@ -614,7 +632,7 @@ class cnn {
     mem_.deallocate(dx);
   }
 
-  void conv_backward(int n, node const& e, id dy, std::map<id, id>& grad)
+  void conv_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     auto const& l = convs_[std::size_t(e.layer)];
     conv_shape const s{n, l.cin, l.cout, l.h, l.w};
@@ -634,7 +652,7 @@ class cnn {
     if (dx) { accumulate(grad, e.x, *dx, int(count)); }
   }
 
-  void bn_backward(int n, node const& e, id dy, std::map<id, id>& grad)
+  void bn_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     auto const& l = bns_[std::size_t(e.layer)];
     pool_shape const s{n, l.c, l.h, l.w};
@@ -655,7 +673,7 @@ class cnn {
     accumulate(grad, e.x, dx, int(count));
   }
 
-  void relu_backward(node const& e, id dy, std::map<id, id>& grad)
+  void relu_backward(node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     id const dx = act(std::size_t(e.c), "relu.in.grad", stash::storage_kind::temp);
     {
@@ -667,7 +685,7 @@ class cnn {
     accumulate(grad, e.x, dx, e.c);
   }
 
-  void pool_backward(int n, node const& e, id dy, std::map<id, id>& grad)
+  void pool_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     pool_shape const s{n, e.c, e.h, e.w};
     std::size_t const count = std::size_t(n) * e.c * e.h * e.w;
@@ -687,7 +705,7 @@ class cnn {
     accumulate(grad, e.x, dx, int(count));
   }
 
-  void linear_backward(int n, node const& e, id dy, std::map<id, id>& grad)
+  void linear_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     auto const& l = fc_[std::size_t(e.layer)];
     linear_shape const s{n, l.in, l.out};
@@ -732,7 +750,7 @@ class cnn {
   std::size_t grad_floats_{0};
   bool training_{false};
   std::vector<node> tape_;
-  std::map<id, int> saved_;
+  std::map<id, int, id_less> saved_;
   double loss_sum_{0};
   unsigned long long correct_{0};
 };

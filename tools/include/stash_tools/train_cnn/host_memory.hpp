@@ -12,6 +12,7 @@
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/pool_argmax_transfer.hpp>
+#include <stash/offload/tensor_handle.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/swap/any_swap_policy.hpp>
@@ -105,7 +106,7 @@ struct host_memory_config {
 /// on them at once on its own thread.
 class host_memory {
  public:
-  using id = std::uint64_t;
+  using id = stash::tensor_handle;
   using arena =
       stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
   using pool_type = budget_guard<arena>;
