@@ -171,8 +171,9 @@ class fault_injecting_upstream {
   fault_injector* faults_;
 };
 
-/// @brief A pool whose allocate throws stash::out_of_memory when its injector says so; forwards
-/// everything else (including begin/end_iteration, so a lifetime_arena keeps learning).
+/// @brief A pool whose allocate throws stash::out_of_memory when its injector says so (deallocate
+/// never fails: the pool concept's frees are noexcept, as cuda::mr's); forwards everything else
+/// (including begin/end_iteration, so a lifetime_arena keeps learning).
 /// @tparam Pool The pool wrapped (by reference).
 template <pool_with_stats Pool>
 class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
@@ -185,21 +186,23 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
                         pool_is_host_accessible<Pool>())
 
   /// @brief Wraps `pool`; both outlive this.
+  /// @param pool The pool wrapped.
+  /// @param faults The injector numbering the calls.
   fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(&pool), faults_(&faults) {}
 
   /// @brief The wrapped allocate, unless this call is the injected failure.
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (faults_->fail_now(fault_kind::allocate)) {
       throw out_of_memory("fault_injecting_pool (injected)", bytes, std::nullopt,
                           pool_->stats().in_use_bytes);
     }
-    return pool_allocate(*pool_, bytes, stream);
+    return pool_allocate(*pool_, bytes, stream, alignment);
   }
-  /// @brief The wrapped deallocate.
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief The wrapped deallocate (never throws).
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
-    pool_deallocate(*pool_, p, bytes, stream);
+    pool_deallocate(*pool_, p, bytes, stream, alignment);
   }
   /// @brief The wrapped pool's stats.
   [[nodiscard]] pool_stats stats() const { return pool_->stats(); }

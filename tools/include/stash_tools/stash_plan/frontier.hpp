@@ -1,6 +1,7 @@
 /**
  * @file frontier.hpp
- * @brief stash-plan --frontier: every swap policy at budgets from the swap bound to the peak,
+ * @brief stash-plan --frontier: every swap policy at budgets from the peak down to a third of it
+ * (and the swap bounds),
  * simulated with the budget enforced (fits, predicted iteration time, offloaded bytes), and its
  * SVG of time against budget with the bounds marked (the text and JSON forms are in print.hpp).
  */
@@ -58,8 +59,9 @@ struct frontier_section {
   std::vector<frontier_point> points;  ///< budget-major, policies in order
 };
 
-/// @brief Budgets from the peak down in 5% steps of it while above the lowest bound, plus every
-/// bound and 1.05x each; largest first, no repeats.
+/// @brief Budgets from the peak down in 5% steps of it while above the lowest bound, 33% of the
+/// peak when above it (issue 22's target budgets are 50% and 33%), plus every bound and 1.05x
+/// each; largest first, no repeats.
 [[nodiscard]] inline std::vector<std::uint64_t> frontier_budgets(
     std::uint64_t peak, std::initializer_list<std::uint64_t> bounds)
 {
@@ -70,6 +72,7 @@ struct frontier_section {
     if (v < lowest) { break; }
     b.push_back(v);
   }
+  if (peak / 100 * 33 >= lowest) { b.push_back(peak / 100 * 33); }
   for (auto const bound : bounds) {
     b.push_back(bound);
     if (bound + bound / 20 <= peak) { b.push_back(bound + bound / 20); }
