@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,8 @@ TEST_CASE("swap bounds on a hand-made trace")
   CHECK(stash::iteration_time_lower_bound(a, 7999) == std::numeric_limits<double>::infinity());
   CHECK(stash::iteration_time_lower_bound(a, 12000) == doctest::Approx(a.compute_seconds()));
   CHECK(stash::iteration_time_lower_bound(a, 8000) >= a.compute_seconds());
+  CHECK(stash::memory_lower_bound_bytes(a) <=
+        stash::swap_bound_bytes(a, stash::swap_scope::any_kind));
 }
 
 TEST_CASE("search_swap is deterministic and names what won")
@@ -130,7 +133,10 @@ TEST_CASE("search_swap fits wherever any policy fits, never slower, down to 1.05
         if (budget >= bound + bound / 20) { CHECK(r.fits); }
         if (r.fits) {
           CHECK(r.device_peak <= budget);
-          CHECK(r.iteration_s >= stash::iteration_time_lower_bound(a, budget) * (1 - 1e-12));
+          // search_swap only swaps: the swap-only bound holds, and the one with recompute too.
+          auto const swap_only = stash::time_bound_options{std::nullopt, false};
+          CHECK(r.iteration_s >=
+                stash::iteration_time_lower_bound(a, budget, swap_only) * (1 - 1e-12));
         }
         ++budgets_checked;
       }

@@ -10,6 +10,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/policy_registry.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_reader.hpp>
@@ -285,4 +286,36 @@ TEST_CASE(
   // A compressing link halves the bytes on the wire, so the bound cannot rise.
   CHECK(stash::iteration_time_lower_bound(a, 8000, stash::time_bound_options{2.0, false}) <=
         stash::iteration_time_lower_bound(a, 8000, swap_only_options));
+}
+
+TEST_CASE(
+    "no registered policy, recompute included, fits below the memory bound or beats the "
+    "time bound")
+{
+  std::mt19937 rng(4242);
+  int fitted = 0, recomputing = 0;
+  for (int round = 0; round < 30; ++round) {
+    auto const t = random_trace(rng, 4 + round % 8);
+    stash::trace_analysis const a(t, model_of(round % 2 ? "pcie3_x16" : "h100_sxm", false));
+    auto const least = stash::memory_lower_bound_bytes(a);
+    auto const peak  = a.peak_live_bytes();
+    for (auto const budget : {least - least / 10, least, least + (peak - least) / 2, peak}) {
+      double const bound = stash::iteration_time_lower_bound(a, budget);
+      for (auto const policy : stash::swap_policy_names()) {
+        CAPTURE(round);
+        CAPTURE(budget);
+        CAPTURE(policy);
+        auto const s = stash::plan_by_name(policy, a, budget);
+        auto const r = stash::simulate(a, s, {false});
+        if (!r.fits) { continue; }
+        ++fitted;
+        recomputing += s.recomputes.empty() ? 0 : 1;
+        CHECK(budget >= least);
+        CHECK(r.iteration_s >= bound * (1 - 1e-12));
+      }
+    }
+  }
+  MESSAGE(fitted << " fitting (trace, budget, policy) points, " << recomputing
+                 << " of them with recomputes");
+  CHECK(fitted > 100);
 }
