@@ -20,7 +20,8 @@ class device_csr {
   /// @brief The codec whose bytes this writes.
   using host_codec = csr<T>;
 
-  /// @brief Scratch for encode_async: per-row counts plus CUB scan storage.
+  /// @brief Scratch for encode_async: per-row counts, the scanned row pointers and CUB scan
+  /// storage.
   [[nodiscard]] static std::size_t encode_scratch_bytes(std::size_t n)
   {
     std::size_t bytes = 0;

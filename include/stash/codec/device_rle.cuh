@@ -21,7 +21,8 @@ class device_rle {
   /// @brief The codec whose bytes this writes.
   using host_codec = rle<T>;
 
-  /// @brief Scratch for encode_async: per-chunk record bytes plus CUB scan storage.
+  /// @brief Scratch for encode_async: per-chunk record bytes, the scanned end-offset table and CUB
+  /// scan storage.
   [[nodiscard]] static std::size_t encode_scratch_bytes(std::size_t n)
   {
     std::size_t bytes = 0;

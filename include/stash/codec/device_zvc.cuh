@@ -20,7 +20,8 @@ class device_zvc {
   /// @brief The codec whose bytes this writes.
   using host_codec = zvc<T>;
 
-  /// @brief Scratch for encode_async: per-chunk counts plus CUB scan storage.
+  /// @brief Scratch for encode_async: per-chunk counts, the scanned chunk table and CUB scan
+  /// storage.
   [[nodiscard]] static std::size_t encode_scratch_bytes(std::size_t n)
   {
     std::size_t bytes = 0;

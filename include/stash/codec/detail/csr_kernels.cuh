@@ -1,10 +1,10 @@
 /**
  * @file csr_kernels.cuh
  * @brief CSR kernels: one warp per row of 256 columns (8 ballots) counts the nonzeros, a CUB
- * device-wide exclusive scan turns the counts into the row pointers in place, and a second pass
- * scatters column indices and values. Decode checks each row in its warp, zero-fills it and
- * scatters its entries. Bytes match the host reference (csr.hpp). Functions here return
- * cudaError_t.
+ * device-wide exclusive scan turns the counts into the row pointers in device scratch, and a
+ * second pass copies them into the buffer and scatters column indices and values. Decode checks
+ * each row in its warp, zero-fills it and scatters its entries. Bytes match the host reference
+ * (csr.hpp). Functions here return cudaError_t.
  */
 #pragma once
 

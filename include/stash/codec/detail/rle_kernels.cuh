@@ -2,11 +2,11 @@
  * @file rle_kernels.cuh
  * @brief RLE kernels, one warp per 4096-element chunk: ballots of "starts a run" count each
  * chunk's records, a CUB device-wide inclusive scan of their byte sizes writes the end-offset
- * table in place, and a second pass writes the records (each run start stores its value and the
- * previous record's length, so no lane walks a run). Decode checks a chunk's records with warp
- * prefix sums of the run lengths, then expands them 32 elements at a time, each lane finding its
- * run by a shuffle binary search. Bytes match the host reference (rle.hpp). Functions here
- * return cudaError_t.
+ * table into device scratch, and a second pass copies it into the buffer and writes the records
+ * (each run start stores its value and the previous record's length, so no lane walks a run).
+ * Decode checks a chunk's records with warp prefix sums of the run lengths, then expands them 32
+ * elements at a time, each lane finding its run by a shuffle binary search. Bytes match the host
+ * reference (rle.hpp). Functions here return cudaError_t.
  */
 #pragma once
 
