@@ -18,8 +18,8 @@ TEST_CASE("misuse handler: set, scoped, restored; the error carries its figures"
     stash::scoped_misuse_handler const scope(&counting_handler);
     CHECK((stash::get_misuse_handler() == &counting_handler));
     int x = 0;
-    stash::detail::report_misuse(stash::misuse_kind::wrong_size, "my_pool", "size differs", &x,
-                                 12, 64);
+    stash::detail::report_misuse(stash::misuse_kind::wrong_size, "my_pool", "size differs", &x, 12,
+                                 64);
     CHECK(counted_calls == 1);
     CHECK_FALSE(stash::take_misuse().has_value());  // this handler records nothing
   }
@@ -36,8 +36,9 @@ TEST_CASE("misuse handler: set, scoped, restored; the error carries its figures"
     CHECK(e->pointer() == &x);
     CHECK(e->bytes() == 100);
     CHECK(e->alignment() == 256);
-    CHECK(std::string(e->what()) ==
-          "my_pool::deallocate: size differs from the one allocated (200 B allocated, 100 B freed)");
+    CHECK(
+        std::string(e->what()) ==
+        "my_pool::deallocate: size differs from the one allocated (200 B allocated, 100 B freed)");
     CHECK_FALSE(stash::take_misuse().has_value());  // taken: cleared
     stash::detail::report_bad_free("my_pool", &x, 100, 512, 100, 256, true);
     CHECK(stash::take_misuse()->kind() == stash::misuse_kind::bad_alignment);
@@ -61,8 +62,7 @@ TEST_CASE("misuse handler: the default, in a release build, records and carries 
   REQUIRE((stash::get_misuse_handler() == &stash::default_misuse_handler));
   (void)stash::take_misuse();
   int x = 0;
-  stash::detail::report_misuse(stash::misuse_kind::unknown_pointer, "my_pool", "unknown", &x, 1,
-                               1);
+  stash::detail::report_misuse(stash::misuse_kind::unknown_pointer, "my_pool", "unknown", &x, 1, 1);
   auto const e = stash::take_misuse();
   REQUIRE(e.has_value());
   CHECK(e->kind() == stash::misuse_kind::unknown_pointer);

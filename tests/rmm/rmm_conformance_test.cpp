@@ -53,8 +53,9 @@ struct host_as_device {
   friend void get_property(host_as_device const&, cuda::mr::device_accessible) noexcept {}
 };
 
-using pool_t  = stash::caching_pool<host_as_device, stash::immediate_order>;
-using arena_t = stash::lifetime_arena<host_as_device, stash::greedy_planner, stash::immediate_order>;
+using pool_t = stash::caching_pool<host_as_device, stash::immediate_order>;
+using arena_t =
+    stash::lifetime_arena<host_as_device, stash::greedy_planner, stash::immediate_order>;
 cuda::stream_ref const stream{cudaStream_t{nullptr}};
 constexpr std::size_t one_pib = std::size_t{1} << 50;
 
@@ -67,11 +68,10 @@ stash::caching_pool_options budget(std::size_t bytes)
 
 static_assert(cuda::mr::resource_with<stash::rmm_pool_ref<pool_t>, cuda::mr::device_accessible,
                                       cuda::mr::host_accessible>);
-static_assert(cuda::mr::synchronous_resource_with<stash::rmm_pool_ref<pool_t>,
-                                                  cuda::mr::host_accessible>);
 static_assert(
-    cuda::mr::synchronous_resource_with<stash::limiting_upstream<stash::host_upstream>,
-                                        cuda::mr::host_accessible>);
+    cuda::mr::synchronous_resource_with<stash::rmm_pool_ref<pool_t>, cuda::mr::host_accessible>);
+static_assert(cuda::mr::synchronous_resource_with<stash::limiting_upstream<stash::host_upstream>,
+                                                  cuda::mr::host_accessible>);
 
 // RMM's resource_ref suite, allocation part: sizes, alignments, contents, through a ref.
 void exercise(rmm::device_async_resource_ref ref)
@@ -182,7 +182,7 @@ TEST_CASE("rmm suites: failure_callback_resource_adaptor over a stash pool retri
     bool free_on_failure;
   };
   state s{rmm::device_async_resource_ref{ref}, nullptr, 6 * stash::MiB, 0, true};
-  s.held = s.ref.allocate(stream, s.held_bytes, 256);
+  s.held              = s.ref.allocate(stream, s.held_bytes, 256);
   auto const callback = [](std::size_t, void* arg) {
     auto* st = static_cast<state*>(arg);
     ++st->calls;
@@ -191,9 +191,8 @@ TEST_CASE("rmm suites: failure_callback_resource_adaptor over a stash pool retri
     st->held = nullptr;
     return true;
   };
-  rmm::mr::failure_callback_resource_adaptor<> retrying{cuda::mr::any_resource<
-                                                            cuda::mr::device_accessible>{ref},
-                                                        callback, &s};
+  rmm::mr::failure_callback_resource_adaptor<> retrying{
+      cuda::mr::any_resource<cuda::mr::device_accessible>{ref}, callback, &s};
   void* p = retrying.allocate(stream, 4 * stash::MiB, 256);  // fits only after the callback
   CHECK(p != nullptr);
   CHECK(s.calls == 1);
@@ -245,7 +244,7 @@ TEST_CASE("rmm suites: equality and properties of refs to stash pools")
   static_assert(cuda::has_property<stash::pool_ref<pool_t>, cuda::mr::device_accessible>);
   stash::pool_ref plain{a};
   cuda::mr::resource_ref<cuda::mr::host_accessible> host_view{plain};
-  void* p = host_view.allocate(stream, 64, 64);
+  void* p                   = host_view.allocate(stream, 64, 64);
   static_cast<char*>(p)[63] = 1;  // host-accessible, as the property says
   host_view.deallocate(stream, p, 64, 64);
 }
@@ -254,7 +253,8 @@ TEST_CASE("rmm suites: a wrong free behind CCCL's noexcept deallocate is reporte
 {
   pool_t pool;
   stash::statistics_adaptor<pool_t> counted(pool);
-  cuda::mr::any_resource<cuda::mr::device_accessible> owned{stash::pool_ref<decltype(counted)>{counted}};
+  cuda::mr::any_resource<cuda::mr::device_accessible> owned{
+      stash::pool_ref<decltype(counted)>{counted}};
   void* p = owned.allocate(stream, 1000, 512);
   CHECK(counted.stats().in_use_bytes == 1000);  // the original counts, not a copy
   stash::scoped_misuse_handler const recording;

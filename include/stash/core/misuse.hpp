@@ -204,9 +204,8 @@ inline void report_misuse(misuse_kind kind, char const* who, std::string const& 
   try {
     handler(misuse_error(kind, std::string(who) + "::deallocate: " + what, p, bytes, alignment));
   } catch (...) {  // only the message's allocation can throw
-    static misuse_error const fallback(misuse_kind::failed_free,
-                                       "stash: a wrong free (no memory for its message)", nullptr,
-                                       0, 0);
+    static misuse_error const fallback(
+        misuse_kind::failed_free, "stash: a wrong free (no memory for its message)", nullptr, 0, 0);
     handler(fallback);
   }
 }

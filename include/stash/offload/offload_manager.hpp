@@ -222,7 +222,7 @@ class offload_manager {
   {
     STASH_EXPECTS(bytes > 0, "offload_manager::create: a tensor needs at least one byte");
     (void)capture_of(stream, "create");
-    void* p = pool_allocate(device_pool_, bytes, backend_.tag(stream));
+    void* p = pool_allocate(device_pool_, backend_.tag(stream), bytes);
     return adopt(p, bytes, stream);
   }
 
@@ -270,7 +270,7 @@ class offload_manager {
     try {
       scratch = take_scratch(e, tag, why);
     } catch (...) {
-      pool_deallocate(host_pool_, host, slot, tag);
+      pool_deallocate(host_pool_, tag, host, slot);
       throw;
     }
     event_type host_ready{};
@@ -281,14 +281,14 @@ class offload_manager {
       // Work queued before the failure may still touch the memory: it goes back in the D2H
       // stream's order. The tensor was not touched and stays resident.
       give_back_scratch(scratch, e, d2h_);
-      pool_deallocate(host_pool_, host, slot, backend_.tag(d2h_));
+      pool_deallocate(host_pool_, backend_.tag(d2h_), host, slot);
       throw;
     }
     // From here the tensor is on its way out.
     give_back_scratch(scratch, e, d2h_);
     backend_.release(e.ready);
     e.host_ready = host_ready;
-    pool_deallocate(device_pool_, e.device, e.bytes, backend_.tag(d2h_));
+    pool_deallocate(device_pool_, backend_.tag(d2h_), e.device, e.bytes);
     e.device          = nullptr;
     e.host            = host;
     e.capacity        = capacity;
@@ -336,10 +336,10 @@ class offload_manager {
     if (e.device != nullptr) {
       // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
       auto const last = e.state == tensor_state::prefetching ? h2d_ : e.last_stream;
-      pool_deallocate(device_pool_, e.device, e.bytes, backend_.tag(last));
+      pool_deallocate(device_pool_, backend_.tag(last), e.device, e.bytes);
     }
     if (e.host != nullptr) {
-      pool_deallocate(host_pool_, e.host, slot_bytes(e.capacity), backend_.tag(d2h_));
+      pool_deallocate(host_pool_, backend_.tag(d2h_), e.host, slot_bytes(e.capacity));
     }
     orphan_pending(h.id);
     backend_.release(e.ready);
@@ -538,7 +538,7 @@ class offload_manager {
              std::string const& why)
   {
     try {
-      return pool_allocate(pool, bytes, tag);
+      return pool_allocate(pool, tag, bytes);
     } catch (out_of_memory const& oom) {
       throw out_of_memory(std::string("offload_manager ") + which + " (" + why + ")",
                           oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),
@@ -578,8 +578,8 @@ class offload_manager {
   void give_back_scratch(void* scratch, entry const& e, stream_type s)
   {
     if (scratch != nullptr) {
-      pool_deallocate(device_pool_, scratch, scratch_bytes_of(e.transfer, e.bytes),
-                      backend_.tag(s));
+      pool_deallocate(device_pool_, backend_.tag(s), scratch,
+                      scratch_bytes_of(e.transfer, e.bytes));
     }
   }
 
@@ -603,7 +603,7 @@ class offload_manager {
         stats_.bytes_encoded_source += p.uncounted;
       }
       backend_.release(p.decoded);
-      pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      pool_deallocate(host_pool_, backend_.tag(h2d_), p.host, slot_bytes(p.capacity));
       if (status.code != 0) {
         ++stats_.decode_failures;
         if (p.orphan) { continue; }  // nobody holds the tensor any more
@@ -622,7 +622,7 @@ class offload_manager {
       pending_check& p = pending_[i];
       if (p.id == id && p.captured) {
         backend_.release(p.decoded);
-        pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+        pool_deallocate(host_pool_, backend_.tag(h2d_), p.host, slot_bytes(p.capacity));
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
@@ -637,7 +637,7 @@ class offload_manager {
   {
     for (auto& p : pending_) {
       backend_.release(p.decoded);
-      pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      pool_deallocate(host_pool_, backend_.tag(h2d_), p.host, slot_bytes(p.capacity));
     }
     pending_.clear();
   }
@@ -695,7 +695,7 @@ class offload_manager {
                                        e.encoded_counted ? 0 : e.bytes});
     } else {
       if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
-      pool_deallocate(host_pool_, e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
+      pool_deallocate(host_pool_, backend_.tag(h2d_), e.host, slot_bytes(e.capacity));
     }
     e.host   = nullptr;
     e.device = device;
@@ -750,7 +750,7 @@ class offload_manager {
       n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
       scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
     } catch (...) {
-      pool_deallocate(device_pool_, device, e.bytes, tag);
+      pool_deallocate(device_pool_, tag, device, e.bytes);
       throw;
     }
     queued_decode q;
@@ -762,8 +762,8 @@ class offload_manager {
       if (dispatch::reports_status_of[e.transfer]) { q.decoded = backend_.record(h2d_); }
     } catch (...) {
       backend_.release(q.ready);
-      if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
-      pool_deallocate(device_pool_, device, e.bytes, backend_.tag(h2d_));
+      if (scratch != nullptr) { pool_deallocate(device_pool_, backend_.tag(h2d_), scratch, n); }
+      pool_deallocate(device_pool_, backend_.tag(h2d_), device, e.bytes);
       // The host copy stays with the entry, which frees it in the D2H stream's order (release()),
       // but the work queued here may still read it and write its status record: the D2H stream
       // waits for it. Best effort (the original error is the one reported); a captured tensor's
@@ -776,7 +776,7 @@ class offload_manager {
       }
       throw;
     }
-    if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
+    if (scratch != nullptr) { pool_deallocate(device_pool_, backend_.tag(h2d_), scratch, n); }
     return q;
   }
 
