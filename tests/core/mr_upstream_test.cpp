@@ -107,14 +107,14 @@ template <class Upstream>
 void check_pool_over(Upstream upstream, int const* live)
 {
   stash::caching_pool<Upstream> pool(std::move(upstream));
-  void* p = stash::pool_allocate(pool, 1000, stash::stream_ref{});
+  void* p = stash::pool_allocate(pool, stash::stream_ref{}, 1000);
   REQUIRE(p != nullptr);
   std::memset(p, 0x5A, 1000);  // host memory, as the properties say
   if (live != nullptr) { CHECK(*live == 1); }
-  void* q = stash::pool_allocate(pool, 3000, stash::stream_ref{});
+  void* q = stash::pool_allocate(pool, stash::stream_ref{}, 3000);
   if (live != nullptr) { CHECK(*live == 1); }  // served from the same segment
-  stash::pool_deallocate(pool, p, 1000, stash::stream_ref{});
-  stash::pool_deallocate(pool, q, 3000, stash::stream_ref{});
+  stash::pool_deallocate(pool, stash::stream_ref{}, p, 1000);
+  stash::pool_deallocate(pool, stash::stream_ref{}, q, 3000);
   CHECK(pool.stats().in_use_bytes == 0);
 }
 
@@ -135,15 +135,15 @@ TEST_CASE("mr_upstream: a foreign std::bad_alloc is a stash::out_of_memory, the 
   int live = 0;
   stash::caching_pool<toolkit_upstream> pool(
       toolkit_upstream{toolkit_spelled_host_resource{&live}});
-  void* p                                  = stash::pool_allocate(pool, 1000, stash::stream_ref{});
+  void* p                                  = stash::pool_allocate(pool, stash::stream_ref{}, 1000);
   auto const before                        = pool.stats();
   pool.upstream().upstream_resource().fail = true;
-  CHECK_THROWS_AS((void)stash::pool_allocate(pool, 64 << 20, stash::stream_ref{}),
+  CHECK_THROWS_AS((void)stash::pool_allocate(pool, stash::stream_ref{}, 64 << 20),
                   stash::out_of_memory);
   CHECK(pool.stats().reserved_bytes == before.reserved_bytes);
   CHECK(pool.stats().in_use_bytes == before.in_use_bytes);
   pool.upstream().upstream_resource().fail = false;
-  stash::pool_deallocate(pool, p, 1000, stash::stream_ref{});
+  stash::pool_deallocate(pool, stash::stream_ref{}, p, 1000);
 
   toolkit_upstream other{toolkit_spelled_host_resource{&live}};
   other.upstream_resource().fail_other = true;
@@ -193,8 +193,8 @@ TEST_CASE("mr_upstream: a type-erased cuda::mr resource reference")
   stash::mr_upstream<host_ref> upstream{host_ref{host}};
   static_assert(stash::mr_upstream<host_ref>::is_host_accessible);
   stash::caching_pool<stash::mr_upstream<host_ref>> pool(upstream);
-  void* p = stash::pool_allocate(pool, 512, stash::stream_ref{});
+  void* p = stash::pool_allocate(pool, stash::stream_ref{}, 512);
   std::memset(p, 1, 512);
-  stash::pool_deallocate(pool, p, 512, stash::stream_ref{});
+  stash::pool_deallocate(pool, stash::stream_ref{}, p, 512);
 }
 #endif

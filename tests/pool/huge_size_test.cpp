@@ -37,22 +37,22 @@ constexpr std::size_t huge_sizes[] = {size_max - 100, size_max - 511, size_max -
 template <class Pool>
 void check_refuses_huge(Pool& pool)
 {
-  void* held        = stash::pool_allocate(pool, 4096, fake_stream);
+  void* held        = stash::pool_allocate(pool, fake_stream, 4096);
   auto const before = pool.stats();
   for (std::size_t const bytes : huge_sizes) {
     CAPTURE(bytes);
     try {
-      (void)stash::pool_allocate(pool, bytes, fake_stream);
+      (void)stash::pool_allocate(pool, fake_stream, bytes);
       FAIL("a size near 2^64 was served");
     } catch (stash::out_of_memory const& e) {
       CHECK(e.requested_bytes() == bytes);
     }
     CHECK(stash::testing::same_pool_stats(before, pool.stats()));
   }
-  void* small = stash::pool_allocate(pool, 1000, fake_stream);
+  void* small = stash::pool_allocate(pool, fake_stream, 1000);
   CHECK(small != nullptr);
-  stash::pool_deallocate(pool, small, 1000, fake_stream);
-  stash::pool_deallocate(pool, held, 4096, fake_stream);
+  stash::pool_deallocate(pool, fake_stream, small, 1000);
+  stash::pool_deallocate(pool, fake_stream, held, 4096);
   CHECK(pool.stats().in_use_bytes == 0);
 }
 

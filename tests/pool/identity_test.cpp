@@ -52,9 +52,9 @@ TEST_CASE("limiting_upstream copies share the budget and compare equal")
   CHECK(a != limited(1 << 20));
   // A pool that owns a copy is still held to the budget the caller sees.
   stash::caching_pool<limited, stash::immediate_order> pool{a};
-  void* q = stash::pool_allocate(pool, 1000, fake_stream);
+  void* q = stash::pool_allocate(pool, fake_stream, 1000);
   CHECK(a.in_use_bytes() == pool.stats().reserved_bytes);
-  stash::pool_deallocate(pool, q, 1000, fake_stream);
+  stash::pool_deallocate(pool, fake_stream, q, 1000);
 }
 
 TEST_CASE("virtual_upstream copies never hand out the same address")

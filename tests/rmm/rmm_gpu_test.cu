@@ -42,7 +42,7 @@ void check_device_pool_over(Upstream upstream)
   stash::cuda_stream stream;
   stash::caching_pool<Upstream> pool(std::move(upstream));
   auto* d = static_cast<std::uint32_t*>(
-      stash::pool_allocate(pool, n * sizeof(std::uint32_t), stash::stream_ref{stream.value()}));
+      stash::pool_allocate(pool, stash::stream_ref{stream.value()}, n * sizeof(std::uint32_t)));
   iota_kernel<<<n / 256, 256, 0, stream.value()>>>(d, n);
   STASH_CUDA_TRY(cudaGetLastError());
   std::vector<std::uint32_t> h(n);
@@ -50,7 +50,7 @@ void check_device_pool_over(Upstream upstream)
                                  stream.value()));
   STASH_CUDA_TRY(cudaStreamSynchronize(stream.value()));
   CHECK(h[n - 1] == n - 1);
-  stash::pool_deallocate(pool, d, n * sizeof(std::uint32_t), stash::stream_ref{stream.value()});
+  stash::pool_deallocate(pool, stash::stream_ref{stream.value()}, d, n * sizeof(std::uint32_t));
   STASH_CUDA_TRY(cudaStreamSynchronize(stream.value()));
 }
 
@@ -67,9 +67,9 @@ TEST_CASE("gpu: caching_pool over RMM's cuda_async and pool resources")
 TEST_CASE("gpu: caching_pool over RMM's pinned host resource")
 {
   stash::caching_pool<stash::mr_upstream<rmm::mr::pinned_host_memory_resource>> pool;
-  void* p = stash::pool_allocate(pool, 4096, stash::stream_ref{});
+  void* p = stash::pool_allocate(pool, stash::stream_ref{}, 4096);
   std::memset(p, 3, 4096);  // pinned memory: the host may touch it
-  stash::pool_deallocate(pool, p, 4096, stash::stream_ref{});
+  stash::pool_deallocate(pool, stash::stream_ref{}, p, 4096);
   STASH_CUDA_TRY(cudaDeviceSynchronize());
 }
 

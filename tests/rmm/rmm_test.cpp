@@ -128,6 +128,6 @@ TEST_CASE("rmm: caching_pool over RMM's pinned host resource reports RMM's failu
   // The pool passes the typed error on and holds nothing (immediate_order: no CUDA events, so the
   // request reaches RMM on a CPU).
   stash::caching_pool<stash::mr_upstream<rmm_pinned>, stash::immediate_order> pool;
-  CHECK_THROWS_AS((void)stash::pool_allocate(pool, 1000, stash::stream_ref{}), stash::cuda_error);
+  CHECK_THROWS_AS((void)stash::pool_allocate(pool, stash::stream_ref{}, 1000), stash::cuda_error);
   CHECK(pool.stats().reserved_bytes == 0);
 }

@@ -229,7 +229,7 @@ class offload_manager {
     check_size(bytes, "create");
     bool const captured = capture_of(stream, "create");
     reserve_slot();  // the table cannot fail once the memory is taken
-    void* p = pool_allocate(device_pool_, bytes, backend_.tag(stream));
+    void* p = pool_allocate(device_pool_, backend_.tag(stream), bytes);
     return install(p, bytes, stream, captured);
   }
 
@@ -574,9 +574,9 @@ class offload_manager {
   void free_to(pool_side side, void* p, std::size_t bytes, stream_type s)
   {
     if (side == pool_side::device) {
-      pool_deallocate(device_pool_, p, bytes, backend_.tag(s));
+      pool_deallocate(device_pool_, backend_.tag(s), p, bytes);
     } else {
-      pool_deallocate(host_pool_, p, bytes, backend_.tag(s));
+      pool_deallocate(host_pool_, backend_.tag(s), p, bytes);
     }
   }
   // Gives back the blocks a pool refused before; those it refuses again wait for the next call.
@@ -661,7 +661,7 @@ class offload_manager {
              std::string const& why)
   {
     try {
-      return pool_allocate(pool, bytes, tag);
+      return pool_allocate(pool, tag, bytes);
     } catch (out_of_memory const& oom) {
       throw out_of_memory(std::string("offload_manager ") + which + " (" + why + ")",
                           oom.requested_bytes(), oom.budget_bytes(), oom.in_use_bytes(),

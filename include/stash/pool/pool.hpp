@@ -129,13 +129,17 @@ concept iteration_aware_pool = requires(P& p)
 };
 
 /// @brief Allocates `bytes` aligned to `alignment` from `p` in `stream`'s order, in whichever
-/// spelling `p` has (nullptr for 0 bytes).
+/// spelling `p` has (nullptr for 0 bytes). The arguments come in CCCL's order,
+/// `allocate(stream, bytes, alignment)`.
 /// @param p The pool.
-/// @param bytes Size.
 /// @param stream The stream the memory is used on first.
+/// @param bytes Size.
 /// @param alignment A power of two the pool supports (stash's pools: up to 4096).
+/// @return The memory (nullptr for 0 bytes).
+/// @throws stash::out_of_memory when the pool cannot serve `bytes`; stash::logic_error for an
+/// alignment it does not honour.
 template <pool P>
-[[nodiscard]] void* pool_allocate(P& p, std::size_t bytes, stream_ref stream,
+[[nodiscard]] void* pool_allocate(P& p, stream_ref stream, std::size_t bytes,
                                   std::size_t alignment = cuda_allocation_alignment)
 {
   if (bytes == 0) { return nullptr; }
@@ -150,13 +154,14 @@ template <pool P>
 /// reused once the work queued on `stream` so far has finished. Never throws: a foreign pool's
 /// free that throws is reported to the misuse handler as misuse_kind::failed_free
 /// (core/misuse.hpp); stash's pools report wrong frees there themselves.
+/// The arguments come in CCCL's order, `deallocate(stream, p, bytes, alignment)`.
 /// @param p The pool.
+/// @param stream The stream that used it last.
 /// @param ptr What pool_allocate returned.
 /// @param bytes Its size.
-/// @param stream The stream that used it last.
 /// @param alignment As allocated.
 template <pool P>
-void pool_deallocate(P& p, void* ptr, std::size_t bytes, stream_ref stream,
+void pool_deallocate(P& p, stream_ref stream, void* ptr, std::size_t bytes,
                      std::size_t alignment = cuda_allocation_alignment) noexcept
 {
   if (ptr == nullptr && bytes == 0) { return; }

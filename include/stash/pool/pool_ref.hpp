@@ -36,34 +36,34 @@ class pool_ref {
   /// @brief The pool's stream-ordered allocation (CCCL 3.0 spelling).
   void* allocate_async(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
-    return pool_allocate(*pool_, bytes, stream, alignment);
+    return pool_allocate(*pool_, stream, bytes, alignment);
   }
   /// @brief The pool's stream-ordered free (CCCL 3.0 spelling).
   void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
                         stream_ref stream) noexcept
   {
-    pool_deallocate(*pool_, p, bytes, stream, alignment);
+    pool_deallocate(*pool_, stream, p, bytes, alignment);
   }
   /// @brief The pool's stream-ordered allocation (CCCL >= 3.1 spelling).
   void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
   {
-    return pool_allocate(*pool_, bytes, stream_ref{stream}, alignment);
+    return pool_allocate(*pool_, stream_ref{stream}, bytes, alignment);
   }
   /// @brief The pool's stream-ordered free (CCCL >= 3.1 spelling).
   void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes,
                   std::size_t alignment) noexcept
   {
-    pool_deallocate(*pool_, p, bytes, stream_ref{stream}, alignment);
+    pool_deallocate(*pool_, stream_ref{stream}, p, bytes, alignment);
   }
   /// @brief On the default stream, as stash::pool_resource's synchronous forms.
   void* allocate(std::size_t bytes, std::size_t alignment)
   {
-    return pool_allocate(*pool_, bytes, stream_ref{}, alignment);
+    return pool_allocate(*pool_, stream_ref{}, bytes, alignment);
   }
   /// @brief On the default stream.
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
-    pool_deallocate(*pool_, p, bytes, stream_ref{}, alignment);
+    pool_deallocate(*pool_, stream_ref{}, p, bytes, alignment);
   }
   /// @brief CCCL >= 3.1's synchronous spelling.
   void* allocate_sync(std::size_t bytes, std::size_t alignment)

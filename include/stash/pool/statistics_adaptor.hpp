@@ -62,7 +62,7 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
       throw out_of_memory("statistics_adaptor", bytes, budget_, in_use_, budget_ - in_use_);
     }
     live_.reserve(live_.size() + 1);  // the map cannot fail once the resource has given memory
-    void* p = pool_allocate(*resource_, bytes, stream, alignment);
+    void* p = pool_allocate(*resource_, stream, bytes, alignment);
     live_.emplace(p, allocation{bytes, alignment});
     in_use_ += bytes;
     peak_ = std::max(peak_, in_use_);
@@ -83,7 +83,7 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
                               known);
       return;
     }
-    pool_deallocate(*resource_, p, bytes, stream, alignment);
+    pool_deallocate(*resource_, stream, p, bytes, alignment);
     live_.erase(it);
     in_use_ -= bytes;
   }

@@ -27,15 +27,15 @@ pool_stats replay_trace(trace const& t, Pool& p, stream_ref stream = {})
   std::vector<void*> ptrs(t.storages().size(), nullptr);
   for (auto const& e : t.events()) {
     if (e.kind == event_kind::alloc) {
-      ptrs[e.index] = pool_allocate(p, t.storages()[e.index].bytes, stream);
+      ptrs[e.index] = pool_allocate(p, stream, t.storages()[e.index].bytes);
     } else if (e.kind == event_kind::free) {
-      pool_deallocate(p, ptrs[e.index], t.storages()[e.index].bytes, stream);
+      pool_deallocate(p, stream, ptrs[e.index], t.storages()[e.index].bytes);
       ptrs[e.index] = nullptr;
     }
   }
   pool_stats const at_end = p.stats();
   for (std::size_t id = 0; id < ptrs.size(); ++id) {
-    if (ptrs[id] != nullptr) { pool_deallocate(p, ptrs[id], t.storages()[id].bytes, stream); }
+    if (ptrs[id] != nullptr) { pool_deallocate(p, stream, ptrs[id], t.storages()[id].bytes); }
   }
   return at_end;
 }

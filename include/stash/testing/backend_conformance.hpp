@@ -102,8 +102,8 @@ template <offload_backend B, pool Pool>
   r.subject           = "offload backend";
   std::size_t const n = (1u << 20) + 13;
   auto const s        = b.create_stream(0);
-  void* x             = pool_allocate(memory, n, b.tag(s));
-  void* y             = pool_allocate(memory, n, b.tag(s));
+  void* x             = pool_allocate(memory, b.tag(s), n);
+  void* y             = pool_allocate(memory, b.tag(s), n);
   auto guarded        = [&](char const* what, auto&& check) {
     try {
       check();
@@ -114,8 +114,8 @@ template <offload_backend B, pool Pool>
   guarded("stream order", [&] { detail::check_stream_order(b, x, y, n, r); });
   guarded("event wait", [&] { detail::check_event_wait(b, x, y, n, r); });
   b.synchronize(s);
-  pool_deallocate(memory, y, n, b.tag(s));
-  pool_deallocate(memory, x, n, b.tag(s));
+  pool_deallocate(memory, b.tag(s), y, n);
+  pool_deallocate(memory, b.tag(s), x, n);
   return r;
 }
 

@@ -197,12 +197,12 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
       throw out_of_memory("fault_injecting_pool (injected)", bytes, std::nullopt,
                           pool_->stats().in_use_bytes);
     }
-    return pool_allocate(*pool_, bytes, stream, alignment);
+    return pool_allocate(*pool_, stream, bytes, alignment);
   }
   /// @brief The wrapped deallocate (never throws).
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
-    pool_deallocate(*pool_, p, bytes, stream, alignment);
+    pool_deallocate(*pool_, stream, p, bytes, alignment);
   }
   /// @brief The wrapped pool's stats.
   [[nodiscard]] pool_stats stats() const { return pool_->stats(); }

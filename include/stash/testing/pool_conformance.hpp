@@ -151,7 +151,7 @@ class random_walk {
   {
     // Every third block asks for a smaller alignment, which must be honoured as well.
     std::size_t const align = tag % 3 == 0 ? std::size_t{64} : cuda_allocation_alignment;
-    void* ptr               = pool_allocate(p_, bytes, s_, align);
+    void* ptr               = pool_allocate(p_, s_, bytes, align);
     if (ptr == nullptr) {
       r_.expect(false, "allocate(" + std::to_string(bytes) + ") returned nullptr");
       return;
@@ -176,7 +176,7 @@ class random_walk {
       }
       ok_content_ = ok_content_ && bytes[l.bytes - 1] == l.tag;
     }
-    pool_deallocate(p_, l.ptr, l.bytes, s_, l.align);
+    pool_deallocate(p_, s_, l.ptr, l.bytes, l.align);
     addresses_.erase(l.ptr);
     live_bytes_ -= l.bytes;
     lives_[i] = lives_.back();
@@ -197,10 +197,10 @@ template <class Pool>
 void check_budget(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
 {
   auto p            = make(8 * MiB);
-  void* a           = pool_allocate(*p, 5 * MiB, stream);
+  void* a           = pool_allocate(*p, stream, 5 * MiB);
   auto const before = p->stats();
   try {
-    (void)pool_allocate(*p, 5 * MiB, stream);
+    (void)pool_allocate(*p, stream, 5 * MiB);
     r.expect(false, "an allocation beyond the budget succeeded");
   } catch (out_of_memory const& e) {
     r.expect(e.requested_bytes() == 5 * MiB && e.budget_bytes() == 8 * MiB &&
@@ -210,10 +210,10 @@ void check_budget(pool_factory<Pool> const& make, stream_ref stream, conformance
              "out_of_memory does not carry a largest free block below the request");
   }
   r.expect(same_pool_stats(before, p->stats()), "a refused allocation changed the pool's stats");
-  void* b = pool_allocate(*p, 2 * MiB, stream);  // what is left still serves
+  void* b = pool_allocate(*p, stream, 2 * MiB);  // what is left still serves
   r.expect(b != nullptr, "after a refusal, what is left does not serve");
-  pool_deallocate(*p, b, 2 * MiB, stream);
-  pool_deallocate(*p, a, 5 * MiB, stream);
+  pool_deallocate(*p, stream, b, 2 * MiB);
+  pool_deallocate(*p, stream, a, 5 * MiB);
   r.expect(p->stats().in_use_bytes == 0, "in_use_bytes is not 0 after freeing everything");
 }
 
@@ -275,30 +275,30 @@ void check_misuse(pool_factory<Pool> const& make, stream_ref stream, conformance
              "deallocate_async is not noexcept (cuda::mr's deallocation never throws)");
   }
   auto p            = make(64 * MiB);
-  void* a           = pool_allocate(*p, 1000, stream);
-  void* b           = pool_allocate(*p, 3000, stream, 64);
+  void* a           = pool_allocate(*p, stream, 1000);
+  void* b           = pool_allocate(*p, stream, 3000, 64);
   auto const before = p->stats();
   int foreign       = 0;
   expect_misuse(
       *p, before, misuse_kind::unknown_pointer, "freeing a foreign pointer",
-      [&] { pool_deallocate(*p, &foreign, sizeof(foreign), stream); }, r);
+      [&] { pool_deallocate(*p, stream, &foreign, sizeof(foreign)); }, r);
   expect_misuse(
       *p, before, misuse_kind::wrong_size, "freeing with another size",
-      [&] { pool_deallocate(*p, a, 999, stream); }, r);
+      [&] { pool_deallocate(*p, stream, a, 999); }, r);
   expect_misuse(
       *p, before, misuse_kind::bad_alignment, "freeing with another alignment",
-      [&] { pool_deallocate(*p, b, 3000, stream, 128); }, r);
+      [&] { pool_deallocate(*p, stream, b, 3000, 128); }, r);
   expect_misuse(
       *p, before, misuse_kind::bad_alignment, "freeing with an alignment of 3",
-      [&] { pool_deallocate(*p, b, 3000, stream, 3); }, r);
+      [&] { pool_deallocate(*p, stream, b, 3000, 3); }, r);
   // Nothing was lost: both blocks free as allocated.
-  pool_deallocate(*p, b, 3000, stream, 64);
-  pool_deallocate(*p, a, 1000, stream);
+  pool_deallocate(*p, stream, b, 3000, 64);
+  pool_deallocate(*p, stream, a, 1000);
   auto const after_free = p->stats();
   r.expect(after_free.in_use_bytes == 0, "after rejected frees, the right ones left bytes in use");
   expect_misuse(
       *p, after_free, misuse_kind::unknown_pointer, "a double free",
-      [&] { pool_deallocate(*p, a, 1000, stream); }, r);
+      [&] { pool_deallocate(*p, stream, a, 1000); }, r);
 }
 
 // Every power of two from 1 to 4096 B is honoured (and freed with the same), blocks of several
@@ -317,7 +317,7 @@ void check_alignments(pool_factory<Pool> const& make, stream_ref stream, conform
   live_blocks addresses;
   for (std::size_t align = 1; align <= 4096; align *= 2) {
     for (std::size_t bytes : {std::size_t{1}, align, std::size_t{3 * 1000 + 7}}) {
-      void* q = pool_allocate(*p, bytes, stream, align);
+      void* q = pool_allocate(*p, stream, bytes, align);
       r.expect(q != nullptr && reinterpret_cast<std::uintptr_t>(q) % align == 0,
                "a block asked at alignment " + std::to_string(align) + " B is not aligned so");
       r.expect(q == nullptr || addresses.insert(q, bytes),
@@ -329,15 +329,15 @@ void check_alignments(pool_factory<Pool> const& make, stream_ref stream, conform
     }
   }
   auto const before = p->stats();
-  r.expect(throws_logic_error_saying([&] { (void)pool_allocate(*p, 100, stream, 3); },
+  r.expect(throws_logic_error_saying([&] { (void)pool_allocate(*p, stream, 100, 3); },
                                      "is not a power of two"),
            "alignment 3 is not a logic_error saying it is not a power of two");
-  r.expect(throws_logic_error_saying([&] { (void)pool_allocate(*p, 100, stream, 8192); },
+  r.expect(throws_logic_error_saying([&] { (void)pool_allocate(*p, stream, 100, 8192); },
                                      "above the largest"),
            "alignment 8192 is not a logic_error saying it is above the largest honoured");
   r.expect(same_pool_stats(before, p->stats()), "a refused alignment changed the stats");
   for (auto const& b : blocks) {
-    if (b.ptr != nullptr) { pool_deallocate(*p, b.ptr, b.bytes, stream, b.align); }
+    if (b.ptr != nullptr) { pool_deallocate(*p, stream, b.ptr, b.bytes, b.align); }
   }
   r.expect(p->stats().in_use_bytes == 0, "over-aligned blocks left bytes in use once freed");
 }
@@ -348,13 +348,13 @@ template <class Pool>
 void check_huge_sizes(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
 {
   auto p                    = make(64 * MiB);
-  void* a                   = pool_allocate(*p, 4096, stream);
+  void* a                   = pool_allocate(*p, stream, 4096);
   auto const before         = p->stats();
   constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
   for (std::size_t const bytes : {max - 100, max - 511, max - (std::size_t{2} << 20) + 1, max}) {
     for (std::size_t const align : {std::size_t{256}, std::size_t{4096}}) {
       try {
-        (void)pool_allocate(*p, bytes, stream, align);
+        (void)pool_allocate(*p, stream, bytes, align);
         r.expect(false, "a size near 2^64 (" + std::to_string(bytes) + " B) was served");
       } catch (out_of_memory const& e) {
         r.expect(e.requested_bytes() == bytes,
@@ -364,10 +364,10 @@ void check_huge_sizes(pool_factory<Pool> const& make, stream_ref stream, conform
       r.expect(same_pool_stats(before, p->stats()), "a refused size near 2^64 changed the stats");
     }
   }
-  void* b = pool_allocate(*p, 1000, stream);
+  void* b = pool_allocate(*p, stream, 1000);
   r.expect(b != nullptr, "after refusing a size near 2^64 the pool does not serve");
-  pool_deallocate(*p, b, 1000, stream);
-  pool_deallocate(*p, a, 4096, stream);
+  pool_deallocate(*p, stream, b, 1000);
+  pool_deallocate(*p, stream, a, 4096);
 }
 
 }  // namespace detail
