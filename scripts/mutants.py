@@ -78,7 +78,10 @@ MUTANTS = [
       "(void)0;  // mutant: the free is not counted"),
     m("trace.live_at_peak_closed", "trace/lifetime.hpp",
       "if (life.alloc_event <= peak && peak < life.end_event) {",
-      "if (life.alloc_event <= peak && peak <= life.end_event) {"),
+      "if (life.alloc_event <= peak && peak <= life.end_event) {",
+      equivalent="the peak event is the allocation that raised live bytes to the peak (or event 0, "
+                 "before any free), and an end event is a free or the event count: never equal, "
+                 "so < and <= select the same storages"),
     m("trace.reader_free_unknown_id", "trace/trace_reader.hpp",
       "if (id >= count) {", "if (id > count) {", context="expect_end(rest, 'f');"),
     m("trace.interval_end_plus_one", "trace/lifetime.hpp",
