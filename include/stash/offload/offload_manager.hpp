@@ -155,11 +155,11 @@ struct offload_manager_options {
 /// the pools and the tensor stays resident; if the device pool cannot take it back,
 /// prefetch_async/acquire throw stash::out_of_memory, and should queueing the copy back fail, the
 /// device memory and scratch go back to the pool: either way the host copy stays valid for a
-/// retry. Once a copy is queued the tensor has moved: a pool that then refuses a block back (the
-/// scratch, the device bytes after an offload, the host slot after a raw prefetch) keeps nothing
-/// lost, the block is given back at a later call (offload_stats::deferred_frees).
-/// tests/offload/fault_injection_test.cpp injects each of these at every point of a real trace;
-/// tests/offload/manager_robustness_test.cpp the refused give-backs.
+/// retry. Once a copy is queued the tensor has moved: the entry takes the host copy (offload) or
+/// the device bytes (prefetch) before anything else, and what goes back to the pools goes through
+/// a path that cannot throw (a pool's deallocate is noexcept; a block a pool refuses anyway is kept
+/// and given back at a later call, counted in offload_stats::deferred_frees).
+/// tests/offload/fault_injection_test.cpp injects each of these at every point of a real trace.
 /// Misuse (an unknown or released handle, offloading a tensor not resident) throws
 /// stash::logic_error naming the tensor and its state. Not thread safe.
 ///
