@@ -1,6 +1,7 @@
-// stash::allocator::deallocate_async gives the tensor's memory back: the device pool's in-use bytes drop
-// by the tensor's size at once, for a persistent tensor, in a recorded iteration, in replayed ones
-// (a tensor swapped to the host included), and nothing is left in use once every tensor is freed.
+// stash::allocator::deallocate_async gives the tensor's memory back: the device pool's in-use bytes
+// drop by the tensor's size at once, for a persistent tensor, in a recorded iteration, in replayed
+// ones (a tensor swapped to the host included), and nothing is left in use once every tensor is
+// freed.
 #include <stash/allocator.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -56,7 +57,8 @@ void iteration(Allocator& alloc, host_caching& pool, stash::host_backend& backen
 
 }  // namespace
 
-TEST_CASE("allocator::deallocate_async drops the pool's in-use bytes: persistent, recorded, replayed")
+TEST_CASE(
+    "allocator::deallocate_async drops the pool's in-use bytes: persistent, recorded, replayed")
 {
   stash::host_backend backend;
   auto const s = backend.create_stream();
