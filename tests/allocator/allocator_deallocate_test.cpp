@@ -1,6 +1,7 @@
-// stash::allocator::deallocate gives the tensor's memory back: the device pool's in-use bytes drop
-// by the tensor's size at once, for a persistent tensor, in a recorded iteration, in replayed ones
-// (a tensor swapped to the host included), and nothing is left in use once every tensor is freed.
+// stash::allocator::deallocate_async gives the tensor's memory back: the device pool's in-use bytes
+// drop by the tensor's size at once, for a persistent tensor, in a recorded iteration, in replayed
+// ones (a tensor swapped to the host included), and nothing is left in use once every tensor is
+// freed.
 #include <stash/allocator.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -32,9 +33,9 @@ void iteration(Allocator& alloc, host_caching& pool, stash::host_backend& backen
   alloc.begin_iteration();
   auto const before = pool.stats().in_use_bytes;
   alloc.phase(stash::phase::forward);
-  auto const a = alloc.allocate(a_bytes, stash::storage_kind::act, "a", s);
+  auto const a = alloc.allocate_async(a_bytes, stash::storage_kind::act, "a", s);
   (void)alloc.op("produce", {}, ids{a}, s);
-  auto const b = alloc.allocate(b_bytes, stash::storage_kind::act, "b", s);
+  auto const b = alloc.allocate_async(b_bytes, stash::storage_kind::act, "b", s);
   (void)alloc.op("use_a", ids{a}, ids{b}, s);
   (void)alloc.op("use_b", ids{b}, {}, s);
   alloc.phase(stash::phase::backward);
@@ -44,9 +45,9 @@ void iteration(Allocator& alloc, host_caching& pool, stash::host_backend& backen
   alloc.synchronize();
   auto const resident = pool.stats().in_use_bytes;
   CHECK(resident == before + a_bytes + b_bytes);
-  alloc.deallocate(a);
+  alloc.deallocate_async(a);
   CHECK(pool.stats().in_use_bytes == resident - a_bytes);
-  alloc.deallocate(b);
+  alloc.deallocate_async(b);
   CHECK(pool.stats().in_use_bytes == before);
   alloc.end_iteration();
   backend.synchronize(s);
@@ -56,25 +57,26 @@ void iteration(Allocator& alloc, host_caching& pool, stash::host_backend& backen
 
 }  // namespace
 
-TEST_CASE("allocator::deallocate drops the pool's in-use bytes: persistent, recorded, replayed")
+TEST_CASE(
+    "allocator::deallocate_async drops the pool's in-use bytes: persistent, recorded, replayed")
 {
   stash::host_backend backend;
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator<host_caching, stash::no_swap, void, stash::host_backend> alloc(backend, pool);
-  auto const param = alloc.allocate(b_bytes, stash::storage_kind::param, "w", s);
+  auto const param = alloc.allocate_async(b_bytes, stash::storage_kind::param, "w", s);
   CHECK(pool.stats().in_use_bytes == b_bytes);
-  auto const scratch = alloc.allocate(a_bytes, stash::storage_kind::param, "scratch", s);
+  auto const scratch = alloc.allocate_async(a_bytes, stash::storage_kind::param, "scratch", s);
   CHECK(pool.stats().in_use_bytes == a_bytes + b_bytes);
-  alloc.deallocate(scratch);  // before any iteration
+  alloc.deallocate_async(scratch);  // before any iteration
   CHECK(pool.stats().in_use_bytes == b_bytes);
   for (int i = 0; i < 3; ++i) { iteration(alloc, pool, backend, s); }
   CHECK(alloc.state() == stash::allocator_state::replaying);
-  alloc.deallocate(param);
+  alloc.deallocate_async(param);
   CHECK(pool.stats().in_use_bytes == 0);
 }
 
-TEST_CASE("allocator::deallocate of a tensor swapped to the host leaves nothing in use")
+TEST_CASE("allocator::deallocate_async of a tensor swapped to the host leaves nothing in use")
 {
   stash::host_backend backend;
   auto const s = backend.create_stream();
@@ -89,17 +91,17 @@ TEST_CASE("allocator::deallocate of a tensor swapped to the host leaves nothing 
   // Freed while on the host: the device bytes went back at the offload, the host copy at the free.
   alloc.begin_iteration();
   alloc.phase(stash::phase::forward);
-  auto const a = alloc.allocate(a_bytes, stash::storage_kind::act, "a", s);
+  auto const a = alloc.allocate_async(a_bytes, stash::storage_kind::act, "a", s);
   (void)alloc.op("produce", {}, ids{a}, s);
-  auto const b = alloc.allocate(b_bytes, stash::storage_kind::act, "b", s);
+  auto const b = alloc.allocate_async(b_bytes, stash::storage_kind::act, "b", s);
   (void)alloc.op("use_a", ids{a}, ids{b}, s);
   (void)alloc.op("use_b", ids{b}, {}, s);
   backend.synchronize(s);
   alloc.synchronize();
   REQUIRE(alloc.where(a) == stash::tensor_state::offloaded);
   CHECK(pool.stats().in_use_bytes == b_bytes);
-  alloc.deallocate(a);
-  alloc.deallocate(b);
+  alloc.deallocate_async(a);
+  alloc.deallocate_async(b);
   CHECK(pool.stats().in_use_bytes == 0);
   alloc.end_iteration();
   alloc.synchronize();
