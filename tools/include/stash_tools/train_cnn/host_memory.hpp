@@ -138,8 +138,8 @@ class host_memory {
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
               stash::tensor_desc const& desc = {})
   {
-    return alloc_.allocate(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                           std::move(label), stream_, desc);
+    return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
+                                 std::move(label), stream_, desc);
   }
   /// @brief Pointers of `reads` then `writes`, resident, usable on the calling thread now.
   std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes)
@@ -149,7 +149,7 @@ class host_memory {
     return p;
   }
   /// @brief The tensor is dead.
-  void deallocate(id t) { alloc_.deallocate(t); }
+  void deallocate(id t) { alloc_.deallocate_async(t); }
   void begin_iteration() { alloc_.begin_iteration(); }
   void end_iteration() { alloc_.end_iteration(); }
   void phase(stash::phase p) { alloc_.phase(p); }
@@ -163,7 +163,7 @@ class host_memory {
   [[nodiscard]] memory_report report() const
   {
     memory_report r;
-    auto const& o          = alloc_.offload_statistics();
+    auto const& o          = alloc_.stats().offload;
     r.offloads             = o.offloads;
     r.prefetches           = o.prefetches;
     r.demand_prefetches    = o.demand_prefetches;
@@ -202,7 +202,7 @@ class host_memory {
   {
     stash::allocator_options o;
     if (c.budget) { o.device_budget = *c.budget; }
-    o.hardware = c.hardware;
+    o.hardware = stash::hardware_preset(c.hardware);
     o.default_encoding =
         c.codec == host_codec::zvc ? stash::swap_encoding::zvc : stash::swap_encoding::raw;
     return o;
