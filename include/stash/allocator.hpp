@@ -554,6 +554,14 @@ class allocator {
     } catch (schedule_error const& e) {
       throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
     }
+    // Recompute entries are planned and simulated (sim/schedule.hpp) but not executed yet
+    // (issue 22 item 5): replaying without them would break the budget silently.
+    if (!planned.recomputes.empty()) {
+      throw schedule_error(std::nullopt,
+                           std::to_string(planned.recomputes.size()) +
+                               " recompute entries, which the allocator does not execute yet",
+                           std::string(policy_.name()));
+    }
     return planned;
   }
 

@@ -7,11 +7,13 @@
  * `t <id> <bytes> <kind> <label>`, `o <op> <reads> <writes>`, `f <id>`, `p <phase>`. Fields are
  * separated by spaces or tabs; a `t` label is the rest of the line (trimmed, may be empty).
  * Blank lines and further `#` comment lines are accepted anywhere and dropped. Lines may end in
- * "\r\n".
+ * "\r\n". Header keys `recompute.<op>` and `recompute@<index>` declare which ops may be re-run
+ * (recompute_semantics.hpp); a malformed one is a trace_error on the header line.
  */
 #pragma once
 
 #include <stash/trace/detail/parse.hpp>
+#include <stash/trace/recompute_semantics.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_error.hpp>
 
@@ -66,6 +68,10 @@ class trace_text_parser {
     }
     if (!header_seen_) {
       throw trace_error(source_, 0, "empty trace: missing the header line '# stash-trace v1 ...'");
+    }
+    for (auto const& entry : trace_.header()) {  // op indices are known only now
+      auto const problem = check_recompute_declaration(entry, trace_.ops().size());
+      if (!problem.empty()) { throw trace_error(source_, header_line_, problem); }
     }
     return std::move(trace_);
   }
@@ -146,8 +152,11 @@ class trace_text_parser {
       auto const key = entry.substr(0, eq);
       if (trace_.header_value(key)) { fail("duplicate header key " + quoted(key)); }
       guarded([&] { trace_.add_header(std::string(key), std::string(entry.substr(eq + 1))); });
+      auto const problem = check_recompute_declaration(trace_.header().back(), std::nullopt);
+      if (!problem.empty()) { fail(problem); }
     }
     header_seen_ = true;
+    header_line_ = line_no_;
   }
 
   std::uint64_t number(std::string_view field, char const* what)
@@ -284,8 +293,9 @@ class trace_text_parser {
 
   std::string_view text_;
   std::string const& source_;
-  std::size_t line_no_ = 0;
-  bool header_seen_    = false;
+  std::size_t line_no_     = 0;
+  bool header_seen_        = false;
+  std::size_t header_line_ = 0;
   stash::trace trace_;
   std::vector<std::size_t> free_line_;  // per storage: line of its 'f', 0 while live
 };

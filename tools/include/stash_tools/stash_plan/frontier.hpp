@@ -1,6 +1,7 @@
 /**
  * @file frontier.hpp
- * @brief stash-plan --frontier: every swap policy at budgets from the swap bound to the peak,
+ * @brief stash-plan --frontier: every swap policy at budgets from the peak down to a third of it
+ * (and the swap bounds),
  * simulated with the budget enforced (fits, predicted iteration time, offloaded bytes), and its
  * SVG of time against budget with the bounds marked (the text and JSON forms are in print.hpp).
  */
@@ -53,8 +54,10 @@ struct frontier_section {
   std::vector<frontier_point> points;  ///< budget-major, policies in order
 };
 
-/// @brief Budgets from the peak down in 5% steps of it while above the any-kind bound, plus both
-/// bounds and 1.05x each; largest first, no repeats.
+/// @brief Budgets from the peak down in 5% steps of it while above the any-kind swap bound or
+/// above a third of the peak (recomputing policies fit below the swap bounds), plus 33% of the
+/// peak (issue 22's target budgets are 50% and 33%), both bounds and 1.05x each; largest first,
+/// no repeats.
 [[nodiscard]] inline std::vector<std::uint64_t> frontier_budgets(std::uint64_t peak,
                                                                  std::uint64_t act_bound,
                                                                  std::uint64_t any_bound)
@@ -62,9 +65,10 @@ struct frontier_section {
   std::vector<std::uint64_t> b;
   for (int pct = 100; pct > 0; pct -= 5) {
     auto const v = static_cast<std::uint64_t>(static_cast<double>(peak) * pct / 100.0);
-    if (v < any_bound) { break; }
+    if (v < any_bound && pct < 33) { break; }
     b.push_back(v);
   }
+  b.push_back(peak / 100 * 33);
   for (auto const bound : {act_bound, any_bound}) {
     b.push_back(bound);
     if (bound + bound / 20 <= peak) { b.push_back(bound + bound / 20); }

@@ -13,6 +13,7 @@
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/joint_search.hpp>
 #include <stash/swap/policy_registry.hpp>
 #include <stash/swap/search_swap.hpp>
 #include <stash/swap/swap_bounds.hpp>
@@ -60,6 +61,9 @@ struct policy_result {
   std::size_t entries{};
   double iteration_ms{};
   double stall_ms{};
+  std::size_t recompute_entries{};  ///< storages recomputed instead of kept or swapped
+  std::uint64_t recomputed_bytes{};
+  double recompute_ms{};  ///< time the compute stream spends re-running ops (predicted)
   std::size_t stall_count{};
   std::vector<stall_summary> top_stalls;  ///< longest first, at most 3
   std::vector<encoding_use> encodings;    ///< with --codec auto: the choice per encoding
@@ -146,6 +150,9 @@ struct policy_section {
   if (name == stash::search_swap::name()) {
     return stash::search_swap{.encodings = stash::encoding_options{}}.plan(analysis, budget);
   }
+  if (name == stash::joint_search::name()) {
+    return stash::joint_search{.encodings = stash::encoding_options{}}.plan(analysis, budget);
+  }
   return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget));
 }
 
@@ -202,6 +209,9 @@ struct policy_section {
       p.iteration_ms         = r.iteration_s * 1e3;
       p.stall_ms             = r.stall_s * 1e3;
       p.stall_count          = r.stalls.size();
+      p.recompute_entries    = s.recomputes.size();
+      p.recomputed_bytes     = s.recomputed_bytes();
+      p.recompute_ms         = r.recompute_s * 1e3;
       p.note                 = s.note;
       if (opt.auto_encodings) { p.encodings = encodings_of(s, model); }
       auto stalls = r.stalls;

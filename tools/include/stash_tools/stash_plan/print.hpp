@@ -192,6 +192,11 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
                   stash::format_bytes(p.simulated_peak_bytes).c_str(),
                   stash::format_bytes(p.offloaded_bytes).c_str(), p.iteration_ms, slowdown,
                   p.stall_ms);
+    if (p.recompute_entries > 0) {
+      out << "      " << p.recompute_entries << " recomputes ("
+          << stash::format_bytes(p.recomputed_bytes) << "), "
+          << format("%.2f ms of re-runs (predicted)\n", p.recompute_ms);
+    }
     if (!p.top_stalls.empty()) {
       out << "      " << p.stall_count << " stall" << (p.stall_count == 1 ? "" : "s")
           << ", longest:\n";
@@ -408,6 +413,9 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
       json.key("iteration_ms").value(p.iteration_ms);
       json.key("baseline_ms").value(s.baseline_ms);
       json.key("stall_ms").value(p.stall_ms);
+      json.key("recompute_entries").value(std::uint64_t{p.recompute_entries});
+      json.key("recomputed_bytes").value(p.recomputed_bytes);
+      json.key("recompute_ms").value(p.recompute_ms);
       json.key("stalls").value(std::uint64_t{p.stall_count});
       json.key("top_stalls").begin_array();
       for (auto const& st : p.top_stalls) {
