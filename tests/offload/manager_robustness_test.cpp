@@ -70,7 +70,7 @@ TEST_CASE("offload_manager: handles are tied to their manager and to their tenso
   a.release(ha);
   CHECK(a.state(ha) == stash::tensor_state::released);  // a released handle reports it
   auto const again = a.create(1024, p.s);
-  CHECK(again.index() == ha.index());  // the slot is reused...
+  CHECK(again.index() == ha.index());                   // the slot is reused...
   CHECK(a.state(ha) == stash::tensor_state::released);  // ...and the old handle still says so
   CHECK_THROWS_WITH_AS(a.release(ha), doctest::Contains("was released"), stash::logic_error);
   CHECK_THROWS_AS((void)a.acquire(ha, p.s), stash::logic_error);
