@@ -27,15 +27,15 @@
 
 namespace {
 
-using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-using counted      = stash::statistics_adaptor<host_caching>;
+using host_caching  = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using counted       = stash::statistics_adaptor<host_caching>;
 constexpr int steps = 5;
 
 struct run_result {
   std::vector<stash::test::mlp_state> states;  // after each step
   stash::allocator_stats stats;
   stash::schedule schedule;
-  std::size_t peak{0};        // sampled in-use bytes of the replayed steps
+  std::size_t peak{0};         // sampled in-use bytes of the replayed steps
   std::uint64_t live_peak{0};  // the recorded step's peak live bytes
 };
 
@@ -80,7 +80,7 @@ struct chain_policy {
       int seen = 0;
       for (stash::storage_id id = 0; id < t.storages().size(); ++id) {
         if (t.storages()[id].label != label || seen++ != 2) { continue; }
-        auto const& acc = a.lifetimes().storages[id].accesses;
+        auto const& acc    = a.lifetimes().storages[id].accesses;
         std::uint64_t last = 0, next = 0;
         for (auto const& x : acc) {
           if (t.ops()[x.op].name == "aten::threshold_backward") {
@@ -106,16 +106,18 @@ TEST_CASE("recompute replay: search, checkpoint, dtr below the peak are bitwise 
   REQUIRE(kept.live_peak > 0);
   CHECK(kept.stats.recomputes == 0);
   int planners_that_recomputed = 0;
-  for (int pct : {70, 55}) {
+  int fitting_recomputes       = 0;
+  for (int pct : {70, 50, 40}) {
     std::uint64_t const budget = kept.live_peak * pct / 100;
     CAPTURE(pct);
     auto check = [&](run_result const& r, std::string const& name) {
       CAPTURE(name);
-      MESSAGE(name << " at " << pct << "%: " << r.schedule.recomputes.size() << " recompute entries, "
-                   << r.schedule.entries.size() << " swaps, planned peak " << r.schedule.device_peak
-                   << " of budget " << budget << ", sampled pool peak " << r.peak
-                   << ", recomputes run " << r.stats.recomputes << " (" << r.stats.recompute_ops
-                   << " op re-runs, " << r.stats.recomputed_bytes << " B)");
+      MESSAGE(name << " at " << pct << "%: " << r.schedule.recomputes.size()
+                   << " recompute entries, " << r.schedule.entries.size() << " swaps, planned peak "
+                   << r.schedule.device_peak << " of budget " << budget << ", sampled pool peak "
+                   << r.peak << ", recomputes run " << r.stats.recomputes << " ("
+                   << r.stats.recompute_ops << " op re-runs, " << r.stats.recomputed_bytes
+                   << " B)");
       REQUIRE(r.states.size() == kept.states.size());
       for (std::size_t i = 0; i < r.states.size(); ++i) {
         CAPTURE(i);
@@ -128,14 +130,24 @@ TEST_CASE("recompute replay: search, checkpoint, dtr below the peak are bitwise 
       // Every planned recompute ran in each replayed step.
       CHECK(r.stats.recomputes == (steps - 1) * r.schedule.recomputes.size());
       CHECK(r.stats.recomputed_bytes == (steps - 1) * r.schedule.recomputed_bytes());
-      if (r.schedule.fits()) { CHECK(r.peak <= budget); }
-      CHECK(r.peak < kept.peak + kept.live_peak);  // sanity: sampled at all
+      CHECK(r.peak > 0);
+      if (r.schedule.entries.empty()) {
+        // Recomputes only: the pool's in-use bytes follow the planned curve (copies in flight
+        // are a swap schedule's business), so the budget holds wherever the plan fits.
+        CHECK(r.peak <= r.schedule.device_peak);
+        if (r.schedule.fits()) { CHECK(r.peak <= budget); }
+      }
+      if (r.schedule.fits()) {
+        ++fitting_recomputes;
+        CHECK(r.peak <= budget);
+      }
     };
     check(run(stash::joint_search{}, budget), "search");
     check(run(stash::checkpoint{}, budget), "checkpoint");
     check(run(stash::dtr{}, budget), "dtr");
   }
   CHECK(planners_that_recomputed >= 3);
+  CHECK(fitting_recomputes >= 1);  // search at 70%: recomputes and swaps within the budget
 }
 
 TEST_CASE("recompute replay: a chain (y then z in one batch) is rematerialised in order")

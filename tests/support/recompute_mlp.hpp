@@ -22,7 +22,8 @@ namespace stash::test {
 /// The step's shape and what the loop gives the allocator.
 struct mlp_options {
   int layers              = 6;
-  std::size_t n           = 256;  ///< floats per tensor
+  std::size_t n           = 64;  ///< floats per weight
+  std::size_t batch       = 4;   ///< an activation holds batch x n floats
   bool give_callables     = true;
   std::string no_callable = {};  ///< ops of this name get no callable (misuse)
   /// Called before every re-run (not the first run) of an op; may throw.
@@ -37,7 +38,10 @@ template <class Allocator>
 class mlp {
  public:
   using stream = host_backend::stream;
-  using kernel = void (*)(std::span<void* const>, std::size_t);
+  struct dims {
+    std::size_t n, batch;
+  };
+  using kernel = void (*)(std::span<void* const>, dims);
 
   mlp(Allocator& alloc, host_backend& backend, stream s, mlp_options o)
       : alloc_(alloc), backend_(backend), s_(s), o_(std::move(o))
@@ -67,7 +71,9 @@ class mlp {
     alloc_.phase(phase::backward);
     backward(x, y, z, g);
     alloc_.phase(phase::optimizer);
-    for (int i = 0; i < o_.layers; ++i) { run("aten::add_.Tensor", {w_[i], gw_[i]}, {w_[i]}, &sgd); }
+    for (int i = 0; i < o_.layers; ++i) {
+      run("aten::add_.Tensor", {w_[i], gw_[i]}, {w_[i]}, &sgd);
+    }
     alloc_.end_iteration();
   }
 
@@ -92,6 +98,16 @@ class mlp {
   std::function<std::size_t()> in_use = {};
   /// Tensors of the step alive now (for a loop that abandons a step).
   std::vector<tensor_handle> alive;
+  /// When set, an op() refused with stash::logic_error is reported here and called again.
+  std::function<void(std::string const&)> on_refusal = {};
+
+  /// Abandons a step that threw: frees its tensors and ends the iteration.
+  void abandon()
+  {
+    for (auto h : alive) { alloc_.deallocate(h); }
+    alive.clear();
+    alloc_.end_iteration();
+  }
 
  private:
   void sample()
@@ -110,7 +126,8 @@ class mlp {
   }
   tensor_handle act(std::string label)
   {
-    auto h = alloc_.allocate(o_.n * sizeof(float), storage_kind::act, std::move(label), s_);
+    auto h =
+        alloc_.allocate(o_.n * o_.batch * sizeof(float), storage_kind::act, std::move(label), s_);
     alive.push_back(h);
     sample();
     return h;
@@ -127,11 +144,11 @@ class mlp {
     for (int i = o_.layers - 1; i >= 0; --i) {
       auto gy = act("gy");
       run("aten::threshold_backward", {g, y[i], z[i]}, {gy}, &relu_back);
-      run("aten::mul.Tensor", {gy, x[i]}, {gw_[i]}, &product);
+      run("aten::mul.Tensor", {gy, x[i]}, {gw_[i]}, &grad_w);
       free(g);
       if (i > 0) {
         g = act("gx");
-        run("aten::mul.Tensor", {gy, w_[i]}, {g}, &product);
+        run("aten::mul.Tensor", {gy, w_[i]}, {g}, &grad_x);
       }
       free(gy);
       free(y[i]);
@@ -143,10 +160,10 @@ class mlp {
   void run(std::string const& name, std::vector<tensor_handle> reads,
            std::vector<tensor_handle> writes, kernel k)
   {
-    std::size_t const n = o_.n;
-    auto launch = [this, k, n](std::span<void* const> p, stream s) {
+    dims const d{o_.n, o_.batch};
+    auto launch = [this, k, d](std::span<void* const> p, stream s) {
       std::vector<void*> copy(p.begin(), p.end());
-      backend_.launch(s, [k, n, copy] { k(copy, n); });
+      backend_.launch(s, [k, d, copy] { k(copy, d); });
     };
     typename Allocator::recompute_fn rerun{};
     if (o_.give_callables && name != o_.no_callable) {
@@ -155,47 +172,68 @@ class mlp {
         launch(p, s);
       };
     }
-    auto const p = alloc_.op(name, reads, writes, s_, std::move(rerun));
+    std::vector<void*> p;
+    for (int tries = 0;; ++tries) {
+      try {
+        p = alloc_.op(name, reads, writes, s_, rerun);
+        break;
+      } catch (logic_error const& e) {
+        if (!on_refusal || tries > 16) { throw; }
+        on_refusal(e.what());
+      }
+    }
     sample();
     launch(p, s_);
   }
 
   static float* f(std::span<void* const> p, std::size_t i) { return static_cast<float*>(p[i]); }
-  static void load0(std::span<void* const> p, std::size_t n)
+  static void load0(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) { f(p, 0)[k] = float(int(k % 11) - 4) * 0.25f; }
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) { f(p, 0)[k] = float(int(k % 11) - 4) * 0.25f; }
   }
-  static void load1(std::span<void* const> p, std::size_t n)
+  static void load1(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) { f(p, 0)[k] = float(int(k % 13) - 5) * 0.125f; }
-  }
-  static void relu_mul(std::span<void* const> p, std::size_t n)
-  {
-    for (std::size_t k = 0; k < n; ++k) {
-      f(p, 2)[k] = std::max(0.0f, f(p, 0)[k] * f(p, 1)[k]) + 0.01f;
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) {
+      f(p, 0)[k] = float(int(k % 13) - 5) * 0.125f;
     }
   }
-  static void twice(std::span<void* const> p, std::size_t n)
+  static void relu_mul(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) { f(p, 1)[k] = 2.0f * f(p, 0)[k] - 0.005f; }
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) {
+      f(p, 2)[k] = std::max(0.0f, f(p, 0)[k] * f(p, 1)[k % d.n]) + 0.01f;
+    }
   }
-  static void loss(std::span<void* const> p, std::size_t n)
+  static void twice(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) { f(p, 1)[k] = f(p, 0)[k] * 0.001f - 0.5f; }
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) { f(p, 1)[k] = 2.0f * f(p, 0)[k] - 0.005f; }
   }
-  static void relu_back(std::span<void* const> p, std::size_t n)
+  static void loss(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) { f(p, 1)[k] = f(p, 0)[k] * 0.001f - 0.5f; }
+  }
+  static void relu_back(std::span<void* const> p, dims d)
+  {
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) {
       f(p, 3)[k] = f(p, 1)[k] > 0.01f ? 2.0f * f(p, 0)[k] + 0.001f * f(p, 2)[k] : 0.0f;
     }
   }
-  static void product(std::span<void* const> p, std::size_t n)
+  static void grad_w(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) { f(p, 2)[k] = f(p, 0)[k] * f(p, 1)[k]; }
+    for (std::size_t c = 0; c < d.n; ++c) {
+      float sum = 0.0f;
+      for (std::size_t b = 0; b < d.batch; ++b) {
+        sum += f(p, 0)[b * d.n + c] * f(p, 1)[b * d.n + c];
+      }
+      f(p, 2)[c] = sum;
+    }
   }
-  static void sgd(std::span<void* const> p, std::size_t n)
+  static void grad_x(std::span<void* const> p, dims d)
   {
-    for (std::size_t k = 0; k < n; ++k) { f(p, 2)[k] = f(p, 0)[k] - 0.01f * f(p, 1)[k]; }
+    for (std::size_t k = 0; k < d.n * d.batch; ++k) { f(p, 2)[k] = f(p, 0)[k] * f(p, 1)[k % d.n]; }
+  }
+  static void sgd(std::span<void* const> p, dims d)
+  {
+    for (std::size_t k = 0; k < d.n; ++k) { f(p, 2)[k] = f(p, 0)[k] - 0.01f * f(p, 1)[k]; }
   }
 
   Allocator& alloc_;

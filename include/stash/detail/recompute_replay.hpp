@@ -63,9 +63,11 @@ struct recompute_table {
 // The table of `s`'s recompute entries over storages and ops of the iteration (those from
 // `first_storage` and `first_op` on, `ops` of them); entries re-running an op of `uncallable`
 // stay resident, counted in `kept`.
-[[nodiscard]] inline recompute_table make_recompute_table(
-    trace_analysis const& a, schedule const& s, std::uint64_t first_storage,
-    std::uint64_t first_op, std::uint64_t ops, std::span<uncallable_op const> uncallable)
+[[nodiscard]] inline recompute_table make_recompute_table(trace_analysis const& a,
+                                                          schedule const& s,
+                                                          std::uint64_t first_storage,
+                                                          std::uint64_t first_op, std::uint64_t ops,
+                                                          std::span<uncallable_op const> uncallable)
 {
   recompute_table t;
   t.drops_by_op.resize(ops + 1);
@@ -76,8 +78,8 @@ struct recompute_table {
     if (e.id < first_storage || e.last_use < first_op || e.at > first_op + ops) { continue; }
     auto chain = recompute_chain_of(a, e.id, e.last_use, e.at).ops;  // validated by the schedule
     bool const known_uncallable = std::any_of(chain.begin(), chain.end(), [&](std::uint64_t w) {
-      return std::find(uncallable.begin(), uncallable.end(),
-                       uncallable_op{w, recorded[w].name}) != uncallable.end();
+      return std::find(uncallable.begin(), uncallable.end(), uncallable_op{w, recorded[w].name}) !=
+             uncallable.end();
     });
     if (chain.empty() || chain.front() < first_op || known_uncallable) {
       ++t.kept;
