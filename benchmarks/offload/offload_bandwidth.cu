@@ -441,7 +441,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
 
   // Through the manager.
   std::vector<stash::tensor_handle> hs;
-  for (int i = 0; i < count; ++i) { hs.push_back(m.create(bytes, compute)); }
+  for (int i = 0; i < count; ++i) { hs.push_back(m.allocate_async(bytes, compute)); }
   compute.synchronize();
   t0.record(compute);
   for (auto h : hs) { m.offload_async(h, compute); }
@@ -450,7 +450,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
   offloaded.wait_on(compute);
   t1.record(compute);
   for (auto h : hs) { m.prefetch_async(h); }
-  for (auto h : hs) { (void)m.acquire(h, compute); }
+  for (auto h : hs) { (void)m.acquire_async(h, compute); }
   t2.record(compute);
   t2.synchronize();
   double const mgr_d2h = total_gb / (elapsed_ms(t0, t1) / 1e3);
@@ -477,7 +477,7 @@ manager_result measure_manager(std::size_t tensor_mib, int count)
   double const shared_ms = elapsed_ms(t0, t1);
   m.synchronize();
   device.deallocate_async(x, n * sizeof(float), compute);
-  for (auto h : hs) { m.release(h); }
+  for (auto h : hs) { m.deallocate_async(h); }
   compute.synchronize();
   manager_result r;
   r.bytes     = bytes;

@@ -62,7 +62,7 @@ outcome run(stash::trace const& t, std::uint64_t scale, int iterations)
   r.planned_peak   = alloc.current_schedule().device_peak;
   r.fallbacks_last = pool.stats().fallbacks - before;
   r.fence_waits    = pool.fence_waits();
-  r.offloads       = alloc.offload_statistics().offloads;
+  r.offloads       = alloc.stats().offload.offloads;
   r.replans        = pool.replans();
   return r;
 }

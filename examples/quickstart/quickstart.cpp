@@ -6,9 +6,7 @@
 // them in between, and every read is checked.
 #include <stash/allocator.hpp>
 #include <stash/codec/zvc.hpp>
-#include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
-#include <stash/pool/caching_pool.hpp>
 #include <stash/swap/vdnn.hpp>
 
 #include <cstdio>
@@ -16,30 +14,27 @@
 
 int main()
 {
-  using pool_type = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
   stash::host_backend backend;  // stash::cuda_backend on a GPU
   auto stream = backend.create_stream();
-  pool_type pool;
-
-  stash::allocator_options options;
-  options.device_budget = 3 * stash::MiB;  // what the policy must fit the iteration into
-  options.hardware      = "pcie4_x16";
-  stash::allocator<pool_type, stash::vdnn_all, stash::zvc<float>, stash::host_backend> alloc(
-      backend, pool, options);
+  stash::default_pool_t<stash::host_backend> pool;  // a caching_pool of the backend's memory
+  stash::host_allocator<stash::vdnn_all, stash::zvc<float>> alloc(
+      backend, pool, {.device_budget = 3 * stash::MiB, .hardware = stash::presets::pcie4_x16});
 
   constexpr int layers        = 8;
   constexpr std::size_t bytes = 1 * stash::MiB;
-  auto weights = alloc.allocate(bytes, stash::storage_kind::param, "w", stream);  // persistent
+  auto weights =
+      alloc.allocate_async(bytes, stash::storage_kind::param, "w", stream);  // persistent
 
   for (int step = 0; step < 3; ++step) {
     alloc.begin_iteration();
     alloc.phase(stash::phase::forward);
     std::vector<stash::tensor_handle> acts;
-    auto input = alloc.allocate(bytes, stash::storage_kind::input, "x", stream);
+    auto input = alloc.allocate_async(bytes, stash::storage_kind::input, "x", stream);
     (void)alloc.op("load", {}, std::vector{input}, stream);
     acts.push_back(input);
     for (int l = 0; l < layers; ++l) {
-      auto out = alloc.allocate(bytes, stash::storage_kind::act, "act" + std::to_string(l), stream);
+      auto out =
+          alloc.allocate_async(bytes, stash::storage_kind::act, "act" + std::to_string(l), stream);
       // Pointers are resident for work queued on `stream` from here: launch the layer's kernel.
       auto ptrs = alloc.op("aten::convolution", std::vector{acts.back(), weights}, std::vector{out},
                            stream);
@@ -49,9 +44,9 @@ int main()
     alloc.phase(stash::phase::backward);
     for (int l = layers; l > 0; --l) {
       (void)alloc.op("aten::convolution_backward", std::vector{acts[l - 1], weights}, {}, stream);
-      alloc.deallocate(acts[l]);
+      alloc.deallocate_async(acts[l]);
     }
-    alloc.deallocate(acts[0]);
+    alloc.deallocate_async(acts[0]);
     alloc.end_iteration();
   }
   backend.synchronize(stream);
@@ -66,8 +61,8 @@ int main()
               s.fits() ? "fits" : "does not fit");
   std::printf("  iterations %llu, offloads %llu, prefetches %llu (on demand %llu)\n",
               static_cast<unsigned long long>(alloc.stats().iterations),
-              static_cast<unsigned long long>(alloc.offload_statistics().offloads),
-              static_cast<unsigned long long>(alloc.offload_statistics().prefetches),
-              static_cast<unsigned long long>(alloc.offload_statistics().demand_prefetches));
-  return alloc.offload_statistics().offloads > 0 ? 0 : 1;
+              static_cast<unsigned long long>(alloc.stats().offload.offloads),
+              static_cast<unsigned long long>(alloc.stats().offload.prefetches),
+              static_cast<unsigned long long>(alloc.stats().offload.demand_prefetches));
+  return alloc.stats().offload.offloads > 0 ? 0 : 1;
 }

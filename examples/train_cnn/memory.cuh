@@ -164,16 +164,16 @@ class stash_memory final : public activation_memory {
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) override
   {
     // Whole floats (device codecs need them) and at least one.
-    return alloc_.allocate(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                           std::move(label), stream_);
+    return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
+                                 std::move(label), stream_);
   }
   std::vector<void*> op(std::string name, std::span<id const> reads,
                         std::span<id const> writes) override
   {
     return alloc_.op(std::move(name), reads, writes, stream_);
   }
-  void* pointer(id t) override { return alloc_.pointer(t, stream_); }
-  void deallocate(id t) override { alloc_.deallocate(t); }
+  void* pointer(id t) override { return alloc_.acquire_async(t, stream_); }
+  void deallocate(id t) override { alloc_.deallocate_async(t); }
   void begin_iteration() override { alloc_.begin_iteration(); }
   void end_iteration() override { alloc_.end_iteration(); }
   void phase(stash::phase p) override { alloc_.phase(p); }
@@ -186,7 +186,7 @@ class stash_memory final : public activation_memory {
   [[nodiscard]] memory_report report() override
   {
     memory_report r;
-    auto const& o          = alloc_.offload_statistics();
+    auto const o           = alloc_.stats().offload;
     r.offloads             = o.offloads;
     r.prefetches           = o.prefetches;
     r.demand_prefetches    = o.demand_prefetches;
@@ -216,7 +216,7 @@ class stash_memory final : public activation_memory {
   {
     stash::allocator_options o;
     if (c.budget) { o.device_budget = *c.budget; }
-    o.hardware         = c.hardware;
+    o.hardware         = stash::hardware_preset(c.hardware);
     o.default_encoding = c.encoding;
     return o;
   }

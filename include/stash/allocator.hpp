@@ -39,7 +39,7 @@
  * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
  * Gist's 4-bit pool argmax (pool_argmax_transfer, device_pool_argmax_transfer) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
- * allocate() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
+ * allocate_async() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
  * not at all) travels raw and is counted in encoding_fallbacks.
  *
@@ -67,8 +67,8 @@
  * and is counted in allocator_stats::failed_offloads / failed_prefetches: it is never thrown from
  * op() or end_iteration(), and end_iteration() closes the iteration whatever happens, so the next
  * begin_iteration() works. A size no allocation can have (near 2^64) is stash::out_of_memory from
- * allocate() with nothing taken; a device_budget below the recorded iteration's largest storage
- * is stash::out_of_memory from the end_iteration() that plans it, naming both.
+ * allocate_async() with nothing taken; a device_budget below the recorded iteration's largest
+ * storage is stash::out_of_memory from the end_iteration() that plans it, naming both.
  *
  * Tensors are named by stash::tensor_handle (offload/tensor_handle.hpp): a freed tensor's handle
  * and another allocator's handles are refused with stash::logic_error, and the tables behind them
@@ -82,6 +82,7 @@
 #pragma once
 
 #include <stash/codec/codec.hpp>
+#include <stash/core/device_upstream.hpp>
 #include <stash/core/error.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/core/pinned_host_upstream.hpp>
@@ -100,6 +101,7 @@
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/search_swap.hpp>
 #include <stash/swap/swap_policy.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_recorder.hpp>
@@ -212,7 +214,61 @@ auto staging_upstream_of(Backend& backend)
 template <class Backend>
 using staging_upstream_t = decltype(staging_upstream_of(std::declval<Backend&>()));
 
+// The stream order a pool frees in, where the allocator can tell (caching_pool, lifetime_arena
+// through its fallback pool); void for a pool it cannot see into (not checked).
+template <class Pool>
+struct pool_order {
+  using type = void;
+};
+template <class Pool>
+requires requires(Pool& p) { p.order(); }
+struct pool_order<Pool> {
+  using type = std::remove_cvref_t<decltype(std::declval<Pool&>().order())>;
+};
+template <class Pool>
+requires(
+    !requires(Pool & p) { p.order(); } &&
+    requires(Pool const& p) { p.fallback(); }) struct pool_order<Pool> {
+  using type = typename pool_order<
+      std::remove_cvref_t<decltype(std::declval<Pool const&>().fallback())>>::type;
+};
+
+// A pool must reuse memory freed on the backend's streams only once their work has finished:
+// its stream order must be the backend's.
+template <class Pool, class Backend>
+constexpr bool check_pool_order()
+{
+  using order = typename pool_order<Pool>::type;
+  static_assert(std::is_void_v<order> || std::is_same_v<order, typename Backend::stream_order>,
+                "Pool slot: the pool's stream order cannot serve the backend: memory freed on the "
+                "backend's streams would be reused before their work has finished (e.g. "
+                "caching_pool<host_upstream> orders nothing: on host_backend use "
+                "caching_pool<host_upstream, host_stream_order>, i.e. "
+                "stash::default_pool_t<stash::host_backend>)");
+  return true;
+}
+
 }  // namespace detail
+
+/// @brief The device pool a Backend's allocator uses unless told otherwise: a caching_pool over
+/// the backend's memory, freeing in the backend's stream order.
+/// @tparam Backend host_backend or cuda_backend.
+template <class Backend>
+struct default_pool;
+/// @brief Host memory, host streams' order.
+template <>
+struct default_pool<host_backend> {
+  using type = caching_pool<host_upstream, host_stream_order>;  ///< the pool
+};
+/// @brief Device memory, CUDA events' order.
+template <>
+struct default_pool<cuda_backend> {
+  using type = caching_pool<device_upstream, cuda_event_order>;  ///< the pool
+};
+/// @brief default_pool's type.
+/// @tparam Backend host_backend or cuda_backend.
+template <class Backend>
+using default_pool_t = typename default_pool<Backend>::type;
 
 /// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
 /// transfer policy is itself; a codec runs its host reference on the host backend (on a GPU, name
@@ -227,8 +283,9 @@ using transfer_for_t = typename detail::transfer_for<Backend, Codec>::type;
 struct allocator_options {
   /// Device memory the swap policy must fit the iteration into (bytes).
   std::uint64_t device_budget = std::numeric_limits<std::uint64_t>::max();
-  /// Cost-model hardware preset the policy plans with (see sim/hardware.hpp).
-  std::string hardware = "pcie4_x16";
+  /// The machine the policy plans for: a preset (stash::presets::pcie4_x16, ...; from a command
+  /// line, stash::hardware_preset(name)) or your own figures (see sim/hardware.hpp).
+  stash::hardware hardware = presets::pcie4_x16;
   /// Cap on the host staging pool (pinned memory on a GPU).
   std::size_t host_budget = std::numeric_limits<std::size_t>::max();
   /// The host staging pool grows in steps of this many bytes.
@@ -276,6 +333,8 @@ struct allocator_stats {
   /// Recompute entries of the schedule in force kept resident instead, because a writer they
   /// re-run was given no callable (see op()): no storage is dropped without a way back.
   std::uint64_t recompute_fallbacks{0};
+  /// What the allocator's offload manager moved (its own tensor_slots included).
+  offload_stats offload{};
 };
 
 /// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
@@ -290,6 +349,7 @@ template <class Pool, class SwapPolicy, class Codec = void, offload_backend Back
 class allocator {
   static_assert(detail::check_pool_slot<Pool>());
   static_assert(detail::check_swap_policy_slot<SwapPolicy>());
+  static_assert(detail::check_pool_order<Pool, Backend>());
 
  public:
   /// @brief The backend's stream type.
@@ -319,7 +379,7 @@ class allocator {
         host_pool_(detail::staging_upstream_of(backend),
                    pinned_host_pool_options(options_.host_budget, options_.host_step)),
         manager_(backend, device_pool, host_pool_),
-        model_(hardware_preset(options_.hardware))
+        model_(options_.hardware)
   {
     auto const d = options_.default_encoding;
     STASH_EXPECTS(!detail::sign_or_index_only(d) && d != swap_encoding::configured,
@@ -393,11 +453,12 @@ class allocator {
   /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
   ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
   ///   recorded.
-  /// @return The tensor's handle, valid until deallocate().
-  [[nodiscard]] tensor_handle allocate(std::size_t bytes, storage_kind kind, std::string label,
-                                       stream_type stream, tensor_desc const& desc = {})
+  /// @return The tensor's handle, valid until deallocate_async().
+  [[nodiscard]] tensor_handle allocate_async(std::size_t bytes, storage_kind kind,
+                                             std::string label, stream_type stream,
+                                             tensor_desc const& desc = {})
   {
-    tensor_handle const h = manager_.create(bytes, stream);
+    tensor_handle const h = manager_.allocate_async(bytes, stream);
     try {
       tensor& t = slot(h);
       t         = tensor{};
@@ -418,7 +479,7 @@ class allocator {
       }
       t.alive = true;
     } catch (...) {
-      manager_.release(h);
+      manager_.deallocate_async(h);
       throw;
     }
     return h;
@@ -427,10 +488,10 @@ class allocator {
   /// @brief The tensor is dead.
   /// @param h A live tensor of this allocator (stash::logic_error otherwise: freed, or another
   ///   allocator's).
-  void deallocate(tensor_handle h)
+  void deallocate_async(tensor_handle h)
   {
-    tensor& t = checked(h, "deallocate");
-    manager_.release(t.handle);
+    tensor& t = checked(h, "deallocate_async");
+    manager_.deallocate_async(t.handle);
     t.alive = false;
     if (state_ == allocator_state::recording && t.storage) { recorder_->deallocate(*t.storage); }
     if (state_ == allocator_state::replaying && t.storage && *t.storage < by_storage_.size()) {
@@ -487,16 +548,16 @@ class allocator {
     }
     std::vector<void*> pointers;
     pointers.reserve(reads.size() + writes.size());
-    for (auto id : reads) { pointers.push_back(pointer(id, stream)); }
-    for (auto id : writes) { pointers.push_back(pointer(id, stream)); }
+    for (auto id : reads) { pointers.push_back(acquire_async(id, stream)); }
+    for (auto id : writes) { pointers.push_back(acquire_async(id, stream)); }
     return pointers;
   }
 
   /// @brief The device pointer of `h` for work queued on `stream` (prefetched on demand).
-  [[nodiscard]] void* pointer(tensor_handle h, stream_type stream)
+  [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
-    tensor& t = checked(h, "pointer");
-    return manager_.acquire(t.handle, stream);
+    tensor& t = checked(h, "acquire_async");
+    return manager_.acquire_async(t.handle, stream);
   }
 
   /// @brief The schedule in force (empty before the first iteration ends).
@@ -508,12 +569,13 @@ class allocator {
   }
   /// @brief persistent, recording or replaying.
   [[nodiscard]] allocator_state state() const noexcept { return state_; }
-  /// @brief The allocator's counters.
-  [[nodiscard]] allocator_stats const& stats() const noexcept { return stats_; }
-  /// @brief The offload manager's counters.
-  [[nodiscard]] offload_stats const& offload_statistics() const noexcept
+  /// @brief The allocator's counters, with its offload manager's (allocator_stats::offload).
+  /// @return A copy: the counters as they are now.
+  [[nodiscard]] allocator_stats stats() const noexcept
   {
-    return manager_.stats();
+    allocator_stats s = stats_;
+    s.offload         = manager_.stats();
+    return s;
   }
   /// @brief Where tensor `h` is now.
   [[nodiscard]] tensor_state where(tensor_handle h)
@@ -537,7 +599,7 @@ class allocator {
     std::size_t bytes{0};
     std::optional<storage_id> storage;  // in the recording, when matched
     bool alive{false};
-    tensor_desc desc{};  // as given to allocate()
+    tensor_desc desc{};  // as given to allocate_async()
   };
 
   // The table entry of a handle the manager just made (the table grows with the manager's).
@@ -875,11 +937,11 @@ class allocator {
                                       rec.name + "' for " + detail::describe(*recording_, s) +
                                       ": its input " + detail::describe(*recording_, r) +
                                       " is not alive in this iteration");
-      pointers.push_back(manager_.acquire(x->handle, stream));
+      pointers.push_back(manager_.acquire_async(x->handle, stream));
     }
     transients scratch{*this, stream, {}};
     for (auto const o : rec.writes) {
-      pointers.push_back(o == s ? manager_.acquire(target.handle, stream)
+      pointers.push_back(o == s ? manager_.acquire_async(target.handle, stream)
                                 : scratch.take(recording_->storages()[o].bytes));
     }
     callables_[w](std::span<void* const>(pointers), stream);
@@ -920,5 +982,19 @@ class allocator {
   std::vector<detail::uncallable_op> uncallable_ops_;  // kept across plans (see op())
   allocator_stats stats_;
 };
+
+/// @brief stash::allocator on the host backend (worker threads for streams, CPU memory for the
+/// device) with its default pool: what a test or a CPU run instantiates.
+/// @tparam SwapPolicy What to offload and when (search_swap: the planner to use).
+/// @tparam Codec How offloaded bytes travel (void: raw copies; a codec; a transfer_set).
+template <class SwapPolicy = search_swap, class Codec = void>
+using host_allocator = allocator<default_pool_t<host_backend>, SwapPolicy, Codec, host_backend>;
+
+/// @brief stash::allocator on CUDA streams with its default pool (a caching_pool of device
+/// memory).
+/// @tparam SwapPolicy What to offload and when (search_swap: the planner to use).
+/// @tparam Codec How offloaded bytes travel (void: raw copies; a device transfer; a transfer_set).
+template <class SwapPolicy = search_swap, class Codec = void>
+using cuda_allocator = allocator<default_pool_t<cuda_backend>, SwapPolicy, Codec, cuda_backend>;
 
 }  // namespace stash

@@ -95,9 +95,9 @@ TEST_CASE(
   CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks, &inexact) == 0);
   CHECK(alloc.stats().deviations == 0);
   CHECK(alloc.stats().scheduled_offloads == 2 * alloc.current_schedule().entries.size());
-  CHECK(alloc.offload_statistics().decode_failures == 0);
+  CHECK(alloc.stats().offload.decode_failures == 0);
   CHECK(inexact > 0);  // Binarize ran: its readers saw 1.0f / 0.0f, not the values
-  auto const& st = alloc.offload_statistics();
+  auto const& st = alloc.stats().offload;
   CHECK(st.bytes_encoded < st.bytes_encoded_source);  // the codecs shrank what crossed
   MESSAGE("alexnet (1/64 scale), vdnn_all + chosen encodings: "
           << n(stash::swap_encoding::zvc) << " zvc, " << n(stash::swap_encoding::bitmask)
@@ -129,7 +129,7 @@ TEST_CASE("allocator<transfer_set<..., fp16>>: lossy only where the policy opted
   CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks, &inexact) == 0);
   CHECK(inexact > 0);  // fp16 rounded some values (odd integers above 2048)
   CHECK(alloc.stats().deviations == 0);
-  CHECK(alloc.offload_statistics().decode_failures == 0);
+  CHECK(alloc.stats().offload.decode_failures == 0);
   MESSAGE("alexnet (1/64 scale), vdnn_all with fp16 opted in for activations: "
           << n(stash::swap_encoding::fp16) << " fp16, " << n(stash::swap_encoding::zvc) << " zvc, "
           << n(stash::swap_encoding::bitmask) << " bitmask, " << n(stash::swap_encoding::raw)
@@ -157,7 +157,7 @@ TEST_CASE("allocator<search_swap{.encodings}>: the registered planner's encoding
   CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks) == 0);
   CHECK(alloc.stats().deviations == 0);
   CHECK(alloc.stats().scheduled_offloads > 0);
-  CHECK(alloc.offload_statistics().decode_failures == 0);
+  CHECK(alloc.stats().offload.decode_failures == 0);
 }
 
 TEST_CASE("allocator<zvc>: encodings the Codec slot does not carry travel raw, bytes exact")
@@ -225,7 +225,7 @@ TEST_CASE("allocator_options::default_encoding picks the set's member at run tim
     CHECK(alloc.stats().scheduled_offloads > 0);
     r.fallbacks = alloc.stats().encoding_fallbacks;
     r.entries   = alloc.stats().scheduled_offloads / 2;  // two replayed iterations
-    r.moved     = alloc.offload_statistics();
+    r.moved     = alloc.stats().offload;
     return r;
   };
   auto const zvc = run(std::nullopt);  // member 0: zvc, lossless, smaller
@@ -329,14 +329,14 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
   stash::offload_manager<stash::host_backend, host_caching, host_caching,
                          stash::transfer_set<stash::raw_transfer, transfer>>
       m(backend, device_pool, host_pool);
-  auto const h = m.create(bytes, s);
+  auto const h = m.allocate_async(bytes, s);
   std::vector<std::int64_t> const values(64, 3);
-  backend.copy_async(m.acquire(h, s), values.data(), bytes, s);
+  backend.copy_async(m.acquire_async(h, s), values.data(), bytes, s);
   CHECK_THROWS_AS(m.offload_async(h, s, 1), stash::logic_error);
   CHECK_THROWS_AS(m.offload_async(h, s, 1, stash::tensor_desc{.pool = wide}), stash::logic_error);
   CHECK(m.state(h) == stash::tensor_state::resident);
   std::vector<std::int64_t> back(64);
-  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.copy_async(back.data(), m.acquire_async(h, s), bytes, s);
   backend.synchronize(s);
   CHECK(back == values);
   // Described, it goes and comes back exact (each window's row 1, column 0: position 2).
@@ -345,16 +345,16 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
     std::size_t const q = o % 16;
     indices[o]          = static_cast<std::int64_t>((q / 4 * 2 + 1) * 8 + q % 4 * 2);
   }
-  backend.copy_async(m.acquire(h, s), indices.data(), bytes, s);
+  backend.copy_async(m.acquire_async(h, s), indices.data(), bytes, s);
   m.offload_async(h, s, 1, stash::tensor_desc{.pool = g});
   m.synchronize();
   CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host sees the copy complete
   CHECK(m.stats().bytes_encoded == 32 + 4 * 8);
-  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.copy_async(back.data(), m.acquire_async(h, s), bytes, s);
   backend.synchronize(s);
   m.synchronize();
   CHECK(back == indices);
-  m.release(h);
+  m.deallocate_async(h);
 }
 
 TEST_CASE(
@@ -375,13 +375,13 @@ TEST_CASE(
   stash::offload_manager<stash::host_backend, host_caching, host_caching,
                          stash::transfer_set<stash::raw_transfer, transfer>>
       m(backend, device_pool, host_pool);
-  auto const h = m.create(bytes, s);
-  backend.copy_async(m.acquire(h, s), indices.data(), bytes, s);
+  auto const h = m.allocate_async(bytes, s);
+  backend.copy_async(m.acquire_async(h, s), indices.data(), bytes, s);
   m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
   (void)m.host_copy(h);                          // waits for the copy, counts its size
   CHECK(m.stats().bytes_encoded == 32 + bytes);  // written unchanged, after a header
   std::vector<std::int64_t> back(n, -1);
-  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.copy_async(back.data(), m.acquire_async(h, s), bytes, s);
   backend.synchronize(s);
   m.synchronize();
   CHECK(back == indices);
@@ -389,9 +389,9 @@ TEST_CASE(
   m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
   auto const again = m.host_copy(h);
   const_cast<std::byte&>(again[16]) ^= std::byte{0x10};  // element count 48 -> 32
-  backend.copy_async(back.data(), m.acquire(h, s), bytes, s);
+  backend.copy_async(back.data(), m.acquire_async(h, s), bytes, s);
   backend.synchronize(s);
   CHECK_THROWS_AS(m.synchronize(), stash::codec_error);
   CHECK(back == std::vector<std::int64_t>(n, 0));
-  m.release(h);
+  m.deallocate_async(h);
 }

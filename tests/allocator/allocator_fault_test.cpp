@@ -116,12 +116,12 @@ struct driver {
         break;
       case stash::event_kind::alloc: {
         auto const& st   = t.storages()[e.index];
-        id[e.index]      = alloc.allocate(bytes_of(e.index), st.kind, st.label, s);
+        id[e.index]      = alloc.allocate_async(bytes_of(e.index), st.kind, st.label, s);
         version[e.index] = 0;
         break;
       }
       case stash::event_kind::free:
-        alloc.deallocate(*id[e.index]);
+        alloc.deallocate_async(*id[e.index]);
         id[e.index].reset();
         break;
       case stash::event_kind::op: {
@@ -161,14 +161,14 @@ struct driver {
   void check_live()
   {
     for (stash::storage_id sid = 0; sid < id.size(); ++sid) {
-      if (id[sid]) { check(sid, alloc.pointer(*id[sid], s)); }
+      if (id[sid]) { check(sid, alloc.acquire_async(*id[sid], s)); }
     }
     inner.synchronize(s);
     alloc.synchronize();
     CHECK(bad.load() == 0);
     // Every offload the allocator issued is one the manager made.
-    CHECK(alloc.stats().scheduled_offloads == alloc.offload_statistics().offloads);
-    CHECK(alloc.offload_statistics().decode_failures == 0);
+    CHECK(alloc.stats().scheduled_offloads == alloc.stats().offload.offloads);
+    CHECK(alloc.stats().offload.decode_failures == 0);
   }
 
   // The caller's side of a failure: the iteration's tensors are freed and the iteration ended.
@@ -176,7 +176,7 @@ struct driver {
   {
     for (stash::storage_id sid = 0; sid < id.size(); ++sid) {
       if (in_iteration[sid] && id[sid]) {
-        alloc.deallocate(*id[sid]);
+        alloc.deallocate_async(*id[sid]);
         id[sid].reset();
       }
     }

@@ -37,7 +37,8 @@ void toy_step(Allocator& alloc, Stream s, std::size_t n, std::size_t bytes)
   alloc.phase(stash::phase::forward);
   std::vector<stash::tensor_handle> acts;
   for (std::size_t i = 0; i < n; ++i) {
-    acts.push_back(alloc.allocate(bytes, stash::storage_kind::act, "a" + std::to_string(i), s));
+    acts.push_back(
+        alloc.allocate_async(bytes, stash::storage_kind::act, "a" + std::to_string(i), s));
     auto const reads = i == 0 ? std::span<stash::tensor_handle const>{}
                               : std::span<stash::tensor_handle const>(&acts[i - 1], 1);
     (void)alloc.op("aten::convolution", reads, std::span(&acts[i], 1), s);
@@ -45,7 +46,7 @@ void toy_step(Allocator& alloc, Stream s, std::size_t n, std::size_t bytes)
   alloc.phase(stash::phase::backward);
   for (std::size_t i = n; i-- > 0;) {
     (void)alloc.op("aten::convolution_backward", std::span(&acts[i], 1), {}, s);
-    alloc.deallocate(acts[i]);
+    alloc.deallocate_async(acts[i]);
   }
   alloc.end_iteration();
 }
@@ -67,34 +68,34 @@ TEST_CASE("allocator: a handle of another allocator, or kept after its free, is 
   host_caching pool_b;
   host_alloc<> a(backend, pool_a);
   host_alloc<> b(backend, pool_b);
-  auto const ta = a.allocate(4096, stash::storage_kind::act, "ta", s);
-  auto const tb = b.allocate(4096, stash::storage_kind::act, "tb", s);
+  auto const ta = a.allocate_async(4096, stash::storage_kind::act, "ta", s);
+  auto const tb = b.allocate_async(4096, stash::storage_kind::act, "tb", s);
   CHECK(ta.index() == tb.index());  // the same slot number in two allocators
   CHECK(ta != tb);
-  CHECK_THROWS_WITH_AS(b.deallocate(ta), doctest::Contains("belongs to another allocator"),
+  CHECK_THROWS_WITH_AS(b.deallocate_async(ta), doctest::Contains("belongs to another allocator"),
                        stash::logic_error);
-  CHECK_THROWS_AS((void)b.pointer(ta, s), stash::logic_error);
+  CHECK_THROWS_AS((void)b.acquire_async(ta, s), stash::logic_error);
   CHECK_THROWS_AS((void)b.where(ta), stash::logic_error);
   CHECK(b.where(tb) == stash::tensor_state::resident);  // b's own tensor is untouched
   CHECK(pool_b.stats().in_use_bytes >= 4096);
 
   // A freed tensor's slot is reused; the old handle names the freed tensor, not the new one.
-  a.deallocate(ta);
-  auto const reused = a.allocate(4096, stash::storage_kind::act, "reused", s);
+  a.deallocate_async(ta);
+  auto const reused = a.allocate_async(4096, stash::storage_kind::act, "reused", s);
   CHECK(reused.index() == ta.index());
   CHECK(reused.generation() != ta.generation());
-  CHECK_THROWS_WITH_AS(a.deallocate(ta), doctest::Contains("was freed"), stash::logic_error);
-  CHECK_THROWS_AS((void)a.pointer(ta, s), stash::logic_error);
+  CHECK_THROWS_WITH_AS(a.deallocate_async(ta), doctest::Contains("was freed"), stash::logic_error);
+  CHECK_THROWS_AS((void)a.acquire_async(ta, s), stash::logic_error);
   CHECK_THROWS_AS((void)a.where(ta), stash::logic_error);
   CHECK(a.where(reused) == stash::tensor_state::resident);
-  CHECK_THROWS_WITH_AS(a.deallocate(stash::tensor_handle{}), doctest::Contains("no tensor"),
+  CHECK_THROWS_WITH_AS(a.deallocate_async(stash::tensor_handle{}), doctest::Contains("no tensor"),
                        stash::logic_error);
   // A forged handle (a generation the slot never had) is refused too.
-  CHECK_THROWS_AS(
-      a.deallocate(stash::tensor_handle(reused.owner(), reused.index(), reused.generation() + 5)),
-      stash::logic_error);
-  a.deallocate(reused);
-  b.deallocate(tb);
+  CHECK_THROWS_AS(a.deallocate_async(stash::tensor_handle(reused.owner(), reused.index(),
+                                                          reused.generation() + 5)),
+                  stash::logic_error);
+  a.deallocate_async(reused);
+  b.deallocate_async(tb);
   backend.synchronize(s);
   a.synchronize();
   b.synchronize();
@@ -120,7 +121,7 @@ TEST_CASE("allocator: a long run's tables stay as large as the most tensors aliv
   CHECK(alloc.stats().scheduled_offloads > 0);  // the run swapped
   // Bounded: one slot per tensor alive at once, whatever the number of iterations.
   CHECK(alloc.stats().tensor_slots <= live);
-  CHECK(alloc.offload_statistics().tensor_slots <= live);
+  CHECK(alloc.stats().offload.tensor_slots <= live);
   CHECK(pool.stats().in_use_bytes == 0);
   MESSAGE(iterations << " iterations x " << live << " tensors: " << alloc.stats().tensor_slots
                      << " table slots, " << alloc.stats().scheduled_offloads << " offloads");
@@ -144,7 +145,7 @@ TEST_CASE("allocator: scheduled offloads the host pool cannot take are counted, 
   CHECK(alloc.stats().deviations == 0);
   CHECK(alloc.stats().failed_offloads > 0);
   CHECK(alloc.stats().scheduled_offloads > 0);  // those that fit did go
-  CHECK(alloc.offload_statistics().offloads == alloc.stats().scheduled_offloads);
+  CHECK(alloc.stats().offload.offloads == alloc.stats().scheduled_offloads);
   MESSAGE("alexnet, 64 KiB host pool: " << alloc.stats().scheduled_offloads << " offloads, "
                                         << alloc.stats().failed_offloads << " failed");
 }
@@ -190,14 +191,14 @@ TEST_CASE("allocator: sizes near 2^64 are out_of_memory, with nothing taken or r
   constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
   for (std::size_t bytes : {max, max - 100, max - 4095, max / 2 + 1}) {
     INFO("bytes " << bytes);
-    CHECK_THROWS_AS((void)alloc.allocate(bytes, stash::storage_kind::act, "huge", s),
+    CHECK_THROWS_AS((void)alloc.allocate_async(bytes, stash::storage_kind::act, "huge", s),
                     stash::out_of_memory);
   }
   CHECK(pool.stats().in_use_bytes == 0);
-  auto const a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
+  auto const a = alloc.allocate_async(4096, stash::storage_kind::act, "a", s);
   (void)alloc.op("produce", {}, std::span(&a, 1), s);
   (void)alloc.op("consume", std::span(&a, 1), {}, s);
-  alloc.deallocate(a);
+  alloc.deallocate_async(a);
   alloc.end_iteration();
   REQUIRE(alloc.recorded_trace() != nullptr);
   CHECK(alloc.recorded_trace()->storages().size() == 1);  // the refused ones were not recorded
@@ -215,10 +216,10 @@ TEST_CASE("allocator: a device budget below the largest storage is an error at p
     o.device_budget = budget;
     host_alloc<> alloc(backend, pool, o);
     alloc.begin_iteration();
-    auto const a = alloc.allocate(4096, stash::storage_kind::act, "big", s);
+    auto const a = alloc.allocate_async(4096, stash::storage_kind::act, "big", s);
     (void)alloc.op("produce", {}, std::span(&a, 1), s);
     (void)alloc.op("consume", std::span(&a, 1), {}, s);
-    alloc.deallocate(a);
+    alloc.deallocate_async(a);
     try {
       alloc.end_iteration();
       FAIL("a budget below the largest storage was planned");

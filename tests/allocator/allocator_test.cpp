@@ -56,8 +56,8 @@ TEST_CASE("allocator<caching_pool, vdnn_all>: record, plan, replay a real step w
   // Both replayed iterations issued every scheduled offload and prefetch.
   CHECK(alloc.stats().scheduled_offloads == 2 * alloc.current_schedule().entries.size());
   CHECK(alloc.stats().scheduled_prefetches == 2 * alloc.current_schedule().entries.size());
-  CHECK(alloc.offload_statistics().offloads == alloc.stats().scheduled_offloads);
-  CHECK(alloc.offload_statistics().demand_prefetches == 0);
+  CHECK(alloc.stats().offload.offloads == alloc.stats().scheduled_offloads);
+  CHECK(alloc.stats().offload.demand_prefetches == 0);
 }
 
 TEST_CASE(
@@ -103,10 +103,10 @@ TEST_CASE("allocator: a policy's invalid schedule is an error naming the policy"
   host_caching pool;
   stash::allocator<host_caching, broken_policy, void, stash::host_backend> alloc(backend, pool);
   alloc.begin_iteration();
-  auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
+  auto a = alloc.allocate_async(4096, stash::storage_kind::act, "a", s);
   (void)alloc.op("produce", {}, std::vector<stash::tensor_handle>{a}, s);
   (void)alloc.op("consume", std::vector<stash::tensor_handle>{a}, {}, s);
-  alloc.deallocate(a);
+  alloc.deallocate_async(a);
   CHECK_THROWS_WITH_AS(alloc.end_iteration(),
                        doctest::Contains("invalid swap schedule from policy 'broken' entry 0"),
                        stash::schedule_error);
@@ -127,10 +127,10 @@ TEST_CASE("allocator<lifetime_arena, vdnn_conv, zvc>: the arena replays, codecs 
   CHECK(bad == 0);
   CHECK(pool.state() == stash::arena_state::replaying);
   CHECK(alloc.stats().deviations == 0);
-  CHECK(alloc.offload_statistics().offloads > 0);
-  CHECK(alloc.offload_statistics().decode_failures == 0);
+  CHECK(alloc.stats().offload.offloads > 0);
+  CHECK(alloc.stats().offload.decode_failures == 0);
   MESSAGE("resnet18 (1/64 scale) through lifetime_arena + vdnn_conv + zvc: "
-          << alloc.offload_statistics().offloads << " offloads, arena " << pool.arena_bytes()
+          << alloc.stats().offload.offloads << " offloads, arena " << pool.arena_bytes()
           << " B, fallbacks " << pool.stats().fallbacks);
 }
 
@@ -164,12 +164,12 @@ TEST_CASE(
   CHECK(pool.stats().fallbacks == fallbacks);  // every numbered allocation from the new plan
   CHECK(pool.replans() == 1);
   CHECK(alloc.stats().deviations == 0);
-  CHECK(alloc.offload_statistics().offloads > 0);
-  CHECK(alloc.offload_statistics().demand_prefetches == 0);
+  CHECK(alloc.stats().offload.offloads > 0);
+  CHECK(alloc.stats().offload.demand_prefetches == 0);
   auto const swapped_footprint = pool.arena_bytes();
   MESSAGE("resnet18 (1/64 scale) lifetime_arena footprint: "
           << resident_footprint << " B without swapping, " << swapped_footprint
-          << " B with vdnn_all (" << alloc.offload_statistics().offloads << " offloads, "
+          << " B with vdnn_all (" << alloc.stats().offload.offloads << " offloads, "
           << pool.fence_waits() << " device-side waits for offloaded blocks)");
   // Offloaded activations' memory is reused while they are away.
   CHECK(swapped_footprint < resident_footprint * 3 / 4);
@@ -187,12 +187,12 @@ TEST_CASE("allocator: a deviating iteration stays correct and triggers a new rec
   CHECK(drive(alloc, backend, s, t, 2) == 0);
   // An extra tensor at the start of the iteration shifts every allocation.
   alloc.begin_iteration();
-  auto extra = alloc.allocate(4096, stash::storage_kind::temp, "extra", s);
+  auto extra = alloc.allocate_async(4096, stash::storage_kind::temp, "extra", s);
   (void)alloc.op("extra_op", {}, std::vector<stash::tensor_handle>{extra}, s);
-  alloc.deallocate(extra);
+  alloc.deallocate_async(extra);
   alloc.end_iteration();
   CHECK(alloc.stats().deviations == 1);
-  CHECK_THROWS_AS(alloc.deallocate(extra), stash::logic_error);  // freed already
+  CHECK_THROWS_AS(alloc.deallocate_async(extra), stash::logic_error);  // freed already
 }
 
 namespace {
@@ -218,10 +218,10 @@ TEST_CASE(
   stash::allocator<host_caching, flaky_policy, void, stash::host_backend> alloc(backend, pool);
   auto step = [&] {
     alloc.begin_iteration();
-    auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
+    auto a = alloc.allocate_async(4096, stash::storage_kind::act, "a", s);
     (void)alloc.op("produce", {}, std::vector<stash::tensor_handle>{a}, s);
     (void)alloc.op("consume", std::vector<stash::tensor_handle>{a}, {}, s);
-    alloc.deallocate(a);
+    alloc.deallocate_async(a);
   };
   step();
   CHECK_THROWS_AS(alloc.end_iteration(), stash::logic_error);

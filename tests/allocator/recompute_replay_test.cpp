@@ -56,7 +56,7 @@ run_result run(Policy policy, std::uint64_t budget, stash::test::mlp_options o =
     net.step(i);
     r.states.push_back(net.state());
     if (i == 0) {
-      stash::cost_model const model(stash::hardware_preset("pcie4_x16"));
+      stash::cost_model const model(stash::presets::pcie4_x16);
       r.live_peak = stash::trace_analysis(*alloc.recorded_trace(), model).peak_live_bytes();
     }
   }

@@ -1,6 +1,7 @@
 // Compiled by ctest (compile_fail.*), never linked: filling a stash::allocator slot with a type
-// that lacks a customization point must stop at a static_assert naming the slot, the concept and
-// what is missing. STASH_MISUSE picks the slot.
+// that lacks a customization point (or a pool whose stream order cannot serve the backend) must
+// stop at a static_assert naming the slot, the concept and what is missing. STASH_MISUSE picks
+// the case.
 
 #include <stash/allocator.hpp>
 #include <stash/core/host_upstream.hpp>
@@ -34,8 +35,13 @@ template class stash::allocator<old_shaped_pool, stash::no_swap, void, stash::ho
 #elif STASH_MISUSE == 2
 template class stash::allocator<stash::caching_pool<stash::host_upstream>, nameless_policy, void,
                                 stash::host_backend>;
-#else
-// The control: well-formed slots compile.
+#elif STASH_MISUSE == 3
+// A pool that orders nothing (immediate_order, caching_pool<host_upstream>'s default) under a
+// backend whose worker threads still use memory after it was freed.
 template class stash::allocator<stash::caching_pool<stash::host_upstream>, stash::no_swap, void,
                                 stash::host_backend>;
+#else
+// The control: well-formed slots compile.
+template class stash::allocator<stash::caching_pool<stash::host_upstream, stash::host_stream_order>,
+                                stash::no_swap, void, stash::host_backend>;
 #endif

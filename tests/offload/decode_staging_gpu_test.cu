@@ -60,8 +60,8 @@ std::vector<float> round_trip(std::vector<float> const& h, when w, bool corrupt 
   manager m(backend, device, host);
   cudaStream_t const s = backend.create_stream().get();
   std::size_t const n  = h.size() * sizeof(float);
-  auto t               = m.create(n, s);
-  STASH_CUDA_TRY(cudaMemcpyAsync(m.acquire(t, s), h.data(), n, cudaMemcpyHostToDevice, s));
+  auto t               = m.allocate_async(n, s);
+  STASH_CUDA_TRY(cudaMemcpyAsync(m.acquire_async(t, s), h.data(), n, cudaMemcpyHostToDevice, s));
   STASH_CUDA_TRY(cudaStreamSynchronize(s));  // `h` is pageable: the copy has read it
   if (w == when::during_offload) {
     spin_kernel<<<1, 1, 0, s>>>(200'000'000);
@@ -86,14 +86,14 @@ std::vector<float> round_trip(std::vector<float> const& h, when w, bool corrupt 
     }
   };
   void* d = nullptr;
-  counted([&] { d = m.acquire(t, s); });
-  if (d == nullptr) { d = m.acquire(t, s); }
+  counted([&] { d = m.acquire_async(t, s); });
+  if (d == nullptr) { d = m.acquire_async(t, s); }
   std::vector<float> back(h.size(), -1.0f);
   STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), d, n, cudaMemcpyDeviceToHost, s));
   backend.synchronize(s);
   counted([&] { m.synchronize(); });
   CHECK(decode_errors == (corrupt ? 1 : 0));
-  m.release(t);
+  m.deallocate_async(t);
   m.synchronize();
   CHECK(host.stats().in_use_bytes == 0);
   CHECK(device.stats().in_use_bytes == 0);

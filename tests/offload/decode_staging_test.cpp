@@ -60,8 +60,8 @@ struct fixture {
   std::size_t bytes() const { return data.size() * sizeof(float); }
   stash::tensor_handle filled()
   {
-    auto h  = m.create(bytes(), compute);
-    void* p = m.acquire(h, compute);
+    auto h  = m.allocate_async(bytes(), compute);
+    void* p = m.acquire_async(h, compute);
     backend.launch(compute, [this, p] { std::memcpy(p, data.data(), bytes()); });
     return h;
   }
@@ -74,7 +74,7 @@ struct fixture {
   std::vector<float> back(stash::tensor_handle h)
   {
     std::vector<float> out(data.size(), -1.0f);
-    void* q = m.acquire(h, compute);
+    void* q = m.acquire_async(h, compute);
     backend.launch(compute, [&out, q, n = bytes()] { std::memcpy(out.data(), q, n); });
     backend.synchronize(compute);
     return out;
@@ -190,7 +190,7 @@ TEST_CASE("a corrupted size in the slot's status fails the decode: zeros and cod
   CHECK_THROWS_AS(f.m.synchronize(), stash::codec_error);
   CHECK(f.m.stats().decode_failures == 1);
   CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 0.0f; }));
-  f.m.release(h);
+  f.m.deallocate_async(h);
   f.m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);
 }
@@ -246,8 +246,8 @@ TEST_CASE("the decode's scratch is sized by the host copy's size, taken and give
   std::vector<float> data(20000, 0.0f);
   data[7]             = 3.0f;
   std::size_t const n = data.size() * sizeof(float);
-  auto h              = m.create(n, s);
-  void* p             = m.acquire(h, s);
+  auto h              = m.allocate_async(n, s);
+  void* p             = m.acquire_async(h, s);
   backend.launch(s, [&data, p, n] { std::memcpy(p, data.data(), n); });
   m.offload_async(h, s);
   m.synchronize();
@@ -259,12 +259,12 @@ TEST_CASE("the decode's scratch is sized by the host copy's size, taken and give
   CHECK(scratch_zvc_transfer::given[0] != nullptr);
   CHECK(device.stats().allocations == before.allocations + 2);  // the tensor and its scratch
   std::vector<float> back(data.size());
-  void* q = m.acquire(h, s);
+  void* q = m.acquire_async(h, s);
   backend.launch(s, [&back, q, n] { std::memcpy(back.data(), q, n); });
   backend.synchronize(s);
   m.synchronize();
   CHECK(back == data);
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(device.stats().in_use_bytes == 0);  // the scratch came back too
   CHECK(host.stats().in_use_bytes == 0);
@@ -286,8 +286,8 @@ TEST_CASE("a prefetch that fails after queueing work keeps the host copy until t
       m(backend, device, host);
   auto const s        = inner.create_stream();
   std::size_t const n = 4096 * sizeof(float);
-  auto h              = m.create(n, s);
-  void* p             = m.acquire(h, s);
+  auto h              = m.allocate_async(n, s);
+  void* p             = m.acquire_async(h, s);
   inner.launch(s, [p, n] { std::memset(p, 0, n); });
   m.offload_async(h, s);
   m.synchronize();
@@ -308,7 +308,7 @@ TEST_CASE("a prefetch that fails after queueing work keeps the host copy until t
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK_FALSE(d2h_ran.load());  // a free of the slot on the D2H stream would not wait
   go.set_value();
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(d2h_ran.load());
   CHECK(device.stats().in_use_bytes == 0);
@@ -336,8 +336,8 @@ TEST_CASE("a prefetch whose decode scratch cannot be sized gives the device memo
       backend, device, host);
   auto const s        = backend.create_stream();
   std::size_t const n = 4096 * sizeof(float);
-  auto h              = m.create(n, s);
-  void* p             = m.acquire(h, s);
+  auto h              = m.allocate_async(n, s);
+  void* p             = m.acquire_async(h, s);
   backend.launch(s, [p, n] { std::memset(p, 0, n); });
   m.offload_async(h, s);
   m.synchronize();
@@ -345,7 +345,7 @@ TEST_CASE("a prefetch whose decode scratch cannot be sized gives the device memo
   CHECK_THROWS_AS(m.prefetch_async(h), stash::cuda_error);
   CHECK(device.stats().in_use_bytes == 0);
   CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host copy stays for a retry
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(host.stats().in_use_bytes == 0);
 }

@@ -110,7 +110,7 @@ struct walk {
   // Kernels of the test itself go to the real backend: only stash's calls are failure points.
   void fill(stash::storage_id sid)
   {
-    void* p             = m.acquire(*handle[sid], s);
+    void* p             = m.acquire_async(*handle[sid], s);
     std::size_t const n = plan.bytes[sid] / 4;
     auto const v        = ++version[sid];
     inner.launch(s, [=] {
@@ -120,7 +120,7 @@ struct walk {
   void check(stash::storage_id sid)
   {
     if (version[sid] == 0) { return; }
-    void const* p       = m.acquire(*handle[sid], s);
+    void const* p       = m.acquire_async(*handle[sid], s);
     std::size_t const n = plan.bytes[sid] / 4;
     auto const v        = version[sid];
     inner.launch(s, [=, this] {
@@ -154,10 +154,10 @@ struct walk {
   void event(stash::trace_event const& e)
   {
     if (e.kind == stash::event_kind::alloc) {
-      handle[e.index]  = m.create(plan.bytes[e.index], s);
+      handle[e.index]  = m.allocate_async(plan.bytes[e.index], s);
       version[e.index] = 0;
     } else if (e.kind == stash::event_kind::free) {
-      m.release(*handle[e.index]);
+      m.deallocate_async(*handle[e.index]);
       handle[e.index].reset();
     } else if (e.kind == stash::event_kind::op) {
       op(e.index);
@@ -188,7 +188,7 @@ struct walk {
   {
     for (stash::storage_id sid = 0; sid < handle.size(); ++sid) {
       if (!handle[sid]) { continue; }
-      (void)m.acquire(*handle[sid], s);
+      (void)m.acquire_async(*handle[sid], s);
       check(sid);
     }
     inner.synchronize(s);
@@ -206,7 +206,7 @@ struct walk {
   {
     for (stash::storage_id sid = 0; sid < handle.size(); ++sid) {
       if (in_iteration[sid] && handle[sid]) {
-        m.release(*handle[sid]);
+        m.deallocate_async(*handle[sid]);
         handle[sid].reset();
       }
       in_iteration[sid] = false;

@@ -59,25 +59,26 @@ TEST_CASE("offload_manager: handles are tied to their manager and to their tenso
   pools p;
   manager a(p.backend, p.device, p.host);
   manager b(p.backend, p.device, p.host);
-  auto const ha = a.create(1024, p.s);
-  auto const hb = b.create(1024, p.s);
+  auto const ha = a.allocate_async(1024, p.s);
+  auto const hb = b.allocate_async(1024, p.s);
   CHECK(ha.index() == hb.index());
   CHECK(ha.owner() == a.owner_tag());
-  CHECK_THROWS_WITH_AS(b.release(ha), doctest::Contains("belongs to another manager"),
+  CHECK_THROWS_WITH_AS(b.deallocate_async(ha), doctest::Contains("belongs to another manager"),
                        stash::logic_error);
   CHECK_THROWS_AS((void)b.state(ha), stash::logic_error);
   CHECK(b.state(hb) == stash::tensor_state::resident);
-  a.release(ha);
+  a.deallocate_async(ha);
   CHECK(a.state(ha) == stash::tensor_state::released);  // a released handle reports it
-  auto const again = a.create(1024, p.s);
+  auto const again = a.allocate_async(1024, p.s);
   CHECK(again.index() == ha.index());                   // the slot is reused...
   CHECK(a.state(ha) == stash::tensor_state::released);  // ...and the old handle still says so
-  CHECK_THROWS_WITH_AS(a.release(ha), doctest::Contains("was released"), stash::logic_error);
-  CHECK_THROWS_AS((void)a.acquire(ha, p.s), stash::logic_error);
+  CHECK_THROWS_WITH_AS(a.deallocate_async(ha), doctest::Contains("was released"),
+                       stash::logic_error);
+  CHECK_THROWS_AS((void)a.acquire_async(ha, p.s), stash::logic_error);
   CHECK_THROWS_AS(a.offload_async(ha, p.s), stash::logic_error);
   CHECK(a.state(again) == stash::tensor_state::resident);
-  a.release(again);
-  b.release(hb);
+  a.deallocate_async(again);
+  b.deallocate_async(hb);
 }
 
 TEST_CASE("offload_manager: the tensor table stays as large as the most tensors alive at once")
@@ -86,10 +87,10 @@ TEST_CASE("offload_manager: the tensor table stays as large as the most tensors 
   manager m(p.backend, p.device, p.host);
   std::vector<stash::tensor_handle> live;
   for (int round = 0; round < 5000; ++round) {
-    for (int k = 0; k < 8; ++k) { live.push_back(m.create(256, p.s)); }
+    for (int k = 0; k < 8; ++k) { live.push_back(m.allocate_async(256, p.s)); }
     m.offload_async(live[3], p.s);
     m.prefetch_async(live[3]);
-    for (auto h : live) { m.release(h); }
+    for (auto h : live) { m.deallocate_async(h); }
     live.clear();
   }
   p.backend.synchronize(p.s);
@@ -107,7 +108,7 @@ TEST_CASE("offload_manager: sizes near 2^64 are out_of_memory with nothing taken
   constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
   for (std::size_t bytes : {max, max - 100, manager::max_tensor_bytes + 1}) {
     INFO("bytes " << bytes);
-    CHECK_THROWS_AS((void)m.create(bytes, p.s), stash::out_of_memory);
+    CHECK_THROWS_AS((void)m.allocate_async(bytes, p.s), stash::out_of_memory);
   }
   CHECK(p.device.stats().in_use_bytes == 0);
   CHECK(m.stats().tensor_slots == 0);
@@ -128,8 +129,8 @@ TEST_CASE("offload_manager: a device pool refusing the bytes back after the copy
   faulty_manager m(p.backend, device, host);
   std::size_t const n = 64 * stash::KiB;
   std::atomic<int> bad{0};
-  auto const h = m.create(n, p.s);
-  fill(p.backend, p.s, m.acquire(h, p.s), n, 0x5a);
+  auto const h = m.allocate_async(n, p.s);
+  fill(p.backend, p.s, m.acquire_async(h, p.s), n, 0x5a);
   faults.arm(0, deallocs);  // the first deallocate: the device bytes after the copy is queued
   CHECK_NOTHROW(m.offload_async(h, p.s));
   CHECK(faults.failures() == 1);
@@ -138,10 +139,10 @@ TEST_CASE("offload_manager: a device pool refusing the bytes back after the copy
   CHECK(p.device.stats().in_use_bytes == n);  // not yet given back...
   m.synchronize();
   CHECK(p.device.stats().in_use_bytes == 0);  // ...until the next call
-  check(p.backend, p.s, m.acquire(h, p.s), n, 0x5a, bad);
+  check(p.backend, p.s, m.acquire_async(h, p.s), n, 0x5a, bad);
   p.backend.synchronize(p.s);
   CHECK(bad.load() == 0);
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(p.device.stats().in_use_bytes == 0);
   CHECK(p.host.stats().in_use_bytes == 0);  // the host slot was not leaked
@@ -159,20 +160,20 @@ TEST_CASE("offload_manager: a host pool refusing the slot back after a raw prefe
   faulty_manager m(p.backend, device, host);
   std::size_t const n = 64 * stash::KiB;
   std::atomic<int> bad{0};
-  auto const h = m.create(n, p.s);
-  fill(p.backend, p.s, m.acquire(h, p.s), n, 0x3c);
+  auto const h = m.allocate_async(n, p.s);
+  fill(p.backend, p.s, m.acquire_async(h, p.s), n, 0x3c);
   m.offload_async(h, p.s);
   faults.arm(0, deallocs);  // the next deallocate: the host slot after the copy back is queued
   CHECK_NOTHROW(m.prefetch_async(h));
   CHECK(faults.failures() == 1);
   CHECK(m.state(h) == stash::tensor_state::prefetching);
   CHECK(m.stats().deferred_frees == 1);
-  check(p.backend, p.s, m.acquire(h, p.s), n, 0x3c, bad);
+  check(p.backend, p.s, m.acquire_async(h, p.s), n, 0x3c, bad);
   p.backend.synchronize(p.s);
   m.synchronize();
   CHECK(bad.load() == 0);
   CHECK(p.host.stats().in_use_bytes == 0);  // given back at the next call
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(p.device.stats().in_use_bytes == 0);
 }

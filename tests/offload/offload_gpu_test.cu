@@ -98,21 +98,21 @@ TEST_CASE("gpu: zvc transfer through mapped pinned memory round-trips ReLU-like 
   for (std::size_t i = 0; i < n; ++i) {
     h[i] = (i * 2654435761u) % 3 == 0 ? float(i % 1000) : 0.0f;
   }
-  auto t  = m.create(n * sizeof(float), s);
-  void* p = m.acquire(t, s);
+  auto t  = m.allocate_async(n * sizeof(float), s);
+  void* p = m.acquire_async(t, s);
   STASH_CUDA_TRY(cudaMemcpyAsync(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
   m.offload_async(t, s);
   auto const copy = m.host_copy(t);
   std::vector<float> decoded(n);
   CHECK(stash::zvc<float>::host_decode(copy, std::span<float>(decoded)) == n);
   CHECK(std::memcmp(decoded.data(), h.data(), n * sizeof(float)) == 0);
-  void* q = m.acquire(t, s);
+  void* q = m.acquire_async(t, s);
   std::vector<float> back(n);
   STASH_CUDA_TRY(cudaMemcpyAsync(back.data(), q, n * sizeof(float), cudaMemcpyDeviceToHost, s));
   backend.synchronize(s);
   m.synchronize();
   CHECK(std::memcmp(back.data(), h.data(), n * sizeof(float)) == 0);
-  m.release(t);
+  m.deallocate_async(t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -243,25 +243,25 @@ void capture_offload_round_trip()
   std::vector<stash::tensor_handle> ts;
   std::vector<void*> old;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
-    ts.push_back(m.create(sizes[k], s));
-    old.push_back(m.acquire(ts[k], s));
+    ts.push_back(m.allocate_async(sizes[k], s));
+    old.push_back(m.acquire_async(ts[k], s));
     probe.fill(s, old[k], sizes[k], ts[k].index());
     m.offload_async(ts[k], s);
   }
   // After the copies, the bytes left on the device are garbage: what comes back came from the host.
-  m.join(s);
+  m.join_async(s);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     scribble_kernel<<<64, 256, 0, s>>>(static_cast<std::uint8_t*>(old[k]), sizes[k]);
     STASH_CUDA_TRY(cudaGetLastError());
   }
   for (auto t : ts) { m.prefetch_async(t, s); }
   for (std::size_t k = 0; k < sizes.size(); ++k) {
-    void* q = m.acquire(ts[k], s);
+    void* q = m.acquire_async(ts[k], s);
     CHECK(q != old[k]);
     probe.check(s, q, sizes[k], ts[k].index());
-    m.release(ts[k]);
+    m.deallocate_async(ts[k]);
   }
-  m.join(s);
+  m.join_async(s);
   graph_exec const g(s);  // cudaStreamEndCapture: fails if the capture was invalidated or unjoined
 
   CHECK(device.stats().reserved_bytes == device_reserved);
@@ -307,8 +307,8 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   device.reserve(8 * stash::MiB);  // the tensor fits; the host pool has nothing reserved
 
   STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  auto t = m.create(n, s);
-  probe.fill(s, m.acquire(t, s), n, t.index());
+  auto t = m.allocate_async(n, s);
+  probe.fill(s, m.acquire_async(t, s), n, t.index());
   auto const host_before   = host.stats();
   auto const device_before = device.stats();
   try {
@@ -323,9 +323,9 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   CHECK(device.stats().in_use_bytes == device_before.in_use_bytes);
   CHECK(is_capturing(s));                           // not invalidated
   CHECK_FALSE(is_capturing(m.d2h_stream().get()));  // nothing was queued on the side stream
-  probe.check(s, m.acquire(t, s), n, t.index());
-  m.release(t);
-  m.join(s);
+  probe.check(s, m.acquire_async(t, s), n, t.index());
+  m.deallocate_async(t);
+  m.join_async(s);
   graph_exec const g(s);
   probe.set_version(7, s);
   g.launch(s);
@@ -350,18 +350,19 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
   host.reserve(16 * stash::MiB);
 
   STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  auto t = m.create(n, s);
-  probe.fill(s, m.acquire(t, s), n, t.index());
+  auto t = m.allocate_async(n, s);
+  probe.fill(s, m.acquire_async(t, s), n, t.index());
   m.offload_async(t, s);
   CHECK(m.state(t) == stash::tensor_state::offloading);
   m.prefetch_async(t, s);  // leaves a decode status to reap
-  probe.check(s, m.acquire(t, s), n, t.index());
-  auto u = m.create(n, s);
-  probe.fill(s, m.acquire(u, s), n, u.index());  // zvc's mask kernel reads every byte it offloads
-  m.offload_async(u, s);                         // reaps first
-  m.release(u);
-  m.release(t);
-  m.join(s);
+  probe.check(s, m.acquire_async(t, s), n, t.index());
+  auto u = m.allocate_async(n, s);
+  probe.fill(s, m.acquire_async(u, s), n,
+             u.index());  // zvc's mask kernel reads every byte it offloads
+  m.offload_async(u, s);  // reaps first
+  m.deallocate_async(u);
+  m.deallocate_async(t);
+  m.join_async(s);
   CHECK(is_capturing(s));
   graph_exec const g(s);  // cudaStreamEndCapture fails on an invalidated capture
 

@@ -91,9 +91,9 @@ TEST_CASE("offload then acquire brings back the same bytes, through every state"
   fixture f;
   manager m(f.backend, f.device, f.host);
   std::size_t const n = 3 * stash::MiB + 123;
-  auto h              = m.create(n, f.compute);
+  auto h              = m.allocate_async(n, f.compute);
   CHECK(m.state(h) == stash::tensor_state::resident);
-  void* p = m.acquire(h, f.compute);
+  void* p = m.acquire_async(h, f.compute);
   fill_async(f.backend, f.compute, p, n, h.index(), 0);
   m.offload_async(h, f.compute);
   auto const s = m.state(h);
@@ -106,7 +106,7 @@ TEST_CASE("offload then acquire brings back the same bytes, through every state"
 
   m.prefetch_async(h);
   CHECK(m.state(h) == stash::tensor_state::prefetching);
-  void* q = m.acquire(h, f.compute);
+  void* q = m.acquire_async(h, f.compute);
   CHECK(m.state(h) == stash::tensor_state::resident);
   check_async(f.backend, f.compute, q, n, h.index(), 0, f.bad);
   f.backend.synchronize(f.compute);
@@ -115,7 +115,7 @@ TEST_CASE("offload then acquire brings back the same bytes, through every state"
   CHECK(m.stats().prefetches == 1);
   CHECK(m.stats().demand_prefetches == 0);
   CHECK(m.stats().bytes_offloaded == n);
-  m.release(h);
+  m.deallocate_async(h);
   CHECK(m.state(h) == stash::tensor_state::released);
   m.synchronize();
   f.backend.synchronize(f.compute);
@@ -132,10 +132,10 @@ TEST_CASE("acquire of an offloaded tensor prefetches on demand, ordered after th
   fixture f(256 * stash::MiB, 256 * stash::MiB, slow);
   manager m(f.backend, f.device, f.host);
   std::size_t const n = 1 * stash::MiB;
-  auto h              = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(h, f.compute), n, h.index(), 3);
+  auto h              = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(h, f.compute), n, h.index(), 3);
   m.offload_async(h, f.compute);
-  void* q = m.acquire(h, f.compute);  // no prefetch_async before: on demand
+  void* q = m.acquire_async(h, f.compute);  // no prefetch_async before: on demand
   check_async(f.backend, f.compute, q, n, h.index(), 3, f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
@@ -146,9 +146,9 @@ TEST_CASE("an exhausted host pool leaves the tensor resident and intact")
 {
   fixture f(64 * stash::MiB, 8 * stash::MiB);
   manager m(f.backend, f.device, f.host);
-  auto a = m.create(6 * stash::MiB, f.compute);
-  auto b = m.create(6 * stash::MiB, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.index(), 1);
+  auto a = m.allocate_async(6 * stash::MiB, f.compute);
+  auto b = m.allocate_async(6 * stash::MiB, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(b, f.compute), 6 * stash::MiB, b.index(), 1);
   m.offload_async(a, f.compute);
   try {
     m.offload_async(b, f.compute);
@@ -159,7 +159,8 @@ TEST_CASE("an exhausted host pool leaves the tensor resident and intact")
     CHECK(e.requested_bytes() >= 6 * stash::MiB);  // the tensor plus the slot's status word
   }
   CHECK(m.state(b) == stash::tensor_state::resident);
-  check_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.index(), 1, f.bad);
+  check_async(f.backend, f.compute, m.acquire_async(b, f.compute), 6 * stash::MiB, b.index(), 1,
+              f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
   CHECK(m.stats().offloads == 1);
@@ -170,22 +171,22 @@ TEST_CASE("a full device pool on prefetch throws with context; the host copy sur
   fixture f(8 * stash::MiB, 64 * stash::MiB);
   manager m(f.backend, f.device, f.host);
   std::size_t const n = 5 * stash::MiB;
-  auto a              = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(a, f.compute), n, a.index(), 9);
+  auto a              = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(a, f.compute), n, a.index(), 9);
   m.offload_async(a, f.compute);
   m.synchronize();
-  auto b = m.create(n, f.compute);  // takes the device memory a gave back
+  auto b = m.allocate_async(n, f.compute);  // takes the device memory a gave back
   try {
-    (void)m.acquire(a, f.compute);
+    (void)m.acquire_async(a, f.compute);
     FAIL("prefetch into a full device pool succeeded");
   } catch (stash::out_of_memory const& e) {
     CHECK(std::string(e.what()).find("prefetch of tensor #0") != std::string::npos);
     CHECK(e.requested_bytes() == n);
   }
   CHECK(m.state(a) == stash::tensor_state::offloaded);
-  m.release(b);
+  m.deallocate_async(b);
   f.backend.synchronize(f.compute);
-  void* q = m.acquire(a, f.compute);  // retry after freeing memory
+  void* q = m.acquire_async(a, f.compute);  // retry after freeing memory
   check_async(f.backend, f.compute, q, n, a.index(), 9, f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
@@ -195,7 +196,7 @@ TEST_CASE("misuse is a logic_error naming the tensor and its state")
 {
   fixture f;
   manager m(f.backend, f.device, f.host);
-  auto h = m.create(4096, f.compute);
+  auto h = m.allocate_async(4096, f.compute);
   m.offload_async(h, f.compute);
   try {
     m.offload_async(h, f.compute);
@@ -206,19 +207,19 @@ TEST_CASE("misuse is a logic_error naming the tensor and its state")
     CHECK((what.find("offloading") != std::string::npos ||
            what.find("offloaded") != std::string::npos));
   }
-  m.release(h);
-  CHECK_THROWS_AS(m.release(h), stash::logic_error);
-  CHECK_THROWS_AS((void)m.acquire(h, f.compute), stash::logic_error);
+  m.deallocate_async(h);
+  CHECK_THROWS_AS(m.deallocate_async(h), stash::logic_error);
+  CHECK_THROWS_AS((void)m.acquire_async(h, f.compute), stash::logic_error);
   CHECK_THROWS_AS(m.prefetch_async(h), stash::logic_error);
   CHECK_THROWS_AS(m.offload_async(h, f.compute), stash::logic_error);
   try {
-    (void)m.acquire(stash::tensor_handle(m.owner_tag(), 42, 1), f.compute);
+    (void)m.acquire_async(stash::tensor_handle(m.owner_tag(), 42, 1), f.compute);
     FAIL("unknown handle accepted");
   } catch (stash::logic_error const& e) {
     CHECK(std::string(e.what()).find("tensor #42 (generation 1) was never made by this manager") !=
           std::string::npos);
   }
-  CHECK_THROWS_AS(m.release(stash::tensor_handle{}), stash::logic_error);
+  CHECK_THROWS_AS(m.deallocate_async(stash::tensor_handle{}), stash::logic_error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -237,8 +238,9 @@ TEST_CASE("capture: a closed region forks the side streams, joins them back and 
   f.backend.begin_capture(f.compute);
   std::vector<stash::tensor_handle> ts;
   for (std::uint32_t k = 0; k < 3; ++k) {
-    ts.push_back(m.create(n, f.compute));
-    fill_async(f.backend, f.compute, m.acquire(ts.back(), f.compute), n, ts.back().index(), k);
+    ts.push_back(m.allocate_async(n, f.compute));
+    fill_async(f.backend, f.compute, m.acquire_async(ts.back(), f.compute), n, ts.back().index(),
+               k);
     m.offload_async(ts.back(), f.compute);
   }
   // The D2H stream joined the capture through an event recorded on the capturing stream.
@@ -251,10 +253,11 @@ TEST_CASE("capture: a closed region forks the side streams, joins them back and 
   for (auto t : ts) { m.prefetch_async(t, f.compute); }
   CHECK(f.backend.capturing(m.h2d_stream()));
   for (std::uint32_t k = 0; k < 3; ++k) {
-    check_async(f.backend, f.compute, m.acquire(ts[k], f.compute), n, ts[k].index(), k, f.bad);
-    m.release(ts[k]);
+    check_async(f.backend, f.compute, m.acquire_async(ts[k], f.compute), n, ts[k].index(), k,
+                f.bad);
+    m.deallocate_async(ts[k]);
   }
-  m.join(f.compute);
+  m.join_async(f.compute);
   f.backend.end_capture(f.compute);
   CHECK_FALSE(f.backend.capturing(m.d2h_stream()));
   CHECK_FALSE(f.backend.capturing(m.h2d_stream()));
@@ -278,9 +281,9 @@ TEST_CASE("capture: memory that would have to be allocated is refused; tensor an
   std::size_t const n = 2 * stash::MiB;
   f.device.reserve(4 * stash::MiB);  // room for the tensor; none reserved on the host
   f.backend.begin_capture(f.compute);
-  CHECK_THROWS_AS((void)m.create(64 * stash::MiB, f.compute), stash::logic_error);
-  auto t = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 5);
+  CHECK_THROWS_AS((void)m.allocate_async(64 * stash::MiB, f.compute), stash::logic_error);
+  auto t = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(t, f.compute), n, t.index(), 5);
   auto const device_before = f.device.stats();
   auto const host_before   = f.host.stats();
   try {
@@ -298,18 +301,18 @@ TEST_CASE("capture: memory that would have to be allocated is refused; tensor an
   CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);
   CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);
   CHECK_FALSE(f.backend.capturing(m.d2h_stream()));  // refused before anything was queued
-  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 5, f.bad);
-  m.release(t);
-  m.join(f.compute);
+  check_async(f.backend, f.compute, m.acquire_async(t, f.compute), n, t.index(), 5, f.bad);
+  m.deallocate_async(t);
+  m.join_async(f.compute);
   f.backend.end_capture(f.compute);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
 
   // Outside the capture the same offload may grow the pool.
-  auto u = m.create(n, f.compute);
+  auto u = m.allocate_async(n, f.compute);
   m.offload_async(u, f.compute);
   CHECK(f.host.stats().reserved_bytes > host_before.reserved_bytes);
-  m.release(u);
+  m.deallocate_async(u);
   m.synchronize();
 }
 
@@ -319,19 +322,19 @@ TEST_CASE("capture: tensors do not cross the capture's boundary, except to be re
   manager m(f.backend, f.device, f.host);
   f.device.reserve(8 * stash::MiB);
   f.host.reserve(8 * stash::MiB);
-  auto outside = m.create(4096, f.compute);
+  auto outside = m.allocate_async(4096, f.compute);
   auto other   = f.backend.create_stream();
   f.backend.begin_capture(f.compute);
   CHECK_THROWS_AS(m.offload_async(outside, f.compute), stash::logic_error);
-  CHECK_THROWS_AS((void)m.acquire(outside, f.compute), stash::logic_error);
-  auto inside = m.create(4096, f.compute);
+  CHECK_THROWS_AS((void)m.acquire_async(outside, f.compute), stash::logic_error);
+  auto inside = m.allocate_async(4096, f.compute);
   m.offload_async(inside, f.compute);
   // Once the side streams are in the capture, a call on a stream outside it would drag its
   // copies into the graph.
-  CHECK_THROWS_AS((void)m.create(4096, other), stash::logic_error);
+  CHECK_THROWS_AS((void)m.allocate_async(4096, other), stash::logic_error);
   CHECK_THROWS_AS(m.offload_async(outside, other), stash::logic_error);
   CHECK(m.state(outside) == stash::tensor_state::resident);
-  m.join(f.compute);
+  m.join_async(f.compute);
   f.backend.end_capture(f.compute);
   try {
     m.prefetch_async(inside, f.compute);
@@ -339,11 +342,11 @@ TEST_CASE("capture: tensors do not cross the capture's boundary, except to be re
   } catch (stash::logic_error const& e) {
     CHECK(std::string(e.what()).find("belongs to it") != std::string::npos);
   }
-  m.release(inside);  // releasing is always allowed
+  m.deallocate_async(inside);  // releasing is always allowed
   m.offload_async(outside, f.compute);
   m.synchronize();
   CHECK(m.state(outside) == stash::tensor_state::offloaded);
-  m.release(outside);
+  m.deallocate_async(outside);
 }
 
 TEST_CASE("stress: random schedules over several streams keep every tensor's bytes")
@@ -401,8 +404,8 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
   zvc_manager m(f.backend, f.device, f.host);
   auto const act      = read_f32("activations/netA_final_relu4.f32");  // 72% zeros
   std::size_t const n = act.size() * sizeof(float);
-  auto h              = m.create(n, f.compute);
-  void* p             = m.acquire(h, f.compute);
+  auto h              = m.allocate_async(n, f.compute);
+  void* p             = m.acquire_async(h, f.compute);
   f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
   m.offload_async(h, f.compute);
   auto const copy = m.host_copy(h);
@@ -413,7 +416,7 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
   CHECK(used == act.size());
   CHECK(std::memcmp(on_host.data(), act.data(), n) == 0);
 
-  void* q = m.acquire(h, f.compute);
+  void* q = m.acquire_async(h, f.compute);
   std::vector<float> back(act.size());
   f.backend.launch(f.compute, [&, q] { std::memcpy(back.data(), q, n); });
   f.backend.synchronize(f.compute);
@@ -427,7 +430,7 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
       stash::zvc<float>::host_encode(std::span<float const>(act), std::span<std::byte>(reference));
   CHECK(m.stats().bytes_encoded == expected);
   CHECK(m.stats().bytes_encoded < n / 2);
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);
 }
@@ -442,8 +445,8 @@ TEST_CASE("transfer_set: each offload runs the member it names and its prefetch 
   set_manager m(f.backend, f.device, f.host);
   auto const act      = read_f32("activations/netA_final_relu4.f32");
   std::size_t const n = act.size() * sizeof(float);
-  auto h              = m.create(n, f.compute);
-  void* p             = m.acquire(h, f.compute);
+  auto h              = m.allocate_async(n, f.compute);
+  void* p             = m.acquire_async(h, f.compute);
   f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
 
   // An index outside the set is refused before anything is taken; the tensor stays resident.
@@ -462,7 +465,7 @@ TEST_CASE("transfer_set: each offload runs the member it names and its prefetch 
       CHECK(stash::zvc<float>::host_decode(copy, std::span<float>(on_host)) == act.size());
       CHECK(std::memcmp(on_host.data(), act.data(), n) == 0);
     }
-    void* q = m.acquire(h, f.compute);
+    void* q = m.acquire_async(h, f.compute);
     std::vector<float> back(act.size());
     f.backend.launch(f.compute, [&, q] { std::memcpy(back.data(), q, n); });
     f.backend.synchronize(f.compute);
@@ -474,7 +477,7 @@ TEST_CASE("transfer_set: each offload runs the member it names and its prefetch 
   // Two zvc copies (72% zeros) and one raw copy.
   CHECK(m.stats().bytes_encoded < m.stats().bytes_encoded_source * 2 / 3);
   CHECK(m.stats().bytes_encoded > n);
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);
 }
@@ -486,14 +489,14 @@ TEST_CASE("zvc transfer: a corrupted host copy raises codec_error naming the ten
   std::vector<float> act(4096);
   for (std::size_t i = 0; i < act.size(); ++i) { act[i] = (i % 3 == 0) ? 0.0f : float(i); }
   std::size_t const n = act.size() * sizeof(float);
-  auto h              = m.create(n, f.compute);
-  void* p             = m.acquire(h, f.compute);
+  auto h              = m.allocate_async(n, f.compute);
+  void* p             = m.acquire_async(h, f.compute);
   f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
   m.offload_async(h, f.compute);
   auto const copy = m.host_copy(h);
   // A bit flip in the header's magic (as a failing DIMM would do it).
   const_cast<std::byte&>(copy[0]) ^= std::byte{0x40};
-  void* q = m.acquire(h, f.compute);
+  void* q = m.acquire_async(h, f.compute);
   std::vector<float> back(act.size(), -1.0f);
   f.backend.launch(f.compute, [&, q] { std::memcpy(back.data(), q, n); });
   f.backend.synchronize(f.compute);
@@ -507,7 +510,7 @@ TEST_CASE("zvc transfer: a corrupted host copy raises codec_error naming the ten
   CHECK(m.stats().decode_failures == 1);
   // What the compute stream saw is zeros, not half-decoded garbage.
   CHECK(std::all_of(back.begin(), back.end(), [](float x) { return x == 0.0f; }));
-  m.release(h);
+  m.deallocate_async(h);
   m.synchronize();
   CHECK(f.host.stats().in_use_bytes == 0);
 }
@@ -530,15 +533,15 @@ TEST_CASE("a tensor released before its decode was checked: counted, not thrown,
 
   SUBCASE("a corrupted copy")
   {
-    auto h  = m.create(n, f.compute);
-    void* p = m.acquire(h, f.compute);
+    auto h  = m.allocate_async(n, f.compute);
+    void* p = m.acquire_async(h, f.compute);
     f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
     m.offload_async(h, f.compute);
     auto const copy = m.host_copy(h);
     const_cast<std::byte&>(copy[0]) ^= std::byte{0x40};
     auto gate = hold(m.h2d_stream());
-    (void)m.acquire(h, f.compute);  // the decode waits behind the gate
-    m.release(h);                   // before the decode ran: its check is orphaned
+    (void)m.acquire_async(h, f.compute);  // the decode waits behind the gate
+    m.deallocate_async(h);                // before the decode ran: its check is orphaned
     gate->store(true);
     f.backend.synchronize(f.compute);
     CHECK_NOTHROW(m.synchronize());  // nobody holds the tensor: counted, not thrown
@@ -546,14 +549,14 @@ TEST_CASE("a tensor released before its decode was checked: counted, not thrown,
   }
   SUBCASE("an offload the host never saw complete: its encoded size is still counted")
   {
-    auto h  = m.create(n, f.compute);
-    void* p = m.acquire(h, f.compute);
+    auto h  = m.allocate_async(n, f.compute);
+    void* p = m.acquire_async(h, f.compute);
     f.backend.launch(f.compute, [&, p] { std::memcpy(p, act.data(), n); });
     auto gate = hold(m.d2h_stream());
     m.offload_async(h, f.compute);
     CHECK(m.state(h) == stash::tensor_state::offloading);
-    (void)m.acquire(h, f.compute);  // prefetch while the encode is still held back
-    m.release(h);
+    (void)m.acquire_async(h, f.compute);  // prefetch while the encode is still held back
+    m.deallocate_async(h);
     gate->store(true);
     f.backend.synchronize(f.compute);
     m.synchronize();
@@ -582,16 +585,16 @@ TEST_CASE("capture: no event or pool marker recorded while capturing is ever que
   auto other = f.backend.create_stream();
 
   f.backend.begin_capture(f.compute);
-  auto t = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 1);
+  auto t = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(t, f.compute), n, t.index(), 1);
   m.offload_async(t, f.compute);
   CHECK(m.state(t) == stash::tensor_state::offloading);  // polls the captured D2H copy
   m.prefetch_async(t, f.compute);                        // a decode whose status is pending
-  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 1, f.bad);
-  auto u = m.create(n, f.compute);  // the D2H stream's captured marker is on a free block
-  m.offload_async(u, f.compute);    // reaps pending decodes first
-  m.release(u);
-  m.join(f.compute);
+  check_async(f.backend, f.compute, m.acquire_async(t, f.compute), n, t.index(), 1, f.bad);
+  auto u = m.allocate_async(n, f.compute);  // the D2H stream's captured marker is on a free block
+  m.offload_async(u, f.compute);            // reaps pending decodes first
+  m.deallocate_async(u);
+  m.join_async(f.compute);
   f.backend.end_capture(f.compute);
 
   // After the capture: polling, reaping and pool reuse on another stream still skip them.
@@ -604,15 +607,15 @@ TEST_CASE("capture: no event or pool marker recorded while capturing is ever que
   CHECK_NOTHROW(q = f.host.allocate_async(n, f.backend.tag(other)));
   f.host.deallocate_async(q, n, f.backend.tag(other));
   CHECK_NOTHROW((void)f.host.release_cached());
-  m.release(t);
+  m.deallocate_async(t);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
   // A tensor outside any capture is polled as before.
-  auto w = m.create(n, f.compute);
+  auto w = m.allocate_async(n, f.compute);
   m.offload_async(w, f.compute);
   m.synchronize();
   CHECK(m.state(w) == stash::tensor_state::offloaded);
-  m.release(w);
+  m.deallocate_async(w);
 }
 
 namespace {
@@ -643,8 +646,8 @@ TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools 
   stash::offload_manager<stash::host_backend, host_pool, host_pool, refusing_transfer> m(
       f.backend, f.device, f.host);
   std::size_t const n = 1 * stash::MiB;
-  auto t              = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 3);
+  auto t              = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(t, f.compute), n, t.index(), 3);
   auto const device_before = f.device.stats();
   auto const host_before   = f.host.stats();
   CHECK_THROWS_AS(m.offload_async(t, f.compute), stash::logic_error);
@@ -652,8 +655,8 @@ TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools 
   CHECK(m.stats().offloads == 0);
   CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);  // the scratch came back
   CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);      // and the host slot
-  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 3, f.bad);
-  m.release(t);
+  check_async(f.backend, f.compute, m.acquire_async(t, f.compute), n, t.index(), 3, f.bad);
+  m.deallocate_async(t);
   m.synchronize();
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
@@ -679,10 +682,10 @@ TEST_CASE("bench_offload's sizing: a pinned pool reserved for N host slots takes
   CHECK(host.stats().reserved_bytes == std::size_t(count) * slot);
   manager m(f.backend, f.device, host);
   std::vector<stash::tensor_handle> hs;
-  for (int i = 0; i < count; ++i) { hs.push_back(m.create(bytes, f.compute)); }
+  for (int i = 0; i < count; ++i) { hs.push_back(m.allocate_async(bytes, f.compute)); }
   for (auto h : hs) { CHECK_NOTHROW(m.offload_async(h, f.compute)); }
   m.synchronize();
   CHECK(host.stats().reserved_bytes == std::size_t(count) * slot);
-  for (auto h : hs) { m.release(h); }
+  for (auto h : hs) { m.deallocate_async(h); }
   m.synchronize();
 }

@@ -75,8 +75,8 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
     std::size_t const n = std::uniform_int_distribution<std::size_t>(1, max_bytes)(rng);
     auto run            = [&] {
       if (create) {
-        auto h = m.create(n, s);
-        fill(s, m.acquire(h, s), n, h.index(), 0u);
+        auto h = m.allocate_async(n, s);
+        fill(s, m.acquire_async(h, s), n, h.index(), 0u);
         tensors.push_back({h, n, 0, true});
         return;
       }
@@ -93,7 +93,7 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
         case 5:
         case 6:
         case 7: {
-          void* p = m.acquire(t.h, s);
+          void* p = m.acquire_async(t.h, s);
           check(s, p, t.bytes, t.h.index(), t.version);
           if (action == 7) {  // rewrite it: the next check expects the new version
             ++t.version;
@@ -103,7 +103,7 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
           break;
         }
         default:
-          m.release(t.h);
+          m.deallocate_async(t.h);
           t.alive = false;
           break;
       }
@@ -112,10 +112,11 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
   }
   for (auto& t : tensors) {
     if (!t.alive) { continue; }
-    with_retry(
-        [&] { check(streams[0], m.acquire(t.h, streams[0]), t.bytes, t.h.index(), t.version); });
+    with_retry([&] {
+      check(streams[0], m.acquire_async(t.h, streams[0]), t.bytes, t.h.index(), t.version);
+    });
     backend.synchronize(streams[0]);
-    m.release(t.h);
+    m.deallocate_async(t.h);
   }
   sync_all();
   counts.tensors = tensors.size();

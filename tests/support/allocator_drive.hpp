@@ -91,7 +91,7 @@ std::uint64_t drive(Allocator& alloc, host_backend& backend, host_backend::strea
   };
   driver.on_allocate([&](storage_id sid, tensor_handle id, bool persistent) {
     version[sid] = 0;
-    if (persistent) { fill(sid, alloc.pointer(id, s)); }
+    if (persistent) { fill(sid, alloc.acquire_async(id, s)); }
   });
   driver.on_op([&](op_record const& op, std::span<void* const> ptrs) {
     for (std::size_t r = 0; r < op.reads.size(); ++r) {

@@ -74,38 +74,38 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
   std::vector<float> const pv(n, 1.0f);
   auto const s = backend.create_stream();
   alloc_type alloc(backend, pool, allocator_options{});
-  auto const x = alloc.allocate(xbytes, storage_kind::input, "x", s);
-  backend.copy_async(alloc.pointer(x, s), xv.data(), xbytes, s);
+  auto const x = alloc.allocate_async(xbytes, storage_kind::input, "x", s);
+  backend.copy_async(alloc.acquire_async(x, s), xv.data(), xbytes, s);
   argmax_step_result r;
   r.outputs = n;
   std::vector<std::vector<std::int64_t>> got(4, std::vector<std::int64_t>(n));
   for (int it = 0; it < iterations; ++it) {
     alloc.begin_iteration();
     alloc.phase(phase::forward);
-    auto const p          = alloc.allocate(n * sizeof(float), storage_kind::act, "p", s);
+    auto const p          = alloc.allocate_async(n * sizeof(float), storage_kind::act, "p", s);
     bool const describe_i = it == 0 || describe_i_in_replays;
-    auto const i          = alloc.allocate(bytes, storage_kind::act, "i", s,
-                                  describe_i ? tensor_desc{.pool = g} : tensor_desc{});
+    auto const i          = alloc.allocate_async(bytes, storage_kind::act, "i", s,
+                                        describe_i ? tensor_desc{.pool = g} : tensor_desc{});
     auto const j =
-        alloc.allocate(bytes, storage_kind::act, "j", s, tensor_desc{.pool = wrong_size});
-    auto const k   = alloc.allocate(bytes, storage_kind::act, "k", s, tensor_desc{.pool = g});
-    auto const u   = alloc.allocate(bytes, storage_kind::act, "u", s);
+        alloc.allocate_async(bytes, storage_kind::act, "j", s, tensor_desc{.pool = wrong_size});
+    auto const k   = alloc.allocate_async(bytes, storage_kind::act, "k", s, tensor_desc{.pool = g});
+    auto const u   = alloc.allocate_async(bytes, storage_kind::act, "u", s);
     auto const out = alloc.op("aten::max_pool2d_with_indices", ids{x}, ids{p, i, j, k, u}, s);
     backend.copy_async(out[1], pv.data(), n * sizeof(float), s);
     for (std::size_t t = 0; t < 4; ++t) {
       backend.copy_async(out[2 + t], (t == 2 ? kv : iv).data(), bytes, s);
     }
-    auto const q = alloc.allocate(n * sizeof(float), storage_kind::act, "q", s);
+    auto const q = alloc.allocate_async(n * sizeof(float), storage_kind::act, "q", s);
     (void)alloc.op("aten::relu", ids{p}, ids{q}, s);
     (void)alloc.op("aten::sum", ids{q}, ids{}, s);
     alloc.phase(phase::backward);
-    auto const gx = alloc.allocate(xbytes, storage_kind::temp, "gx", s);
+    auto const gx = alloc.allocate_async(xbytes, storage_kind::temp, "gx", s);
     auto const back =
         alloc.op("aten::max_pool2d_with_indices_backward", ids{q, x, i, j, k, u}, ids{gx}, s);
     for (std::size_t t = 0; t < 4; ++t) {
       backend.copy_async(got[t].data(), back[2 + t], bytes, s);
     }
-    for (auto id : {p, i, j, k, u, q, gx}) { alloc.deallocate(id); }
+    for (auto id : {p, i, j, k, u, q, gx}) { alloc.deallocate_async(id); }
     alloc.end_iteration();
     backend.synchronize(s);
     alloc.synchronize();
@@ -116,7 +116,7 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
     ++r.iterations;
   }
   if (stats != nullptr) { *stats = alloc.stats(); }
-  r.moved = alloc.offload_statistics();
+  r.moved = alloc.stats().offload;
   return r;
 }
 

@@ -81,30 +81,30 @@ encoded_step_result run_encoded_step(Backend& backend, Pool& pool, std::size_t n
   auto const xv = d::relu_like(n, 1), av = d::relu_like(n, 2), bv = d::relu_like(n, 3),
              cv = d::relu_like(n, 4);
   auto const am = d::mask_of(av);
-  auto const x  = alloc.allocate(bytes, storage_kind::input, "x", s);
-  backend.copy_async(alloc.pointer(x, s), xv.data(), bytes, s);
+  auto const x  = alloc.allocate_async(bytes, storage_kind::input, "x", s);
+  backend.copy_async(alloc.acquire_async(x, s), xv.data(), bytes, s);
   encoded_step_result r;
   std::vector<float> got_a(n), got_b(n), got_c(n);
   for (int it = 0; it < iterations; ++it) {
     using ids = std::vector<tensor_handle>;
     alloc.begin_iteration();
     alloc.phase(phase::forward);
-    auto const a = alloc.allocate(bytes, storage_kind::act, "a", s);
+    auto const a = alloc.allocate_async(bytes, storage_kind::act, "a", s);
     backend.copy_async(alloc.op("aten::relu", ids{x}, ids{a}, s)[1], av.data(), bytes, s);
-    auto const b = alloc.allocate(bytes, storage_kind::act, "b", s);
+    auto const b = alloc.allocate_async(bytes, storage_kind::act, "b", s);
     backend.copy_async(alloc.op("aten::relu", ids{a}, ids{b}, s)[1], bv.data(), bytes, s);
-    auto const c = alloc.allocate(bytes, storage_kind::act, "c", s);
+    auto const c = alloc.allocate_async(bytes, storage_kind::act, "c", s);
     backend.copy_async(alloc.op("aten::mul", ids{b}, ids{c}, s)[1], cv.data(), bytes, s);
     (void)alloc.op("aten::sum", ids{c}, ids{}, s);
     alloc.phase(phase::backward);
-    auto const gc = alloc.allocate(bytes, storage_kind::temp, "gc", s);
+    auto const gc = alloc.allocate_async(bytes, storage_kind::temp, "gc", s);
     backend.copy_async(got_c.data(), alloc.op("aten::mul", ids{c}, ids{gc}, s)[0], bytes, s);
-    auto const gb = alloc.allocate(bytes, storage_kind::temp, "gb", s);
+    auto const gb = alloc.allocate_async(bytes, storage_kind::temp, "gb", s);
     backend.copy_async(got_b.data(), alloc.op("aten::mul", ids{b, gc}, ids{gb}, s)[0], bytes, s);
-    auto const ga = alloc.allocate(bytes, storage_kind::temp, "ga", s);
+    auto const ga = alloc.allocate_async(bytes, storage_kind::temp, "ga", s);
     backend.copy_async(got_a.data(),
                        alloc.op("aten::threshold_backward", ids{gb, a}, ids{ga}, s)[1], bytes, s);
-    for (auto id : {a, b, c, gc, gb, ga}) { alloc.deallocate(id); }
+    for (auto id : {a, b, c, gc, gb, ga}) { alloc.deallocate_async(id); }
     alloc.end_iteration();
     backend.synchronize(s);
     alloc.synchronize();
@@ -114,7 +114,7 @@ encoded_step_result run_encoded_step(Backend& backend, Pool& pool, std::size_t n
     ++r.iterations;
   }
   if (stats != nullptr) { *stats = alloc.stats(); }
-  r.moved = alloc.offload_statistics();
+  r.moved = alloc.stats().offload;
   return r;
 }
 

@@ -84,7 +84,7 @@ class mlp {
     mlp_state out;
     for (auto const& v : {w_, gw_}) {
       for (auto h : v) {
-        auto const* p = static_cast<float const*>(alloc_.pointer(h, s_));
+        auto const* p = static_cast<float const*>(alloc_.acquire_async(h, s_));
         backend_.synchronize(s_);
         out.insert(out.end(), p, p + o_.n);
       }
@@ -104,7 +104,7 @@ class mlp {
   /// Abandons a step that threw: frees its tensors and ends the iteration.
   void abandon()
   {
-    for (auto h : alive) { alloc_.deallocate(h); }
+    for (auto h : alive) { alloc_.deallocate_async(h); }
     alive.clear();
     alloc_.end_iteration();
   }
@@ -119,22 +119,22 @@ class mlp {
 
   tensor_handle make(std::string label, storage_kind kind, float value)
   {
-    auto h  = alloc_.allocate(o_.n * sizeof(float), kind, std::move(label), s_);
-    auto* p = static_cast<float*>(alloc_.pointer(h, s_));
+    auto h  = alloc_.allocate_async(o_.n * sizeof(float), kind, std::move(label), s_);
+    auto* p = static_cast<float*>(alloc_.acquire_async(h, s_));
     for (std::size_t k = 0; k < o_.n; ++k) { p[k] = value + 0.001f * float(k % 7); }
     return h;
   }
   tensor_handle act(std::string label)
   {
-    auto h =
-        alloc_.allocate(o_.n * o_.batch * sizeof(float), storage_kind::act, std::move(label), s_);
+    auto h = alloc_.allocate_async(o_.n * o_.batch * sizeof(float), storage_kind::act,
+                                   std::move(label), s_);
     alive.push_back(h);
     sample();
     return h;
   }
   void free(tensor_handle h)
   {
-    alloc_.deallocate(h);
+    alloc_.deallocate_async(h);
     std::erase(alive, h);
   }
 

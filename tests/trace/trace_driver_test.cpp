@@ -24,13 +24,13 @@ struct recording_allocator {
     ++iterations;
   }
   void phase(stash::phase) { calls.push_back("phase"); }
-  std::uint64_t allocate(std::size_t bytes, stash::storage_kind, std::string const&, int)
+  std::uint64_t allocate_async(std::size_t bytes, stash::storage_kind, std::string const&, int)
   {
     calls.push_back("alloc");
     sizes.push_back(bytes);
     return next++;
   }
-  void deallocate(std::uint64_t) { calls.push_back("free"); }
+  void deallocate_async(std::uint64_t) { calls.push_back("free"); }
   void* pointer(std::uint64_t id, int) { return reinterpret_cast<void*>(0x1000 * (id + 1)); }
   std::vector<void*> op(std::string const&, std::span<std::uint64_t const> reads,
                         std::span<std::uint64_t const> writes, int)

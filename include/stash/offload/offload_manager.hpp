@@ -9,19 +9,19 @@
  * ```cpp
  * host_pool.reserve(...); device_pool.reserve(...);   // 1. everything the region takes, up front
  * cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
- * auto t = m.create(bytes, s);                         // 2. tensors born in the region...
- * produce<<<..., s>>>(m.acquire(t, s));
+ * auto t = m.allocate_async(bytes, s);                 // 2. tensors born in the region...
+ * produce<<<..., s>>>(m.acquire_async(t, s));
  * m.offload_async(t, s);
  * m.prefetch_async(t, s);                              // 3. ...every call names a capturing stream
- * consume<<<..., s>>>(m.acquire(t, s));
- * m.release(t);                                        // 4. ...and die in it
- * m.join(s);                                           // 5. the side streams rejoin s
+ * consume<<<..., s>>>(m.acquire_async(t, s));
+ * m.deallocate_async(t);                               // 4. ...and die in it
+ * m.join_async(s);                                     // 5. the side streams rejoin s
  * cudaStreamEndCapture(s, &graph);
  * ```
  *
  * Why these rules:
  * - The side streams join the capture the legal way: an event recorded on the capturing stream
- *   and cudaStreamWaitEvent on it (a fork); join(s) is the matching join, without which
+ *   and cudaStreamWaitEvent on it (a fork); join_async(s) is the matching join, without which
  *   cudaStreamEndCapture fails if a copy is left that `s` does not already wait for.
  * - Nothing is allocated while capturing: cudaHostAlloc and cudaMalloc are illegal then, and a
  *   graph replays no allocation. Memory is taken from the pools in the capturing stream's order,
@@ -34,7 +34,7 @@
  *   outlived the region would have events that never complete on the host (an event recorded
  *   while capturing is not a real event). So a tensor created while capturing is usable only
  *   while capturing, one created outside only outside (stash::logic_error otherwise), except
- *   that release() is always allowed. Tensors the region only reads (weights) are acquired
+ *   that deallocate_async() is always allowed. Tensors the region only reads (weights) are acquired
  *   before capturing, their pointers used inside.
  * - Host-side polling (returning finished host copies, counting compressed bytes) never queries
  *   an event recorded while capturing: cudaEventQuery fails on one (cudaErrorCapturedEvent) and
@@ -75,7 +75,7 @@ namespace stash {
 
 /// @brief Where a stashed tensor is.
 enum class tensor_state : std::uint8_t {
-  resident,     ///< on the device, usable after acquire()
+  resident,     ///< on the device, usable after acquire_async()
   offloading,   ///< device -> host copy queued or running; device bytes already given back
   offloaded,    ///< only the host copy exists
   prefetching,  ///< host -> device copy queued or running
@@ -105,12 +105,13 @@ enum class tensor_state : std::uint8_t {
 
 /// @brief Counters of what the manager moved.
 struct offload_stats {
-  std::uint64_t offloads{0};           ///< offload_async calls that moved a tensor
-  std::uint64_t prefetches{0};         ///< host -> device transfers started
-  std::uint64_t demand_prefetches{0};  ///< of those, started by acquire() (not prefetched ahead)
-  std::uint64_t bytes_offloaded{0};    ///< device -> host bytes (uncompressed)
-  std::uint64_t bytes_prefetched{0};   ///< host -> device bytes (uncompressed)
-  std::uint64_t decode_failures{0};    ///< host copies found corrupted on the way back
+  std::uint64_t offloads{0};    ///< offload_async calls that moved a tensor
+  std::uint64_t prefetches{0};  ///< host -> device transfers started
+  std::uint64_t demand_prefetches{
+      0};  ///< of those, started by acquire_async() (not prefetched ahead)
+  std::uint64_t bytes_offloaded{0};   ///< device -> host bytes (uncompressed)
+  std::uint64_t bytes_prefetched{0};  ///< host -> device bytes (uncompressed)
+  std::uint64_t decode_failures{0};   ///< host copies found corrupted on the way back
   /// Host-copy bytes of the offloads whose size was read back (a codec reports it once the copy
   /// is complete, read when the host sees it complete or when the prefetch's decode has run; raw
   /// copies are their own size); compression ratio = bytes_encoded_source / bytes_encoded.
@@ -139,12 +140,14 @@ struct offload_manager_options {
 ///   copy has finished.
 /// - `prefetch_async(h)`: the H2D stream takes device bytes from the pool, waits for the host copy
 ///   to be complete, and copies it back; the host bytes are freed in the H2D stream's order.
-/// - `acquire(h, stream) -> pointer`: makes `stream` wait (an event wait, not a host sync) until
+/// - `acquire_async(h, stream) -> pointer`: makes `stream` wait (an event wait, not a host sync)
+/// until
 ///   the tensor is resident; prefetches on demand if it was not. Acquired on another stream than
 ///   before, the new stream also waits for the work queued on the previous one, so the tensor's
 ///   last stream always orders all its uses.
-/// - `release(h)`: the tensor is dead; whatever it holds is freed in the order of its last use.
-/// - `join(stream)`: `stream` waits for every copy queued so far (ends a captured region).
+/// - `deallocate_async(h)`: the tensor is dead; whatever it holds is freed in the order of its last
+/// use.
+/// - `join_async(stream)`: `stream` waits for every copy queued so far (ends a captured region).
 ///
 /// Calls can be captured into a CUDA graph under the rules in the file docs.
 ///
@@ -155,8 +158,11 @@ struct offload_manager_options {
 /// the pools and the tensor stays resident; if the device pool cannot take it back,
 /// prefetch_async/acquire throw stash::out_of_memory, and should queueing the copy back fail, the
 /// device memory and scratch go back to the pool: either way the host copy stays valid for a
-/// retry. tests/offload/fault_injection_test.cpp injects each of these at every point of a real
-/// trace.
+/// retry. Once a copy is queued the tensor has moved: a pool that then refuses a block back (the
+/// scratch, the device bytes after an offload, the host slot after a raw prefetch) keeps nothing
+/// lost, the block is given back at a later call (offload_stats::deferred_frees).
+/// tests/offload/fault_injection_test.cpp injects each of these at every point of a real trace;
+/// tests/offload/manager_robustness_test.cpp the refused give-backs.
 /// Misuse (an unknown or released handle, offloading a tensor not resident) throws
 /// stash::logic_error naming the tensor and its state. Not thread safe.
 ///
@@ -201,7 +207,7 @@ class offload_manager {
       backend_.synchronize(h2d_);
       drop_pending();
       for (std::size_t i = 0; i < entries_.size(); ++i) {
-        if (entries_[i].state != tensor_state::released) { release(handle_of(i)); }
+        if (entries_[i].state != tensor_state::released) { deallocate_async(handle_of(i)); }
       }
       retry_deferred_frees();
     } catch (...) {  // NOLINT(bugprone-empty-catch): destructors never throw
@@ -226,11 +232,11 @@ class offload_manager {
 
   /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`. A size
   /// above max_tensor_bytes is stash::out_of_memory before the pool is asked (nothing taken).
-  tensor_handle create(std::size_t bytes, stream_type stream)
+  tensor_handle allocate_async(std::size_t bytes, stream_type stream)
   {
-    STASH_EXPECTS(bytes > 0, "offload_manager::create: a tensor needs at least one byte");
-    check_size(bytes, "create");
-    bool const captured = capture_of(stream, "create");
+    STASH_EXPECTS(bytes > 0, "offload_manager::allocate_async: a tensor needs at least one byte");
+    check_size(bytes, "allocate_async");
+    bool const captured = capture_of(stream, "allocate_async");
     reserve_slot();  // the table cannot fail once the memory is taken
     void* p = pool_allocate(device_pool_, bytes, backend_.tag(stream));
     return install(p, bytes, stream, captured);
@@ -348,14 +354,14 @@ class offload_manager {
   void prefetch_async(tensor_handle h, stream_type stream) { prefetch(h, false, stream); }
 
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.
-  [[nodiscard]] void* acquire(tensor_handle h, stream_type stream)
+  [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     reap();
-    entry& e = checked(h, "acquire");
-    (void)check_capture(h, e, "acquire", stream);
+    entry& e = checked(h, "acquire_async");
+    (void)check_capture(h, e, "acquire_async", stream);
     refresh(e);
     if (e.state == tensor_state::dropped) {
-      misuse(h, e, "acquire", "its contents were dropped: rematerialize_async() it first");
+      misuse(h, e, "acquire_async", "its contents were dropped: rematerialize_async() it first");
     }
     if (e.state == tensor_state::offloading || e.state == tensor_state::offloaded) {
       prefetch(h, true, stream);  // `stream` waits for it anyway
@@ -372,10 +378,10 @@ class offload_manager {
 
   /// @brief The tensor is dead: free what it holds, in the order of its last use. Allowed in and
   /// out of a capture (see the file docs).
-  void release(tensor_handle h)
+  void deallocate_async(tensor_handle h)
   {
     reap();
-    entry& e = checked(h, "release");
+    entry& e = checked(h, "deallocate_async");
     // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
     give_back(pool_side::device, e.device, e.bytes,
               e.state == tensor_state::prefetching ? h2d_ : e.last_stream);
@@ -439,7 +445,7 @@ class offload_manager {
   /// @brief Makes `stream` wait, on the device, for every copy the manager queued so far. Ends a
   /// captured region: the side streams that joined the capture rejoin the capturing `stream`
   /// (cudaStreamEndCapture requires it). Never blocks the host.
-  void join(stream_type stream)
+  void join_async(stream_type stream)
   {
     bool const capturing = backend_.capturing(stream);
     // A stream outside the capture must not wait for captured work (that would fork it into the
@@ -566,7 +572,7 @@ class offload_manager {
     STASH_EXPECTS(entries_.size() < std::numeric_limits<std::uint32_t>::max(),
                   "offload_manager: more than 2^32 - 1 tensors alive at once");
     entries_.reserve(entries_.size() + 1);
-    free_slots_.reserve(entries_.size() + 1);  // release() never allocates
+    free_slots_.reserve(entries_.size() + 1);  // deallocate_async() never allocates
   }
 
   // A resident tensor at `device` in a free slot (reserve_slot() came first). Never throws.
@@ -715,7 +721,7 @@ class offload_manager {
     void* host;
     std::size_t capacity;
     event_type decoded;
-    bool captured;             // recorded while capturing: never queried, freed only by release()
+    bool captured;  // recorded while capturing: never queried, freed only by deallocate_async()
     std::size_t uncounted{0};  // source bytes whose encoded size is still to be counted
     bool orphan{false};        // the tensor was released: a bad status is counted, not thrown
   };
@@ -928,10 +934,11 @@ class offload_manager {
       backend_.release(q.ready);
       give_back(pool_side::device, scratch, n, h2d_);
       give_back(pool_side::device, device, e.bytes, h2d_);
-      // The host copy stays with the entry, which frees it in the D2H stream's order (release()),
-      // but the work queued here may still read it and write its status record: the D2H stream
-      // waits for it. Best effort (the original error is the one reported); a captured tensor's
-      // slot belongs to its graph, and the D2H stream may not be in that capture.
+      // The host copy stays with the entry, which frees it in the D2H stream's order
+      // (deallocate_async()), but the work queued here may still read it and write its status
+      // record: the D2H stream waits for it. Best effort (the original error is the one reported);
+      // a captured tensor's slot belongs to its graph, and the D2H stream may not be in that
+      // capture.
       if (!e.captured) {
         try {
           order_after(d2h_, h2d_);

@@ -66,6 +66,19 @@ inline constexpr std::array<hardware, 4> hardware_presets = {{
      pcie5_x16_raw_bytes_per_s* pcie_achieved_fraction, 10e-6, 3350e9, 66.9e12, 3e-6, 80ull << 30},
 }};
 
+/// @brief The presets as typed values, for code (`allocator_options{.hardware =
+/// stash::presets::pcie5_x16}`); hardware_preset(name) is the lookup for command lines.
+namespace presets {
+/// @brief vDNN's platform: Titan X on PCIe gen3 x16.
+inline constexpr hardware const& pcie3_x16 = hardware_presets[0];
+/// @brief A100 PCIe 40 GB on PCIe gen4 x16.
+inline constexpr hardware const& pcie4_x16 = hardware_presets[1];
+/// @brief H100 PCIe 80 GB on PCIe gen5 x16.
+inline constexpr hardware const& pcie5_x16 = hardware_presets[2];
+/// @brief H100 SXM5 80 GB, host link PCIe gen5 x16.
+inline constexpr hardware const& h100_sxm = hardware_presets[3];
+}  // namespace presets
+
 /// @brief The names of all presets, for tools and error messages.
 [[nodiscard]] inline std::string hardware_preset_names()
 {

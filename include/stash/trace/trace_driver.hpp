@@ -36,8 +36,8 @@ class trace_driver {
  public:
   /// @brief The allocator's stream type.
   using stream_type = typename Allocator::stream_type;
-  /// @brief What the allocator's allocate() returns to name a tensor (stash::tensor_handle).
-  using tensor_type = std::remove_cvref_t<decltype(std::declval<Allocator&>().allocate(
+  /// @brief What the allocator's allocate_async() returns to name a tensor (stash::tensor_handle).
+  using tensor_type = std::remove_cvref_t<decltype(std::declval<Allocator&>().allocate_async(
       std::size_t{}, storage_kind{}, std::string{}, std::declval<stream_type>()))>;
   /// @brief Called after each op with the allocator's pointers (reads, then writes).
   using op_hook = std::function<void(op_record const&, std::span<void* const>)>;
@@ -103,12 +103,12 @@ class trace_driver {
         break;
       case event_kind::alloc: {
         auto const& st  = trace_.storages()[e.index];
-        id_of_[e.index] = alloc_.allocate(bytes_of(e.index), st.kind, st.label, stream_);
+        id_of_[e.index] = alloc_.allocate_async(bytes_of(e.index), st.kind, st.label, stream_);
         if (on_allocate_) { on_allocate_(e.index, *id_of_[e.index], persistent); }
         break;
       }
       case event_kind::free:
-        alloc_.deallocate(*id_of_[e.index]);
+        alloc_.deallocate_async(*id_of_[e.index]);
         break;
       case event_kind::op: {
         auto const& op = trace_.ops()[e.index];
