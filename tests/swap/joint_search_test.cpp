@@ -144,3 +144,37 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
   CHECK(points > 40);
   CHECK(recomputing > 10);  // the recompute side is used, not only the swap seed
 }
+
+TEST_CASE("lossy only by consent: search weighs fp16 for activations only when opted in")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/transformer_encoder_b8.trace"));
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie4_x16")));
+  auto const budget   = a.peak_live_bytes() / 2;
+  auto const lossless = stash::joint_search{.encodings = stash::encoding_options{}}.plan(a, budget);
+  auto const lossy =
+      stash::joint_search{
+          .encodings = stash::encoding_options{.lossy_activations = stash::swap_encoding::fp16}}
+          .plan(a, budget);
+  auto const is_lossy = [](stash::swap_encoding e) {
+    return e == stash::swap_encoding::fp16 || e == stash::swap_encoding::bf16 ||
+           e == stash::swap_encoding::fp8_e4m3;
+  };
+  for (auto const& e : lossless.entries) { CHECK_FALSE(is_lossy(e.encoding)); }
+  std::size_t halves = 0;
+  for (auto const& e : lossy.entries) {
+    if (is_lossy(e.encoding)) {
+      CHECK(a.trace().storages()[e.id].kind == stash::storage_kind::act);
+      ++halves;
+    }
+  }
+  CHECK(halves > 0);
+  auto const r_lossless = stash::simulate(a, lossless, {false});
+  auto const r_lossy    = stash::simulate(a, lossy, {false});
+  REQUIRE(r_lossless.fits);
+  REQUIRE(r_lossy.fits);
+  // Half the bytes over the link: the transformer's activations are not ReLU-sparse.
+  CHECK(r_lossy.iteration_s < r_lossless.iteration_s);
+  MESSAGE("transformer at 50% on pcie4_x16 (predicted): "
+          << r_lossless.iteration_s * 1e3 << " ms lossless, " << r_lossy.iteration_s * 1e3
+          << " ms with fp16 activations");
+}

@@ -60,6 +60,7 @@ class trace_text_parser {
       auto line          = text_.substr(pos, stop - pos);
       pos                = stop + 1;
       ++line_no_;
+      if (auto const problem = detail::text_line_problem(line); !problem.empty()) { fail(problem); }
       if (!line.empty() && line.back() == '\r') { line.remove_suffix(1); }
       if (line.find('\r') != std::string_view::npos) {
         fail("carriage return inside a line (only a final \"\\r\\n\" line ending is accepted)");
@@ -77,12 +78,16 @@ class trace_text_parser {
   }
 
  private:
-  [[noreturn]] void fail(std::string const& what) const
+  // Messages quote at most a prefix of what they name (quoted), and are cut as a whole too: a
+  // message from the trace's own checks may hold a whole label or header value.
+  [[noreturn]] void fail(std::string what) const
   {
+    constexpr std::size_t max_message = 4 * detail::max_quote_bytes + 256;
+    if (what.size() > max_message) { what = what.substr(0, max_message) + "... (message cut)"; }
     throw trace_error(source_, line_no_, what);
   }
 
-  static std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+  static std::string quoted(std::string_view s) { return detail::quote_prefix(s); }
 
   // A pre-pass over line starts sizes the vectors once: reading stays linear and cheap.
   void reserve_from_line_starts()
@@ -133,7 +138,8 @@ class trace_text_parser {
   {
     auto const magic = next_field(rest);
     if (magic != "stash-trace") {
-      fail("bad header: expected '# stash-trace v1 ...', found '#" + std::string(magic) + " ...'");
+      fail("bad header: expected '# stash-trace v1 ...', found " +
+           quoted("#" + std::string(magic)));
     }
     auto const version = next_field(rest);
     if (version.empty()) {
@@ -313,10 +319,16 @@ class trace_text_parser {
 /// @throws stash::trace_error ("source:line: what") on any malformed input or a read error.
 [[nodiscard]] inline trace parse_trace(std::istream& in, std::string const& source_name)
 {
+  // Checked while reading: a stream may never end (/dev/zero), so a NUL byte or an overlong line
+  // stops it with an error before it fills memory.
   std::string text;
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+  std::string line, problem;
+  std::size_t line_no = 0;
+  while (detail::bounded_getline(in, line, problem)) {
+    ++line_no;
+    if (!problem.empty()) { throw trace_error(source_name, line_no, problem); }
+    text.append(line);
+    if (!in.eof()) { text.push_back('\n'); }
   }
   if (in.bad()) { throw trace_error(source_name, 0, "read error"); }
   return parse_trace(std::string_view(text), source_name);

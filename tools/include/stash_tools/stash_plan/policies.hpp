@@ -77,9 +77,12 @@ struct policy_section {
   std::string budget_origin;  ///< how the budget was chosen, for the text output
   std::optional<codec_choice> codec;
   std::uint64_t baseline_peak_bytes{};
-  std::uint64_t swap_bound_bytes{};           ///< least budget an activations-only schedule fits
-  std::uint64_t swap_bound_any_kind_bytes{};  ///< the same when any storage may move
-  double time_lower_bound_ms{};  ///< no schedule at the budget is faster (infinite: none fits)
+  std::uint64_t swap_bound_bytes{};  ///< least budget any swap schedule fits (any storage kind)
+  std::uint64_t swap_bound_activations_bytes{};  ///< the same when only activations move
+  std::uint64_t memory_bound_bytes{};  ///< least budget any keep/swap/recompute schedule fits
+  double
+      time_lower_bound_ms{};  ///< no keep/swap/recompute schedule is faster (infinite: none fits)
+  double swap_time_lower_bound_ms{};  ///< no swap schedule is faster (infinite: none fits)
   double baseline_ms{};
   std::vector<policy_result> policies;
 };
@@ -173,6 +176,23 @@ struct policy_section {
   return uses;
 }
 
+/// @brief What the time bounds may assume of the schedules the tool plans: with --codec auto an
+/// entry may take the most compressing lossless encoding, else the configured codec's ratio.
+[[nodiscard]] inline stash::time_bound_options time_bound_options_of(options const& opt,
+                                                                     stash::cost_model const& model)
+{
+  stash::time_bound_options bound;
+  double ratio = model.encoding_ratio(stash::swap_encoding::configured);
+  if (opt.auto_encodings) {
+    for (auto const e : {stash::swap_encoding::raw, stash::swap_encoding::zvc,
+                         stash::swap_encoding::bitmask, stash::swap_encoding::pool_argmax}) {
+      ratio = std::max(ratio, model.encoding_ratio(e));
+    }
+  }
+  bound.link_ratio = ratio;
+  return bound;
+}
+
 /// @brief Plans and simulates every requested policy on `t`.
 [[nodiscard]] inline policy_section run_policies(stash::trace const& t, options const& opt)
 {
@@ -184,11 +204,15 @@ struct policy_section {
   section.baseline_peak_bytes = analysis.peak_live_bytes();
   section.budget_bytes =
       resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
-  section.swap_bound_bytes = stash::swap_bound_bytes(analysis);
-  section.swap_bound_any_kind_bytes =
-      stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  section.swap_bound_bytes = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  section.swap_bound_activations_bytes = stash::swap_bound_bytes(analysis);
+  section.memory_bound_bytes           = stash::memory_lower_bound_bytes(analysis);
+  auto bound_opt                       = time_bound_options_of(opt, model);
   section.time_lower_bound_ms =
-      stash::iteration_time_lower_bound(analysis, section.budget_bytes) * 1e3;
+      stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
+  bound_opt.recompute = false;
+  section.swap_time_lower_bound_ms =
+      stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
   // no_swap with the budget lifted: the iteration on a device with room for everything.
   auto const baseline =
       stash::simulate(analysis, stash::plan_by_name("no_swap", analysis, section.budget_bytes),
