@@ -35,6 +35,8 @@ def component_of(rel):
     parts = rel.split("/")
     if len(parts) == 2:
         return TOP_LEVEL.get(parts[1])
+    if parts[1] == "detail":  # include/stash/detail/: the facade's (allocator.hpp's) internals
+        return "allocator"
     return parts[1] if parts[1] in RANK else None
 
 

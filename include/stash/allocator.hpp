@@ -43,6 +43,25 @@
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
  * not at all) travels raw and is counted in encoding_fallbacks.
  *
+ * Recompute entries (schedule::recomputes, from `search`, `checkpoint`, `dtr`): a storage planned
+ * for recompute is dropped once its last use before the gap has been enqueued (the offload
+ * manager's drop_async: device bytes released, nothing copied, tensor_state::dropped), and before
+ * op `at` hands out its pointers it is allocated again (rematerialize_async) and its writers are
+ * re-run on that op's stream, in the schedule's order (chains: an earlier entry of the batch
+ * rematerialises what a later one reads). The re-runs are the loop's: `op()` takes an optional
+ * stash::recompute_fn, called with the op's pointers (reads, then writes, as op() returns them)
+ * and a stream; the re-run of op w gets the rematerialised storage, w's live reads, and transient
+ * buffers (from the device pool, freed in the stream's order right after) for w's other writes.
+ * @code
+ * auto p = alloc.op("aten::mul.Tensor", reads, writes, s,
+ *                   [](std::span<void* const> p, cudaStream_t st) { mul<<<g, b, 0, st>>>(p[0],
+ * p[1]); });
+ * @endcode
+ * A writer given no callable in the iteration that needs it: stash::logic_error from op() naming
+ * both, and the storage stays resident from then on (allocator_stats::recompute_fallbacks). A
+ * callable that throws leaves op() with the storage allocated. Counted in allocator_stats:
+ * recomputes, recompute_ops, recomputed_bytes, recompute_fallbacks.
+ *
  * Failures. A scheduled offload or prefetch that fails (the host pool out of memory, a copy that
  * cannot be queued) leaves its tensor where it was (resident, or offloaded until an op needs it)
  * and is counted in allocator_stats::failed_offloads / failed_prefetches: it is never thrown from
@@ -67,6 +86,7 @@
 #include <stash/core/error.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/core/pinned_host_upstream.hpp>
+#include <stash/detail/recompute_replay.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/offload_backend.hpp>
@@ -304,6 +324,15 @@ struct allocator_stats {
   /// Slots of the tensor table: the most tensors alive at once (freed slots are reused), so it
   /// stays bounded over a run of any length.
   std::uint64_t tensor_slots{0};
+  /// Recompute entries run: storages rematerialised by re-running their writers.
+  std::uint64_t recomputes{0};
+  /// Op re-runs those took (a chain re-runs a producer and the in-place ops over it).
+  std::uint64_t recompute_ops{0};
+  /// Bytes rematerialised (the recomputed storages' sizes).
+  std::uint64_t recomputed_bytes{0};
+  /// Recompute entries of the schedule in force kept resident instead, because a writer they
+  /// re-run was given no callable (see op()): no storage is dropped without a way back.
+  std::uint64_t recompute_fallbacks{0};
   /// What the allocator's offload manager moved (its own tensor_slots included).
   offload_stats offload{};
 };
@@ -325,6 +354,8 @@ class allocator {
  public:
   /// @brief The backend's stream type.
   using stream_type = typename Backend::stream;
+  /// @brief What op() is given to re-run that op (see stash::recompute_fn).
+  using recompute_fn = stash::recompute_fn<stream_type>;
   /// @brief How bytes travel (a transfer_set when the Codec slot is one).
   using transfer_type = transfer_for_t<Backend, Codec>;
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
@@ -370,6 +401,7 @@ class allocator {
     op_index_        = 0;
     next_offload_op_ = 0;
     deviated_        = false;
+    for (auto& f : callables_) { f = nullptr; }
     if (state_ == allocator_state::persistent || rerecord_) { start_recording(); }
     if constexpr (iteration_aware_pool<Pool>) { pool_.begin_iteration(); }
   }
@@ -480,21 +512,39 @@ class allocator {
   /// @param name The op's name in the trace.
   /// @param reads The tensors it reads.
   /// @param writes The tensors it writes.
+  /// Recompute entries: a storage planned for recompute is dropped (device bytes released,
+  /// nothing copied) when the op after its last use starts, and before op `at` takes its pointers
+  /// it is allocated again and its writers re-run on `stream`, by the callables this iteration's
+  /// op() calls were given. A writer without one: this call throws stash::logic_error naming the
+  /// op and the storage before doing anything (call it again to go on), and that storage stays
+  /// resident from then on (allocator_stats::recompute_fallbacks). A callable that throws: the
+  /// exception leaves this op() with the storage allocated and the allocator consistent; end the
+  /// iteration and go on (it deviated: the next one is recorded afresh).
   /// @param stream The stream its work is queued on.
+  /// @param recompute How to re-run this op (see stash::recompute_fn); kept for this iteration only
+  ///   when a recompute entry of the schedule re-runs it.
   /// @return One device pointer per tensor: reads, then writes.
   std::vector<void*> op(std::string name, std::span<tensor_handle const> reads,
-                        std::span<tensor_handle const> writes, stream_type stream)
+                        std::span<tensor_handle const> writes, stream_type stream,
+                        recompute_fn recompute = {})
   {
+    bool const replay = state_ == allocator_state::replaying && in_iteration_;
+    if (replay && !recompute_.empty()) { check_callables_before(op_index_); }
     std::uint64_t const j = op_index_++;
     if (state_ == allocator_state::recording) {
       std::vector<storage_id> r, w;
       for (auto id : reads) { r.push_back(storage_of(id, "op")); }
       for (auto id : writes) { w.push_back(storage_of(id, "op")); }
       recorder_->op(std::move(name), std::move(r), std::move(w));
-    } else if (state_ == allocator_state::replaying && in_iteration_) {
+    } else if (replay) {
       if (j >= recorded_ops_) { deviated_ = true; }
       issue_offloads_before(j, stream);
+      if (!recompute_.empty() && j < recorded_ops_) {
+        if (recompute_.needs_fn[j]) { callables_[j] = std::move(recompute); }
+        drop_at(j);
+      }
       issue_prefetches_at(j, stream);
+      if (!recompute_.empty() && j < recorded_ops_) { rematerialise_at(j, stream); }
     }
     std::vector<void*> pointers;
     pointers.reserve(reads.size() + writes.size());
@@ -606,7 +656,7 @@ class allocator {
 
   // The policy's schedule for `t`, checked: a policy's mistake is a schedule_error naming it,
   // found before anything is offloaded.
-  [[nodiscard]] schedule plan_and_validate(trace const& t) const
+  [[nodiscard]] std::pair<schedule, detail::recompute_table> plan_and_validate(trace const& t) const
   {
     check_budget(t);
     trace_analysis const analysis(t, model_);
@@ -616,15 +666,9 @@ class allocator {
     } catch (schedule_error const& e) {
       throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
     }
-    // Recompute entries are planned and simulated (sim/schedule.hpp) but not executed yet
-    // (issue 22 item 5): replaying without them would break the budget silently.
-    if (!planned.recomputes.empty()) {
-      throw schedule_error(std::nullopt,
-                           std::to_string(planned.recomputes.size()) +
-                               " recompute entries, which the allocator does not execute yet",
-                           std::string(policy_.name()));
-    }
-    return planned;
+    auto table = detail::make_recompute_table(analysis, planned, first_storage_, first_op_,
+                                              t.ops().size() - first_op_, uncallable_ops_);
+    return {std::move(planned), std::move(table)};
   }
 
   // A budget below the largest storage fits no schedule (the op using it needs it resident):
@@ -650,8 +694,8 @@ class allocator {
   void plan()
   {
     // Plan before anything changes: a policy that throws leaves the allocator recording.
-    schedule planned = plan_and_validate(recorder_->trace());
-    recording_       = std::move(*recorder_).trace();
+    auto [planned, table] = plan_and_validate(recorder_->trace());
+    recording_            = std::move(*recorder_).trace();
     recorder_.reset();
     recorded_allocs_ = recording_->storages().size() - first_storage_;
     recorded_ops_    = recording_->ops().size() - first_op_;
@@ -659,7 +703,11 @@ class allocator {
     ++stats_.replanned;
     offloads_by_op_.assign(recorded_ops_ + 1, {});
     prefetches_by_op_.assign(recorded_ops_ + 1, {});
-    stats_.encoding_fallbacks = 0;
+    stats_.encoding_fallbacks  = 0;
+    recompute_                 = std::move(table);
+    stats_.recompute_fallbacks = recompute_.kept;
+    recompute_kept_.assign(recompute_.steps.size(), false);
+    callables_.assign(recompute_.empty() ? 0 : recorded_ops_, nullptr);
     for (auto const& e : schedule_.entries) {
       if (e.id < first_storage_ || e.last_use < first_op_ || e.prefetch_at < first_op_) {
         continue;  // persistent storages stay put
@@ -671,7 +719,13 @@ class allocator {
       prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
     }
     by_storage_.assign(recording_->storages().size(), tensor_handle{});
-    for (auto& t : tensors_) { t.storage.reset(); }  // matches are made anew in each iteration
+    for (auto& t : tensors_) {  // matches are made anew in each iteration; persistent ones stay
+      if (t.alive && t.storage && *t.storage < first_storage_) {
+        by_storage_[*t.storage] = t.handle;  // a recompute may read them
+      } else {
+        t.storage.reset();
+      }
+    }
     state_ = allocator_state::replaying;
   }
 
@@ -792,6 +846,108 @@ class allocator {
     }
   }
 
+  // Before op j: a storage that drops at j whose writers were not all given a callable stays
+  // resident from now on, and this op() is refused naming both (nothing done for op j yet).
+  void check_callables_before(std::uint64_t j)
+  {
+    if (j >= recorded_ops_) { return; }
+    for (auto const k : recompute_.drops_by_op[j]) {
+      auto const& step = recompute_.steps[k];
+      tensor* const t  = matched(step.storage);
+      if (recompute_kept_[k] || t == nullptr) { continue; }
+      for (auto const w : step.ops) {
+        if (callables_[w]) { continue; }
+        recompute_kept_[k] = true;
+        ++stats_.recompute_fallbacks;
+        auto const& name = recording_->ops()[first_op_ + w].name;
+        detail::uncallable_op const u{first_op_ + w, name};
+        if (std::find(uncallable_ops_.begin(), uncallable_ops_.end(), u) == uncallable_ops_.end()) {
+          uncallable_ops_.push_back(u);
+        }
+        STASH_FAIL("stash::allocator::op: " + detail::describe(*recording_, step.storage) +
+                   " is planned for recompute (dropped after op " + std::to_string(step.last_use) +
+                   ", rematerialised before op " + std::to_string(step.at) +
+                   ") but its writer op " + std::to_string(w) + " '" + name +
+                   "' was given no recompute callable in this iteration; it stays resident from "
+                   "now on (allocator_stats::recompute_fallbacks). Nothing was done for op " +
+                   std::to_string(j) + ": call op() again to go on");
+      }
+    }
+  }
+
+  // Drops the storages whose last use before their gap was op j - 1 (stream-ordered after it).
+  void drop_at(std::uint64_t j)
+  {
+    for (auto const k : recompute_.drops_by_op[j]) {
+      tensor* const t = matched(recompute_.steps[k].storage);
+      if (recompute_kept_[k] || t == nullptr ||
+          manager_.state(t->handle) != tensor_state::resident) {
+        continue;
+      }
+      manager_.drop_async(t->handle);
+    }
+  }
+
+  // Rematerialises the storages recomputed before op j, in the schedule's order, on `stream`.
+  void rematerialise_at(std::uint64_t j, stream_type stream)
+  {
+    for (auto const k : recompute_.runs_by_op[j]) {
+      auto const& step = recompute_.steps[k];
+      tensor* const t  = matched(step.storage);
+      if (t == nullptr || manager_.state(t->handle) != tensor_state::dropped) { continue; }
+      manager_.rematerialize_async(t->handle, stream);
+      for (auto const w : step.ops) { rerun(w, *t, step.storage, stream); }
+      ++stats_.recomputes;
+      stats_.recomputed_bytes += t->bytes;
+    }
+  }
+
+  // Transient buffers of one re-run, given back in `stream`'s order however it ends.
+  struct transients {
+    allocator& owner;
+    stream_type stream;
+    std::vector<std::pair<void*, std::size_t>> blocks;
+    void* take(std::size_t bytes)
+    {
+      blocks.reserve(blocks.size() + 1);
+      blocks.emplace_back(pool_allocate(owner.pool_, bytes, owner.backend_.tag(stream)), bytes);
+      return blocks.back().first;
+    }
+    ~transients()
+    {
+      for (auto [p, bytes] : blocks) {
+        try {
+          pool_deallocate(owner.pool_, p, bytes, owner.backend_.tag(stream));
+        } catch (...) {  // NOLINT(bugprone-empty-catch): destructors never throw; the pool keeps it
+        }
+      }
+    }
+  };
+
+  // Re-runs op w of the iteration writing `target` (storage s): its live reads, `target`, and
+  // transient buffers for its other writes (other results, skipped persistent state).
+  void rerun(std::uint64_t w, tensor& target, storage_id s, stream_type stream)
+  {
+    auto const& rec = recording_->ops()[first_op_ + w];
+    std::vector<void*> pointers;
+    pointers.reserve(rec.reads.size() + rec.writes.size());
+    for (auto const r : rec.reads) {
+      tensor* const x = r == s ? &target : matched(r);
+      STASH_EXPECTS(x != nullptr, "stash::allocator: re-running op " + std::to_string(w) + " '" +
+                                      rec.name + "' for " + detail::describe(*recording_, s) +
+                                      ": its input " + detail::describe(*recording_, r) +
+                                      " is not alive in this iteration");
+      pointers.push_back(manager_.acquire_async(x->handle, stream));
+    }
+    transients scratch{*this, stream, {}};
+    for (auto const o : rec.writes) {
+      pointers.push_back(o == s ? manager_.acquire_async(target.handle, stream)
+                                : scratch.take(recording_->storages()[o].bytes));
+    }
+    callables_[w](std::span<void* const>(pointers), stream);
+    ++stats_.recompute_ops;
+  }
+
   Backend& backend_;
   Pool& pool_;
   allocator_options options_;
@@ -819,7 +975,11 @@ class allocator {
   std::vector<std::vector<storage_id>> prefetches_by_op_;
   std::vector<tensor_handle> by_storage_;   // the live tensor matched to each storage
   std::vector<tensor_desc> storage_descs_;  // of the recording's storages (described ones only)
-  std::vector<tensor> tensors_;  // indexed by tensor_handle::index(), as the manager's table
+  std::vector<tensor> tensors_;        // indexed by tensor_handle::index(), as the manager's table
+  detail::recompute_table recompute_;  // the schedule's recompute entries, by op
+  std::vector<bool> recompute_kept_;   // by step: fell back to resident (no callable)
+  std::vector<recompute_fn> callables_;  // this iteration's, for the ops recomputes re-run
+  std::vector<detail::uncallable_op> uncallable_ops_;  // kept across plans (see op())
   allocator_stats stats_;
 };
 

@@ -80,6 +80,7 @@ enum class tensor_state : std::uint8_t {
   offloaded,    ///< only the host copy exists
   prefetching,  ///< host -> device copy queued or running
   released,     ///< dead: nothing held
+  dropped,      ///< device bytes given back, nothing copied (drop_async); see rematerialize_async
 };
 
 /// @brief The state's name, for messages.
@@ -96,6 +97,8 @@ enum class tensor_state : std::uint8_t {
       return "prefetching";
     case tensor_state::released:
       return "released";
+    case tensor_state::dropped:
+      return "dropped";
   }
   return "unknown";
 }
@@ -310,6 +313,37 @@ class offload_manager {
     give_back(pool_side::device, device, e.bytes, d2h_);
   }
 
+  /// @brief Gives a resident tensor's device bytes back in the order of its last use, copying
+  /// nothing: its contents are gone (tensor_state::dropped) until rematerialize_async() gives it
+  /// bytes again for the caller to recompute (stash::allocator's recompute entries). Refused
+  /// (stash::logic_error) for a tensor that is not resident or while capturing.
+  void drop_async(tensor_handle h)
+  {
+    reap();
+    entry& e = checked(h, "drop_async");
+    (void)check_capture(h, e, "drop_async", std::nullopt);
+    if (e.state != tensor_state::resident) { misuse(h, e, "drop_async", "it is not resident"); }
+    give_back(pool_side::device, e.device, e.bytes, e.last_stream);
+    e.device = nullptr;
+    e.state  = tensor_state::dropped;
+  }
+
+  /// @brief Fresh device bytes for a dropped tensor, taken in `stream`'s order, for the caller to
+  /// write its contents on `stream` (they are undefined until then); resident from here. A pool
+  /// that throws (stash::out_of_memory) leaves the tensor dropped.
+  void rematerialize_async(tensor_handle h, stream_type stream)
+  {
+    reap();
+    entry& e = checked(h, "rematerialize_async");
+    (void)check_capture(h, e, "rematerialize_async", std::nullopt);
+    if (e.state != tensor_state::dropped) {
+      misuse(h, e, "rematerialize_async", "only a dropped tensor is rematerialised");
+    }
+    e.device      = pool_allocate(device_pool_, e.bytes, backend_.tag(stream));
+    e.state       = tensor_state::resident;
+    e.last_stream = stream;
+  }
+
   /// @brief Start bringing the tensor back (no-op when it is resident or on its way).
   void prefetch_async(tensor_handle h) { prefetch(h, false, std::nullopt); }
 
@@ -326,6 +360,9 @@ class offload_manager {
     entry& e = checked(h, "acquire_async");
     (void)check_capture(h, e, "acquire_async", stream);
     refresh(e);
+    if (e.state == tensor_state::dropped) {
+      misuse(h, e, "acquire_async", "its contents were dropped: rematerialize_async() it first");
+    }
     if (e.state == tensor_state::offloading || e.state == tensor_state::offloaded) {
       prefetch(h, true, stream);  // `stream` waits for it anyway
     }
@@ -806,6 +843,9 @@ class offload_manager {
     entry& e = checked(h, "prefetch_async");
     if (!on_demand) { (void)check_capture(h, e, "prefetch_async", in); }
     if (e.state == tensor_state::resident || e.state == tensor_state::prefetching) { return; }
+    if (e.state == tensor_state::dropped) {
+      misuse(h, e, "prefetch_async", "it was dropped (no host copy): rematerialize_async() it");
+    }
     refresh(e);  // a copy that has completed is counted before its slot is recycled
     // While capturing `in` is a capturing stream, which the pools see (see offload_async).
     stream_ref const tag  = backend_.tag(in ? *in : h2d_);
