@@ -339,7 +339,7 @@ class offload_manager {
     if (e.state != tensor_state::dropped) {
       misuse(h, e, "rematerialize_async", "only a dropped tensor is rematerialised");
     }
-    e.device      = pool_allocate(device_pool_, e.bytes, backend_.tag(stream));
+    e.device      = pool_allocate(device_pool_, backend_.tag(stream), e.bytes);
     e.state       = tensor_state::resident;
     e.last_stream = stream;
   }
