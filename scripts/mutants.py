@@ -206,7 +206,7 @@ MUTANTS = [
       "++stats_.offloads;", "(void)0;"),
     # --- allocator facade
     m("allocator.deallocate_no_release", "allocator.hpp",
-      "manager_.release(t.handle);", "(void)t.handle;", tests=ALLOCATOR_TESTS),
+      "manager_.deallocate_async(t.handle);", "(void)t.handle;", tests=ALLOCATOR_TESTS),
     m("allocator.offload_at_last_use", "allocator.hpp",
       "offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(",
       "offloads_by_op_[std::min(e.last_use - first_op_, recorded_ops_)].push_back(", tests=ALLOCATOR_TESTS),
