@@ -374,7 +374,7 @@ class allocator {
             SwapPolicy policy = SwapPolicy{})
       : backend_(backend),
         pool_(device_pool),
-        options_(std::move(options)),
+        options_(options),
         policy_(std::move(policy)),
         host_pool_(detail::staging_upstream_of(backend),
                    pinned_host_pool_options(options_.host_budget, options_.host_step)),
