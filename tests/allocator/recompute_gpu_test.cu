@@ -63,8 +63,8 @@ struct chain_policy {
       for (stash::storage_id id = 0; id < t.storages().size(); ++id) {
         if (t.storages()[id].label != label) { continue; }
         auto const& acc = a.lifetimes().storages[id].accesses;
-        rs.push_back({id, acc[acc.size() - 2].op, acc.back().op, acc.back().op,
-                      t.storages()[id].bytes});
+        rs.push_back(
+            {id, acc[acc.size() - 2].op, acc.back().op, acc.back().op, t.storages()[id].bytes});
       }
     }
     return stash::make_schedule(a, std::string(name()), budget, {}, std::move(rs));
@@ -77,13 +77,12 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats)
   using device_pool = stash::caching_pool<stash::device_upstream>;
   stash::cuda_backend backend;
   device_pool pool;
-  stash::allocator<device_pool, Policy, void, stash::cuda_backend> alloc(backend, pool, {},
-                                                                         policy);
-  auto const s      = backend.create_stream();
-  auto const bytes  = n * sizeof(float);
-  dim3 const grid   = (n + 255) / 256;
-  auto const kind   = stash::storage_kind::act;
-  auto w            = alloc.allocate_async(bytes, stash::storage_kind::param, "w", s);
+  stash::allocator<device_pool, Policy, void, stash::cuda_backend> alloc(backend, pool, {}, policy);
+  auto const s     = backend.create_stream();
+  auto const bytes = n * sizeof(float);
+  dim3 const grid  = (n + 255) / 256;
+  auto const kind  = stash::storage_kind::act;
+  auto w           = alloc.allocate_async(bytes, stash::storage_kind::param, "w", s);
   fill_kernel<<<grid, 256, 0, s.get()>>>(static_cast<float*>(alloc.acquire_async(w, s)), 0.5f);
   check_launch();
   std::vector<float> out(n);

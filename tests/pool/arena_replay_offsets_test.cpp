@@ -68,12 +68,12 @@ std::vector<std::uintptr_t> run_iteration(stash::trace const& t, logged_arena& a
   std::vector<void*> ptrs(t.storages().size(), nullptr);
   arena.begin_iteration();
   for (auto const& e : t.events()) {
-    auto const bytes = t.storages()[e.index].bytes;
+    // An op or phase event's index is not a storage's: read the size only for allocs and frees.
     if (e.kind == stash::event_kind::alloc) {
-      ptrs[e.index] = arena.allocate_async(bytes, stream);
+      ptrs[e.index] = arena.allocate_async(t.storages()[e.index].bytes, stream);
       in_order.push_back(reinterpret_cast<std::uintptr_t>(ptrs[e.index]));
     } else if (e.kind == stash::event_kind::free) {
-      arena.deallocate_async(ptrs[e.index], bytes, stream);
+      arena.deallocate_async(ptrs[e.index], t.storages()[e.index].bytes, stream);
       ptrs[e.index] = nullptr;
     }
   }
