@@ -45,11 +45,8 @@ __global__ void sum_kernel(float const* y, float const* z, float* out)
 
 float* f(std::span<void* const> p, std::size_t i) { return static_cast<float*>(p[i]); }
 
-void check_launch()
-{
-  cudaError_t const e = cudaGetLastError();
-  REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e));
-}
+// Checks a launch's error (scripts/check-launches.sh looks for cudaGetLastError after each <<<).
+void check_launch(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e)); }
 
 // Drops y and z (storages labelled so) after their last forward use and rematerialises both
 // before the op that reads them: y first, then z, whose re-run reads y.
@@ -84,7 +81,7 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats)
   auto const kind  = stash::storage_kind::act;
   auto w           = alloc.allocate_async(bytes, stash::storage_kind::param, "w", s);
   fill_kernel<<<grid, 256, 0, s.get()>>>(static_cast<float*>(alloc.acquire_async(w, s)), 0.5f);
-  check_launch();
+  check_launch(cudaGetLastError());
   std::vector<float> out(n);
   for (int step = 0; step < 3; ++step) {
     alloc.begin_iteration();
@@ -94,21 +91,21 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats)
     auto o = alloc.allocate_async(bytes, kind, "out", s);
     auto p = alloc.op("load_batch", {}, std::vector{x}, s);
     fill_kernel<<<grid, 256, 0, s.get()>>>(f(p, 0), -1.0f + float(step));
-    check_launch();
+    check_launch(cudaGetLastError());
     auto relu_mul = [grid](std::span<void* const> q, stash::cuda_backend::stream st) {
       relu_mul_kernel<<<grid, 256, 0, st.get()>>>(f(q, 0), f(q, 1), f(q, 2));
-      check_launch();
+      check_launch(cudaGetLastError());
     };
     auto twice = [grid](std::span<void* const> q, stash::cuda_backend::stream st) {
       twice_kernel<<<grid, 256, 0, st.get()>>>(f(q, 0), f(q, 1));
-      check_launch();
+      check_launch(cudaGetLastError());
     };
     relu_mul(alloc.op("aten::addmm", std::vector{x, w}, std::vector{y}, s, relu_mul), s);
     twice(alloc.op("aten::mul.Tensor", std::vector{y}, std::vector{z}, s, twice), s);
     p = alloc.op("aten::mul.Tensor", std::vector{x}, std::vector{x}, s);  // the gap
     p = alloc.op("aten::add.Tensor", std::vector{y, z}, std::vector{o}, s);
     sum_kernel<<<grid, 256, 0, s.get()>>>(f(p, 0), f(p, 1), f(p, 2));
-    check_launch();
+    check_launch(cudaGetLastError());
     REQUIRE(cudaMemcpyAsync(out.data(), f(p, 2), bytes, cudaMemcpyDeviceToHost, s.get()) ==
             cudaSuccess);
     REQUIRE(cudaStreamSynchronize(s.get()) == cudaSuccess);
