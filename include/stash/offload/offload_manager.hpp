@@ -290,8 +290,16 @@ class offload_manager {
       queue_encode(e, stream, host, capacity, scratch);
       host_ready = backend_.record(d2h_);  // a failed record is a failed offload, too
     } catch (...) {
-      // Work queued before the failure may still touch the memory: it goes back in the D2H
-      // stream's order. The tensor was not touched and stays resident.
+      // Work queued before the failure (the copy) may still read the tensor, which stays
+      // resident: its next writer on another stream must not race that copy, so this error path
+      // (never the success path) waits for the D2H stream; outside a capture only. The memory
+      // then goes back in the D2H stream's order.
+      if (!capturing) {
+        try {
+          backend_.synchronize(d2h_);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is the one reported
+        }
+      }
       give_back(pool_side::device, scratch, scratch_bytes_of(e.transfer, e.bytes), d2h_);
       give_back(pool_side::host, host, slot, d2h_);
       throw;
