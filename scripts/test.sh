@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks (doctest, ninja, cmake,
-# clang-format 14 for the style check, python3 for the layering check, pip) and RMM's C++ library
+# clang-format 14 for the style check, python3 for the layering check, doxygen for the API
+# reference check, pip) and RMM's C++ library
 # (librmm-cu13 from PyPI, for the RMM interop tests; optional: without PyPI those tests are not
 # built, with a warning), then configures, builds and runs all of stash's tests with the `test`
 # preset.
@@ -14,6 +15,7 @@ command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v clang-format-14 >/dev/null 2>&1 || missing+=(clang-format-14)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v doxygen >/dev/null 2>&1 || missing+=(doxygen)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

@@ -47,7 +47,6 @@ outcome run(stash::trace const& t, std::uint64_t scale, int iterations)
   auto const s = backend.create_stream();
   host_arena pool;
   stash::allocator_options o;
-  o.device_budget = 0;  // as small as possible: the policy offloads everything it may
   stash::allocator<host_arena, Policy, void, stash::host_backend> alloc(backend, pool, o);
   stash::trace_driver<decltype(alloc)> driver(alloc, t, s, scale);
   auto const t0 = std::chrono::steady_clock::now();

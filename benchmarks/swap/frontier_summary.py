@@ -2,7 +2,9 @@
 """Summarises stash-plan --json --frontier outputs (one JSON document per file argument) as a
 markdown table: per trace and preset, the tightest budget each policy fits (as x the
 activations-only swap bound), and search_swap's predicted time at 1.05x that bound against the
-best other policy there and the time lower bound. Every time is predicted by the cost model."""
+best other policy there and the swap-only time lower bound (no swap schedule is faster). Every time
+is predicted by the cost model. Reads outputs from before the bounds' renaming too (there
+swap_bound_bytes was the activations-only bound and the time bound was swap-only)."""
 import json
 import sys
 
@@ -11,7 +13,7 @@ def summarise(path):
     doc = json.load(open(path))
     r = doc if "frontier" in doc else doc[0]
     b = r["frontier_bounds"]
-    act = b["swap_bound_bytes"]
+    act = b.get("swap_bound_activations_bytes", b["swap_bound_bytes"])
     pts = r["frontier"]
     policies = list(dict.fromkeys(p["policy"] for p in pts))
     tight = {}
@@ -20,7 +22,7 @@ def summarise(path):
         tight[p] = min(fit) / act if fit else None
     target = act + act // 20
     at = [q for q in pts if q["budget_bytes"] == target]
-    lb = {x["budget_bytes"]: x["ms"] for x in b["time_lower_bound_ms"]}.get(target)
+    lb = {x["budget_bytes"]: x.get("swap_ms", x["ms"]) for x in b["time_lower_bound_ms"]}.get(target)
     search = next((q for q in at if q["policy"] == "search_swap"), None)
     others = [q["iteration_ms"] for q in at if q["policy"] != "search_swap" and q["fits"]]
     name = r["file"].split("/")[-1].replace(".trace", "")

@@ -34,7 +34,7 @@ int main()
   for (int step = 0; step < 3; ++step) {
     alloc.begin_iteration();
     alloc.phase(stash::phase::forward);
-    std::vector<std::uint64_t> acts;
+    std::vector<stash::tensor_handle> acts;
     auto input = alloc.allocate(bytes, stash::storage_kind::input, "x", stream);
     (void)alloc.op("load", {}, std::vector{input}, stream);
     acts.push_back(input);

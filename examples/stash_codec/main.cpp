@@ -3,6 +3,8 @@
 //
 //   stash-codec [--codec NAME|all] [--dtype f32] [--json] FILE...
 #include <stash/codec/host_codec_list.hpp>
+#include <stash_tools/json_string.hpp>
+#include <stash_tools/stash_codec/input.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -15,25 +17,16 @@
 
 namespace {
 
+constexpr char const* usage_text =
+    "usage: stash-codec [--codec NAME|all] [--dtype f32] [--json] FILE...\n"
+    "Each FILE is a regular file of raw float32 values.\n"
+    "codecs: identity zvc csr rle bitmask fp16 bf16 fp10 fp8_e4m3 fp8_e5m2 fp16+zvc "
+    "fp8_e4m3+zvc\n";
+
 int usage(const char* why)
 {
-  std::fprintf(stderr,
-               "stash-codec: %s\n"
-               "usage: stash-codec [--codec NAME|all] [--dtype f32] [--json] FILE...\n"
-               "codecs: identity zvc csr rle bitmask fp16 bf16 fp10 fp8_e4m3 fp8_e5m2 fp16+zvc "
-               "fp8_e4m3+zvc\n",
-               why);
+  std::fprintf(stderr, "stash-codec: %s\n%s", why, usage_text);
   return 2;
-}
-
-std::string json_escape(std::string const& s)
-{
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') { out += '\\'; }
-    out += c;
-  }
-  return out;
 }
 
 template <class C>
@@ -60,11 +53,11 @@ void run(const char* name, std::string const& file, std::vector<float> const& in
   double const dec_s    = std::chrono::duration<double>(t2 - t1).count();
   if (json) {
     std::printf(
-        "{\"file\": \"%s\", \"codec\": \"%s\", \"input_bytes\": %zu, \"compressed_bytes\": "
+        "{\"file\": %s, \"codec\": \"%s\", \"input_bytes\": %zu, \"compressed_bytes\": "
         "%zu, \"ratio\": %.4f, \"exact\": %s, \"max_abs_error\": %.9g, "
         "\"encode_MBps\": %.1f, \"decode_MBps\": %.1f}\n",
-        json_escape(file).c_str(), name, in.size() * 4, size, ratio, exact ? "true" : "false",
-        max_err, in_bytes / enc_s / 1e6, in_bytes / dec_s / 1e6);
+        stash_tools::json_string(file).c_str(), name, in.size() * 4, size, ratio,
+        exact ? "true" : "false", max_err, in_bytes / enc_s / 1e6, in_bytes / dec_s / 1e6);
   } else {
     std::printf("%-40s %-13s %10zu %10zu %7.3fx  %-22s enc %7.1f MB/s  dec %7.1f MB/s\n",
                 file.c_str(), name, in.size() * 4, size, ratio,
@@ -89,7 +82,8 @@ int main(int argc, char** argv)
     } else if (a == "--json") {
       json = true;
     } else if (a == "-h" || a == "--help") {
-      return usage("help");
+      std::fputs(usage_text, stdout);
+      return 0;
     } else if (!a.empty() && a[0] == '-') {
       return usage(("unknown option " + a).c_str());
     } else {
@@ -105,22 +99,14 @@ int main(int argc, char** argv)
   }
   int status = 0;
   for (auto const& file : files) {
-    std::ifstream f(file, std::ios::binary | std::ios::ate);
-    if (!f) {
-      std::fprintf(stderr, "stash-codec: %s: cannot open\n", file.c_str());
+    std::vector<float> in;
+    try {
+      in = stash_tools::read_f32_file(file);
+    } catch (stash_tools::input_error const& e) {
+      std::fprintf(stderr, "stash-codec: %s\n", e.what());
       status = 1;
       continue;
     }
-    auto const bytes = static_cast<std::size_t>(f.tellg());
-    if (bytes % 4 != 0) {
-      std::fprintf(stderr, "stash-codec: %s: %zu bytes is not a whole number of float32\n",
-                   file.c_str(), bytes);
-      status = 1;
-      continue;
-    }
-    std::vector<float> in(bytes / 4);
-    f.seekg(0);
-    f.read(reinterpret_cast<char*>(in.data()), static_cast<std::streamsize>(bytes));
     stash::for_each_f32_codec([&](auto nc) {
       if (codec == "all" || codec == nc.name) {
         try {

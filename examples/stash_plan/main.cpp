@@ -118,9 +118,11 @@ void usage(std::ostream& out)
          "\n"
          "Frontier (traces):\n"
          "  --frontier         every policy (or those given with --policy) at budgets from the\n"
-         "                     swap bound to the no_swap peak in 5% steps, plus both bounds and\n"
-         "                     1.05x each, simulated with the budget enforced: predicted ms per\n"
-         "                     budget and policy ('-': does not fit) and the time lower bound;\n"
+         "                     lowest bound to the no_swap peak in 5% steps, plus the bounds\n"
+         "                     (swap of activations, swap of any storage, memory with\n"
+         "                     recompute) and 1.05x each, simulated with the budget enforced:\n"
+         "                     predicted ms per budget and policy ('-': does not fit) and the\n"
+         "                     time lower bounds (swap only; any keep/swap/recompute schedule);\n"
          "                     JSON \"frontier\": [{policy, budget_bytes, fits, iteration_ms,\n"
          "                     offloaded_bytes}] and \"frontier_bounds\"; with --svg also\n"
          "                     FILE-frontier.svg (time against budget, one line per policy)\n"
@@ -155,8 +157,11 @@ void usage(std::ostream& out)
          "  --          treat every later argument as a FILE\n"
          "\n"
          "A FILE that cannot be read or is malformed is reported on stderr as FILE:LINE: what\n"
+         "(a NUL byte or a line over 16 MiB too: /dev/zero is not a trace)\n"
          "(with --json also as {\"file\":..., \"error\":...} on stdout); the other FILEs are\n"
-         "still processed.\n"
+         "still processed. A trace that reads but looks cut short (activations, temporaries\n"
+         "or gradients never freed) or whose phases go back (backward -> forward) gets a\n"
+         "'warning' line (JSON \"warnings\") and is still summarised.\n"
          "Exit status: 0 if every FILE was summarised, 1 if any failed, 2 on a usage error.\n";
 }
 

@@ -50,7 +50,7 @@ struct memory_report {
 /// @brief The allocator as the network sees it (ids are stash::allocator tensor ids).
 class activation_memory {
  public:
-  using id                     = std::uint64_t;
+  using id                     = stash::tensor_handle;
   virtual ~activation_memory() = default;
 
   virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) = 0;

@@ -42,6 +42,23 @@
  * allocate() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
  * not at all) travels raw and is counted in encoding_fallbacks.
+ *
+ * Failures. A scheduled offload or prefetch that fails (the host pool out of memory, a copy that
+ * cannot be queued) leaves its tensor where it was (resident, or offloaded until an op needs it)
+ * and is counted in allocator_stats::failed_offloads / failed_prefetches: it is never thrown from
+ * op() or end_iteration(), and end_iteration() closes the iteration whatever happens, so the next
+ * begin_iteration() works. A size no allocation can have (near 2^64) is stash::out_of_memory from
+ * allocate() with nothing taken; a device_budget below the recorded iteration's largest storage
+ * is stash::out_of_memory from the end_iteration() that plans it, naming both.
+ *
+ * Tensors are named by stash::tensor_handle (offload/tensor_handle.hpp): a freed tensor's handle
+ * and another allocator's handles are refused with stash::logic_error, and the tables behind them
+ * reuse freed slots, so their size is the most tensors alive at once however long the run
+ * (allocator_stats::tensor_slots).
+ *
+ * Thread safety: none. A stash::allocator (and its offload manager) is used by one host thread at
+ * a time: one allocator per thread or training loop. Its backend's worker threads (host_backend)
+ * or streams (CUDA) run the copies; every call into the allocator comes from the owning thread.
  */
 #pragma once
 
@@ -55,6 +72,7 @@
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/pool_argmax_transfer.hpp>
+#include <stash/offload/tensor_handle.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/pool/pool.hpp>
@@ -66,10 +84,12 @@
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_recorder.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -218,6 +238,15 @@ struct allocator_stats {
   /// tensor_desc the planned member refused (they too travel raw). Zero when every entry runs as
   /// planned.
   std::uint64_t encoding_fallbacks{0};
+  /// Scheduled offloads that failed (host pool out of memory, a copy that could not be queued):
+  /// the tensor stayed resident. Never thrown from op() or end_iteration().
+  std::uint64_t failed_offloads{0};
+  /// Scheduled prefetches that failed (device pool out of memory, ...): the tensor stayed
+  /// offloaded, and the op that uses it brings it back on demand (throwing if that fails too).
+  std::uint64_t failed_prefetches{0};
+  /// Slots of the tensor table: the most tensors alive at once (freed slots are reused), so it
+  /// stays bounded over a run of any length.
+  std::uint64_t tensor_slots{0};
 };
 
 /// @brief Pool x SwapPolicy x Codec over an offload Backend (see the file docs).
@@ -236,11 +265,6 @@ class allocator {
  public:
   /// @brief The backend's stream type.
   using stream_type = typename Backend::stream;
-  /// @brief Names a live tensor for the allocator's lifetime: the same number as the offload
-  /// manager's tensor_handle::id (one id per tensor across the facade and the manager). A trace's
-  /// storage_id is another thing: it names one allocation of the recorded iteration, so one tensor
-  /// per iteration maps to the same storage_id while each gets its own tensor_id.
-  using tensor_id = std::uint64_t;
   /// @brief How bytes travel (a transfer_set when the Codec slot is one).
   using transfer_type = transfer_for_t<Backend, Codec>;
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
@@ -291,16 +315,27 @@ class allocator {
   }
 
   /// @brief Ends an iteration: plans after a recorded one, notes deviations of a replayed one.
+  /// The iteration is closed whatever happens (the next begin_iteration() works): scheduled
+  /// offloads that fail are counted, not thrown; a planning error (an invalid schedule, a budget
+  /// below the largest storage) is thrown after the iteration was closed, and the next iteration
+  /// is recorded afresh.
   void end_iteration()
   {
     STASH_EXPECTS(in_iteration_, "stash::allocator::end_iteration: no iteration begun");
+    in_iteration_ = false;
+    ++stats_.iterations;
     if (state_ == allocator_state::replaying) {
       issue_offloads_before(std::numeric_limits<std::uint64_t>::max(), stream_type{});
       if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
     }
-    in_iteration_ = false;
-    ++stats_.iterations;
-    if constexpr (iteration_aware_pool<Pool>) { pool_.end_iteration(); }
+    if constexpr (iteration_aware_pool<Pool>) {
+      try {
+        pool_.end_iteration();
+      } catch (...) {
+        rerecord_ = true;
+        throw;
+      }
+    }
     if (state_ == allocator_state::recording) {
       try {
         plan();
@@ -323,41 +358,52 @@ class allocator {
   /// @param stream The stream of its first use.
   /// @param desc What a codec may need besides the size: for max-pool indices, the pool's
   ///   geometry (`{.pool = ...}`), without which pool_argmax entries travel raw.
-  tensor_id allocate(std::size_t bytes, storage_kind kind, std::string label, stream_type stream,
-                     tensor_desc const& desc = {})
+  /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
+  ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
+  ///   recorded.
+  /// @return The tensor's handle, valid until deallocate().
+  [[nodiscard]] tensor_handle allocate(std::size_t bytes, storage_kind kind, std::string label,
+                                       stream_type stream, tensor_desc const& desc = {})
   {
-    tensor t;
-    t.handle = manager_.create(bytes, stream);
-    t.bytes  = bytes;
-    t.desc   = desc;
-    if (state_ != allocator_state::replaying) {
-      t.storage = recorder_->allocate(bytes, kind, std::move(label));
-      record_desc(*t.storage, desc);
-    } else if (in_iteration_) {
-      std::uint64_t const k = alloc_index_++;
-      if (k < recorded_allocs_ && recording_->storages()[first_storage_ + k].bytes == bytes) {
-        t.storage = first_storage_ + k;
-      } else {
-        deviated_ = true;
+    tensor_handle const h = manager_.create(bytes, stream);
+    try {
+      tensor& t = slot(h);
+      t         = tensor{};
+      t.handle  = h;
+      t.bytes   = bytes;
+      t.desc    = desc;
+      if (state_ != allocator_state::replaying) {
+        t.storage = recorder_->allocate(bytes, kind, std::move(label));
+        record_desc(*t.storage, desc);
+      } else if (in_iteration_) {
+        std::uint64_t const k = alloc_index_++;
+        if (k < recorded_allocs_ && recording_->storages()[first_storage_ + k].bytes == bytes) {
+          t.storage               = first_storage_ + k;
+          by_storage_[*t.storage] = h;
+        } else {
+          deviated_ = true;
+        }
       }
+      t.alive = true;
+    } catch (...) {
+      manager_.release(h);
+      throw;
     }
-    bool const matched = state_ == allocator_state::replaying && t.storage.has_value();
-    tensors_.push_back(std::move(t));
-    tensor_id const id = tensors_.size() - 1;
-    if (matched) { by_storage_[*tensors_.back().storage] = id; }
-    return id;
+    return h;
   }
 
   /// @brief The tensor is dead.
-  void deallocate(tensor_id id)
+  /// @param h A live tensor of this allocator (stash::logic_error otherwise: freed, or another
+  ///   allocator's).
+  void deallocate(tensor_handle h)
   {
-    tensor& t = checked(id, "deallocate");
+    tensor& t = checked(h, "deallocate");
     manager_.release(t.handle);
+    t.alive = false;
     if (state_ == allocator_state::recording && t.storage) { recorder_->deallocate(*t.storage); }
     if (state_ == allocator_state::replaying && t.storage && *t.storage < by_storage_.size()) {
-      by_storage_[*t.storage] = no_tensor;
+      by_storage_[*t.storage] = tensor_handle{};
     }
-    t.alive = false;
   }
 
   /// @brief Records a phase change (forward, backward, optimizer).
@@ -368,8 +414,15 @@ class allocator {
 
   /// @brief An op about to be queued on `stream`: runs the schedule up to it and returns device
   /// pointers, reads first then writes, resident for work queued on `stream` from now on.
-  std::vector<void*> op(std::string name, std::span<tensor_id const> reads,
-                        std::span<tensor_id const> writes, stream_type stream)
+  /// Scheduled offloads and prefetches that fail here are counted (allocator_stats), not thrown;
+  /// what this op's own tensors need (an on-demand prefetch) is thrown when it fails.
+  /// @param name The op's name in the trace.
+  /// @param reads The tensors it reads.
+  /// @param writes The tensors it writes.
+  /// @param stream The stream its work is queued on.
+  /// @return One device pointer per tensor: reads, then writes.
+  std::vector<void*> op(std::string name, std::span<tensor_handle const> reads,
+                        std::span<tensor_handle const> writes, stream_type stream)
   {
     std::uint64_t const j = op_index_++;
     if (state_ == allocator_state::recording) {
@@ -389,10 +442,10 @@ class allocator {
     return pointers;
   }
 
-  /// @brief The device pointer of `id` for work queued on `stream` (prefetched on demand).
-  [[nodiscard]] void* pointer(tensor_id id, stream_type stream)
+  /// @brief The device pointer of `h` for work queued on `stream` (prefetched on demand).
+  [[nodiscard]] void* pointer(tensor_handle h, stream_type stream)
   {
-    tensor& t = checked(id, "pointer");
+    tensor& t = checked(h, "pointer");
     return manager_.acquire(t.handle, stream);
   }
 
@@ -412,16 +465,15 @@ class allocator {
   {
     return manager_.stats();
   }
-  /// @brief Where tensor `id` is now.
-  [[nodiscard]] tensor_state where(tensor_id id)
+  /// @brief Where tensor `h` is now.
+  [[nodiscard]] tensor_state where(tensor_handle h)
   {
-    return manager_.state(checked(id, "where").handle);
+    return manager_.state(checked(h, "where").handle);
   }
   /// @brief Waits for the allocator's transfers (and surfaces decode errors).
   void synchronize() { manager_.synchronize(); }
 
  private:
-  static constexpr tensor_id no_tensor = std::numeric_limits<tensor_id>::max();
   static constexpr std::size_t manager_transfer_type_size =
       detail::set_encodings<manager_transfer_type>::value.size();
 
@@ -434,22 +486,40 @@ class allocator {
     tensor_handle handle{};
     std::size_t bytes{0};
     std::optional<storage_id> storage;  // in the recording, when matched
-    bool alive{true};
+    bool alive{false};
     tensor_desc desc{};  // as given to allocate()
   };
 
-  tensor& checked(tensor_id id, const char* what)
+  // The table entry of a handle the manager just made (the table grows with the manager's).
+  tensor& slot(tensor_handle h)
   {
-    STASH_EXPECTS(id < tensors_.size() && tensors_[id].alive,
-                  std::string("stash::allocator::") + what + ": tensor #" + std::to_string(id) +
-                      (id < tensors_.size() ? " was freed" : " does not exist"));
-    return tensors_[id];
+    if (h.index() >= tensors_.size()) {
+      tensors_.resize(std::size_t{h.index()} + 1);
+      stats_.tensor_slots = tensors_.size();
+    }
+    return tensors_[h.index()];
   }
 
-  storage_id storage_of(tensor_id id, const char* what)
+  // The live tensor `h` names; stash::logic_error for another allocator's handle, a freed tensor
+  // (its slot may hold a newer one) or a forged handle.
+  tensor& checked(tensor_handle h, const char* what)
   {
-    tensor& t = checked(id, what);
-    STASH_EXPECTS(t.storage.has_value(), "stash::allocator: tensor #" + std::to_string(id) +
+    std::string const where = std::string("stash::allocator::") + what + ": tensor " + to_string(h);
+    if (h.owner() != manager_.owner_tag()) {
+      STASH_FAIL(where + (h.is_null() ? " is no tensor (a default handle)"
+                                      : " belongs to another allocator"));
+    }
+    STASH_EXPECTS(h.index() < tensors_.size(), where + " was never allocated here");
+    tensor& t = tensors_[h.index()];
+    STASH_EXPECTS(t.alive && t.handle == h,
+                  where + (t.handle.generation() >= h.generation() ? " was freed" : " is forged"));
+    return t;
+  }
+
+  storage_id storage_of(tensor_handle h, const char* what)
+  {
+    tensor& t = checked(h, what);
+    STASH_EXPECTS(t.storage.has_value(), "stash::allocator: tensor " + to_string(h) +
                                              " was allocated outside the recording");
     return *t.storage;
   }
@@ -460,11 +530,10 @@ class allocator {
     recorder_.emplace();
     by_storage_.clear();
     storage_descs_.clear();
-    for (tensor_id id = 0; id < tensors_.size(); ++id) {
-      auto& t = tensors_[id];
+    for (auto& t : tensors_) {
       if (!t.alive) { continue; }
-      t.storage =
-          recorder_->allocate(t.bytes, storage_kind::param, "persistent#" + std::to_string(id));
+      t.storage = recorder_->allocate(t.bytes, storage_kind::param,
+                                      "persistent#" + std::to_string(t.handle.index()));
       record_desc(*t.storage, t.desc);
     }
     first_storage_ = recorder_->trace().storages().size();
@@ -477,6 +546,7 @@ class allocator {
   // found before anything is offloaded.
   [[nodiscard]] schedule plan_and_validate(trace const& t) const
   {
+    check_budget(t);
     trace_analysis const analysis(t, model_);
     schedule planned = policy_.plan(analysis, options_.device_budget);
     try {
@@ -484,7 +554,34 @@ class allocator {
     } catch (schedule_error const& e) {
       throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
     }
+    // Recompute entries are planned and simulated (sim/schedule.hpp) but not executed yet
+    // (issue 22 item 5): replaying without them would break the budget silently.
+    if (!planned.recomputes.empty()) {
+      throw schedule_error(std::nullopt,
+                           std::to_string(planned.recomputes.size()) +
+                               " recompute entries, which the allocator does not execute yet",
+                           std::string(policy_.name()));
+    }
     return planned;
+  }
+
+  // A budget below the largest storage fits no schedule (the op using it needs it resident):
+  // stash::out_of_memory naming both, before the policy runs.
+  void check_budget(trace const& t) const
+  {
+    auto const storages = t.storages();
+    auto const largest  = std::max_element(
+         storages.begin(), storages.end(),
+         [](storage_record const& a, storage_record const& b) { return a.bytes < b.bytes; });
+    if (largest == storages.end() || largest->bytes <= options_.device_budget) { return; }
+    throw out_of_memory(
+        "stash::allocator planning the recorded iteration: allocator_options::device_budget (" +
+            std::to_string(options_.device_budget) + " B) is below its largest storage, #" +
+            std::to_string(largest - storages.begin()) + " '" + largest->label + "' of " +
+            std::to_string(largest->bytes) + " B, which no schedule can fit",
+        static_cast<std::size_t>(largest->bytes),
+        static_cast<std::size_t>(std::min<std::uint64_t>(options_.device_budget, SIZE_MAX)),
+        std::nullopt);
   }
 
   // Plans the schedule for the recorded iteration and switches to replay.
@@ -511,7 +608,7 @@ class allocator {
           {e.id, transfer});
       prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
     }
-    by_storage_.assign(recording_->storages().size(), no_tensor);
+    by_storage_.assign(recording_->storages().size(), tensor_handle{});
     for (auto& t : tensors_) { t.storage.reset(); }  // matches are made anew in each iteration
     state_ = allocator_state::replaying;
   }
@@ -582,16 +679,30 @@ class allocator {
     for (; next_offload_op_ <= end && next_offload_op_ < offloads_by_op_.size();
          ++next_offload_op_) {
       for (auto const [s, transfer] : offloads_by_op_[next_offload_op_]) {
-        tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
-        if (id == no_tensor || !tensors_[id].alive) { continue; }
-        auto const h = tensors_[id].handle;
-        if (manager_.state(h) != tensor_state::resident) { continue; }
-        manager_.offload_async(h, stream == stream_type{} ? last_stream_ : stream,
-                               transfer_for_tensor(transfer, tensors_[id]), tensors_[id].desc);
-        ++stats_.scheduled_offloads;
+        tensor* const t = matched(s);
+        if (t == nullptr || manager_.state(t->handle) != tensor_state::resident) { continue; }
+        try {
+          manager_.offload_async(t->handle, stream == stream_type{} ? last_stream_ : stream,
+                                 transfer_for_tensor(transfer, *t), t->desc);
+          ++stats_.scheduled_offloads;
+        } catch (std::bad_alloc const&) {  // stash::out_of_memory: the host pool is full
+          ++stats_.failed_offloads;        // the tensor stays resident (the manager's promise)
+        } catch (cuda_error const&) {
+          ++stats_.failed_offloads;
+        } catch (logic_error const&) {  // a pool refusing a request (e.g. while capturing)
+          ++stats_.failed_offloads;
+        }
       }
     }
     if (stream != stream_type{}) { last_stream_ = stream; }
+  }
+
+  // The live tensor matched to storage `s` of the recording in this iteration, if any.
+  tensor* matched(storage_id s)
+  {
+    if (s >= by_storage_.size() || by_storage_[s].is_null()) { return nullptr; }
+    tensor& t = tensors_[by_storage_[s].index()];
+    return t.alive && t.handle == by_storage_[s] ? &t : nullptr;
   }
 
   // A pool that learns iterations numbers the allocations of the compute stream: the prefetch
@@ -600,14 +711,22 @@ class allocator {
   {
     if (j >= prefetches_by_op_.size()) { return; }
     for (storage_id s : prefetches_by_op_[j]) {
-      tensor_id const id = s < by_storage_.size() ? by_storage_[s] : no_tensor;
-      if (id == no_tensor || !tensors_[id].alive) { continue; }
-      if constexpr (iteration_aware_pool<Pool>) {
-        manager_.prefetch_async(tensors_[id].handle, stream);
-      } else {
-        manager_.prefetch_async(tensors_[id].handle);
+      tensor* const t = matched(s);
+      if (t == nullptr) { continue; }
+      try {
+        if constexpr (iteration_aware_pool<Pool>) {
+          manager_.prefetch_async(t->handle, stream);
+        } else {
+          manager_.prefetch_async(t->handle);
+        }
+        ++stats_.scheduled_prefetches;
+      } catch (std::bad_alloc const&) {  // the op that needs it brings it back on demand
+        ++stats_.failed_prefetches;
+      } catch (cuda_error const&) {
+        ++stats_.failed_prefetches;
+      } catch (logic_error const&) {
+        ++stats_.failed_prefetches;
       }
-      ++stats_.scheduled_prefetches;
     }
   }
 
@@ -636,9 +755,9 @@ class allocator {
   stream_type last_stream_{};
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;
-  std::vector<tensor_id> by_storage_;
+  std::vector<tensor_handle> by_storage_;   // the live tensor matched to each storage
   std::vector<tensor_desc> storage_descs_;  // of the recording's storages (described ones only)
-  std::vector<tensor> tensors_;
+  std::vector<tensor> tensors_;  // indexed by tensor_handle::index(), as the manager's table
   allocator_stats stats_;
 };
 

@@ -80,8 +80,7 @@ TEST_CASE(
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator_options o;
-  o.device_budget = 0;
-  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask>;
+  using codecs = stash::transfer_set<stash::zvc<float>, stash::bitmask>;
   stash::allocator<host_caching, vdnn_all_encoded, codecs, stash::host_backend> alloc(backend, pool,
                                                                                       o);
   REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);  // recorded, then planned
@@ -114,7 +113,6 @@ TEST_CASE("allocator<transfer_set<..., fp16>>: lossy only where the policy opted
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator_options o;
-  o.device_budget = 0;
   vdnn_all_encoded policy;
   policy.options.lossy_activations = stash::swap_encoding::fp16;
   using codecs                     = stash::transfer_set<void, stash::zvc<float>, stash::bitmask,
@@ -169,7 +167,6 @@ TEST_CASE("allocator<zvc>: encodings the Codec slot does not carry travel raw, b
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator_options o;
-  o.device_budget = 0;
   stash::allocator<host_caching, vdnn_all_encoded, stash::zvc<float>, stash::host_backend> alloc(
       backend, pool, o);
   REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);
@@ -219,7 +216,6 @@ TEST_CASE("allocator_options::default_encoding picks the set's member at run tim
     auto const s = backend.create_stream();
     host_caching pool;
     stash::allocator_options o;
-    o.device_budget    = 0;
     o.default_encoding = encoding;
     alloc_type alloc(backend, pool, o);
     REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);

@@ -43,7 +43,6 @@ TEST_CASE("allocator<caching_pool, vdnn_all>: record, plan, replay a real step w
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator_options o;
-  o.device_budget = 0;  // as small as possible: vdnn_all offloads everything it may
   stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool,
                                                                                    o);
   CHECK(alloc.state() == stash::allocator_state::persistent);
@@ -105,8 +104,8 @@ TEST_CASE("allocator: a policy's invalid schedule is an error naming the policy"
   stash::allocator<host_caching, broken_policy, void, stash::host_backend> alloc(backend, pool);
   alloc.begin_iteration();
   auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
-  (void)alloc.op("produce", {}, std::vector<std::uint64_t>{a}, s);
-  (void)alloc.op("consume", std::vector<std::uint64_t>{a}, {}, s);
+  (void)alloc.op("produce", {}, std::vector<stash::tensor_handle>{a}, s);
+  (void)alloc.op("consume", std::vector<stash::tensor_handle>{a}, {}, s);
   alloc.deallocate(a);
   CHECK_THROWS_WITH_AS(alloc.end_iteration(),
                        doctest::Contains("invalid swap schedule from policy 'broken' entry 0"),
@@ -154,7 +153,6 @@ TEST_CASE(
 
   host_arena pool;
   stash::allocator_options o;
-  o.device_budget = 0;
   stash::allocator<host_arena, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool, o);
   // 1: recorded (nothing offloaded); 2-3: the arena sees the split lifetimes (fallbacks) and,
   // the sequence having settled, plans them; 4-6 replay that plan.
@@ -184,14 +182,13 @@ TEST_CASE("allocator: a deviating iteration stays correct and triggers a new rec
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator_options o;
-  o.device_budget = 0;
   stash::allocator<host_caching, stash::vdnn_all, void, stash::host_backend> alloc(backend, pool,
                                                                                    o);
   CHECK(drive(alloc, backend, s, t, 2) == 0);
   // An extra tensor at the start of the iteration shifts every allocation.
   alloc.begin_iteration();
   auto extra = alloc.allocate(4096, stash::storage_kind::temp, "extra", s);
-  (void)alloc.op("extra_op", {}, std::vector<std::uint64_t>{extra}, s);
+  (void)alloc.op("extra_op", {}, std::vector<stash::tensor_handle>{extra}, s);
   alloc.deallocate(extra);
   alloc.end_iteration();
   CHECK(alloc.stats().deviations == 1);
@@ -222,8 +219,8 @@ TEST_CASE(
   auto step = [&] {
     alloc.begin_iteration();
     auto a = alloc.allocate(4096, stash::storage_kind::act, "a", s);
-    (void)alloc.op("produce", {}, std::vector<std::uint64_t>{a}, s);
-    (void)alloc.op("consume", std::vector<std::uint64_t>{a}, {}, s);
+    (void)alloc.op("produce", {}, std::vector<stash::tensor_handle>{a}, s);
+    (void)alloc.op("consume", std::vector<stash::tensor_handle>{a}, {}, s);
     alloc.deallocate(a);
   };
   step();

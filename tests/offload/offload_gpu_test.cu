@@ -245,7 +245,7 @@ void capture_offload_round_trip()
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     ts.push_back(m.create(sizes[k], s));
     old.push_back(m.acquire(ts[k], s));
-    probe.fill(s, old[k], sizes[k], ts[k].id);
+    probe.fill(s, old[k], sizes[k], ts[k].index());
     m.offload_async(ts[k], s);
   }
   // After the copies, the bytes left on the device are garbage: what comes back came from the host.
@@ -258,7 +258,7 @@ void capture_offload_round_trip()
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     void* q = m.acquire(ts[k], s);
     CHECK(q != old[k]);
-    probe.check(s, q, sizes[k], ts[k].id);
+    probe.check(s, q, sizes[k], ts[k].index());
     m.release(ts[k]);
   }
   m.join(s);
@@ -308,7 +308,7 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
 
   STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   auto t = m.create(n, s);
-  probe.fill(s, m.acquire(t, s), n, t.id);
+  probe.fill(s, m.acquire(t, s), n, t.index());
   auto const host_before   = host.stats();
   auto const device_before = device.stats();
   try {
@@ -323,7 +323,7 @@ TEST_CASE("gpu: an allocation needed while capturing is refused; tensor, pools a
   CHECK(device.stats().in_use_bytes == device_before.in_use_bytes);
   CHECK(is_capturing(s));                           // not invalidated
   CHECK_FALSE(is_capturing(m.d2h_stream().get()));  // nothing was queued on the side stream
-  probe.check(s, m.acquire(t, s), n, t.id);
+  probe.check(s, m.acquire(t, s), n, t.index());
   m.release(t);
   m.join(s);
   graph_exec const g(s);
@@ -351,13 +351,13 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
 
   STASH_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   auto t = m.create(n, s);
-  probe.fill(s, m.acquire(t, s), n, t.id);
+  probe.fill(s, m.acquire(t, s), n, t.index());
   m.offload_async(t, s);
   CHECK(m.state(t) == stash::tensor_state::offloading);
   m.prefetch_async(t, s);  // leaves a decode status to reap
-  probe.check(s, m.acquire(t, s), n, t.id);
+  probe.check(s, m.acquire(t, s), n, t.index());
   auto u = m.create(n, s);
-  probe.fill(s, m.acquire(u, s), n, u.id);  // zvc's mask kernel reads every byte it offloads
+  probe.fill(s, m.acquire(u, s), n, u.index());  // zvc's mask kernel reads every byte it offloads
   m.offload_async(u, s);                    // reaps first
   m.release(u);
   m.release(t);

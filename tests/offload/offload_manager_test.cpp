@@ -94,7 +94,7 @@ TEST_CASE("offload then acquire brings back the same bytes, through every state"
   auto h              = m.create(n, f.compute);
   CHECK(m.state(h) == stash::tensor_state::resident);
   void* p = m.acquire(h, f.compute);
-  fill_async(f.backend, f.compute, p, n, h.id, 0);
+  fill_async(f.backend, f.compute, p, n, h.index(), 0);
   m.offload_async(h, f.compute);
   auto const s = m.state(h);
   CHECK((s == stash::tensor_state::offloading || s == stash::tensor_state::offloaded));
@@ -108,7 +108,7 @@ TEST_CASE("offload then acquire brings back the same bytes, through every state"
   CHECK(m.state(h) == stash::tensor_state::prefetching);
   void* q = m.acquire(h, f.compute);
   CHECK(m.state(h) == stash::tensor_state::resident);
-  check_async(f.backend, f.compute, q, n, h.id, 0, f.bad);
+  check_async(f.backend, f.compute, q, n, h.index(), 0, f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
   CHECK(m.stats().offloads == 1);
@@ -133,10 +133,10 @@ TEST_CASE("acquire of an offloaded tensor prefetches on demand, ordered after th
   manager m(f.backend, f.device, f.host);
   std::size_t const n = 1 * stash::MiB;
   auto h              = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(h, f.compute), n, h.id, 3);
+  fill_async(f.backend, f.compute, m.acquire(h, f.compute), n, h.index(), 3);
   m.offload_async(h, f.compute);
   void* q = m.acquire(h, f.compute);  // no prefetch_async before: on demand
-  check_async(f.backend, f.compute, q, n, h.id, 3, f.bad);
+  check_async(f.backend, f.compute, q, n, h.index(), 3, f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
   CHECK(m.stats().demand_prefetches == 1);
@@ -148,7 +148,7 @@ TEST_CASE("an exhausted host pool leaves the tensor resident and intact")
   manager m(f.backend, f.device, f.host);
   auto a = m.create(6 * stash::MiB, f.compute);
   auto b = m.create(6 * stash::MiB, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.id, 1);
+  fill_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.index(), 1);
   m.offload_async(a, f.compute);
   try {
     m.offload_async(b, f.compute);
@@ -159,7 +159,7 @@ TEST_CASE("an exhausted host pool leaves the tensor resident and intact")
     CHECK(e.requested_bytes() >= 6 * stash::MiB);  // the tensor plus the slot's status word
   }
   CHECK(m.state(b) == stash::tensor_state::resident);
-  check_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.id, 1, f.bad);
+  check_async(f.backend, f.compute, m.acquire(b, f.compute), 6 * stash::MiB, b.index(), 1, f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
   CHECK(m.stats().offloads == 1);
@@ -171,7 +171,7 @@ TEST_CASE("a full device pool on prefetch throws with context; the host copy sur
   manager m(f.backend, f.device, f.host);
   std::size_t const n = 5 * stash::MiB;
   auto a              = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(a, f.compute), n, a.id, 9);
+  fill_async(f.backend, f.compute, m.acquire(a, f.compute), n, a.index(), 9);
   m.offload_async(a, f.compute);
   m.synchronize();
   auto b = m.create(n, f.compute);  // takes the device memory a gave back
@@ -186,7 +186,7 @@ TEST_CASE("a full device pool on prefetch throws with context; the host copy sur
   m.release(b);
   f.backend.synchronize(f.compute);
   void* q = m.acquire(a, f.compute);  // retry after freeing memory
-  check_async(f.backend, f.compute, q, n, a.id, 9, f.bad);
+  check_async(f.backend, f.compute, q, n, a.index(), 9, f.bad);
   f.backend.synchronize(f.compute);
   CHECK(f.bad.load() == 0);
 }
@@ -212,10 +212,11 @@ TEST_CASE("misuse is a logic_error naming the tensor and its state")
   CHECK_THROWS_AS(m.prefetch_async(h), stash::logic_error);
   CHECK_THROWS_AS(m.offload_async(h, f.compute), stash::logic_error);
   try {
-    (void)m.acquire(stash::tensor_handle{42}, f.compute);
+    (void)m.acquire(stash::tensor_handle(m.owner_tag(), 42, 1), f.compute);
     FAIL("unknown handle accepted");
   } catch (stash::logic_error const& e) {
-    CHECK(std::string(e.what()).find("unknown tensor #42") != std::string::npos);
+    CHECK(std::string(e.what()).find("tensor #42 (generation 1) was never made by this manager") !=
+          std::string::npos);
   }
   CHECK_THROWS_AS(m.release(stash::tensor_handle{}), stash::logic_error);
 }
@@ -237,7 +238,7 @@ TEST_CASE("capture: a closed region forks the side streams, joins them back and 
   std::vector<stash::tensor_handle> ts;
   for (std::uint32_t k = 0; k < 3; ++k) {
     ts.push_back(m.create(n, f.compute));
-    fill_async(f.backend, f.compute, m.acquire(ts.back(), f.compute), n, ts.back().id, k);
+    fill_async(f.backend, f.compute, m.acquire(ts.back(), f.compute), n, ts.back().index(), k);
     m.offload_async(ts.back(), f.compute);
   }
   // The D2H stream joined the capture through an event recorded on the capturing stream.
@@ -250,7 +251,7 @@ TEST_CASE("capture: a closed region forks the side streams, joins them back and 
   for (auto t : ts) { m.prefetch_async(t, f.compute); }
   CHECK(f.backend.capturing(m.h2d_stream()));
   for (std::uint32_t k = 0; k < 3; ++k) {
-    check_async(f.backend, f.compute, m.acquire(ts[k], f.compute), n, ts[k].id, k, f.bad);
+    check_async(f.backend, f.compute, m.acquire(ts[k], f.compute), n, ts[k].index(), k, f.bad);
     m.release(ts[k]);
   }
   m.join(f.compute);
@@ -279,7 +280,7 @@ TEST_CASE("capture: memory that would have to be allocated is refused; tensor an
   f.backend.begin_capture(f.compute);
   CHECK_THROWS_AS((void)m.create(64 * stash::MiB, f.compute), stash::logic_error);
   auto t = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 5);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 5);
   auto const device_before = f.device.stats();
   auto const host_before   = f.host.stats();
   try {
@@ -289,7 +290,7 @@ TEST_CASE("capture: memory that would have to be allocated is refused; tensor an
     std::string const what = e.what();
     CHECK(what.find("captured into a CUDA graph") != std::string::npos);
     CHECK(what.find("reserve()") != std::string::npos);
-    CHECK(what.find("tensor #0, which stays resident") != std::string::npos);
+    CHECK(what.find("tensor #0 (generation 1), which stays resident") != std::string::npos);
   }
   CHECK(m.state(t) == stash::tensor_state::resident);
   CHECK(m.stats().offloads == 0);
@@ -297,7 +298,7 @@ TEST_CASE("capture: memory that would have to be allocated is refused; tensor an
   CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);
   CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);
   CHECK_FALSE(f.backend.capturing(m.d2h_stream()));  // refused before anything was queued
-  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 5, f.bad);
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 5, f.bad);
   m.release(t);
   m.join(f.compute);
   f.backend.end_capture(f.compute);
@@ -582,11 +583,11 @@ TEST_CASE("capture: no event or pool marker recorded while capturing is ever que
 
   f.backend.begin_capture(f.compute);
   auto t = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 1);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 1);
   m.offload_async(t, f.compute);
   CHECK(m.state(t) == stash::tensor_state::offloading);  // polls the captured D2H copy
   m.prefetch_async(t, f.compute);                        // a decode whose status is pending
-  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 1, f.bad);
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 1, f.bad);
   auto u = m.create(n, f.compute);  // the D2H stream's captured marker is on a free block
   m.offload_async(u, f.compute);    // reaps pending decodes first
   m.release(u);
@@ -643,7 +644,7 @@ TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools 
       f.backend, f.device, f.host);
   std::size_t const n = 1 * stash::MiB;
   auto t              = m.create(n, f.compute);
-  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 3);
+  fill_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 3);
   auto const device_before = f.device.stats();
   auto const host_before   = f.host.stats();
   CHECK_THROWS_AS(m.offload_async(t, f.compute), stash::logic_error);
@@ -651,7 +652,7 @@ TEST_CASE("a failed encode leaves the tensor resident and intact, and the pools 
   CHECK(m.stats().offloads == 0);
   CHECK(f.device.stats().in_use_bytes == device_before.in_use_bytes);  // the scratch came back
   CHECK(f.host.stats().in_use_bytes == host_before.in_use_bytes);      // and the host slot
-  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.id, 3, f.bad);
+  check_async(f.backend, f.compute, m.acquire(t, f.compute), n, t.index(), 3, f.bad);
   m.release(t);
   m.synchronize();
   f.backend.synchronize(f.compute);

@@ -76,7 +76,7 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
     auto run            = [&] {
       if (create) {
         auto h = m.create(n, s);
-        fill(s, m.acquire(h, s), n, h.id, 0u);
+        fill(s, m.acquire(h, s), n, h.index(), 0u);
         tensors.push_back({h, n, 0, true});
         return;
       }
@@ -94,10 +94,10 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
         case 6:
         case 7: {
           void* p = m.acquire(t.h, s);
-          check(s, p, t.bytes, t.h.id, t.version);
+          check(s, p, t.bytes, t.h.index(), t.version);
           if (action == 7) {  // rewrite it: the next check expects the new version
             ++t.version;
-            fill(s, p, t.bytes, t.h.id, t.version);
+            fill(s, p, t.bytes, t.h.index(), t.version);
           }
           ++counts.acquires;
           break;
@@ -112,7 +112,8 @@ stress_counts run_offload_stress(Manager& m, Backend& backend,
   }
   for (auto& t : tensors) {
     if (!t.alive) { continue; }
-    with_retry([&] { check(streams[0], m.acquire(t.h, streams[0]), t.bytes, t.h.id, t.version); });
+    with_retry(
+        [&] { check(streams[0], m.acquire(t.h, streams[0]), t.bytes, t.h.index(), t.version); });
     backend.synchronize(streams[0]);
     m.release(t.h);
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stash/offload/backend/host_backend.hpp>
+#include <stash/offload/tensor_handle.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_driver.hpp>
@@ -88,7 +89,7 @@ std::uint64_t drive(Allocator& alloc, host_backend& backend, host_backend::strea
       if (!exact) { approximate.fetch_add(1); }
     });
   };
-  driver.on_allocate([&](storage_id sid, std::uint64_t id, bool persistent) {
+  driver.on_allocate([&](storage_id sid, tensor_handle id, bool persistent) {
     version[sid] = 0;
     if (persistent) { fill(sid, alloc.pointer(id, s)); }
   });

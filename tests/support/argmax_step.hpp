@@ -60,7 +60,7 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
                                    bool describe_i_in_replays = true)
 {
   using alloc_type = allocator<Pool, argmax_step_policy, Codecs, Backend>;
-  using ids        = std::vector<std::uint64_t>;
+  using ids        = std::vector<tensor_handle>;
   // 2x2 windows, stride 2 over 13x13 maps of 48 planes: 48 * 36 outputs.
   pool_geometry const g{48, 13, 13, 2, 2, 2, 2};
   // Another pool with as many outputs (3x3 windows, stride 2, 13x13): not g's windows.
@@ -73,7 +73,7 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
   auto const iv = max_pool_indices(xv, g), kv = max_pool_indices(xv, other);
   std::vector<float> const pv(n, 1.0f);
   auto const s = backend.create_stream();
-  alloc_type alloc(backend, pool, allocator_options{.device_budget = 0});
+  alloc_type alloc(backend, pool, allocator_options{});
   auto const x = alloc.allocate(xbytes, storage_kind::input, "x", s);
   backend.copy_async(alloc.pointer(x, s), xv.data(), xbytes, s);
   argmax_step_result r;

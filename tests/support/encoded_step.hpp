@@ -77,7 +77,7 @@ encoded_step_result run_encoded_step(Backend& backend, Pool& pool, std::size_t n
   using alloc_type        = allocator<Pool, encoded_step_policy, Codecs, Backend>;
   auto const s            = backend.create_stream();
   std::size_t const bytes = n * sizeof(float);
-  alloc_type alloc(backend, pool, allocator_options{.device_budget = 0});
+  alloc_type alloc(backend, pool, allocator_options{});
   auto const xv = d::relu_like(n, 1), av = d::relu_like(n, 2), bv = d::relu_like(n, 3),
              cv = d::relu_like(n, 4);
   auto const am = d::mask_of(av);
@@ -86,7 +86,7 @@ encoded_step_result run_encoded_step(Backend& backend, Pool& pool, std::size_t n
   encoded_step_result r;
   std::vector<float> got_a(n), got_b(n), got_c(n);
   for (int it = 0; it < iterations; ++it) {
-    using ids = std::vector<std::uint64_t>;
+    using ids = std::vector<tensor_handle>;
     alloc.begin_iteration();
     alloc.phase(phase::forward);
     auto const a = alloc.allocate(bytes, storage_kind::act, "a", s);

@@ -19,6 +19,7 @@ class cuda_stream {
   /// @brief Creates a non-blocking stream (it does not synchronise with the legacy default stream).
   /// @param priority stream priority; lower numbers are higher priority (see
   ///        cudaDeviceGetStreamPriorityRange). 0 is the default priority.
+  /// @param flags cudaStreamCreateWithPriority flags (default: cudaStreamNonBlocking).
   explicit cuda_stream(int priority = 0, unsigned int flags = cudaStreamNonBlocking)
   {
     STASH_CUDA_TRY(cudaStreamCreateWithPriority(&stream_, flags, priority));

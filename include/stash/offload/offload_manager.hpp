@@ -57,12 +57,14 @@
 #include <stash/core/units.hpp>
 #include <stash/offload/detail/transfer_dispatch.hpp>
 #include <stash/offload/offload_backend.hpp>
+#include <stash/offload/tensor_handle.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/pool.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -98,15 +100,6 @@ enum class tensor_state : std::uint8_t {
   return "unknown";
 }
 
-/// @brief Names one tensor the manager holds. Cheap to copy; stays valid (and reports
-/// "released") after release().
-struct tensor_handle {
-  std::uint64_t id{~std::uint64_t{0}};  ///< index in the manager; the default is no tensor
-
-  /// @brief Handles compare by id.
-  friend bool operator==(tensor_handle, tensor_handle) = default;
-};
-
 /// @brief Counters of what the manager moved.
 struct offload_stats {
   std::uint64_t offloads{0};           ///< offload_async calls that moved a tensor
@@ -120,6 +113,12 @@ struct offload_stats {
   /// copies are their own size); compression ratio = bytes_encoded_source / bytes_encoded.
   std::uint64_t bytes_encoded{0};
   std::uint64_t bytes_encoded_source{0};  ///< uncompressed bytes of those same offloads
+  /// Slots of the tensor table: the most tensors alive at once (released tensors' slots are
+  /// reused), so a long run's bookkeeping stays bounded.
+  std::uint64_t tensor_slots{0};
+  /// Device or host blocks whose give-back to their pool threw after a copy was queued: kept and
+  /// given back at a later call (the copy was already on its way, so the tensor moved anyway).
+  std::uint64_t deferred_frees{0};
 };
 
 /// @brief Streams the manager queues its copies on.
@@ -198,9 +197,10 @@ class offload_manager {
       backend_.synchronize(d2h_);
       backend_.synchronize(h2d_);
       drop_pending();
-      for (std::uint64_t id = 0; id < entries_.size(); ++id) {
-        if (entries_[id].state != tensor_state::released) { release(tensor_handle{id}); }
+      for (std::size_t i = 0; i < entries_.size(); ++i) {
+        if (entries_[i].state != tensor_state::released) { release(handle_of(i)); }
       }
+      retry_deferred_frees();
     } catch (...) {  // NOLINT(bugprone-empty-catch): destructors never throw
     }
   }
@@ -217,27 +217,30 @@ class offload_manager {
     return slot_bytes(host_bytes_of(transfer, bytes, desc));
   }
 
-  /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`.
+  /// @brief The largest tensor the manager takes: half the address space, so that no size it
+  /// computes from a tensor's (a pool's rounding, a host slot with its status record) can wrap.
+  static constexpr std::size_t max_tensor_bytes = std::numeric_limits<std::size_t>::max() / 2;
+
+  /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`. A size
+  /// above max_tensor_bytes is stash::out_of_memory before the pool is asked (nothing taken).
   tensor_handle create(std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(bytes > 0, "offload_manager::create: a tensor needs at least one byte");
-    (void)capture_of(stream, "create");
+    check_size(bytes, "create");
+    bool const captured = capture_of(stream, "create");
+    reserve_slot();  // the table cannot fail once the memory is taken
     void* p = pool_allocate(device_pool_, bytes, backend_.tag(stream));
-    return adopt(p, bytes, stream);
+    return install(p, bytes, stream, captured);
   }
 
   /// @brief Takes over `bytes` at `device` (from the device pool, last used on `stream`).
   tensor_handle adopt(void* device, std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(device != nullptr && bytes > 0, "offload_manager::adopt: empty tensor");
-    entry e;
-    e.state       = tensor_state::resident;
-    e.bytes       = bytes;
-    e.device      = device;
-    e.last_stream = stream;
-    e.captured    = capture_of(stream, "adopt");
-    entries_.push_back(std::move(e));
-    return tensor_handle{entries_.size() - 1};
+    check_size(bytes, "adopt");
+    bool const captured = capture_of(stream, "adopt");
+    reserve_slot();
+    return install(device, bytes, stream, captured);
   }
 
   /// @brief Stash the tensor on the host after the work queued on `stream`; see the class docs.
@@ -264,13 +267,13 @@ class offload_manager {
     // stream capturing (the D2H stream joins the capture only below), and every use of the
     // memory on the D2H stream is ordered after it.
     stream_ref const tag  = backend_.tag(capturing ? stream : d2h_);
-    std::string const why = "offload of tensor #" + std::to_string(h.id) + ", which stays resident";
+    std::string const why = "offload of tensor " + to_string(h) + ", which stays resident";
     void* host            = take(host_pool_, slot, tag, "host pool", why);
     void* scratch         = nullptr;
     try {
       scratch = take_scratch(e, tag, why);
     } catch (...) {
-      pool_deallocate(host_pool_, host, slot, tag);
+      give_back(pool_side::host, host, slot, capturing ? stream : d2h_);
       throw;
     }
     event_type host_ready{};
@@ -280,15 +283,16 @@ class offload_manager {
     } catch (...) {
       // Work queued before the failure may still touch the memory: it goes back in the D2H
       // stream's order. The tensor was not touched and stays resident.
-      give_back_scratch(scratch, e, d2h_);
-      pool_deallocate(host_pool_, host, slot, backend_.tag(d2h_));
+      give_back(pool_side::device, scratch, scratch_bytes_of(e.transfer, e.bytes), d2h_);
+      give_back(pool_side::host, host, slot, d2h_);
       throw;
     }
-    // From here the tensor is on its way out.
-    give_back_scratch(scratch, e, d2h_);
+    // From here the tensor is on its way out: the entry owns the host slot before anything else
+    // can fail, then the scratch and the device bytes go back (later, should a pool refuse them
+    // now: give_back never throws).
+    void* const device = e.device;
     backend_.release(e.ready);
-    e.host_ready = host_ready;
-    pool_deallocate(device_pool_, e.device, e.bytes, backend_.tag(d2h_));
+    e.host_ready      = host_ready;
     e.device          = nullptr;
     e.host            = host;
     e.capacity        = capacity;
@@ -296,6 +300,8 @@ class offload_manager {
     e.encoded_counted = false;
     ++stats_.offloads;
     stats_.bytes_offloaded += e.bytes;
+    give_back(pool_side::device, scratch, scratch_bytes_of(e.transfer, e.bytes), d2h_);
+    give_back(pool_side::device, device, e.bytes, d2h_);
   }
 
   /// @brief Start bringing the tensor back (no-op when it is resident or on its way).
@@ -333,29 +339,29 @@ class offload_manager {
   {
     reap();
     entry& e = checked(h, "release");
-    if (e.device != nullptr) {
-      // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
-      auto const last = e.state == tensor_state::prefetching ? h2d_ : e.last_stream;
-      pool_deallocate(device_pool_, e.device, e.bytes, backend_.tag(last));
-    }
-    if (e.host != nullptr) {
-      pool_deallocate(host_pool_, e.host, slot_bytes(e.capacity), backend_.tag(d2h_));
-    }
-    orphan_pending(h.id);
+    // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
+    give_back(pool_side::device, e.device, e.bytes,
+              e.state == tensor_state::prefetching ? h2d_ : e.last_stream);
+    if (e.host != nullptr) { give_back(pool_side::host, e.host, slot_bytes(e.capacity), d2h_); }
+    orphan_pending(h);
     backend_.release(e.ready);
     backend_.release(e.host_ready);
     e.device = nullptr;
     e.host   = nullptr;
     e.state  = tensor_state::released;
+    // The slot is free for the next tensor; its new generation refuses this handle from now on.
+    // A slot whose generation would wrap is retired instead.
+    if (++e.generation != 0) { free_slots_.push_back(h.index()); }
   }
 
-  /// @brief Where the tensor is now (completed copies are taken into account).
+  /// @brief Where the tensor is now (completed copies are taken into account); `released` for a
+  /// handle whose tensor was released. A handle of another manager is stash::logic_error.
   [[nodiscard]] tensor_state state(tensor_handle h)
   {
-    STASH_EXPECTS(h.id < entries_.size(),
-                  "offload_manager::state: unknown tensor #" + std::to_string(h.id));
-    refresh(entries_[h.id]);
-    return entries_[h.id].state;
+    entry& e = slot_of(h, "state");
+    if (e.generation != h.generation()) { return tensor_state::released; }
+    refresh(e);
+    return e.state;
   }
 
   /// @brief The host copy of an offloaded tensor (as the transfer wrote it: raw bytes or a codec
@@ -378,12 +384,7 @@ class offload_manager {
   }
 
   /// @brief The tensor's size in bytes.
-  [[nodiscard]] std::size_t bytes(tensor_handle h) const
-  {
-    STASH_EXPECTS(h.id < entries_.size(),
-                  "offload_manager::bytes: unknown tensor #" + std::to_string(h.id));
-    return entries_[h.id].bytes;
-  }
+  [[nodiscard]] std::size_t bytes(tensor_handle h) { return checked(h, "bytes").bytes; }
 
   /// @brief Blocks until the manager's copies queued so far have finished; throws
   /// stash::codec_error if a host copy failed to decode. Not while capturing (stash::logic_error:
@@ -413,6 +414,8 @@ class offload_manager {
 
   /// @brief What was moved so far.
   [[nodiscard]] offload_stats const& stats() const noexcept { return stats_; }
+  /// @brief The tag every handle of this manager carries (tensor_handle::owner).
+  [[nodiscard]] std::uint64_t owner_tag() const noexcept { return owner_; }
   /// @brief The device-to-host stream.
   [[nodiscard]] stream_type d2h_stream() const noexcept { return d2h_; }
   /// @brief The host-to-device stream.
@@ -434,6 +437,18 @@ class offload_manager {
     std::uint8_t transfer{0};     // the transfer_set member of the last offload
     tensor_desc desc{};           // what the last offload's member was told about the tensor
     bool encoded_counted{false};  // the host copy's size is in stats_ (see count_encoded)
+    std::uint32_t generation{1};  // of the slot: grows at each release (see tensor_handle)
+  };
+
+  // Which pool a block goes back to.
+  enum class pool_side : std::uint8_t { device, host };
+
+  // A block whose give-back threw: given back at a later call.
+  struct deferred_free {
+    pool_side side;
+    void* p;
+    std::size_t bytes;
+    stream_type stream;
   };
 
   using dispatch = detail::transfer_dispatch<typename detail::transfer_members<Transfer>::type>;
@@ -455,19 +470,127 @@ class offload_manager {
     });
   }
 
+  // The slot `h` names, for a handle of this manager (stash::logic_error otherwise); its tensor
+  // may have been released since (the generations then differ).
+  entry& slot_of(tensor_handle h, const char* what)
+  {
+    if (h.owner() != owner_) {
+      STASH_FAIL(std::string("offload_manager::") + what + ": tensor " + to_string(h) +
+                 (h.is_null() ? " is no tensor (a default handle)"
+                              : " belongs to another manager (or allocator)"));
+    }
+    STASH_EXPECTS(h.index() < entries_.size() && h.generation() != 0 &&
+                      h.generation() <= entries_[h.index()].generation,
+                  std::string("offload_manager::") + what + ": tensor " + to_string(h) +
+                      " was never made by this manager (table of " +
+                      std::to_string(entries_.size()) + " slots)");
+    return entries_[h.index()];
+  }
+
+  // The live tensor `h` names (stash::logic_error for a released, foreign or forged handle).
   entry& checked(tensor_handle h, const char* what)
   {
-    STASH_EXPECTS(h.id < entries_.size(), std::string("offload_manager::") + what +
-                                              ": unknown tensor #" + std::to_string(h.id));
-    entry& e = entries_[h.id];
-    if (e.state == tensor_state::released) { misuse(h, e, what, "it was released"); }
+    entry& e = slot_of(h, what);
+    if (e.generation != h.generation() || e.state == tensor_state::released) {
+      STASH_FAIL(std::string("offload_manager::") + what + ": tensor " + to_string(h) +
+                 " was released (its slot is now at generation " + std::to_string(e.generation) +
+                 ")");
+    }
     return e;
   }
 
   [[noreturn]] void misuse(tensor_handle h, entry const& e, const char* what, const char* why) const
   {
-    STASH_FAIL(std::string("offload_manager::") + what + ": tensor #" + std::to_string(h.id) +
-               " is " + to_string(e.state) + ", and " + why);
+    STASH_FAIL(std::string("offload_manager::") + what + ": tensor " + to_string(h) + " is " +
+               to_string(e.state) + ", and " + why);
+  }
+
+  // The handle of the tensor now in slot `i`.
+  [[nodiscard]] tensor_handle handle_of(std::size_t i) const noexcept
+  {
+    return tensor_handle(owner_, static_cast<std::uint32_t>(i), entries_[i].generation);
+  }
+
+  // A size past max_tensor_bytes: stash::out_of_memory, before anything is taken.
+  static void check_size(std::size_t bytes, const char* what)
+  {
+    if (bytes > max_tensor_bytes) {
+      throw out_of_memory(std::string("offload_manager::") + what +
+                              " (a tensor larger than half the address space, max_tensor_bytes)",
+                          bytes, max_tensor_bytes, std::nullopt);
+    }
+  }
+
+  // Makes sure install() finds a slot without allocating (taken before the tensor's memory, so
+  // that nothing can fail once it is held).
+  void reserve_slot()
+  {
+    if (!free_slots_.empty()) { return; }
+    STASH_EXPECTS(entries_.size() < std::numeric_limits<std::uint32_t>::max(),
+                  "offload_manager: more than 2^32 - 1 tensors alive at once");
+    entries_.reserve(entries_.size() + 1);
+    free_slots_.reserve(entries_.size() + 1);  // release() never allocates
+  }
+
+  // A resident tensor at `device` in a free slot (reserve_slot() came first). Never throws.
+  tensor_handle install(void* device, std::size_t bytes, stream_type stream, bool captured) noexcept
+  {
+    std::size_t i = 0;
+    if (free_slots_.empty()) {
+      entries_.emplace_back();  // capacity reserved
+      i                   = entries_.size() - 1;
+      stats_.tensor_slots = entries_.size();
+    } else {
+      i = free_slots_.back();
+      free_slots_.pop_back();
+    }
+    entry& e                       = entries_[i];
+    std::uint32_t const generation = e.generation;
+    e                              = entry{};
+    e.generation                   = generation;
+    e.state                        = tensor_state::resident;
+    e.bytes                        = bytes;
+    e.device                       = device;
+    e.last_stream                  = stream;
+    e.captured                     = captured;
+    return handle_of(i);
+  }
+
+  // Gives `p` back to its pool in `s`'s order; a pool that throws keeps nothing lost: the block
+  // is given back at a later call (retry_deferred_frees), counted in offload_stats.
+  void give_back(pool_side side, void* p, std::size_t bytes, stream_type s) noexcept
+  {
+    if (p == nullptr) { return; }
+    try {
+      free_to(side, p, bytes, s);
+    } catch (...) {
+      ++stats_.deferred_frees;
+      try {
+        deferred_.push_back(deferred_free{side, p, bytes, s});
+      } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the note: the block is lost
+      }
+    }
+  }
+  void free_to(pool_side side, void* p, std::size_t bytes, stream_type s)
+  {
+    if (side == pool_side::device) {
+      pool_deallocate(device_pool_, p, bytes, backend_.tag(s));
+    } else {
+      pool_deallocate(host_pool_, p, bytes, backend_.tag(s));
+    }
+  }
+  // Gives back the blocks a pool refused before; those it refuses again wait for the next call.
+  void retry_deferred_frees() noexcept
+  {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < deferred_.size(); ++i) {
+      try {
+        free_to(deferred_[i].side, deferred_[i].p, deferred_[i].bytes, deferred_[i].stream);
+      } catch (...) {
+        deferred_[kept++] = deferred_[i];
+      }
+    }
+    deferred_.resize(kept);
   }
 
   // Whether the manager's side streams are part of a capture.
@@ -551,7 +674,7 @@ class offload_manager {
 
   // A decode whose status is read once its event has passed; the host copy is kept until then.
   struct pending_check {
-    std::uint64_t id;
+    tensor_handle handle;
     void* host;
     std::size_t capacity;
     event_type decoded;
@@ -561,8 +684,12 @@ class offload_manager {
   };
 
   // The host slot: the copy, then (16-byte aligned) the transfer_status the transfer writes.
-  static std::size_t slot_bytes(std::size_t capacity) noexcept
+  static std::size_t slot_bytes(std::size_t capacity)
   {
+    if (capacity > std::numeric_limits<std::size_t>::max() - 16 - sizeof(transfer_status)) {
+      throw out_of_memory("offload_manager host slot (a host copy larger than the address space)",
+                          capacity, std::nullopt, std::nullopt);
+    }
     return align_up(capacity, 16) + sizeof(transfer_status);
   }
   static transfer_status* status_of(void* host, std::size_t capacity) noexcept
@@ -575,13 +702,6 @@ class offload_manager {
     std::size_t const n = scratch_bytes_of(e.transfer, e.bytes);
     return n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
   }
-  void give_back_scratch(void* scratch, entry const& e, stream_type s)
-  {
-    if (scratch != nullptr) {
-      pool_deallocate(device_pool_, scratch, scratch_bytes_of(e.transfer, e.bytes),
-                      backend_.tag(s));
-    }
-  }
 
   // Frees the host copies of finished decodes; throws codec_error for one that failed. Not while
   // the side streams capture: a free then would be ordered on a capturing stream and the pool
@@ -590,6 +710,7 @@ class offload_manager {
   void reap()
   {
     if (side_capturing()) { return; }
+    if (!deferred_.empty()) { retry_deferred_frees(); }
     for (std::size_t i = 0; i < pending_.size();) {
       if (pending_[i].captured || !backend_.query(pending_[i].decoded)) {
         ++i;
@@ -603,12 +724,12 @@ class offload_manager {
         stats_.bytes_encoded_source += p.uncounted;
       }
       backend_.release(p.decoded);
-      pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      give_back(pool_side::host, p.host, slot_bytes(p.capacity), h2d_);
       if (status.code != 0) {
         ++stats_.decode_failures;
         if (p.orphan) { continue; }  // nobody holds the tensor any more
         throw codec_error(static_cast<codec_errc>(status.code), status.offset,
-                          "offload_manager: the host copy of tensor #" + std::to_string(p.id) +
+                          "offload_manager: the host copy of tensor " + to_string(p.handle) +
                               " failed to decode; its device bytes are zeros, not data");
       }
     }
@@ -616,17 +737,17 @@ class offload_manager {
 
   // Tensor `id` was released: its unchecked decodes are still reaped (their host copies freed,
   // their encoded sizes counted) but no longer throw; captured ones, never queried, are dropped.
-  void orphan_pending(std::uint64_t id) noexcept
+  void orphan_pending(tensor_handle h) noexcept
   {
     for (std::size_t i = 0; i < pending_.size();) {
       pending_check& p = pending_[i];
-      if (p.id == id && p.captured) {
+      if (p.handle == h && p.captured) {
         backend_.release(p.decoded);
-        pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+        give_back(pool_side::host, p.host, slot_bytes(p.capacity), h2d_);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
-      if (p.id == id) { p.orphan = true; }
+      if (p.handle == h) { p.orphan = true; }
       ++i;
     }
   }
@@ -637,7 +758,7 @@ class offload_manager {
   {
     for (auto& p : pending_) {
       backend_.release(p.decoded);
-      pool_deallocate(host_pool_, p.host, slot_bytes(p.capacity), backend_.tag(h2d_));
+      give_back(pool_side::host, p.host, slot_bytes(p.capacity), h2d_);
     }
     pending_.clear();
   }
@@ -681,25 +802,28 @@ class offload_manager {
     if (e.state == tensor_state::resident || e.state == tensor_state::prefetching) { return; }
     refresh(e);  // a copy that has completed is counted before its slot is recycled
     // While capturing `in` is a capturing stream, which the pools see (see offload_async).
-    stream_ref const tag = backend_.tag(in ? *in : h2d_);
-    std::string const why =
-        "prefetch of tensor #" + std::to_string(h.id) + "; its host copy stays valid";
+    stream_ref const tag  = backend_.tag(in ? *in : h2d_);
+    std::string const why = "prefetch of tensor " + to_string(h) + "; its host copy stays valid";
+    pending_.reserve(pending_.size() + 1);  // nothing can fail once the decode is queued
     void* device          = take(device_pool_, e.bytes, tag, "device pool", why);
     queued_decode const q = queue_prefetch(e, in, device, tag, why);
-    e.ready               = q.ready;
+    // From here the tensor is on its way back: the entry holds the device bytes first, then the
+    // host copy is handed to its status check or given back (give_back never throws).
+    void* const host = e.host;
+    e.ready          = q.ready;
     backend_.release(e.host_ready);
-    if (dispatch::reports_status_of[e.transfer]) {
-      // The host copy is kept until the decode's status has been read (and the encoded size,
-      // if the host did not see the offload complete).
-      pending_.push_back(pending_check{h.id, e.host, e.capacity, q.decoded, e.captured,
-                                       e.encoded_counted ? 0 : e.bytes});
-    } else {
-      if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
-      pool_deallocate(host_pool_, e.host, slot_bytes(e.capacity), backend_.tag(h2d_));
-    }
     e.host   = nullptr;
     e.device = device;
     e.state  = tensor_state::prefetching;
+    if (dispatch::reports_status_of[e.transfer]) {
+      // The host copy is kept until the decode's status has been read (and the encoded size,
+      // if the host did not see the offload complete).
+      pending_.push_back(pending_check{h, host, e.capacity, q.decoded, e.captured,
+                                       e.encoded_counted ? 0 : e.bytes});
+    } else {
+      if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
+      give_back(pool_side::host, host, slot_bytes(e.capacity), h2d_);
+    }
     ++stats_.prefetches;
     if (on_demand) { ++stats_.demand_prefetches; }
     stats_.bytes_prefetched += e.bytes;
@@ -750,7 +874,7 @@ class offload_manager {
       n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
       scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
     } catch (...) {
-      pool_deallocate(device_pool_, device, e.bytes, tag);
+      give_back(pool_side::device, device, e.bytes, in.value_or(h2d_));
       throw;
     }
     queued_decode q;
@@ -762,8 +886,8 @@ class offload_manager {
       if (dispatch::reports_status_of[e.transfer]) { q.decoded = backend_.record(h2d_); }
     } catch (...) {
       backend_.release(q.ready);
-      if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
-      pool_deallocate(device_pool_, device, e.bytes, backend_.tag(h2d_));
+      give_back(pool_side::device, scratch, n, h2d_);
+      give_back(pool_side::device, device, e.bytes, h2d_);
       // The host copy stays with the entry, which frees it in the D2H stream's order (release()),
       // but the work queued here may still read it and write its status record: the D2H stream
       // waits for it. Best effort (the original error is the one reported); a captured tensor's
@@ -776,7 +900,7 @@ class offload_manager {
       }
       throw;
     }
-    if (scratch != nullptr) { pool_deallocate(device_pool_, scratch, n, backend_.tag(h2d_)); }
+    give_back(pool_side::device, scratch, n, h2d_);  // the decode is queued: never throws
     return q;
   }
 
@@ -808,8 +932,11 @@ class offload_manager {
   HostPool& host_pool_;
   stream_type d2h_;
   stream_type h2d_;
+  std::uint64_t owner_{detail::next_owner_tag()};
   std::vector<entry> entries_;
+  std::vector<std::uint32_t> free_slots_;  // released slots, reused first
   std::vector<pending_check> pending_;
+  std::vector<deferred_free> deferred_;
   offload_stats stats_;
 };
 

@@ -103,8 +103,9 @@ class statistical_efficiency {
     std::sort(points.begin(), points.end(),
               [](epochs_point a, epochs_point b) { return a.global_batch < b.global_batch; });
     for (std::size_t i = 0; i < points.size(); ++i) {
-      STASH_EXPECTS(points[i].global_batch > 0 && points[i].epochs > 0,
-                    "statistical efficiency: table batches and epochs must be positive");
+      STASH_EXPECTS(points[i].global_batch > 0 && points[i].epochs > 0 &&
+                        std::isfinite(points[i].global_batch) && std::isfinite(points[i].epochs),
+                    "statistical efficiency: table batches and epochs must be positive and finite");
       STASH_EXPECTS(i == 0 || points[i].global_batch > points[i - 1].global_batch,
                     "statistical efficiency: table batch " +
                         std::to_string(points[i].global_batch) + " appears twice");

@@ -13,6 +13,24 @@
  *    again from when it starts; op `next_use` waits for it.
  * The planned curve treats copies as instantaneous: the storage is off the device after the
  * later of op `last_use` and op `offload_at - 1`, and back from the start of op `prefetch_at`.
+ *
+ * A recompute entry drops storage `id` for the gap between its consecutive accesses `last_use`
+ * and `next_use` and rematerialises it by re-running its writers (recompute_chain.hpp):
+ *  - its device bytes are released when op `last_use` ends (nothing is copied);
+ *  - the re-runs run on the compute stream after op `at - 1` ended and before op `at` takes its
+ *    allocations, last_use < at <= next_use; the storage holds its bytes again from their start,
+ *    and each re-run also holds its transient bytes (other results, workspace) while it runs;
+ *  - recompute entries are listed in the order they run: by `at`, and within one `at` (a batch)
+ *    in execution order;
+ *  - every storage the re-runs read must be resident at `at`: not inside a swap entry's gap
+ *    (last_use < at <= next_use, even if prefetched), and either not dropped by a recompute entry
+ *    there or rematerialised by an earlier entry of the same batch (a chain). Chains are bounded:
+ *    an entry's depth (1 + the largest depth of the same-batch entries it reads) is at most
+ *    max_recompute_depth.
+ * Planned curve: the storage is off from after op `last_use` through op `at - 1` (back with op
+ * at-1's end frees, as a prefetch issued at `at`); while entry k of a batch runs, the planned
+ * bytes are the level after op at-1's end frees, less the batch's entries after k, plus k's
+ * transient bytes.
  * The simulator (sim/simulator.hpp) times the same schedule. Schedules live in sim/, the lowest
  * component that reads them; swap policies (swap/) write them.
  */
@@ -20,6 +38,7 @@
 
 #include <stash/core/error.hpp>
 #include <stash/sim/cost_model.hpp>
+#include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
@@ -49,14 +68,30 @@ struct swap_entry {
   friend constexpr bool operator==(swap_entry const&, swap_entry const&) = default;
 };
 
+/// @brief One storage dropped for one gap and rematerialised by re-running its writers before op
+/// `at` (see the file comment).
+struct recompute_entry {
+  storage_id id{};           ///< the storage
+  std::uint64_t last_use{};  ///< op index of its last access before the gap
+  std::uint64_t next_use{};  ///< op index of its first access after the gap
+  std::uint64_t at{};        ///< the re-runs run before this op, last_use < at <= next_use
+  std::uint64_t bytes{};     ///< device bytes freed (the storage's size)
+
+  friend constexpr bool operator==(recompute_entry const&, recompute_entry const&) = default;
+};
+
+/// @brief The longest chain of same-batch recomputes an entry may depend on (itself included).
+inline constexpr std::size_t max_recompute_depth = 64;
+
 /// @brief What a swap policy decided for one trace and budget.
 struct schedule {
-  std::string policy;               ///< name of the policy that planned it
-  std::string note;                 ///< policy-specific remark (e.g. what vdnn_dyn picked)
-  std::uint64_t budget{};           ///< the device memory budget it was planned for
-  std::uint64_t baseline_peak{};    ///< peak live bytes without swapping
-  std::uint64_t device_peak{};      ///< planned device peak under this schedule
-  std::vector<swap_entry> entries;  ///< in the order the policy issues them
+  std::string policy;                       ///< name of the policy that planned it
+  std::string note;                         ///< policy-specific remark (e.g. what vdnn_dyn picked)
+  std::uint64_t budget{};                   ///< the device memory budget it was planned for
+  std::uint64_t baseline_peak{};            ///< peak live bytes without swapping
+  std::uint64_t device_peak{};              ///< planned device peak under this schedule
+  std::vector<swap_entry> entries;          ///< in the order the policy issues them
+  std::vector<recompute_entry> recomputes;  ///< in the order they run (see the file comment)
 
   /// @brief True when the planned peak fits the budget.
   [[nodiscard]] bool fits() const noexcept { return device_peak <= budget; }
@@ -65,6 +100,13 @@ struct schedule {
   {
     std::uint64_t sum = 0;
     for (auto const& e : entries) { sum += e.bytes; }
+    return sum;
+  }
+  /// @brief Sum of the bytes of all recompute entries.
+  [[nodiscard]] std::uint64_t recomputed_bytes() const noexcept
+  {
+    std::uint64_t sum = 0;
+    for (auto const& e : recomputes) { sum += e.bytes; }
     return sum;
   }
 };
@@ -83,13 +125,26 @@ class schedule_error : public logic_error {
         reason_(what)
   {
   }
-  /// @brief Index of the faulty entry, if the fault is in one.
+  /// @brief The error for recompute entry `k` (schedule::recomputes[k]).
+  [[nodiscard]] static schedule_error in_recompute(std::size_t k, std::string const& what)
+  {
+    schedule_error e(std::nullopt, "recompute entry " + std::to_string(k) + ": " + what);
+    e.recompute_entry_ = k;
+    return e;
+  }
+  /// @brief Index of the faulty swap entry, if the fault is in one.
   [[nodiscard]] std::optional<std::size_t> entry() const noexcept { return entry_; }
+  /// @brief Index of the faulty recompute entry, if the fault is in one.
+  [[nodiscard]] std::optional<std::size_t> recompute_entry() const noexcept
+  {
+    return recompute_entry_;
+  }
   /// @brief What is wrong, without the entry and policy.
   [[nodiscard]] std::string const& reason() const noexcept { return reason_; }
 
  private:
   std::optional<std::size_t> entry_;
+  std::optional<std::size_t> recompute_entry_;
   std::string reason_;
 };
 
@@ -119,7 +174,127 @@ namespace detail {
 }  // namespace detail
 
 [[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
-                                                std::span<swap_entry const> entries);
+                                                std::span<swap_entry const> entries,
+                                                std::span<recompute_entry const> recomputes = {});
+
+namespace detail {
+
+// Where storage `r` is at op `at` for recompute entry `k` of `s`: resident (0), rematerialised by
+// an earlier entry of k's batch (its depth), or away (nullopt). `recompute_depth[j]` holds the
+// depth of entries j < k.
+[[nodiscard]] inline std::optional<std::size_t> read_depth(
+    schedule const& s, std::span<std::vector<std::size_t> const> swaps_of,
+    std::span<std::vector<std::size_t> const> recomputes_of,
+    std::span<std::size_t const> recompute_depth, storage_id r, std::size_t k)
+{
+  auto const at = s.recomputes[k].at;
+  for (auto const j : swaps_of[r]) {
+    if (s.entries[j].last_use < at && at <= s.entries[j].next_use) { return std::nullopt; }
+  }
+  for (auto const j : recomputes_of[r]) {
+    auto const& e = s.recomputes[j];
+    if (e.last_use < at && at < e.at) { return std::nullopt; }
+    if (e.at == at) {
+      if (j >= k) { return std::nullopt; }
+      return recompute_depth[j];
+    }
+  }
+  return 0;
+}
+
+// Checks recompute entry k's own fields (the rules that need no other entry).
+inline void validate_recompute_fields(trace_analysis const& a, schedule const& s, std::size_t k)
+{
+  auto const& e = s.recomputes[k];
+  auto const& t = a.trace();
+  auto const n  = t.ops().size();
+  auto fail     = [&](std::string const& what) { throw schedule_error::in_recompute(k, what); };
+  if (e.id >= t.storages().size()) {
+    fail("storage id " + std::to_string(e.id) + " does not exist (the trace has " +
+         std::to_string(t.storages().size()) + " storages)");
+  }
+  auto const who = describe(t, e.id);
+  if (e.bytes != t.storages()[e.id].bytes) {
+    fail(who + ": bytes " + std::to_string(e.bytes) + " differ from its size " +
+         std::to_string(t.storages()[e.id].bytes));
+  }
+  if (e.last_use >= n || e.next_use >= n || e.at >= n) {
+    fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
+  }
+  auto const& acc = a.lifetimes().storages[e.id].accesses;
+  auto const it   = std::find_if(acc.begin(), acc.end(),
+                                 [&](storage_access const& x) { return x.op == e.last_use; });
+  if (it == acc.end() || it + 1 == acc.end() || (it + 1)->op != e.next_use) {
+    fail(who + ": ops " + std::to_string(e.last_use) + " and " + std::to_string(e.next_use) +
+         " are not consecutive accesses of it");
+  }
+  if (!(e.last_use < e.at && e.at <= e.next_use)) {
+    fail(who + ": at " + std::to_string(e.at) + " must be in (last_use " +
+         std::to_string(e.last_use) + ", next_use " + std::to_string(e.next_use) + "]");
+  }
+  if (k > 0 && s.recomputes[k - 1].at > e.at) {
+    fail(who + ": listed after an entry that runs later (at " +
+         std::to_string(s.recomputes[k - 1].at) + ")");
+  }
+  auto const chain = recompute_chain_of(a, e.id, e.last_use, e.at);
+  if (!chain.valid()) { fail(who + " cannot be recomputed: " + chain.refusal); }
+}
+
+// Two entries (swap or recompute) of one storage whose gaps overlap.
+inline void check_gap_overlap(trace const& t, storage_id id,
+                              std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps,
+                              std::size_t k)
+{
+  std::sort(gaps.begin(), gaps.end());
+  for (std::size_t j = 1; j < gaps.size(); ++j) {
+    if (gaps[j].first < gaps[j - 1].second) {
+      throw schedule_error::in_recompute(k, describe(t, id) +
+                                                ": its gap overlaps another entry "
+                                                "of the same storage");
+    }
+  }
+}
+
+// The recompute rules (see the file comment): fields, chain, order, overlaps, resident reads.
+inline void validate_recomputes(trace_analysis const& a, schedule const& s)
+{
+  auto const& t = a.trace();
+  std::vector<std::vector<std::size_t>> swaps_of(t.storages().size());
+  std::vector<std::vector<std::size_t>> recomputes_of(t.storages().size());
+  for (std::size_t j = 0; j < s.entries.size(); ++j) { swaps_of[s.entries[j].id].push_back(j); }
+  for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
+    validate_recompute_fields(a, s, k);
+    recomputes_of[s.recomputes[k].id].push_back(k);
+  }
+  std::vector<std::size_t> depth(s.recomputes.size(), 1);
+  for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
+    auto const& e = s.recomputes[k];
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+    for (auto const j : swaps_of[e.id]) {
+      gaps.emplace_back(s.entries[j].last_use, s.entries[j].next_use);
+    }
+    for (auto const j : recomputes_of[e.id]) {
+      gaps.emplace_back(s.recomputes[j].last_use, s.recomputes[j].next_use);
+    }
+    check_gap_overlap(t, e.id, std::move(gaps), k);
+    for (auto const r : recompute_chain_of(a, e.id, e.last_use, e.at).reads) {
+      auto const d = read_depth(s, swaps_of, recomputes_of, depth, r, k);
+      if (!d) {
+        throw schedule_error::in_recompute(
+            k, describe(t, e.id) + ": its re-run reads " + describe(t, r) +
+                   ", which is not resident before op " + std::to_string(e.at));
+      }
+      depth[k] = std::max(depth[k], *d + 1);
+    }
+    if (depth[k] > max_recompute_depth) {
+      throw schedule_error::in_recompute(
+          k, describe(t, e.id) + ": chain of " + std::to_string(depth[k]) +
+                 " recomputes exceeds max_recompute_depth " + std::to_string(max_recompute_depth));
+    }
+  }
+}
+
+}  // namespace detail
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
 ///
@@ -127,7 +302,9 @@ namespace detail {
 /// accesses of it; no op in [offload_at, last_use] writes it and it is allocated before
 /// offload_at starts; last_use < prefetch_at <= next_use and offload_at < prefetch_at; two
 /// entries of one storage do not overlap (the later one's offload starts at or after the earlier
-/// one's next use); device_peak is the planned peak and baseline_peak the trace's peak.
+/// one's next use); recompute entries follow the rules of the file comment (the error names the
+/// recompute entry: schedule_error::recompute_entry); device_peak is the planned peak and
+/// baseline_peak the trace's peak.
 // Kept whole (~70 lines): it is the list of rules in the comment above, in that order, each a
 // check with its own message; splitting would only scatter the list.
 inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
@@ -197,7 +374,8 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
                                            " is not the trace's peak " +
                                            std::to_string(life.peak_live_bytes));
   }
-  auto const peak = planned_peak(analysis, s.entries);
+  detail::validate_recomputes(analysis, s);
+  auto const peak = planned_peak(analysis, s.entries, s.recomputes);
   if (s.device_peak != peak) {
     throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
                                            " is not the planned peak " + std::to_string(peak));
@@ -207,7 +385,8 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
 /// see the file comment). Entries must be valid (validate_schedule).
 [[nodiscard]] inline std::vector<std::uint64_t> planned_device_curve(
-    trace_analysis const& analysis, std::span<swap_entry const> entries)
+    trace_analysis const& analysis, std::span<swap_entry const> entries,
+    std::span<recompute_entry const> recomputes = {})
 {
   auto const& t     = analysis.trace();
   auto const& ops   = analysis.ops();
@@ -218,6 +397,14 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
     if (w.after < w.last) {
       delta[w.after + 1] -= static_cast<std::int64_t>(e.bytes);
       delta[w.last + 1] += static_cast<std::int64_t>(e.bytes);
+    }
+  }
+  for (auto const& e : recomputes) {
+    auto const after = ops.event[e.last_use];
+    auto const last  = ops.event[e.at - 1];
+    if (after < last) {
+      delta[after + 1] -= static_cast<std::int64_t>(e.bytes);
+      delta[last + 1] += static_cast<std::int64_t>(e.bytes);
     }
   }
   std::vector<std::uint64_t> curve(events.size());
@@ -232,24 +419,60 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
   return curve;
 }
 
-/// @brief The planned device peak of `entries` on `t` (max of planned_device_curve).
-[[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
-                                                std::span<swap_entry const> entries)
+/// @brief The planned device bytes while each recompute entry's re-run runs (see the file
+/// comment), given `curve`, the planned_device_curve of the same schedule.
+[[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
+    trace_analysis const& analysis, std::span<std::uint64_t const> curve,
+    std::span<recompute_entry const> recomputes)
 {
-  auto const curve = planned_device_curve(analysis, entries);
-  return curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
+  std::vector<std::uint64_t> out(recomputes.size());
+  auto const events           = analysis.trace().events();
+  std::uint64_t still_to_come = 0;  // bytes of the batch's entries after the current one
+  std::uint64_t level         = 0;
+  for (std::size_t k = 0; k < recomputes.size(); ++k) {
+    auto const& e = recomputes[k];
+    if (k == 0 || recomputes[k - 1].at != e.at) {
+      auto last = analysis.ops().event[e.at - 1];  // the last of op at-1's end frees
+      while (last + 1 < events.size() && events[last + 1].kind == event_kind::free) { ++last; }
+      level         = curve[last];
+      still_to_come = 0;
+      for (auto j = k; j < recomputes.size() && recomputes[j].at == e.at; ++j) {
+        still_to_come += recomputes[j].bytes;
+      }
+    }
+    still_to_come -= e.bytes;
+    out[k] = level - still_to_come +
+             recompute_chain_of(analysis, e.id, e.last_use, e.at).transient_bytes;
+  }
+  return out;
+}
+
+/// @brief The planned device peak of `entries` and `recomputes` on `t`: the max of
+/// planned_device_curve and of recompute_run_bytes.
+[[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
+                                                std::span<swap_entry const> entries,
+                                                std::span<recompute_entry const> recomputes)
+{
+  auto const curve = planned_device_curve(analysis, entries, recomputes);
+  auto peak        = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
+  for (auto const b : recompute_run_bytes(analysis, curve, recomputes)) {
+    peak = std::max(peak, b);
+  }
+  return peak;
 }
 
 /// @brief A schedule for `entries` with its peaks filled in.
 [[nodiscard]] inline schedule make_schedule(trace_analysis const& analysis, std::string policy,
-                                            std::uint64_t budget, std::vector<swap_entry> entries)
+                                            std::uint64_t budget, std::vector<swap_entry> entries,
+                                            std::vector<recompute_entry> recomputes = {})
 {
   schedule s;
   s.policy        = std::move(policy);
   s.budget        = budget;
   s.baseline_peak = analysis.peak_live_bytes();
-  s.device_peak   = planned_peak(analysis, entries);
+  s.device_peak   = planned_peak(analysis, entries, recomputes);
   s.entries       = std::move(entries);
+  s.recomputes    = std::move(recomputes);
   return s;
 }
 

@@ -25,6 +25,12 @@
  *    the decode to op next_use.
  *  - Events are granted in time order; releases due at a time come before grants at that time,
  *    and at equal times a prefetch is granted before compute.
+ *  - Recompute entries (schedule.hpp) run on the compute stream once op at-1 ended, in their
+ *    order, before op `at` takes its step; they do not wait for op at's prefetches. Each needs
+ *    its storage's bytes plus its transient bytes free (a memory stall otherwise), runs for its
+ *    chain's time (recompute_chain.hpp, priced by the cost model), then keeps the storage's bytes
+ *    and returns the transient ones. Its storage's bytes are released when op last_use ends.
+ *    sim_result::recompute_s sums their time, apart from compute_s and the stalls.
  *  - When neither compute nor the H2D head can ever proceed (what they wait for does not fit and
  *    no release is pending), the iteration does not fit: sim_result::fits is false and
  *    sim_result::failure says where.
@@ -35,6 +41,7 @@
 
 #include <stash/core/error.hpp>
 #include <stash/sim/cost_model.hpp>
+#include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/trace.hpp>
@@ -94,12 +101,13 @@ enum class sim_resource : std::uint8_t { compute, d2h, h2d };
 
 /// @brief One span of the timeline: an op, a stall, an offload or a prefetch.
 struct timeline_span {
-  enum class kind_t : std::uint8_t { op, stall, offload, prefetch };
+  enum class kind_t : std::uint8_t { op, stall, offload, prefetch, recompute };
   kind_t kind{};            ///< what happened
   sim_resource resource{};  ///< where
   double start{};           ///< seconds from the iteration's start
   double end{};             ///< seconds from the iteration's start
-  std::uint64_t index{};    ///< op index (op, stall) or schedule entry index (offload, prefetch)
+  std::uint64_t index{};    ///< op index (op, stall), schedule entry index (offload, prefetch)
+                            ///< or recompute entry index (recompute)
 };
 
 /// @brief Whether the device has only the schedule's budget.
@@ -128,8 +136,9 @@ struct sim_result {
   bool fits = true;                    ///< the iteration completes within the budget
   std::optional<sim_failure> failure;  ///< where it got stuck when it does not fit
   double iteration_s{};                ///< end of the last op (infinite when it does not fit)
-  double compute_s{};                  ///< sum of op times (the iteration time without stalls)
-  double stall_s{};                    ///< total time the compute stream waited
+  double compute_s{};    ///< sum of op times (the iteration time without stalls or recomputes)
+  double recompute_s{};  ///< time the compute stream spent re-running ops for recompute entries
+  double stall_s{};      ///< total time the compute stream waited
   std::array<double, stall_cause_count> stall_by_cause{};  ///< stall_s by stall_cause
   std::vector<stall_record> stalls;                        ///< in op order
   std::uint64_t device_peak{};                             ///< max device bytes over the iteration
@@ -146,7 +155,12 @@ namespace detail {
 class simulation {
  public:
   simulation(trace_analysis const& a, schedule const& s, sim_options const& o)
-      : a_(a), entries_(s.entries), options_(o), steps_(a.memory_steps()), n_(a.op_count())
+      : a_(a),
+        entries_(s.entries),
+        recomputes_(s.recomputes),
+        options_(o),
+        steps_(a.memory_steps()),
+        n_(a.op_count())
   {
     budget_ = o.memory == sim_memory::unconstrained ? std::numeric_limits<std::uint64_t>::max()
                                                     : s.budget;
@@ -206,6 +220,18 @@ class simulation {
       extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
       extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes, e.encoding);
     }
+    recomputes_at_.resize(n_);
+    rc_release_after_.resize(n_);
+    rc_seconds_.reserve(recomputes_.size());
+    rc_transient_.reserve(recomputes_.size());
+    for (std::uint32_t k = 0; k < recomputes_.size(); ++k) {
+      auto const& e    = recomputes_[k];
+      auto const chain = recompute_chain_of(a_, e.id, e.last_use, e.at);
+      rc_seconds_.push_back(chain.seconds);
+      rc_transient_.push_back(chain.transient_bytes);
+      recomputes_at_[e.at].push_back(k);
+      rc_release_after_[e.last_use].push_back(k);
+    }
     d2h_end_.assign(m, inf);
     issued_.assign(m, inf);
     ready_.assign(m, inf);
@@ -253,6 +279,7 @@ class simulation {
   {
     prefetch_ready_ = c_ready_;
     last_wait_.reset();
+    if (recompute_pending()) { return std::max(c_ready_, c_after_); }
     if (i_ < n_) {
       for (auto const k : waits_at_[i_]) {
         if (!granted_[k]) { return inf; }
@@ -273,7 +300,35 @@ class simulation {
     return std::max({issued_[k], h2d_free_, d2h_end_[k], h_after_});
   }
 
-  [[nodiscard]] std::uint64_t step_need() const noexcept { return steps_[i_].start_peak; }
+  [[nodiscard]] bool recompute_pending() const noexcept
+  {
+    return i_ < n_ && rc_pos_ < recomputes_at_[i_].size();
+  }
+
+  [[nodiscard]] std::uint64_t step_need() const noexcept
+  {
+    if (recompute_pending()) {
+      auto const k = recomputes_at_[i_][rc_pos_];
+      return recomputes_[k].bytes + rc_transient_[k];
+    }
+    return steps_[i_].start_peak;
+  }
+
+  // Runs the next recompute entry of op i_ from `now`.
+  void grant_recompute(double now)
+  {
+    auto const k = recomputes_at_[i_][rc_pos_];
+    stall(c_ready_, now, std::nullopt, stall_cause::memory);
+    r_.device_peak = std::max(r_.device_peak, used_ + recomputes_[k].bytes + rc_transient_[k]);
+    used_ += recomputes_[k].bytes;
+    double const end = now + rc_seconds_[k];
+    r_.recompute_s += rc_seconds_[k];
+    span(timeline_span::kind_t::recompute, sim_resource::compute, now, end, k);
+    c_ready_ = end;
+    c_after_ = 0;
+    h_after_ = std::min(h_after_, now);
+    ++rc_pos_;
+  }
 
   void apply_releases(double now)
   {
@@ -317,6 +372,10 @@ class simulation {
   // Runs op i_ (or the final step) from `now`; true when the iteration is over.
   bool grant_compute(double now)
   {
+    if (recompute_pending()) {
+      grant_recompute(now);
+      return false;
+    }
     auto const& step = steps_[i_];
     r_.device_peak   = std::max(r_.device_peak, used_ + step.start_peak);
     used_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(used_) + step.start_net);
@@ -339,8 +398,12 @@ class simulation {
     for (auto const k : release_after_[i_]) {
       push_release(std::max(d2h_end_[k], r_.op_end[i_]), entries_[k].bytes);
     }
+    for (auto const k : rc_release_after_[i_]) {
+      push_release(r_.op_end[i_], recomputes_[k].bytes);
+    }
     c_ready_ = r_.op_end[i_];
     ++i_;
+    rc_pos_ = 0;
     if (i_ < n_) { issue(i_, c_ready_); }
     return false;
   }
@@ -364,6 +427,7 @@ class simulation {
 
   trace_analysis const& a_;
   std::vector<swap_entry> const& entries_;
+  std::vector<recompute_entry> const& recomputes_;
   sim_options options_;
   std::span<memory_step const> steps_;
   std::size_t n_;
@@ -372,6 +436,10 @@ class simulation {
 
   std::vector<std::vector<std::uint32_t>> offloads_at_, prefetches_at_, waits_at_, release_after_;
   std::vector<double> extra_s_;  // codec kernel time charged to each op
+  std::vector<std::vector<std::uint32_t>> recomputes_at_, rc_release_after_;
+  std::vector<double> rc_seconds_;
+  std::vector<std::uint64_t> rc_transient_;
+  std::size_t rc_pos_{0};  // recompute entries of op i_ already run
   std::vector<double> d2h_end_, issued_, ready_;
   std::vector<stall_cause> cause_;
   std::vector<bool> granted_;

@@ -1,7 +1,8 @@
 /**
  * @file trace_analysis.hpp
  * @brief Everything planners, swap policies, the simulator and the projection read from a trace,
- * computed once: lifetimes and accesses, the op index, and each op's time under a cost model.
+ * computed once: lifetimes and accesses, the op index, each op's time under a cost model, and
+ * what a recompute needs (each op's recompute class and workspace bytes).
  *
  * Data flows one way: trace -> trace_analysis (here, once) -> plan -> replay. A policy that needs
  * a fact of the trace reads it from the analysis it is given instead of deriving it again.
@@ -11,6 +12,7 @@
 #include <stash/sim/cost_model.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/op_index.hpp>
+#include <stash/trace/recompute_semantics.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -46,7 +48,9 @@ class trace_analysis {
         lifetimes_(analyze_lifetimes(t)),
         ops_(index_ops(t)),
         op_seconds_(model.op_times(t)),
-        steps_(compute_memory_steps(t))
+        steps_(compute_memory_steps(t)),
+        recompute_classes_(resolve_recompute_classes(t)),
+        workspace_(compute_workspaces(t, ops_))
   {
     op_start_.resize(op_seconds_.size() + 1, 0.0);
     for (std::size_t i = 0; i < op_seconds_.size(); ++i) {
@@ -73,6 +77,18 @@ class trace_analysis {
   [[nodiscard]] double compute_seconds() const noexcept { return op_start_.back(); }
   /// @brief The memory step of each op, and at index op_count() the final step.
   [[nodiscard]] std::span<memory_step const> memory_steps() const noexcept { return steps_; }
+  /// @brief Each op's recompute class: the default table overridden by the trace's
+  /// declarations (recompute_semantics.hpp).
+  [[nodiscard]] std::span<recompute_class const> recompute_classes() const noexcept
+  {
+    return recompute_classes_;
+  }
+  /// @brief Bytes of each op's workspace: storages allocated and freed again between op i-1 and
+  /// op i that no op names (the `.ws` temporaries); a re-run of op i needs them again.
+  [[nodiscard]] std::span<std::uint64_t const> workspace_bytes() const noexcept
+  {
+    return workspace_;
+  }
   /// @brief The peak of live bytes without swapping (the trace's lower bound L).
   [[nodiscard]] std::uint64_t peak_live_bytes() const noexcept
   {
@@ -118,6 +134,30 @@ class trace_analysis {
     return steps;
   }
 
+  // Sums (an upper bound on their running peak) the never-named storages whose alloc and free
+  // both fall between the same two ops.
+  [[nodiscard]] static std::vector<std::uint64_t> compute_workspaces(stash::trace const& t,
+                                                                     op_index const& ops)
+  {
+    std::vector<std::uint64_t> ws(t.ops().size(), 0);
+    std::vector<bool> named(t.storages().size(), false);
+    for (auto const& op : t.ops()) {
+      for (auto const id : op.reads) { named[id] = true; }
+      for (auto const id : op.writes) { named[id] = true; }
+    }
+    auto const next_op = [&](std::uint64_t event) {
+      return static_cast<std::size_t>(std::upper_bound(ops.event.begin(), ops.event.end(), event) -
+                                      ops.event.begin());
+    };
+    for (storage_id id = 0; id < t.storages().size(); ++id) {
+      auto const freed = t.free_event(id);
+      if (named[id] || !freed) { continue; }
+      auto const op = next_op(t.alloc_event(id));
+      if (op < ws.size() && next_op(*freed) == op) { ws[op] += t.storages()[id].bytes; }
+    }
+    return ws;
+  }
+
   stash::trace const* trace_;
   cost_model model_;
   lifetime_analysis lifetimes_;
@@ -125,6 +165,8 @@ class trace_analysis {
   std::vector<double> op_seconds_;
   std::vector<double> op_start_;
   std::vector<memory_step> steps_;
+  std::vector<recompute_class> recompute_classes_;
+  std::vector<std::uint64_t> workspace_;
 };
 
 }  // namespace stash

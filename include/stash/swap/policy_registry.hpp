@@ -10,6 +10,9 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/auto_swap.hpp>
+#include <stash/swap/checkpoint.hpp>
+#include <stash/swap/dtr.hpp>
+#include <stash/swap/joint_search.hpp>
 #include <stash/swap/no_swap.hpp>
 #include <stash/swap/search_swap.hpp>
 #include <stash/swap/vdnn.hpp>
@@ -23,9 +26,9 @@ namespace stash {
 namespace detail {
 
 /// Every registered policy with its default settings, baseline first.
-[[nodiscard]] inline std::array<any_swap_policy, 9> const& registered_policies()
+[[nodiscard]] inline std::array<any_swap_policy, 12> const& registered_policies()
 {
-  static std::array<any_swap_policy, 9> const policies = {
+  static std::array<any_swap_policy, 12> const policies = {
       no_swap{},
       vdnn_conv{},
       vdnn_all{},
@@ -35,6 +38,9 @@ namespace detail {
       auto_swap{.score = auto_swap_score::aoa},
       auto_swap{.score = auto_swap_score::wdoa},
       search_swap{},
+      checkpoint{},
+      dtr{},
+      joint_search{},
   };
   return policies;
 }
@@ -42,9 +48,9 @@ namespace detail {
 }  // namespace detail
 
 /// @brief The names make_swap_policy accepts, in a stable order (baseline first).
-[[nodiscard]] inline std::array<std::string_view, 9> swap_policy_names()
+[[nodiscard]] inline std::array<std::string_view, 12> swap_policy_names()
 {
-  std::array<std::string_view, 9> names{};
+  std::array<std::string_view, 12> names{};
   auto const& all = detail::registered_policies();
   for (std::size_t i = 0; i < names.size(); ++i) { names[i] = all[i].name(); }
   return names;

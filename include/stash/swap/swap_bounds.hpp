@@ -1,13 +1,17 @@
 /**
  * @file swap_bounds.hpp
- * @brief What no swap schedule can beat: the least device budget a schedule can fit
- * (swap_bound_bytes) and the least iteration time at a budget (iteration_time_lower_bound).
+ * @brief What no schedule can beat: the least device budget a swap schedule can fit
+ * (swap_bound_bytes, per scope), the least budget any keep / swap / recompute schedule can fit
+ * (memory_lower_bound_bytes) and the least iteration time at a budget
+ * (iteration_time_lower_bound, with or without recomputation).
  *
- * Both read the memory steps of the trace_analysis (the bytes each op needs when it starts; see
+ * All read the memory steps of the trace_analysis (the bytes each op needs when it starts; see
  * trace_analysis::memory_steps) and the gaps between consecutive accesses of each storage. A
  * storage may be off the device at op i only inside one of its gaps (u, v) with u < i < v: it
  * is offloaded at the earliest once op u ended and must be back when op v starts; its prefetch
  * may be issued when op v - 1 ends, so it can be away for the whole of op i = v - 1.
+ * tests/swap/swap_bounds_test.cpp checks each against a brute force over every schedule of small
+ * traces under the simulator.
  */
 #pragma once
 
@@ -15,8 +19,10 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace stash {
@@ -52,11 +58,12 @@ enum class swap_scope : std::uint8_t {
   return off;
 }
 
-/// @brief The least device budget any schedule moving storages of `scope` can fit (under the
-/// simulator's memory enforcement): the maximum over ops of the live bytes at the op's start
-/// peak minus what may be off then (offloadable_bytes), and the bytes the trace needs after its
-/// last op. Exact: offloading every gap after its last use and prefetching it just before its
-/// next use reaches it.
+/// @brief The least device budget any swap schedule moving storages of `scope` can fit (under
+/// the simulator's memory enforcement; swap_scope::activations bounds activation-only policies,
+/// not search_swap, whose any-kind variant moves parameters, gradients and temporaries too): the
+/// maximum over ops of the live bytes at the op's start peak minus what may be off then
+/// (offloadable_bytes), and the bytes the trace needs after its last op. Exact: offloading every
+/// gap after its last use and prefetching it just before its next use reaches it.
 [[nodiscard]] inline std::uint64_t swap_bound_bytes(trace_analysis const& analysis,
                                                     swap_scope scope = swap_scope::activations)
 {
@@ -68,33 +75,141 @@ enum class swap_scope : std::uint8_t {
   return bound;
 }
 
-/// @brief A lower bound on the iteration time of any schedule that fits `budget` (infinite
-/// below swap_bound_bytes(analysis, swap_scope::any_kind)).
-///
-/// With x_i = live bytes at op i's start peak - budget (the bytes that must be away then):
-/// those x_i bytes crossed the link device-to-host before op i starts, while at most the compute
-/// before op i ran, and cross back after op i started, while at most the compute from op i on
-/// runs; the two directions run in parallel. So the time is at least
-/// max_i [max(C_<i, D2H(x_i)) + max(C_>=i, H2D(x_i))], and at least the compute time. Link
-/// latency and codec kernels are left out (both only add).
-[[nodiscard]] inline double iteration_time_lower_bound(trace_analysis const& analysis,
-                                                       std::uint64_t budget)
+/// @brief Bytes of op i's operands that may still be away when op i's start step peaks, for
+/// every op: every operand with an earlier access (it may have left after it, and a recompute
+/// could restore it after the step's allocations, just before op i).
+[[nodiscard]] inline std::vector<std::uint64_t> returning_operand_bytes(
+    trace_analysis const& analysis)
 {
-  if (budget < swap_bound_bytes(analysis, swap_scope::any_kind)) {
-    return std::numeric_limits<double>::infinity();
+  std::vector<std::uint64_t> back(analysis.op_count(), 0);
+  for (auto const& s : analysis.lifetimes().storages) {
+    for (std::size_t j = 1; j < s.accesses.size(); ++j) { back[s.accesses[j].op] += s.bytes; }
   }
-  auto const steps   = analysis.memory_steps();
-  auto const& model  = analysis.model();
+  return back;
+}
+
+/// @brief The least device budget any keep / swap / recompute schedule can fit, whatever it
+/// moves (any storage kind) and however it restores it.
+///
+/// Model shared by every schedule stash plans (swap entries in sim/schedule.hpp, recompute
+/// entries, DTR-like evictions): a storage can be off the device only inside a gap between two
+/// consecutive accesses u < v with an op between (it is not there before its first access, it is
+/// still needed at v, and after its last access it stays until the trace frees it). So while op
+/// i runs, the device holds at least every storage live at op i's event except those in a gap
+/// u < i < v: its reads and writes, its outputs, and what cannot leave. When op i's start step
+/// peaks (its workspace and outputs allocated), it holds the same less the operands of op i that
+/// may come back only after that peak (returning_operand_bytes). After the last op nothing can be
+/// away. The maximum of those over the iteration is this bound; a swap-only schedule restores
+/// every operand before the step, so swap_bound_bytes(analysis, swap_scope::any_kind) >= it.
+[[nodiscard]] inline std::uint64_t memory_lower_bound_bytes(trace_analysis const& analysis)
+{
+  auto const steps    = analysis.memory_steps();
+  auto const n        = analysis.op_count();
+  auto const off      = offloadable_bytes(analysis, swap_scope::any_kind);
+  auto const back     = returning_operand_bytes(analysis);
+  std::uint64_t bound = steps[n].live_peak;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto const at_peak = steps[i].live_peak - off[i];
+    auto const at_op   = static_cast<std::uint64_t>(
+        static_cast<std::int64_t>(steps[i].live_peak - steps[i].start_peak) + steps[i].start_net);
+    bound = std::max({bound, at_peak - std::min(at_peak, back[i]), at_op - off[i]});
+  }
+  return bound;
+}
+
+/// @brief What an iteration-time lower bound may assume of the schedules it bounds.
+struct time_bound_options {
+  /// The largest compression ratio (bytes / wire bytes) any swapped storage may have; default:
+  /// the cost model's configured codec (1 without one). With per-storage encodings, pass the
+  /// largest ratio among those allowed.
+  std::optional<double> link_ratio;
+  /// Whether schedules may recompute (drop a storage and re-run the ops that wrote it).
+  bool recompute = true;
+};
+
+/// @brief The least seconds per byte of recomputation: min over ops that write something of
+/// (op time / bytes the op writes). Re-running op p restores at most the bytes p writes and costs
+/// its op time on the compute stream, so restoring b bytes by recomputation costs >= rho x b.
+/// Infinite when no op writes anything.
+[[nodiscard]] inline double recompute_seconds_per_byte(trace_analysis const& analysis)
+{
+  auto const ops = analysis.trace().ops();
+  auto const st  = analysis.trace().storages();
+  double rho     = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::vector<storage_id> w(ops[i].writes.begin(), ops[i].writes.end());
+    std::sort(w.begin(), w.end());
+    w.erase(std::unique(w.begin(), w.end()), w.end());
+    std::uint64_t bytes = 0;
+    for (auto const id : w) { bytes += st[id].bytes; }
+    if (bytes > 0) { rho = std::min(rho, analysis.op_seconds()[i] / static_cast<double>(bytes)); }
+  }
+  return rho;
+}
+
+namespace detail {
+
+/// min over s in [0, x] of max(before, d s) + max(after + rho (x - s), h s): s bytes swapped, x - s
+/// recomputed. Convex and piecewise linear in s, so the minimum is at an end or a kink.
+[[nodiscard]] inline double split_time(double x, double before, double after, double d, double h,
+                                       double rho)
+{
+  auto f = [&](double s) {
+    double const rec = std::isinf(rho) ? (x - s > 0 ? rho : 0.0) : rho * (x - s);
+    return std::max(before, d * s) + std::max(after + rec, h * s);
+  };
+  double best = f(x);
+  if (std::isinf(rho)) { return best; }
+  for (double const s : {0.0, before / d, (after + rho * x) / (h + rho)}) {
+    best = std::min(best, f(std::clamp(s, 0.0, x)));
+  }
+  return best;
+}
+
+}  // namespace detail
+
+/// @brief A lower bound on the iteration time of any keep / swap / recompute schedule that fits
+/// `budget` (infinite below memory_lower_bound_bytes, or without recompute below
+/// swap_bound_bytes(analysis, swap_scope::any_kind)). Every figure is the cost model's.
+///
+/// Proof. Every op runs once at its op time on one compute stream, so the time is >= C, the
+/// compute time. Take op i and x = (bytes live at its start step's peak) - budget > 0: at the
+/// moment tau that peak is taken, x bytes of storages live then are off the device, each inside a
+/// gap u < i <= v (memory_lower_bound_bytes). Say s of them were swapped and x - s dropped for
+/// recomputation. Before tau: ops 0..i-1 ran (C_<i), and the s swapped bytes crossed the D2H
+/// link (after their last use, and their release waits for the copy): at least s / (ratio x
+/// D2H bandwidth). After tau: ops i..n-1 run (C_>=i), and so do the re-runs that restore the
+/// x - s dropped bytes, at least rho x (x - s) (recompute_seconds_per_byte), on the same stream;
+/// beside them the s swapped bytes cross the H2D link before the op that needs them. So
+/// time >= max(C_<i, D(s)) + max(C_>=i + rho (x - s), H(s)), and the bound is the maximum over
+/// ops of its minimum over s in [0, x] (s = x without recompute), and C. Left out, as they only
+/// add: link latency, codec kernels, the bytes a recompute's reads need, and which storages may
+/// be recomputed at all (any may, here) — so the bound is weak, never above what a schedule
+/// achieves. Assumed, as in the simulator: every swap-out crosses the link (no clean host copy is
+/// reused), and a recompute costs the op times of the ops it re-runs.
+[[nodiscard]] inline double iteration_time_lower_bound(trace_analysis const& analysis,
+                                                       std::uint64_t budget,
+                                                       time_bound_options const& options = {})
+{
+  auto const least = options.recompute ? memory_lower_bound_bytes(analysis)
+                                       : swap_bound_bytes(analysis, swap_scope::any_kind);
+  if (budget < least) { return std::numeric_limits<double>::infinity(); }
+  auto const steps  = analysis.memory_steps();
+  auto const& model = analysis.model();
+  auto const& hw    = model.hw();
+  double const ratio =
+      std::max(1.0, options.link_ratio.value_or(model.encoding_ratio(swap_encoding::configured)));
+  double const d     = 1.0 / (ratio * hw.pcie_d2h_bytes_per_s);
+  double const h     = 1.0 / (ratio * hw.pcie_h2d_bytes_per_s);
+  double const rho   = options.recompute ? recompute_seconds_per_byte(analysis)
+                                         : std::numeric_limits<double>::infinity();
   double const total = analysis.compute_seconds();
-  double const lat   = model.hw().pcie_latency_s;
   double best        = total;
   for (std::size_t i = 0; i < analysis.op_count(); ++i) {
     if (steps[i].live_peak <= budget) { continue; }
-    auto const x        = steps[i].live_peak - budget;
+    auto const x        = static_cast<double>(steps[i].live_peak - budget);
     double const before = analysis.op_start(i);
-    double const d2h    = model.d2h_time(x) - lat;
-    double const h2d    = model.h2d_time(x) - lat;
-    best                = std::max(best, std::max(before, d2h) + std::max(total - before, h2d));
+    best                = std::max(best, detail::split_time(x, before, total - before, d, h, rho));
   }
   return best;
 }

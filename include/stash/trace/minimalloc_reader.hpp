@@ -37,12 +37,13 @@ struct minimalloc_instance {
 {
   minimalloc_instance instance;
   instance.name = source;
-  std::string line;
+  std::string line, problem;
   std::size_t line_no = 0;
   bool header_seen    = false;
   std::unordered_set<std::uint64_t> ids;
-  while (std::getline(in, line)) {
+  while (detail::bounded_getline(in, line, problem)) {
     ++line_no;
+    if (!problem.empty()) { throw trace_error(source, line_no, problem); }
     if (!line.empty() && line.back() == '\r') { line.pop_back(); }
     if (detail::trim(line).empty()) { continue; }
     auto const fields = detail::split(line, ',');

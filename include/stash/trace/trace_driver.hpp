@@ -13,8 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <limits>
+#include <optional>
 #include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace stash {
@@ -33,14 +36,17 @@ class trace_driver {
  public:
   /// @brief The allocator's stream type.
   using stream_type = typename Allocator::stream_type;
+  /// @brief What the allocator's allocate() returns to name a tensor (stash::tensor_handle).
+  using tensor_type = std::remove_cvref_t<decltype(std::declval<Allocator&>().allocate(
+      std::size_t{}, storage_kind{}, std::string{}, std::declval<stream_type>()))>;
   /// @brief Called after each op with the allocator's pointers (reads, then writes).
   using op_hook = std::function<void(op_record const&, std::span<void* const>)>;
-  /// @brief Called after each allocation with the allocator's tensor id.
-  using allocate_hook = std::function<void(storage_id, std::uint64_t tensor, bool persistent)>;
+  /// @brief Called after each allocation with the allocator's tensor.
+  using allocate_hook = std::function<void(storage_id, tensor_type tensor, bool persistent)>;
 
   /// @brief A driver of `alloc` over `t` (both outlive it), tensors `scale` times smaller.
   trace_driver(Allocator& alloc, trace const& t, stream_type stream, std::uint64_t scale = 1)
-      : alloc_(alloc), trace_(t), stream_(stream), scale_(scale), id_of_(t.storages().size(), no_id)
+      : alloc_(alloc), trace_(t), stream_(stream), scale_(scale), id_of_(t.storages().size())
   {
     STASH_EXPECTS(scale >= 1, "trace_driver: scale must be at least 1");
     auto const events = t.events();
@@ -89,8 +95,6 @@ class trace_driver {
   }
 
  private:
-  static constexpr std::uint64_t no_id = std::numeric_limits<std::uint64_t>::max();
-
   void event(trace_event const& e, bool persistent)
   {
     switch (e.kind) {
@@ -100,18 +104,18 @@ class trace_driver {
       case event_kind::alloc: {
         auto const& st  = trace_.storages()[e.index];
         id_of_[e.index] = alloc_.allocate(bytes_of(e.index), st.kind, st.label, stream_);
-        if (on_allocate_) { on_allocate_(e.index, id_of_[e.index], persistent); }
+        if (on_allocate_) { on_allocate_(e.index, *id_of_[e.index], persistent); }
         break;
       }
       case event_kind::free:
-        alloc_.deallocate(id_of_[e.index]);
+        alloc_.deallocate(*id_of_[e.index]);
         break;
       case event_kind::op: {
         auto const& op = trace_.ops()[e.index];
         reads_.clear();
         writes_.clear();
-        for (auto s : op.reads) { reads_.push_back(id_of_[s]); }
-        for (auto s : op.writes) { writes_.push_back(id_of_[s]); }
+        for (auto s : op.reads) { reads_.push_back(*id_of_[s]); }
+        for (auto s : op.writes) { writes_.push_back(*id_of_[s]); }
         auto const pointers = alloc_.op(op.name, reads_, writes_, stream_);
         if (on_op_) { on_op_(op, pointers); }
         break;
@@ -123,9 +127,9 @@ class trace_driver {
   trace const& trace_;
   stream_type stream_;
   std::uint64_t scale_;
-  std::vector<std::uint64_t> id_of_;
-  std::vector<std::uint64_t> reads_;
-  std::vector<std::uint64_t> writes_;
+  std::vector<std::optional<tensor_type>> id_of_;  // the live tensor of each storage
+  std::vector<tensor_type> reads_;
+  std::vector<tensor_type> writes_;
   std::size_t first_iteration_event_{0};
   bool persistent_done_{false};
   op_hook on_op_;

@@ -7,11 +7,13 @@
  * `t <id> <bytes> <kind> <label>`, `o <op> <reads> <writes>`, `f <id>`, `p <phase>`. Fields are
  * separated by spaces or tabs; a `t` label is the rest of the line (trimmed, may be empty).
  * Blank lines and further `#` comment lines are accepted anywhere and dropped. Lines may end in
- * "\r\n".
+ * "\r\n". Header keys `recompute.<op>` and `recompute@<index>` declare which ops may be re-run
+ * (recompute_semantics.hpp); a malformed one is a trace_error on the header line.
  */
 #pragma once
 
 #include <stash/trace/detail/parse.hpp>
+#include <stash/trace/recompute_semantics.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_error.hpp>
 
@@ -58,6 +60,7 @@ class trace_text_parser {
       auto line          = text_.substr(pos, stop - pos);
       pos                = stop + 1;
       ++line_no_;
+      if (auto const problem = detail::text_line_problem(line); !problem.empty()) { fail(problem); }
       if (!line.empty() && line.back() == '\r') { line.remove_suffix(1); }
       if (line.find('\r') != std::string_view::npos) {
         fail("carriage return inside a line (only a final \"\\r\\n\" line ending is accepted)");
@@ -67,16 +70,24 @@ class trace_text_parser {
     if (!header_seen_) {
       throw trace_error(source_, 0, "empty trace: missing the header line '# stash-trace v1 ...'");
     }
+    for (auto const& entry : trace_.header()) {  // op indices are known only now
+      auto const problem = check_recompute_declaration(entry, trace_.ops().size());
+      if (!problem.empty()) { throw trace_error(source_, header_line_, problem); }
+    }
     return std::move(trace_);
   }
 
  private:
-  [[noreturn]] void fail(std::string const& what) const
+  // Messages quote at most a prefix of what they name (quoted), and are cut as a whole too: a
+  // message from the trace's own checks may hold a whole label or header value.
+  [[noreturn]] void fail(std::string what) const
   {
+    constexpr std::size_t max_message = 4 * detail::max_quote_bytes + 256;
+    if (what.size() > max_message) { what = what.substr(0, max_message) + "... (message cut)"; }
     throw trace_error(source_, line_no_, what);
   }
 
-  static std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+  static std::string quoted(std::string_view s) { return detail::quote_prefix(s); }
 
   // A pre-pass over line starts sizes the vectors once: reading stays linear and cheap.
   void reserve_from_line_starts()
@@ -127,7 +138,8 @@ class trace_text_parser {
   {
     auto const magic = next_field(rest);
     if (magic != "stash-trace") {
-      fail("bad header: expected '# stash-trace v1 ...', found '#" + std::string(magic) + " ...'");
+      fail("bad header: expected '# stash-trace v1 ...', found " +
+           quoted("#" + std::string(magic)));
     }
     auto const version = next_field(rest);
     if (version.empty()) {
@@ -146,8 +158,11 @@ class trace_text_parser {
       auto const key = entry.substr(0, eq);
       if (trace_.header_value(key)) { fail("duplicate header key " + quoted(key)); }
       guarded([&] { trace_.add_header(std::string(key), std::string(entry.substr(eq + 1))); });
+      auto const problem = check_recompute_declaration(trace_.header().back(), std::nullopt);
+      if (!problem.empty()) { fail(problem); }
     }
     header_seen_ = true;
+    header_line_ = line_no_;
   }
 
   std::uint64_t number(std::string_view field, char const* what)
@@ -284,8 +299,9 @@ class trace_text_parser {
 
   std::string_view text_;
   std::string const& source_;
-  std::size_t line_no_ = 0;
-  bool header_seen_    = false;
+  std::size_t line_no_     = 0;
+  bool header_seen_        = false;
+  std::size_t header_line_ = 0;
   stash::trace trace_;
   std::vector<std::size_t> free_line_;  // per storage: line of its 'f', 0 while live
 };
@@ -303,10 +319,16 @@ class trace_text_parser {
 /// @throws stash::trace_error ("source:line: what") on any malformed input or a read error.
 [[nodiscard]] inline trace parse_trace(std::istream& in, std::string const& source_name)
 {
+  // Checked while reading: a stream may never end (/dev/zero), so a NUL byte or an overlong line
+  // stops it with an error before it fills memory.
   std::string text;
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+  std::string line, problem;
+  std::size_t line_no = 0;
+  while (detail::bounded_getline(in, line, problem)) {
+    ++line_no;
+    if (!problem.empty()) { throw trace_error(source_name, line_no, problem); }
+    text.append(line);
+    if (!in.eof()) { text.push_back('\n'); }
   }
   if (in.bad()) { throw trace_error(source_name, 0, "read error"); }
   return parse_trace(std::string_view(text), source_name);

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stash/trace/recompute_semantics.hpp>
 #include <stash/trace/trace.hpp>
 #include <stash/trace/trace_writer.hpp>
 
@@ -29,6 +30,24 @@ class trace_recorder {
   void set_header(std::string key, std::string value)
   {
     trace_.add_header(std::move(key), std::move(value));
+  }
+
+  /// @brief Declares whether every op called `op_name` may be re-run (recompute_semantics.hpp);
+  /// e.g. `yes` for `aten::bernoulli_.float` when the loop can replay the generator's state.
+  /// Only `yes`, `no` and `skip_state` may be declared (stash::logic_error otherwise).
+  void declare_recompute(std::string const& op_name, recompute_class c)
+  {
+    STASH_EXPECTS(c != recompute_class::rng, "declare_recompute: declare yes, no or skip_state");
+    trace_.add_header(std::string(recompute_name_key) + op_name, std::string(to_string(c)));
+  }
+
+  /// @brief Declares whether op `op` (an index returned by op(), or one to come) may be re-run;
+  /// wins over a declaration by name. Only `yes`, `no` and `skip_state` may be declared.
+  void declare_recompute(std::uint64_t op, recompute_class c)
+  {
+    STASH_EXPECTS(c != recompute_class::rng, "declare_recompute: declare yes, no or skip_state");
+    trace_.add_header(std::string(recompute_index_key) + std::to_string(op),
+                      std::string(to_string(c)));
   }
 
   /// @brief Records an allocation and returns its id (0, 1, 2, ... in call order).

@@ -10,6 +10,10 @@ static_assert(STASH_VERSION_MAJOR == CONSUMER_STASH_VERSION_MAJOR &&
                   STASH_VERSION_PATCH == CONSUMER_STASH_VERSION_PATCH,
               "stash/version.hpp and the CMake package's version disagree");
 
+// stash::stash's usage requirements (cuda_std_20) made nvcc compile this unit as C++20: the
+// consumer's CMakeLists.txt sets no standard.
+static_assert(__cplusplus >= 202002L, "stash::stash did not bring C++20 to this nvcc unit");
+
 __global__ void scale(float* x, int n, float a)
 {
   int const i = blockIdx.x * blockDim.x + threadIdx.x;

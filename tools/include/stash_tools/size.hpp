@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -164,6 +165,9 @@ struct budget_spec {
   }
 };
 
+/// @brief The largest percentage parse_budget takes (100x the peak): beyond it, bytes overflow.
+inline constexpr double max_budget_percent = 10000.0;
+
 /// @brief Parses a budget: a size (parse_size) or a positive percentage such as "70%" or
 /// "12.5%". A zero size is returned as 0 bytes; the caller decides whether that is allowed.
 /// @param text The budget.
@@ -185,8 +189,14 @@ struct budget_spec {
     }
   }();
   if (!decimal) { throw size_error("is not a percentage (expected e.g. 70%)"); }
-  spec.percent = std::stod(std::string(number));
+  // strtod, not std::stod: hundreds of digits overflow to HUGE_VAL instead of throwing
+  // std::out_of_range past the caller's size_error handler.
+  spec.percent = std::strtod(std::string(number).c_str(), nullptr);
   if (spec.percent <= 0) { throw size_error("must be more than 0%"); }
+  if (!(spec.percent <= max_budget_percent)) {
+    throw size_error("is more than " + std::to_string(static_cast<int>(max_budget_percent)) +
+                     "% (a budget that large is a typo)");
+  }
   return spec;
 }
 

@@ -1,6 +1,7 @@
 /**
  * @file frontier.hpp
- * @brief stash-plan --frontier: every swap policy at budgets from the swap bound to the peak,
+ * @brief stash-plan --frontier: every swap policy at budgets from the peak down to a third of it
+ * (and the swap bounds),
  * simulated with the budget enforced (fits, predicted iteration time, offloaded bytes), and its
  * SVG of time against budget with the bounds marked (the text and JSON forms are in print.hpp).
  */
@@ -23,7 +24,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -44,28 +47,33 @@ struct frontier_point {
 struct frontier_section {
   std::string hardware;
   std::uint64_t peak_bytes{};
-  std::uint64_t swap_bound_bytes{};           ///< activations only
-  std::uint64_t swap_bound_any_kind_bytes{};  ///< any storage may move
-  double compute_ms{};                        ///< the iteration with room for everything
-  std::vector<std::uint64_t> budgets;         ///< largest first
-  std::vector<double> lower_bound_ms;         ///< per budget: no schedule is faster
+  std::uint64_t swap_bound_bytes{};              ///< any storage may move (every swap policy)
+  std::uint64_t swap_bound_activations_bytes{};  ///< activations only
+  std::uint64_t memory_bound_bytes{};            ///< any keep/swap/recompute schedule
+  double compute_ms{};                           ///< the iteration with room for everything
+  std::optional<std::string> note;     ///< why the picture says little (no activations, no ops)
+  std::vector<std::uint64_t> budgets;  ///< largest first
+  std::vector<double> lower_bound_ms;  ///< per budget: no keep/swap/recompute schedule is faster
+  std::vector<double> swap_lower_bound_ms;  ///< per budget: no swap schedule is faster
   std::vector<std::string> policies;
   std::vector<frontier_point> points;  ///< budget-major, policies in order
 };
 
-/// @brief Budgets from the peak down in 5% steps of it while above the any-kind bound, plus both
-/// bounds and 1.05x each; largest first, no repeats.
-[[nodiscard]] inline std::vector<std::uint64_t> frontier_budgets(std::uint64_t peak,
-                                                                 std::uint64_t act_bound,
-                                                                 std::uint64_t any_bound)
+/// @brief Budgets from the peak down in 5% steps of it while above the lowest bound, 33% of the
+/// peak when above it (issue 22's target budgets are 50% and 33%), plus every bound and 1.05x
+/// each; largest first, no repeats.
+[[nodiscard]] inline std::vector<std::uint64_t> frontier_budgets(
+    std::uint64_t peak, std::initializer_list<std::uint64_t> bounds)
 {
   std::vector<std::uint64_t> b;
+  auto const lowest = std::min(bounds);
   for (int pct = 100; pct > 0; pct -= 5) {
     auto const v = static_cast<std::uint64_t>(static_cast<double>(peak) * pct / 100.0);
-    if (v < any_bound) { break; }
+    if (v < lowest) { break; }
     b.push_back(v);
   }
-  for (auto const bound : {act_bound, any_bound}) {
+  if (peak / 100 * 33 >= lowest) { b.push_back(peak / 100 * 33); }
+  for (auto const bound : bounds) {
     b.push_back(bound);
     if (bound + bound / 20 <= peak) { b.push_back(bound + bound / 20); }
   }
@@ -74,21 +82,40 @@ struct frontier_section {
   return b;
 }
 
+/// @brief Why a frontier of `analysis` says little, if it does: no ops (no time to draw), no
+/// activations (activation-only policies move nothing).
+[[nodiscard]] inline std::optional<std::string> frontier_note(stash::trace_analysis const& analysis)
+{
+  if (analysis.op_count() == 0) { return "the trace has no ops: nothing to time"; }
+  if (analysis.lifetimes().activation_bytes == 0) {
+    return "the trace has no activations: activation-only policies have nothing to move";
+  }
+  return std::nullopt;
+}
+
 /// @brief Plans and simulates every requested policy at every frontier budget of `t`.
 [[nodiscard]] inline frontier_section run_frontier(stash::trace const& t, options const& opt)
 {
   auto const model = make_cost_model(opt);
   stash::trace_analysis const analysis(t, model);  // once for the whole sweep
   frontier_section f;
-  f.hardware                  = opt.hardware;
-  f.peak_bytes                = analysis.peak_live_bytes();
-  f.swap_bound_bytes          = stash::swap_bound_bytes(analysis);
-  f.swap_bound_any_kind_bytes = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
-  f.compute_ms                = analysis.compute_seconds() * 1e3;
-  f.budgets  = frontier_budgets(f.peak_bytes, f.swap_bound_bytes, f.swap_bound_any_kind_bytes);
-  f.policies = requested_policies(opt);
+  f.hardware                     = opt.hardware;
+  f.peak_bytes                   = analysis.peak_live_bytes();
+  f.swap_bound_bytes             = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  f.swap_bound_activations_bytes = stash::swap_bound_bytes(analysis);
+  f.memory_bound_bytes           = stash::memory_lower_bound_bytes(analysis);
+  f.compute_ms                   = analysis.compute_seconds() * 1e3;
+  f.note                         = frontier_note(analysis);
+  f.budgets                      = frontier_budgets(
+                           f.peak_bytes, {f.swap_bound_activations_bytes, f.swap_bound_bytes, f.memory_bound_bytes});
+  f.policies             = requested_policies(opt);
+  auto bound             = time_bound_options_of(opt, model);
+  auto no_recompute      = bound;
+  no_recompute.recompute = false;
   for (auto const budget : f.budgets) {
-    f.lower_bound_ms.push_back(stash::iteration_time_lower_bound(analysis, budget) * 1e3);
+    f.lower_bound_ms.push_back(stash::iteration_time_lower_bound(analysis, budget, bound) * 1e3);
+    f.swap_lower_bound_ms.push_back(
+        stash::iteration_time_lower_bound(analysis, budget, no_recompute) * 1e3);
     for (auto const& name : f.policies) {
       auto const s = plan_policy(name, analysis, budget, opt);
       auto const r = stash::simulate(analysis, s, stash::sim_options{false});
@@ -143,9 +170,12 @@ struct frontier_axes {
   a.y_min = 0;
   a.y_max = f.compute_ms;
   for (auto const& pt : f.points) {
-    if (pt.fits) { a.y_max = std::max(a.y_max, pt.iteration_ms); }
+    if (pt.fits && std::isfinite(pt.iteration_ms)) { a.y_max = std::max(a.y_max, pt.iteration_ms); }
   }
   a.y_max *= 1.08;
+  // Empty ranges (a trace of no bytes, no ops) would divide by zero: give them a unit span.
+  if (!(a.x_max > a.x_min)) { a.x_max = a.x_min + 1; }
+  if (!(a.y_max > a.y_min)) { a.y_max = a.y_min + 1; }
   return a;
 }
 
@@ -186,18 +216,30 @@ inline void draw_bounds(std::ostream& out, frontier_section const& f, frontier_a
         << "\" stroke=\"#444\" stroke-dasharray=\"4 3\"/>\n<text x=\"" << num(a.x(budget) + 3)
         << "\" y=\"" << num(a.top + 12 + dy) << "\" font-size=\"10\">" << label << "</text>\n";
   };
-  vertical(f.swap_bound_bytes, "swap bound (act)", 0);
-  if (f.swap_bound_any_kind_bytes != f.swap_bound_bytes) {  // below the first: bounds may be close
-    vertical(f.swap_bound_any_kind_bytes, "swap bound (any)", 14);
+  // Labels stacked downwards from the highest bound: the bounds may be close.
+  vertical(f.swap_bound_activations_bytes, "swap bound (act)", 0);
+  if (f.swap_bound_bytes != f.swap_bound_activations_bytes) {
+    vertical(f.swap_bound_bytes, "swap bound (any)", 14);
   }
-  std::string path;
-  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
-    if (!std::isfinite(f.lower_bound_ms[b])) { continue; }
-    path +=
-        (path.empty() ? "M" : " L") + num(a.x(f.budgets[b])) + " " + num(a.y(f.lower_bound_ms[b]));
+  if (f.memory_bound_bytes != f.swap_bound_bytes) {
+    vertical(f.memory_bound_bytes, "memory bound (recompute)", 28);
   }
-  out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#000\" stroke-width=\"1\" "
-      << "stroke-dasharray=\"2 2\"/>\n";
+  auto curve = [&](std::vector<double> const& ms, char const* dash) {
+    std::string path;
+    for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+      if (!std::isfinite(ms[b])) { continue; }
+      path += (path.empty() ? "M" : " L") + num(a.x(f.budgets[b])) + " " + num(a.y(ms[b]));
+    }
+    if (path.empty()) { return; }
+    out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#000\" stroke-width=\"1\" "
+        << "stroke-dasharray=\"" << dash << "\"/>\n";
+  };
+  curve(f.swap_lower_bound_ms, "2 2");
+  curve(f.lower_bound_ms, "6 3");
+  if (f.note) {
+    out << "<text x=\"" << num(a.left + 8) << "\" y=\"" << num(a.top + a.height - 8)
+        << "\" font-size=\"11\" fill=\"#a00\">" << svg_detail::escape(*f.note) << "</text>\n";
+  }
 }
 
 inline void draw_policies(std::ostream& out, frontier_section const& f, frontier_axes const& a)
@@ -235,7 +277,11 @@ inline void draw_policies(std::ostream& out, frontier_section const& f, frontier
   out << "<line x1=\"" << num(a.left + a.width + 14) << "\" y1=\"" << num(ly) << "\" x2=\""
       << num(a.left + a.width + 34) << "\" y2=\"" << num(ly)
       << "\" stroke=\"#000\" stroke-dasharray=\"2 2\"/>\n<text x=\"" << num(a.left + a.width + 38)
-      << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">time lower bound</text>\n";
+      << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">time bound (swap)</text>\n";
+  out << "<line x1=\"" << num(a.left + a.width + 14) << "\" y1=\"" << num(ly + 14) << "\" x2=\""
+      << num(a.left + a.width + 34) << "\" y2=\"" << num(ly + 14)
+      << "\" stroke=\"#000\" stroke-dasharray=\"6 3\"/>\n<text x=\"" << num(a.left + a.width + 38)
+      << "\" y=\"" << num(ly + 18) << "\" font-size=\"11\">time bound (any)</text>\n";
 }
 
 }  // namespace frontier_detail

@@ -1,9 +1,12 @@
 /**
  * @file json_writer.hpp
  * @brief A minimal streaming JSON writer for stash-plan's machine-readable output: compact
- * output, correct string escaping, commas and nesting handled by the writer.
+ * output, correct string escaping (stash_tools::json_string: always valid UTF-8), commas and
+ * nesting handled by the writer.
  */
 #pragma once
+
+#include <stash_tools/json_string.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -126,44 +129,7 @@ class json_writer {
       separate();
     }
   }
-  void write_string(std::string_view text)
-  {
-    out_ << '"';
-    for (char const c : text) {
-      switch (c) {
-        case '"':
-          out_ << "\\\"";
-          break;
-        case '\\':
-          out_ << "\\\\";
-          break;
-        case '\n':
-          out_ << "\\n";
-          break;
-        case '\r':
-          out_ << "\\r";
-          break;
-        case '\t':
-          out_ << "\\t";
-          break;
-        case '\b':
-          out_ << "\\b";
-          break;
-        case '\f':
-          out_ << "\\f";
-          break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buffer[8];
-            std::snprintf(buffer, sizeof(buffer), "\\u%04x", static_cast<unsigned>(c));
-            out_ << buffer;
-          } else {
-            out_ << c;  // UTF-8 passes through unchanged
-          }
-      }
-    }
-    out_ << '"';
-  }
+  void write_string(std::string_view text) { out_ << stash_tools::json_string(text); }
 
   std::ostream& out_;
   std::vector<bool> first_;  // per open container: no member written yet

@@ -101,11 +101,15 @@ struct options {
 
 namespace detail {
 
+/// Longest decimal the options take: 32 characters hold any double a person means to type; a
+/// longer one is a paste error or hostile, and would overflow to infinity or underflow to 0.
+inline constexpr std::size_t max_decimal_chars = 32;
+
 // A finite non-negative decimal number filling all of `text` (no sign, no hex, no exponent
-// surprises such as "inf"), or nullopt.
+// surprises such as "inf"), at most max_decimal_chars long, or nullopt.
 inline std::optional<double> parse_decimal(std::string_view text)
 {
-  if (text.empty()) { return std::nullopt; }
+  if (text.empty() || text.size() > max_decimal_chars) { return std::nullopt; }
   bool dot   = false;
   bool digit = false;
   for (char const c : text) {
@@ -120,7 +124,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
   }
   if (!digit) { return std::nullopt; }
   std::string const copy(text);
-  return std::strtod(copy.c_str(), nullptr);
+  double const value = std::strtod(copy.c_str(), nullptr);
+  if (!std::isfinite(value)) { return std::nullopt; }  // strtod overflow gives HUGE_VAL
+  return value;
 }
 
 }  // namespace detail

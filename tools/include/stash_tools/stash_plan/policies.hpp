@@ -13,6 +13,7 @@
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/joint_search.hpp>
 #include <stash/swap/policy_registry.hpp>
 #include <stash/swap/search_swap.hpp>
 #include <stash/swap/swap_bounds.hpp>
@@ -60,6 +61,9 @@ struct policy_result {
   std::size_t entries{};
   double iteration_ms{};
   double stall_ms{};
+  std::size_t recompute_entries{};  ///< storages recomputed instead of kept or swapped
+  std::uint64_t recomputed_bytes{};
+  double recompute_ms{};  ///< time the compute stream spends re-running ops (predicted)
   std::size_t stall_count{};
   std::vector<stall_summary> top_stalls;  ///< longest first, at most 3
   std::vector<encoding_use> encodings;    ///< with --codec auto: the choice per encoding
@@ -73,9 +77,12 @@ struct policy_section {
   std::string budget_origin;  ///< how the budget was chosen, for the text output
   std::optional<codec_choice> codec;
   std::uint64_t baseline_peak_bytes{};
-  std::uint64_t swap_bound_bytes{};           ///< least budget an activations-only schedule fits
-  std::uint64_t swap_bound_any_kind_bytes{};  ///< the same when any storage may move
-  double time_lower_bound_ms{};  ///< no schedule at the budget is faster (infinite: none fits)
+  std::uint64_t swap_bound_bytes{};  ///< least budget any swap schedule fits (any storage kind)
+  std::uint64_t swap_bound_activations_bytes{};  ///< the same when only activations move
+  std::uint64_t memory_bound_bytes{};  ///< least budget any keep/swap/recompute schedule fits
+  double
+      time_lower_bound_ms{};  ///< no keep/swap/recompute schedule is faster (infinite: none fits)
+  double swap_time_lower_bound_ms{};  ///< no swap schedule is faster (infinite: none fits)
   double baseline_ms{};
   std::vector<policy_result> policies;
 };
@@ -146,6 +153,9 @@ struct policy_section {
   if (name == stash::search_swap::name()) {
     return stash::search_swap{.encodings = stash::encoding_options{}}.plan(analysis, budget);
   }
+  if (name == stash::joint_search::name()) {
+    return stash::joint_search{.encodings = stash::encoding_options{}}.plan(analysis, budget);
+  }
   return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget));
 }
 
@@ -166,6 +176,23 @@ struct policy_section {
   return uses;
 }
 
+/// @brief What the time bounds may assume of the schedules the tool plans: with --codec auto an
+/// entry may take the most compressing lossless encoding, else the configured codec's ratio.
+[[nodiscard]] inline stash::time_bound_options time_bound_options_of(options const& opt,
+                                                                     stash::cost_model const& model)
+{
+  stash::time_bound_options bound;
+  double ratio = model.encoding_ratio(stash::swap_encoding::configured);
+  if (opt.auto_encodings) {
+    for (auto const e : {stash::swap_encoding::raw, stash::swap_encoding::zvc,
+                         stash::swap_encoding::bitmask, stash::swap_encoding::pool_argmax}) {
+      ratio = std::max(ratio, model.encoding_ratio(e));
+    }
+  }
+  bound.link_ratio = ratio;
+  return bound;
+}
+
 /// @brief Plans and simulates every requested policy on `t`.
 [[nodiscard]] inline policy_section run_policies(stash::trace const& t, options const& opt)
 {
@@ -177,11 +204,15 @@ struct policy_section {
   section.baseline_peak_bytes = analysis.peak_live_bytes();
   section.budget_bytes =
       resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
-  section.swap_bound_bytes = stash::swap_bound_bytes(analysis);
-  section.swap_bound_any_kind_bytes =
-      stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  section.swap_bound_bytes = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
+  section.swap_bound_activations_bytes = stash::swap_bound_bytes(analysis);
+  section.memory_bound_bytes           = stash::memory_lower_bound_bytes(analysis);
+  auto bound_opt                       = time_bound_options_of(opt, model);
   section.time_lower_bound_ms =
-      stash::iteration_time_lower_bound(analysis, section.budget_bytes) * 1e3;
+      stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
+  bound_opt.recompute = false;
+  section.swap_time_lower_bound_ms =
+      stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
   // no_swap with the budget lifted: the iteration on a device with room for everything.
   auto const baseline =
       stash::simulate(analysis, stash::plan_by_name("no_swap", analysis, section.budget_bytes),
@@ -202,6 +233,9 @@ struct policy_section {
       p.iteration_ms         = r.iteration_s * 1e3;
       p.stall_ms             = r.stall_s * 1e3;
       p.stall_count          = r.stalls.size();
+      p.recompute_entries    = s.recomputes.size();
+      p.recomputed_bytes     = s.recomputed_bytes();
+      p.recompute_ms         = r.recompute_s * 1e3;
       p.note                 = s.note;
       if (opt.auto_encodings) { p.encodings = encodings_of(s, model); }
       auto stalls = r.stalls;

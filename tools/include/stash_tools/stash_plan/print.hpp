@@ -62,18 +62,22 @@ inline void print_encodings_text(std::ostream& out, policy_result const& p)
 inline void print_frontier_text(std::ostream& out, frontier_section const& f)
 {
   out << format(
-      "  %-17s%s; peak %s, swap bound %s (activations), %s (any storage); "
-      "predicted ms, '-' = does not fit\n",
+      "  %-17s%s; peak %s, swap bound %s (any storage), %s (activations), memory bound %s "
+      "(with recompute); predicted ms, '-' = does not fit\n",
       "frontier", f.hardware.c_str(), bytes_text(f.peak_bytes).c_str(),
-      bytes_text(f.swap_bound_bytes).c_str(), bytes_text(f.swap_bound_any_kind_bytes).c_str());
-  out << format("    %8s %10s %9s", "budget", "GiB", "bound ms");
+      bytes_text(f.swap_bound_bytes).c_str(), bytes_text(f.swap_bound_activations_bytes).c_str(),
+      bytes_text(f.memory_bound_bytes).c_str());
+  if (f.note) { out << format("  %-17s%s\n", "", f.note->c_str()); }
+  out << format("    %8s %10s %9s %9s", "budget", "GiB", "swap lb", "any lb");
   for (auto const& p : f.policies) { out << format(" %14s", p.c_str()); }
   out << '\n';
   for (std::size_t b = 0; b < f.budgets.size(); ++b) {
     double const gib = static_cast<double>(f.budgets[b]) / static_cast<double>(stash::GiB);
-    out << format("    %7.1f%% %10.3f %9.2f",
-                  100.0 * static_cast<double>(f.budgets[b]) / static_cast<double>(f.peak_bytes),
-                  gib, f.lower_bound_ms[b]);
+    double const pct = f.peak_bytes == 0 ? 100.0
+                                         : 100.0 * static_cast<double>(f.budgets[b]) /
+                                               static_cast<double>(f.peak_bytes);
+    out << format("    %7.1f%% %10.3f %9.2f %9.2f", pct, gib, f.swap_lower_bound_ms[b],
+                  f.lower_bound_ms[b]);
     for (std::size_t p = 0; p < f.policies.size(); ++p) {
       auto const& pt = f.points[b * f.policies.size() + p];
       out << (pt.fits ? format(" %14.2f", pt.iteration_ms) : format(" %14s", "-"));
@@ -101,13 +105,17 @@ inline void write_frontier_json(json_writer& json, frontier_section const& f)
   json.key("hardware").value(f.hardware);
   json.key("peak_bytes").value(f.peak_bytes);
   json.key("swap_bound_bytes").value(f.swap_bound_bytes);
-  json.key("swap_bound_any_kind_bytes").value(f.swap_bound_any_kind_bytes);
+  json.key("swap_bound_any_kind_bytes").value(f.swap_bound_bytes);  // the same, kept for readers
+  json.key("swap_bound_activations_bytes").value(f.swap_bound_activations_bytes);
+  json.key("memory_bound_bytes").value(f.memory_bound_bytes);
   json.key("compute_ms").value(f.compute_ms);
+  json.key("note").value_or_null(f.note);
   json.key("time_lower_bound_ms").begin_array();
   for (std::size_t b = 0; b < f.budgets.size(); ++b) {
     json.begin_object();
     json.key("budget_bytes").value(f.budgets[b]);
     json.key("ms").value(f.lower_bound_ms[b]);
+    json.key("swap_ms").value(f.swap_lower_bound_ms[b]);
     json.end_object();
   }
   json.end_array();
@@ -165,12 +173,18 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
                    s.codec->source.c_str());
   }
   out << format("  %-17s%s\n", "swap policies", head.c_str());
+  auto const ms = [](double v) {
+    return std::isfinite(v) ? format("%.2f ms", v) : std::string("(nothing fits)");
+  };
   out << format(
-      "  %-17sswap bound %s (activations only), %s (any storage); no schedule at this "
-      "budget beats %s\n",
-      "", bytes_text(s.swap_bound_bytes).c_str(), bytes_text(s.swap_bound_any_kind_bytes).c_str(),
-      std::isfinite(s.time_lower_bound_ms) ? format("%.2f ms", s.time_lower_bound_ms).c_str()
-                                           : "(nothing fits below the bound)");
+      "  %-17sswap bound %s (any storage), %s (activations only); any schedule with "
+      "recompute needs %s\n",
+      "", bytes_text(s.swap_bound_bytes).c_str(),
+      bytes_text(s.swap_bound_activations_bytes).c_str(), bytes_text(s.memory_bound_bytes).c_str());
+  out << format(
+      "  %-17sno swap schedule at this budget beats %s, no keep/swap/recompute "
+      "schedule %s\n",
+      "", ms(s.swap_time_lower_bound_ms).c_str(), ms(s.time_lower_bound_ms).c_str());
   out << format("    %-15s %-4s %13s %14s %12s %12s %10s %10s\n", "policy", "fits", "planned peak",
                 "simulated peak", "offloaded", "iteration", "vs no_swap", "stall");
   for (auto const& p : s.policies) {
@@ -192,6 +206,11 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
                   stash::format_bytes(p.simulated_peak_bytes).c_str(),
                   stash::format_bytes(p.offloaded_bytes).c_str(), p.iteration_ms, slowdown,
                   p.stall_ms);
+    if (p.recompute_entries > 0) {
+      out << "      " << p.recompute_entries << " recomputes ("
+          << stash::format_bytes(p.recomputed_bytes) << "), "
+          << format("%.2f ms of re-runs (predicted)\n", p.recompute_ms);
+    }
     if (!p.top_stalls.empty()) {
       out << "      " << p.stall_count << " stall" << (p.stall_count == 1 ? "" : "s")
           << ", longest:\n";
@@ -271,6 +290,7 @@ inline void print_text(std::ostream& out, file_report const& r, bool times = tru
   if (r.frontier_svg_file) { row("frontier svg", *r.frontier_svg_file); }
   if (r.projection_svg_file) { row("projection svg", *r.projection_svg_file); }
   for (auto const& note : r.notes) { row("note", note); }
+  for (auto const& warning : r.warnings) { row("warning", warning); }
 }
 
 /// @brief One JSON object on one line. Keys: file, format, and either error, or tensors,
@@ -378,8 +398,11 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
     json.key("baseline_peak_bytes").value(s.baseline_peak_bytes);
     json.key("baseline_ms").value(s.baseline_ms);
     json.key("swap_bound_bytes").value(s.swap_bound_bytes);
-    json.key("swap_bound_any_kind_bytes").value(s.swap_bound_any_kind_bytes);
+    json.key("swap_bound_any_kind_bytes").value(s.swap_bound_bytes);  // the same, kept for readers
+    json.key("swap_bound_activations_bytes").value(s.swap_bound_activations_bytes);
+    json.key("memory_bound_bytes").value(s.memory_bound_bytes);
     json.key("time_lower_bound_ms").value(s.time_lower_bound_ms);
+    json.key("swap_time_lower_bound_ms").value(s.swap_time_lower_bound_ms);
     json.key("codec");
     if (s.codec) {
       json.begin_object();
@@ -408,6 +431,9 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
       json.key("iteration_ms").value(p.iteration_ms);
       json.key("baseline_ms").value(s.baseline_ms);
       json.key("stall_ms").value(p.stall_ms);
+      json.key("recompute_entries").value(std::uint64_t{p.recompute_entries});
+      json.key("recomputed_bytes").value(p.recomputed_bytes);
+      json.key("recompute_ms").value(p.recompute_ms);
       json.key("stalls").value(std::uint64_t{p.stall_count});
       json.key("top_stalls").begin_array();
       for (auto const& st : p.top_stalls) {
@@ -446,6 +472,11 @@ inline void print_json(std::ostream& out, file_report const& r, bool times = tru
   if (!r.notes.empty()) {
     json.key("notes").begin_array();
     for (auto const& note : r.notes) { json.value(note); }
+    json.end_array();
+  }
+  if (!r.warnings.empty()) {
+    json.key("warnings").begin_array();
+    for (auto const& warning : r.warnings) { json.value(warning); }
     json.end_array();
   }
   json.end_object();

@@ -19,6 +19,7 @@
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/minimalloc_reader.hpp>
 #include <stash/trace/trace.hpp>
+#include <stash/trace/trace_checks.hpp>
 #include <stash/trace/trace_error.hpp>
 #include <stash/trace/trace_reader.hpp>
 
@@ -88,6 +89,7 @@ struct file_report {
   std::optional<std::string> frontier_svg;         ///< its picture (--frontier with --svg)
   std::optional<std::string> frontier_svg_file;    ///< where main wrote it
   std::vector<std::string> notes;                  ///< sections asked for that do not apply
+  std::vector<std::string> warnings;  ///< signs of a truncated or disordered trace (trace_checks)
 };
 
 /// @brief Guesses the format: a `.csv` extension or a first line `id,lower,upper,size` means a
@@ -97,9 +99,10 @@ inline input_format detect_format(std::filesystem::path const& path)
   auto extension = path.extension().string();
   for (auto& c : extension) { c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
   if (extension == ".csv") { return input_format::minimalloc_csv; }
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line, problem;
+  // Bounded: the input may be /dev/zero or one endless line; the reader then says what is wrong.
+  while (stash::detail::bounded_getline(in, line, problem) && problem.empty()) {
     auto const first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) { continue; }
     auto const body = line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
@@ -113,6 +116,7 @@ inline input_format detect_format(std::filesystem::path const& path)
 inline void summarize_trace(file_report& report, stash::trace const& t)
 {
   report.header.assign(t.header().begin(), t.header().end());
+  report.warnings          = stash::trace_warnings(t);
   report.tensors           = t.storages().size();
   report.ops               = t.ops().size();
   report.events            = t.events().size();

@@ -396,6 +396,8 @@ inline std::string bytes_label(double bytes)
         return offload_colour;
       case stash::timeline_span::kind_t::prefetch:
         return prefetch_colour;
+      case stash::timeline_span::kind_t::recompute:
+        return "#9467bd";  // purple: a re-run for a recompute entry
       case stash::timeline_span::kind_t::op:
         break;
     }

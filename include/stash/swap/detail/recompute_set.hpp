@@ -1,0 +1,194 @@
+/**
+ * @file recompute_set.hpp
+ * @brief Internal: a growing set of recompute entries kept valid against the swap entries beside
+ * it (the rules of sim/schedule.hpp except the chain-depth bound), and where a schedule first
+ * exceeds its budget. Shared by the checkpoint, dtr and search planners.
+ */
+#pragma once
+
+#include <stash/sim/recompute_chain.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <vector>
+
+namespace stash::detail {
+
+/// Recompute entries that stay valid together with a fixed list of swap entries.
+class recompute_set {
+ public:
+  recompute_set(trace_analysis const& a, std::span<swap_entry const> swaps)
+      : a_(a),
+        drops_of_(a.trace().storages().size()),
+        readers_of_(drops_of_.size()),
+        swap_gaps_(drops_of_.size())
+  {
+    for (auto const& e : swaps) { swap_gaps_[e.id].emplace_back(e.last_use, e.next_use); }
+  }
+
+  /// Adds `e` (whose chain is `c`) when every entry stays valid; false (and unchanged) otherwise.
+  /// A read of the chain that an entry keeps away at e.at is pulled into e's batch (that entry
+  /// then runs at e.at, before e), recursively, as DTR rematerialises an evicted input first.
+  bool try_add(recompute_entry const& e, recompute_chain const& c)
+  {
+    if (!c.valid() || !gap_free(e) || !readers_unharmed(e, c)) { return false; }
+    std::vector<std::size_t> pulls;
+    if (!reads_resident(e.at, c.reads, c.ops.front(), pulls)) { return false; }
+    for (auto const k : pulls) { items_[k].e.at = e.at; }
+    auto const k = items_.size();
+    items_.push_back(item{e, c.reads, c.ops.front()});
+    drops_of_[e.id].push_back(k);
+    for (auto const r : c.reads) { readers_of_[r].push_back(k); }
+    return true;
+  }
+
+  /// The bytes of the entries adding `e` would pull into its batch, or nullopt when `e` cannot
+  /// be added (a dry run of try_add).
+  [[nodiscard]] std::optional<std::uint64_t> pulled_bytes(recompute_entry const& e,
+                                                          recompute_chain const& c) const
+  {
+    if (!c.valid() || !gap_free(e) || !readers_unharmed(e, c)) { return std::nullopt; }
+    std::vector<std::size_t> pulls;
+    if (!reads_resident(e.at, c.reads, c.ops.front(), pulls)) { return std::nullopt; }
+    std::uint64_t sum = 0;
+    for (auto const k : pulls) { sum += items_[k].e.bytes; }
+    return sum;
+  }
+
+  /// Adds `e` with its chain computed here.
+  bool try_add(recompute_entry const& e)
+  {
+    return try_add(e, recompute_chain_of(a_, e.id, e.last_use, e.at));
+  }
+
+  /// True when a swap entry for `e`'s gap leaves every recompute entry valid.
+  [[nodiscard]] bool swap_allowed(swap_entry const& e) const
+  {
+    for (auto const k : drops_of_[e.id]) {
+      if (overlaps(items_[k].e.last_use, items_[k].e.next_use, e.last_use, e.next_use)) {
+        return false;
+      }
+    }
+    for (auto const k : readers_of_[e.id]) {
+      auto const at = items_[k].e.at;
+      if (e.last_use < at && at <= e.next_use) { return false; }
+    }
+    return true;
+  }
+
+  /// The entries in the order they run: by `at`, then by first re-run op.
+  [[nodiscard]] std::vector<recompute_entry> entries() const
+  {
+    std::vector<std::size_t> order(items_.size());
+    for (std::size_t k = 0; k < order.size(); ++k) { order[k] = k; }
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return std::tie(items_[x].e.at, items_[x].first_op, items_[x].e.id) <
+             std::tie(items_[y].e.at, items_[y].first_op, items_[y].e.id);
+    });
+    std::vector<recompute_entry> out;
+    out.reserve(order.size());
+    for (auto const k : order) { out.push_back(items_[k].e); }
+    return out;
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
+
+ private:
+  struct item {
+    recompute_entry e;
+    std::vector<storage_id> reads;
+    std::uint64_t first_op;
+  };
+
+  static bool overlaps(std::uint64_t l1, std::uint64_t n1, std::uint64_t l2, std::uint64_t n2)
+  {
+    return l1 < n2 && l2 < n1;
+  }
+
+  [[nodiscard]] bool gap_free(recompute_entry const& e) const
+  {
+    for (auto const& [l, n] : swap_gaps_[e.id]) {
+      if (overlaps(l, n, e.last_use, e.next_use)) { return false; }
+    }
+    for (auto const k : drops_of_[e.id]) {
+      if (overlaps(items_[k].e.last_use, items_[k].e.next_use, e.last_use, e.next_use)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Every read is resident at `at`, rematerialised earlier in that batch, or can be pulled into
+  // it (appended to `pulls`); `first_op` is the reader's first re-run op.
+  [[nodiscard]] bool reads_resident(std::uint64_t at, std::vector<storage_id> const& reads,
+                                    std::uint64_t first_op, std::vector<std::size_t>& pulls) const
+  {
+    for (auto const r : reads) {
+      for (auto const& [l, n] : swap_gaps_[r]) {
+        if (l < at && at <= n) { return false; }
+      }
+      for (auto const k : drops_of_[r]) {
+        auto const& d     = items_[k];
+        bool const pulled = std::find(pulls.begin(), pulls.end(), k) != pulls.end();
+        if ((d.e.at == at || pulled) && d.first_op >= first_op) { return false; }
+        if (pulled || !(d.e.last_use < at && at < d.e.at)) { continue; }
+        if (d.first_op >= first_op || pulls.size() >= max_recompute_depth) { return false; }
+        if (!recompute_chain_of(a_, d.e.id, d.e.last_use, at).valid()) { return false; }
+        pulls.push_back(k);
+        if (!reads_resident(at, d.reads, d.first_op, pulls)) { return false; }
+      }
+    }
+    return true;
+  }
+
+  // No entry already planned reads e.id while `e` keeps it away.
+  [[nodiscard]] bool readers_unharmed(recompute_entry const& e, recompute_chain const& c) const
+  {
+    for (auto const k : readers_of_[e.id]) {
+      auto const& x = items_[k];
+      if (e.last_use < x.e.at && x.e.at < e.at) { return false; }
+      if (x.e.at == e.at && c.ops.front() >= x.first_op) { return false; }
+    }
+    return true;
+  }
+
+  trace_analysis const& a_;
+  std::vector<item> items_;
+  std::vector<std::vector<std::size_t>> drops_of_;    // per storage: its entries
+  std::vector<std::vector<std::size_t>> readers_of_;  // per storage: entries whose chain reads it
+  std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> swap_gaps_;
+};
+
+/// The first event at which the planned bytes of `swaps` and `recomputes` exceed `budget`
+/// (for a re-run's transient bytes: op at-1's event), or nullopt when they never do.
+[[nodiscard]] inline std::optional<std::uint64_t> first_overflow(
+    trace_analysis const& a, std::span<swap_entry const> swaps,
+    std::span<recompute_entry const> recomputes, std::uint64_t budget)
+{
+  auto const curve = planned_device_curve(a, swaps, recomputes);
+  std::optional<std::uint64_t> first;
+  for (std::uint64_t i = 0; i < curve.size(); ++i) {
+    if (curve[i] > budget) {
+      first = i;
+      break;
+    }
+  }
+  auto const run = recompute_run_bytes(a, curve, recomputes);
+  for (std::size_t k = 0; k < recomputes.size(); ++k) {
+    auto const event = a.ops().event[recomputes[k].at - 1];
+    if (first && *first <= event) { break; }
+    if (run[k] > budget) {
+      first = event;
+      break;
+    }
+  }
+  return first;
+}
+
+}  // namespace stash::detail

@@ -1,0 +1,246 @@
+/**
+ * @file joint_search.hpp
+ * @brief `search`: stash's planner that chooses, per storage and per gap, between keeping it,
+ * swapping it (with an encoding) and recomputing it, timed by the simulator with the budget
+ * enforced. search_swap (search_swap.hpp) is its swap-only form.
+ *
+ * Method (deterministic: work is counted in simulations, never in wall time; ties keep order):
+ *  1. Seeds, each simulated: search_swap's schedule (itself never slower than vdnn_* and
+ *     AutoSwap where they fit), checkpoint's, dtr's, and hybrids: search_swap's schedule for a
+ *     larger budget (1.15x, 1.35x, 1.7x this one, below the peak) with DTR's greedy evictions on
+ *     top of its swaps down to this budget. The fastest that fits is the incumbent, so `search`
+ *     is never slower than search_swap, checkpoint or dtr wherever they fit.
+ *  2. Local search on the incumbent, one simulation per move, a move kept when the planned peak
+ *     stays within the budget and the simulated time drops: (a) a swap whose prefetch stalled
+ *     the compute stream becomes a recompute right before its next use; (b) a recompute, most
+ *     expensive first, is dropped (the storage stays); (c) it becomes a swap (offload after its
+ *     last use, prefetch as late as the nominal timeline allows). Until no move helps or
+ *     `max_simulations` is spent.
+ * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
+ * precision only where the options opt in) before it is timed, and search_swap searches with
+ * them.
+ */
+#pragma once
+
+#include <stash/sim/recompute_chain.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/checkpoint.hpp>
+#include <stash/swap/detail/recompute_set.hpp>
+#include <stash/swap/dtr.hpp>
+#include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/search_swap.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace stash {
+
+/// @brief What one joint_search::plan did.
+struct joint_search_stats {
+  std::size_t simulations{0};  ///< simulations run (the search's unit of work)
+  std::string winner;          ///< what the returned schedule came from
+};
+
+namespace detail {
+
+/// The fastest fitting schedule so far (joint search).
+struct joint_incumbent {
+  std::optional<schedule> best;
+  std::optional<sim_result> sim;
+  std::optional<schedule> smallest;  // lowest planned peak seen, for "does not fit"
+
+  [[nodiscard]] double time() const noexcept
+  {
+    return sim ? sim->iteration_s : std::numeric_limits<double>::infinity();
+  }
+
+  bool offer(trace_analysis const& a, schedule s, std::string const& who,
+             std::optional<encoding_options> const& enc, joint_search_stats& stats)
+  {
+    if (enc) { s = with_encodings(a, std::move(s), *enc); }
+    if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
+    if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
+    ++stats.simulations;
+    sim_result r;
+    try {
+      r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+    } catch (schedule_error const&) {
+      return false;
+    }
+    if (!r.fits || r.iteration_s >= time()) { return false; }
+    s.note       = who;
+    stats.winner = who;
+    best         = std::move(s);
+    sim          = std::move(r);
+    return true;
+  }
+};
+
+// A recompute set over `swaps` holding every entry of `keep` (valid together already).
+[[nodiscard]] inline recompute_set set_of(trace_analysis const& a,
+                                          std::vector<swap_entry> const& swaps,
+                                          std::vector<recompute_entry> const& keep)
+{
+  recompute_set set(a, swaps);
+  for (auto const& e : keep) { (void)set.try_add(e); }
+  return set;
+}
+
+// The latest op p in (lo, v] whose nominal start leaves `seconds` before op v starts (lo + 1 if
+// none does).
+[[nodiscard]] inline std::uint64_t prefetch_op(trace_analysis const& a, std::uint64_t lo,
+                                               std::uint64_t v, double seconds)
+{
+  auto p = v;
+  while (p > lo + 1 && a.op_start(v) - a.op_start(p) < seconds) { --p; }
+  return p;
+}
+
+}  // namespace detail
+
+/// @brief stash's keep / swap / recompute planner (see the file comment).
+struct joint_search {
+  /// Per-entry encodings for swap entries (encoding_choice.hpp); none: as the Codec slot sends.
+  std::optional<encoding_options> encodings;
+  /// Simulations spent on local search after the seeds.
+  std::size_t max_simulations = 120;
+
+  /// @brief Registry name.
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "search"; }
+
+  /// @brief The fastest schedule found that fits `budget`; when none fits, the one with the
+  /// lowest planned peak (its note says it does not fit).
+  [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget) const
+  {
+    joint_search_stats ignored;
+    return plan(a, budget, ignored);
+  }
+
+  /// @brief As plan(a, budget), reporting the work done into `stats`.
+  [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget,
+                              joint_search_stats& stats) const
+  {
+    stats = joint_search_stats{};
+    if (a.peak_live_bytes() <= budget) {
+      stats.winner = "no_swap";
+      return make_schedule(a, std::string(name()), budget, {});
+    }
+    detail::joint_incumbent inc;
+    seed(a, budget, inc, stats);
+    improve(a, budget, inc, stats);
+    if (!inc.best) {
+      auto s   = std::move(*inc.smallest);
+      s.policy = std::string(name());
+      s.note   = "does not fit: no seed or move fits the budget";
+      return s;
+    }
+    inc.best->policy = std::string(name());
+    return std::move(*inc.best);
+  }
+
+ private:
+  void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+            joint_search_stats& stats) const
+  {
+    search_swap const swaps{.encodings = encodings};
+    inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
+    inc.offer(a, checkpoint{}.plan(a, budget), "seed:checkpoint", encodings, stats);
+    inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
+    for (double const f : {1.15, 1.35, 1.7}) {
+      auto const higher = static_cast<std::uint64_t>(static_cast<double>(budget) * f);
+      if (higher >= a.peak_live_bytes()) { break; }
+      auto base = search_swap{.seed_with_policies = false, .encodings = encodings}.plan(a, higher);
+      if (base.device_peak > higher) { continue; }
+      auto hybrid = dtr{}.plan_over(a, budget, std::move(base.entries));
+      inc.offer(a, std::move(hybrid), "hybrid:" + std::to_string(f), encodings, stats);
+    }
+  }
+
+  // One local-search move on the incumbent; true when one was kept.
+  bool try_moves(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+                 std::vector<std::tuple<int, storage_id, std::uint64_t>>& tried,
+                 joint_search_stats& stats, std::size_t& sims) const
+  {
+    auto const& best = *inc.best;
+    auto attempt     = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
+                       std::vector<recompute_entry> rc) {
+      auto const key = std::make_tuple(kind, id, u);
+      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
+      tried.push_back(key);
+      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      if (s.device_peak > budget) { return false; }
+      ++sims;
+      auto const who = best.note.ends_with("+moves") ? best.note : best.note + "+moves";
+      return inc.offer(a, std::move(s), who, encodings, stats);
+    };
+    // (a) stalled prefetches become recomputes, longest stall first.
+    auto stalls = inc.sim->stalls;
+    std::stable_sort(stalls.begin(), stalls.end(),
+                     [](auto const& x, auto const& y) { return x.seconds > y.seconds; });
+    for (auto const& st : stalls) {
+      if (sims >= max_simulations) { return false; }
+      if (st.cause == stall_cause::memory || !st.storage) { continue; }
+      for (std::size_t j = 0; j < best.entries.size(); ++j) {
+        auto const& e = best.entries[j];
+        if (e.id != *st.storage || e.next_use != st.op) { continue; }
+        auto sw = best.entries;
+        sw.erase(sw.begin() + static_cast<std::ptrdiff_t>(j));
+        auto set = detail::set_of(a, sw, best.recomputes);
+        if (set.try_add(recompute_entry{e.id, e.last_use, e.next_use, e.next_use, e.bytes}) &&
+            attempt(0, e.id, e.last_use, sw, set.entries())) {
+          return true;
+        }
+      }
+    }
+    // (b) drop, (c) swap instead: recomputes, most expensive first.
+    std::vector<std::pair<double, std::size_t>> cost;
+    for (std::size_t k = 0; k < best.recomputes.size(); ++k) {
+      auto const& e = best.recomputes[k];
+      cost.emplace_back(-recompute_chain_of(a, e.id, e.last_use, e.at).seconds, k);
+    }
+    std::stable_sort(cost.begin(), cost.end());
+    for (auto const& [neg, k] : cost) {
+      if (sims >= max_simulations) { return false; }
+      auto const e = best.recomputes[k];
+      auto rc      = best.recomputes;
+      rc.erase(rc.begin() + static_cast<std::ptrdiff_t>(k));
+      if (attempt(1, e.id, e.last_use, best.entries, rc)) { return true; }
+      if (e.next_use <= e.last_use + 1) { continue; }
+      auto const time = a.model().prefetch_time(e.bytes, swap_encoding::configured);
+      swap_entry const sw{e.id,
+                          e.last_use,
+                          e.next_use,
+                          e.last_use + 1,
+                          detail::prefetch_op(a, e.last_use + 1, e.next_use, time),
+                          e.bytes};
+      auto set = detail::set_of(a, best.entries, rc);
+      if (set.size() != rc.size() || !set.swap_allowed(sw)) { continue; }
+      auto swaps = best.entries;
+      swaps.push_back(sw);
+      if (attempt(2, e.id, e.last_use, std::move(swaps), rc)) { return true; }
+    }
+    return false;
+  }
+
+  void improve(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+               joint_search_stats& stats) const
+  {
+    std::vector<std::tuple<int, storage_id, std::uint64_t>> tried;
+    std::size_t sims = 0;
+    while (inc.best && sims < max_simulations && try_moves(a, budget, inc, tried, stats, sims)) {
+      tried.clear();
+    }
+  }
+};
+
+}  // namespace stash

@@ -1,0 +1,214 @@
+/**
+ * @file recompute_semantics.hpp
+ * @brief Which ops of a trace may be re-run to rematerialise a dropped storage: a documented
+ * default table of aten op names, and per-trace declarations that override it.
+ *
+ * An op may be re-run when its writes are a function of its reads only: it writes no persistent
+ * storage and no input it did not create, and it draws no random numbers the loop cannot replay.
+ * The classes:
+ *  - `yes`: pure; a re-run on the same reads gives bitwise the same outputs.
+ *  - `skip_state`: pure once its writes to persistent storages are skipped. BatchNorm in training
+ *    (`aten::native_batch_norm`) updates the running statistics: its re-run must NOT (the
+ *    callable the loop gives for a re-run must pass no running statistics, or momentum 0). Its
+ *    other outputs (the output, the saved mean and invstd) depend on the batch only.
+ *  - `rng`: draws random numbers (dropout's `bernoulli_`); not recomputable unless the trace or
+ *    the loop declares `yes` because it can replay the generator's state.
+ *  - `no`: never re-run (the default for any op the table does not name).
+ *
+ * Declarations live in the trace header, so format v1 stays readable by every reader:
+ *  - `recompute.<op name>=<yes|no|skip_state>` for every op of that name;
+ *  - `recompute@<op index>=<yes|no|skip_state>` for one op (wins over the name).
+ * A loop declares them through trace_recorder::declare_recompute. trace_reader rejects a
+ * malformed declaration (unknown class, bad or out-of-range index) with a trace_error naming the
+ * header line.
+ */
+#pragma once
+
+#include <stash/core/error.hpp>
+#include <stash/trace/detail/parse.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stash {
+
+/// @brief Whether an op may be re-run to rematerialise what it wrote (see the file comment).
+enum class recompute_class : std::uint8_t { no, yes, skip_state, rng };
+
+/// @brief The spelling used in trace headers ("no", "yes", "skip_state", "rng").
+[[nodiscard]] constexpr std::string_view to_string(recompute_class c) noexcept
+{
+  switch (c) {
+    case recompute_class::no:
+      return "no";
+    case recompute_class::yes:
+      return "yes";
+    case recompute_class::skip_state:
+      return "skip_state";
+    case recompute_class::rng:
+      return "rng";
+  }
+  return "?";
+}
+
+/// @brief Parses a declared class; only "yes", "no" and "skip_state" may be declared.
+[[nodiscard]] constexpr std::optional<recompute_class> declared_recompute_class(
+    std::string_view text) noexcept
+{
+  for (auto const c : {recompute_class::no, recompute_class::yes, recompute_class::skip_state}) {
+    if (to_string(c) == text) { return c; }
+  }
+  return std::nullopt;
+}
+
+/// @brief True for the classes a planner may re-run (`yes`, `skip_state`).
+[[nodiscard]] constexpr bool recomputable(recompute_class c) noexcept
+{
+  return c == recompute_class::yes || c == recompute_class::skip_state;
+}
+
+/// @brief Header key prefix of a declaration by op name.
+inline constexpr std::string_view recompute_name_key = "recompute.";
+/// @brief Header key prefix of a declaration by op index.
+inline constexpr std::string_view recompute_index_key = "recompute@";
+
+namespace detail {
+
+struct recompute_default {
+  std::string_view op;
+  recompute_class cls;
+};
+
+// Sorted by name (binary search). Pure elementwise, reduction, linear-algebra, pooling,
+// normalisation and allocation ops; backward ops are pure too (their outputs are functions of
+// their reads) though rarely worth re-running. Optimizer updates write persistent storages: the
+// write rules refuse them whatever the table says.
+inline constexpr std::array<recompute_default, 52> recompute_defaults = {{
+    {"aten::_adaptive_avg_pool2d", recompute_class::yes},
+    {"aten::_adaptive_avg_pool2d_backward", recompute_class::yes},
+    {"aten::_log_softmax", recompute_class::yes},
+    {"aten::_log_softmax_backward_data", recompute_class::yes},
+    {"aten::_softmax", recompute_class::yes},
+    {"aten::_softmax_backward_data", recompute_class::yes},
+    {"aten::add.Tensor", recompute_class::yes},
+    {"aten::add_.Tensor", recompute_class::yes},
+    {"aten::addmm", recompute_class::yes},
+    {"aten::avg_pool2d", recompute_class::yes},
+    {"aten::bernoulli_", recompute_class::rng},
+    {"aten::bernoulli_.float", recompute_class::rng},
+    {"aten::bmm", recompute_class::yes},
+    {"aten::cat", recompute_class::yes},
+    {"aten::clone", recompute_class::yes},
+    {"aten::convolution", recompute_class::yes},
+    {"aten::convolution_backward", recompute_class::yes},
+    {"aten::copy_", recompute_class::yes},
+    {"aten::div.Scalar", recompute_class::yes},
+    {"aten::div.Tensor", recompute_class::yes},
+    {"aten::div_.Scalar", recompute_class::yes},
+    {"aten::div_.Tensor", recompute_class::yes},
+    {"aten::empty.memory_format", recompute_class::yes},
+    {"aten::empty_like", recompute_class::yes},
+    {"aten::gelu", recompute_class::yes},
+    {"aten::hardtanh_", recompute_class::yes},
+    {"aten::max_pool2d_with_indices", recompute_class::yes},
+    {"aten::mean.dim", recompute_class::yes},
+    {"aten::mm", recompute_class::yes},
+    {"aten::mul.Tensor", recompute_class::yes},
+    {"aten::mul_.Tensor", recompute_class::yes},
+    {"aten::native_batch_norm", recompute_class::skip_state},
+    {"aten::native_dropout", recompute_class::rng},
+    {"aten::native_layer_norm", recompute_class::yes},
+    {"aten::new_empty", recompute_class::yes},
+    {"aten::new_empty_strided", recompute_class::yes},
+    {"aten::nll_loss_forward", recompute_class::yes},
+    {"aten::normal_", recompute_class::rng},
+    {"aten::ones_like", recompute_class::yes},
+    {"aten::rand_like", recompute_class::rng},
+    {"aten::randn_like", recompute_class::rng},
+    {"aten::relu", recompute_class::yes},
+    {"aten::relu_", recompute_class::yes},
+    {"aten::sigmoid", recompute_class::yes},
+    {"aten::silu", recompute_class::yes},
+    {"aten::silu_", recompute_class::yes},
+    {"aten::sum.dim_IntList", recompute_class::yes},
+    {"aten::tanh", recompute_class::yes},
+    {"aten::threshold_backward", recompute_class::yes},
+    {"aten::uniform_", recompute_class::rng},
+    {"aten::zero_", recompute_class::yes},
+    {"aten::zeros", recompute_class::yes},
+}};
+
+}  // namespace detail
+
+/// @brief The default table's class for `op_name` (`no` for a name it does not list).
+[[nodiscard]] inline recompute_class default_recompute_class(std::string_view op_name) noexcept
+{
+  auto const& table = detail::recompute_defaults;
+  auto const it     = std::lower_bound(table.begin(), table.end(), op_name,
+                                       [](auto const& d, std::string_view n) { return d.op < n; });
+  return it != table.end() && it->op == op_name ? it->cls : recompute_class::no;
+}
+
+/// @brief A header entry that declares recomputability, checked: the message of what is wrong
+/// with it (empty when it is well formed or not a declaration). `op_count` bounds an op index;
+/// pass nullopt while the ops are not known yet.
+[[nodiscard]] inline std::string check_recompute_declaration(header_entry const& entry,
+                                                             std::optional<std::size_t> op_count)
+{
+  std::string_view const key = entry.key;
+  bool const by_name         = key.starts_with(recompute_name_key);
+  bool const by_index        = key.starts_with(recompute_index_key);
+  if (!by_name && !by_index) { return {}; }
+  if (!declared_recompute_class(entry.value)) {
+    return "bad recompute declaration '" + entry.key + "=" + entry.value +
+           "': the value must be yes, no or skip_state";
+  }
+  auto const rest = key.substr(recompute_name_key.size());
+  if (rest.empty()) {
+    return "bad recompute declaration '" + entry.key + "': missing the op name or index";
+  }
+  if (by_index) {
+    auto const index = detail::parse_u64(rest);
+    if (!index) {
+      return "bad recompute declaration '" + entry.key + "': '" + std::string(rest) +
+             "' is not an op index";
+    }
+    if (op_count && *index >= *op_count) {
+      return "bad recompute declaration '" + entry.key + "': op index " + std::string(rest) +
+             " is out of range (the trace has " + std::to_string(*op_count) + " ops)";
+    }
+  }
+  return {};
+}
+
+/// @brief Every op's class in `t`: the default table, overridden by declarations by name, then
+/// by index. The trace must hold only well-formed declarations (check_recompute_declaration);
+/// a malformed one throws stash::logic_error.
+[[nodiscard]] inline std::vector<recompute_class> resolve_recompute_classes(trace const& t)
+{
+  auto const ops = t.ops();
+  std::vector<recompute_class> result(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    auto const declared = t.header_value(std::string(recompute_name_key) + ops[i].name);
+    result[i] =
+        declared ? *declared_recompute_class(*declared) : default_recompute_class(ops[i].name);
+  }
+  for (auto const& entry : t.header()) {
+    auto const problem = check_recompute_declaration(entry, ops.size());
+    STASH_EXPECTS(problem.empty(), problem);
+    if (entry.key.starts_with(recompute_index_key)) {
+      auto const index =
+          *detail::parse_u64(std::string_view(entry.key).substr(recompute_index_key.size()));
+      result[index] = *declared_recompute_class(entry.value);
+    }
+  }
+  return result;
+}
+
+}  // namespace stash

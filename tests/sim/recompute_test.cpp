@@ -1,0 +1,220 @@
+// Recompute entries on hand-made traces whose answers are worked out by hand.
+//
+// Machine: 1 GB/s device memory (every op is memory-bound: 1 byte read or written = 1 ns), no
+// launch overhead. Trace (x input 1000 B; a 4000 B, b 2000 B, c 1000 B activations; g 1000 B):
+//   op0 relu   x -> a        5 us       op3 my::bwd  c -> g       2 us
+//   op1 mul    a -> b        6 us       op4 my::bwd  a,b,g -> g   8 us
+//   op2 sum    b -> c        3 us
+// Live bytes: op0 5000, op1 7000, op2 8000, op3 9000 (x+a+b+c+g), op4 8000: the peak is 9000.
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/recompute_chain.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+
+namespace {
+
+std::string const chain_text = R"(# stash-trace v1 model=chain dtype=float32
+t 0 1000 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 2000 act b
+o aten::mul.Tensor 1 2
+t 3 1000 act c
+o aten::sum.dim_IntList 2 3
+p backward
+t 4 1000 temp g
+o my::bwd 3 4
+f 3
+o my::bwd 1,2,4 4
+f 1
+f 2
+f 4
+)";
+
+stash::cost_model model()
+{
+  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.compute_efficiency = 1.0;
+  p.memory_efficiency  = 1.0;
+  p.use_flops          = false;
+  return stash::cost_model(hw, p);
+}
+
+stash::recompute_entry drop_a() { return {1, 1, 4, 4, 4000}; }
+stash::recompute_entry drop_b() { return {2, 2, 4, 4, 2000}; }
+
+std::string error_of(stash::trace_analysis const& a, stash::schedule const& s)
+{
+  try {
+    stash::validate_schedule(a, s);
+  } catch (stash::schedule_error const& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a recompute chain: the writers, their reads, time and transient bytes")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  auto const c = stash::recompute_chain_of(a, 1, 1, 4);
+  REQUIRE(c.valid());
+  CHECK(c.ops == std::vector<std::uint64_t>{0});
+  CHECK(c.reads == std::vector<stash::storage_id>{0});
+  CHECK(c.seconds == doctest::Approx(5e-6));
+  CHECK(c.transient_bytes == 0);
+  CHECK(stash::recompute_chain_of(a, 0, 0, 4).refusal ==
+        "only activations and temporaries are "
+        "recomputed");
+  // g is written by my::bwd, which the table does not know.
+  CHECK(stash::recompute_chain_of(a, 4, 3, 4).refusal.find("may not be re-run") !=
+        std::string::npos);
+}
+
+TEST_CASE("recomputing a: planned and simulated peak 8000, the iteration 5 us longer")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  auto const none = stash::simulate(a, stash::make_schedule(a, "none", 9000, {}));
+  CHECK(none.iteration_s == doctest::Approx(24e-6));
+  CHECK(none.device_peak == 9000);
+  auto const s = stash::make_schedule(a, "hand", 8000, {}, {drop_a()});
+  CHECK(s.device_peak == 8000);
+  CHECK(s.recomputed_bytes() == 4000);
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(r.iteration_s == doctest::Approx(29e-6));
+  CHECK(r.recompute_s == doctest::Approx(5e-6));
+  CHECK(r.compute_s == doctest::Approx(24e-6));
+  CHECK(r.stall_s == 0.0);
+  CHECK(r.device_peak == 8000);
+  CHECK(r.op_start[4] == doctest::Approx(21e-6));
+  std::size_t recompute_spans = 0;
+  for (auto const& span : r.timeline) {
+    if (span.kind == stash::timeline_span::kind_t::recompute) {
+      ++recompute_spans;
+      CHECK(span.start == doctest::Approx(16e-6));
+      CHECK(span.end == doctest::Approx(21e-6));
+    }
+  }
+  CHECK(recompute_spans == 1);
+  // One byte less and the re-run cannot take a's bytes back.
+  auto tight   = s;
+  tight.budget = 7999;
+  auto const f = stash::simulate(a, tight);
+  CHECK_FALSE(f.fits);
+  REQUIRE(f.failure);
+  CHECK(f.failure->op == 4);
+  CHECK(f.failure->needed_bytes == 4000);
+}
+
+TEST_CASE("a chain in one batch: b's re-run reads a rematerialised just before")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  auto const s = stash::make_schedule(a, "hand", 8000, {}, {drop_a(), drop_b()});
+  CHECK(s.device_peak == 8000);
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(r.recompute_s == doctest::Approx(11e-6));
+  CHECK(r.iteration_s == doctest::Approx(35e-6));
+  CHECK(r.device_peak == 8000);
+  // The other order reads a before it is back.
+  stash::schedule wrong = s;
+  wrong.recomputes      = {drop_b(), drop_a()};
+  auto const message    = error_of(a, wrong);
+  CHECK(message.find("recompute entry 0: storage 2 'b': its re-run reads storage 1 'a', which is "
+                     "not resident before op 4") != std::string::npos);
+}
+
+TEST_CASE("a swap and a recompute before one op: the prefetch overlaps the re-run")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  // b leaves after op2 (offload issued at op2) and comes back for op4 (prefetch issued at op4,
+  // i.e. when op3 ends at 16 us; 2000 B at 1 GB/s = 2 us, while a's 5 us re-run runs).
+  auto const s =
+      stash::make_schedule(a, "hand", 8000, {stash::swap_entry{2, 2, 4, 2, 4, 2000}}, {drop_a()});
+  // Planned: op3 x+c+g = 3000; back for op4: x + g + a + b = 8000.
+  CHECK(s.device_peak == 8000);
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(r.recompute_s == doctest::Approx(5e-6));
+  CHECK(r.stall_s == 0.0);
+  CHECK(r.iteration_s == doctest::Approx(29e-6));
+  CHECK(r.d2h_bytes == 2000);
+  CHECK(r.device_peak == 8000);
+}
+
+TEST_CASE("the validator names the recompute entry and the rule it breaks")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  auto const base = stash::make_schedule(a, "hand", 9000, {}, {drop_a()});
+  auto bad        = [&](stash::recompute_entry e) {
+    auto s       = base;
+    s.recomputes = {e};
+    return error_of(a, s);
+  };
+  CHECK(bad({9, 1, 4, 4, 4000}).find("recompute entry 0: storage id 9 does not exist") !=
+        std::string::npos);
+  CHECK(bad({1, 1, 4, 4, 4001}).find("bytes 4001 differ") != std::string::npos);
+  CHECK(bad({1, 0, 4, 4, 4000}).find("not consecutive accesses") != std::string::npos);
+  CHECK(bad({1, 1, 4, 1, 4000}).find("at 1 must be in (last_use 1, next_use 4]") !=
+        std::string::npos);
+  CHECK(bad({4, 3, 4, 4, 1000}).find("cannot be recomputed: op 3 'my::bwd' may not be re-run") !=
+        std::string::npos);
+  // A swap entry of the same gap overlaps.
+  auto both        = base;
+  both.entries     = {stash::swap_entry{1, 1, 4, 2, 4, 4000}};
+  both.device_peak = stash::planned_peak(a, both.entries, both.recomputes);
+  CHECK(error_of(a, both).find("overlaps another entry") != std::string::npos);
+  // A re-run whose read is swapped out across `at`.
+  auto swapped_read        = stash::make_schedule(a, "hand", 9000, {}, {drop_b()});
+  swapped_read.entries     = {stash::swap_entry{1, 1, 4, 2, 3, 4000}};
+  swapped_read.device_peak = stash::planned_peak(a, swapped_read.entries, swapped_read.recomputes);
+  CHECK(error_of(a, swapped_read).find("which is not resident before op 4") != std::string::npos);
+  try {
+    auto s             = base;
+    s.recomputes       = {drop_b(), drop_a()};
+    s.recomputes[0].at = 3;  // b is back at op 3, a not yet: fine for order, b reads a: away
+    stash::validate_schedule(a, s);
+    FAIL("no schedule_error");
+  } catch (stash::schedule_error const& e) {
+    CHECK(e.recompute_entry() == std::size_t{0});
+    CHECK_FALSE(e.entry().has_value());
+  }
+  CHECK(error_of(a, base).empty());
+}
+
+TEST_CASE("an op the trace declares not recomputable refuses; skip_state writes are skipped")
+{
+  auto const t = stash::parse_trace(R"(# stash-trace v1 recompute@1=no
+t 0 1000 param w
+t 1 8 param running_mean
+p forward
+t 2 1000 act y
+o aten::native_batch_norm 0,1 1,2
+t 3 1000 act z
+o aten::relu 2 3
+o my::use 2,3 -
+)",
+                                    "bn");
+  stash::trace_analysis const a(t, model());
+  auto const y = stash::recompute_chain_of(a, 2, 0, 2);
+  REQUIRE(y.valid());
+  CHECK(y.ops == std::vector<std::uint64_t>{0});
+  CHECK(stash::recompute_chain_of(a, 3, 1, 2).refusal.find("'aten::relu' may not be re-run") !=
+        std::string::npos);
+}

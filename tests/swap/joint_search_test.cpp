@@ -1,0 +1,180 @@
+// The keep / swap / recompute planner `search` and its baselines `checkpoint` and `dtr`: on hand
+// traces with known answers, and a sweep over every recorded trace, both presets, budgets from
+// the peak down: `search` fits wherever any registered policy fits and is never slower than any
+// (0.5% slack).
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/swap/checkpoint.hpp>
+#include <stash/swap/dtr.hpp>
+#include <stash/swap/joint_search.hpp>
+#include <stash/swap/policy_registry.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include "support/data.hpp"
+
+#include <doctest/doctest.h>
+
+#include <limits>
+#include <string>
+
+namespace {
+
+// A chain x -> a -> b -> c in forward; backward reads c, then b, then a (like a 3-layer MLP).
+// 1 GB/s device memory, memory-bound ops: 1 byte read or written = 1 ns.
+std::string const mlp = R"(# stash-trace v1 model=mlp dtype=float32
+t 0 1000 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 4000 act b
+o aten::relu 1 2
+t 3 4000 act c
+o aten::relu 2 3
+p backward
+t 4 1000 temp g
+o my::bwd 3 4
+f 3
+o my::bwd 2,4 4
+f 2
+o my::bwd 1,4 4
+f 1
+f 4
+)";
+
+stash::cost_model round_model()
+{
+  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.memory_efficiency = 1.0;
+  p.use_flops         = false;
+  return stash::cost_model(hw, p);
+}
+
+}  // namespace
+
+TEST_CASE("dtr evicts the stalest cheap activation; search matches it where swapping is slower")
+{
+  auto const t = stash::parse_trace(mlp, "mlp");
+  stash::trace_analysis const a(t, round_model());
+  // Peak 14000 (x + a + b + c + g at op3). At 10000 one of a, b must go over op2..op3.
+  REQUIRE(a.peak_live_bytes() == 14000);
+  auto const d = stash::dtr{}.plan(a, 10000);
+  CHECK_NOTHROW(stash::validate_schedule(a, d));
+  REQUIRE(d.recomputes.size() == 1);
+  CHECK(d.recomputes[0].id == 1);  // a: last used at op1, staler than b at the overflow
+  CHECK(d.fits());
+  auto const rd = stash::simulate(a, d);
+  REQUIRE(rd.fits);
+  CHECK(rd.recompute_s == doctest::Approx(5e-6));  // relu x -> a: 1000 + 4000 B
+  auto const s = stash::joint_search{}.plan(a, 10000);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const rs = stash::simulate(a, s);
+  REQUIRE(rs.fits);
+  CHECK(rs.iteration_s <= rd.iteration_s);
+  CHECK(s.policy == "search");
+}
+
+TEST_CASE("checkpoint keeps segment inputs and recomputes inside segments, in one batch")
+{
+  auto const t = stash::parse_trace(mlp, "mlp");
+  stash::trace_analysis const a(t, round_model());
+  // One segment: a and b live inside it (c is read by the backward only, so it is dropped too).
+  auto const one = stash::checkpoint{.segments = 1}.plan(a, 14000);
+  CHECK_NOTHROW(stash::validate_schedule(a, one));
+  REQUIRE(one.recomputes.size() == 3);
+  for (auto const& e : one.recomputes) { CHECK(e.at == 3); }  // the first backward op
+  CHECK(one.recomputes[0].id == 1);
+  CHECK(one.recomputes[1].id == 2);
+  CHECK(one.recomputes[2].id == 3);
+  // Three segments: a and b are read by the next segment (segment inputs, kept); c, inside the
+  // last one, is dropped and recomputed before the backward reads it.
+  auto const three = stash::checkpoint{.segments = 3}.plan(a, 14000);
+  REQUIRE(three.recomputes.size() == 1);
+  CHECK(three.recomputes[0].id == 3);
+}
+
+TEST_CASE("the registry knows search, checkpoint and dtr")
+{
+  for (auto const* name : {"search", "checkpoint", "dtr", "search_swap"}) {
+    CHECK(stash::make_swap_policy(name).name() == name);
+  }
+}
+
+// Kept as one loop (the sweep): ~25 s CPU on data/traces.
+TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on data/traces")
+{
+  int points = 0, recomputing = 0;
+  for (auto const* name : {"alexnet_b128", "efficientnet_b0_b32", "mobilenet_v2_b32",
+                           "regnet_y_400mf_b64", "resnet18_b32", "shufflenet_v2_x1_0_b64",
+                           "squeezenet1_1_b64", "transformer_encoder_b8", "vgg16_b32"}) {
+    auto const t =
+        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    for (auto const* preset : {"pcie4_x16", "h100_sxm"}) {
+      stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(preset)));
+      for (double const f : {0.9, 0.7, 0.5, 0.4, 0.33}) {
+        auto const budget =
+            static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
+        CAPTURE(name);
+        CAPTURE(preset);
+        CAPTURE(f);
+        double best = std::numeric_limits<double>::infinity();
+        std::string best_name;
+        for (auto const policy : stash::swap_policy_names()) {
+          if (policy == "search") { continue; }
+          auto const r = stash::simulate(a, stash::plan_by_name(policy, a, budget), {false});
+          if (r.fits && r.iteration_s < best) {
+            best      = r.iteration_s;
+            best_name = policy;
+          }
+        }
+        auto const s = stash::joint_search{}.plan(a, budget);
+        auto const r = stash::simulate(a, s, {false});
+        CAPTURE(best_name);
+        CAPTURE(s.note);
+        if (best < std::numeric_limits<double>::infinity()) {
+          REQUIRE(r.fits);
+          CHECK(r.iteration_s <= best * 1.005);
+          ++points;
+        }
+        recomputing += s.recomputes.empty() ? 0 : 1;
+      }
+    }
+  }
+  CHECK(points > 40);
+  CHECK(recomputing > 10);  // the recompute side is used, not only the swap seed
+}
+
+TEST_CASE("lossy only by consent: search weighs fp16 for activations only when opted in")
+{
+  auto const t = stash::read_trace(stash::test::data_path("traces/transformer_encoder_b8.trace"));
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie4_x16")));
+  auto const budget   = a.peak_live_bytes() / 2;
+  auto const lossless = stash::joint_search{.encodings = stash::encoding_options{}}.plan(a, budget);
+  auto const lossy =
+      stash::joint_search{
+          .encodings = stash::encoding_options{.lossy_activations = stash::swap_encoding::fp16}}
+          .plan(a, budget);
+  auto const is_lossy = [](stash::swap_encoding e) {
+    return e == stash::swap_encoding::fp16 || e == stash::swap_encoding::bf16 ||
+           e == stash::swap_encoding::fp8_e4m3;
+  };
+  for (auto const& e : lossless.entries) { CHECK_FALSE(is_lossy(e.encoding)); }
+  std::size_t halves = 0;
+  for (auto const& e : lossy.entries) {
+    if (is_lossy(e.encoding)) {
+      CHECK(a.trace().storages()[e.id].kind == stash::storage_kind::act);
+      ++halves;
+    }
+  }
+  CHECK(halves > 0);
+  auto const r_lossless = stash::simulate(a, lossless, {false});
+  auto const r_lossy    = stash::simulate(a, lossy, {false});
+  REQUIRE(r_lossless.fits);
+  REQUIRE(r_lossy.fits);
+  // Half the bytes over the link: the transformer's activations are not ReLU-sparse.
+  CHECK(r_lossy.iteration_s < r_lossless.iteration_s);
+  MESSAGE("transformer at 50% on pcie4_x16 (predicted): "
+          << r_lossless.iteration_s * 1e3 << " ms lossless, " << r_lossy.iteration_s * 1e3
+          << " ms with fp16 activations");
+}

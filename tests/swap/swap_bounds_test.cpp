@@ -1,0 +1,288 @@
+// The bounds of swap_bounds.hpp against brute force on small traces: every swap schedule of a
+// trace enumerated (every gap, every legal offload and prefetch op) and simulated with the budget
+// enforced; the memory a keep / swap / recompute schedule needs recomputed event by event from
+// its definition; the iteration-time bounds never above a simulated schedule. Every time here is
+// predicted by the cost model.
+#include "support/tiny_trace.hpp"
+
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/swap_bounds.hpp>
+#include <stash/trace/trace.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace {
+
+using stash::storage_id;
+using stash::storage_kind;
+
+// A small random iteration: one or two parameters, then ops that each allocate an output
+// (sometimes with a workspace allocated and freed before the op), read one to three live
+// storages, and sometimes free an earlier storage after them.
+stash::trace random_trace(std::mt19937& rng, int ops)
+{
+  stash::trace t;
+  auto pick  = [&](std::uint32_t n) { return static_cast<std::uint32_t>(rng() % n); };
+  auto bytes = [&] { return std::uint64_t{100} * (1 + pick(9)); };
+  std::vector<storage_id> live;
+  for (std::uint32_t k = 0, n = 1 + pick(2); k < n; ++k) {
+    live.push_back(t.add_alloc(bytes(), storage_kind::param, "w"));
+  }
+  for (int i = 0; i < ops; ++i) {
+    std::optional<storage_id> ws;
+    if (pick(3) == 0) { ws = t.add_alloc(bytes(), storage_kind::temp, "ws"); }
+    auto const out = t.add_alloc(bytes(), pick(4) != 0 ? storage_kind::act : storage_kind::temp,
+                                 "y" + std::to_string(i));
+    if (ws) { t.add_free(*ws); }
+    std::vector<storage_id> reads;
+    for (std::uint32_t k = 0, n = 1 + pick(3); k < n; ++k) {
+      reads.push_back(live[pick(static_cast<std::uint32_t>(live.size()))]);
+    }
+    std::vector<storage_id> writes{out};
+    if (pick(5) == 0) { writes.push_back(reads.front()); }  // in place
+    t.add_op(pick(2) ? "aten::add" : "aten::mul", reads, writes);
+    live.push_back(out);
+    if (live.size() > 3 && pick(2) == 0) {
+      auto const k = 1 + pick(static_cast<std::uint32_t>(live.size() - 1));
+      if (t.storages()[live[k]].kind != storage_kind::param) {
+        t.add_free(live[k]);
+        live.erase(live.begin() + k);
+      }
+    }
+  }
+  return t;
+}
+
+// Every legal entry of every gap of every storage in `scope`, grouped by gap.
+std::vector<std::vector<stash::swap_entry>> entry_choices(stash::trace_analysis const& a,
+                                                          stash::swap_scope scope)
+{
+  std::vector<std::vector<stash::swap_entry>> gaps;
+  for (auto const& s : a.lifetimes().storages) {
+    if (scope == stash::swap_scope::activations && s.kind != storage_kind::act) { continue; }
+    for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+      auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+      std::vector<stash::swap_entry> choices;
+      for (std::uint64_t off = 0; off <= u + 1; ++off) {
+        for (std::uint64_t pre = u + 1; pre <= v; ++pre) {
+          stash::swap_entry const e{s.id, u, v, off, pre, s.bytes};
+          try {
+            stash::validate_schedule(a, stash::make_schedule(a, "one", 0, {e}));
+            choices.push_back(e);
+          } catch (stash::schedule_error const&) {  // not a legal entry: not a choice
+          }
+        }
+      }
+      if (!choices.empty()) { gaps.push_back(choices); }
+    }
+  }
+  return gaps;
+}
+
+// Calls `visit` with every valid schedule (each gap left alone or given one of its entries);
+// false when there would be more than `cap`.
+bool for_each_schedule(stash::trace_analysis const& a, stash::swap_scope scope, std::size_t cap,
+                       std::function<void(std::vector<stash::swap_entry> const&)> const& visit)
+{
+  auto const gaps   = entry_choices(a, scope);
+  std::size_t count = 1;
+  for (auto const& g : gaps) {
+    count *= g.size() + 1;
+    if (count > cap) { return false; }
+  }
+  std::vector<std::size_t> pick(gaps.size(), 0);
+  for (std::size_t n = 0; n < count; ++n) {
+    std::vector<stash::swap_entry> entries;
+    for (std::size_t g = 0, rest = n; g < gaps.size(); rest /= gaps[g].size() + 1, ++g) {
+      auto const c = rest % (gaps[g].size() + 1);
+      if (c > 0) { entries.push_back(gaps[g][c - 1]); }
+    }
+    try {
+      stash::validate_schedule(a, stash::make_schedule(a, "brute", 0, entries));
+    } catch (stash::schedule_error const&) {  // two entries of one storage overlap
+      continue;
+    }
+    visit(entries);
+  }
+  return true;
+}
+
+bool fits(stash::trace_analysis const& a, std::vector<stash::swap_entry> const& entries,
+          std::uint64_t budget, double* seconds = nullptr)
+{
+  auto const r =
+      stash::simulate(a, stash::make_schedule(a, "brute", budget, entries),
+                      stash::sim_options{false, stash::sim_memory::enforce_budget, false});
+  if (seconds) { *seconds = r.iteration_s; }
+  return r.fits;
+}
+
+// The definition of memory_lower_bound_bytes, event by event: after each event, the live bytes
+// less those that may be away then. At op i's event: storages in a gap u < i < v. Between op i-1
+// and op i (and before op 0, after the last op): storages in a gap u <= i-1 < i <= v.
+std::uint64_t resident_floor_reference(stash::trace const& t, stash::lifetime_analysis const& life)
+{
+  auto const events   = t.events();
+  std::uint64_t ops   = 0;  // ops at or before the event
+  std::uint64_t floor = 0;
+  for (std::uint64_t e = 0; e < events.size(); ++e) {
+    bool const at_op = events[e].kind == stash::event_kind::op;
+    if (at_op) { ++ops; }
+    std::uint64_t need = 0;
+    for (auto const& s : life.storages) {
+      bool const live = s.alloc_event <= e && (!s.free_event || *s.free_event > e);
+      if (!live) { continue; }
+      bool away = false;
+      for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+        auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+        auto const i = at_op ? ops - 1 : ops;  // the op running, or the next one
+        away         = away || (at_op ? (u < i && i < v) : (u + 1 <= i && i <= v));
+      }
+      if (!away) { need += s.bytes; }
+    }
+    floor = std::max(floor, need);
+  }
+  return floor;
+}
+
+stash::time_bound_options const swap_only_options{std::nullopt, false};
+
+stash::cost_model model_of(char const* preset, bool codec)
+{
+  stash::cost_params params;
+  params.use_codec   = codec;
+  params.codec_ratio = 2.0;
+  return stash::cost_model(stash::hardware_preset(preset), params);
+}
+
+}  // namespace
+
+TEST_CASE("swap_bound_bytes is the least budget any swap schedule fits, by brute force")
+{
+  std::mt19937 rng(20261125);
+  int traces = 0, schedules = 0;
+  for (int round = 0; round < 60; ++round) {
+    auto const t = random_trace(rng, 3 + round % 4);
+    stash::trace_analysis const a(t, model_of("pcie3_x16", false));
+    for (auto const scope : {stash::swap_scope::activations, stash::swap_scope::any_kind}) {
+      CAPTURE(round);
+      CAPTURE(static_cast<int>(scope));
+      auto const bound = stash::swap_bound_bytes(a, scope);
+      bool reached     = false;
+      int below        = 0;
+      bool const done  = for_each_schedule(a, scope, 4000, [&](auto const& entries) {
+        ++schedules;
+        reached = reached || fits(a, entries, bound);
+        for (auto const b : {bound - 1, bound - bound / 8, bound / 2}) {
+          below += fits(a, entries, b) ? 1 : 0;
+        }
+      });
+      if (!done) { continue; }
+      ++traces;
+      CHECK(reached);     // some schedule fits at the bound (it is exact) ...
+      CHECK(below == 0);  // ... and none fits below it (it is a bound)
+    }
+  }
+  MESSAGE(traces << " (trace, scope) pairs, " << schedules << " schedules enumerated");
+  CHECK(traces >= 60);
+}
+
+TEST_CASE("memory_lower_bound_bytes is its definition, and below every swap bound")
+{
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    CAPTURE(round);
+    auto const t = random_trace(rng, 2 + round % 9);
+    stash::trace_analysis const a(t, model_of("pcie4_x16", false));
+    auto const bound = stash::memory_lower_bound_bytes(a);
+    CHECK(bound == resident_floor_reference(t, a.lifetimes()));
+    CHECK(bound <= stash::swap_bound_bytes(a, stash::swap_scope::any_kind));
+    CHECK(stash::swap_bound_bytes(a, stash::swap_scope::any_kind) <=
+          stash::swap_bound_bytes(a, stash::swap_scope::activations));
+  }
+  // The hand-made trace: at op2's event a (4000 B, accessed at op1 and op3) may be away and x + b
+  // + c = 8000 B must stay; before op3, a and b may come back after d is allocated (2000 B), but
+  // op3 itself needs x + a + b + d = 7000 B.
+  auto const tiny = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
+  stash::trace_analysis const a(tiny, model_of("pcie3_x16", false));
+  CHECK(stash::memory_lower_bound_bytes(a) == 8000);
+  CHECK(resident_floor_reference(tiny, a.lifetimes()) == 8000);
+}
+
+TEST_CASE("the iteration-time lower bounds never exceed a simulated swap schedule")
+{
+  std::mt19937 rng(99);
+  int checked = 0, tight = 0;
+  for (int round = 0; round < 40; ++round) {
+    auto const t = random_trace(rng, 3 + round % 3);
+    for (bool const codec : {false, true}) {
+      stash::trace_analysis const a(t, model_of(round % 2 ? "pcie3_x16" : "h100_sxm", codec));
+      auto const least = stash::swap_bound_bytes(a, stash::swap_scope::any_kind);
+      auto const peak  = a.peak_live_bytes();
+      for (auto const budget : {least, least + (peak - least) / 3, peak}) {
+        CAPTURE(round);
+        CAPTURE(codec);
+        CAPTURE(budget);
+        double const swap_only = stash::iteration_time_lower_bound(a, budget, swap_only_options);
+        double const any       = stash::iteration_time_lower_bound(a, budget);
+        CHECK(any <= swap_only);
+        CHECK(any >= a.compute_seconds());
+        double fastest = std::numeric_limits<double>::infinity();
+        for_each_schedule(a, stash::swap_scope::any_kind, 3000, [&](auto const& entries) {
+          double s = 0;
+          if (!fits(a, entries, budget, &s)) { return; }
+          ++checked;
+          fastest = std::min(fastest, s);
+          CHECK(s >= swap_only * (1 - 1e-12));
+        });
+        if (fastest <= swap_only * 1.05) { ++tight; }
+      }
+    }
+  }
+  MESSAGE(checked << " fitting schedules checked; the swap-only bound within 5% of the fastest at "
+                  << tight << " points");
+  CHECK(checked > 1000);
+  CHECK(tight > 0);
+}
+
+TEST_CASE(
+    "iteration_time_lower_bound: infinite below its memory bound, the compute time above "
+    "the peak, recompute never raises it")
+{
+  auto const t = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
+  stash::trace_analysis const a(t, model_of("pcie3_x16", false));
+  auto const inf = std::numeric_limits<double>::infinity();
+  CHECK(stash::iteration_time_lower_bound(a, 7999) == inf);
+  CHECK(stash::iteration_time_lower_bound(a, 7999, swap_only_options) == inf);
+  CHECK(stash::iteration_time_lower_bound(a, 12000) == doctest::Approx(a.compute_seconds()));
+  // At 8000 B a (4000 B) is away during op2: without recompute it crosses the link both ways.
+  double const d      = 4000.0 / a.model().hw().pcie_d2h_bytes_per_s;
+  double const h      = 4000.0 / a.model().hw().pcie_h2d_bytes_per_s;
+  double const before = a.op_start(2), after = a.compute_seconds() - before;
+  CHECK(stash::iteration_time_lower_bound(a, 8000, swap_only_options) ==
+        doctest::Approx(std::max(before, d) + std::max(after, h)));
+  // With recompute, re-running a writer restores it for at least rho x 4000 s of compute.
+  double const rho = stash::recompute_seconds_per_byte(a);
+  CHECK(rho > 0);
+  CHECK(stash::iteration_time_lower_bound(a, 8000) <=
+        stash::iteration_time_lower_bound(a, 8000, swap_only_options));
+  CHECK(stash::iteration_time_lower_bound(a, 8000) >=
+        std::min(a.compute_seconds() + rho * 4000, std::max(before, d) + std::max(after, h)) *
+            (1 - 1e-12));
+  // A compressing link halves the bytes on the wire, so the bound cannot rise.
+  CHECK(stash::iteration_time_lower_bound(a, 8000, stash::time_bound_options{2.0, false}) <=
+        stash::iteration_time_lower_bound(a, 8000, swap_only_options));
+}
