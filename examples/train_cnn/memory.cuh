@@ -89,21 +89,22 @@ class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
   {
   }
 
-  void* do_allocate(std::size_t bytes, stash::stream_ref stream)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stash::stream_ref stream)
   {
     if (enforce_ && in_use_ + bytes > budget_) {
       throw stash::out_of_memory(
           "train_cnn --budget (emulated device of " + std::to_string(budget_) + " B)", bytes,
           budget_, in_use_);
     }
-    void* p = pool_.allocate_async(bytes, stream);
+    void* p = pool_.allocate_async(bytes, alignment, stream);
     in_use_ += bytes;
     peak_ = std::max(peak_, in_use_);
     return p;
   }
-  void do_deallocate(void* p, std::size_t bytes, stash::stream_ref stream)
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment,
+                     stash::stream_ref stream) noexcept
   {
-    pool_.deallocate_async(p, bytes, stream);
+    pool_.deallocate_async(p, bytes, alignment, stream);
     in_use_ -= std::min<std::uint64_t>(bytes, in_use_);
   }
   [[nodiscard]] stash::pool_stats stats() const { return pool_.stats(); }

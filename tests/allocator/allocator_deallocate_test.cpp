@@ -23,8 +23,8 @@ constexpr std::size_t a_bytes = 64 * 1024;
 constexpr std::size_t b_bytes = 16 * 1024;
 
 // One iteration: a is written, read in the forward phase, left alone for two ops (a gap vdnn_all
-// swaps it over) and read again in the backward phase; each tensor is freed after its last use, and the pool's in-use bytes are
-// checked after every free.
+// swaps it over) and read again in the backward phase; each tensor is freed after its last use, and
+// the pool's in-use bytes are checked after every free.
 template <class Allocator>
 void iteration(Allocator& alloc, host_caching& pool, stash::host_backend& backend,
                stash::host_backend::stream s)

@@ -25,8 +25,7 @@
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-template <class Policy = stash::vdnn_all, class Codec = void,
-          class Backend = stash::host_backend>
+template <class Policy = stash::vdnn_all, class Codec = void, class Backend = stash::host_backend>
 using host_alloc = stash::allocator<host_caching, Policy, Codec, Backend>;
 
 // One iteration of a toy step: `n` activations produced in turn (each from the one before), then
@@ -111,7 +110,7 @@ TEST_CASE("allocator: a long run's tables stay as large as the most tensors aliv
   auto const s = backend.create_stream();
   host_caching pool;
   host_alloc<stash::vdnn_all, stash::zvc<float>> alloc(backend, pool);
-  constexpr std::size_t live = 20;
+  constexpr std::size_t live     = 20;
   std::uint64_t const iterations = soak_iterations(3000);
   for (std::uint64_t it = 0; it < iterations; ++it) { toy_step(alloc, s, live, 4096); }
   backend.synchronize(s);

@@ -106,7 +106,8 @@ TEST_CASE("limiting_upstream conforms and enforces its budget without losing sta
   CHECK(limited.peak_bytes() == 1000 * 1024);
 
   stash::limiting_upstream<stash::host_upstream> other(1 << 20);
-  CHECK_FALSE(limited == other);  // counters are per adaptor
+  CHECK_FALSE(limited == other);  // counters are per adaptor (copies share them)
+  CHECK(stash::limiting_upstream<stash::host_upstream>(limited) == limited);
 }
 
 TEST_CASE("device and pinned upstreams report a typed error when no device is usable")

@@ -358,7 +358,7 @@ TEST_CASE("gpu: polling tensors of a capture queries no captured event; the capt
   probe.check(s, m.acquire(t, s), n, t.index());
   auto u = m.create(n, s);
   probe.fill(s, m.acquire(u, s), n, u.index());  // zvc's mask kernel reads every byte it offloads
-  m.offload_async(u, s);                    // reaps first
+  m.offload_async(u, s);                         // reaps first
   m.release(u);
   m.release(t);
   m.join(s);

@@ -56,7 +56,7 @@ class logging_upstream {
 };
 static_assert(stash::upstream_resource<logging_upstream>);
 
-using logged_arena = stash::lifetime_arena<logging_upstream>;
+using logged_arena        = stash::lifetime_arena<logging_upstream>;
 cudaStream_t const stream = reinterpret_cast<cudaStream_t>(0x1000);
 
 // One iteration of `t` through `arena`: every storage allocated at its alloc event and freed at

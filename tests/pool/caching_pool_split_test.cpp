@@ -12,8 +12,8 @@
 
 namespace {
 
-using pool_type = stash::caching_pool<stash::virtual_upstream, stash::immediate_order>;
-cudaStream_t const stream = reinterpret_cast<cudaStream_t>(0x1000);
+using pool_type             = stash::caching_pool<stash::virtual_upstream, stash::immediate_order>;
+cudaStream_t const stream   = reinterpret_cast<cudaStream_t>(0x1000);
 constexpr std::size_t unit  = 512;             // the default rounding
 constexpr std::size_t small = 2 * stash::MiB;  // the default small segment
 
@@ -88,7 +88,7 @@ TEST_CASE("caching_pool splits a larger segment's block only when more than smal
   // Requests of about 19 MiB (over medium_limit) get a segment of their own, rounded up to
   // large_rounding: 20 MiB.
   constexpr std::size_t own_segment = 20 * stash::MiB;
-  constexpr std::size_t limit  = stash::MiB;       // the default small_limit
+  constexpr std::size_t limit       = stash::MiB;  // the default small_limit
   struct boundary {
     std::size_t first;
     std::size_t in_use;
@@ -96,9 +96,10 @@ TEST_CASE("caching_pool splits a larger segment's block only when more than smal
   };
   SUBCASE("the default: a remainder of small_limit or less stays attached")
   {
-    for (auto const& c : {boundary{own_segment - limit - unit, own_segment - limit - unit, limit + unit},
-                          boundary{own_segment - limit - unit + 1, own_segment, 0},
-                          boundary{own_segment - limit, own_segment, 0}}) {
+    for (auto const& c :
+         {boundary{own_segment - limit - unit, own_segment - limit - unit, limit + unit},
+          boundary{own_segment - limit - unit + 1, own_segment, 0},
+          boundary{own_segment - limit, own_segment, 0}}) {
       CAPTURE(c.first);
       pool_type pool;
       void* p = pool.allocate_async(c.first, stream);

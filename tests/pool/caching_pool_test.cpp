@@ -150,10 +150,19 @@ TEST_CASE("caching_pool survives an upstream that runs out, with the pool's own 
   pool.deallocate_async(b, 2 * stash::MiB + 1, stream_a);
 }
 
-TEST_CASE("caching_pool rejects a free with the wrong size")
+TEST_CASE("caching_pool rejects a free with the wrong size through the misuse handler")
 {
   host_pool pool;
   void* a = pool.allocate_async(1000, stream_a);
-  CHECK_THROWS_AS(pool.deallocate_async(a, 999, stream_a), stash::logic_error);
-  CHECK_NOTHROW(pool.deallocate_async(a, 1000, stream_a));
+  stash::scoped_misuse_handler const recording;
+  static_assert(noexcept(pool.deallocate_async(a, 999, stream_a)));
+  pool.deallocate_async(a, 999, stream_a);
+  auto const e = stash::take_misuse();
+  REQUIRE(e.has_value());
+  CHECK(e->kind() == stash::misuse_kind::wrong_size);
+  CHECK(std::string(e->what()).find("1000 B allocated, 999 B freed") != std::string::npos);
+  CHECK(pool.stats().in_use_bytes > 0);  // nothing was freed
+  pool.deallocate_async(a, 1000, stream_a);
+  CHECK_FALSE(stash::take_misuse().has_value());
+  CHECK(pool.stats().in_use_bytes == 0);
 }

@@ -417,3 +417,60 @@ TEST_CASE("lifetime_arena, largest sizes with size classes: small growth stays i
     CHECK(arena.stats().fallbacks == (classes ? 0U : 1U));
   }
 }
+
+TEST_CASE("lifetime_arena: over-aligned allocations are planned at their alignment and replay")
+{
+  host_arena arena;
+  // Sizes that are not multiples of a page: only a plan at 4096 B puts every block on a page.
+  std::size_t const sizes[]  = {1000, 5000, 300, 7000};
+  std::size_t const aligns[] = {4096, 512, 4096, 2048};
+  for (int it = 0; it < 3; ++it) {
+    arena.begin_iteration();
+    std::vector<void*> ptrs;
+    for (int k = 0; k < 4; ++k) {
+      ptrs.push_back(arena.allocate_async(sizes[k], aligns[k], main_stream));
+      CHECK(reinterpret_cast<std::uintptr_t>(ptrs.back()) % aligns[k] == 0);
+    }
+    for (int k = 3; k >= 0; --k) {
+      arena.deallocate_async(ptrs[k], sizes[k], aligns[k], main_stream);
+    }
+    arena.end_iteration();
+  }
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+  CHECK(arena.current_plan().alignment == 4096);
+  CHECK(arena.stats().fallbacks == 0);  // every replayed allocation came from the arena
+  // A larger alignment than planned is a deviation served by the fallback pool, aligned.
+  arena.begin_iteration();
+  void* p = arena.allocate_async(sizes[0], 4096, main_stream);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % 4096 == 0);
+  arena.deallocate_async(p, sizes[0], 4096, main_stream);
+  arena.end_iteration();
+}
+
+TEST_CASE("lifetime_arena: a higher alignment than planned falls back, then is re-planned")
+{
+  stash::lifetime_arena_options o;
+  o.settle_iterations = 2;
+  host_arena arena(stash::host_upstream{}, o);
+  auto run = [&](std::size_t align) {
+    arena.begin_iteration();
+    void* a = arena.allocate_async(3000, align, main_stream);
+    void* b = arena.allocate_async(5000, main_stream);
+    CHECK(reinterpret_cast<std::uintptr_t>(a) % align == 0);
+    arena.deallocate_async(b, 5000, main_stream);
+    arena.deallocate_async(a, 3000, align, main_stream);
+    arena.end_iteration();
+  };
+  run(256);
+  run(256);
+  REQUIRE(arena.state() == stash::arena_state::replaying);
+  CHECK(arena.current_plan().alignment == 256);
+  run(4096);  // deviates: the fallback serves it
+  CHECK(arena.stats().fallbacks == 1);
+  run(4096);  // settled: planned anew at a page
+  CHECK(arena.replans() == 1);
+  CHECK(arena.current_plan().alignment == 4096);
+  auto const fallbacks = arena.stats().fallbacks;
+  run(4096);
+  CHECK(arena.stats().fallbacks == fallbacks);
+}

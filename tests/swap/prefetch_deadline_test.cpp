@@ -95,11 +95,12 @@ double worst_lateness(stash::trace_analysis const& a, std::vector<stash::swap_en
   });
   double engine_free = 0, worst = -1;
   for (auto const& e : entries) {
-    double const issue =
-        e.prefetch_at == 0 ? 0.0 : a.op_start(e.prefetch_at - 1) + a.op_seconds()[e.prefetch_at - 1];
-    double const done = std::max(issue, engine_free) + a.model().prefetch_time(e.bytes);
-    engine_free       = done;
-    worst             = std::max(worst, done - a.op_start(e.next_use));
+    double const issue = e.prefetch_at == 0
+                             ? 0.0
+                             : a.op_start(e.prefetch_at - 1) + a.op_seconds()[e.prefetch_at - 1];
+    double const done  = std::max(issue, engine_free) + a.model().prefetch_time(e.bytes);
+    engine_free        = done;
+    worst              = std::max(worst, done - a.op_start(e.next_use));
   }
   return worst;
 }
@@ -173,17 +174,17 @@ TEST_CASE("gap planner: one prefetch at exactly its latest feasible op, for seve
   for (std::uint64_t mib : {8, 12, 16, 24, 32}) {
     CAPTURE(mib);
     std::vector<swapped> const acts{{mib * MiB, 30}};
-    auto const made = make_trace(acts);
-    auto const t    = stash::parse_trace(made.text, "deadlines");
-    auto const a    = analyse(t);  // refers to t
-    std::size_t const v = 3 + 29;  // op of the next use: spike at 2, then 29 ops before it
+    auto const made     = make_trace(acts);
+    auto const t        = stash::parse_trace(made.text, "deadlines");
+    auto const a        = analyse(t);  // refers to t
+    std::size_t const v = 3 + 29;      // op of the next use: spike at 2, then 29 ops before it
     REQUIRE(a.op_count() > v);
     // The latest op p whose predecessor's end leaves time for the copy (computed from the
     // analysis's own timeline and transfer time).
-    double const copy = a.model().prefetch_time(mib * MiB);
+    double const copy  = a.model().prefetch_time(mib * MiB);
     std::size_t latest = v;
-    while (latest > 3 && a.op_start(latest - 1) + a.op_seconds()[latest - 1] + copy >
-                             a.op_start(v) + slack) {
+    while (latest > 3 &&
+           a.op_start(latest - 1) + a.op_seconds()[latest - 1] + copy > a.op_start(v) + slack) {
       --latest;
     }
     REQUIRE(latest > 3);  // the deadline binds inside the gap, after the spike

@@ -9,6 +9,7 @@
 #include <stash/core/upstream_resource.hpp>
 
 #include <cstddef>
+#include <limits>
 #include <new>
 
 namespace stash {
@@ -26,6 +27,11 @@ class host_upstream {
   {
     STASH_EXPECTS(is_pow2(alignment), "host_upstream: alignment must be a power of two");
     if (bytes == 0) { bytes = 1; }  // distinct non-null pointers, as operator new gives
+    // No object is larger than PTRDIFF_MAX: refused here, not by an allocator that may abort
+    // (sanitizers) instead of throwing.
+    if (bytes > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max())) {
+      throw out_of_memory("host_upstream", bytes, std::nullopt, std::nullopt);
+    }
     try {
       return ::operator new (bytes, std::align_val_t{alignment});
     } catch (std::bad_alloc const&) {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <string>
 
 namespace stash {
@@ -29,11 +31,26 @@ inline constexpr std::size_t cuda_allocation_alignment = 256;
   return value != 0 && (value & (value - 1)) == 0;
 }
 
-/// @brief Rounds `value` up to a multiple of `alignment` (a power of two).
+/// @brief Rounds `value` up to a multiple of `alignment` (a power of two). Wraps to a small
+/// number when the result does not fit 64 bits: for a size that comes from a caller, use
+/// checked_align_up.
 [[nodiscard]] constexpr std::uint64_t align_up(std::uint64_t value,
                                                std::uint64_t alignment) noexcept
 {
   return (value + alignment - 1) & ~(alignment - 1);
+}
+
+/// @brief `value` rounded up to a multiple of `alignment` (a power of two), or nothing when the
+/// result does not fit 64 bits (`align_up(SIZE_MAX - 100, 512)` would wrap to 0). Pools turn
+/// nothing into stash::out_of_memory: no memory holds such a block.
+/// @param value The size or offset to round.
+/// @param alignment A power of two.
+/// @return The rounded value, or std::nullopt on overflow.
+[[nodiscard]] constexpr std::optional<std::uint64_t> checked_align_up(
+    std::uint64_t value, std::uint64_t alignment) noexcept
+{
+  if (value > std::numeric_limits<std::uint64_t>::max() - (alignment - 1)) { return std::nullopt; }
+  return align_up(value, alignment);
 }
 
 /// @brief Rounds `value` down to a multiple of `alignment` (a power of two).

@@ -42,10 +42,11 @@ namespace stash {
 }
 
 /// @brief A pinned host pool (over `Upstream`, ordered by `Order`); build it with
-/// pinned_host_pool_options().
-/// @tparam Order The stream order of the pool.
+/// pinned_host_pool_options(). The template parameters come in caching_pool's order (Upstream,
+/// then Order), as every stash pool's do.
 /// @tparam Upstream The pinned host memory source.
-template <stream_order Order = cuda_event_order, upstream_resource Upstream = pinned_host_upstream>
+/// @tparam Order The stream order of the pool.
+template <upstream_resource Upstream = pinned_host_upstream, stream_order Order = cuda_event_order>
 using pinned_host_pool = caching_pool<Upstream, Order>;
 
 }  // namespace stash

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
+#include <stash/core/units.hpp>
 #include <stash/pool/pool.hpp>
 #include <stash/pool/pool_resource.hpp>
 
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -77,38 +80,53 @@ class async_pool : public pool_resource<async_pool> {
   /// @brief The device the pool allocates on (current when the pool was built).
   [[nodiscard]] int device() const noexcept { return device_; }
 
-  /// @brief cudaMallocFromPoolAsync on `stream` (nullptr for 0 bytes).
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  /// @brief cudaMallocFromPoolAsync on `stream` (nullptr for 0 bytes); an alignment above the
+  /// driver's 256 B is served from a block padded by the difference.
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
-    if (bytes > budget_ - in_use_) { throw_oom(bytes); }
-    void* p                  = nullptr;
-    cudaError_t const status = cudaMallocFromPoolAsync(&p, bytes, pool_, stream.get());
+    std::size_t const pad =
+        alignment > cuda_allocation_alignment ? alignment - cuda_allocation_alignment : 0;
+    if (bytes > budget_ - in_use_ || pad > budget_ - in_use_ - bytes) { throw_oom(bytes); }
+    sizes_.reserve(sizes_.size() + 1);  // nothing can fail once the driver has given memory
+    void* raw                = nullptr;
+    cudaError_t const status = cudaMallocFromPoolAsync(&raw, bytes + pad, pool_, stream.get());
     if (status == cudaErrorMemoryAllocation) {
       detail::clear_last_error_if(status);
       throw_oom(bytes);
     }
     STASH_CUDA_TRY(status);
-    sizes_.emplace(p, bytes);
-    in_use_ += bytes;
+    void* p = reinterpret_cast<void*>(align_up(reinterpret_cast<std::uintptr_t>(raw), alignment));
+    sizes_.emplace(p, allocation{raw, bytes, alignment});
+    in_use_ += bytes + pad;
     peak_in_use_ = std::max(peak_in_use_, in_use_);
     ++allocations_;
     return p;
   }
 
-  /// @brief cudaFreeAsync on `stream`; a pointer not from this pool, or another size, throws
-  /// stash::logic_error and changes nothing.
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief cudaFreeAsync on `stream`. Never throws: a pointer not from this pool, another size
+  /// or alignment goes to the misuse handler (core/misuse.hpp) and changes nothing; a failing
+  /// cudaFreeAsync is reported on stderr.
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = sizes_.find(p);
-    STASH_EXPECTS(it != sizes_.end(),
-                  "async_pool::deallocate: pointer not allocated by this pool, or already freed");
-    STASH_EXPECTS(it->second == bytes,
-                  "async_pool::deallocate: size differs from the one allocated");
-    STASH_CUDA_TRY(cudaFreeAsync(p, stream.get()));
+    if (it == sizes_.end() || it->second.bytes != bytes || it->second.alignment != alignment) {
+      bool const known = it != sizes_.end();
+      detail::report_bad_free("async_pool", p, bytes, alignment, known ? it->second.bytes : 0,
+                              known ? it->second.alignment : 0, known);
+      return;
+    }
+    cudaStream_t cuda_stream = nullptr;
+    try {
+      cuda_stream = stream.get();
+    } catch (std::exception const&) {  // a host stream: the free is ordered on the default one
+    }
+    STASH_CUDA_CHECK_NOTHROW(cudaFreeAsync(it->second.raw, cuda_stream));
+    std::size_t const pad =
+        alignment > cuda_allocation_alignment ? alignment - cuda_allocation_alignment : 0;
     sizes_.erase(it);
-    in_use_ -= bytes;
+    in_use_ -= bytes + pad;
   }
 
   /// @brief Current figures; reserved ones as the driver reports them.
@@ -158,7 +176,12 @@ class async_pool : public pool_resource<async_pool> {
   std::size_t in_use_{0};
   std::size_t peak_in_use_{0};
   std::uint64_t allocations_{0};
-  std::unordered_map<void*, std::size_t> sizes_;
+  struct allocation {
+    void* raw;  // as the driver gave it
+    std::size_t bytes;
+    std::size_t alignment;
+  };
+  std::unordered_map<void*, allocation> sizes_;
 };
 
 static_assert(pool<async_pool>);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
 #include <stash/pool/pool.hpp>
@@ -18,6 +19,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -63,7 +66,10 @@ struct caching_pool_options {
 /// retried; if it still does not fit, stash::out_of_memory is thrown and the pool is unchanged.
 /// While `stream` is being captured into a CUDA graph (where `Order` can tell, e.g.
 /// cuda_event_order) the upstream is not touched: a request the cached blocks cannot serve throws
-/// stash::logic_error and changes nothing; reserve() before capturing. Not thread safe.
+/// stash::logic_error and changes nothing; reserve() before capturing. Blocks start on 256 B (the
+/// upstream's alignment, or the rounding if smaller); a larger alignment, up to a page, is served
+/// from a block padded by the difference. Freeing never throws and allocates nothing (a wrong free
+/// goes to the misuse handler, core/misuse.hpp). Not thread safe.
 /// @tparam Upstream Where blocks come from: a stash::upstream_resource.
 /// @tparam Order How the pool knows a stream's work on a block has finished: a stash::stream_order.
 template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
@@ -97,43 +103,50 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     }
   }
 
-  /// @brief Stream-ordered allocation of `bytes` (nullptr for 0); see the class docs.
-  /// (pool_resource adds allocate_async and the other cuda::mr spellings over it.)
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  /// @brief Stream-ordered allocation of `bytes` (nullptr for 0) aligned to `alignment`; see the
+  /// class docs. (pool_resource adds allocate_async and the other cuda::mr spellings over it.)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
-    std::size_t const size = align_up(bytes, options_.rounding);
+    std::size_t const size = rounded(bytes, padding(alignment));
     auto found             = find_free(size, stream);
     if (found == blocks_.end()) {
       refuse_if_capturing(bytes, stream);
       found = grow(bytes, size);
     }
-    return take(found, size, bytes, stream);
+    // The one step of an over-aligned request that can throw, before the block is taken (a
+    // segment grown for it stays cached: the pool is consistent either way).
+    auto const user = align_up(found->first, alignment);
+    if (user != found->first) { aligned_.emplace(user, found->first); }
+    return take(found, size, bytes, alignment, stream, user);
   }
 
   /// @brief Returns memory from allocate(); it may be reused once `stream`'s queued work is done.
-  /// Throws stash::logic_error (changing nothing) for an unknown pointer or a different size.
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// Never throws: an unknown pointer, another size or another alignment than allocated goes to
+  /// the misuse handler (core/misuse.hpp) and changes nothing.
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
-    auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(p));
-    STASH_EXPECTS(it != blocks_.end() && !it->second.free,
-                  "caching_pool::deallocate: pointer not allocated by this pool, or already freed");
-    STASH_EXPECTS(it->second.requested == bytes,
-                  "caching_pool::deallocate: size differs from the one allocated (" +
-                      std::to_string(it->second.requested) + " B allocated, " +
-                      std::to_string(bytes) + " B freed)");
-    bool const captured = order_capturing(order_, stream);
-    // The steps that can throw: before any change.
-    marker_type marker{order_.record(stream), captured};
-    block& b = it->second;
+    auto const user = reinterpret_cast<std::uintptr_t>(p);
+    auto it         = find_live(user);
+    if (it == blocks_.end() || it->second.requested != bytes || it->second.alignment != alignment) {
+      bool const known = it != blocks_.end();
+      detail::report_bad_free("caching_pool", p, bytes, alignment, known ? it->second.requested : 0,
+                              known ? it->second.alignment : 0, known);
+      return;
+    }
+    if (user != it->first) { aligned_.erase(user); }
+    marker_type marker = record_marker(stream);
+    block& b           = it->second;
+    auto node          = std::move(b.node);
     in_use_ -= b.size;
     b.free      = true;
     b.requested = 0;
+    b.alignment = 0;
     b.stream    = stream;
     b.marker    = std::move(marker);
-    it          = coalesce(it, captured);
-    free_.insert({it->second.size, it->first});
+    it          = coalesce(it, b.marker.captured);
+    insert_free(std::move(node), it->second.size, it->first);
   }
 
   /// @brief Current figures (largest_free_bytes counts cached blocks only).
@@ -180,8 +193,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   void reserve(std::size_t bytes)
   {
     if (bytes == 0) { return; }
-    std::size_t const size = align_up(bytes, options_.rounding);
-    (void)grow(bytes, size);
+    (void)grow(bytes, rounded(bytes, 0));
   }
 
   /// @brief Changes the cap on reserved bytes (a lower cap applies to future growth only).
@@ -198,16 +210,81 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   // A block freed while its stream was being captured keeps a marker that is never queried.
   using marker_type = tracked_marker<Order>;
 
+  using free_set = std::set<std::pair<std::size_t, std::uintptr_t>>;  // (size, address)
+
   struct block {
     std::size_t size{0};
     std::uintptr_t segment{0};
     bool free{false};
     std::size_t requested{0};
+    std::size_t alignment{0};  // as allocated (0 while free)
     stream_ref stream{nullptr};
     marker_type marker{};
+    // A live block keeps the node of its free-set entry, so freeing it allocates nothing (a
+    // noexcept free cannot report a failed allocation).
+    typename free_set::node_type node{};
   };
   using block_map  = std::map<std::uintptr_t, block>;
   using block_iter = typename block_map::iterator;
+
+  // Blocks start at a segment base (aligned to cuda_allocation_alignment by the upstream) plus a
+  // multiple of the rounding.
+  [[nodiscard]] std::size_t block_alignment() const noexcept
+  {
+    return std::min(cuda_allocation_alignment, options_.rounding);
+  }
+
+  // Bytes an allocation at `alignment` needs beyond its size: the block holds an aligned start.
+  [[nodiscard]] std::size_t padding(std::size_t alignment) const noexcept
+  {
+    return alignment > block_alignment() ? alignment - block_alignment() : 0;
+  }
+
+  // The live block handed out at `user` (its start, or an aligned address inside it).
+  block_iter find_live(std::uintptr_t user)
+  {
+    auto it = blocks_.find(user);
+    if (it != blocks_.end() && !it->second.free && it->second.requested != 0) { return it; }
+    auto const inner = aligned_.find(user);
+    if (inner == aligned_.end()) { return blocks_.end(); }
+    it = blocks_.find(inner->second);
+    return it != blocks_.end() && !it->second.free ? it : blocks_.end();
+  }
+
+  void insert_free(typename free_set::node_type node, std::size_t size, std::uintptr_t addr)
+  {
+    if (node.empty()) {
+      free_.insert({size, addr});
+      return;
+    }
+    node.value() = {size, addr};
+    free_.insert(std::move(node));
+  }
+
+  // A marker for a free on `stream`; when the order cannot record one (or tell whether the stream
+  // is capturing), a marker that never passes: the block is reused on its own stream only.
+  marker_type record_marker(stream_ref stream) noexcept
+  {
+    try {
+      bool const captured = order_capturing(order_, stream);
+      return marker_type{order_.record(stream), captured};
+    } catch (std::exception const& e) {
+      std::fprintf(stderr,
+                   "stash: caching_pool: no stream-order marker for a free (%s); the block is "
+                   "reused on its own stream only\n",
+                   e.what());
+      return marker_type{{}, true};
+    }
+  }
+
+  bool passed_nothrow(marker_type const& m) noexcept
+  {
+    try {
+      return tracked_passed(order_, m);
+    } catch (...) {
+      return false;
+    }
+  }
 
   block_iter find_free(std::size_t size, stream_ref stream)
   {
@@ -229,11 +306,22 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     }
   }
 
-  [[nodiscard]] std::size_t segment_size(std::size_t size) const noexcept
+  // `bytes` plus `pad` rounded to the pool's rounding; a size no memory can hold (the sum or the
+  // rounding would wrap 64 bits) is out of memory, before anything changes.
+  [[nodiscard]] std::size_t rounded(std::size_t bytes, std::size_t pad) const
+  {
+    if (bytes > std::numeric_limits<std::size_t>::max() - pad) { throw_oom(bytes); }
+    auto const size = checked_align_up(bytes + pad, options_.rounding);
+    if (!size) { throw_oom(bytes); }
+    return *size;
+  }
+
+  // The segment for a rounded request; nothing when rounding it to large_rounding would wrap.
+  [[nodiscard]] std::optional<std::size_t> segment_size(std::size_t size) const noexcept
   {
     if (size <= options_.small_limit) { return options_.small_segment; }
     if (size < options_.medium_limit) { return options_.medium_segment; }
-    return align_up(size, options_.large_rounding);
+    return checked_align_up(size, options_.large_rounding);
   }
 
   [[nodiscard]] std::size_t headroom() const noexcept
@@ -244,7 +332,9 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   // Takes a new segment from the upstream for a rounded request of `size` bytes.
   block_iter grow(std::size_t requested, std::size_t size)
   {
-    std::size_t seg = segment_size(size);
+    auto const standard = segment_size(size);
+    if (!standard) { throw_oom(requested); }
+    std::size_t seg = *standard;
     if (seg > headroom()) { release_cached(); }
     // Under a tight budget an exact-size segment may still fit where the standard one does not.
     if (seg > headroom() && size <= headroom()) { seg = size; }
@@ -291,11 +381,13 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
                         in_use_, has_budget ? std::max(largest, headroom()) : largest);
   }
 
-  // Hands out `size` bytes from the free block `it`, splitting off the remainder.
-  void* take(block_iter it, std::size_t size, std::size_t requested, stream_ref stream)
+  // Hands out `size` bytes from the free block `it` at `user` (inside it), splitting off the
+  // remainder.
+  void* take(block_iter it, std::size_t size, std::size_t requested, std::size_t alignment,
+             stream_ref stream, std::uintptr_t user)
   {
-    block& b = it->second;
-    free_.erase({b.size, it->first});
+    block& b                 = it->second;
+    b.node                   = free_.extract({b.size, it->first});
     bool const small_segment = segments_.at(b.segment) == options_.small_segment;
     std::size_t const rest   = b.size - size;
     bool const split = small_segment || options_.split_large_segments ? rest >= options_.rounding
@@ -318,11 +410,12 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     }
     b.free      = false;
     b.requested = requested;
+    b.alignment = alignment;
     b.stream    = stream;
     in_use_ += b.size;
     peak_in_use_ = std::max(peak_in_use_, in_use_);
     ++allocations_;
-    return reinterpret_cast<void*>(it->first);
+    return reinterpret_cast<void*>(user);
   }
 
   // Merges the just-freed block `it` with free neighbours in its segment that are safe to merge:
@@ -330,13 +423,13 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   // freed while capturing has a marker that never passes (the graph runs whenever it is
   // launched): it merges with its own stream's blocks only, not to lock its neighbours to it;
   // a neighbour freed while capturing likewise (its marker is never queried).
-  block_iter coalesce(block_iter it, bool captured)
+  block_iter coalesce(block_iter it, bool captured) noexcept
   {
     auto mergeable = [&](block_iter other) {
       return other != blocks_.end() && other->second.free &&
              other->second.segment == it->second.segment &&
              (other->second.stream == it->second.stream ||
-              (!captured && tracked_passed(order_, other->second.marker)));
+              (!captured && passed_nothrow(other->second.marker)));
     };
     auto next = std::next(it);
     if (next != blocks_.end() && next->first == it->first + it->second.size && mergeable(next)) {
@@ -363,9 +456,10 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   Upstream upstream_;
   caching_pool_options options_;
   Order order_;
-  block_map blocks_;                                       // every block, by address
-  std::set<std::pair<std::size_t, std::uintptr_t>> free_;  // free blocks by (size, address)
-  std::map<std::uintptr_t, std::size_t> segments_;         // segment base -> size
+  block_map blocks_;                                  // every block, by address
+  free_set free_;                                     // free blocks by (size, address)
+  std::map<std::uintptr_t, std::size_t> segments_;    // segment base -> size
+  std::map<std::uintptr_t, std::uintptr_t> aligned_;  // over-aligned start -> its block
   std::size_t in_use_{0};
   std::size_t peak_in_use_{0};
   std::size_t reserved_{0};

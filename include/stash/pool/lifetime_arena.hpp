@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -22,6 +23,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <string>
@@ -103,7 +106,13 @@ enum class arena_state : std::uint8_t {
 /// is the same sequence; each slot is planned at the largest size seen for it (over the first
 /// `record_iterations` iterations, and grown when a later one needs more), so a variable-length
 /// step replays from the arena without fallbacks. The price is the footprint of the largest
-/// shapes, also in iterations with smaller ones. Not thread safe.
+/// shapes, also in iterations with smaller ones.
+///
+/// Alignment: the plan's offsets, and the arena's base, are multiples of the largest alignment a
+/// planned allocation asked for (at least `lifetime_arena_options::alignment`); a replayed
+/// allocation asking for more than the plan's alignment deviates (fallback pool, then re-plan).
+/// Freeing never throws: a wrong free goes to the misuse handler (core/misuse.hpp). Not thread
+/// safe.
 template <upstream_resource Upstream, offset_planner Planner = greedy_planner,
           stream_order Order = default_stream_order_t<Upstream>>
 class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Order>> {
@@ -206,9 +215,13 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
 
   /// @brief Allocation number k of the iteration: from the arena when it matches the plan,
   /// otherwise from the fallback pool.
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
+    if (!checked_align_up(
+            bytes, std::max<std::uint64_t>(options_.alignment, options_.fallback.rounding))) {
+      throw_oom(bytes, std::nullopt);  // no block that large exists: before anything is counted
+    }
     // Only the arena's stream is numbered (the first stream allocated on while recording), so
     // allocations on side streams (e.g. an offload manager's prefetches) do not shift the sequence.
     if (in_iteration_ && state_ == arena_state::recording && current_.empty()) { stream_ = stream; }
@@ -217,8 +230,11 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     void* p               = nullptr;
     bool in_arena         = false;
     std::uint64_t off     = 0;
-    if (k != no_index && state_ == arena_state::replaying && stream == stream_ &&
-        k < recorded_.size() && fits_slot(bytes, recorded_[k].bytes) && recorded_[k].planned) {
+    // A block freed on another stream is fenced, without allocating, in the free that cannot throw.
+    fenced_.reserve(fenced_.size() + arena_live_ + 1);
+    if (k != no_index && state_ == arena_state::replaying && stream == stream_ && !fence_failed_ &&
+        k < recorded_.size() && fits_slot(bytes, alignment, recorded_[k].bytes) &&
+        recorded_[k].planned) {
       mark_overdue_until(recorded_[k].begin);
       off = plan_.offsets[recorded_[k].slot];
       if (!touches_overdue(off, padded(bytes)) && clear_fences(off, padded(bytes), stream)) {
@@ -227,39 +243,42 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
       }
     }
     if (p == nullptr) {
-      p = fallback_allocate(bytes, stream);  // may throw: nothing below has happened yet
-      bool const expected_persistent =
-          k < recorded_.size() && fits_slot(bytes, recorded_[k].bytes) && recorded_[k].end == never;
+      p = fallback_allocate(bytes, alignment, stream);  // may throw: nothing below has happened yet
+      bool const expected_persistent = k < recorded_.size() &&
+                                       fits_slot(bytes, alignment, recorded_[k].bytes) &&
+                                       recorded_[k].end == never;
       if (state_ == arena_state::replaying && k != no_index && !expected_persistent) {
         ++fallbacks_;
         deviated_ = true;
       }
     }
-    if (k != no_index) { current_.push_back(recorded_alloc{bytes, t, never, 0, false, stream, p}); }
-    live_.emplace(p, live_block{k, bytes, in_arena, off, padded(bytes)});
+    if (k != no_index) {
+      current_.push_back(recorded_alloc{bytes, t, never, 0, false, stream, p, alignment});
+    }
+    live_.emplace(p, live_block{k, bytes, in_arena, off, padded(bytes), alignment});
     if (in_arena) { ++arena_live_; }
     in_use_ += padded(bytes);
     peak_in_use_   = std::max(peak_in_use_, in_use_);
-    peak_reserved_ = std::max(peak_reserved_, arena_bytes_ + fallback_.stats().reserved_bytes);
+    peak_reserved_ = std::max(peak_reserved_, arena_raw_bytes_ + fallback_.stats().reserved_bytes);
     ++allocations_;
     return p;
   }
 
-  /// @brief Frees memory from allocate(). An unknown pointer or a different size throws
-  /// stash::logic_error and changes nothing.
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief Frees memory from allocate(). Never throws: an unknown pointer, another size or
+  /// another alignment than allocated goes to the misuse handler (core/misuse.hpp) and changes
+  /// nothing.
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = live_.find(p);
-    STASH_EXPECTS(
-        it != live_.end(),
-        "lifetime_arena::deallocate: pointer not allocated by this pool, or already freed");
-    STASH_EXPECTS(it->second.bytes == bytes,
-                  "lifetime_arena::deallocate: size differs from the one allocated (" +
-                      std::to_string(it->second.bytes) + " B allocated, " + std::to_string(bytes) +
-                      " B freed)");
+    if (it == live_.end() || it->second.bytes != bytes || it->second.alignment != alignment) {
+      bool const known = it != live_.end();
+      detail::report_bad_free("lifetime_arena", p, bytes, alignment, known ? it->second.bytes : 0,
+                              known ? it->second.alignment : 0, known);
+      return;
+    }
     live_block const block = it->second;
-    if (!block.in_arena) { fallback_.deallocate_async(p, bytes, stream); }
+    if (!block.in_arena) { fallback_.deallocate_async(p, bytes, alignment, stream); }
     live_.erase(it);
     std::uint64_t const t = time_++;
     if (block.index != no_index && block.index < current_.size()) { current_[block.index].end = t; }
@@ -268,9 +287,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
       std::erase_if(overdue_, [&](overdue_block const& o) { return o.ptr == p; });
       // Freed on another stream, the block may still be in use there: fence it off until that
       // stream's work queued so far has passed.
-      if (stream != stream_) {
-        fenced_.push_back({p, block.offset, block.size, record_tracked(order_, stream)});
-      }
+      if (stream != stream_) { fence(p, block, stream); }
     }
     in_use_ -= padded(bytes);
   }
@@ -282,7 +299,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     pool_stats s;
     s.in_use_bytes        = in_use_;
     s.peak_in_use_bytes   = peak_in_use_;
-    s.reserved_bytes      = arena_bytes_ + f.reserved_bytes;
+    s.reserved_bytes      = arena_raw_bytes_ + f.reserved_bytes;
     s.peak_reserved_bytes = peak_reserved_;
     s.largest_free_bytes  = f.largest_free_bytes;
     s.budget_bytes        = options_.budget;
@@ -319,6 +336,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     bool planned;
     stream_ref stream;
     void* ptr;  // where it went (running iteration only)
+    std::size_t alignment;
   };
   struct live_block {
     std::size_t index;  // allocation number in its iteration (no_index outside / after it)
@@ -326,6 +344,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     bool in_arena;
     std::uint64_t offset;
     std::uint64_t size;  // padded
+    std::size_t alignment;
   };
   struct overdue_block {
     void* ptr;
@@ -367,10 +386,13 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
            });
   }
 
-  // Whether an allocation of `bytes` may take a slot planned for `slot` bytes.
-  [[nodiscard]] bool fits_slot(std::size_t bytes, std::size_t slot) const noexcept
+  // Whether an allocation of `bytes` at `alignment` may take a slot planned for `slot` bytes (the
+  // plan's offsets and the arena's base are multiples of the plan's alignment).
+  [[nodiscard]] bool fits_slot(std::size_t bytes, std::size_t alignment,
+                               std::size_t slot) const noexcept
   {
-    return options_.sizes == arena_sizes::exact ? bytes == slot : bytes <= slot;
+    bool const size_fits = options_.sizes == arena_sizes::exact ? bytes == slot : bytes <= slot;
+    return size_fits && alignment <= plan_.alignment;
   }
 
   // Whether every allocation of `run` fits its slot in `plan` (the same sequence).
@@ -379,7 +401,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   {
     if (!same_sequence(run, plan)) { return false; }
     for (std::size_t k = 0; k < run.size(); ++k) {
-      if (!fits_slot(run[k].bytes, plan[k].bytes)) { return false; }
+      if (!fits_slot(run[k].bytes, run[k].alignment, plan[k].bytes)) { return false; }
     }
     return true;
   }
@@ -412,18 +434,39 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     return (bytes + step - 1) / step * step;
   }
 
-  // The fallback's own figures leave out the arena: report the arena's.
-  void* fallback_allocate(std::size_t bytes, stream_ref stream)
+  // Fences an arena block freed on another stream (capacity reserved when it was handed out).
+  // When no marker can be recorded the range cannot be fenced: the arena stops serving (every
+  // allocation goes to the fallback pool) rather than hand it out early.
+  void fence(void* p, live_block const& block, stream_ref stream) noexcept
   {
     try {
-      return fallback_.allocate_async(bytes, stream);
-    } catch (out_of_memory const& e) {
-      bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
-      throw out_of_memory(
-          "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
-          bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
-          e.largest_free_bytes());
+      fenced_.push_back({p, block.offset, block.size, record_tracked(order_, stream)});
+    } catch (std::exception const& e) {
+      std::fprintf(stderr,
+                   "stash: lifetime_arena: a block freed on another stream cannot be fenced (%s); "
+                   "the arena serves nothing more\n",
+                   e.what());
+      fence_failed_ = true;
     }
+  }
+
+  // The fallback's own figures leave out the arena: report the arena's.
+  void* fallback_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
+  {
+    try {
+      return fallback_.allocate_async(bytes, alignment, stream);
+    } catch (out_of_memory const& e) {
+      throw_oom(bytes, e.largest_free_bytes());
+    }
+  }
+
+  [[noreturn]] void throw_oom(std::size_t bytes, std::optional<std::size_t> largest_free) const
+  {
+    bool const has_budget = options_.budget != std::numeric_limits<std::size_t>::max();
+    throw out_of_memory(
+        "lifetime_arena (fallback pool, next to a " + std::to_string(arena_bytes_) + " B arena)",
+        bytes, has_budget ? std::optional<std::size_t>(options_.budget) : std::nullopt, in_use_,
+        largest_free);
   }
 
   // The iteration just recorded becomes the one to plan; with arena_sizes::largest, one of the
@@ -465,12 +508,22 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
       plan_failure_ = "the recorded iteration freed nothing it allocated";
       return;
     }
-    plan_ = planner_.plan(intervals, options_.alignment);
+    // Planned offsets honour the largest alignment asked of a planned block (one alignment per
+    // plan: the planners pad every block to it).
+    std::uint64_t alignment = options_.alignment;
+    for (auto const& r : recorded_) {
+      if (r.planned) { alignment = std::max<std::uint64_t>(alignment, r.alignment); }
+    }
+    plan_                      = planner_.plan(intervals, alignment);
+    std::size_t const base_pad = plan_.alignment > cuda_allocation_alignment
+                                     ? plan_.alignment - cuda_allocation_alignment
+                                     : 0;
     // What the fallback cached while recording is not needed any more: give it back before the
     // arena is taken, so the two never add up.
     fallback_.release_cached();
     auto const reserved = fallback_.stats().reserved_bytes;
-    if (plan_.footprint > options_.budget || reserved > options_.budget - plan_.footprint) {
+    if (plan_.footprint > options_.budget - std::min(options_.budget, base_pad) ||
+        reserved > options_.budget - plan_.footprint - base_pad) {
       plan_failure_ = "plan footprint " + std::to_string(plan_.footprint) +
                       " B does not fit the budget next to the fallback pool's " +
                       std::to_string(reserved) + " B";
@@ -478,15 +531,20 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
       return;
     }
     try {
-      arena_ = static_cast<char*>(upstream_.allocate(plan_.footprint, cuda_allocation_alignment));
+      arena_raw_ = static_cast<char*>(
+          upstream_.allocate(plan_.footprint + base_pad, cuda_allocation_alignment));
+      arena_raw_bytes_ = plan_.footprint + base_pad;
+      arena_ =
+          arena_raw_ + (align_up(reinterpret_cast<std::uintptr_t>(arena_raw_), plan_.alignment) -
+                        reinterpret_cast<std::uintptr_t>(arena_raw_));
     } catch (out_of_memory const& e) {
       plan_failure_ = std::string("the upstream cannot hold the arena: ") + e.what();
       plan_         = {};
       return;
     }
     arena_bytes_ = plan_.footprint;
-    fallback_.set_budget(options_.budget - arena_bytes_);
-    peak_reserved_ = std::max(peak_reserved_, arena_bytes_ + reserved);
+    fallback_.set_budget(options_.budget - arena_raw_bytes_);
+    peak_reserved_ = std::max(peak_reserved_, arena_raw_bytes_ + reserved);
     plan_failure_.clear();
     state_ = arena_state::replaying;
   }
@@ -496,22 +554,26 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   void retire_arena()
   {
     if (arena_ == nullptr) { return; }
-    retired_arena r{arena_, arena_bytes_, {}};
+    retired_arena r{arena_raw_, arena_raw_bytes_, {}};
     r.markers.push_back(record_tracked(order_, stream_));
     for (auto& f : fenced_) { r.markers.push_back(std::move(f.marker)); }
     fenced_.clear();
     retired_.push_back(std::move(r));
-    arena_       = nullptr;
-    arena_bytes_ = 0;
+    arena_           = nullptr;
+    arena_raw_       = nullptr;
+    arena_bytes_     = 0;
+    arena_raw_bytes_ = 0;
     fallback_.set_budget(std::min(options_.fallback.budget, options_.budget));
   }
 
   void release_arena() noexcept
   {
     if (arena_ != nullptr) {
-      upstream_.deallocate(arena_, arena_bytes_, cuda_allocation_alignment);
-      arena_       = nullptr;
-      arena_bytes_ = 0;
+      upstream_.deallocate(arena_raw_, arena_raw_bytes_, cuda_allocation_alignment);
+      arena_           = nullptr;
+      arena_raw_       = nullptr;
+      arena_bytes_     = 0;
+      arena_raw_bytes_ = 0;
       fallback_.set_budget(std::min(options_.fallback.budget, options_.budget));
     }
   }
@@ -593,8 +655,11 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   caching_pool<Upstream, Order> fallback_;
   arena_state state_{arena_state::recording};
   stash::plan plan_{};
-  char* arena_{nullptr};
+  char* arena_{nullptr};      // aligned to the plan's alignment
+  char* arena_raw_{nullptr};  // as the upstream gave it
   std::size_t arena_bytes_{0};
+  std::size_t arena_raw_bytes_{0};
+  bool fence_failed_{false};
   stream_ref stream_{nullptr};
 
   bool in_iteration_{false};

@@ -14,7 +14,9 @@
  *   with the figures of `pool_stats`, and leaves the pool exactly as it was.
  * - `void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream)`
  *   or `deallocate(cuda::stream_ref stream, void* p, std::size_t bytes, std::size_t alignment)`:
- *   the memory may be reused once the work queued on `stream` so far has finished.
+ *   the memory may be reused once the work queued on `stream` so far has finished. Never throws
+ *   (noexcept in stash's pools, as cuda::mr asks): a wrong free goes to stash's misuse handler
+ *   and leaves the pool as it was (core/misuse.hpp).
  * - `operator==`: equal pools may free each other's memory (for a stateful pool: the same pool).
  *
  * Optional:
@@ -28,6 +30,7 @@
  */
 #pragma once
 
+#include <stash/core/misuse.hpp>
 #include <stash/core/stream_ref.hpp>
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
@@ -37,6 +40,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <string>
 
 namespace stash {
 
@@ -128,7 +133,7 @@ concept iteration_aware_pool = requires(P& p)
 /// @param p The pool.
 /// @param bytes Size.
 /// @param stream The stream the memory is used on first.
-/// @param alignment A power of two the pool supports (stash's pools: up to 256).
+/// @param alignment A power of two the pool supports (stash's pools: up to 4096).
 template <pool P>
 [[nodiscard]] void* pool_allocate(P& p, std::size_t bytes, stream_ref stream,
                                   std::size_t alignment = cuda_allocation_alignment)
@@ -142,7 +147,9 @@ template <pool P>
 }
 
 /// @brief Gives `p` back memory from pool_allocate with the same size and alignment; it may be
-/// reused once the work queued on `stream` so far has finished.
+/// reused once the work queued on `stream` so far has finished. Never throws: a foreign pool's
+/// free that throws is reported to the misuse handler as misuse_kind::failed_free
+/// (core/misuse.hpp); stash's pools report wrong frees there themselves.
 /// @param p The pool.
 /// @param ptr What pool_allocate returned.
 /// @param bytes Its size.
@@ -150,13 +157,21 @@ template <pool P>
 /// @param alignment As allocated.
 template <pool P>
 void pool_deallocate(P& p, void* ptr, std::size_t bytes, stream_ref stream,
-                     std::size_t alignment = cuda_allocation_alignment)
+                     std::size_t alignment = cuda_allocation_alignment) noexcept
 {
   if (ptr == nullptr && bytes == 0) { return; }
-  if constexpr (detail::async_spelled_pool<P>) {
-    p.deallocate_async(ptr, bytes, alignment, stream);
-  } else {
-    p.deallocate(cuda::stream_ref{stream}, ptr, bytes, alignment);
+  try {
+    if constexpr (detail::async_spelled_pool<P>) {
+      p.deallocate_async(ptr, bytes, alignment, stream);
+    } else {
+      p.deallocate(cuda::stream_ref{stream}, ptr, bytes, alignment);
+    }
+  } catch (std::exception const& e) {
+    detail::report_misuse(misuse_kind::failed_free, "pool_deallocate",
+                          std::string("the pool's free threw: ") + e.what(), ptr, bytes, alignment);
+  } catch (...) {
+    detail::report_misuse(misuse_kind::failed_free, "pool_deallocate",
+                          "the pool's free threw a non-standard exception", ptr, bytes, alignment);
   }
 }
 

@@ -39,7 +39,8 @@ class pool_ref {
     return pool_allocate(*pool_, bytes, stream, alignment);
   }
   /// @brief The pool's stream-ordered free (CCCL 3.0 spelling).
-  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream)
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
+                        stream_ref stream) noexcept
   {
     pool_deallocate(*pool_, p, bytes, stream, alignment);
   }
@@ -49,7 +50,8 @@ class pool_ref {
     return pool_allocate(*pool_, bytes, stream_ref{stream}, alignment);
   }
   /// @brief The pool's stream-ordered free (CCCL >= 3.1 spelling).
-  void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes, std::size_t alignment)
+  void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes,
+                  std::size_t alignment) noexcept
   {
     pool_deallocate(*pool_, p, bytes, stream_ref{stream}, alignment);
   }
@@ -59,7 +61,7 @@ class pool_ref {
     return pool_allocate(*pool_, bytes, stream_ref{}, alignment);
   }
   /// @brief On the default stream.
-  void deallocate(void* p, std::size_t bytes, std::size_t alignment)
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
     pool_deallocate(*pool_, p, bytes, stream_ref{}, alignment);
   }
@@ -69,7 +71,7 @@ class pool_ref {
     return allocate(bytes, alignment);
   }
   /// @brief CCCL >= 3.1's synchronous spelling.
-  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment)
+  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
     deallocate(p, bytes, alignment);
   }

@@ -14,13 +14,15 @@
  * - `allocate_async(bytes, stream)` / `deallocate_async(p, bytes, stream)`: the pool's own
  *   alignment (256 B), as RMM's `device_memory_resource` has.
  * The synchronous forms are ordered on CUDA's default stream (a host pool: no stream), as RMM's
- * are: they do not block the host. The `cuda::mr` accessibility properties are declared by each
+ * are: they do not block the host. Alignment: any power of two up to a page (4096 B); a wrong
+ * free never throws (core/misuse.hpp). The `cuda::mr` accessibility properties are declared by each
  * pool (STASH_POOL_PROPERTIES): a constraint on the derived class in this base would be checked
  * while it is still incomplete.
  */
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
 #include <stash/core/stream_ref.hpp>
 #include <stash/core/units.hpp>
 #include <stash/pool/pool.hpp>
@@ -41,41 +43,74 @@
 
 namespace stash {
 
+/// @brief The largest alignment every stash pool honours: a page. Up to it, any power of two.
+inline constexpr std::size_t pool_max_alignment = 4096;
+
+/// @brief Why `alignment` cannot be served by a stash pool ("" when it can): not a power of two,
+/// or above pool_max_alignment; each message says which.
+[[nodiscard]] inline std::string pool_alignment_problem(std::size_t alignment)
+{
+  if (!is_pow2(alignment)) {
+    return "alignment " + std::to_string(alignment) + " B is not a power of two";
+  }
+  if (alignment > pool_max_alignment) {
+    return "alignment " + std::to_string(alignment) +
+           " B is above the largest a stash pool honours (" + std::to_string(pool_max_alignment) +
+           " B, a page)";
+  }
+  return {};
+}
+
 /// @brief Base of stash's pools: the `cuda::mr` spellings over two stream-ordered primitives.
 ///
-/// `Derived` provides `void* do_allocate(std::size_t bytes, stream_ref stream)` (nullptr for 0
-/// bytes; 256-byte aligned), `void do_deallocate(void* p, std::size_t bytes, stream_ref stream)`,
-/// `static constexpr bool is_host_accessible` / `is_device_accessible`, and
-/// STASH_POOL_PROPERTIES in its body. Pools are stateful:
-/// two compare equal only when they are the same object.
+/// `Derived` provides `void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref
+/// stream)` (nullptr for 0 bytes; `alignment` a power of two up to pool_max_alignment, checked
+/// here), `void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref
+/// stream) noexcept` (a wrong free reported through stash::detail::report_misuse, the pool
+/// unchanged), `static constexpr bool is_host_accessible` / `is_device_accessible`, and
+/// STASH_POOL_PROPERTIES in its body. Pools are stateful: two compare equal only when they are
+/// the same object. Every deallocate spelling is noexcept (cuda::mr's); see core/misuse.hpp.
 /// @tparam Derived The pool (CRTP).
 template <class Derived>
 class pool_resource {
  public:
-  /// @brief Largest alignment every pool guarantees (blocks start on upstream-aligned offsets).
-  static constexpr std::size_t max_alignment = cuda_allocation_alignment;
+  /// @brief Largest alignment the pool honours (any power of two up to it).
+  static constexpr std::size_t max_alignment = pool_max_alignment;
 
-  /// @brief `bytes` in `stream`'s order, aligned to `alignment` (a power of two <= 256).
+  /// @brief `bytes` in `stream`'s order, aligned to `alignment` (a power of two up to 4096);
+  /// another alignment is a stash::logic_error saying why, and changes nothing.
   void* allocate_async(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
-    check_alignment(alignment, "allocate");
-    return self().do_allocate(bytes, stream);
+    if (auto const problem = pool_alignment_problem(alignment); !problem.empty()) {
+      STASH_FAIL("stash pool allocate: " + problem);
+    }
+    return self().do_allocate(bytes, alignment, stream);
   }
-  /// @brief `bytes` in `stream`'s order at the pool's alignment (256 B).
+  /// @brief `bytes` in `stream`'s order at 256 B (cudaMalloc's alignment).
   void* allocate_async(std::size_t bytes, stream_ref stream)
   {
-    return self().do_allocate(bytes, stream);
+    return self().do_allocate(bytes, cuda_allocation_alignment, stream);
   }
-  /// @brief Frees in `stream`'s order; `alignment` as allocated.
-  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream)
+  /// @brief Frees in `stream`'s order; `bytes` and `alignment` as allocated. Never throws: a
+  /// wrong free goes to the misuse handler and changes nothing (core/misuse.hpp).
+  void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
+                        stream_ref stream) noexcept
   {
-    check_alignment(alignment, "deallocate");
-    self().do_deallocate(p, bytes, stream);
+    if (!is_pow2(alignment) || alignment > max_alignment) {
+      std::string problem;
+      try {
+        problem = pool_alignment_problem(alignment);
+      } catch (...) {  // no memory for the message: the kind says it
+      }
+      detail::report_misuse(misuse_kind::bad_alignment, "stash pool", problem, p, bytes, alignment);
+      return;
+    }
+    self().do_deallocate(p, bytes, alignment, stream);
   }
-  /// @brief Frees in `stream`'s order.
-  void deallocate_async(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief Frees in `stream`'s order (allocated at 256 B).
+  void deallocate_async(void* p, std::size_t bytes, stream_ref stream) noexcept
   {
-    self().do_deallocate(p, bytes, stream);
+    self().do_deallocate(p, bytes, cuda_allocation_alignment, stream);
   }
 
   /// @brief CCCL >= 3.1's stream-ordered spelling.
@@ -84,7 +119,8 @@ class pool_resource {
     return allocate_async(bytes, alignment, stream_ref{stream});
   }
   /// @brief CCCL >= 3.1's stream-ordered spelling.
-  void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes, std::size_t alignment)
+  void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes,
+                  std::size_t alignment) noexcept
   {
     deallocate_async(p, bytes, alignment, stream_ref{stream});
   }
@@ -95,7 +131,7 @@ class pool_resource {
     return allocate_async(bytes, alignment, stream_ref{});
   }
   /// @brief On the default stream (see the file docs).
-  void deallocate(void* p, std::size_t bytes, std::size_t alignment)
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
     deallocate_async(p, bytes, alignment, stream_ref{});
   }
@@ -105,7 +141,7 @@ class pool_resource {
     return allocate(bytes, alignment);
   }
   /// @brief CCCL >= 3.1's synchronous spelling; as deallocate(p, bytes, alignment).
-  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment)
+  void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
     deallocate(p, bytes, alignment);
   }
@@ -121,13 +157,6 @@ class pool_resource {
 
  private:
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
-
-  static void check_alignment(std::size_t alignment, const char* what)
-  {
-    STASH_EXPECTS(is_pow2(alignment) && alignment <= max_alignment,
-                  std::string("stash pool ") + what + ": alignment " + std::to_string(alignment) +
-                      " B is not a power of two up to " + std::to_string(max_alignment) + " B");
-  }
 };
 
 }  // namespace stash

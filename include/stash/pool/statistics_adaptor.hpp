@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
 #include <stash/core/stream_ref.hpp>
 #include <stash/pool/pool.hpp>
 #include <stash/pool/pool_resource.hpp>
@@ -28,7 +29,8 @@ namespace stash {
 /// bytes in use (the adaptor cannot see the upstream), `largest_free_bytes` 0, `budget_bytes`
 /// SIZE_MAX unless one is given, in which case allocations beyond it throw stash::out_of_memory
 /// before reaching the resource. Freeing a pointer the adaptor did not hand out, or with another
-/// size, throws stash::logic_error and changes nothing. Not thread safe.
+/// size or alignment, never throws: it goes to the misuse handler and changes nothing. Not thread
+/// safe.
 /// @tparam Resource A stash::pool; kept by reference, it outlives the adaptor.
 template <pool Resource>
 class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
@@ -47,35 +49,41 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   {
   }
 
-  /// @brief Allocates from the resource (nullptr for 0 bytes) and counts it.
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  /// @brief Not copyable: a copy would count apart from the original (and could not free its
+  /// blocks). Hand CCCL and RMM a stash::pool_ref to it.
+  statistics_adaptor(statistics_adaptor const&)            = delete;
+  statistics_adaptor& operator=(statistics_adaptor const&) = delete;
+
+  /// @brief Allocates from the resource at `alignment` (nullptr for 0 bytes) and counts it.
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
     if (bytes > budget_ - in_use_) {
       throw out_of_memory("statistics_adaptor", bytes, budget_, in_use_, budget_ - in_use_);
     }
     live_.reserve(live_.size() + 1);  // the map cannot fail once the resource has given memory
-    void* p = pool_allocate(*resource_, bytes, stream);
-    live_.emplace(p, bytes);
+    void* p = pool_allocate(*resource_, bytes, stream, alignment);
+    live_.emplace(p, allocation{bytes, alignment});
     in_use_ += bytes;
     peak_ = std::max(peak_, in_use_);
     ++allocations_;
     return p;
   }
-  /// @brief Gives the memory back to the resource.
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief Gives the memory back to the resource. Never throws: a pointer the adaptor did not
+  /// hand out, another size or alignment goes to the misuse handler (core/misuse.hpp), the
+  /// resource untouched.
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = live_.find(p);
-    STASH_EXPECTS(it != live_.end(),
-                  "statistics_adaptor::deallocate: pointer not allocated through this adaptor, or "
-                  "already freed");
-    STASH_EXPECTS(it->second == bytes,
-                  "statistics_adaptor::deallocate: size differs from the one "
-                  "allocated (" +
-                      std::to_string(it->second) + " B allocated, " + std::to_string(bytes) +
-                      " B freed)");
-    pool_deallocate(*resource_, p, bytes, stream);
+    if (it == live_.end() || it->second.bytes != bytes || it->second.alignment != alignment) {
+      bool const known = it != live_.end();
+      detail::report_bad_free("statistics_adaptor", p, bytes, alignment,
+                              known ? it->second.bytes : 0, known ? it->second.alignment : 0,
+                              known);
+      return;
+    }
+    pool_deallocate(*resource_, p, bytes, stream, alignment);
     live_.erase(it);
     in_use_ -= bytes;
   }
@@ -99,7 +107,11 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
  private:
   Resource* resource_;
   std::size_t budget_;
-  std::unordered_map<void*, std::size_t> live_;
+  struct allocation {
+    std::size_t bytes;
+    std::size_t alignment;
+  };
+  std::unordered_map<void*, allocation> live_;
   std::size_t in_use_{0};
   std::size_t peak_{0};
   std::uint64_t allocations_{0};

@@ -46,13 +46,10 @@ enum class fault_kind : std::uint8_t {
   copy,      ///< a backend's copy_async
   event,     ///< a backend's record or wait
   launch,    ///< a backend's launch (the host backend's kernel launch)
-  /// a pool's deallocate (counted only by a fault_injecting_pool made with
-  /// `fallible_deallocate`: a real pool's stream-ordered free records a marker, which can fail)
-  deallocate,
 };
 
 /// @brief Number of fault kinds.
-inline constexpr std::size_t fault_kinds = 5;
+inline constexpr std::size_t fault_kinds = 4;
 
 /// @brief The kind's name, for messages.
 [[nodiscard]] constexpr const char* to_string(fault_kind k) noexcept
@@ -66,8 +63,6 @@ inline constexpr std::size_t fault_kinds = 5;
       return "event";
     case fault_kind::launch:
       return "launch";
-    case fault_kind::deallocate:
-      return "deallocate";
   }
   return "unknown";
 }
@@ -176,9 +171,9 @@ class fault_injecting_upstream {
   fault_injector* faults_;
 };
 
-/// @brief A pool whose allocate throws stash::out_of_memory when its injector says so (and, when
-/// made with `fallible_deallocate`, whose deallocate throws stash::cuda_error, keeping the block);
-/// forwards everything else (including begin/end_iteration, so a lifetime_arena keeps learning).
+/// @brief A pool whose allocate throws stash::out_of_memory when its injector says so (deallocate
+/// never fails: the pool concept's frees are noexcept, as cuda::mr's); forwards everything else
+/// (including begin/end_iteration, so a lifetime_arena keeps learning).
 /// @tparam Pool The pool wrapped (by reference).
 template <pool_with_stats Pool>
 class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
@@ -193,31 +188,21 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
   /// @brief Wraps `pool`; both outlive this.
   /// @param pool The pool wrapped.
   /// @param faults The injector numbering the calls.
-  /// @param fallible_deallocate Whether deallocate is a failure point too (fault_kind::deallocate;
-  ///   off by default, so walks over allocations and copies are unchanged).
-  fault_injecting_pool(Pool& pool, fault_injector& faults, bool fallible_deallocate = false)
-      : pool_(&pool), faults_(&faults), fallible_deallocate_(fallible_deallocate)
-  {
-  }
+  fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(&pool), faults_(&faults) {}
 
   /// @brief The wrapped allocate, unless this call is the injected failure.
-  void* do_allocate(std::size_t bytes, stream_ref stream)
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (faults_->fail_now(fault_kind::allocate)) {
       throw out_of_memory("fault_injecting_pool (injected)", bytes, std::nullopt,
                           pool_->stats().in_use_bytes);
     }
-    return pool_allocate(*pool_, bytes, stream);
+    return pool_allocate(*pool_, bytes, stream, alignment);
   }
-  /// @brief The wrapped deallocate, unless this call is the injected failure (the block then
-  /// stays with the caller).
-  void do_deallocate(void* p, std::size_t bytes, stream_ref stream)
+  /// @brief The wrapped deallocate (never throws).
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
-    if (fallible_deallocate_ && faults_->fail_now(fault_kind::deallocate)) {
-      throw cuda_error(cudaErrorInvalidResourceHandle, "fault_injecting_pool", 0,
-                       "deallocate (injected)");
-    }
-    pool_deallocate(*pool_, p, bytes, stream);
+    pool_deallocate(*pool_, p, bytes, stream, alignment);
   }
   /// @brief The wrapped pool's stats.
   [[nodiscard]] pool_stats stats() const { return pool_->stats(); }
@@ -229,7 +214,6 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
  private:
   Pool* pool_;
   fault_injector* faults_;
-  bool fallible_deallocate_{false};
 };
 
 /// @brief An offload backend whose copy_async, record, wait and launch throw stash::cuda_error

@@ -14,13 +14,17 @@
  * asked (256 B, or 64 B for every third), keep their contents (when host-accessible) and keep
  * in_use / reserved / peak statistics consistent; beyond the budget, allocate throws
  * stash::out_of_memory with the request, the budget, the bytes in use and the largest free block,
- * and the pool is exactly as before; freeing a foreign pointer or the same pointer twice throws
- * stash::logic_error and changes nothing. The factory builds a fresh pool that may reserve at most
- * `budget` bytes (the kit asks for 8 MiB to 512 MiB).
+ * and the pool is exactly as before; a wrong free (a foreign pointer, the same pointer twice,
+ * another size, another alignment, an alignment of 3) never throws, is reported once to the
+ * misuse handler with its misuse_kind (core/misuse.hpp) and changes nothing; every power-of-two
+ * alignment from 1 B to a page (4096 B) is honoured, an alignment of 3 or 8192 is a logic_error
+ * saying why; sizes near 2^64 are out_of_memory and change nothing. The factory builds a fresh pool
+ * that may reserve at most `budget` bytes (the kit asks for 8 MiB to 512 MiB).
  */
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
 #include <stash/core/stream_ref.hpp>
 #include <stash/core/units.hpp>
 #include <stash/pool/pool.hpp>
@@ -32,10 +36,12 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stash::testing {
@@ -225,21 +231,143 @@ bool throws_logic_error(F&& f)
   return false;
 }
 
+// Whether `f` throws stash::logic_error whose message contains `text`.
+template <class F>
+bool throws_logic_error_saying(F&& f, std::string const& text)
+{
+  try {
+    f();
+  } catch (logic_error const& e) {
+    return std::string(e.what()).find(text) != std::string::npos;
+  } catch (...) {
+    return false;
+  }
+  return false;
+}
+
+// Frees through `free` under a recording misuse handler: it must not throw, must report exactly
+// one misuse of `kind` and must leave the stats as `before`.
+template <class Pool, class Free>
+void expect_misuse(Pool& p, pool_stats const& before, misuse_kind kind, std::string const& what,
+                   Free&& free, conformance_report& r)
+{
+  scoped_misuse_handler const recording;
+  std::uint64_t const count = misuse_count();
+  bool threw                = false;
+  try {
+    free();
+  } catch (...) {
+    threw = true;
+  }
+  r.expect(!threw, what + ": deallocate threw (it must report to the misuse handler)");
+  auto const e = take_misuse();
+  r.expect(misuse_count() == count + 1 && e.has_value(),
+           what + ": not reported to the misuse handler exactly once");
+  r.expect(!e || e->kind() == kind, what + ": reported as another kind of misuse");
+  r.expect(same_pool_stats(before, p.stats()), what + ": changed the pool's stats");
+}
+
 template <class Pool>
 void check_misuse(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
 {
+  if constexpr (stash::detail::async_spelled_pool<Pool>) {
+    r.expect(noexcept(std::declval<Pool&>().deallocate_async(nullptr, 0, 0, stream)),
+             "deallocate_async is not noexcept (cuda::mr's deallocation never throws)");
+  }
   auto p            = make(64 * MiB);
   void* a           = pool_allocate(*p, 1000, stream);
+  void* b           = pool_allocate(*p, 3000, stream, 64);
   auto const before = p->stats();
   int foreign       = 0;
-  r.expect(throws_logic_error([&] { pool_deallocate(*p, &foreign, sizeof(foreign), stream); }),
-           "freeing a foreign pointer is not a logic_error");
-  r.expect(same_pool_stats(before, p->stats()), "freeing a foreign pointer changed the stats");
+  expect_misuse(
+      *p, before, misuse_kind::unknown_pointer, "freeing a foreign pointer",
+      [&] { pool_deallocate(*p, &foreign, sizeof(foreign), stream); }, r);
+  expect_misuse(
+      *p, before, misuse_kind::wrong_size, "freeing with another size",
+      [&] { pool_deallocate(*p, a, 999, stream); }, r);
+  expect_misuse(
+      *p, before, misuse_kind::bad_alignment, "freeing with another alignment",
+      [&] { pool_deallocate(*p, b, 3000, stream, 128); }, r);
+  expect_misuse(
+      *p, before, misuse_kind::bad_alignment, "freeing with an alignment of 3",
+      [&] { pool_deallocate(*p, b, 3000, stream, 3); }, r);
+  // Nothing was lost: both blocks free as allocated.
+  pool_deallocate(*p, b, 3000, stream, 64);
   pool_deallocate(*p, a, 1000, stream);
   auto const after_free = p->stats();
-  r.expect(throws_logic_error([&] { pool_deallocate(*p, a, 1000, stream); }),
-           "a double free is not a logic_error");
-  r.expect(same_pool_stats(after_free, p->stats()), "a double free changed the stats");
+  r.expect(after_free.in_use_bytes == 0, "after rejected frees, the right ones left bytes in use");
+  expect_misuse(
+      *p, after_free, misuse_kind::unknown_pointer, "a double free",
+      [&] { pool_deallocate(*p, a, 1000, stream); }, r);
+}
+
+// Every power of two from 1 to 4096 B is honoured (and freed with the same), blocks of several
+// sizes at once; a non-power-of-two alignment is a logic_error saying so, an alignment above the
+// page one saying it is above the largest honoured, and neither changes the pool.
+template <class Pool>
+void check_alignments(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
+{
+  auto p = make(64 * MiB);
+  struct block {
+    void* ptr;
+    std::size_t bytes;
+    std::size_t align;
+  };
+  std::vector<block> blocks;
+  live_blocks addresses;
+  for (std::size_t align = 1; align <= 4096; align *= 2) {
+    for (std::size_t bytes : {std::size_t{1}, align, std::size_t{3 * 1000 + 7}}) {
+      void* q = pool_allocate(*p, bytes, stream, align);
+      r.expect(q != nullptr && reinterpret_cast<std::uintptr_t>(q) % align == 0,
+               "a block asked at alignment " + std::to_string(align) + " B is not aligned so");
+      r.expect(q == nullptr || addresses.insert(q, bytes),
+               "over-aligned blocks overlap (alignment " + std::to_string(align) + " B)");
+      if constexpr (pool_is_host_accessible<Pool>()) {
+        if (q != nullptr) { std::memset(q, 0xA5, bytes); }
+      }
+      blocks.push_back({q, bytes, align});
+    }
+  }
+  auto const before = p->stats();
+  r.expect(throws_logic_error_saying([&] { (void)pool_allocate(*p, 100, stream, 3); },
+                                     "is not a power of two"),
+           "alignment 3 is not a logic_error saying it is not a power of two");
+  r.expect(throws_logic_error_saying([&] { (void)pool_allocate(*p, 100, stream, 8192); },
+                                     "above the largest"),
+           "alignment 8192 is not a logic_error saying it is above the largest honoured");
+  r.expect(same_pool_stats(before, p->stats()), "a refused alignment changed the stats");
+  for (auto const& b : blocks) {
+    if (b.ptr != nullptr) { pool_deallocate(*p, b.ptr, b.bytes, stream, b.align); }
+  }
+  r.expect(p->stats().in_use_bytes == 0, "over-aligned blocks left bytes in use once freed");
+}
+
+// Sizes whose rounding would wrap 64 bits are out_of_memory carrying the request, and change
+// nothing; the pool serves after.
+template <class Pool>
+void check_huge_sizes(pool_factory<Pool> const& make, stream_ref stream, conformance_report& r)
+{
+  auto p                    = make(64 * MiB);
+  void* a                   = pool_allocate(*p, 4096, stream);
+  auto const before         = p->stats();
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  for (std::size_t const bytes : {max - 100, max - 511, max - (std::size_t{2} << 20) + 1, max}) {
+    for (std::size_t const align : {std::size_t{256}, std::size_t{4096}}) {
+      try {
+        (void)pool_allocate(*p, bytes, stream, align);
+        r.expect(false, "a size near 2^64 (" + std::to_string(bytes) + " B) was served");
+      } catch (out_of_memory const& e) {
+        r.expect(e.requested_bytes() == bytes,
+                 "out_of_memory for a size near 2^64 does not "
+                 "carry the request");
+      }
+      r.expect(same_pool_stats(before, p->stats()), "a refused size near 2^64 changed the stats");
+    }
+  }
+  void* b = pool_allocate(*p, 1000, stream);
+  r.expect(b != nullptr, "after refusing a size near 2^64 the pool does not serve");
+  pool_deallocate(*p, b, 1000, stream);
+  pool_deallocate(*p, a, 4096, stream);
 }
 
 }  // namespace detail
@@ -268,6 +396,8 @@ template <pool_with_stats Pool>
   });
   guarded("budget", [&] { detail::check_budget(make, stream, r); });
   guarded("misuse", [&] { detail::check_misuse(make, stream, r); });
+  guarded("alignments", [&] { detail::check_alignments(make, stream, r); });
+  guarded("sizes near 2^64", [&] { detail::check_huge_sizes(make, stream, r); });
   return r;
 }
 

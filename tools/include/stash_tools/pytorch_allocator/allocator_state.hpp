@@ -16,6 +16,7 @@
 
 #include <stash/core/device.hpp>
 #include <stash/core/error.hpp>
+#include <stash/core/misuse.hpp>
 #include <stash/core/units.hpp>
 #include <stash/core/upstream_resource.hpp>
 #include <stash/pool/async_pool.hpp>
@@ -240,6 +241,8 @@ class allocator_state {
     check_device(device);
     std::optional<device_guard> guard;
     if constexpr (device_memory) { guard.emplace(device); }
+    // A pool's free never throws; this thread's wrong free comes back as this API's error.
+    stash::scoped_misuse_handler const recording;
     std::visit(
         [&](auto& pool) {
           if constexpr (!std::is_same_v<std::decay_t<decltype(pool)>, std::monostate>) {
@@ -247,6 +250,7 @@ class allocator_state {
           }
         },
         pool_);
+    if (auto const misuse = stash::take_misuse()) { throw logic_error(misuse->what()); }
   }
 
   /// @brief Starts a training step.
