@@ -143,6 +143,10 @@ TEST_CASE("transfer time is latency plus wire bytes over the link, codec time on
   CHECK(coded.encode_time(1000000) == doctest::Approx(2e-6 + 2e-3));
   CHECK(coded.offload_time(1000000) ==
         doctest::Approx(coded.encode_time(1000000) + coded.d2h_time(1000000)));
+  // A prefetch is the H2D copy of the 250 kB on the wire (at 2 GB/s), then the decode kernel.
+  CHECK(coded.decode_time(1000000) == doctest::Approx(2e-6 + 2e-3));
+  CHECK(coded.prefetch_time(1000000) == doctest::Approx((1e-6 + 0.125e-3) + (2e-6 + 2e-3)));
+  CHECK(plain.prefetch_time(1000000) == doctest::Approx(1e-6 + 0.5e-3));
   CHECK(stash::codec_ratio_of(1000, 250) == doctest::Approx(4.0));
   CHECK_THROWS_AS((void)stash::codec_ratio_of(1000, 0), stash::logic_error);
 }

@@ -212,3 +212,76 @@ TEST_CASE("codec kernels slow compute by their configured share")
   CHECK(half.compute_s == doctest::Approx(alone.compute_s + 4e-6));
   CHECK_THROWS_AS((void)shared_model(1.5), stash::logic_error);
 }
+
+namespace {
+
+// x (id 0) is only read, at ops 0, 1 and 3: an entry for its gap (1, 3) has no write to keep its
+// offload late, so the prefetch and offload rules below are all that stand in the way.
+std::string const reads_text = R"(# stash-trace v1 model=reads dtype=float32
+p forward
+t 0 1000 input x
+t 1 2000 act a
+o aten::relu 0 1
+t 2 2000 act b
+o aten::relu 0 2
+t 3 2000 act c
+o aten::relu 1 3
+o aten::add 0,3 2
+f 1
+f 2
+f 3
+)";
+
+/// validate_schedule's reason for `entry` in place of a valid schedule's only entry, "" if none.
+std::string rule_broken(stash::trace const& t, stash::swap_entry valid, stash::swap_entry entry)
+{
+  auto const a = stash::test::analysis_of(t);
+  auto s       = stash::make_schedule(a, "hand", roomy, {valid});
+  stash::validate_schedule(a, s);  // the baseline is valid
+  s.entries = {entry};
+  try {
+    stash::validate_schedule(a, s);
+  } catch (stash::schedule_error const& e) {
+    return e.reason();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the validator wants last_use < prefetch_at and offload_at < prefetch_at, strictly")
+{
+  auto const reads = stash::parse_trace(reads_text, "reads");
+  stash::swap_entry const x{0, 1, 3, 0, 2, 1000};
+  CHECK(rule_broken(reads, x, x).empty());
+  // A prefetch issued at the last use itself: x would be brought back while still in use.
+  CHECK(rule_broken(reads, x, {0, 1, 3, 0, 1, 1000}) ==
+        "storage 0 'x': prefetch_at 1 must be in (last_use 1, next_use 3]");
+  // An offload issued at the op that prefetches it (a's gap in the tiny trace: (1, 3)).
+  auto const t = stash::parse_trace(tiny, "tiny");
+  stash::swap_entry const a{1, 1, 3, 1, 2, 4000};
+  CHECK(rule_broken(t, a, a).empty());
+  CHECK(rule_broken(t, a, {1, 1, 3, 2, 2, 4000}) ==
+        "storage 1 'a': offload_at 2 must precede prefetch_at 2");
+}
+
+TEST_CASE("a late codec prefetch stalls for the H2D copy and the decode kernel")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.compute_efficiency       = 1.0;
+  p.memory_efficiency        = 1.0;
+  p.use_codec                = true;
+  p.codec_ratio              = 2.0;  // 2000 B on the wire: 2 us each way
+  p.codec_bandwidth_fraction = 1.0;  // 4000 B at 1 GB/s: 4 us per encode or decode
+  p.codec_compute_share      = 0.0;  // the op times stay 5, 5, 7, 6 us
+  // Offload at op1 (5 us): encode and D2H end at 11 us. Prefetch issued at op3 (17 us): H2D
+  // [17, 19], decode [19, 23]; op3 waits 6 us.
+  auto const r =
+      stash::simulate(stash::trace_analysis(t, stash::cost_model(hw, p)), offload_a(t, 1, 3));
+  REQUIRE(r.stalls.size() == 1);
+  CHECK(r.stalls[0].op == 3);
+  CHECK(r.stalls[0].seconds == doctest::Approx(6e-6));
+  CHECK(r.iteration_s == doctest::Approx(29e-6));
+}
