@@ -171,7 +171,12 @@ MUTANTS = [
       "for (auto j = c.u + 1; j < c.v && !needed; ++j) { needed = cur[j] + b > target; }",
       "for (auto j = c.u + 1; j < c.v && !needed; ++j) { needed = cur[j] > target; }"),
     m("swap.bound_gap_without_op", "swap/swap_bounds.hpp",
-      "if (v < u + 2) { continue; }", "if (v < u + 1) { continue; }"),
+      "if (v < u + 2) { continue; }", "if (v < u + 1) { continue; }",
+      equivalent="the only gaps it adds have v = u + 1, whose delta[u + 1] += bytes and "
+                 "delta[v] -= bytes land on the same index and cancel: offloadable_bytes is "
+                 "unchanged (the dropped-one-op-gap mutant swap.bound_skips_one_op_gap is not)"),
+    m("swap.bound_skips_one_op_gap", "swap/swap_bounds.hpp",
+      "if (v < u + 2) { continue; }", "if (v < u + 3) { continue; }"),
     m("swap.bound_back_one_early", "swap/swap_bounds.hpp",
       "delta[v] -= static_cast<std::int64_t>(s.bytes);",
       "delta[v - 1] -= static_cast<std::int64_t>(s.bytes);"),
