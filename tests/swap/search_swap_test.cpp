@@ -177,3 +177,20 @@ TEST_CASE(
   CHECK(earlier[0].prefetch_at == 3);
   CHECK(earlier[1] == entries[0]);
 }
+
+TEST_CASE("search_swap at a budget of exactly the peak moves nothing and simulates nothing")
+{
+  auto const t = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie3_x16")));
+  REQUIRE(a.peak_live_bytes() == 12000);
+  stash::search_swap_stats stats;
+  auto const at_peak = stash::search_swap{}.plan(a, 12000, stats);
+  CHECK(at_peak.entries.empty());
+  CHECK(stats.winner == "no_swap");
+  CHECK(stats.simulations == 0);
+  // One byte less and a has to leave over op2.
+  auto const below = stash::search_swap{}.plan(a, 11999, stats);
+  REQUIRE(below.entries.size() == 1);
+  CHECK(below.entries[0].id == 1);
+  CHECK(stats.simulations > 0);
+}
