@@ -472,7 +472,7 @@ def git(*args):
     return run(["git", "-C", str(ROOT)] + list(args)).stdout.strip()
 
 
-def write_report(path, results, args, started, elapsed):
+def write_report(path, results, args, started, elapsed, commit, load0):
     counts = {}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
@@ -490,9 +490,9 @@ def write_report(path, results, args, started, elapsed):
              f"- command: `nice -n 10 python3 scripts/mutants.py {' '.join(sys.argv[1:])}`",
              f"- date: {started:%Y-%m-%d %H:%M} UTC, {elapsed / 60:.1f} min wall",
              f"- machine: {os.uname().nodename}, {os.cpu_count()} cores, "
-             f"load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}",
-             f"- commit: {git('rev-parse', '--short', 'HEAD')}"
-             f"{' (with uncommitted changes)' if git('status', '--porcelain', '--', 'include', 'tests') else ''}",
+             f"load average at the start {load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f}, "
+             f"at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}",
+             f"- commit: {commit} (the tree the mutants were applied to, copied at the start)",
              f"- mutants: {len(results)}; "
              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), "",
              "| id | file | line | outcome | killed by / reason | test files | s |",
@@ -546,6 +546,9 @@ def main():
 
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
+    load0 = os.getloadavg()
+    dirty = git("status", "--porcelain", "--", "include", "tests", "tools/include")
+    commit = git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if dirty else "")
     base = pathlib.Path(tempfile.mkdtemp(prefix="stash-mutants."))
     jobs = max(1, min(args.jobs, 2))
     trees = [make_tree(base / f"tree{j}") for j in range(jobs)]
@@ -586,7 +589,7 @@ def main():
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if args.report:
-        write_report(args.report, results, args, started, time.monotonic() - t0)
+        write_report(args.report, results, args, started, time.monotonic() - t0, commit, load0)
     return 1 if counts.get("survived") or counts.get("build-failed") or counts.get("stale") else 0
 
 
