@@ -12,9 +12,10 @@
  *     detail::joint_greedy (Capuchin-like: per gap, swap or recompute by excess removed per
  *     second of overhead, then redundant entries dropped), each from a start: nothing;
  *     checkpoint's recomputes for ceil(sqrt(n)), 32, 64 and 128 segments (so segment inputs can
- *     be swapped instead of kept); and each hybrid's swaps; with swap weights 0, 0.3 and 1. A
- *     few starts are also built for 90% and 80% of the budget: a schedule that fits a tighter
- *     budget fits this one, which keeps the plan from getting slower as the budget grows. The
+ *     be swapped instead of kept); and each hybrid's swaps; with swap weights 0, 0.3 and 1. The
+ *     budget-independent starts are also built for 90% (and 80%) of the budget: a schedule that
+ *     fits a tighter budget fits this one, which keeps the plan from getting slower as the budget
+ *     grows. The winning construction is rebuilt without the swaps whose prefetch stalled. The
  *     fastest that fits is the incumbent, so `search` is never slower than search_swap,
  *     checkpoint or dtr wherever they fit.
  *  2. Local search on the incumbent, one simulation per move, a move kept when the planned peak
@@ -43,6 +44,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -166,7 +168,7 @@ struct joint_search {
     inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
     std::vector<std::pair<std::string, detail::greedy_plan>> starts;
     starts.emplace_back("greedy", detail::greedy_plan{});
-    for (std::size_t const segments : {0, 32, 64, 128}) {
+    for (std::size_t const segments : checkpoint_segments) {
       starts.emplace_back("greedy+checkpoint" + std::to_string(segments),
                           detail::greedy_plan{{}, checkpoint{segments}.plan(a, budget).recomputes});
     }
@@ -182,6 +184,9 @@ struct joint_search {
     }
     seed_greedy(a, budget, starts, inc, stats);
   }
+
+  static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
+  static constexpr std::size_t budget_free_starts    = 1 + std::size(checkpoint_segments);
 
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
@@ -208,8 +213,11 @@ struct joint_search {
     if (lead) { feed_back(a, *lead, run, inc); }
     // Schedules for tighter budgets (they fit this one too): the plan does not get slower as the
     // budget grows because a construction happened to do worse at this one.
-    for (std::size_t k = 0; k < starts.size() && k < 5; k += 2) {
-      for (double const share : {0.9, 0.8}) { run(k, {share, 0.3, true}); }
+    // The budget-independent starts (nothing, the checkpoints) come first: planned for 90% of this
+    // budget they repeat exactly what a plan for that budget constructs.
+    for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
+      for (double const w : {0.0, 0.3, 1.0}) { run(k, {0.9, w, true}); }
+      run(k, {0.8, 0.3, true});
     }
   }
 

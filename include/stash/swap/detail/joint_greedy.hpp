@@ -63,8 +63,7 @@ class joint_greedy {
       std::uint64_t budget, greedy_variant const& var, greedy_plan const& start,
       std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {}) const
   {
-    auto const target =
-        static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
+    auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
     state st(a_, start.swaps, cands_.size(), gap_count_);
     for (auto const& [id, u] : no_swap) {
       auto const it = gap_of_.find({id, u});
@@ -102,7 +101,11 @@ class joint_greedy {
   struct state {
     state(trace_analysis const& a, std::vector<swap_entry> const& s, std::size_t n,
           std::size_t gaps)
-        : swaps(s), set(a, s), taken(n, 0), gap_taken(gaps, 0), swaps_of(a.trace().storages().size())
+        : swaps(s),
+          set(a, s),
+          taken(n, 0),
+          gap_taken(gaps, 0),
+          swaps_of(a.trace().storages().size())
     {
       for (std::size_t k = 0; k < swaps.size(); ++k) { swaps_of[swaps[k].id].push_back(k); }
     }
@@ -124,7 +127,7 @@ class joint_greedy {
       for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
         auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
         if (v < u + 2) { continue; }
-        auto const gap = gap_count_++;
+        auto const gap     = gap_count_++;
         gap_of_[{s.id, u}] = gap;
         candidate sw{s.id, u, v, s.bytes, ev[u], 0, true, 0, 0, 0, gap, {}};
         double const off = model.offload_time(s.bytes, swap_encoding::configured);
@@ -133,9 +136,8 @@ class joint_greedy {
         sw.exposed       = std::max(0.0, off + pre - (a_.op_start(v) - a_.op_start(u + 1)));
         sw.prefetch_at   = latest_prefetch(u + 1, v, pre);
         sw.last          = ev[sw.prefetch_at - 1];
-        sw.after         = ev[effective(swap_entry{s.id, u, v, u + 1, sw.prefetch_at, s.bytes})
-                                  .offload_at -
-                              1];
+        sw.after =
+            ev[effective(swap_entry{s.id, u, v, u + 1, sw.prefetch_at, s.bytes}).offload_at - 1];
         cands_.push_back(std::move(sw));
         if (s.kind != storage_kind::act && s.kind != storage_kind::temp) { continue; }
         if (s.accesses[j + 1].write && !s.accesses[j + 1].read) { continue; }
@@ -186,7 +188,7 @@ class joint_greedy {
     for (std::size_t i = 0; i < curve.size(); ++i) {
       ex[i] = curve[i] > target ? curve[i] - target : 0;
     }
-    auto const events = a_.trace().events();
+    auto const events   = a_.trace().events();
     std::uint64_t still = 0, level = 0;
     for (std::size_t k = 0; k < rcs.size(); ++k) {
       auto const& e    = rcs[k];
@@ -264,8 +266,9 @@ class joint_greedy {
   {
     for (auto const k : st.swaps_of[e.id]) {
       auto const& x = st.swaps[k];
-      bool const ok = x.last_use < e.last_use ? e.offload_at >= x.next_use
-                                              : x.last_use > e.last_use && x.offload_at >= e.next_use;
+      bool const ok = x.last_use < e.last_use
+                          ? e.offload_at >= x.next_use
+                          : x.last_use > e.last_use && x.offload_at >= e.next_use;
       if (!ok) { return false; }
     }
     return true;
@@ -310,8 +313,8 @@ class joint_greedy {
   {
     return x.first != y.first ? x.first < y.first : x.second > y.second;  // ties: lower index
   }
-  using heap_t = std::priority_queue<heap_item, std::vector<heap_item>, bool (*)(heap_item const&,
-                                                                                  heap_item const&)>;
+  using heap_t = std::priority_queue<heap_item, std::vector<heap_item>,
+                                     bool (*)(heap_item const&, heap_item const&)>;
 
   [[nodiscard]] static bool none_over(std::vector<std::uint64_t> const& ex)
   {
@@ -341,7 +344,7 @@ class joint_greedy {
       auto const e     = entry_of(st, cand);
       bool const pulls = !cand.swap && st.set.pulled_bytes(e, cand.chain).value_or(0) > 0;
       if (!take(st, k)) { continue; }
-      progress  = true;
+      progress        = true;
       auto const last = cand.swap ? cand.last : a_.ops().event[e.at - 1];
       for (auto i = cand.after + 1; i <= last && i < ex.size(); ++i) {
         ex[i] = ex[i] > cand.bytes ? ex[i] - cand.bytes : 0;
@@ -380,9 +383,9 @@ class joint_greedy {
     }
     std::vector<char> gone(order.size(), 0);
     for (auto const& [neg, k] : order) {
-      bool const swap = k < p.swaps.size();
-      auto const w    = swap ? planned_off_window(effective(p.swaps[k]), a_.ops())
-                             : off_window{a_.ops().event[p.recomputes[k - p.swaps.size()].last_use],
+      bool const swap  = k < p.swaps.size();
+      auto const w     = swap ? planned_off_window(effective(p.swaps[k]), a_.ops())
+                              : off_window{a_.ops().event[p.recomputes[k - p.swaps.size()].last_use],
                                        a_.ops().event[p.recomputes[k - p.swaps.size()].at - 1]};
       auto const bytes = static_cast<std::int64_t>(swap ? p.swaps[k].bytes
                                                         : p.recomputes[k - p.swaps.size()].bytes);
