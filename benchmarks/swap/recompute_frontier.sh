@@ -19,6 +19,8 @@ policies=(--policy no_swap --policy vdnn_all --policy search_swap --policy check
   echo
   echo "Command: \`bash benchmarks/swap/recompute_frontier.sh $plan $out\`. Date: $(date -u +%Y-%m-%d)."
   echo "Machine: $(nproc) cores, $(uname -m), no GPU. stash $(git rev-parse --short HEAD 2>/dev/null || echo '?')."
+  echo "Load (uptime load average, 1/5/15 min) at start: $(uptime | sed 's/.*load average: //') (the"
+  echo "predictions do not depend on it, planning times do)."
   echo
   echo "Every time below is **predicted** by stash's cost model with the budget enforced, not"
   echo "measured on a GPU. 'no_swap ms' is the iteration with room for everything; a policy's cell"

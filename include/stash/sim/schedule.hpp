@@ -432,12 +432,17 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
   for (std::size_t k = 0; k < recomputes.size(); ++k) {
     auto const& e = recomputes[k];
     if (k == 0 || recomputes[k - 1].at != e.at) {
-      auto last = analysis.ops().event[e.at - 1];  // the last of op at-1's end frees
+      auto const end = analysis.ops().event[e.at - 1];
+      auto last      = end;  // the last of op at-1's end frees
       while (last + 1 < events.size() && events[last + 1].kind == event_kind::free) { ++last; }
       level         = curve[last];
       still_to_come = 0;
       for (auto j = k; j < recomputes.size() && recomputes[j].at == e.at; ++j) {
         still_to_come += recomputes[j].bytes;
+        // The curve has the batch back from event end + 1: without end frees, not yet at `last`.
+        if (last == end && analysis.ops().event[recomputes[j].last_use] < end) {
+          level += recomputes[j].bytes;
+        }
       }
     }
     still_to_come -= e.bytes;

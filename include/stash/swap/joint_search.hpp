@@ -8,8 +8,16 @@
  *  1. Seeds, each simulated: search_swap's schedule (itself never slower than vdnn_* and
  *     AutoSwap where they fit), checkpoint's, dtr's, and hybrids: search_swap's schedule for a
  *     larger budget (1.15x, 1.35x, 1.7x this one, below the peak) with DTR's greedy evictions on
- *     top of its swaps down to this budget. The fastest that fits is the incumbent, so `search`
- *     is never slower than search_swap, checkpoint or dtr wherever they fit.
+ *     top of its swaps down to this budget. Then the greedy constructions of
+ *     detail::joint_greedy (Capuchin-like: per gap, swap or recompute by excess removed per
+ *     second of overhead, then redundant entries dropped), each from a start: nothing;
+ *     checkpoint's recomputes for ceil(sqrt(n)), 32, 64 and 128 segments (so segment inputs can
+ *     be swapped instead of kept); and each hybrid's swaps; with swap weights 0, 0.3 and 1. The
+ *     budget-independent starts are also built for 90% (and 80%) of the budget: a schedule that
+ *     fits a tighter budget fits this one, which keeps the plan from getting slower as the budget
+ *     grows. The winning construction is rebuilt without the swaps whose prefetch stalled. The
+ *     fastest that fits is the incumbent, so `search` is never slower than search_swap,
+ *     checkpoint or dtr wherever they fit.
  *  2. Local search on the incumbent, one simulation per move, a move kept when the planned peak
  *     stays within the budget and the simulated time drops: (a) a swap whose prefetch stalled
  *     the compute stream becomes a recompute right before its next use; (b) a recompute, most
@@ -27,6 +35,7 @@
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/checkpoint.hpp>
+#include <stash/swap/detail/joint_greedy.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/encoding_choice.hpp>
@@ -35,6 +44,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -156,14 +166,88 @@ struct joint_search {
     inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
     inc.offer(a, checkpoint{}.plan(a, budget), "seed:checkpoint", encodings, stats);
     inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
+    std::vector<std::pair<std::string, detail::greedy_plan>> starts;
+    starts.emplace_back("greedy", detail::greedy_plan{});
+    for (std::size_t const segments : checkpoint_segments) {
+      starts.emplace_back("greedy+checkpoint" + std::to_string(segments),
+                          detail::greedy_plan{{}, checkpoint{segments}.plan(a, budget).recomputes});
+    }
     for (double const f : {1.15, 1.35, 1.7}) {
       auto const higher = static_cast<std::uint64_t>(static_cast<double>(budget) * f);
       if (higher >= a.peak_live_bytes()) { break; }
       auto base = search_swap{.seed_with_policies = false, .encodings = encodings}.plan(a, higher);
       if (base.device_peak > higher) { continue; }
+      auto const tag = "hybrid:" + std::to_string(f);
+      starts.emplace_back("greedy+" + tag, detail::greedy_plan{base.entries, {}});
       auto hybrid = dtr{}.plan_over(a, budget, std::move(base.entries));
-      inc.offer(a, std::move(hybrid), "hybrid:" + std::to_string(f), encodings, stats);
+      inc.offer(a, std::move(hybrid), tag, encodings, stats);
     }
+    seed_greedy(a, budget, starts, inc, stats);
+  }
+
+  static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
+  static constexpr std::size_t budget_free_starts    = 1 + std::size(checkpoint_segments);
+
+  // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
+  // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
+  // budget fits this one), which keeps the planner from getting slower as the budget grows.
+  void seed_greedy(trace_analysis const& a, std::uint64_t budget,
+                   std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
+                   detail::joint_incumbent& inc, joint_search_stats& stats) const
+  {
+    detail::joint_greedy const greedy(a);
+    std::optional<std::pair<std::size_t, double>> lead;  // the start and weight that won
+    auto run = [&](std::size_t k, detail::greedy_variant const& var,
+                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {}) {
+      auto p         = greedy.build(budget, var, starts[k].second, no_swap);
+      auto s         = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
+                                     std::move(p.recomputes));
+      auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed");
+      return inc.offer(a, std::move(s), tag, encodings, stats);
+    };
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      for (double const w : {0.0, 0.3, 1.0}) {
+        if (run(k, {1.0, w, true})) { lead = std::make_pair(k, w); }
+      }
+    }
+    if (lead) { feed_back(a, *lead, run, inc); }
+    // Schedules for tighter budgets (they fit this one too): the plan does not get slower as the
+    // budget grows because a construction happened to do worse at this one.
+    // The budget-independent starts (nothing, the checkpoints) come first: planned for 90% of this
+    // budget they repeat exactly what a plan for that budget constructs.
+    for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
+      for (double const w : {0.0, 0.3, 1.0}) { run(k, {0.9, w, true}); }
+      run(k, {0.8, 0.3, true});
+    }
+  }
+
+  // The winning construction again, told not to swap the gaps whose prefetch stalled the compute
+  // stream in its simulation (they become recomputes or other swaps), a few rounds.
+  template <typename Run>
+  static void feed_back(trace_analysis const& a, std::pair<std::size_t, double> lead, Run& run,
+                        detail::joint_incumbent& inc)
+  {
+    std::vector<std::pair<storage_id, std::uint64_t>> no_swap;
+    for (int round = 0; round < 4 && inc.sim; ++round) {
+      auto const before = no_swap.size();
+      for (auto const& st : inc.sim->stalls) {
+        if (st.cause == stall_cause::memory || !st.storage || st.op >= a.op_count()) { continue; }
+        for (auto const& e : inc.best->entries) {
+          if (e.id == *st.storage && e.next_use == st.op) {
+            no_swap.emplace_back(e.id, e.last_use);
+          }
+        }
+      }
+      if (no_swap.size() == before || !run(lead.first, {1.0, lead.second, true}, no_swap)) {
+        return;
+      }
+    }
+  }
+
+  [[nodiscard]] static std::string variant_tag(detail::greedy_variant const& v)
+  {
+    return std::to_string(static_cast<int>(v.target_share * 100 + 0.5)) + "%/w" +
+           std::to_string(v.swap_weight).substr(0, 3);
   }
 
   // One local-search move on the incumbent; true when one was kept.

@@ -32,6 +32,21 @@ class recompute_set {
     for (auto const& e : swaps) { swap_gaps_[e.id].emplace_back(e.last_use, e.next_use); }
   }
 
+  /// The earliest op at which an entry already planned re-runs an op that reads `e.id` while `e`
+  /// would keep it away (e.last_use < that op < e.at): `e` stays valid only if it runs there.
+  [[nodiscard]] std::optional<std::uint64_t> reader_deadline(recompute_entry const& e) const
+  {
+    std::optional<std::uint64_t> d;
+    for (auto const k : readers_of_[e.id]) {
+      auto const x = items_[k].e.at;
+      if (e.last_use < x && x < e.at && (!d || x < *d)) { d = x; }
+    }
+    return d;
+  }
+
+  /// Adds swap entry `e` to the fixed list (the caller checked swap_allowed(e)).
+  void add_swap(swap_entry const& e) { swap_gaps_[e.id].emplace_back(e.last_use, e.next_use); }
+
   /// Adds `e` (whose chain is `c`) when every entry stays valid; false (and unchanged) otherwise.
   /// A read of the chain that an entry keeps away at e.at is pulled into e's batch (that entry
   /// then runs at e.at, before e), recursively, as DTR rematerialises an evicted input first.

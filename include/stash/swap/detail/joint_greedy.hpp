@@ -1,0 +1,439 @@
+/**
+ * @file joint_greedy.hpp
+ * @brief Internal: `search`'s constructive step, a Capuchin-like greedy that chooses per gap
+ * between swapping and recomputing by memory saved per second of overhead.
+ *
+ * Candidates are every gap (consecutive accesses u < v with an op between) of every storage as a
+ * swap (offload issued right after u, prefetch as late as its transfer allows), and of every
+ * activation or temporary whose writers may be re-run as a recompute right before v. Starting
+ * from given swap and recompute entries (a checkpoint's, a swap plan's, or none), while the
+ * planned bytes (schedule.hpp's curve, with each re-run's transient bytes) exceed the target,
+ * it takes the candidate with the largest benefit / cost:
+ *  - benefit: the excess it removes, sum over the events it keeps the storage away of
+ *    min(bytes, excess there) (what counts is the overflow it covers, not its length);
+ *  - cost of a recompute: its re-run time x (1 + bytes it pulls back / bytes), as DTR;
+ *  - cost of a swap: `swap_weight` x its transfer time (a hidden transfer still loads the link),
+ *    plus the part of its round trip the gap cannot hide, plus the part of the link time beyond
+ *    what the iteration's compute can hide (summed over the swaps taken so far).
+ * Benefits only shrink as the excess does, so the choice is a lazy greedy over a heap (a
+ * candidate is re-scored when it reaches the top). Then every entry, costliest first, is dropped
+ * when the planned peak stays within the target (the greedy's early picks are often made
+ * redundant by later ones). Deterministic: ties go to the lower candidate index.
+ */
+#pragma once
+
+#include <stash/sim/recompute_chain.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/recompute_set.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <queue>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace stash::detail {
+
+/// How one greedy construction weighs its choices.
+struct greedy_variant {
+  double target_share;  // plan to target_share x budget (< 1: a schedule for a tighter budget)
+  double swap_weight;   // see the file comment; negative: no swaps
+  bool recompute;       // recompute candidates allowed
+};
+
+/// Swap and recompute entries a construction chose.
+struct greedy_plan {
+  std::vector<swap_entry> swaps;
+  std::vector<recompute_entry> recomputes;
+};
+
+/// The candidates of one trace (built once, reused by every variant).
+class joint_greedy {
+ public:
+  explicit joint_greedy(trace_analysis const& a) : a_(a) { enumerate(); }
+
+  /// The entries of `start` plus those the greedy adds to bring the planned peak within
+  /// `budget` x var.target_share (as close as it gets when nothing is left to add).
+  /// Gaps in `no_swap` (storage, last use) are not swapped (a simulation saw them stall).
+  [[nodiscard]] greedy_plan build(
+      std::uint64_t budget, greedy_variant const& var, greedy_plan const& start,
+      std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {}) const
+  {
+    auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
+    state st(a_, start.swaps, cands_.size(), gap_count_);
+    for (auto const& [id, u] : no_swap) {
+      auto const it = gap_of_.find({id, u});
+      if (it != gap_of_.end()) { st.no_swap.insert(it->second); }
+    }
+    for (auto const& e : start.recomputes) { (void)st.set.try_add(e); }
+    for (auto const& e : st.swaps) { mark_gap(st, e.id, e.last_use); }
+    for (auto const& e : st.set.entries()) { mark_gap(st, e.id, e.last_use); }
+    fill(st, target, var);
+    greedy_plan out{st.swaps, st.set.entries()};
+    prune(out, target);
+    return out;
+  }
+
+  /// The planned peak of `p` (schedule.hpp's planned_peak, with cached chains).
+  [[nodiscard]] std::uint64_t peak(greedy_plan const& p) const
+  {
+    auto const ex = excess_of(p.swaps, p.recomputes, 0);
+    return ex.empty() ? 0 : *std::max_element(ex.begin(), ex.end());
+  }
+
+ private:
+  struct candidate {
+    storage_id id{};
+    std::uint64_t u{}, v{}, bytes{};
+    std::uint64_t after{}, last{};  // away over events (after, last]
+    bool swap{};
+    double seconds{};  // recompute: the re-run; swap: the slower direction's transfer
+    double exposed{};  // swap: the round trip the gap cannot hide
+    std::uint64_t prefetch_at{};
+    std::size_t gap{};  // index of its (storage, u) gap: one entry per gap
+    recompute_chain chain;
+  };
+
+  struct state {
+    state(trace_analysis const& a, std::vector<swap_entry> const& s, std::size_t n,
+          std::size_t gaps)
+        : swaps(s),
+          set(a, s),
+          taken(n, 0),
+          gap_taken(gaps, 0),
+          swaps_of(a.trace().storages().size())
+    {
+      for (std::size_t k = 0; k < swaps.size(); ++k) { swaps_of[swaps[k].id].push_back(k); }
+    }
+    std::vector<swap_entry> swaps;
+    recompute_set set;
+    std::vector<char> taken;
+    std::vector<char> gap_taken;
+    std::vector<std::vector<std::size_t>> swaps_of;  // per storage: its entries in `swaps`
+    std::set<std::size_t> no_swap;                   // gaps not to swap
+    double link_s{0};
+  };
+
+  void enumerate()
+  {
+    auto const& model = a_.model();
+    auto const& ev    = a_.ops().event;
+    for (auto const& s : a_.lifetimes().storages) {
+      if (s.bytes == 0) { continue; }
+      for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+        auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+        if (v < u + 2) { continue; }
+        auto const gap     = gap_count_++;
+        gap_of_[{s.id, u}] = gap;
+        candidate sw{s.id, u, v, s.bytes, ev[u], 0, true, 0, 0, 0, gap, {}};
+        double const off = model.offload_time(s.bytes, swap_encoding::configured);
+        double const pre = model.prefetch_time(s.bytes, swap_encoding::configured);
+        sw.seconds       = std::max(off, pre);
+        sw.exposed       = std::max(0.0, off + pre - (a_.op_start(v) - a_.op_start(u + 1)));
+        sw.prefetch_at   = latest_prefetch(u + 1, v, pre);
+        sw.last          = ev[sw.prefetch_at - 1];
+        sw.after =
+            ev[effective(swap_entry{s.id, u, v, u + 1, sw.prefetch_at, s.bytes}).offload_at - 1];
+        cands_.push_back(std::move(sw));
+        if (s.kind != storage_kind::act && s.kind != storage_kind::temp) { continue; }
+        if (s.accesses[j + 1].write && !s.accesses[j + 1].read) { continue; }
+        auto chain = recompute_chain_of(a_, s.id, u, v);
+        if (!chain.valid()) { continue; }
+        candidate rc{s.id, u, v, s.bytes, ev[u], ev[v - 1], false, chain.seconds, 0, 0, gap, {}};
+        transient_[{s.id, u}] = chain.transient_bytes;
+        rc.chain              = std::move(chain);
+        cands_.push_back(std::move(rc));
+      }
+    }
+  }
+
+  // The latest op p in (lo, v] whose nominal start leaves `seconds` before op v starts.
+  [[nodiscard]] std::uint64_t latest_prefetch(std::uint64_t lo, std::uint64_t v,
+                                              double seconds) const
+  {
+    auto p = v;
+    while (p > lo + 1 && a_.op_start(v) - a_.op_start(p) < seconds) { --p; }
+    return p;
+  }
+
+  // `e` as the greedy counts it: away only once its offload has crossed the link (the op from
+  // which it is, nominally), as the simulator releases it; the planned curve (schedule.hpp)
+  // counts it away from its last use, so a plan within the target here is within it there too.
+  [[nodiscard]] swap_entry effective(swap_entry e) const
+  {
+    auto const done = a_.op_start(e.offload_at) + a_.model().offload_time(e.bytes, e.encoding);
+    auto p          = e.offload_at;
+    while (p + 1 < e.prefetch_at && a_.op_start(p) < done) { ++p; }
+    e.offload_at = std::max(e.offload_at, std::min(p, e.prefetch_at - 1));
+    return e;
+  }
+
+  void mark_gap(state& st, storage_id id, std::uint64_t u) const
+  {
+    auto const it = gap_of_.find({id, u});
+    if (it != gap_of_.end()) { st.gap_taken[it->second] = 1; }
+  }
+
+  // Planned bytes over `target` at each event (0 where within), re-runs' transients included.
+  [[nodiscard]] std::vector<std::uint64_t> excess_of(std::vector<swap_entry> const& swaps,
+                                                     std::vector<recompute_entry> const& rcs,
+                                                     std::uint64_t target) const
+  {
+    auto const curve = effective_curve(swaps, rcs);
+    std::vector<std::uint64_t> ex(curve.size());
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+      ex[i] = curve[i] > target ? curve[i] - target : 0;
+    }
+    auto const events   = a_.trace().events();
+    std::uint64_t still = 0, level = 0;
+    for (std::size_t k = 0; k < rcs.size(); ++k) {
+      auto const& e    = rcs[k];
+      auto const event = a_.ops().event[e.at - 1];
+      if (k == 0 || rcs[k - 1].at != e.at) {
+        auto last = event;
+        while (last + 1 < events.size() && events[last + 1].kind == event_kind::free) { ++last; }
+        level = curve[last];
+        still = 0;
+        for (auto j = k; j < rcs.size() && rcs[j].at == e.at; ++j) {
+          still += rcs[j].bytes;
+          if (last == event && a_.ops().event[rcs[j].last_use] < event) { level += rcs[j].bytes; }
+        }
+      }
+      still -= e.bytes;
+      auto const it  = transient_.find({e.id, e.last_use});
+      auto const run = level - still + (it == transient_.end() ? 0 : it->second);
+      if (run > target) { ex[event] = std::max(ex[event], run - target); }
+    }
+    return ex;
+  }
+
+  // The entry candidate c would add now: a recompute runs before its next use, or earlier when
+  // an entry already planned reads it before then (it must be back for that re-run).
+  [[nodiscard]] static recompute_entry entry_of(state const& st, candidate const& c)
+  {
+    recompute_entry e{c.id, c.u, c.v, c.v, c.bytes};
+    if (auto const d = st.set.reader_deadline(e)) { e.at = *d; }
+    return e;
+  }
+
+  // The excess c would remove; `over` lists the events with excess (some may have dropped to 0).
+  [[nodiscard]] double benefit(state const& st, candidate const& c,
+                               std::vector<std::uint64_t> const& ex,
+                               std::vector<std::uint64_t> const& over) const
+  {
+    auto it = std::upper_bound(over.begin(), over.end(), c.after);
+    if (it == over.end() || *it > c.last) { return 0; }  // c.last bounds either kind's window
+    auto const last   = c.swap ? c.last : a_.ops().event[entry_of(st, c).at - 1];
+    std::uint64_t sum = 0;
+    for (; it != over.end() && *it <= last; ++it) { sum += std::min(c.bytes, ex[*it]); }
+    return static_cast<double>(sum);
+  }
+
+  [[nodiscard]] static std::vector<std::uint64_t> over_events(std::vector<std::uint64_t> const& ex)
+  {
+    std::vector<std::uint64_t> out;
+    for (std::uint64_t i = 0; i < ex.size(); ++i) {
+      if (ex[i] > 0) { out.push_back(i); }
+    }
+    return out;
+  }
+
+  // Cost of candidate k now; negative when it may not be added.
+  [[nodiscard]] double cost(state const& st, std::size_t k, greedy_variant const& var) const
+  {
+    auto const& c = cands_[k];
+    if (st.gap_taken[c.gap] != 0) { return -1; }
+    if (c.swap) {
+      if (var.swap_weight < 0 || st.no_swap.count(c.gap) != 0) { return -1; }
+      swap_entry const e{c.id, c.u, c.v, c.u + 1, c.prefetch_at, c.bytes};
+      if (!st.set.swap_allowed(e) || !apart(st, e)) { return -1; }
+      double const over = std::max(0.0, st.link_s + c.seconds - a_.compute_seconds());
+      return var.swap_weight * c.seconds + c.exposed + std::min(over, c.seconds) + 1e-9;
+    }
+    if (!var.recompute) { return -1; }
+    auto const pulled = st.set.pulled_bytes(entry_of(st, c), c.chain);
+    if (!pulled) { return -1; }
+    return c.seconds * (1.0 + static_cast<double>(*pulled) / static_cast<double>(c.bytes)) + 1e-9;
+  }
+
+  // `e` and the swaps of its storage do not overlap (schedule.hpp: a later entry's offload starts
+  // at or after an earlier one's next use; a start's offload may come before its last use).
+  [[nodiscard]] static bool apart(state const& st, swap_entry const& e)
+  {
+    for (auto const k : st.swaps_of[e.id]) {
+      auto const& x = st.swaps[k];
+      bool const ok = x.last_use < e.last_use
+                          ? e.offload_at >= x.next_use
+                          : x.last_use > e.last_use && x.offload_at >= e.next_use;
+      if (!ok) { return false; }
+    }
+    return true;
+  }
+
+  bool take(state& st, std::size_t k) const
+  {
+    auto const& c = cands_[k];
+    if (c.swap) {
+      st.swaps_of[c.id].push_back(st.swaps.size());
+      st.swaps.push_back(swap_entry{c.id, c.u, c.v, c.u + 1, c.prefetch_at, c.bytes});
+      st.set.add_swap(st.swaps.back());
+      st.link_s += c.seconds;
+    } else if (!st.set.try_add(entry_of(st, c), c.chain)) {
+      return false;
+    }
+    st.gap_taken[c.gap] = 1;
+    return true;
+  }
+
+  // The lazy greedy of the file comment; stops when the excess is gone or nothing helps.
+  void fill(state& st, std::uint64_t target, greedy_variant const& var) const
+  {
+    for (int round = 0; round < 3; ++round) {
+      auto ex = excess_of(st.swaps, st.set.entries(), target);
+      if (none_over(ex)) { return; }
+      heap_t heap(worse);
+      auto const over = over_events(ex);
+      for (std::size_t k = 0; k < cands_.size(); ++k) {
+        if (st.gap_taken[cands_[k].gap] != 0) { continue; }
+        auto const b = benefit(st, cands_[k], ex, over);
+        auto const c = b > 0 ? cost(st, k, var) : -1.0;
+        if (c > 0) { heap.emplace(b / c, k); }
+      }
+      if (!drain(st, heap, ex, target, var)) { return; }
+      if (none_over(excess_of(st.swaps, st.set.entries(), target))) { return; }
+    }
+  }
+
+  using heap_item = std::pair<double, std::size_t>;  // (score, candidate)
+  static bool worse(heap_item const& x, heap_item const& y)
+  {
+    return x.first != y.first ? x.first < y.first : x.second > y.second;  // ties: lower index
+  }
+  using heap_t = std::priority_queue<heap_item, std::vector<heap_item>,
+                                     bool (*)(heap_item const&, heap_item const&)>;
+
+  [[nodiscard]] static bool none_over(std::vector<std::uint64_t> const& ex)
+  {
+    return std::all_of(ex.begin(), ex.end(), [](std::uint64_t x) { return x == 0; });
+  }
+
+  // Takes candidates off the heap (lazily re-scored) until the excess is gone; true when it took
+  // any. The excess is updated in place over the taken entry's window, and recomputed from the
+  // plan after a pull (other entries come back earlier) and every few takes (re-run transients).
+  bool drain(state& st, heap_t& heap, std::vector<std::uint64_t>& ex, std::uint64_t target,
+             greedy_variant const& var) const
+  {
+    bool progress     = false;
+    std::size_t since = 0;
+    auto over         = over_events(ex);
+    while (!heap.empty()) {
+      auto const k = heap.top().second;
+      heap.pop();
+      double const c = cost(st, k, var);
+      double const b = c > 0 ? benefit(st, cands_[k], ex, over) : 0.0;
+      if (b <= 0) { continue; }
+      if (!heap.empty() && b / c < heap.top().first) {
+        heap.emplace(b / c, k);
+        continue;
+      }
+      auto const& cand = cands_[k];
+      auto const e     = entry_of(st, cand);
+      bool const pulls = !cand.swap && st.set.pulled_bytes(e, cand.chain).value_or(0) > 0;
+      if (!take(st, k)) { continue; }
+      progress        = true;
+      auto const last = cand.swap ? cand.last : a_.ops().event[e.at - 1];
+      for (auto i = cand.after + 1; i <= last && i < ex.size(); ++i) {
+        ex[i] = ex[i] > cand.bytes ? ex[i] - cand.bytes : 0;
+      }
+      if (pulls || ++since >= 8 || none_over(ex)) {
+        ex    = excess_of(st.swaps, st.set.entries(), target);
+        over  = over_events(ex);
+        since = 0;
+        if (over.empty()) { return true; }
+      }
+    }
+    return progress;
+  }
+
+  // Drops entries, costliest first, while the planned peak stays within `target`.
+  void prune(greedy_plan& p, std::uint64_t target) const
+  {
+    if (peak_over(p, target)) { return; }
+    std::vector<std::pair<double, std::size_t>> order;  // (-cost, index): swaps then recomputes
+    for (std::size_t k = 0; k < p.swaps.size(); ++k) {
+      auto const bytes = p.swaps[k].bytes;
+      order.emplace_back(-a_.model().prefetch_time(bytes, swap_encoding::configured), k);
+    }
+    for (std::size_t k = 0; k < p.recomputes.size(); ++k) {
+      auto const& e = p.recomputes[k];
+      order.emplace_back(-recompute_chain_of(a_, e.id, e.last_use, e.at).seconds,
+                         p.swaps.size() + k);
+    }
+    std::stable_sort(order.begin(), order.end());
+    // Room under the target at each event; an entry whose window lacks room for its bytes stays
+    // (a quick test before the exact one, which also counts the re-runs' transient bytes).
+    auto const curve = effective_curve(p.swaps, p.recomputes);
+    std::vector<std::int64_t> room(curve.size());
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+      room[i] = static_cast<std::int64_t>(target) - static_cast<std::int64_t>(curve[i]);
+    }
+    std::vector<char> gone(order.size(), 0);
+    for (auto const& [neg, k] : order) {
+      bool const swap  = k < p.swaps.size();
+      auto const w     = swap ? planned_off_window(effective(p.swaps[k]), a_.ops())
+                              : off_window{a_.ops().event[p.recomputes[k - p.swaps.size()].last_use],
+                                       a_.ops().event[p.recomputes[k - p.swaps.size()].at - 1]};
+      auto const bytes = static_cast<std::int64_t>(swap ? p.swaps[k].bytes
+                                                        : p.recomputes[k - p.swaps.size()].bytes);
+      auto const lo    = room.begin() + static_cast<std::ptrdiff_t>(w.after + 1);
+      auto const hi    = room.begin() + static_cast<std::ptrdiff_t>(w.last + 1);
+      if (w.after < w.last && *std::min_element(lo, hi) < bytes) { continue; }
+      gone[k] = 1;
+      if (peak_over(without(p, gone), target)) {
+        gone[k] = 0;
+        continue;
+      }
+      for (auto it = lo; it < hi; ++it) { *it -= bytes; }
+    }
+    p = without(p, gone);
+  }
+
+  [[nodiscard]] std::vector<std::uint64_t> effective_curve(
+      std::vector<swap_entry> const& swaps, std::vector<recompute_entry> const& rcs) const
+  {
+    std::vector<swap_entry> eff;
+    eff.reserve(swaps.size());
+    for (auto const& e : swaps) { eff.push_back(effective(e)); }
+    return planned_device_curve(a_, eff, rcs);
+  }
+
+  [[nodiscard]] bool peak_over(greedy_plan const& p, std::uint64_t target) const
+  {
+    auto const ex = excess_of(p.swaps, p.recomputes, target);
+    return std::any_of(ex.begin(), ex.end(), [](std::uint64_t x) { return x > 0; });
+  }
+
+  [[nodiscard]] static greedy_plan without(greedy_plan const& p, std::vector<char> const& gone)
+  {
+    greedy_plan out;
+    for (std::size_t k = 0; k < p.swaps.size(); ++k) {
+      if (gone[k] == 0) { out.swaps.push_back(p.swaps[k]); }
+    }
+    for (std::size_t k = 0; k < p.recomputes.size(); ++k) {
+      if (gone[p.swaps.size() + k] == 0) { out.recomputes.push_back(p.recomputes[k]); }
+    }
+    return out;
+  }
+
+  trace_analysis const& a_;
+  std::vector<candidate> cands_;
+  std::size_t gap_count_{0};
+  std::map<std::pair<storage_id, std::uint64_t>, std::size_t> gap_of_;
+  std::map<std::pair<storage_id, std::uint64_t>, std::uint64_t> transient_;
+};
+
+}  // namespace stash::detail

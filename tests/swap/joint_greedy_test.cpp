@@ -1,0 +1,177 @@
+// search's keep / swap / recompute choice (swap/joint_search.hpp with its greedy construction,
+// swap/detail/joint_greedy.hpp): on a hand trace whose best schedule swaps the tensor that is
+// expensive to re-run and recomputes the one that is cheap, the kinds chosen; on recorded traces,
+// search does not get slower as the budget grows.
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/swap/detail/joint_greedy.hpp>
+#include <stash/swap/dtr.hpp>
+#include <stash/swap/joint_search.hpp>
+#include <stash/swap/search_swap.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include "support/data.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+// P = mm(x, W) is expensive to re-run (it reads the 100 kB W), Q = relu(x) is cheap; both are
+// read again only at the end of the backward. H, allocated after five padding ops, makes the
+// peak: the budget (peak - 16000) needs P and Q both away then. The padding (10.5 us) hides one
+// 8 us transfer each way, not two, so: swap P (hidden), recompute Q (0.9 us) is the best plan;
+// swapping both stalls on the link, recomputing P re-runs 10.9 us.
+std::string const kinds = R"(# stash-trace v1 model=kinds dtype=float32
+t 0 1000 input x
+t 1 100000 param W
+t 2 20000 param V
+t 3 8 temp z
+p forward
+t 4 8000 act P
+o aten::mm 0,1 4
+t 5 8000 act Q
+o aten::relu 0 5
+o aten::mm 0,2 3
+o aten::mm 0,2 3
+o aten::mm 0,2 3
+o aten::mm 0,2 3
+o aten::mm 0,2 3
+t 6 30000 act H
+o aten::mm 0,2 6
+p backward
+t 7 1000 temp g
+o my::bwd 6 7
+f 6
+o my::bwd 2,7 3
+o my::bwd 2,7 3
+o my::bwd 2,7 3
+o my::bwd 2,7 3
+o my::bwd 2,7 3
+o my::bwd 5,7 7
+f 5
+o my::bwd 4,7 7
+f 4
+f 7
+f 3
+)";
+
+// 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
+stash::cost_model link_bound_model()
+{
+  stash::hardware const hw{"kinds", "test", 1e9, 1e9, 0.0, 1e10, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.memory_efficiency = 1.0;
+  p.use_flops         = false;
+  return stash::cost_model(hw, p);
+}
+
+double time_of(stash::trace_analysis const& a, std::uint64_t budget,
+               std::vector<stash::swap_entry> swaps, std::vector<stash::recompute_entry> rcs)
+{
+  auto const s = stash::make_schedule(a, "hand", budget, std::move(swaps), std::move(rcs));
+  auto const r = stash::simulate(a, s);
+  return r.fits ? r.iteration_s : 1e9;
+}
+
+}  // namespace
+
+TEST_CASE("search swaps the tensor that is expensive to re-run and recomputes the cheap one")
+{
+  auto const t = stash::parse_trace(kinds, "kinds");
+  stash::trace_analysis const a(t, link_bound_model());
+  auto const budget = a.peak_live_bytes() - 16000;
+  auto const s      = stash::joint_search{}.plan(a, budget);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  REQUIRE(s.entries.size() == 1);
+  CHECK(s.entries[0].id == 4);  // P crosses the link
+  REQUIRE(s.recomputes.size() == 1);
+  CHECK(s.recomputes[0].id == 5);  // Q is re-run
+  // The hand-made alternatives (P: gap ops 0-15, Q: gap ops 1-14) are no faster.
+  auto const p_bytes = t.storages()[4].bytes, q_bytes = t.storages()[5].bytes;
+  stash::swap_entry const swap_p{4, 0, 15, 1, 10, p_bytes};
+  stash::swap_entry const swap_q{5, 1, 14, 2, 9, q_bytes};
+  stash::recompute_entry const rc_p{4, 0, 15, 15, p_bytes};
+  stash::recompute_entry const rc_q{5, 1, 14, 14, q_bytes};
+  CHECK(r.iteration_s <= time_of(a, budget, {swap_p}, {rc_q}) * 1.0001);
+  CHECK(r.iteration_s < time_of(a, budget, {swap_q}, {rc_p}));
+  CHECK(r.iteration_s < time_of(a, budget, {}, {rc_q, rc_p}));
+  CHECK(r.iteration_s < time_of(a, budget, {swap_q, swap_p}, {}));
+  // Each single-kind planner is slower: swapping both stalls, recomputing both re-runs P.
+  auto const rs = stash::simulate(a, stash::search_swap{}.plan(a, budget));
+  auto const rd = stash::simulate(a, stash::dtr{}.plan(a, budget));
+  CHECK((!rs.fits || r.iteration_s < rs.iteration_s));
+  CHECK((!rd.fits || r.iteration_s < rd.iteration_s));
+}
+
+TEST_CASE("the greedy construction brings the planned peak within its target, or says it cannot")
+{
+  auto const t = stash::parse_trace(kinds, "kinds");
+  stash::trace_analysis const a(t, link_bound_model());
+  stash::detail::joint_greedy const greedy(a);
+  auto const budget = a.peak_live_bytes() - 16000;
+  for (double const w : {0.0, 0.3, 1.0}) {
+    auto const p = greedy.build(budget, {1.0, w, true}, {});
+    auto const s = stash::make_schedule(a, "greedy", budget, p.swaps, p.recomputes);
+    CHECK_NOTHROW(stash::validate_schedule(a, s));
+    CHECK(s.device_peak <= budget);
+    CHECK(greedy.peak(p) >= s.device_peak);  // it counts a swap away only once its copy is done
+  }
+  // Without recompute candidates it swaps only; below what every gap can free it stops short.
+  auto const swaps_only = greedy.build(budget, {1.0, 0.0, false}, {});
+  CHECK(swaps_only.recomputes.empty());
+  CHECK(!swaps_only.swaps.empty());
+  auto const below = greedy.build(a.peak_live_bytes() / 2, {1.0, 0.3, true}, {});
+  CHECK(stash::make_schedule(a, "greedy", a.peak_live_bytes() / 2, below.swaps, below.recomputes)
+            .device_peak > a.peak_live_bytes() / 2);
+}
+
+// search's plan for a larger budget is never slower: seeds planned for tighter budgets fit it.
+TEST_CASE("search does not get slower as the budget grows, on recorded traces")
+{
+  struct sweep {
+    char const* trace;
+    char const* preset;
+    std::vector<double> fractions;  // descending
+  };
+  for (auto const& [name, preset, fractions] :
+       {sweep{"squeezenet1_1_b64", "pcie4_x16", {0.7, 0.6, 0.5, 0.45}},
+        sweep{"squeezenet1_1_b64", "h100_sxm", {0.7, 0.6, 0.5, 0.45}},
+        sweep{"transformer_encoder_b8", "h100_sxm", {0.55, 0.5, 0.45}}}) {
+    auto const t =
+        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(preset)));
+    double previous = 0;
+    for (double const f : fractions) {
+      CAPTURE(name);
+      CAPTURE(preset);
+      CAPTURE(f);
+      auto const budget = static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
+      auto const r      = stash::simulate(a, stash::joint_search{}.plan(a, budget), {false});
+      REQUIRE(r.fits);
+      CHECK(r.iteration_s >= previous);
+      previous = r.iteration_s;
+    }
+  }
+}
+
+// schedule.hpp: while a batch re-runs before op `at`, its storages are counted back even when op
+// at-1 frees nothing at its end (the planned curve has them back from the event after op at-1).
+TEST_CASE("a re-run's planned bytes hold its storage when the op before it frees nothing")
+{
+  auto const t = stash::parse_trace(kinds, "kinds");
+  stash::trace_analysis const a(t, link_bound_model());
+  std::vector<stash::recompute_entry> const rc{{5, 1, 14, 14, t.storages()[5].bytes}};  // Q
+  auto const curve = stash::planned_device_curve(a, {}, rc);
+  auto const after = a.ops().event[13];  // op 13 has no end frees: op 14's allocations follow
+  REQUIRE(t.events()[after + 1].kind != stash::event_kind::free);
+  auto const run = stash::recompute_run_bytes(a, curve, rc);
+  REQUIRE(run.size() == 1);
+  CHECK(run[0] == curve[after] + t.storages()[5].bytes);  // relu's re-run needs nothing else
+  CHECK(stash::planned_peak(a, {}, rc) >= run[0]);
+}
