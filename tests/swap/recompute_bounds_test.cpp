@@ -107,7 +107,10 @@ stash::schedule random_schedule(stash::trace_analysis const& a, std::mt19937& rn
   return stash::make_schedule(a, "random", 0, std::move(swaps), std::move(recomputes));
 }
 
-stash::cost_model model_of(char const* preset) { return stash::cost_model(stash::hardware_preset(preset)); }
+stash::cost_model model_of(char const* preset)
+{
+  return stash::cost_model(stash::hardware_preset(preset));
+}
 
 struct tally {
   int schedules = 0, recomputing = 0, fitting = 0;
@@ -155,12 +158,13 @@ TEST_CASE("memory and time bounds hold for random schedules that recompute")
   }
   for (auto const* name : {"alexnet_b128", "vgg16_b32"}) {
     CAPTURE(name);
-    auto const t = stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    auto const t =
+        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
     stash::trace_analysis const a(t, model_of("pcie4_x16"));
     for (int k = 0; k < 3; ++k) { check_bounds(a, random_schedule(a, rng), n); }
   }
-  MESSAGE(n.schedules << " random schedules, " << n.recomputing << " with recomputes, "
-                      << n.fitting << " fits at their planned peak or halfway below");
+  MESSAGE(n.schedules << " random schedules, " << n.recomputing << " with recomputes, " << n.fitting
+                      << " fits at their planned peak or halfway below");
   CHECK(n.recomputing >= n.schedules * 3 / 4);
   CHECK(n.fitting >= n.schedules);
 }
