@@ -13,6 +13,8 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/trace_reader.hpp>
 
+#include "support/planned_reference.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -217,4 +219,75 @@ o my::use 2,3 -
   CHECK(y.ops == std::vector<std::uint64_t>{0});
   CHECK(stash::recompute_chain_of(a, 3, 1, 2).refusal.find("'aten::relu' may not be re-run") !=
         std::string::npos);
+}
+
+// A batch right after an op with no end frees (the next line is a phase): the planned bytes of
+// its re-runs must count the batch's storages, which come back with that op's end. They used to
+// be read at op2's own event, where a is already away: a's re-run planned at 2000 B, b's at
+// 6000 B, 4000 B short each; where the entries after the first outweighed that level the size_t
+// went below zero (dtr at 40% of recompute_mlp.hpp's step reported a peak of 2^64 - 1024).
+TEST_CASE("re-runs after an op with no end frees: the batch is counted, never below zero")
+{
+  auto const t = stash::parse_trace(R"(# stash-trace v1 model=nofree
+t 0 1000 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 4000 act b
+o aten::relu 1 2
+t 3 1000 act c
+o aten::sum.dim_IntList 2 3
+p backward
+o my::bwd 1,2,3 3
+f 1
+f 2
+f 3
+)",
+                                    "nofree");
+  stash::trace_analysis const a(t, model());
+  REQUIRE(a.peak_live_bytes() == 10000);
+  // a and b dropped after their forward uses, re-run (a, then b from a) before op3.
+  auto const s =
+      stash::make_schedule(a, "hand", 10000, {}, {{1, 1, 3, 3, 4000}, {2, 2, 3, 3, 4000}});
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const curve = stash::planned_device_curve(a, s.entries, s.recomputes);
+  // a's re-run: x + c + a (b still to come); b's: x + c + a + b.
+  CHECK(stash::recompute_run_bytes(a, curve, s.recomputes) ==
+        std::vector<std::uint64_t>{6000, 10000});
+  CHECK(stash::test::reference_run_bytes(a, s) == std::vector<std::uint64_t>{6000, 10000});
+  CHECK(s.device_peak == 10000);
+  CHECK(s.device_peak == stash::test::reference_planned_peak(a, s));
+  auto const r = stash::simulate(a, s, {false, stash::sim_memory::unconstrained});
+  CHECK(r.device_peak == s.device_peak);
+  auto tight   = s;
+  tight.budget = 9999;
+  CHECK_FALSE(stash::simulate(a, tight).fits);
+}
+
+TEST_CASE("a planned curve or re-run below zero is a schedule_error, never a wrapped size")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  // a (4000 B) listed three times for one gap (an invalid schedule, as a buggy planner might
+  // hand make_schedule): 12000 B away at op 2's event, where 8000 B are live.
+  std::vector<stash::swap_entry> const bad(3, stash::swap_entry{1, 1, 4, 2, 4, 4000});
+  try {
+    (void)stash::planned_device_curve(a, bad);
+    FAIL("no schedule_error");
+  } catch (stash::schedule_error const& e) {
+    CHECK(std::string(e.what()).find("planned device bytes below zero at event") !=
+          std::string::npos);
+  }
+  CHECK_NOTHROW((void)stash::planned_device_curve(a, std::vector(1, bad.front())));
+  // A curve that is not the schedule's (all zero) under a batch of two: a's re-run would be
+  // planned at 0 - 2000 B.
+  std::vector<stash::recompute_entry> const batch{drop_a(), drop_b()};
+  std::vector<std::uint64_t> const zeros(t.events().size(), 0);
+  try {
+    (void)stash::recompute_run_bytes(a, zeros, batch);
+    FAIL("no schedule_error");
+  } catch (stash::schedule_error const& e) {
+    CHECK(e.recompute_entry() == std::size_t{0});
+    CHECK(e.reason().find("below zero while it runs") != std::string::npos);
+  }
 }

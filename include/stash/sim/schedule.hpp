@@ -383,7 +383,9 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 }
 
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
-/// see the file comment). Entries must be valid (validate_schedule).
+/// see the file comment). Entries must be valid (validate_schedule): more bytes away than live
+/// at an event (an entry away past its storage's free, one gap listed twice) is a
+/// stash::schedule_error, never a count wrapped below zero.
 [[nodiscard]] inline std::vector<std::uint64_t> planned_device_curve(
     trace_analysis const& analysis, std::span<swap_entry const> entries,
     std::span<recompute_entry const> recomputes = {})
@@ -414,38 +416,67 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
     if (events[i].kind == event_kind::alloc) { live += t.storages()[events[i].index].bytes; }
     if (events[i].kind == event_kind::free) { live -= t.storages()[events[i].index].bytes; }
     removed += delta[i];
-    curve[i] = live - static_cast<std::uint64_t>(-removed);
+    auto const away = static_cast<std::uint64_t>(-removed);
+    if (away > live) {  // only invalid entries get here (see the function comment)
+      throw schedule_error(std::nullopt, "planned device bytes below zero at event " +
+                                             std::to_string(i) + ": " + std::to_string(away) +
+                                             " B away of " + std::to_string(live) + " B live");
+    }
+    curve[i] = live - away;
   }
   return curve;
 }
 
+namespace detail {
+
+// The planned bytes once op `op`'s end frees are returned and the entries back with them (the
+// recompute entries and prefetches at op + 1) are counted: the curve just before the first
+// allocation or op after op `op`, read at that event less its own allocation. The entries come
+// back at the event right after op `op` (planned_device_curve), which is an end free only when op
+// `op` has one; frees across a phase line are end frees too (trace_analysis::memory_steps).
+[[nodiscard]] inline std::uint64_t level_after_end_frees(trace_analysis const& analysis,
+                                                         std::span<std::uint64_t const> curve,
+                                                         std::uint64_t op)
+{
+  auto const events = analysis.trace().events();
+  auto j            = analysis.ops().event[op] + 1;
+  while (j < events.size() &&
+         (events[j].kind == event_kind::free || events[j].kind == event_kind::phase)) {
+    ++j;
+  }
+  if (j == events.size()) { return curve[j - 1]; }
+  auto const alloc =
+      events[j].kind == event_kind::alloc ? analysis.trace().storages()[events[j].index].bytes : 0;
+  return curve[j] >= alloc ? curve[j] - alloc : 0;  // below: not this schedule's curve
+}
+
+}  // namespace detail
+
 /// @brief The planned device bytes while each recompute entry's re-run runs (see the file
-/// comment), given `curve`, the planned_device_curve of the same schedule.
+/// comment), given `curve`, the planned_device_curve of the same schedule. A curve that does not
+/// count the batch (not the schedule's) is a stash::schedule_error naming the entry.
 [[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
     trace_analysis const& analysis, std::span<std::uint64_t const> curve,
     std::span<recompute_entry const> recomputes)
 {
   std::vector<std::uint64_t> out(recomputes.size());
-  auto const events           = analysis.trace().events();
   std::uint64_t still_to_come = 0;  // bytes of the batch's entries after the current one
   std::uint64_t level         = 0;
   for (std::size_t k = 0; k < recomputes.size(); ++k) {
     auto const& e = recomputes[k];
     if (k == 0 || recomputes[k - 1].at != e.at) {
-      auto const end = analysis.ops().event[e.at - 1];
-      auto last      = end;  // the last of op at-1's end frees
-      while (last + 1 < events.size() && events[last + 1].kind == event_kind::free) { ++last; }
-      level         = curve[last];
+      level         = detail::level_after_end_frees(analysis, curve, e.at - 1);
       still_to_come = 0;
       for (auto j = k; j < recomputes.size() && recomputes[j].at == e.at; ++j) {
         still_to_come += recomputes[j].bytes;
-        // The curve has the batch back from event end + 1: without end frees, not yet at `last`.
-        if (last == end && analysis.ops().event[recomputes[j].last_use] < end) {
-          level += recomputes[j].bytes;
-        }
       }
     }
     still_to_come -= e.bytes;
+    if (still_to_come > level) {  // the level counts every entry of the batch: never here
+      throw schedule_error::in_recompute(
+          k, "planned device bytes below zero while it runs: " + std::to_string(still_to_come) +
+                 " B of its batch still to come, " + std::to_string(level) + " B planned");
+    }
     out[k] = level - still_to_come +
              recompute_chain_of(analysis, e.id, e.last_use, e.at).transient_bytes;
   }

@@ -23,6 +23,7 @@
 #include <stash_tools/size.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -85,8 +86,10 @@ struct options {
   std::optional<codec_choice> codec;   ///< --codec with --ratio / --activations
   bool auto_encodings = false;         ///< --codec auto: each swapped storage gets its own encoding
   std::optional<double> zvc_ratio;     ///< --codec auto --activations: zvc's measured ratio
-  std::optional<std::string> svg;      ///< --svg FILE
-  bool frontier = false;               ///< --frontier: every policy from the swap bound to 100%
+  /// --lossy activations=ENC: the lossy encoding activations may take (implies --codec auto)
+  std::optional<stash::swap_encoding> lossy_activations;
+  std::optional<std::string> svg;  ///< --svg FILE
+  bool frontier = false;           ///< --frontier: every policy from the swap bound to 100%
   std::optional<projection_request> projection;  ///< --cluster with its efficiency model
   bool help = false;                             ///< -h / --help
   bool planners =
@@ -319,6 +322,53 @@ inline std::optional<double> parse_decimal(std::string_view text)
   return stash::codec_ratio_of(raw, encoded);
 }
 
+/// @brief Parses --lossy: a comma-separated list of KIND=ENCODING, the storage kinds that may
+/// cross the link in reduced precision (stash::encoding_options). KIND is `activations` (or
+/// `act`); the planner keeps parameters, gradients, optimizer state, inputs and temporaries
+/// lossless, so naming one of those is refused rather than ignored. ENCODING is fp16, bf16 or
+/// fp8_e4m3.
+/// @throws usage_error "--lossy: item N 'TEXT': <why>" for a malformed or unsupported item.
+[[nodiscard]] inline stash::swap_encoding parse_lossy(std::string_view text)
+{
+  if (text.empty()) { throw usage_error("--lossy: empty list (expected e.g. activations=fp16)"); }
+  std::optional<stash::swap_encoding> activations;
+  std::size_t item = 0;
+  for (std::size_t start = 0; start <= text.size(); ++item) {
+    auto const end   = std::min(text.find(',', start), text.size());
+    auto const piece = text.substr(start, end - start);
+    start            = end + 1;
+    auto const where =
+        "--lossy: item " + std::to_string(item + 1) + " '" + std::string(piece) + "': ";
+    auto const eq = piece.find('=');
+    if (eq == std::string_view::npos) { throw usage_error(where + "expected KIND=ENCODING"); }
+    auto const kind     = piece.substr(0, eq);
+    auto const encoding = piece.substr(eq + 1);
+    if (kind != "activations" && kind != "act") {
+      constexpr std::array<std::string_view, 13> lossless = {
+          "param",     "params", "parameters", "grad", "grads", "gradients",  "optstate",
+          "optimizer", "input",  "inputs",     "temp", "temps", "temporaries"};
+      if (std::find(lossless.begin(), lossless.end(), kind) != lossless.end()) {
+        throw usage_error(where + "the planner weighs lossy encodings for activations only; '" +
+                          std::string(kind) + "' stays lossless");
+      }
+      throw usage_error(where + "unknown storage kind '" + std::string(kind) +
+                        "' (known: activations)");
+    }
+    std::optional<stash::swap_encoding> chosen;
+    for (auto const e :
+         {stash::swap_encoding::fp16, stash::swap_encoding::bf16, stash::swap_encoding::fp8_e4m3}) {
+      if (stash::to_string(e) == encoding) { chosen = e; }
+    }
+    if (!chosen) {
+      throw usage_error(where + "unknown lossy encoding '" + std::string(encoding) +
+                        "' (known: fp16, bf16, fp8_e4m3)");
+    }
+    if (activations) { throw usage_error(where + "activations are already given an encoding"); }
+    activations = chosen;
+  }
+  return *activations;
+}
+
 /// @brief Parses argv[1..argc). Throws usage_error for anything malformed; `help` is set for
 /// -h/--help (the other arguments are then not checked further). Does not require FILEs.
 [[nodiscard]] inline options parse_args(std::vector<std::string> const& args)
@@ -389,6 +439,8 @@ inline std::optional<double> parse_decimal(std::string_view text)
       if (codec_name->empty()) { throw usage_error("--codec: empty name"); }
     } else if (arg == "--ratio") {
       ratio = parse_ratio(value());
+    } else if (arg == "--lossy") {
+      opt.lossy_activations = parse_lossy(value());
     } else if (arg == "--activations") {
       // Takes every following argument up to the next option (or "--"): several files.
       while (i + 1 < args.size() && !(args[i + 1].size() >= 2 && args[i + 1][0] == '-')) {
@@ -432,6 +484,15 @@ inline std::optional<double> parse_decimal(std::string_view text)
   }
   if ((ratio || !activations.empty()) && !codec_name) {
     codec_name = "zvc";  // the codec --activations measures; a bare --ratio is labelled alike
+  }
+  if (opt.lossy_activations) {
+    if (codec_name && *codec_name != "auto") {
+      throw usage_error(
+          "--lossy chooses an encoding per storage: it needs --codec auto (or no "
+          "--codec), not --codec " +
+          *codec_name);
+    }
+    codec_name = "auto";
   }
   if (codec_name && *codec_name == "auto") {
     if (ratio) {
@@ -484,7 +545,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
   // the codec also the projection's offloads).
   bool const codec_unused = (opt.codec || opt.auto_encodings) && !opt.projection;
   if ((codec_unused || hw_given) && !opt.swap_requested() && !opt.svg && !opt.frontier) {
-    throw usage_error(std::string(codec_unused ? "--codec" : "--hw") +
+    throw usage_error(std::string(!codec_unused           ? "--hw"
+                                  : opt.lossy_activations ? "--lossy"
+                                                          : "--codec") +
                       " only affects simulated times: add --policy NAME|all, --budget or --svg");
   }
   return opt;

@@ -143,20 +143,27 @@ struct policy_section {
          " free and nothing left to release";
 }
 
-/// @brief The schedule of policy `name` for `budget`; with --codec auto, every entry with the
-/// encoding the trace allows, and search_swap searching with them.
+/// @brief The encodings --codec auto and --lossy allow (lossless unless --lossy opts in).
+[[nodiscard]] inline stash::encoding_options encoding_options_of(options const& opt)
+{
+  return stash::encoding_options{.lossy_activations = opt.lossy_activations};
+}
+
+/// @brief The schedule of policy `name` for `budget`; with --codec auto (or --lossy), every entry
+/// with the encoding the trace and --lossy allow, and search_swap and search searching with them.
 [[nodiscard]] inline stash::schedule plan_policy(std::string const& name,
                                                  stash::trace_analysis const& analysis,
                                                  std::uint64_t budget, options const& opt)
 {
   if (!opt.auto_encodings) { return stash::plan_by_name(name, analysis, budget); }
+  auto const enc = encoding_options_of(opt);
   if (name == stash::search_swap::name()) {
-    return stash::search_swap{.encodings = stash::encoding_options{}}.plan(analysis, budget);
+    return stash::search_swap{.encodings = enc}.plan(analysis, budget);
   }
   if (name == stash::joint_search::name()) {
-    return stash::joint_search{.encodings = stash::encoding_options{}}.plan(analysis, budget);
+    return stash::joint_search{.encodings = enc}.plan(analysis, budget);
   }
-  return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget));
+  return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget), enc);
 }
 
 /// @brief Entries, bytes and wire bytes of `s` per encoding, in order of first use.
@@ -177,7 +184,8 @@ struct policy_section {
 }
 
 /// @brief What the time bounds may assume of the schedules the tool plans: with --codec auto an
-/// entry may take the most compressing lossless encoding, else the configured codec's ratio.
+/// entry may take the most compressing lossless encoding (or --lossy's, if it compresses more),
+/// else the configured codec's ratio.
 [[nodiscard]] inline stash::time_bound_options time_bound_options_of(options const& opt,
                                                                      stash::cost_model const& model)
 {
@@ -187,6 +195,9 @@ struct policy_section {
     for (auto const e : {stash::swap_encoding::raw, stash::swap_encoding::zvc,
                          stash::swap_encoding::bitmask, stash::swap_encoding::pool_argmax}) {
       ratio = std::max(ratio, model.encoding_ratio(e));
+    }
+    if (opt.lossy_activations) {
+      ratio = std::max(ratio, model.encoding_ratio(*opt.lossy_activations));
     }
   }
   bound.link_ratio = ratio;
