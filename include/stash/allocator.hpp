@@ -591,6 +591,10 @@ class allocator {
     s.offload         = manager_.stats();
     return s;
   }
+  /// @brief The host staging pool's figures: host bytes the offloaded copies hold now
+  /// (in_use_bytes) and at most since the start (peak_in_use_bytes), and what the pool took from
+  /// its upstream (reserved_bytes, peak_reserved_bytes).
+  [[nodiscard]] pool_stats host_pool_stats() const { return host_pool_.stats(); }
   /// @brief Where tensor `h` is now.
   [[nodiscard]] tensor_state where(tensor_handle h)
   {

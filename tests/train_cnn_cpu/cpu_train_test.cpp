@@ -86,6 +86,9 @@ void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double perce
     CHECK(r.memory.offloads > 0);  // something left the device: the comparison proves something
   }
   CHECK(r.memory.decode_failures == 0);
+  // The host staging pool held the offloaded copies (none when nothing was offloaded).
+  CHECK((r.memory.host_peak_in_use > 0) == (r.memory.offloads > 0));
+  CHECK(r.memory.host_peak_reserved >= r.memory.host_peak_in_use);
   CHECK(r.plan.matches());
   CHECK(r.plan.executed_offloads == r.plan.planned_entries * std::uint64_t(n - 1));
 }

@@ -68,7 +68,8 @@ namespace train_cnn {
       "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
       "(%llu on demand), %llu decode failures\n"
       "  re-run: %llu storages rematerialised (%s) by %llu op re-runs, %llu kept resident "
-      "instead\n",
+      "instead\n"
+      "  host pool: peak %s held by offloaded copies (%s reserved from host memory)\n",
       r.steps, r.seconds, 1e3 * r.seconds / double(std::max(1L, r.steps)),
       r.test_accuracy < 0 ? "not measured"
                           : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%").c_str(),
@@ -86,7 +87,9 @@ namespace train_cnn {
       static_cast<unsigned long long>(r.memory.recomputes),
       stash::format_bytes(r.memory.recomputed_bytes).c_str(),
       static_cast<unsigned long long>(r.memory.recompute_ops),
-      static_cast<unsigned long long>(r.memory.recompute_fallbacks));
+      static_cast<unsigned long long>(r.memory.recompute_fallbacks),
+      stash::format_bytes(r.memory.host_peak_in_use).c_str(),
+      stash::format_bytes(r.memory.host_peak_reserved).c_str());
   o << buf;
   auto const& p = r.plan;
   std::snprintf(buf, sizeof buf,
@@ -121,7 +124,9 @@ namespace train_cnn {
       << ",\"enforced_peak\":" << m.enforced_peak << ",\"budget_refusals\":" << m.budget_refusals
       << ",\"decode_failures\":" << m.decode_failures << ",\"recomputes\":" << m.recomputes
       << ",\"recompute_ops\":" << m.recompute_ops << ",\"recomputed_bytes\":" << m.recomputed_bytes
-      << ",\"recompute_fallbacks\":" << m.recompute_fallbacks << "}";
+      << ",\"recompute_fallbacks\":" << m.recompute_fallbacks
+      << ",\"host_peak_in_use\":" << m.host_peak_in_use
+      << ",\"host_peak_reserved\":" << m.host_peak_reserved << "}";
   };
   o << "{\"policy\":\"" << r.policy_name << "\",\"steps\":" << r.steps
     << ",\"seconds\":" << r.seconds << ",\"test_accuracy\":" << r.test_accuracy

@@ -217,6 +217,9 @@ class host_memory {
     r.recompute_ops        = alloc_.stats().recompute_ops;
     r.recomputed_bytes     = alloc_.stats().recomputed_bytes;
     r.recompute_fallbacks  = alloc_.stats().recompute_fallbacks;
+    auto const host        = alloc_.host_pool_stats();
+    r.host_peak_in_use     = host.peak_in_use_bytes;
+    r.host_peak_reserved   = host.peak_reserved_bytes;
     return r;
   }
   /// @brief Restarts the in-use peak.

@@ -32,6 +32,8 @@ struct memory_report {
   std::uint64_t recompute_ops{0};         ///< op re-runs those took
   std::uint64_t recomputed_bytes{0};      ///< bytes rematerialised
   std::uint64_t recompute_fallbacks{0};   ///< planned recomputes kept resident (no callable)
+  std::uint64_t host_peak_in_use{0};      ///< host bytes the offloaded copies held at most
+  std::uint64_t host_peak_reserved{0};    ///< host bytes the staging pool took at most
 };
 
 }  // namespace train_cnn
