@@ -63,6 +63,10 @@
  *                   [](std::span<void* const> p, cudaStream_t st) { mul<<<g, b, 0, st>>>(p[0],
  * p[1]); });
  * @endcode
+ * The schedule's work due before op j (offloads, drops, prefetches, re-runs) runs at the first
+ * allocate_async() or op() call after op j - 1, where the planner counts it: a drop frees its
+ * bytes before op j's outputs are allocated, and a re-run's outputs and transients are not
+ * counted on top of them.
  * A writer given no callable in the iteration that needs it: stash::logic_error from op() naming
  * both, and the storage stays resident from then on (allocator_stats::recompute_fallbacks). A
  * callable that throws leaves op() with the storage allocated. Counted in allocator_stats:
@@ -420,6 +424,7 @@ class allocator {
     alloc_index_     = 0;
     op_index_        = 0;
     next_offload_op_ = 0;
+    prepared_        = false;
     deviated_        = false;
     for (auto& f : callables_) { f = nullptr; }
     if (state_ == allocator_state::persistent || rerecord_) { start_recording(); }
@@ -474,11 +479,21 @@ class allocator {
   /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
   ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
   ///   recorded.
+  /// In replay, the first allocation after an op first runs the schedule's work due before the
+  /// next op (its offloads and drops, prefetches and recomputes, on `stream`), where the planner
+  /// counts it: the storages leaving after op j - 1 are gone, and those back for op j are back,
+  /// before op j's own outputs are allocated. A recompute callable that throws there leaves this
+  /// call with nothing allocated (as from op(): end the iteration and go on).
   /// @return The tensor's handle, valid until deallocate_async().
   [[nodiscard]] tensor_handle allocate_async(std::size_t bytes, storage_kind kind,
                                              std::string label, stream_type stream,
                                              tensor_desc const& desc = {})
   {
+    if (state_ == allocator_state::replaying && in_iteration_ && !prepared_ &&
+        op_index_ < recorded_ops_) {
+      prepared_ = true;
+      run_schedule_before(op_index_, stream);
+    }
     tensor_handle const h = manager_.allocate_async(bytes, stream);
     try {
       tensor& t = slot(h);
@@ -551,7 +566,8 @@ class allocator {
   {
     bool const replay = state_ == allocator_state::replaying && in_iteration_;
     if (replay && !recompute_.empty()) { check_callables_before(op_index_); }
-    std::uint64_t const j = op_index_++;
+    std::uint64_t const j   = op_index_++;
+    bool const was_prepared = std::exchange(prepared_, false);
     if (state_ == allocator_state::recording) {
       std::vector<storage_id> r, w;
       for (auto id : reads) { r.push_back(storage_of(id, "op")); }
@@ -559,13 +575,11 @@ class allocator {
       recorder_->op(std::move(name), std::move(r), std::move(w));
     } else if (replay) {
       if (j >= recorded_ops_) { deviated_ = true; }
-      issue_offloads_before(j, stream);
-      if (!recompute_.empty() && j < recorded_ops_) {
-        if (recompute_.needs_fn[j]) { callables_[j] = std::move(recompute); }
-        drop_at(j);
+      if (!was_prepared) { run_schedule_before(j, stream); }
+      // Op j's own callable is for recomputes after it (its writes' drops and re-runs come later).
+      if (!recompute_.empty() && j < recorded_ops_ && recompute_.needs_fn[j]) {
+        callables_[j] = std::move(recompute);
       }
-      issue_prefetches_at(j, stream);
-      if (!recompute_.empty() && j < recorded_ops_) { rematerialise_at(j, stream); }
     }
     std::vector<void*> pointers;
     pointers.reserve(reads.size() + writes.size());
@@ -598,6 +612,10 @@ class allocator {
     s.offload         = manager_.stats();
     return s;
   }
+  /// @brief The host staging pool's figures: host bytes the offloaded copies hold now
+  /// (in_use_bytes) and at most since the start (peak_in_use_bytes), and what the pool took from
+  /// its upstream (reserved_bytes, peak_reserved_bytes).
+  [[nodiscard]] pool_stats host_pool_stats() const { return host_pool_.stats(); }
   /// @brief Where tensor `h` is now.
   [[nodiscard]] tensor_state where(tensor_handle h)
   {
@@ -955,13 +973,28 @@ class allocator {
     }
   }
 
+  // The schedule's work due before op j (see allocate_async and op): offloads and drops of what
+  // left after op j - 1, then prefetches and rematerialisations of what op j needs back.
+  void run_schedule_before(std::uint64_t j, stream_type stream)
+  {
+    issue_offloads_before(j, stream);
+    bool const recomputes = !recompute_.empty() && j < recorded_ops_;
+    if (recomputes) { drop_at(j); }
+    issue_prefetches_at(j, stream);
+    if (recomputes) { rematerialise_at(j, stream); }
+  }
+
   // Drops the storages whose last use before their gap was op j - 1 (stream-ordered after it).
+  // One whose writers were not all given a callable is left for op j's check (it stays).
   void drop_at(std::uint64_t j)
   {
     for (auto const k : recompute_.drops_by_op[j]) {
-      tensor* const t = matched(recompute_.steps[k].storage);
+      auto const& step = recompute_.steps[k];
+      tensor* const t  = matched(step.storage);
       if (recompute_kept_[k] || t == nullptr ||
-          manager_.state(t->handle) != tensor_state::resident) {
+          manager_.state(t->handle) != tensor_state::resident ||
+          !std::all_of(step.ops.begin(), step.ops.end(),
+                       [&](std::uint64_t w) { return static_cast<bool>(callables_[w]); })) {
         continue;
       }
       manager_.drop_async(t->handle);
@@ -1047,6 +1080,7 @@ class allocator {
   std::uint64_t alloc_index_{0};
   std::uint64_t op_index_{0};
   std::uint64_t next_offload_op_{0};
+  bool prepared_{false};  // the schedule's work before op op_index_ ran (at an allocation)
   stream_type last_stream_{};
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;

@@ -19,6 +19,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -58,6 +59,12 @@ TEST_CASE("allocator<caching_pool, vdnn_all>: record, plan, replay a real step w
   CHECK(alloc.stats().scheduled_prefetches == 2 * alloc.current_schedule().entries.size());
   CHECK(alloc.stats().offload.offloads == alloc.stats().scheduled_offloads);
   CHECK(alloc.stats().offload.demand_prefetches == 0);
+  // The host staging pool held each raw copy whole: its peak is at least the largest entry.
+  std::uint64_t largest = 0;
+  for (auto const& e : alloc.current_schedule().entries) { largest = std::max(largest, e.bytes); }
+  auto const host = alloc.host_pool_stats();
+  CHECK(host.peak_in_use_bytes >= largest);
+  CHECK(host.peak_reserved_bytes >= host.peak_in_use_bytes);
 }
 
 TEST_CASE(

@@ -42,6 +42,27 @@ f 1
 f 4
 )";
 
+// A parameter w read by the first forward op and by the backward, idle in between, while the
+// activations leave no gap: at 12000 B (peak 17000) only w can make room.
+std::string const idle_param = R"(# stash-trace v1 model=idle_param dtype=float32
+t 0 8000 param w
+t 1 1000 input x
+p forward
+t 2 1000 act a
+o aten::mm 1,0 2
+t 3 6000 act big
+o aten::relu 2 3
+t 4 1000 act c
+o aten::relu 3 4
+f 3
+p backward
+t 5 1000 temp g
+o my::bwd 4,0 5
+f 4
+f 2
+f 5
+)";
+
 stash::cost_model round_model()
 {
   stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
@@ -92,6 +113,25 @@ TEST_CASE("checkpoint keeps segment inputs and recomputes inside segments, in on
   auto const three = stash::checkpoint{.segments = 3}.plan(a, 14000);
   REQUIRE(three.recomputes.size() == 1);
   CHECK(three.recomputes[0].id == 3);
+}
+
+TEST_CASE("search with also_any_kind off plans no parameter (a loop whose persistent state stays)")
+{
+  auto const t = stash::parse_trace(idle_param, "idle_param");
+  stash::trace_analysis const a(t, round_model());
+  REQUIRE(a.peak_live_bytes() == 17000);
+  auto const any = stash::joint_search{}.plan(a, 12000);
+  CHECK(any.fits());
+  bool moves_w = false;
+  for (auto const& e : any.entries) { moves_w = moves_w || e.id == 0; }
+  CHECK(moves_w);
+  stash::joint_search activations_only;
+  activations_only.also_any_kind = false;
+  auto const acts                = activations_only.plan(a, 12000);
+  for (auto const& e : acts.entries) {
+    CHECK(t.storages()[e.id].kind != stash::storage_kind::param);
+  }
+  CHECK_FALSE(acts.fits());
 }
 
 TEST_CASE("the registry knows search, checkpoint and dtr")

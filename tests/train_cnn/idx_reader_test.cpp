@@ -269,7 +269,7 @@ TEST_CASE("train_cnn options: the command line")
           (void)parse_options({"/d", "--policy", "lru"});
         })
             .find("unknown swap policy 'lru' (known: no_swap, vdnn_all, vdnn_conv, vdnn_dyn, "
-                  "auto_swap, search_swap)") != std::string::npos);
+                  "auto_swap, search_swap, search, checkpoint, dtr)") != std::string::npos);
   CHECK(message_of([] {
           (void)parse_options({"/d", "--codec", "lz4"});
         }).find("unknown codec 'lz4'") != std::string::npos);

@@ -100,6 +100,11 @@ TEST_CASE("train_cnn options: the CPU build's flags (--budget P%, --device, --ar
   CHECK(o.trace_out == "t");
   CHECK(parse_options({"/d"}).device == device_kind::automatic);
   CHECK(parse_options({"/d", "--policy", "search_swap"}).policy == policy_kind::search_swap);
+  CHECK(parse_options({"/d", "--policy", "search"}).policy == policy_kind::search);
+  CHECK(parse_options({"/d", "--policy", "checkpoint"}).policy == policy_kind::checkpoint);
+  CHECK(parse_options({"/d", "--policy", "dtr"}).policy == policy_kind::dtr);
+  CHECK(recomputes(policy_kind::dtr));
+  CHECK(!recomputes(policy_kind::search_swap));
   CHECK(parse_options({"/d", "--budget", "64MiB"}).budget == 64u << 20);
   for (char const* bad : {"0%", "101%", "%", "x%", "-5%"}) {
     CAPTURE(bad);
@@ -118,4 +123,7 @@ TEST_CASE("train_cnn options: the CUDA build names the CPU-only option it cannot
   CHECK(cpu_only_option(parse_options({"/d", "--arch", "resnet"})) == "--arch resnet");
   CHECK(cpu_only_option(parse_options({"/d", "--budget", "40%"})) == "--budget P%");
   CHECK(cpu_only_option(parse_options({"/d", "--json"})) == "--json");
+  CHECK(cpu_only_option(parse_options({"/d", "--policy", "checkpoint"})) ==
+        "--policy checkpoint (recompute callables)");
+  CHECK(cpu_only_option(parse_options({"/d", "--policy", "search_swap"})).empty());
 }

@@ -1,8 +1,9 @@
 // train_cnn on the CPU (oneDNN layers, every activation in stash's host backend): short runs on
 // the repository's Fashion-MNIST sample (data/fashion-mnist-small) whose parameters must be
 // bitwise those of the run without offload, with the device budget never exceeded and the
-// executed offloads, prefetches and encodings equal to the plan's; and the recorded step as a
-// trace that reads back.
+// executed offloads, prefetches, encodings and recomputes equal to the plan's; and the recorded
+// step as a trace that reads back. The recompute cases (search, checkpoint) are ctest entries of
+// their own (train_cnn_cpu.recompute_*), run on fewer steps.
 #include <stash_tools/train_cnn/cpu_report.hpp>
 #include <stash_tools/train_cnn/cpu_run.hpp>
 #include <stash_tools/train_cnn/dnnl_ops.hpp>
@@ -22,7 +23,8 @@ namespace {
 
 using namespace train_cnn;
 
-constexpr long steps = 20;  // 640 images, batch 32: one epoch
+constexpr long steps           = 20;  // 640 images, batch 32: one epoch
+constexpr long recompute_steps = 6;   // the recorded step and 5 that recompute
 
 dataset const& sample()
 {
@@ -44,27 +46,29 @@ struct reference_run {
   std::uint64_t peak{0};
 };
 
-reference_run const& reference(cnn_arch arch)
+// The run without offload of `n` steps (cached).
+reference_run const& reference(cnn_arch arch, long n = steps)
 {
-  static std::vector<std::pair<cnn_arch, reference_run>> cache;
-  for (auto const& [a, r] : cache) {
-    if (a == arch) { return r; }
+  static std::vector<std::pair<std::pair<cnn_arch, long>, reference_run>> cache;
+  for (auto const& [key, r] : cache) {
+    if (key == std::pair(arch, n)) { return r; }
   }
   fix_threads();
   reference_run r;
-  r.result = run_cpu(settings(arch), sample(), cpu_run_spec{}, steps, false);
+  r.result = run_cpu(settings(arch), sample(), cpu_run_spec{}, n, false);
   r.peak   = r.result.recorded_peak;
-  cache.emplace_back(arch, std::move(r));
+  cache.emplace_back(std::pair(arch, n), std::move(r));
   return cache.back().second;
 }
 
-// One checked run: `percent` of the recorded peak, the policy and codec named.
-void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double percent)
+// One checked run of `n` steps: `percent` of the recorded peak, the policy and codec named.
+// Something must have left the device: offloaded, or (a recompute policy) dropped and re-run.
+void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double percent, long n = steps)
 {
-  auto const& ref                     = reference(arch);
+  auto const& ref                     = reference(arch, n);
   std::optional<std::uint64_t> budget = percent_of(ref.peak, percent);
   cpu_run_result const r =
-      run_cpu(settings(arch), sample(), cpu_run_spec{policy, codec, budget}, steps, false);
+      run_cpu(settings(arch), sample(), cpu_run_spec{policy, codec, budget}, n, false);
   auto const [differ, max_diff] = compare_weights(ref.result.weights, r.weights);
   INFO(summary_text(r, budget));
   CHECK(differ == 0);
@@ -72,10 +76,21 @@ void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double perce
   CHECK(r.fits);
   CHECK(budget_held(r, budget));
   CHECK(r.memory.enforced_peak > 0);
-  CHECK(r.memory.offloads > 0);  // something left the device: the comparison proves something
+  if (recomputes(policy)) {
+    CHECK(r.memory.recomputes > 0);  // the comparison proves that re-runs are exact
+    CHECK(r.memory.recompute_ops >= r.memory.recomputes);
+    CHECK(r.memory.recomputed_bytes > 0);
+    CHECK(r.memory.recompute_fallbacks == 0);
+    CHECK(r.plan.executed_recomputes == r.plan.planned_recomputes * std::uint64_t(n - 1));
+  } else {
+    CHECK(r.memory.offloads > 0);  // something left the device: the comparison proves something
+  }
   CHECK(r.memory.decode_failures == 0);
+  // The host staging pool held the offloaded copies (none when nothing was offloaded).
+  CHECK((r.memory.host_peak_in_use > 0) == (r.memory.offloads > 0));
+  CHECK(r.memory.host_peak_reserved >= r.memory.host_peak_in_use);
   CHECK(r.plan.matches());
-  CHECK(r.plan.executed_offloads == r.plan.planned_entries * std::uint64_t(steps - 1));
+  CHECK(r.plan.executed_offloads == r.plan.planned_entries * std::uint64_t(n - 1));
 }
 
 }  // namespace
@@ -124,6 +139,21 @@ TEST_CASE("train_cnn cpu resnet: search_swap at 60-75%, vdnn_all at 80-100% of t
   check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::auto_, 60);
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::auto_, 100);
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::bitmask, 80);
+}
+
+// Recompute: the lowest budgets (multiples of 5 or so) at which each plan fits. The parameters,
+// the optimizer state and one op's working set stay on the device, so the floors are high: vgg
+// ~82% of the peak (search), ~91% (checkpoint); resnet ~60% (search), ~74% (checkpoint).
+TEST_CASE("train_cnn cpu recompute vgg: search at 85%, checkpoint at 92% of the peak, bitwise")
+{
+  check_run(cnn_arch::vgg, policy_kind::search, codec_kind::none, 85, recompute_steps);
+  check_run(cnn_arch::vgg, policy_kind::checkpoint, codec_kind::none, 92, recompute_steps);
+}
+
+TEST_CASE("train_cnn cpu recompute resnet: search at 60%, checkpoint at 75% of the peak, bitwise")
+{
+  check_run(cnn_arch::resnet, policy_kind::search, codec_kind::auto_, 60, recompute_steps);
+  check_run(cnn_arch::resnet, policy_kind::checkpoint, codec_kind::none, 75, recompute_steps);
 }
 
 TEST_CASE("train_cnn cpu: the recorded step is a trace that reads back, and plans the same")

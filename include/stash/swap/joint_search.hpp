@@ -124,6 +124,9 @@ struct joint_search {
   std::optional<encoding_options> encodings;
   /// Simulations spent on local search after the seeds.
   std::size_t max_simulations = 120;
+  /// Let the search_swap seeds also swap storages of any kind (parameters, gradients, optimizer
+  /// state: search_swap::also_any_kind); off for a loop whose persistent storages cannot leave.
+  bool also_any_kind = true;
 
   /// @brief Registry name.
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "search"; }
@@ -162,7 +165,7 @@ struct joint_search {
   void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
             joint_search_stats& stats) const
   {
-    search_swap const swaps{.encodings = encodings};
+    search_swap const swaps{.also_any_kind = also_any_kind, .encodings = encodings};
     inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
     inc.offer(a, checkpoint{}.plan(a, budget), "seed:checkpoint", encodings, stats);
     inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
@@ -175,7 +178,10 @@ struct joint_search {
     for (double const f : {1.15, 1.35, 1.7}) {
       auto const higher = static_cast<std::uint64_t>(static_cast<double>(budget) * f);
       if (higher >= a.peak_live_bytes()) { break; }
-      auto base = search_swap{.seed_with_policies = false, .encodings = encodings}.plan(a, higher);
+      auto base =
+          search_swap{
+              .also_any_kind = also_any_kind, .seed_with_policies = false, .encodings = encodings}
+              .plan(a, higher);
       if (base.device_peak > higher) { continue; }
       auto const tag = "hybrid:" + std::to_string(f);
       starts.emplace_back("greedy+" + tag, detail::greedy_plan{base.entries, {}});

@@ -11,6 +11,16 @@
 // and their backward reads only those, so the ReLU output before a pool is read after the forward
 // pass only by threshold_backward: stash's planner may send it as Gist's 1-bit mask and the
 // indices as Gist's 4-bit argmax, both exact for these readers.
+//
+// Recompute: every layer op runs through run(), which hands the memory the op's kernel as a
+// function of the op's pointers (reads, then writes): the first run and any re-run stash makes to
+// rematerialise a dropped output (policies search, checkpoint, dtr) are the same call, so the
+// re-run writes bitwise the same bytes. The ops carry their aten names, whose entries in stash's
+// default recompute table (trace/recompute_semantics.hpp) are right for these kernels: the
+// forward layers (convolution, native_batch_norm, relu, add.Tensor, max_pool2d_with_indices,
+// addmm) and threshold_backward and clone are pure; batch norm's running statistics are updated
+// by a separate op (running_stats_update, never re-run), so its re-run changes no state; ops that
+// write the gradients or parameters, or accumulate in place, are refused by the write rules.
 #pragma once
 
 #include <stash_tools/train_cnn/dnnl_ops.hpp>
@@ -164,7 +174,16 @@ class cnn {
   }
 
  private:
-  using ids = std::vector<id>;
+  using ids  = std::vector<id>;
+  using ptrs = std::span<void* const>;
+
+  // Runs `kernel` on the op's pointers, and hands it to the memory to re-run the op (recompute).
+  template <class Kernel>
+  void run(std::string name, ids const& reads, ids const& writes, Kernel kernel)
+  {
+    auto const p = mem_.op(std::move(name), reads, writes, kernel);
+    kernel(ptrs(p));
+  }
   struct param {
     id w{}, b{}, vw{}, vb{};
     std::size_t w_count{0}, b_count{0};
@@ -421,10 +440,10 @@ class cnn {
     conv_shape const s{n, l.cin, l.cout, l.h, l.w};
     id const y = act(std::size_t(n) * l.cout * l.h * l.w, l.name + ".out");
     auto ws    = workspace(ops_.conv_scratch(s, false), l.name);
-    {
-      auto p = mem_.op("aten::convolution", ids{x, l.p.w, l.p.b}, with({y}, ws));
-      ops_.conv_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), ws ? p[4] : nullptr);
-    }
+    run("aten::convolution", ids{x, l.p.w, l.p.b}, with({y}, ws),
+        [this, s, has_ws = ws.has_value()](ptrs p) {
+          ops_.conv_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), has_ws ? p[4] : nullptr);
+        });
     free_if(ws);
     if (training_) {
       tape_.push_back({node_kind::conv, i, x, y, {}, {}, 0, 0, 0});
@@ -441,20 +460,23 @@ class cnn {
     id const y    = act(std::size_t(n) * l.c * l.h * l.w, l.name + ".out");
     auto const ws = workspace(ops_.bn_scratch(s, false), l.name);
     if (!training_) {
-      auto p = mem_.op("aten::native_batch_norm", ids{x, l.p.w, l.p.b, l.run_mean, l.run_var},
-                       with({y}, ws));
-      ops_.bn_forward(s, false, f(p[0]), f(p[1]), f(p[2]), f(p[5]), f(p[3]), f(p[4]),
-                      ws ? p[6] : nullptr);
+      run("aten::native_batch_norm", ids{x, l.p.w, l.p.b, l.run_mean, l.run_var}, with({y}, ws),
+          [this, s, has_ws = ws.has_value()](ptrs p) {
+            ops_.bn_forward(s, false, f(p[0]), f(p[1]), f(p[2]), f(p[5]), f(p[3]), f(p[4]),
+                            has_ws ? p[6] : nullptr);
+          });
       free_if(ws);
       return y;
     }
     id const mean = act(std::size_t(l.c), l.name + ".mean", stash::storage_kind::temp);
     id const var  = act(std::size_t(l.c), l.name + ".var", stash::storage_kind::temp);
-    {
-      auto p = mem_.op("aten::native_batch_norm", ids{x, l.p.w, l.p.b}, with({y, mean, var}, ws));
-      ops_.bn_forward(s, true, f(p[0]), f(p[1]), f(p[2]), f(p[3]), f(p[4]), f(p[5]),
-                      ws ? p[6] : nullptr);
-    }
+    // Training: batch statistics only (the running ones are updated below, by an op of their own,
+    // so a re-run of this one is pure).
+    run("aten::native_batch_norm", ids{x, l.p.w, l.p.b}, with({y, mean, var}, ws),
+        [this, s, has_ws = ws.has_value()](ptrs p) {
+          ops_.bn_forward(s, true, f(p[0]), f(p[1]), f(p[2]), f(p[3]), f(p[4]), f(p[5]),
+                          has_ws ? p[6] : nullptr);
+        });
     free_if(ws);
     {
       // running = 0.9 running + 0.1 batch (the batch variance as oneDNN computes it, biased)
@@ -476,10 +498,8 @@ class cnn {
   id relu(id x, std::size_t count, std::string const& label)
   {
     id const y = act(count, label);
-    {
-      auto p = mem_.op("aten::relu", ids{x}, ids{y});
-      ops_.relu_forward(count, f(p[0]), f(p[1]));
-    }
+    run("aten::relu", ids{x}, ids{y},
+        [this, count](ptrs p) { ops_.relu_forward(count, f(p[0]), f(p[1])); });
     if (training_) {
       tape_.push_back({node_kind::relu, -1, x, y, {}, {}, int(count), 0, 0});
       keep(y);
@@ -490,10 +510,8 @@ class cnn {
   id add(id a, id b, std::size_t count, std::string const& label)
   {
     id const y = act(count, label);
-    {
-      auto p = mem_.op("aten::add", ids{a, b}, ids{y});
-      ops_.add(count, f(p[0]), f(p[1]), f(p[2]));
-    }
+    run("aten::add.Tensor", ids{a, b}, ids{y},
+        [this, count](ptrs p) { ops_.add(count, f(p[0]), f(p[1]), f(p[2])); });
     if (training_) { tape_.push_back({node_kind::add, -1, {}, y, a, b, int(count), 0, 0}); }
     return y;
   }
@@ -510,12 +528,12 @@ class cnn {
                                    label + ".indices", desc);
     auto const ws  = workspace(ops_.pool(s).ws_bytes, label + ".dnnl");
     auto const sc  = workspace(ops_.pool_scratch(s, false), label);
-    {
-      auto p = mem_.op("aten::max_pool2d_with_indices", ids{x}, with(with({y, index}, ws), sc));
-      ops_.pool_forward(s, f(p[0]), f(p[1]), p[3], sc ? p[4] : nullptr);
-      Ops::indices_from_workspace(s, static_cast<std::uint8_t const*>(p[3]),
-                                  static_cast<std::int64_t*>(p[2]));
-    }
+    run("aten::max_pool2d_with_indices", ids{x}, with(with({y, index}, ws), sc),
+        [this, s, has_sc = sc.has_value()](ptrs p) {
+          ops_.pool_forward(s, f(p[0]), f(p[1]), p[3], has_sc ? p[4] : nullptr);
+          Ops::indices_from_workspace(s, static_cast<std::uint8_t const*>(p[3]),
+                                      static_cast<std::int64_t*>(p[2]));
+        });
     free_if(sc);
     free_if(ws);
     if (training_) {
@@ -532,10 +550,10 @@ class cnn {
     linear_shape const s{n, l.in, l.out};
     id const y = act(std::size_t(n) * l.out, l.name + ".out");
     auto ws    = workspace(ops_.linear_scratch(s, false), l.name);
-    {
-      auto p = mem_.op("aten::addmm", ids{x, l.p.w, l.p.b}, with({y}, ws));
-      ops_.linear_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), ws ? p[4] : nullptr);
-    }
+    run("aten::addmm", ids{x, l.p.w, l.p.b}, with({y}, ws),
+        [this, s, has_ws = ws.has_value()](ptrs p) {
+          ops_.linear_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), has_ws ? p[4] : nullptr);
+        });
     free_if(ws);
     if (training_) {
       tape_.push_back({node_kind::linear, i, x, y, {}, {}, 0, 0, 0});
@@ -606,10 +624,10 @@ class cnn {
           break;
         case node_kind::add: {
           id const copy = act(std::size_t(e.c), "add.grad", stash::storage_kind::temp);
-          {
-            auto p = mem_.op("aten::clone", ids{dy}, ids{copy});
-            std::memcpy(p[1], p[0], std::size_t(e.c) * sizeof(float));
-          }
+          run("aten::clone", ids{dy}, ids{copy},
+              [bytes = std::size_t(e.c) * sizeof(float)](ptrs p) {
+                std::memcpy(p[1], p[0], bytes);
+              });
           accumulate(grad, e.a, dy, e.c);
           accumulate(grad, e.b, copy, e.c);
           continue;  // dy lives on as a's gradient
@@ -626,7 +644,7 @@ class cnn {
     auto [it, fresh] = grad.try_emplace(x, dx);
     if (fresh) { return; }
     {
-      auto p = mem_.op("aten::add_", ids{it->second, dx}, ids{it->second});
+      auto p = mem_.op("aten::add_.Tensor", ids{it->second, dx}, ids{it->second});
       ops_.add(std::size_t(count), f(p[0]), f(p[1]), f(p[2]));
     }
     mem_.deallocate(dx);
@@ -676,11 +694,11 @@ class cnn {
   void relu_backward(node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     id const dx = act(std::size_t(e.c), "relu.in.grad", stash::storage_kind::temp);
-    {
-      // Reads {dy, y}: y is threshold_backward's `self`, whose sign is all it needs.
-      auto p = mem_.op("aten::threshold_backward", ids{dy, e.y}, ids{dx});
-      ops_.relu_backward(std::size_t(e.c), f(p[0]), f(p[1]), f(p[2]));
-    }
+    // Reads {dy, y}: y is threshold_backward's `self`, whose sign is all it needs.
+    run("aten::threshold_backward", ids{dy, e.y}, ids{dx},
+        [this, count = std::size_t(e.c)](ptrs p) {
+          ops_.relu_backward(count, f(p[0]), f(p[1]), f(p[2]));
+        });
     unkeep(e.y);
     accumulate(grad, e.x, dx, e.c);
   }

@@ -23,12 +23,16 @@ namespace train_cnn {
   return buf;
 }
 
-/// @brief "zvc 6, bitmask 4, raw 2" (the planned encodings of one step).
+/// @brief "zvc 6, bitmask 4, raw 2" (the planned encodings of one step), then "recompute 3" when
+/// the plan recomputes.
 [[nodiscard]] inline std::string encodings_text(plan_check const& p)
 {
   std::string s;
   for (auto const& [name, n] : p.planned_encodings) {
     s += (s.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  }
+  if (p.planned_recomputes > 0) {
+    s += (s.empty() ? "" : ", ") + std::string("recompute ") + std::to_string(p.planned_recomputes);
   }
   return s.empty() ? "none" : s;
 }
@@ -40,11 +44,12 @@ namespace train_cnn {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "step %ld/%ld: loss %.4f, train acc %.2f%%, %.1f ms/step, offloaded %s, "
-                "prefetched %s, re-run 0 B (no recompute in stash yet), encodings per step: %s, "
-                "ratio %s",
+                "prefetched %s, re-run %s (%llu ops), encodings per step: %s, ratio %s",
                 s.step, steps, s.loss, 100.0 * s.accuracy, s.ms_per_step,
                 stash::format_bytes(s.memory.bytes_offloaded).c_str(),
-                stash::format_bytes(s.memory.bytes_prefetched).c_str(), encodings.c_str(),
+                stash::format_bytes(s.memory.bytes_prefetched).c_str(),
+                stash::format_bytes(s.memory.recomputed_bytes).c_str(),
+                static_cast<unsigned long long>(s.memory.recompute_ops), encodings.c_str(),
                 ratio_of(s.memory).c_str());
   return buf;
 }
@@ -54,14 +59,17 @@ namespace train_cnn {
                                               std::optional<std::uint64_t> budget)
 {
   std::ostringstream o;
-  char buf[640];
+  char buf[1024];
   std::snprintf(
       buf, sizeof buf,
       "done: %ld steps in %.1f s (%.1f ms/step); test accuracy %s\n"
       "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s), "
       "peak while the budget held %s of %s%s\n"
       "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
-      "(%llu on demand), %llu decode failures\n",
+      "(%llu on demand), %llu decode failures\n"
+      "  re-run: %llu storages rematerialised (%s) by %llu op re-runs, %llu kept resident "
+      "instead\n"
+      "  host pool: peak %s held by offloaded copies (%s reserved from host memory)\n",
       r.steps, r.seconds, 1e3 * r.seconds / double(std::max(1L, r.steps)),
       r.test_accuracy < 0 ? "not measured"
                           : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%").c_str(),
@@ -75,18 +83,26 @@ namespace train_cnn {
       stash::format_bytes(r.memory.bytes_encoded).c_str(), ratio_of(r.memory).c_str(),
       static_cast<unsigned long long>(r.memory.prefetches),
       static_cast<unsigned long long>(r.memory.demand_prefetches),
-      static_cast<unsigned long long>(r.memory.decode_failures));
+      static_cast<unsigned long long>(r.memory.decode_failures),
+      static_cast<unsigned long long>(r.memory.recomputes),
+      stash::format_bytes(r.memory.recomputed_bytes).c_str(),
+      static_cast<unsigned long long>(r.memory.recompute_ops),
+      static_cast<unsigned long long>(r.memory.recompute_fallbacks),
+      stash::format_bytes(r.memory.host_peak_in_use).c_str(),
+      stash::format_bytes(r.memory.host_peak_reserved).c_str());
   o << buf;
   auto const& p = r.plan;
   std::snprintf(buf, sizeof buf,
                 "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu; "
-                "executed %llu offloads, %llu prefetches, %llu encoding fallbacks, %llu "
-                "deviations: %s\n",
-                static_cast<unsigned long long>(p.planned_entries), encodings_text(p).c_str(),
-                static_cast<unsigned long long>(p.replayed_steps),
-                static_cast<unsigned long long>(p.planned_entries * p.replayed_steps),
+                "executed %llu offloads, %llu prefetches, %llu recomputes, %llu encoding "
+                "fallbacks, %llu deviations: %s\n",
+                static_cast<unsigned long long>(p.planned_entries + p.planned_recomputes),
+                encodings_text(p).c_str(), static_cast<unsigned long long>(p.replayed_steps),
+                static_cast<unsigned long long>((p.planned_entries + p.planned_recomputes) *
+                                                p.replayed_steps),
                 static_cast<unsigned long long>(p.executed_offloads),
                 static_cast<unsigned long long>(p.executed_prefetches),
+                static_cast<unsigned long long>(p.executed_recomputes),
                 static_cast<unsigned long long>(p.encoding_fallbacks),
                 static_cast<unsigned long long>(p.deviations), p.matches() ? "equal" : "DIFFERENT");
   o << buf;
@@ -106,7 +122,11 @@ namespace train_cnn {
       << ",\"bytes_prefetched\":" << m.bytes_prefetched << ",\"bytes_encoded\":" << m.bytes_encoded
       << ",\"bytes_encoded_source\":" << m.bytes_encoded_source
       << ",\"enforced_peak\":" << m.enforced_peak << ",\"budget_refusals\":" << m.budget_refusals
-      << ",\"decode_failures\":" << m.decode_failures << "}";
+      << ",\"decode_failures\":" << m.decode_failures << ",\"recomputes\":" << m.recomputes
+      << ",\"recompute_ops\":" << m.recompute_ops << ",\"recomputed_bytes\":" << m.recomputed_bytes
+      << ",\"recompute_fallbacks\":" << m.recompute_fallbacks
+      << ",\"host_peak_in_use\":" << m.host_peak_in_use
+      << ",\"host_peak_reserved\":" << m.host_peak_reserved << "}";
   };
   o << "{\"policy\":\"" << r.policy_name << "\",\"steps\":" << r.steps
     << ",\"seconds\":" << r.seconds << ",\"test_accuracy\":" << r.test_accuracy
@@ -132,7 +152,10 @@ namespace train_cnn {
   o << "},\"replayed_steps\":" << p.replayed_steps
     << ",\"executed_offloads\":" << p.executed_offloads
     << ",\"executed_prefetches\":" << p.executed_prefetches
-    << ",\"encoding_fallbacks\":" << p.encoding_fallbacks << ",\"deviations\":" << p.deviations
+    << ",\"encoding_fallbacks\":" << p.encoding_fallbacks
+    << ",\"recomputes_per_step\":" << p.planned_recomputes
+    << ",\"executed_recomputes\":" << p.executed_recomputes
+    << ",\"recompute_fallbacks\":" << p.recompute_fallbacks << ",\"deviations\":" << p.deviations
     << ",\"matches\":" << (p.matches() ? "true" : "false") << "}";
   if (check_passed) { o << ",\"check_passed\":" << (*check_passed ? "true" : "false"); }
   o << "}";

@@ -95,12 +95,17 @@ struct plan_check {
   std::uint64_t demand_prefetches{0};                      ///< prefetches the schedule missed
   std::uint64_t encoding_fallbacks{0};                     ///< planned encodings that ran raw
   std::uint64_t deviations{0};
-  /// @brief Executed counts equal planned entries x replayed steps, nothing fell back or deviated.
+  std::uint64_t planned_recomputes{0};   ///< recompute entries per step
+  std::uint64_t executed_recomputes{0};  ///< storages rematerialised
+  std::uint64_t recompute_fallbacks{0};  ///< planned recomputes kept resident instead
+  /// @brief Executed counts equal planned entries x replayed steps (offloads, prefetches,
+  /// recomputes), nothing fell back or deviated.
   [[nodiscard]] bool matches() const
   {
     return executed_offloads == planned_entries * replayed_steps &&
-           executed_prefetches == planned_entries * replayed_steps && encoding_fallbacks == 0 &&
-           deviations == 0 && demand_prefetches == 0;
+           executed_prefetches == planned_entries * replayed_steps &&
+           executed_recomputes == planned_recomputes * replayed_steps && encoding_fallbacks == 0 &&
+           recompute_fallbacks == 0 && deviations == 0 && demand_prefetches == 0;
   }
 };
 
@@ -171,6 +176,9 @@ plan_check plan_of(Mem const& mem, long steps)
   p.demand_prefetches   = r.demand_prefetches;
   p.encoding_fallbacks  = r.encoding_fallbacks;
   p.deviations          = r.deviations;
+  p.planned_recomputes  = mem.schedule().recomputes.size();
+  p.executed_recomputes = r.recomputes;
+  p.recompute_fallbacks = r.recompute_fallbacks;
   return p;
 }
 

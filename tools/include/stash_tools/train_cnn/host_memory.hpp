@@ -17,6 +17,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/joint_search.hpp>
 #include <stash/swap/policy_registry.hpp>
 #include <stash/swap/search_swap.hpp>
 #include <stash/trace/trace.hpp>
@@ -25,6 +26,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -47,8 +49,9 @@ enum class host_codec : std::uint8_t {
 /// @brief A policy as stash::allocator runs it: the base schedule without the entries of
 /// persistent storages (allocated before the first iteration: parameters, optimizer state, which
 /// the allocator never moves, so a schedule counting on them leaving would not hold its planned
-/// peak), its peak recomputed, and its encodings chosen per tensor (encoding_choice.hpp) for
-/// --codec auto, or only Gist's bitmask choices kept for --codec bitmask.
+/// peak), its recompute entries as planned (activations and temporaries only), its peak
+/// recomputed, and its encodings chosen per tensor (encoding_choice.hpp) for --codec auto, or only
+/// Gist's bitmask choices kept for --codec bitmask.
 struct host_policy {
   stash::any_swap_policy base;
   host_codec codec = host_codec::raw;
@@ -63,8 +66,9 @@ struct host_policy {
     for (auto const& e : s.entries) {
       if (!a.trace().storages()[e.id].label.starts_with("persistent#")) { kept.push_back(e); }
     }
-    stash::schedule out = stash::make_schedule(a, s.policy, budget, std::move(kept));
-    out.note            = s.note;
+    stash::schedule out =
+        stash::make_schedule(a, s.policy, budget, std::move(kept), std::move(s.recomputes));
+    out.note = s.note;
     if (codec == host_codec::auto_ || codec == host_codec::bitmask) {
       out = stash::with_encodings(a, std::move(out));
     }
@@ -79,8 +83,9 @@ struct host_policy {
   }
 };
 
-/// @brief The policy `name` set up for `codec` (see host_policy). search_swap plans activations
-/// only (also_any_kind off), for the same reason host_policy drops persistent entries.
+/// @brief The policy `name` set up for `codec` (see host_policy). search_swap, and search's
+/// search_swap seeds, plan activations only (also_any_kind off), for the same reason host_policy
+/// drops persistent entries.
 [[nodiscard]] inline stash::any_swap_policy make_host_policy(std::string_view name, host_codec c)
 {
   if (name == "search_swap") {
@@ -88,6 +93,12 @@ struct host_policy {
     s.also_any_kind = false;
     if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
     return host_policy{s, c, "search_swap"};
+  }
+  if (name == "search") {
+    stash::joint_search s;
+    s.also_any_kind = false;
+    if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
+    return host_policy{s, c, "search"};
   }
   return host_policy{stash::make_swap_policy(name), c, std::string(name)};
 }
@@ -103,7 +114,10 @@ struct host_memory_config {
 /// @brief stash::allocator<budget_guard<lifetime_arena<host_upstream>>, any_swap_policy,
 /// transfer_set<zvc, bitmask, pool_argmax>, host_backend> behind ids and pointers. op() returns
 /// pointers that are resident and whose queued transfers are complete, so the caller may compute
-/// on them at once on its own thread.
+/// on them at once on its own thread. An op given its kernel may be re-run by the allocator to
+/// rematerialise a dropped output: on the calling thread, once the stream's queued work (the
+/// rematerialised storage's allocation, its reads' prefetches) is complete, so the kernel runs
+/// with the same OpenMP settings as its first run.
 class host_memory {
  public:
   using id = stash::tensor_handle;
@@ -141,10 +155,23 @@ class host_memory {
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
                                  std::move(label), stream_, desc);
   }
+  /// @brief What computes an op from its pointers (reads, then writes).
+  using kernel = std::function<void(std::span<void* const>)>;
+
   /// @brief Pointers of `reads` then `writes`, resident, usable on the calling thread now.
-  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes)
+  /// `rerun` (optional) computes the op from such pointers: the allocator calls it to
+  /// rematerialise an output a recompute entry dropped.
+  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes,
+                        kernel rerun = {})
   {
-    auto p = alloc_.op(std::move(name), reads, writes, stream_);
+    alloc_type::recompute_fn fn;
+    if (rerun) {
+      fn = [this, k = std::move(rerun)](std::span<void* const> p, stash::host_backend::stream s) {
+        backend_.synchronize(s);
+        k(p);
+      };
+    }
+    auto p = alloc_.op(std::move(name), reads, writes, stream_, std::move(fn));
     backend_.synchronize(stream_);
     return p;
   }
@@ -186,6 +213,13 @@ class host_memory {
     r.scheduled_offloads   = alloc_.stats().scheduled_offloads;
     r.scheduled_prefetches = alloc_.stats().scheduled_prefetches;
     r.encoding_fallbacks   = alloc_.stats().encoding_fallbacks;
+    r.recomputes           = alloc_.stats().recomputes;
+    r.recompute_ops        = alloc_.stats().recompute_ops;
+    r.recomputed_bytes     = alloc_.stats().recomputed_bytes;
+    r.recompute_fallbacks  = alloc_.stats().recompute_fallbacks;
+    auto const host        = alloc_.host_pool_stats();
+    r.host_peak_in_use     = host.peak_in_use_bytes;
+    r.host_peak_reserved   = host.peak_reserved_bytes;
     return r;
   }
   /// @brief Restarts the in-use peak.

@@ -28,6 +28,12 @@ struct memory_report {
   std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   std::uint64_t encoding_fallbacks{0};    ///< planned encodings that travelled raw instead
+  std::uint64_t recomputes{0};            ///< storages rematerialised by re-running their ops
+  std::uint64_t recompute_ops{0};         ///< op re-runs those took
+  std::uint64_t recomputed_bytes{0};      ///< bytes rematerialised
+  std::uint64_t recompute_fallbacks{0};   ///< planned recomputes kept resident (no callable)
+  std::uint64_t host_peak_in_use{0};      ///< host bytes the offloaded copies held at most
+  std::uint64_t host_peak_reserved{0};    ///< host bytes the staging pool took at most
 };
 
 }  // namespace train_cnn

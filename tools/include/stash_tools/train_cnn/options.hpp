@@ -23,14 +23,19 @@ class usage_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// @brief The swap policies train_cnn instantiates (stash/swap/*.hpp).
+/// @brief The swap policies train_cnn instantiates (stash/swap/*.hpp). The last three also
+/// recompute (they drop storages and re-run their producers): the CPU build gives every layer op
+/// its re-run callable; the CUDA build does not yet and refuses them (cpu_only_option).
 enum class policy_kind : std::uint8_t {
   no_swap,
   vdnn_all,
   vdnn_conv,
   vdnn_dyn,
   auto_swap,
-  search_swap
+  search_swap,
+  search,
+  checkpoint,
+  dtr
 };
 /// @brief How offloaded activations travel: raw copies, stash's zero-value compression
 /// (lossless), or float32 rounded to fp16, bf16 or fp8 e4m3 (stash::precision, lossy); on the CPU
@@ -42,8 +47,15 @@ enum class device_kind : std::uint8_t { automatic, cpu, cuda };
 /// @brief The network --arch names (see cnn.hpp).
 enum class cnn_arch : std::uint8_t { vgg, resnet };
 
-inline constexpr std::array<std::string_view, 6> policy_names = {
-    "no_swap", "vdnn_all", "vdnn_conv", "vdnn_dyn", "auto_swap", "search_swap"};
+inline constexpr std::array<std::string_view, 9> policy_names = {
+    "no_swap",     "vdnn_all", "vdnn_conv",  "vdnn_dyn", "auto_swap",
+    "search_swap", "search",   "checkpoint", "dtr"};
+
+/// @brief Whether the policy plans recomputes (keep / swap / recompute), not only swaps.
+[[nodiscard]] constexpr bool recomputes(policy_kind p) noexcept
+{
+  return p == policy_kind::search || p == policy_kind::checkpoint || p == policy_kind::dtr;
+}
 inline constexpr std::array<std::string_view, 7> codec_names = {
     "none", "zvc", "fp16", "bf16", "fp8_e4m3", "bitmask", "auto"};
 
@@ -117,7 +129,9 @@ struct options {
          "                     (apt-get install dataset-fashion-mnist: "
          "/usr/share/datasets/fashion-mnist)\n"
          "  --policy NAME      swap policy: no_swap, vdnn_all, vdnn_conv (default), vdnn_dyn, "
-         "auto_swap\n"
+         "auto_swap,\n"
+         "                     search_swap; CPU build also search (keep / swap / recompute),\n"
+         "                     checkpoint, dtr (they re-run layers instead of keeping outputs)\n"
          "  --codec NAME       none or raw (raw copies, default), zvc (zero-value compression on "
          "the "
          "GPU;\n"
@@ -262,6 +276,9 @@ struct options {
     return "--codec " + std::string(to_string(o.codec));
   }
   if (o.arch == cnn_arch::resnet) { return "--arch resnet"; }
+  if (recomputes(o.policy)) {
+    return "--policy " + std::string(to_string(o.policy)) + " (recompute callables)";
+  }
   if (o.budget_percent) { return "--budget P%"; }
   if (o.json) { return "--json"; }
   if (!o.trace_out.empty()) { return "--trace-out"; }

@@ -46,10 +46,13 @@ class plain_memory {
     peak_ = std::max(peak_, in_use_);
     return buffers_.size() - 1;
   }
-  /// @brief The buffers of `reads` then `writes`.
+  /// @brief The buffers of `reads` then `writes`; nothing is ever re-run, so a kernel given
+  /// for that is ignored.
+  template <class... Kernel>
   std::vector<void*> op(std::string const& /*name*/, std::span<id const> reads,
-                        std::span<id const> writes) const
+                        std::span<id const> writes, Kernel const&... /*rerun*/) const
   {
+    static_assert(sizeof...(Kernel) <= 1, "plain_memory::op: at most one kernel");
     std::vector<void*> p;
     p.reserve(reads.size() + writes.size());
     for (id t : reads) { p.push_back(buffers_[t]); }
