@@ -549,6 +549,10 @@ class allocator {
                         std::span<tensor_handle const> writes, stream_type stream,
                         recompute_fn recompute = {})
   {
+    // A handle refused (freed, another allocator's) is refused before anything is done: the op
+    // is not counted, so a replayed iteration stays in step with its recording.
+    for (auto id : reads) { (void)checked(id, "op"); }
+    for (auto id : writes) { (void)checked(id, "op"); }
     bool const replay = state_ == allocator_state::replaying && in_iteration_;
     if (replay && !recompute_.empty()) { check_callables_before(op_index_); }
     std::uint64_t const j = op_index_++;

@@ -23,14 +23,13 @@
 
 namespace {
 
-using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-using zvc_manager =
+using host_pool   = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using zvc_manager = stash::offload_manager<stash::host_backend, host_pool, host_pool,
+                                           stash::host_codec_transfer<stash::zvc<float>>>;
+using set_manager =
     stash::offload_manager<stash::host_backend, host_pool, host_pool,
-                           stash::host_codec_transfer<stash::zvc<float>>>;
-using set_manager = stash::offload_manager<
-    stash::host_backend, host_pool, host_pool,
-    stash::transfer_set<stash::host_codec_transfer<stash::zvc<float>>, stash::pool_argmax_transfer,
-                        stash::raw_transfer>>;
+                           stash::transfer_set<stash::host_codec_transfer<stash::zvc<float>>,
+                                               stash::pool_argmax_transfer, stash::raw_transfer>>;
 
 struct fixture {
   stash::host_backend backend;
@@ -132,8 +131,9 @@ TEST_CASE("transfers: accepts() is the query host_slot_bytes' refusals answer")
   };
   stash::pool_geometry const g{2, 8, 8, 2, 2, 2, 2};  // 2 planes of 4x4 outputs: 32 indices
   std::vector<stash::tensor_desc> descs{{}, {.pool = g}};
-  for (auto bad : {stash::pool_geometry{2, 8, 8, 5, 2, 2, 2}, stash::pool_geometry{2, 1, 8, 2, 2, 2, 2},
-                   stash::pool_geometry{2, 8, 8, 2, 2, 0, 2}}) {
+  for (auto bad :
+       {stash::pool_geometry{2, 8, 8, 5, 2, 2, 2}, stash::pool_geometry{2, 1, 8, 2, 2, 2, 2},
+        stash::pool_geometry{2, 8, 8, 2, 2, 0, 2}}) {
     descs.push_back({.pool = bad});
   }
   int accepted = 0;

@@ -25,9 +25,9 @@ namespace stash {
 /// data. Reported by offload_manager::synchronize() (as a stash::codec_error) or
 /// offload_manager::poll_decode_failures().
 struct decode_failure {
-  tensor_handle tensor;       ///< the tensor whose host copy it was
-  codec_errc code{};          ///< what the decoder found
-  std::uint64_t offset{0};    ///< where in the host copy
+  tensor_handle tensor;     ///< the tensor whose host copy it was
+  codec_errc code{};        ///< what the decoder found
+  std::uint64_t offset{0};  ///< where in the host copy
   /// @brief The stash::codec_error naming the tensor.
   /// @return The exception synchronize() throws for this failure.
   [[nodiscard]] codec_error to_error() const
@@ -50,7 +50,7 @@ class decode_checks {
     void* host;
     std::size_t capacity;
     Event decoded;
-    bool captured;  // recorded while capturing: never queried, freed only when orphaned
+    bool captured;             // recorded while capturing: never queried, freed only when orphaned
     std::size_t uncounted{0};  // source bytes whose encoded size is still to be counted
     bool orphan{false};        // the tensor was released: a bad status is counted, not kept
   };
