@@ -48,10 +48,10 @@ TEST_CASE("facade model: random runs with misuse and faults match the reference 
     total.failed_offloads += d.failed_offloads;
   }
   MESSAGE(runs << " runs: " << total.steps << " steps, " << total.refusals
-               << " misuse calls refused, " << total.iterations << " iterations ("
-               << total.replays << " replayed as recorded), " << total.offloads
-               << " scheduled offloads (" << total.persistent_offloads << " persistent), "
-               << total.failed_offloads << " failed offloads");
+               << " misuse calls refused, " << total.iterations << " iterations (" << total.replays
+               << " replayed as recorded), " << total.offloads << " scheduled offloads ("
+               << total.persistent_offloads << " persistent), " << total.failed_offloads
+               << " failed offloads");
   // The runs reach what the model is for: replays that move tensors, and refusals.
   CHECK(total.replays > 0);
   CHECK(total.offloads > 0);

@@ -196,22 +196,32 @@ inline void harness::setup()
   pool_ = std::make_unique<pool_type>(host_upstream{}, device);
   allocator_options o;
   switch ((config >> 2) & 3) {
-    case 0: o.host_budget = 0; break;  // every offload fails: tensors stay resident
-    case 1: o.host_budget = 4096; break;
-    default: break;
+    case 0:
+      o.host_budget = 0;
+      break;  // every offload fails: tensors stay resident
+    case 1:
+      o.host_budget = 4096;
+      break;
+    default:
+      break;
   }
-  o.host_step = 4096;
+  o.host_step            = 4096;
   any_swap_policy policy = no_swap{};
   switch ((config >> 4) % 3) {
-    case 0: policy = every_gap_policy{}; break;
-    case 1: policy = vdnn_all{}; break;
-    default: break;
+    case 0:
+      policy = every_gap_policy{};
+      break;
+    case 1:
+      policy = vdnn_all{};
+      break;
+    default:
+      break;
   }
-  alloc_      = std::make_unique<alloc_type>(backend_, *pool_, o, std::move(policy));
-  other_pool_ = std::make_unique<pool_type>();
-  other_      = std::make_unique<alloc_type>(backend_, *other_pool_, allocator_options{},
-                                             any_swap_policy{no_swap{}});
-  foreign_    = other_->allocate_async(64, storage_kind::act, "foreign", stream_);
+  alloc_              = std::make_unique<alloc_type>(backend_, *pool_, o, std::move(policy));
+  other_pool_         = std::make_unique<pool_type>();
+  other_              = std::make_unique<alloc_type>(backend_, *other_pool_, allocator_options{},
+                                        any_swap_policy{no_swap{}});
+  foreign_            = other_->allocate_async(64, storage_kind::act, "foreign", stream_);
   std::size_t const n = in_.next() % 4;
   for (std::size_t k = 0; k < n; ++k) {
     model_tensor t;
@@ -370,9 +380,8 @@ inline void harness::inject(std::uint8_t code)
           true);
       break;
     case 6:
-      expect_refused("allocate_async(0)", [&] {
-        (void)alloc_->allocate_async(0, storage_kind::act, "empty", stream_);
-      });
+      expect_refused("allocate_async(0)",
+                     [&] { (void)alloc_->allocate_async(0, storage_kind::act, "empty", stream_); });
       break;
     case 7: {  // the bytes of a live tensor, read on the host, are the model's
       model_tensor* t = slot_tensor(int(in_.next() % 8) - 2);
@@ -406,7 +415,7 @@ inline void harness::check_bytes(model_tensor const& t, void const* p, char cons
 
 inline void harness::check_invariants(char const* where)
 {
-  peak_alive_ = std::max(peak_alive_, alive_count());
+  peak_alive_  = std::max(peak_alive_, alive_count());
   auto const s = alloc_->stats();
   // The tables reuse freed slots: never more than the most tensors alive at once.
   if (s.tensor_slots > peak_alive_) {
