@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fuzz_targets=(trace_reader minimalloc_reader codec chain stash_plan_args)
+fuzz_targets=(trace_reader minimalloc_reader codec chain stash_plan_args facade)
 steps=()
 only_target=""
 only_seconds=""

@@ -564,6 +564,10 @@ class allocator {
                         std::span<tensor_handle const> writes, stream_type stream,
                         recompute_fn recompute = {})
   {
+    // A handle refused (freed, another allocator's) is refused before anything is done: the op
+    // is not counted, so a replayed iteration stays in step with its recording.
+    for (auto id : reads) { (void)checked(id, "op"); }
+    for (auto id : writes) { (void)checked(id, "op"); }
     bool const replay = state_ == allocator_state::replaying && in_iteration_;
     if (replay && !recompute_.empty()) { check_callables_before(op_index_); }
     std::uint64_t const j   = op_index_++;
@@ -621,8 +625,18 @@ class allocator {
   {
     return manager_.state(checked(h, "where").handle);
   }
-  /// @brief Waits for the allocator's transfers (and surfaces decode errors).
+  /// @brief Waits for the allocator's transfers, then reports the oldest decode failure not
+  /// reported yet.
+  /// @throws stash::codec_error naming the tensor whose host copy failed to decode (its bytes are
+  ///   zeros); no other call of the allocator throws one.
   void synchronize() { manager_.synchronize(); }
+  /// @brief The decode failures found so far and not reported yet, without blocking (see
+  /// offload_manager::poll_decode_failures).
+  /// @return The failures, oldest first, each naming its tensor.
+  [[nodiscard]] std::vector<decode_failure> poll_decode_failures()
+  {
+    return manager_.poll_decode_failures();
+  }
 
  private:
   // issue_offloads_before's op index for "the iteration has ended".
@@ -823,15 +837,11 @@ class allocator {
     return raw;
   }
 
-  // Whether member `i` of manager_transfer_type takes a `bytes`-byte tensor described by `desc`.
-  static bool member_encodes(std::size_t i, std::size_t bytes, tensor_desc const& desc)
+  // Whether member `i` of manager_transfer_type takes a `bytes`-byte tensor described by `desc`
+  // (a size or description it refuses: element size, limit, geometry), asked as a query.
+  static bool member_encodes(std::size_t i, std::size_t bytes, tensor_desc const& desc) noexcept
   {
-    try {
-      (void)decltype(manager_)::host_slot_bytes(bytes, i, desc);
-      return true;
-    } catch (logic_error const&) {
-      return false;  // a size or description the member refuses (element size, limit, geometry)
-    }
+    return decltype(manager_)::accepts(bytes, i, desc);
   }
 
   // The description a storage of the recording was allocated with.

@@ -83,6 +83,29 @@ struct device_codec_transfer {
   /// @brief The kernels write a status.
   static constexpr bool reports_status = true;
 
+  /// @brief Whether host_bytes takes a tensor of `bytes`: whole elements, within the device
+  /// codec's limit: its `encodable(n)` query where it has one, else the host codec's
+  /// max_elements (what device_zvc's and device_csr's expect_encodable check). A device codec
+  /// with only the throwing check (device_rle) is asked that, its refusal caught here.
+  static bool accepts(std::size_t bytes) noexcept
+  {
+    if (bytes % sizeof(value_type) != 0) { return false; }
+    std::size_t const n = bytes / sizeof(value_type);
+    if constexpr (requires { D::encodable(n); }) {
+      return D::encodable(n);
+    } else if constexpr (requires { host_codec::max_elements; }) {
+      return n <= host_codec::max_elements;
+    } else if constexpr (requires { D::expect_encodable(n); }) {
+      try {
+        D::expect_encodable(n);
+        return true;
+      } catch (...) {  // a size limit it states only by throwing
+        return false;
+      }
+    } else {
+      return true;
+    }
+  }
   /// @brief The codec's worst case. Throws stash::logic_error for a tensor the encoder refuses
   /// (its size limit), so the offload manager refuses it before taking any memory.
   static std::size_t host_bytes(std::size_t bytes)

@@ -40,6 +40,11 @@ struct device_pool_argmax_transfer {
   /// @brief The codec that writes the bytes.
   static constexpr std::uint16_t codec_id = pool_argmax::id;
 
+  /// @brief As pool_argmax_transfer::accepts.
+  static bool accepts(std::size_t bytes, tensor_desc const& desc) noexcept
+  {
+    return pool_argmax_transfer::accepts(bytes, desc);
+  }
   /// @brief As pool_argmax_transfer::host_bytes.
   static std::size_t host_bytes(std::size_t bytes, tensor_desc const& desc)
   {

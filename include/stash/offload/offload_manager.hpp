@@ -49,13 +49,17 @@
  * - stats() counts the captured calls once, at capture time; decode errors inside a launched
  *   graph are not reported (the decode still zeroes the tensor: no corrupt data is handed out).
  */
+// The pieces behind the API live in offload/detail/: the capture rules (capture_rules.hpp), the
+// deferred decode checks (decode_checks.hpp), the host slot's layout (host_slot.hpp) and the
+// transfer protocol's optional forms (transfer_protocol.hpp over transfer_dispatch.hpp).
 #pragma once
 
 #include <stash/codec/codec_error.hpp>
-#include <stash/codec/codec_status.hpp>
 #include <stash/core/error.hpp>
-#include <stash/core/units.hpp>
-#include <stash/offload/detail/transfer_dispatch.hpp>
+#include <stash/offload/detail/capture_rules.hpp>
+#include <stash/offload/detail/decode_checks.hpp>
+#include <stash/offload/detail/host_slot.hpp>
+#include <stash/offload/detail/transfer_protocol.hpp>
 #include <stash/offload/offload_backend.hpp>
 #include <stash/offload/tensor_handle.hpp>
 #include <stash/offload/transfer.hpp>
@@ -168,10 +172,12 @@ struct offload_manager_options {
 ///
 /// `Transfer` (transfer.hpp) moves the bytes: raw copies, or a codec that encodes on the way out
 /// and decodes on the way back. A host copy that fails to decode (corrupted) is never handed out
-/// as data: the decode leaves zeros and an error status, and the next call into the manager once
-/// the decode has run (at the latest synchronize()) throws stash::codec_error naming the tensor;
-/// if the tensor was released first, the failure is counted (offload_stats::decode_failures)
-/// instead, and the host copy is freed once the decode has run.
+/// as data: the decode leaves zeros and an error status, which the manager reads without blocking
+/// once the decode has run and keeps for that tensor (stash::decode_failure). It is reported by
+/// synchronize() (stash::codec_error naming the tensor) or poll_decode_failures(), never by a
+/// call on another tensor; if the tensor was released before its status was read, the failure is
+/// only counted (offload_stats::decode_failures), and the host copy is freed once the decode has
+/// run.
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 /// @tparam DevicePool Where tensors live on the device: a stash::pool.
 /// @tparam HostPool Where offloaded copies live on the host (pinned): a stash::pool.
@@ -184,6 +190,8 @@ class offload_manager {
   using stream_type = typename Backend::stream;
   /// @brief How many transfers offload_async can choose from (1 unless Transfer is a set).
   static constexpr std::size_t transfer_count = detail::transfer_members<Transfer>::type::size;
+  /// @brief The members of Transfer as a transfer_set (a single transfer is a set of one).
+  using transfer_set_type = typename detail::transfer_members<Transfer>::type;
 
   /// @brief A manager over `backend`, moving tensors between `device_pool` and `host_pool`.
   offload_manager(Backend& backend, DevicePool& device_pool, HostPool& host_pool,
@@ -192,7 +200,8 @@ class offload_manager {
         device_pool_(device_pool),
         host_pool_(host_pool),
         d2h_(backend.create_stream(options.d2h_priority)),
-        h2d_(backend.create_stream(options.h2d_priority))
+        h2d_(backend.create_stream(options.h2d_priority)),
+        capture_(backend, d2h_, h2d_)
   {
   }
 
@@ -205,7 +214,7 @@ class offload_manager {
     try {
       backend_.synchronize(d2h_);
       backend_.synchronize(h2d_);
-      drop_pending();
+      checks_.drop_all(release_event(), free_host_slot());
       for (std::size_t i = 0; i < entries_.size(); ++i) {
         if (entries_[i].state != tensor_state::released) { deallocate_async(handle_of(i)); }
       }
@@ -223,7 +232,20 @@ class offload_manager {
   [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes, std::size_t transfer = 0,
                                                    tensor_desc const& desc = {})
   {
-    return slot_bytes(host_bytes_of(transfer, bytes, desc));
+    return detail::host_slot_bytes(protocol::host_bytes(transfer, bytes, desc));
+  }
+
+  /// @brief Whether member `transfer` can move a `bytes`-byte tensor described by `desc`: the
+  /// member's `accepts` query (transfer.hpp), asked without an exception. When it says yes,
+  /// host_slot_bytes() and offload_async() take the tensor (the pools permitting).
+  /// @param bytes The tensor's size.
+  /// @param transfer Which member of a transfer_set (false for an index past the set).
+  /// @param desc What the member may need to know about the tensor.
+  /// @return Whether the member encodes such a tensor.
+  [[nodiscard]] static bool accepts(std::size_t bytes, std::size_t transfer = 0,
+                                    tensor_desc const& desc = {}) noexcept
+  {
+    return protocol::accepts(transfer, bytes, desc);
   }
 
   /// @brief The largest tensor the manager takes: half the address space, so that no size it
@@ -268,10 +290,10 @@ class offload_manager {
     bool const capturing = check_capture(h, e, "offload_async", stream);
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
     // The transfer's limits (and the index) are checked here, before anything is taken.
-    std::size_t const capacity = host_bytes_of(transfer, e.bytes, desc);
+    std::size_t const capacity = protocol::host_bytes(transfer, e.bytes, desc);
     e.transfer                 = static_cast<std::uint8_t>(transfer);
     e.desc                     = desc;
-    std::size_t const slot     = slot_bytes(capacity);
+    std::size_t const slot     = detail::host_slot_bytes(capacity);
     // While capturing, memory is taken in the capturing stream's order: the pools can see that
     // stream capturing (the D2H stream joins the capture only below), and every use of the
     // memory on the D2H stream is ordered after it.
@@ -300,7 +322,7 @@ class offload_manager {
         } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is the one reported
         }
       }
-      give_back(pool_side::device, scratch, scratch_bytes_of(e.transfer, e.bytes), d2h_);
+      give_back(pool_side::device, scratch, protocol::scratch_bytes(e.transfer, e.bytes), d2h_);
       give_back(pool_side::host, host, slot, d2h_);
       throw;
     }
@@ -317,7 +339,7 @@ class offload_manager {
     e.encoded_counted = false;
     ++stats_.offloads;
     stats_.bytes_offloaded += e.bytes;
-    give_back(pool_side::device, scratch, scratch_bytes_of(e.transfer, e.bytes), d2h_);
+    give_back(pool_side::device, scratch, protocol::scratch_bytes(e.transfer, e.bytes), d2h_);
     give_back(pool_side::device, device, e.bytes, d2h_);
   }
 
@@ -393,8 +415,10 @@ class offload_manager {
     // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
     give_back(pool_side::device, e.device, e.bytes,
               e.state == tensor_state::prefetching ? h2d_ : e.last_stream);
-    if (e.host != nullptr) { give_back(pool_side::host, e.host, slot_bytes(e.capacity), d2h_); }
-    orphan_pending(h);
+    if (e.host != nullptr) {
+      give_back(pool_side::host, e.host, detail::host_slot_bytes(e.capacity), d2h_);
+    }
+    checks_.orphan(h, release_event(), free_host_slot());
     backend_.release(e.ready);
     backend_.release(e.host_ready);
     e.device = nullptr;
@@ -437,9 +461,11 @@ class offload_manager {
   /// @brief The tensor's size in bytes.
   [[nodiscard]] std::size_t bytes(tensor_handle h) { return checked(h, "bytes").bytes; }
 
-  /// @brief Blocks until the manager's copies queued so far have finished; throws
-  /// stash::codec_error if a host copy failed to decode. Not while capturing (stash::logic_error:
-  /// synchronizing would invalidate the capture).
+  /// @brief Blocks until the manager's copies queued so far have finished, then reports the
+  /// oldest decode failure not reported yet (see poll_decode_failures()).
+  /// @throws stash::codec_error naming the tensor whose host copy failed to decode (call again
+  ///   for the next one); stash::logic_error while capturing (synchronizing would invalidate the
+  ///   capture).
   void synchronize()
   {
     STASH_EXPECTS(!side_capturing(),
@@ -448,6 +474,16 @@ class offload_manager {
     backend_.synchronize(d2h_);
     backend_.synchronize(h2d_);
     reap();
+    if (checks_.has_failures()) { throw checks_.take_first().to_error(); }
+  }
+
+  /// @brief The decode failures found so far and not reported yet, without blocking (decodes
+  /// still running are found by a later call); each is reported once, here or by synchronize().
+  /// @return The failures, oldest first, each naming its tensor.
+  [[nodiscard]] std::vector<decode_failure> poll_decode_failures()
+  {
+    reap();
+    return checks_.take_all();
   }
 
   /// @brief Makes `stream` wait, on the device, for every copy the manager queued so far. Ends a
@@ -502,24 +538,7 @@ class offload_manager {
     stream_type stream;
   };
 
-  using dispatch = detail::transfer_dispatch<typename detail::transfer_members<Transfer>::type>;
-
-  static std::size_t host_bytes_of(std::size_t transfer, std::size_t bytes, tensor_desc const& desc)
-  {
-    return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires { T::host_bytes(bytes, desc); }) {
-        return static_cast<std::size_t>(T::host_bytes(bytes, desc));
-      } else {
-        return static_cast<std::size_t>(T::host_bytes(bytes));
-      }
-    });
-  }
-  static std::size_t scratch_bytes_of(std::size_t transfer, std::size_t bytes)
-  {
-    return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      return static_cast<std::size_t>(T::scratch_bytes(bytes));
-    });
-  }
+  using protocol = detail::transfer_protocol<transfer_set_type>;
 
   // The slot `h` names, for a handle of this manager (stash::logic_error otherwise); its tensor
   // may have been released since (the generations then differ).
@@ -644,46 +663,18 @@ class offload_manager {
     deferred_.resize(kept);
   }
 
-  // Whether the manager's side streams are part of a capture.
-  bool side_capturing() { return backend_.capturing(d2h_) || backend_.capturing(h2d_); }
-
-  // Whether a call on `stream` is made while capturing. A call outside the capture while the side
-  // streams are in one would queue its copies into the graph.
-  bool capture_of(stream_type stream, const char* what)
+  // The capture rules (detail/capture_rules.hpp), naming the tensor in a refusal.
+  bool side_capturing() const { return capture_.side_capturing(); }
+  bool capture_of(stream_type stream, const char* what) const
   {
-    bool const capturing = backend_.capturing(stream);
-    if (!capturing && side_capturing()) {
-      STASH_FAIL(std::string("offload_manager::") + what +
-                 ": the manager's streams are being captured into a CUDA graph; until the capture "
-                 "ends, every call must name a capturing stream");
-    }
-    return capturing;
+    return capture_.capture_of(stream, what);
   }
-
-  // Capture rules of the file docs for a call on tensor `h` (in `stream`'s order when given).
   bool check_capture(tensor_handle h, entry const& e, const char* what,
                      std::optional<stream_type> stream)
   {
-    if (!stream) {
-      if (e.captured || side_capturing()) {
-        misuse(h, e, what,
-               "while capturing a CUDA graph, or for a tensor created while capturing, "
-               "the call must name the capturing stream");
-      }
-      return false;
-    }
-    bool const capturing = capture_of(*stream, what);
-    if (capturing && !e.captured) {
-      misuse(h, e, what,
-             "it was created outside the CUDA graph being captured (only tensors "
-             "created while capturing can be used in it; acquire others before)");
-    }
-    if (!capturing && e.captured) {
-      misuse(h, e, what,
-             "it was created while capturing a CUDA graph and belongs to it (release "
-             "it before the capture ends)");
-    }
-    return capturing;
+    detail::capture_verdict const v = capture_.check(e.captured, what, stream);
+    if (v.refusal != nullptr) { misuse(h, e, what, v.refusal); }
+    return v.capturing;
   }
 
   // The D2H stream waits for the tensor's producers, then encodes it into the host slot.
@@ -693,17 +684,9 @@ class offload_manager {
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    transfer_status* const status = status_of(host, capacity);
-    dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires {
-                      T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch, status,
-                                e.desc);
-                    }) {
-        T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch, status, e.desc);
-      } else {
-        T::encode(backend_, d2h_, e.device, e.bytes, host, capacity, scratch, status);
-      }
-    });
+    protocol::encode(e.transfer, backend_, d2h_,
+                     detail::encode_call{e.device, e.bytes, host, capacity, scratch,
+                                         detail::host_slot_status(host, capacity), e.desc});
   }
 
   // pool.allocate, with the tensor in the message of a refusal.
@@ -723,95 +706,35 @@ class offload_manager {
     }
   }
 
-  // A decode whose status is read once its event has passed; the host copy is kept until then.
-  struct pending_check {
-    tensor_handle handle;
-    void* host;
-    std::size_t capacity;
-    event_type decoded;
-    bool captured;  // recorded while capturing: never queried, freed only by deallocate_async()
-    std::size_t uncounted{0};  // source bytes whose encoded size is still to be counted
-    bool orphan{false};        // the tensor was released: a bad status is counted, not thrown
-  };
-
-  // The host slot: the copy, then (16-byte aligned) the transfer_status the transfer writes.
-  static std::size_t slot_bytes(std::size_t capacity)
-  {
-    if (capacity > std::numeric_limits<std::size_t>::max() - 16 - sizeof(transfer_status)) {
-      throw out_of_memory("offload_manager host slot (a host copy larger than the address space)",
-                          capacity, std::nullopt, std::nullopt);
-    }
-    return align_up(capacity, 16) + sizeof(transfer_status);
-  }
-  static transfer_status* status_of(void* host, std::size_t capacity) noexcept
-  {
-    return reinterpret_cast<transfer_status*>(static_cast<char*>(host) + align_up(capacity, 16));
-  }
-
   void* take_scratch(entry const& e, stream_ref tag, std::string const& why)
   {
-    std::size_t const n = scratch_bytes_of(e.transfer, e.bytes);
+    std::size_t const n = protocol::scratch_bytes(e.transfer, e.bytes);
     return n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
   }
 
-  // Frees the host copies of finished decodes; throws codec_error for one that failed. Not while
-  // the side streams capture: a free then would be ordered on a capturing stream and the pool
-  // would hold the slot until a graph launch that never frees it; the next call after the
-  // capture reaps.
+  // What the decode checks use to release an event and free a host slot (in the H2D stream's
+  // order, after the decode that read it); neither throws.
+  auto release_event() noexcept
+  {
+    return [this](event_type& ev) noexcept { backend_.release(ev); };
+  }
+  auto free_host_slot() noexcept
+  {
+    return [this](void* host, std::size_t capacity) noexcept {
+      give_back(pool_side::host, host, detail::host_slot_bytes(capacity), h2d_);
+    };
+  }
+
+  // Frees the host copies of finished decodes and keeps their failures for their tensors
+  // (detail/decode_checks.hpp); never throws one. Not while the side streams capture: a free then
+  // would be ordered on a capturing stream and the pool would hold the slot until a graph launch
+  // that never frees it; the next call after the capture reaps.
   void reap()
   {
     if (side_capturing()) { return; }
     if (!deferred_.empty()) { retry_deferred_frees(); }
-    for (std::size_t i = 0; i < pending_.size();) {
-      if (pending_[i].captured || !backend_.query(pending_[i].decoded)) {
-        ++i;
-        continue;
-      }
-      pending_check p = pending_[i];
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-      codec_status const status = status_of(p.host, p.capacity)->status;
-      if (p.uncounted > 0) {  // the encode ran before the decode: its size is there
-        stats_.bytes_encoded += status_of(p.host, p.capacity)->encoded_bytes;
-        stats_.bytes_encoded_source += p.uncounted;
-      }
-      backend_.release(p.decoded);
-      give_back(pool_side::host, p.host, slot_bytes(p.capacity), h2d_);
-      if (status.code != 0) {
-        ++stats_.decode_failures;
-        if (p.orphan) { continue; }  // nobody holds the tensor any more
-        throw codec_error(static_cast<codec_errc>(status.code), status.offset,
-                          "offload_manager: the host copy of tensor " + to_string(p.handle) +
-                              " failed to decode; its device bytes are zeros, not data");
-      }
-    }
-  }
-
-  // Tensor `id` was released: its unchecked decodes are still reaped (their host copies freed,
-  // their encoded sizes counted) but no longer throw; captured ones, never queried, are dropped.
-  void orphan_pending(tensor_handle h) noexcept
-  {
-    for (std::size_t i = 0; i < pending_.size();) {
-      pending_check& p = pending_[i];
-      if (p.handle == h && p.captured) {
-        backend_.release(p.decoded);
-        give_back(pool_side::host, p.host, slot_bytes(p.capacity), h2d_);
-        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
-      if (p.handle == h) { p.orphan = true; }
-      ++i;
-    }
-  }
-
-  // Drops every unchecked decode (the manager is going away), freeing their host copies in the
-  // H2D stream's order. Never throws on a bad status.
-  void drop_pending() noexcept
-  {
-    for (auto& p : pending_) {
-      backend_.release(p.decoded);
-      give_back(pool_side::host, p.host, slot_bytes(p.capacity), h2d_);
-    }
-    pending_.clear();
+    checks_.reap([this](event_type const& ev) { return backend_.query(ev); }, release_event(),
+                 free_host_slot(), stats_);
   }
 
   // Work queued on `later` from now on runs after the work queued on `earlier` so far.
@@ -837,8 +760,8 @@ class offload_manager {
   void count_encoded(entry& e) noexcept
   {
     e.encoded_counted = true;
-    if (dispatch::reports_status_of[e.transfer]) {
-      stats_.bytes_encoded += status_of(e.host, e.capacity)->encoded_bytes;
+    if (protocol::reports_status_of[e.transfer]) {
+      stats_.bytes_encoded += detail::host_slot_status(e.host, e.capacity)->encoded_bytes;
     } else {
       stats_.bytes_encoded += e.bytes;
     }
@@ -858,7 +781,7 @@ class offload_manager {
     // While capturing `in` is a capturing stream, which the pools see (see offload_async).
     stream_ref const tag  = backend_.tag(in ? *in : h2d_);
     std::string const why = "prefetch of tensor " + to_string(h) + "; its host copy stays valid";
-    pending_.reserve(pending_.size() + 1);  // nothing can fail once the decode is queued
+    checks_.reserve_one();  // nothing can fail once the decode is queued
     void* device          = take(device_pool_, e.bytes, tag, "device pool", why);
     queued_decode const q = queue_prefetch(e, in, device, tag, why);
     // From here the tensor is on its way back: the entry holds the device bytes first, then the
@@ -869,14 +792,13 @@ class offload_manager {
     e.host   = nullptr;
     e.device = device;
     e.state  = tensor_state::prefetching;
-    if (dispatch::reports_status_of[e.transfer]) {
+    if (protocol::reports_status_of[e.transfer]) {
       // The host copy is kept until the decode's status has been read (and the encoded size,
       // if the host did not see the offload complete).
-      pending_.push_back(pending_check{h, host, e.capacity, q.decoded, e.captured,
-                                       e.encoded_counted ? 0 : e.bytes});
+      checks_.add({h, host, e.capacity, q.decoded, e.captured, e.encoded_counted ? 0 : e.bytes});
     } else {
       if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
-      give_back(pool_side::host, host, slot_bytes(e.capacity), h2d_);
+      give_back(pool_side::host, host, detail::host_slot_bytes(e.capacity), h2d_);
     }
     ++stats_.prefetches;
     if (on_demand) { ++stats_.demand_prefetches; }
@@ -888,23 +810,10 @@ class offload_manager {
   [[nodiscard]] std::size_t known_encoded_bytes(entry const& e) const noexcept
   {
     if (e.captured || e.state != tensor_state::offloaded) { return unknown_encoded_bytes; }
-    if (dispatch::reports_status_of[e.transfer]) {
-      return status_of(e.host, e.capacity)->encoded_bytes;
+    if (protocol::reports_status_of[e.transfer]) {
+      return detail::host_slot_status(e.host, e.capacity)->encoded_bytes;
     }
     return e.capacity;
-  }
-
-  // Device scratch of the decode (the member's decode_scratch_bytes when it has one).
-  [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t transfer, std::size_t bytes,
-                                                        std::size_t encoded)
-  {
-    return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires { T::decode_scratch_bytes(bytes, encoded); }) {
-        return static_cast<std::size_t>(T::decode_scratch_bytes(bytes, encoded));
-      } else {
-        return static_cast<std::size_t>(T::scratch_bytes(bytes));
-      }
-    });
   }
 
   // The events of a prefetch: the device copy is complete; its status may be read.
@@ -925,7 +834,7 @@ class offload_manager {
     void* scratch             = nullptr;
     try {
       // A transfer's sizing may throw too (a device codec's CUB query is a CUDA call).
-      n       = decode_scratch_bytes(e.transfer, e.bytes, encoded);
+      n       = protocol::decode_scratch_bytes(e.transfer, e.bytes, encoded);
       scratch = n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
     } catch (...) {
       give_back(pool_side::device, device, e.bytes, in.value_or(h2d_));
@@ -937,7 +846,7 @@ class offload_manager {
       backend_.wait(h2d_, e.host_ready);
       transfer_decode(e, device, scratch, encoded);
       q.ready = backend_.record(h2d_);
-      if (dispatch::reports_status_of[e.transfer]) { q.decoded = backend_.record(h2d_); }
+      if (protocol::reports_status_of[e.transfer]) { q.decoded = backend_.record(h2d_); }
     } catch (...) {
       backend_.release(q.ready);
       give_back(pool_side::device, scratch, n, h2d_);
@@ -959,27 +868,13 @@ class offload_manager {
     return q;
   }
 
-  // The entry's transfer member's decode, with the host copy's size and the tensor's description
-  // when the member takes them.
+  // The entry's transfer member's decode of its host copy into `device`, on the H2D stream.
   void transfer_decode(entry const& e, void* device, void* scratch, std::size_t encoded)
   {
-    transfer_status* const status = status_of(e.host, e.capacity);
-    dispatch::visit(e.transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires {
-                      T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
-                                status, encoded, e.desc);
-                    }) {
-        T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status, encoded,
-                  e.desc);
-      } else if constexpr (requires {
-                             T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch,
-                                       status, encoded);
-                           }) {
-        T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status, encoded);
-      } else {
-        T::decode(backend_, h2d_, e.host, e.capacity, device, e.bytes, scratch, status);
-      }
-    });
+    protocol::decode(
+        e.transfer, backend_, h2d_,
+        detail::decode_call{e.host, e.capacity, device, e.bytes, scratch,
+                            detail::host_slot_status(e.host, e.capacity), encoded, e.desc});
   }
 
   Backend& backend_;
@@ -990,7 +885,8 @@ class offload_manager {
   std::uint64_t owner_{detail::next_owner_tag()};
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_slots_;  // released slots, reused first
-  std::vector<pending_check> pending_;
+  detail::capture_rules<Backend> capture_;
+  detail::decode_checks<event_type> checks_;
   std::vector<deferred_free> deferred_;
   offload_stats stats_;
 };

@@ -26,12 +26,30 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 
 namespace stash {
 
 namespace detail {
+
+// Whether `desc` describes a tensor of `bytes` that pool_argmax_transfer can encode: the
+// conditions argmax_geometry (and pool_geometry::validate) checks, without an exception.
+inline bool argmax_geometry_fits(std::size_t bytes, tensor_desc const& desc) noexcept
+{
+  if (!desc.pool) { return false; }
+  pool_geometry const& g = *desc.pool;
+  auto in                = [](std::size_t v) { return v >= 1 && v <= 4; };
+  if (!(in(g.window_h) && in(g.window_w) && in(g.stride_h) && in(g.stride_w))) { return false; }
+  if (g.height < g.window_h || g.width < g.window_w) { return false; }
+  constexpr std::size_t max_elements = std::numeric_limits<std::size_t>::max() / 8 - 64;
+  if (g.width > max_elements / g.height ||
+      (g.planes != 0 && g.height * g.width > max_elements / g.planes)) {
+    return false;
+  }
+  return bytes == g.outputs() * sizeof(std::int64_t);
+}
 
 // The geometry of a tensor pool_argmax_transfer can encode, or stash::logic_error naming why not.
 inline pool_geometry const& argmax_geometry(std::size_t bytes, tensor_desc const& desc,
@@ -65,6 +83,11 @@ struct pool_argmax_transfer {
   /// @brief The codec that writes the bytes.
   static constexpr std::uint16_t codec_id = pool_argmax::id;
 
+  /// @brief Whether `desc` describes the tensor (host_bytes takes it).
+  static bool accepts(std::size_t bytes, tensor_desc const& desc) noexcept
+  {
+    return detail::argmax_geometry_fits(bytes, desc);
+  }
   /// @brief The host slot: room for the indices unchanged (see the file docs). Throws
   /// stash::logic_error unless `desc` describes the tensor.
   static std::size_t host_bytes(std::size_t bytes, tensor_desc const& desc)

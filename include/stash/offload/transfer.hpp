@@ -11,6 +11,10 @@
  * - `static std::size_t host_bytes(std::size_t bytes)`: the most bytes the host copy can need;
  *   throws stash::logic_error for a tensor the transfer cannot encode (a codec's size limit). The
  *   manager asks first, before it takes any memory.
+ * - optional `static bool accepts(std::size_t bytes) noexcept` (or `accepts(bytes, tensor_desc
+ *   const&)`): whether host_bytes takes the tensor, asked without an exception (stash::allocator
+ *   asks it to choose a member of a transfer_set; offload_manager::accepts forwards it). A
+ *   transfer without one takes every tensor its host_bytes does not refuse.
  * - `static std::size_t scratch_bytes(std::size_t bytes)`: device scratch for encode or decode.
  * - `static void encode(B&, typename B::stream, void const* device, std::size_t bytes,
  *    void* host, std::size_t capacity, void* scratch, transfer_status* status)`
@@ -91,6 +95,8 @@ struct raw_transfer {
   static constexpr bool lossless = true;
   /// @brief Copies cannot find a corrupted buffer: no status is written.
   static constexpr bool reports_status = false;
+  /// @brief Every tensor.
+  static bool accepts(std::size_t) noexcept { return true; }
   /// @brief The tensor's own size.
   static std::size_t host_bytes(std::size_t bytes) noexcept { return bytes; }
   /// @brief None.
@@ -132,6 +138,16 @@ struct host_codec_transfer {
   /// @brief The codec that writes the bytes.
   static constexpr std::uint16_t codec_id = Codec::id;
 
+  /// @brief Whether host_bytes takes a tensor of `bytes`: whole elements, within the codec's
+  /// limit.
+  static bool accepts(std::size_t bytes) noexcept
+  {
+    if (bytes % sizeof(value_type) != 0) { return false; }
+    if constexpr (requires { Codec::max_elements; }) {
+      return bytes / sizeof(value_type) <= Codec::max_elements;
+    }
+    return true;
+  }
   /// @brief The codec's worst case for the tensor's elements.
   static std::size_t host_bytes(std::size_t bytes)
   {
