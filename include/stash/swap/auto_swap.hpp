@@ -240,11 +240,29 @@ class auto_swap_planner {
   {
     auto const& ops = analysis_.ops();
     auto const u    = cands_[k].u;
-    if (ops.event[u] < ops.event[p - 1]) {
-      curve_.add(ops.event[u] + 1, ops.event[p - 1] + 1, d);
-      op_delta_[u + 1] += d;
-      op_delta_[p] -= d;
+    curve_.add(ops.event[u] + 1, ops.event[p - 1] + 1, d);  // p >= u + 2: never empty
+    op_delta_[u + 1] += d;
+    op_delta_[p] -= d;
+  }
+
+  // issue_op(c, when) is still `p` (saves the search for the swap-ins a pick barely moves).
+  [[nodiscard]] bool still_issues(auto_swap_candidate const& c, std::uint64_t p, double when) const
+  {
+    return (p == c.v || start_[p + 1] > when) && (p == c.u + 2 || start_[p] <= when);
+  }
+
+  // Candidate k's swap-in moves from op `from` to op `to`: its absence ends there instead.
+  void move_window_end(std::size_t k, std::uint64_t from, std::uint64_t to)
+  {
+    auto const& ops = analysis_.ops();
+    auto const b    = static_cast<std::int64_t>(cands_[k].bytes);
+    if (to < from) {
+      curve_.add(ops.event[to - 1] + 1, ops.event[from - 1] + 1, b);
+    } else {
+      curve_.add(ops.event[from - 1] + 1, ops.event[to - 1] + 1, -b);
     }
+    op_delta_[from] -= b;
+    op_delta_[to] += b;
   }
 
   // Adds pick k to the just-in-time chain (latest next use first, as build() packs it): its
@@ -260,10 +278,13 @@ class auto_swap_planner {
       auto const& c    = cands_[j];
       double const due = std::min(start_[c.v], free) - c.in_s;
       if (!first && due == due_[j]) { break; }
-      auto const p = issue_op(c, due);
-      if (first || p != prefetch_[j]) {
-        if (!first) { shift_window(j, prefetch_[j], static_cast<std::int64_t>(c.bytes)); }
-        shift_window(j, p, -static_cast<std::int64_t>(c.bytes));
+      if (first) {
+        prefetch_[j] = issue_op(c, due);
+        shift_window(j, prefetch_[j], -static_cast<std::int64_t>(c.bytes));
+      } else if (auto const p =
+                     still_issues(c, prefetch_[j], due) ? prefetch_[j] : issue_op(c, due);
+                 p != prefetch_[j]) {
+        move_window_end(j, prefetch_[j], p);
         prefetch_[j] = p;
       }
       due_[j] = due;
