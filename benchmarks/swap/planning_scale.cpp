@@ -22,6 +22,7 @@
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/joint_search.hpp>
 #include <stash/swap/search_swap.hpp>
+#include <stash/swap/vdnn.hpp>
 #include <stash/trace/trace_reader.hpp>
 
 #include <cstdint>
@@ -132,7 +133,7 @@ void run_size(bench_options const& o, stash::trace const& base, std::size_t targ
     stash_plan::options opt;
     opt.policies = o.frontier_policies;
     row("frontier", n, ops, [&] {
-      auto const f = stash_plan::run_frontier(deep, opt);
+      auto const f       = stash_plan::run_frontier(deep, opt);
       std::uint64_t fits = 0;
       for (auto const& p : f.points) { fits += p.fits ? 1 : 0; }
       return std::to_string(f.budgets.size()) + " budgets x " + std::to_string(f.policies.size()) +
@@ -142,7 +143,8 @@ void run_size(bench_options const& o, stash::trace const& base, std::size_t targ
 }
 
 // The fingerprints of search_swap and the four AutoSwap scores on the small recorded traces at
-// a few budgets (the transformer deepened to 4 copies), as C++ initializers for tests/swap/planning_scale_test.cpp.
+// a few budgets (the transformer deepened to 4 copies), as C++ initializers for
+// tests/swap/planning_scale_test.cpp.
 void print_fingerprints(std::string const& data_dir)
 {
   for (auto const* name : {"alexnet_b128", "vgg16_b32", "resnet18_b32", "transformer_encoder_b8",
@@ -164,6 +166,19 @@ void print_fingerprints(std::string const& data_dir)
       }
       std::printf("},\n");
     }
+  }
+  std::printf("vdnn_conv, vdnn_all:\n");
+  for (auto const* name : {"alexnet_b128", "vgg16_b32", "resnet18_b32", "transformer_encoder_b8"}) {
+    auto t = stash::read_trace(data_dir + "/traces/" + name + ".trace");
+    if (std::string_view(name) == "transformer_encoder_b8") { t = stash_tools::deepen_trace(t, 4); }
+    stash::cost_model const model(stash::presets::pcie3_x16);
+    stash::trace_analysis const a(t, model);
+    auto const budget = a.peak_live_bytes() / 2;
+    std::printf("    {\"%s\", 0x%016llxULL, 0x%016llxULL},\n", name,
+                static_cast<unsigned long long>(
+                    stash_tools::schedule_fingerprint(stash::vdnn_conv{}.plan(a, budget))),
+                static_cast<unsigned long long>(
+                    stash_tools::schedule_fingerprint(stash::vdnn_all{}.plan(a, budget))));
   }
 }
 

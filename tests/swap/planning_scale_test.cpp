@@ -6,8 +6,9 @@
 // SWDOA, DOA, AOA and WDOA) were computed by the code before the change (commit 65142fe, whose
 // search_swap.hpp, auto_swap.hpp and detail/gap_planner.hpp rescanned every op and gap per
 // pick): `bench_planning_scale --fingerprints data` built with those three headers in front of
-// the include path (a subset of its rows, to keep the test cheap). The transformer is deepened to 4 copies (stash_tools/deep_trace.hpp) so
-// that long gaps, the size classes and AutoSwap's chain are exercised too.
+// the include path (a subset of its rows, to keep the test cheap). The transformer is deepened to 4
+// copies (stash_tools/deep_trace.hpp) so that long gaps, the size classes and AutoSwap's chain are
+// exercised too.
 #include "support/data.hpp"
 
 #include <stash_tools/deep_trace.hpp>
@@ -20,6 +21,7 @@
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/stab_index.hpp>
 #include <stash/swap/search_swap.hpp>
+#include <stash/swap/vdnn.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace_reader.hpp>
 
@@ -56,9 +58,39 @@ constexpr expected_plans before_change[] = {
     {"transformer_encoder_b8", 45, 0x89cf00250e51cb39ULL, {0x0548a1b7c09379c4ULL, 0x89af74f76ed2a24fULL, 0xd696f347937b09ccULL, 0x71ec9c461f818164ULL}},
     {"squeezenet1_1_b64", 60, 0x0fd00239d03fa937ULL, {0xe52bb9a870885b1fULL, 0x4ad394f4ca87ff7dULL, 0xe52bb9a870885b1fULL, 0xe52bb9a870885b1fULL}},
 };
+
+// vdnn_conv and vdnn_all at half the peak, computed before their walk back over the layers
+// jumped over layers that can no longer stop it (the same run of the benchmark, before that
+// change to vdnn.hpp).
+struct expected_vdnn {
+  char const* trace;
+  std::uint64_t conv, all;
+};
+constexpr expected_vdnn vdnn_before_change[] = {
+    {"alexnet_b128", 0x4a40b2baa9849798ULL, 0x55c5a51131b4a8a3ULL},
+    {"vgg16_b32", 0x7d6fe8eb754369d2ULL, 0xd4d1e97d9cf78d2aULL},
+    {"resnet18_b32", 0x3689c36e2c93ca90ULL, 0x78cc305847dc70adULL},
+    {"transformer_encoder_b8", 0x29eb2bbdeb3388c5ULL, 0x68b94fc2c827c6b8ULL},
+};
 // clang-format on
 
 }  // namespace
+
+TEST_CASE("vdnn_conv and vdnn_all plan what they planned before")
+{
+  stash::cost_model const model(stash::presets::pcie3_x16);
+  for (auto const& e : vdnn_before_change) {
+    CAPTURE(e.trace);
+    auto t = stash::read_trace(stash::test::data_path(std::string("traces/") + e.trace + ".trace"));
+    if (std::string_view(e.trace) == "transformer_encoder_b8") {
+      t = stash_tools::deepen_trace(t, 4);
+    }
+    stash::trace_analysis const a(t, model);
+    auto const budget = a.peak_live_bytes() / 2;
+    CHECK(stash_tools::schedule_fingerprint(stash::vdnn_conv{}.plan(a, budget)) == e.conv);
+    CHECK(stash_tools::schedule_fingerprint(stash::vdnn_all{}.plan(a, budget)) == e.all);
+  }
+}
 
 TEST_CASE("search_swap and auto_swap plan what the quadratic code planned")
 {
@@ -83,7 +115,7 @@ TEST_CASE("search_swap and auto_swap plan what the quadratic code planned")
           e.search_swap);
     auto const scores = {stash::auto_swap_score::swdoa, stash::auto_swap_score::doa,
                          stash::auto_swap_score::aoa, stash::auto_swap_score::wdoa};
-    std::size_t i = 0;
+    std::size_t i     = 0;
     for (auto const score : scores) {
       CAPTURE(i);
       CHECK(stash_tools::schedule_fingerprint(stash::auto_swap{.score = score}.plan(*a, budget)) ==
@@ -105,8 +137,8 @@ TEST_CASE("range_tree answers as a scan of the plain array does")
       auto const d = static_cast<std::int64_t>(rng() % 9) - 4;
       tree.add(l, r, d);
       for (auto j = l; j < r; ++j) { plain[j] += d; }
-      auto const t = static_cast<std::int64_t>(rng() % 20);
-      auto const npos = stash::detail::range_tree::npos;
+      auto const t           = static_cast<std::int64_t>(rng() % 20);
+      auto const npos        = stash::detail::range_tree::npos;
       std::size_t last_above = npos, last_at_most = npos, first_at_most = npos, first_above = npos;
       std::int64_t mx = std::numeric_limits<std::int64_t>::min() / 4;
       for (auto j = l; j < r; ++j) {

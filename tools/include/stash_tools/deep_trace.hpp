@@ -94,9 +94,9 @@ inline void emit_segment(stash::trace const& base, stash::trace& out, std::size_
     for (std::size_t j = 0; j < copies; ++j) {
       auto const k = p == stash::phase::backward ? copies - 1 - j : j;
       // Skip the phase marker itself: it was written once above.
-      bool const marker = at[seg] < at[seg + 1] &&
-                          base.events()[at[seg]].kind == stash::event_kind::phase;
-      auto const from   = marker ? at[seg] + 1 : at[seg];
+      bool const marker =
+          at[seg] < at[seg + 1] && base.events()[at[seg]].kind == stash::event_kind::phase;
+      auto const from = marker ? at[seg] + 1 : at[seg];
       emit_segment(base, out, from, at[seg + 1], k, ids[k]);
     }
     ++seg;

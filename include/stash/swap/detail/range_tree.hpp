@@ -29,7 +29,7 @@ class range_tree {
   /// Replaces every value (O(n)).
   void assign(std::span<std::int64_t const> values)
   {
-    n_ = values.size();
+    n_    = values.size();
     size_ = 1;
     while (size_ < n_) { size_ *= 2; }
     mx_.assign(2 * size_, lowest);
@@ -50,8 +50,8 @@ class range_tree {
   /// v[i].
   [[nodiscard]] std::int64_t at(std::size_t i) const
   {
-    std::size_t x   = size_ + i;
-    std::int64_t v  = mx_[x];
+    std::size_t x  = size_ + i;
+    std::int64_t v = mx_[x];
     for (x /= 2; x >= 1; x /= 2) { v += add_[x]; }
     return v;
   }
@@ -133,9 +133,8 @@ class range_tree {
   }
 
   // `above` is the sum of the adds of x's ancestors.
-  [[nodiscard]] std::size_t last_above(std::size_t x, std::size_t lo, std::size_t hi,
-                                       std::size_t l, std::size_t r, std::int64_t t,
-                                       std::int64_t above) const
+  [[nodiscard]] std::size_t last_above(std::size_t x, std::size_t lo, std::size_t hi, std::size_t l,
+                                       std::size_t r, std::int64_t t, std::int64_t above) const
   {
     if (r <= lo || hi <= l || mx_[x] + above <= t) { return npos; }
     if (hi - lo == 1) { return lo; }
