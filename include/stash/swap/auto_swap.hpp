@@ -25,14 +25,19 @@
 #include <stash/core/units.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/range_tree.hpp>
+#include <stash/swap/detail/stab_index.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/op_index.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -65,34 +70,50 @@ class auto_swap_planner {
       end_[i]   = analysis.op_start(i + 1);
     }
     find_candidates(min_bytes);
+    find_areas();
     weighted_.resize(n_ + 1);
     taken_.assign(cands_.size(), false);
     scores_.resize(cands_.size());
   }
 
   // Picks candidates until the planned peak fits `budget` (or none covers the peak); returns
-  // the swap entries of the selection and, when it does not fit, why.
+  // the swap entries of the selection and, when it does not fit, why. Each pick updates the
+  // planned curve only where the just-in-time chain moved (see chain_insert), so the loop costs
+  // O(log n) per moved swap-in instead of a rebuild of every entry and the whole curve; the
+  // picks, and so the schedule, are the ones the rebuild gave.
   std::pair<std::vector<swap_entry>, std::string> select(std::uint64_t budget)
   {
     std::vector<std::size_t> chosen;
     std::string note;
-    reweigh(planned_device_curve(analysis_, {}));
-    for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(cands_[k]); }
+    auto const base = planned_device_curve(analysis_, {});
+    reweigh(base);
+    for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(k); }
+    if (base.empty()) { return {build(chosen), note}; }
+    start_selection(base);
+    bool const dynamic = score_ == auto_swap_score::swdoa;
+    bool const sorted  = !dynamic && std::none_of(scores_.begin(), scores_.end(),
+                                                  [](double x) { return std::isnan(x); });
+    if (sorted) {
+      covering_->sort([&](std::size_t x, std::size_t y) { return ranks_before(x, y); });
+    }
     for (;;) {
-      auto const entries = build(chosen);
-      auto const curve   = planned_device_curve(analysis_, entries);
-      auto const peak_it = std::max_element(curve.begin(), curve.end());
-      if (peak_it == curve.end() || *peak_it <= budget) { break; }
-      auto const peak_event = static_cast<std::uint64_t>(peak_it - curve.begin());
-      if (score_ == auto_swap_score::swdoa) { rescore(curve); }
-      auto const pick = best_covering(peak_event);
+      auto const peak_event = curve_.first_max();
+      auto const peak       = static_cast<std::uint64_t>(curve_.at(peak_event));
+      if (peak <= budget) { break; }
+      if (dynamic) { reweigh_current(); }
+      auto const pick = sorted
+                            ? covering_->best_at(
+                                  peak_event, [&](std::size_t k) { return taken_[k]; },
+                                  [&](std::size_t x, std::size_t y) { return ranks_before(x, y); })
+                            : best_covering(peak_event, dynamic);
       if (!pick) {
         note = "cannot reach the budget: no candidate's absence covers the peak of " +
-               format_bytes(*peak_it) + " at event " + std::to_string(peak_event);
+               format_bytes(peak) + " at event " + std::to_string(peak_event);
         break;
       }
       taken_[*pick] = true;
       chosen.push_back(*pick);
+      chain_insert(*pick);
     }
     return {build(chosen), note};
   }
@@ -158,43 +179,157 @@ class auto_swap_planner {
     }
   }
 
-  // SWDOA: the untaken candidates' scores on the current planned load.
-  void rescore(std::vector<std::uint64_t> const& curve)
+  [[nodiscard]] double score_of(std::size_t k) const
   {
-    reweigh(curve);
-    for (std::size_t k = 0; k < cands_.size(); ++k) {
-      if (!taken_[k]) { scores_[k] = score_of(cands_[k]); }
-    }
-  }
-
-  [[nodiscard]] double score_of(auto_swap_candidate const& c) const
-  {
+    auto const& c     = cands_[k];
     double const size = static_cast<double>(c.bytes);
     if (c.doa < 0) { return c.doa / size; }
     if (score_ == auto_swap_score::doa) { return c.doa; }
     if (score_ == auto_swap_score::aoa) { return size * c.doa; }
-    double const from = end_[c.u] + c.out_s, to = start_[c.v] - c.in_s;
-    auto const first  = std::lower_bound(start_.begin(), start_.end(), from) - start_.begin();
-    auto const last   = std::upper_bound(end_.begin(), end_.end(), to) - end_.begin();
-    double const area = last > first ? weighted_[static_cast<std::size_t>(last)] -
-                                           weighted_[static_cast<std::size_t>(first)]
-                                     : 0.0;
+    auto const [first, last] = area_ops_[k];
+    double const area        = last > first ? weighted_[last] - weighted_[first] : 0.0;
     return size * area / static_cast<double>(analysis_.lifetimes().peak_live_bytes);
   }
 
-  // The best-scoring untaken candidate whose absence covers `peak_event` (the first of equals).
-  [[nodiscard]] std::optional<std::size_t> best_covering(std::uint64_t peak_event) const
+  // The ops [first, last) of each candidate's weighted area: those that fit wholly between the
+  // end of its swap-out and the start of its swap-in.
+  void find_areas()
+  {
+    area_ops_.resize(cands_.size());
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      auto const& c     = cands_[k];
+      double const from = end_[c.u] + c.out_s, to = start_[c.v] - c.in_s;
+      auto const first = std::lower_bound(start_.begin(), start_.end(), from) - start_.begin();
+      auto const last  = std::upper_bound(end_.begin(), end_.end(), to) - end_.begin();
+      area_ops_[k]     = {static_cast<std::size_t>(first), static_cast<std::size_t>(last)};
+    }
+  }
+
+  // Before the first pick: the curve with nothing swapped, the candidates indexed by the events
+  // their just-in-time absence covers, an empty swap-in chain.
+  void start_selection(std::vector<std::uint64_t> const& base)
   {
     auto const& ops = analysis_.ops();
-    std::optional<std::size_t> pick;
+    std::vector<std::int64_t> values(base.begin(), base.end());
+    curve_.assign(values);
+    base_at_op_.resize(n_);
+    for (std::size_t i = 0; i < n_; ++i) {
+      base_at_op_[i] = static_cast<std::int64_t>(base[ops.event[i]]);
+    }
+    op_delta_.assign(n_ + 1, 0);
+    std::vector<std::pair<std::size_t, std::size_t>> windows(cands_.size());
     for (std::size_t k = 0; k < cands_.size(); ++k) {
-      if (taken_[k]) { continue; }
       auto const& c = cands_[k];
       auto const p  = issue_op(c, start_[c.v] - c.in_s);
-      if (!(ops.event[c.u] < peak_event && peak_event <= ops.event[p - 1])) { continue; }
-      if (!pick || scores_[k] > scores_[*pick]) { pick = k; }
+      windows[k]    = {ops.event[c.u] + 1, ops.event[p - 1] + 1};
     }
-    return pick;
+    covering_.emplace(base.size(), windows, [](std::size_t) { return true; });
+    due_.assign(cands_.size(), 0.0);
+    prefetch_.assign(cands_.size(), 0);
+    chain_.clear();
+  }
+
+  // Candidate x ranks before y: the higher score, the lower index among equals (no NaN).
+  [[nodiscard]] bool ranks_before(std::size_t x, std::size_t y) const
+  {
+    return scores_[x] != scores_[y] ? scores_[x] > scores_[y] : x < y;
+  }
+
+  // Adds `d` bytes to the planned curve over candidate k's absence with swap-in at op p.
+  void shift_window(std::size_t k, std::uint64_t p, std::int64_t d)
+  {
+    auto const& ops = analysis_.ops();
+    auto const u    = cands_[k].u;
+    curve_.add(ops.event[u] + 1, ops.event[p - 1] + 1, d);  // p >= u + 2: never empty
+    op_delta_[u + 1] += d;
+    op_delta_[p] -= d;
+  }
+
+  // issue_op(c, when) is still `p` (saves the search for the swap-ins a pick barely moves).
+  [[nodiscard]] bool still_issues(auto_swap_candidate const& c, std::uint64_t p, double when) const
+  {
+    return (p == c.v || start_[p + 1] > when) && (p == c.u + 2 || start_[p] <= when);
+  }
+
+  // Candidate k's swap-in moves from op `from` to op `to`: its absence ends there instead.
+  void move_window_end(std::size_t k, std::uint64_t from, std::uint64_t to)
+  {
+    auto const& ops = analysis_.ops();
+    auto const b    = static_cast<std::int64_t>(cands_[k].bytes);
+    if (to < from) {
+      curve_.add(ops.event[to - 1] + 1, ops.event[from - 1] + 1, b);
+    } else {
+      curve_.add(ops.event[from - 1] + 1, ops.event[to - 1] + 1, -b);
+    }
+    op_delta_[from] -= b;
+    op_delta_[to] += b;
+  }
+
+  // Adds pick k to the just-in-time chain (latest next use first, as build() packs it): its
+  // swap-in and those after it in the chain move while their slots change; the first one
+  // whose slot is unchanged leaves every later one unchanged too.
+  void chain_insert(std::size_t k)
+  {
+    auto it = chain_.insert(k).first;
+    double free =
+        it == chain_.begin() ? std::numeric_limits<double>::infinity() : due_[*std::prev(it)];
+    for (bool first = true; it != chain_.end(); ++it, first = false) {
+      auto const j     = *it;
+      auto const& c    = cands_[j];
+      double const due = std::min(start_[c.v], free) - c.in_s;
+      if (!first && due == due_[j]) { break; }
+      if (first) {
+        prefetch_[j] = issue_op(c, due);
+        shift_window(j, prefetch_[j], -static_cast<std::int64_t>(c.bytes));
+      } else if (auto const p =
+                     still_issues(c, prefetch_[j], due) ? prefetch_[j] : issue_op(c, due);
+                 p != prefetch_[j]) {
+        move_window_end(j, prefetch_[j], p);
+        prefetch_[j] = p;
+      }
+      due_[j] = due;
+      free    = due;
+    }
+  }
+
+  // SWDOA: the weighted prefix sums on the current planned load, as reweigh() computes them
+  // from the whole curve.
+  void reweigh_current()
+  {
+    auto const dur   = analysis_.op_seconds();
+    std::int64_t run = 0;
+    for (std::size_t i = 0; i < n_; ++i) {
+      run += op_delta_[i];
+      auto const load  = static_cast<std::uint64_t>(base_at_op_[i] + run);
+      weighted_[i + 1] = weighted_[i] + static_cast<double>(load) * dur[i];
+    }
+  }
+
+  // The best-scoring untaken candidate whose absence covers `peak_event` (the first of equals
+  // by index, the first one met when scores are not comparable), rescored on the current load
+  // when `dynamic` (SWDOA).
+  [[nodiscard]] std::optional<std::size_t> best_covering(std::uint64_t peak_event, bool dynamic)
+  {
+    auto& found = found_;
+    found.clear();
+    covering_->for_each_at(
+        peak_event, [&](std::size_t k) { return taken_[k]; },
+        [&](std::size_t k) { found.emplace_back(k, dynamic ? score_of(k) : scores_[k]); });
+    bool const nan =
+        std::any_of(found.begin(), found.end(), [](auto const& f) { return std::isnan(f.second); });
+    if (nan) { std::sort(found.begin(), found.end()); }  // the scan's order: by index
+    std::optional<std::pair<std::size_t, double>> pick;
+    for (auto const& f : found) {
+      if (!pick) {
+        pick = f;
+        continue;
+      }
+      bool const better =
+          f.second > pick->second || (!nan && f.second == pick->second && f.first < pick->first);
+      if (better) { pick = f; }
+    }
+    if (!pick) { return std::nullopt; }
+    return pick->first;
   }
 
   trace_analysis const& analysis_;
@@ -205,6 +340,24 @@ class auto_swap_planner {
   std::vector<double> weighted_;  // see reweigh()
   std::vector<bool> taken_;
   std::vector<double> scores_;
+  std::vector<std::pair<std::size_t, std::size_t>> area_ops_;  // see find_areas()
+  // The selection's state (start_selection): the planned curve over the events, its changes
+  // over the ops (for SWDOA's reweighing), the candidates by covered events, the chain.
+  range_tree curve_;
+  std::vector<std::int64_t> base_at_op_, op_delta_;
+  std::optional<stab_index> covering_;
+  std::vector<double> due_;              // each chained pick's swap-in slot end
+  std::vector<std::uint64_t> prefetch_;  // each chained pick's swap-in op
+  struct later_use_first {
+    std::vector<auto_swap_candidate> const* cands;
+    bool operator()(std::size_t a, std::size_t b) const
+    {
+      auto const& c = *cands;
+      return c[a].v != c[b].v ? c[a].v > c[b].v : a < b;
+    }
+  };
+  std::set<std::size_t, later_use_first> chain_{later_use_first{&cands_}};
+  std::vector<std::pair<std::size_t, double>> found_;
 };
 
 [[nodiscard]] inline schedule plan_auto_swap(trace_analysis const& analysis, std::uint64_t budget,

@@ -38,9 +38,11 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace stash {
@@ -145,15 +147,24 @@ struct vdnn_layer {
       assigned[k]   = true;
     }
   };
+  // The walk back from a layer stops at the first conv layer or layer with an entry left; a
+  // layer that is neither never becomes one again, so later walks jump over it.
+  std::vector<std::size_t> jump(layers.size() + 1);  // slot i + 1 is layer i; slot 0: none left
+  std::iota(jump.begin(), jump.end(), std::size_t{0});
+  auto stop_below = [&](std::size_t slot) {  // the slot of the walk's stop from slot - 1 down
+    auto r = slot;
+    while (r > 0 && (jump[r] != r || !(layers[r - 1].conv || pending(r - 1)))) {
+      if (jump[r] == r) { jump[r] = r - 1; }
+      r = jump[r];
+    }
+    for (auto s = slot; s != r;) { s = std::exchange(jump[s], r); }
+    return r;
+  };
   for (std::size_t curr = layers.size(); curr-- > 0;) {
     if (!backward_at[curr]) { continue; }
     fetch(curr, *backward_at[curr]);  // on demand: its own X must be back now
-    for (std::size_t id = curr; id-- > 0;) {
-      if (pending(id)) {
-        fetch(id, *backward_at[curr]);
-        break;
-      }
-      if (layers[id].conv) { break; }
+    if (auto const stop = stop_below(curr); stop > 0 && pending(stop - 1)) {
+      fetch(stop - 1, *backward_at[curr]);
     }
   }
   // Entries never picked keep prefetch_at = next_use: fetched on demand.

@@ -8,14 +8,19 @@
 
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/range_tree.hpp>
+#include <stash/swap/detail/stab_index.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace stash::detail {
@@ -75,10 +80,9 @@ class gap_planner {
         n_(analysis.op_count()),
         gaps_(enumerate_gaps(analysis, scope, min_bytes))
   {
-    order_.resize(gaps_.size());
-    std::iota(order_.begin(), order_.end(), std::size_t{0});
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](std::size_t x, std::size_t y) { return gaps_[x].u < gaps_[y].u; });
+    windows_.resize(gaps_.size());
+    for (std::size_t g = 0; g < gaps_.size(); ++g) { windows_[g] = {gaps_[g].u + 1, gaps_[g].v}; }
+    find_classes();
     auto const steps = analysis.memory_steps();
     base_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
@@ -95,16 +99,14 @@ class gap_planner {
     auto const end = ends_of(start);
     std::vector<char> chosen(gaps_.size(), 0);
     std::vector<std::size_t> picks;
-    auto cur = base_;  // planned bytes per op with every chosen gap off over [u + 1, v - 1]
+    range_tree cur(base_);  // planned bytes per op with every chosen gap off over [u + 1, v - 1]
     select(var, static_cast<std::int64_t>(target), start, end, cur, chosen, picks);
     prune(static_cast<std::int64_t>(target), cur, chosen, picks);
     std::vector<swap_entry> entries;
     for (int round = 0; round < 4; ++round) {
-      entries         = build(var, start, end, chosen);
-      auto planned    = planned_bytes(entries);
-      bool const over = std::any_of(planned.begin(), planned.end(), [&](std::int64_t b) {
-        return b > static_cast<std::int64_t>(budget_);
-      });
+      entries = build(var, start, end, chosen);
+      range_tree planned(planned_bytes(entries));
+      bool const over = planned.max(0, n_) > static_cast<std::int64_t>(budget_);
       if (!over) { break; }
       // Packing never exceeds the budget, so selection fell short: select against the exact
       // curve.
@@ -136,14 +138,15 @@ class gap_planner {
   [[nodiscard]] std::vector<std::int64_t> planned_bytes(
       std::vector<swap_entry> const& entries) const
   {
-    auto planned = base_;
+    std::vector<std::int64_t> delta(n_ + 1, 0);
     for (auto const& e : entries) {
       auto const from = std::max(e.last_use + 1, e.offload_at);
-      for (auto j = from; j < e.prefetch_at; ++j) {
-        planned[j] -= static_cast<std::int64_t>(e.bytes);
+      if (from < e.prefetch_at) {
+        delta[from] -= static_cast<std::int64_t>(e.bytes);
+        delta[e.prefetch_at] += static_cast<std::int64_t>(e.bytes);
       }
     }
-    return planned;
+    return minus_windows(delta);
   }
 
   // How well gap `c` helps the worst op (over-target run [lo, hi], `excess` bytes over).
@@ -153,10 +156,9 @@ class gap_planner {
   {
     auto const bytes = static_cast<double>(c.bytes);
     if (var.score == gap_score::coverage) {
-      auto const from      = std::max<std::uint64_t>(c.u + 1, lo);
-      auto const to        = std::min<std::uint64_t>(c.v - 1, hi);
-      double const covered = end[to] - start[from];
-      return std::min(bytes, static_cast<double>(excess)) * covered / (bytes + lat_bytes_);
+      auto const from = std::max<std::uint64_t>(c.u + 1, lo);
+      auto const to   = std::min<std::uint64_t>(c.v - 1, hi);
+      return coverage(bytes, excess, end[to] - start[from]);
     }
     if (var.score == gap_score::long_gap) { return bytes * (start[c.v] - end[c.u]); }
     // AutoSwap's AOA over every gap: hideable transfers by bytes x slack; the others in (-1, 0),
@@ -166,54 +168,221 @@ class gap_planner {
     return doa >= 0 ? bytes * doa : -1.0 / (1.0 - doa / bytes);
   }
 
-  // Greedy cover: while some op exceeds `target`, take the first op with the largest excess and
-  // pick the best-scoring unchosen gap that spans it ([u + 1, v - 1] contains the op).
-  void select(gap_variant const& var, std::int64_t target, std::vector<double> const& start,
-              std::vector<double> const& end, std::vector<std::int64_t>& cur,
-              std::vector<char>& chosen, std::vector<std::size_t>& picks) const
+  // The coverage score of a gap of `bytes` covering `covered` seconds of the over-target run.
+  [[nodiscard]] double coverage(double bytes, std::int64_t excess, double covered) const
   {
-    while (n_ > 0) {
-      auto const worst =
-          static_cast<std::size_t>(std::max_element(cur.begin(), cur.end()) - cur.begin());
-      if (cur[worst] <= target) { return; }
-      std::size_t lo = worst, hi = worst;  // the over-target run around `worst`
-      while (lo > 0 && cur[lo - 1] > target) { --lo; }
-      while (hi + 1 < n_ && cur[hi + 1] > target) { ++hi; }
-      std::size_t best  = no_gap;
-      double best_score = -1;
-      for (auto const g : order_) {
-        auto const& c = gaps_[g];
-        if (c.u >= worst) { break; }
-        if (c.v <= worst || chosen[g]) { continue; }
-        double const s = score(var, c, lo, hi, cur[worst] - target, start, end);
-        if (s > best_score) {
+    return std::min(bytes, static_cast<double>(excess)) * covered / (bytes + lat_bytes_);
+  }
+
+  // The best gap by coverage spanning `worst`, as best_spanning finds it, by size class: a gap
+  // of b bytes covers at most the whole run, so it scores at most coverage(b, excess, run) (a
+  // bound the floating-point score obeys too: rounding is monotone, and the timeline is
+  // sorted), which gaps covering the whole run reach. Classes are visited by bound, best
+  // first, each gap of a class spanning `worst` in the order of u (then index), and a class
+  // stops at the first gap reaching its bound, the search at the first class whose bound is
+  // below the best score found. `live[c]` holds the next use of class c's gaps, or less than
+  // any op once chosen; the pick is marked there.
+  [[nodiscard]] std::optional<std::size_t> best_by_class(std::vector<range_tree>& live,
+                                                         std::size_t worst, std::size_t lo,
+                                                         std::size_t hi, std::int64_t excess,
+                                                         std::vector<double> const& start,
+                                                         std::vector<double> const& end) const
+  {
+    double const run = end[hi] - start[lo];
+    std::vector<std::pair<double, std::size_t>> bounds(classes_.size());
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      bounds[c] = {coverage(static_cast<double>(classes_[c].bytes), excess, run), c};
+    }
+    std::sort(bounds.begin(), bounds.end(), std::greater<>());
+    std::optional<std::size_t> best;
+    double best_score = -1;
+    for (auto const& [bound, c] : bounds) {
+      if (bound < best_score || (!best && !(bound > best_score))) { break; }
+      auto const& cls  = classes_[c];
+      auto const spans = static_cast<std::size_t>(
+          std::lower_bound(cls.us.begin(), cls.us.end(), worst) - cls.us.begin());  // u < worst
+      auto const after = static_cast<std::int64_t>(worst);
+      for (auto pos = live[c].first_above(0, spans, after); pos != range_tree::npos;
+           pos      = live[c].first_above(pos + 1, spans, after)) {
+        auto const g   = cls.gaps[pos];
+        auto const& x  = gaps_[g];
+        double const s = coverage(static_cast<double>(x.bytes), excess,
+                                  end[std::min<std::uint64_t>(x.v - 1, hi)] -
+                                      start[std::max<std::uint64_t>(x.u + 1, lo)]);
+        if (s > best_score || (s == best_score && best && before(s, g, best_score, *best))) {
           best_score = s;
           best       = g;
         }
+        if (s == bound) { break; }  // the rest of the class scores no more and comes later
       }
-      if (best == no_gap) { return; }  // nothing spans it: the target is out of reach
-      chosen[best] = 1;
-      picks.push_back(best);
-      for (auto j = gaps_[best].u + 1; j < gaps_[best].v; ++j) {
-        cur[j] -= static_cast<std::int64_t>(gaps_[best].bytes);
+    }
+    if (best) { live[class_of_[*best]].add(rank_[*best], rank_[*best] + 1, -chosen_mark); }
+    return best;
+  }
+
+  // Per size class, the next use of each gap (by u, then index), unchosen ones only.
+  [[nodiscard]] std::vector<range_tree> live_classes(std::vector<char> const& chosen) const
+  {
+    std::vector<range_tree> live(classes_.size());
+    std::vector<std::int64_t> values;
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      values.clear();
+      for (auto const g : classes_[c].gaps) {
+        values.push_back(static_cast<std::int64_t>(gaps_[g].v) - (chosen[g] ? chosen_mark : 0));
       }
+      live[c].assign(values);
+    }
+    return live;
+  }
+
+  // Groups the gaps by size, each group by u then index (the classes of best_by_class).
+  void find_classes()
+  {
+    std::vector<std::size_t> by_size(gaps_.size());
+    std::iota(by_size.begin(), by_size.end(), std::size_t{0});
+    std::sort(by_size.begin(), by_size.end(), [&](std::size_t x, std::size_t y) {
+      auto const& a = gaps_[x];
+      auto const& b = gaps_[y];
+      if (a.bytes != b.bytes) { return a.bytes < b.bytes; }
+      return a.u != b.u ? a.u < b.u : x < y;
+    });
+    class_of_.resize(gaps_.size());
+    rank_.resize(gaps_.size());
+    for (auto const g : by_size) {
+      if (classes_.empty() || classes_.back().bytes != gaps_[g].bytes) {
+        classes_.push_back(size_class{gaps_[g].bytes, {}, {}});
+      }
+      auto& cls    = classes_.back();
+      class_of_[g] = classes_.size() - 1;
+      rank_[g]     = cls.gaps.size();
+      cls.gaps.push_back(g);
+      cls.us.push_back(gaps_[g].u);
+    }
+  }
+
+  // base_ plus the running sums of `delta` (a difference array over the ops).
+  [[nodiscard]] std::vector<std::int64_t> minus_windows(
+      std::vector<std::int64_t> const& delta) const
+  {
+    auto out         = base_;
+    std::int64_t run = 0;
+    for (std::size_t i = 0; i < n_; ++i) {
+      run += delta[i];
+      out[i] += run;
+    }
+    return out;
+  }
+
+  // The best-scoring unchosen gap spanning `worst` (over-target run [lo, hi]): the largest score
+  // above -1, the first by u (then index) among equals, as a scan of the gaps by u finds it.
+  [[nodiscard]] std::optional<std::size_t> best_spanning(gap_variant const& var, stab_index& index,
+                                                         std::vector<double> const& fixed,
+                                                         std::size_t worst, std::size_t lo,
+                                                         std::size_t hi, std::int64_t excess,
+                                                         std::vector<double> const& start,
+                                                         std::vector<double> const& end,
+                                                         std::vector<char> const& chosen) const
+  {
+    auto const dead = [&](std::size_t g) { return chosen[g] != 0; };
+    if (var.score != gap_score::coverage) {  // fixed scores: each node's best is its first live
+      return index.best_at(worst, dead, [&](std::size_t x, std::size_t y) {
+        return before(fixed[x], x, fixed[y], y);
+      });
+    }
+    std::optional<std::size_t> best;
+    double best_score = -1;
+    index.for_each_at(worst, dead, [&](std::size_t g) {
+      double const s = score(var, gaps_[g], lo, hi, excess, start, end);
+      if (s > best_score || (s == best_score && best && before(s, g, best_score, *best))) {
+        best_score = s;
+        best       = g;
+      }
+    });
+    return best;
+  }
+
+  // Gap x with score sx ranks before gap y with score sy: higher score, then earlier u, then
+  // lower index (the order in which the old scan met them).
+  [[nodiscard]] bool before(double sx, std::size_t x, double sy, std::size_t y) const
+  {
+    if (sx != sy) { return sx > sy; }
+    return gaps_[x].u != gaps_[y].u ? gaps_[x].u < gaps_[y].u : x < y;
+  }
+
+  // Greedy cover: while some op exceeds `target`, take the first op with the largest excess and
+  // pick the best-scoring unchosen gap that spans it ([u + 1, v - 1] contains the op).
+  void select(gap_variant const& var, std::int64_t target, std::vector<double> const& start,
+              std::vector<double> const& end, range_tree& cur, std::vector<char>& chosen,
+              std::vector<std::size_t>& picks) const
+  {
+    if (n_ == 0 || cur.max(0, n_) <= target) { return; }
+    if (var.score == gap_score::coverage && std::is_sorted(start.begin(), start.end()) &&
+        std::is_sorted(end.begin(), end.end())) {
+      auto live = live_classes(chosen);
+      cover(target, cur, chosen, picks, [&](std::size_t worst, std::size_t lo, std::size_t hi) {
+        return best_by_class(live, worst, lo, hi, cur.at(worst) - target, start, end);
+      });
+      return;
+    }
+    std::vector<double> fixed;  // scores that do not depend on the worst op
+    if (var.score != gap_score::coverage) {
+      fixed.resize(gaps_.size());
+      for (std::size_t g = 0; g < gaps_.size(); ++g) {
+        fixed[g] = score(var, gaps_[g], 0, 0, 0, start, end);
+      }
+    }
+    // Only scores above -1 are ever picked (the scan starts from -1): fixed ones below never are.
+    stab_index index(n_, windows_, [&](std::size_t g) {
+      return chosen[g] == 0 && (fixed.empty() || fixed[g] > -1.0);
+    });
+    if (!fixed.empty()) {
+      index.sort([&](std::size_t x, std::size_t y) { return before(fixed[x], x, fixed[y], y); });
+    }
+    cover(target, cur, chosen, picks, [&](std::size_t worst, std::size_t lo, std::size_t hi) {
+      return best_spanning(var, index, fixed, worst, lo, hi, cur.at(worst) - target, start, end,
+                           chosen);
+    });
+  }
+
+  // The greedy loop of select(): `best(worst, lo, hi)` names the gap to pick for the first op of
+  // the largest excess, `worst`, in its over-target run [lo, hi].
+  template <class Best>
+  void cover(std::int64_t target, range_tree& cur, std::vector<char>& chosen,
+             std::vector<std::size_t>& picks, Best&& best) const
+  {
+    for (;;) {
+      auto const worst = cur.first_max();
+      if (cur.at(worst) <= target) { return; }
+      auto const left      = cur.last_at_most(0, worst, target);  // the over-target run
+      auto const right     = cur.first_at_most(worst + 1, n_, target);
+      std::size_t const lo = left == range_tree::npos ? 0 : left + 1;
+      std::size_t const hi = right == range_tree::npos ? n_ - 1 : right - 1;
+      auto const g         = best(worst, lo, hi);
+      if (!g) { return; }  // nothing spans it: the target is out of reach
+      chosen[*g] = 1;
+      picks.push_back(*g);
+      cur.add(gaps_[*g].u + 1, gaps_[*g].v, -static_cast<std::int64_t>(gaps_[*g].bytes));
     }
   }
 
   // Drops picks (latest first) that the target no longer needs.
-  void prune(std::int64_t target, std::vector<std::int64_t>& cur, std::vector<char>& chosen,
+  void prune(std::int64_t target, range_tree& cur, std::vector<char>& chosen,
              std::vector<std::size_t>& picks) const
   {
+    std::vector<char> dropped(picks.size(), 0);
     for (std::size_t k = picks.size(); k-- > 0;) {
       auto const& c = gaps_[picks[k]];
       auto const b  = static_cast<std::int64_t>(c.bytes);
-      bool needed   = false;
-      for (auto j = c.u + 1; j < c.v && !needed; ++j) { needed = cur[j] + b > target; }
-      if (needed) { continue; }
-      for (auto j = c.u + 1; j < c.v; ++j) { cur[j] += b; }
+      if (c.u + 1 < c.v && cur.max(c.u + 1, c.v) + b > target) { continue; }  // still needed
+      cur.add(c.u + 1, c.v, b);
       chosen[picks[k]] = 0;
-      picks.erase(picks.begin() + static_cast<std::ptrdiff_t>(k));
+      dropped[k]       = 1;
     }
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < picks.size(); ++k) {
+      if (dropped[k] == 0) { picks[kept++] = picks[k]; }
+    }
+    picks.resize(kept);
   }
 
   // Entries of the chosen gaps with their offload points (prefetch_at = next_use for now).
@@ -272,36 +441,52 @@ class gap_planner {
   void pack_prefetches(std::vector<swap_entry>& entries, std::vector<std::uint64_t> const& rel,
                        std::vector<double> const& start, std::vector<double> const& end) const
   {
-    auto cur = base_;
+    std::vector<std::int64_t> delta(n_ + 1, 0);
     for (std::size_t k = 0; k < entries.size(); ++k) {
-      for (auto j = rel[k]; j < entries[k].next_use; ++j) {
-        cur[j] -= static_cast<std::int64_t>(entries[k].bytes);
+      if (rel[k] < entries[k].next_use) {
+        delta[rel[k]] -= static_cast<std::int64_t>(entries[k].bytes);
+        delta[entries[k].next_use] += static_cast<std::int64_t>(entries[k].bytes);
       }
     }
+    range_tree cur(minus_windows(delta));
     std::vector<std::size_t> by_use(entries.size());
     std::iota(by_use.begin(), by_use.end(), std::size_t{0});
     std::stable_sort(by_use.begin(), by_use.end(), [&](std::size_t x, std::size_t y) {
       return entries[x].next_use > entries[y].next_use;
     });
-    auto const cap   = static_cast<std::int64_t>(budget_);
-    double free_from = std::numeric_limits<double>::infinity();  // H2D busy from here on
+    bool const sorted_ends = std::is_sorted(end.begin(), end.end());
+    auto const cap         = static_cast<std::int64_t>(budget_);
+    double free_from       = std::numeric_limits<double>::infinity();  // H2D busy from here on
     for (auto const k : by_use) {
       auto& e          = entries[k];
       auto const b     = static_cast<std::int64_t>(e.bytes);
       double const due = std::min(start[e.next_use], free_from) - a_.model().prefetch_time(e.bytes);
       auto const lo    = std::max(e.last_use, e.offload_at) + 1;
-      std::uint64_t p  = e.next_use;  // latest op in [lo, v] issued (end of p - 1) by `due`
-      while (p > lo && end[p - 1] > due) { --p; }
-      for (auto j = e.next_use; j-- > p;) {  // back over [p, v - 1]: stay within the budget
-        if (j >= rel[k] && cur[j] + b > cap) {
-          p = j + 1;
-          break;
-        }
-      }
-      for (auto j = std::max(p, rel[k]); j < e.next_use; ++j) { cur[j] += b; }
+      auto p           = latest_issue(e.next_use, lo, due, end, sorted_ends);
+      // Back over [p, v - 1]: stay within the budget where the bytes count (from rel on).
+      auto const from = std::max(p, rel[k]);
+      auto const over = cur.last_above(from, e.next_use, cap - b);
+      if (over != range_tree::npos) { p = over + 1; }
+      cur.add(std::max(p, rel[k]), e.next_use, b);
       e.prefetch_at = p;
       free_from     = std::max(end[p - 1], due);
     }
+  }
+
+  // The latest op p in [lo, v] issued (end of p - 1) by `due`: v when end[v - 1] <= due, else
+  // lo or the last p with end[p - 1] <= due. A binary search when the ends are sorted (always
+  // so on a timeline, where each op ends before the next starts).
+  [[nodiscard]] static std::uint64_t latest_issue(std::uint64_t v, std::uint64_t lo, double due,
+                                                  std::vector<double> const& end, bool sorted)
+  {
+    if (!sorted) {
+      std::uint64_t p = v;
+      while (p > lo && end[p - 1] > due) { --p; }
+      return p;
+    }
+    auto const q =
+        static_cast<std::uint64_t>(std::upper_bound(end.begin(), end.end(), due) - end.begin());
+    return std::min(v, std::max(lo, q));
   }
 
   [[nodiscard]] std::vector<swap_entry> build(gap_variant const& var,
@@ -323,7 +508,15 @@ class gap_planner {
   std::uint64_t budget_;
   std::size_t n_;
   std::vector<swap_gap> gaps_;
-  std::vector<std::size_t> order_;  // gap indices by u
+  std::vector<std::pair<std::size_t, std::size_t>> windows_;  // ops [u + 1, v) of each gap
+  struct size_class {
+    std::uint64_t bytes;
+    std::vector<std::size_t> gaps;  // by u, then index
+    std::vector<std::uint64_t> us;  // their u
+  };
+  std::vector<size_class> classes_;           // by bytes
+  std::vector<std::size_t> class_of_, rank_;  // each gap's class and place in it
+  static constexpr std::int64_t chosen_mark = std::int64_t{1} << 62;  // sinks a chosen gap's v
   std::vector<std::int64_t> base_;  // live bytes at each op's start peak, nothing swapped
   double lat_bytes_;                // bytes the link would carry during one latency
 };
