@@ -387,10 +387,17 @@ FAILED_CASE = re.compile(r"^TEST CASE:\s+(.*)$", re.M)
 FAILED_FILE = re.compile(r"^(\S+\.cpp):\d+:", re.M)
 
 
+FAILED_CHECK = re.compile(r"^(\S+\.cpp):\d+: (FATAL )?ERROR:", re.M)
+
+
 def first_failure(output):
-    case = FAILED_CASE.search(output)
-    where = FAILED_FILE.search(output)
-    name = case.group(1).strip() if case else "?"
+    """The test case of the first failed check ("file: case"); doctest also heads MESSAGE output
+    with "TEST CASE:", so the case is the last header before the first ERROR line."""
+    err = FAILED_CHECK.search(output)
+    end = err.start() if err else len(output)
+    cases = FAILED_CASE.findall(output[:end])
+    name = cases[-1].strip() if cases else "?"
+    where = err or FAILED_FILE.search(output)
     if where:
         name = f"{pathlib.Path(where.group(1)).name}: {name}"
     return name

@@ -7,6 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
+
 namespace {
 
 using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -57,4 +61,38 @@ TEST_CASE("host streams are stash::stream_refs, and a host stream order refuses 
   CHECK_THROWS_AS((void)order.record(cuda_stream), stash::logic_error);
   CHECK_THROWS_AS(order.wait(cuda_stream, m), stash::logic_error);
   CHECK_FALSE(order.capturing(cuda_stream));
+}
+
+TEST_CASE("a host stream order's wait holds the waiting stream until the marked work ran")
+{
+  // A is held on a gate; B waits (through the pools' stream order) for a marker recorded on A
+  // after it, then runs a task. B's task must not run before the gate opens. The test gives B
+  // 50 ms to run early: a correct wait never does (the check cannot fail spuriously), a wait
+  // that queues nothing lets B run at once.
+  stash::host_backend backend;
+  auto const a = backend.create_stream();
+  auto const b = backend.create_stream();
+  stash::host_stream_order order;
+  stash::host_flag gate;
+  std::atomic<bool> b_ran{false};
+  bool b_ran_before_a = true;
+  a->enqueue([&] {
+    gate.wait();
+    b_ran_before_a = b_ran.load();
+  });
+  auto m = order.record(backend.tag(a));
+  order.wait(backend.tag(b), m);
+  std::promise<void> b_done;
+  b->enqueue([&] {
+    b_ran = true;
+    b_done.set_value();
+  });
+  auto const early = b_done.get_future().wait_for(std::chrono::milliseconds(50));
+  CHECK(early == std::future_status::timeout);
+  gate.set();
+  backend.synchronize(a);
+  backend.synchronize(b);
+  CHECK_FALSE(b_ran_before_a);
+  CHECK(b_ran.load());
+  order.release(m);
 }

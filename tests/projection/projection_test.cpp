@@ -11,6 +11,7 @@
 #include <stash/trace/trace_reader.hpp>
 #include <stash_tools/projection_print.hpp>
 
+#include "support/approx.hpp"
 #include "support/data.hpp"
 
 #include <doctest/doctest.h>
@@ -116,7 +117,7 @@ TEST_CASE("cluster spec: the issue's example and its defaults")
   CHECK(c.intra.name == "nvlink");
   CHECK(c.intra.bytes_per_s == doctest::Approx(450e9));
   CHECK(c.inter.bytes_per_s == doctest::Approx(12.5e9));  // 100 Gbit/s
-  CHECK(c.inter.latency_s == doctest::Approx(5e-6));
+  CHECK(c.inter.latency_s == stash::test::approx_s(5e-6));
   CHECK(c.hw.name == stash::default_cluster_hardware);
   auto const one = stash::parse_cluster_spec("gpus=4,intra=pcie5,intra_gbps=80,hw=pcie4_x16");
   CHECK(one.nodes == 1);
@@ -184,11 +185,11 @@ TEST_CASE("one device: step = sum of op times, time to train = steps(B) x step")
   auto const& c = r.configs[0];
   CHECK(c.policy == "no_swap");
   CHECK(c.device_peak_bytes == 12000);
-  CHECK(c.step_s == doctest::Approx(41.6e-6));
+  CHECK(c.step_s == stash::test::approx_s(41.6e-6));
   CHECK(c.allreduce_s == 0);
   CHECK(c.steps_per_epoch == 25);
   CHECK(*c.epochs_to_target == doctest::Approx(80));
-  CHECK(*c.time_to_train_s == doctest::Approx(2000 * 41.6e-6));
+  CHECK(*c.time_to_train_s == stash::test::approx_s(2000 * 41.6e-6));
   CHECK(c.best);
   REQUIRE(r.best.has_value());
 }
@@ -202,9 +203,9 @@ TEST_CASE("pure data parallelism: ring all-reduce inside a node, exposed after b
   CHECK(c.dp == 2);
   CHECK(c.global_batch == 8);
   // One 1600 B bucket once backward ends: 2(N-1) 1 us + 2(N-1)/N 1600 B / 1 GB/s = 3.6 us.
-  CHECK(c.allreduce_s == doctest::Approx(3.6e-6));
-  CHECK(c.allreduce_exposed_s == doctest::Approx(3.6e-6));
-  CHECK(c.step_s == doctest::Approx(36.8e-6 + 3.6e-6 + 4.8e-6));
+  CHECK(c.allreduce_s == stash::test::approx_s(3.6e-6));
+  CHECK(c.allreduce_exposed_s == stash::test::approx_s(3.6e-6));
+  CHECK(c.step_s == stash::test::approx_s(36.8e-6 + 3.6e-6 + 4.8e-6));
   CHECK(c.steps_per_epoch == 13);  // ceil(100 / 8)
 }
 
@@ -217,9 +218,9 @@ TEST_CASE("pure data parallelism: per-gradient buckets overlap backward")
   auto const& c  = r.configs.at(0);
   // Four 400 B buckets of 2 us + 0.4 us, ready at 5.6, 11.2, 16.8, 22.4 us: the ring is idle
   // between them, so only the last one (2.4 us) runs past the end of backward.
-  CHECK(c.allreduce_s == doctest::Approx(4 * 2.4e-6));
-  CHECK(c.allreduce_exposed_s == doctest::Approx(2.4e-6));
-  CHECK(c.step_s == doctest::Approx(36.8e-6 + 2.4e-6 + 4.8e-6));
+  CHECK(c.allreduce_s == stash::test::approx_s(4 * 2.4e-6));
+  CHECK(c.allreduce_exposed_s == stash::test::approx_s(2.4e-6));
+  CHECK(c.step_s == stash::test::approx_s(36.8e-6 + 2.4e-6 + 4.8e-6));
 }
 
 TEST_CASE("pure data parallelism across nodes runs at the network rate and latency")
@@ -228,8 +229,8 @@ TEST_CASE("pure data parallelism across nodes runs at the network rate and laten
   auto const r  = stash::project(t, test_cluster(2, 2), gns, test_params({4}, 1));
   auto const& c = r.configs.at(0);
   // N = 4: 6 x 5 us + 1.5 x 1600 B / 0.5 GB/s = 30 + 4.8 us.
-  CHECK(c.allreduce_s == doctest::Approx(34.8e-6));
-  CHECK(c.step_s == doctest::Approx(36.8e-6 + 34.8e-6 + 4.8e-6));
+  CHECK(c.allreduce_s == stash::test::approx_s(34.8e-6));
+  CHECK(c.step_s == stash::test::approx_s(36.8e-6 + 34.8e-6 + 4.8e-6));
 }
 
 TEST_CASE("model parallelism: an even split of four equal layers into two stages")
@@ -241,15 +242,15 @@ TEST_CASE("model parallelism: an even split of four equal layers into two stages
   CHECK(mp.global_batch == 4);
   // Each stage: 2 x (3600 + 5600) ns, and receives one 1600 B tensor (x2 forward, g2 backward)
   // over the 1 GB/s, 1 us link: (m + k - 1) x (18.4 + 2.6) us, plus 2 x 1200 ns of optimizer.
-  CHECK(mp.boundary_s == doctest::Approx(2.6e-6));
-  CHECK(mp.pipeline_s == doctest::Approx(2 * 21.0e-6));
-  CHECK(mp.step_s == doctest::Approx(42.0e-6 + 2.4e-6));
+  CHECK(mp.boundary_s == stash::test::approx_s(2.6e-6));
+  CHECK(mp.pipeline_s == stash::test::approx_s(2 * 21.0e-6));
+  CHECK(mp.step_s == stash::test::approx_s(42.0e-6 + 2.4e-6));
   // Stage 0 peaks at 9200 B (w0, w1, x0, x1, x2, w1.grad, g1 and the received g2), stage 1 at
   // 8000 B; one device would hold 12000 B.
   CHECK(mp.device_peak_bytes == 9200);
   CHECK(find(r, 2, 1).device_peak_bytes == 12000);
   // Smaller global batch, fewer epochs: steps(4) x 44.4 us vs steps(8) x 45.2 us per step.
-  CHECK(*mp.time_to_train_s == doctest::Approx(2000 * 44.4e-6));
+  CHECK(*mp.time_to_train_s == stash::test::approx_s(2000 * 44.4e-6));
   auto const& dp = find(r, 2, 1);
   CHECK(*dp.epochs_to_target == doctest::Approx(1000 * 1.5 * 8 / 100.0));
   CHECK(mp.best != dp.best);
@@ -264,8 +265,8 @@ TEST_CASE("model parallelism with micro-batches: per-micro-batch times at the sm
   auto const& mp  = find(r, 1, 2);
   CHECK(mp.micro_batches == 2);
   // At batch 2: forward 2000 ns, backward 3200 ns per layer; 800 B crosses: 1 + 0.8 us.
-  CHECK(mp.pipeline_s == doctest::Approx(3 * (10.4e-6 + 1.8e-6)));
-  CHECK(mp.step_s == doctest::Approx(3 * 12.2e-6 + 2.4e-6));
+  CHECK(mp.pipeline_s == stash::test::approx_s(3 * (10.4e-6 + 1.8e-6)));
+  CHECK(mp.step_s == stash::test::approx_s(3 * 12.2e-6 + 2.4e-6));
   CHECK(mp.device_peak_bytes == 9200);  // all micro-batches' activations stay, as at batch 4
 }
 

@@ -13,6 +13,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/trace_reader.hpp>
 
+#include "support/approx.hpp"
 #include "support/planned_reference.hpp"
 
 #include <doctest/doctest.h>
@@ -74,7 +75,7 @@ TEST_CASE("a recompute chain: the writers, their reads, time and transient bytes
   REQUIRE(c.valid());
   CHECK(c.ops == std::vector<std::uint64_t>{0});
   CHECK(c.reads == std::vector<stash::storage_id>{0});
-  CHECK(c.seconds == doctest::Approx(5e-6));
+  CHECK(c.seconds == stash::test::approx_s(5e-6));
   CHECK(c.transient_bytes == 0);
   CHECK(stash::recompute_chain_of(a, 0, 0, 4).refusal ==
         "only activations and temporaries are "
@@ -89,25 +90,25 @@ TEST_CASE("recomputing a: planned and simulated peak 8000, the iteration 5 us lo
   auto const t = stash::parse_trace(chain_text, "chain");
   stash::trace_analysis const a(t, model());
   auto const none = stash::simulate(a, stash::make_schedule(a, "none", 9000, {}));
-  CHECK(none.iteration_s == doctest::Approx(24e-6));
+  CHECK(none.iteration_s == stash::test::approx_s(24e-6));
   CHECK(none.device_peak == 9000);
   auto const s = stash::make_schedule(a, "hand", 8000, {}, {drop_a()});
   CHECK(s.device_peak == 8000);
   CHECK(s.recomputed_bytes() == 4000);
   auto const r = stash::simulate(a, s);
   REQUIRE(r.fits);
-  CHECK(r.iteration_s == doctest::Approx(29e-6));
-  CHECK(r.recompute_s == doctest::Approx(5e-6));
-  CHECK(r.compute_s == doctest::Approx(24e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(29e-6));
+  CHECK(r.recompute_s == stash::test::approx_s(5e-6));
+  CHECK(r.compute_s == stash::test::approx_s(24e-6));
   CHECK(r.stall_s == 0.0);
   CHECK(r.device_peak == 8000);
-  CHECK(r.op_start[4] == doctest::Approx(21e-6));
+  CHECK(r.op_start[4] == stash::test::approx_s(21e-6));
   std::size_t recompute_spans = 0;
   for (auto const& span : r.timeline) {
     if (span.kind == stash::timeline_span::kind_t::recompute) {
       ++recompute_spans;
-      CHECK(span.start == doctest::Approx(16e-6));
-      CHECK(span.end == doctest::Approx(21e-6));
+      CHECK(span.start == stash::test::approx_s(16e-6));
+      CHECK(span.end == stash::test::approx_s(21e-6));
     }
   }
   CHECK(recompute_spans == 1);
@@ -129,8 +130,8 @@ TEST_CASE("a chain in one batch: b's re-run reads a rematerialised just before")
   CHECK(s.device_peak == 8000);
   auto const r = stash::simulate(a, s);
   REQUIRE(r.fits);
-  CHECK(r.recompute_s == doctest::Approx(11e-6));
-  CHECK(r.iteration_s == doctest::Approx(35e-6));
+  CHECK(r.recompute_s == stash::test::approx_s(11e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(35e-6));
   CHECK(r.device_peak == 8000);
   // The other order reads a before it is back.
   stash::schedule wrong = s;
@@ -152,9 +153,9 @@ TEST_CASE("a swap and a recompute before one op: the prefetch overlaps the re-ru
   CHECK(s.device_peak == 8000);
   auto const r = stash::simulate(a, s);
   REQUIRE(r.fits);
-  CHECK(r.recompute_s == doctest::Approx(5e-6));
+  CHECK(r.recompute_s == stash::test::approx_s(5e-6));
   CHECK(r.stall_s == 0.0);
-  CHECK(r.iteration_s == doctest::Approx(29e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(29e-6));
   CHECK(r.d2h_bytes == 2000);
   CHECK(r.device_peak == 8000);
 }

@@ -11,6 +11,7 @@
 #include <stash/swap/policy_registry.hpp>
 #include <stash/trace/trace_reader.hpp>
 
+#include "support/approx.hpp"
 #include "support/data.hpp"
 
 #include <doctest/doctest.h>
@@ -87,7 +88,7 @@ TEST_CASE("dtr evicts the stalest cheap activation; search matches it where swap
   CHECK(d.fits());
   auto const rd = stash::simulate(a, d);
   REQUIRE(rd.fits);
-  CHECK(rd.recompute_s == doctest::Approx(5e-6));  // relu x -> a: 1000 + 4000 B
+  CHECK(rd.recompute_s == stash::test::approx_s(5e-6));  // relu x -> a: 1000 + 4000 B
   auto const s = stash::joint_search{}.plan(a, 10000);
   CHECK_NOTHROW(stash::validate_schedule(a, s));
   auto const rs = stash::simulate(a, s);
