@@ -113,8 +113,8 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   /// @param stream The stream the memory is used on.
   /// @return The memory, or nullptr for 0 bytes.
   /// @throws stash::out_of_memory Beyond the budget or when the upstream is exhausted.
-  /// @throws stash::logic_error For another alignment, or a request its cached blocks cannot serve
-  ///  while `stream` is being captured.
+  /// @throws stash::logic_error For a request its cached blocks cannot serve while `stream` is
+  ///   being captured (pool_resource's allocate_async checks the alignment first).
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }

@@ -224,7 +224,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   /// @param stream The stream the memory is used on.
   /// @return The memory, or nullptr for 0 bytes.
   /// @throws stash::out_of_memory When the fallback pool cannot serve it within the budget.
-  /// @throws stash::logic_error As caching_pool::do_allocate.
+  /// @throws stash::logic_error As caching_pool::do_allocate (the fallback pool while capturing).
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
