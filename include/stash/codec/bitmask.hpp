@@ -25,12 +25,18 @@ class bitmask {
   static constexpr std::uint16_t id = codec_ids::bitmask;
 
   /// @brief Exactly header + 4 ceil(n/32).
+  /// @param n Element count.
+  /// @return The buffer size for n elements.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
     return detail::header_bytes + 4 * static_cast<std::size_t>(detail::words_for_bits(n));
   }
 
   /// @brief Host reference encoder; returns bytes written.
+  /// @param in The float32 elements.
+  /// @param out At least max_compressed_bytes(in.size()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error When `out` is smaller than max_compressed_bytes(in.size()).
   static std::size_t host_encode(std::span<float const> in, std::span<std::byte> out)
   {
     std::size_t const total = max_compressed_bytes(in.size());
@@ -46,6 +52,10 @@ class bitmask {
   }
 
   /// @brief Host reference decoder: 1.0f where the input was > 0, else 0.0f.
+  /// @param src A bitmask buffer.
+  /// @param dst At least the encoded element count.
+  /// @return The element count.
+  /// @throws stash::codec_error For a malformed buffer or a destination too small.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<float> dst)
   {
     auto const n = parse(src, dst.size());
@@ -57,6 +67,10 @@ class bitmask {
 
   /// @brief ReLU backward from the mask: zeroes grad[i] where the forward output was not > 0.
   /// `grad` must have exactly the encoded element count.
+  /// @param src A bitmask buffer.
+  /// @param grad The gradient, updated in place.
+  /// @throws stash::codec_error For a malformed buffer or more elements than `grad`.
+  /// @throws stash::logic_error For fewer elements than `grad`.
   static void apply_mask_to_gradient(std::span<std::byte const> src, std::span<float> grad)
   {
     auto const n = parse(src, grad.size());

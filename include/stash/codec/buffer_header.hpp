@@ -38,6 +38,7 @@ struct buffer_header {
   std::uint64_t element_count;  ///< elements of the uncompressed data
   std::uint64_t payload_bytes;  ///< bytes after the header
   /// @brief Total buffer size: header plus payload.
+  /// @return header_bytes + payload_bytes.
   [[nodiscard]] std::uint64_t total_bytes() const noexcept
   {
     return detail::header_bytes + payload_bytes;
@@ -46,6 +47,9 @@ struct buffer_header {
 
 /// @brief Parses the codec-independent part of a header (magic, version, flags, payload fits in
 /// `src`) without knowing the codec; throws stash::codec_error when it is malformed.
+/// @param src The encoded buffer.
+/// @return The parsed header.
+/// @throws stash::codec_error For a malformed header or a payload larger than `src`.
 [[nodiscard]] inline buffer_header read_header(std::span<std::byte const> src)
 {
   if (src.size() < detail::header_bytes) {
@@ -65,6 +69,8 @@ struct buffer_header {
 /// @brief Computes the payload checksum of an encoded buffer and sets the checksum flag, so
 /// decoders detect corruption of the payload. Device decoders do not verify it (see
 /// docs/codec_format.md); verify on the host with verify_checksum() where that matters.
+/// @param buffer An encoded buffer, changed in place (checksum field and flag).
+/// @throws stash::codec_error For a malformed header.
 inline void seal_checksum(std::span<std::byte> buffer)
 {
   auto const h         = read_header(buffer);
@@ -75,6 +81,8 @@ inline void seal_checksum(std::span<std::byte> buffer)
 }
 
 /// @brief Throws stash::codec_error when the buffer carries a checksum that does not match.
+/// @param buffer An encoded buffer.
+/// @throws stash::codec_error For a malformed header or a checksum mismatch.
 inline void verify_checksum(std::span<std::byte const> buffer)
 {
   auto const h = read_header(buffer);

@@ -30,6 +30,8 @@ class chain {
   static constexpr std::uint16_t id = codec_ids::chain;
 
   /// @brief Outer header + B's bound over A's bound.
+  /// @param n Element count.
+  /// @return The bound for n elements.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
     return detail::header_bytes +
@@ -37,6 +39,10 @@ class chain {
   }
 
   /// @brief Host reference encoder; returns bytes written.
+  /// @param in The elements.
+  /// @param out At least max_compressed_bytes(in.size()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error When `out` is too small (or a stage's limit is exceeded).
   static std::size_t host_encode(std::span<value_type const> in, std::span<std::byte> out)
   {
     detail::expect_capacity(out.size(), max_compressed_bytes(in.size()), "chain");
@@ -54,6 +60,10 @@ class chain {
 
   /// @brief Host reference decoder: B, then A; inner failures are reported at the inner
   /// buffer's offset within `src` where B found them, else at byte 32.
+  /// @param src A chain buffer.
+  /// @param dst At least the encoded element count.
+  /// @return The element count.
+  /// @throws stash::codec_error For a malformed outer or inner buffer, at its offset in `src`.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<value_type> dst)
   {
     auto const h = detail::host_parse(

@@ -60,6 +60,9 @@ concept codec = requires(std::size_t n, std::span<typename C::value_type const> 
 
 /// @brief Encodes `in` with codec C into a vector sized to the result.
 /// @tparam C The codec.
+/// @param in The elements.
+/// @return The encoded buffer, exactly as long as written.
+/// @throws stash::logic_error When C refuses `in` (a size limit).
 template <codec C>
 [[nodiscard]] std::vector<std::byte> host_encode_vector(std::span<typename C::value_type const> in)
 {
@@ -77,6 +80,10 @@ template <codec C>
 /// from another process) must pass the largest count it expects, as tests/fuzz does, or decode
 /// into its own destination with C::host_decode, which never exceeds the destination's size.
 /// @tparam C The codec that wrote the buffer.
+/// @param src A buffer written by C.
+/// @param max_elements The largest element count accepted.
+/// @return The decoded elements.
+/// @throws stash::codec_error For a malformed buffer or a count above `max_elements`.
 template <codec C>
 [[nodiscard]] std::vector<typename C::value_type> host_decode_vector(
     std::span<std::byte const> src, std::size_t max_elements = std::size_t{1} << 28)

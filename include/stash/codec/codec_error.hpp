@@ -36,6 +36,8 @@ enum class codec_errc : std::uint32_t {
 };
 
 /// @brief A short English description of `code`.
+/// @param code The error.
+/// @return A static string.
 [[nodiscard]] inline const char* describe(codec_errc code) noexcept
 {
   switch (code) {
@@ -86,6 +88,9 @@ enum class codec_errc : std::uint32_t {
 class codec_error : public std::runtime_error {
  public:
   /// @brief `offset` is the byte offset in the compressed buffer where the problem was found.
+  /// @param code What is wrong.
+  /// @param offset Where, in bytes from the buffer's start.
+  /// @param detail More words for the message (optional).
   codec_error(codec_errc code, std::uint64_t offset, std::string const& detail = {})
       : std::runtime_error("stash::codec_error at byte " + std::to_string(offset) + ": " +
                            describe(code) + (detail.empty() ? std::string() : " (" + detail + ")")),
@@ -95,8 +100,10 @@ class codec_error : public std::runtime_error {
   }
 
   /// @brief What is wrong, as a code.
+  /// @return The error code.
   [[nodiscard]] codec_errc code() const noexcept { return code_; }
   /// @brief Byte offset in the compressed buffer where the problem was found.
+  /// @return The offset in bytes.
   [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
 
  private:

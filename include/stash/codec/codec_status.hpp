@@ -19,6 +19,8 @@ struct codec_status {
 };
 
 /// @brief Throws stash::codec_error when `status` records an error.
+/// @param status A status a device decoder wrote (copied to the host).
+/// @throws stash::codec_error With the status's code and offset, when it is not ok.
 inline void throw_if_error(codec_status const& status)
 {
   if (status.code != 0) {

@@ -32,12 +32,18 @@ class csr {
   static constexpr std::size_t max_elements = std::numeric_limits<std::uint32_t>::max();
 
   /// @brief The size when no element is zero.
+  /// @param n Element count.
+  /// @return The bound for n elements.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
     return static_cast<std::size_t>(detail::make_csr_layout(n, n).values_off) + n * sizeof(T);
   }
 
   /// @brief Host reference encoder; returns bytes written.
+  /// @param in The elements.
+  /// @param out At least max_compressed_bytes(in.size()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error When `in` exceeds max_elements or `out` is too small.
   static std::size_t host_encode(std::span<T const> in, std::span<std::byte> out)
   {
     STASH_EXPECTS(in.size() <= max_elements, "csr::host_encode: " + std::to_string(in.size()) +
@@ -63,6 +69,10 @@ class csr {
   }
 
   /// @brief Host reference decoder; validates the whole buffer, then scatters into dst.
+  /// @param src A csr buffer.
+  /// @param dst At least the encoded element count.
+  /// @return The element count.
+  /// @throws stash::codec_error For a malformed buffer or a destination too small.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<T> dst)
   {
     std::size_t const cap = dst.size() < max_elements ? dst.size() : max_elements;

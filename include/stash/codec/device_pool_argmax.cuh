@@ -29,11 +29,23 @@ class device_pool_argmax {
   using host_codec = pool_argmax;
 
   /// @brief One device word, padded to 16: whether an index fell outside its window.
+  /// @return 16.
   [[nodiscard]] static constexpr std::size_t encode_scratch_bytes() noexcept { return 16; }
 
   /// @brief Enqueues the encode of `g.outputs()` indices; `*d_size` gets the size. When an index
   /// is outside its window the buffer is identity<int64_t>'s (the indices unchanged), so
   /// `out_capacity` must hold identity<int64_t>::max_compressed_bytes(g.outputs()).
+  /// @param d_in The int64 indices (device memory).
+  /// @param g The pool's geometry.
+  /// @param d_out Where the buffer goes (16-byte aligned).
+  /// @param out_capacity Bytes at `d_out`.
+  /// @param d_size Device memory for the buffer's size.
+  /// @param scratch encode_scratch_bytes() of device memory.
+  /// @param scratch_bytes Bytes at `scratch`.
+  /// @param stream The stream the kernels are queued on.
+  /// @throws stash::logic_error For a bad geometry, a null or misaligned pointer, or an output or
+  ///  scratch too small.
+  /// @throws stash::cuda_error For a launch that failed.
   static void encode_indices_async(std::int64_t const* d_in, pool_geometry const& g,
                                    std::byte* d_out, std::size_t out_capacity, std::size_t* d_size,
                                    void* scratch, std::size_t scratch_bytes,
@@ -57,6 +69,15 @@ class device_pool_argmax {
   /// @brief Enqueues validation and decode into `g.outputs()` indices (the verdict in
   /// `*d_status`; on an error the destination is left partly written: zero it, e.g. with
   /// zero_on_decode_error_async).
+  /// @param d_src The buffer (device memory, 16-byte aligned).
+  /// @param src_bytes Bytes at `d_src`.
+  /// @param g The geometry it was encoded with.
+  /// @param d_out The indices' destination (device memory).
+  /// @param out_capacity Elements `d_out` holds.
+  /// @param d_status Where the verdict goes (device memory).
+  /// @param stream The stream the kernels are queued on.
+  /// @throws stash::logic_error For a bad geometry or a null or misaligned pointer.
+  /// @throws stash::cuda_error For a launch that failed.
   static void decode_indices_async(std::byte const* d_src, std::size_t src_bytes,
                                    pool_geometry const& g, std::int64_t* d_out,
                                    std::size_t out_capacity, codec_status* d_status,

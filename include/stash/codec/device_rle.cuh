@@ -24,6 +24,9 @@ class device_rle {
 
   /// @brief Scratch for encode_async: per-chunk record bytes, the scanned end-offset table and CUB
   /// scan storage.
+  /// @param n Element count.
+  /// @return The bytes encode_async needs for n elements.
+  /// @throws stash::cuda_error When CUB's size query fails.
   [[nodiscard]] static std::size_t encode_scratch_bytes(std::size_t n)
   {
     std::size_t bytes = 0;
@@ -31,11 +34,14 @@ class device_rle {
     return bytes;
   }
   /// @brief Decoding needs no scratch.
+  /// @return 0.
   [[nodiscard]] static std::size_t decode_scratch_bytes(std::size_t) { return 0; }
 
   /// @brief Throws stash::logic_error when one buffer cannot hold n elements (the host encoder's
   /// limit: the worst case must fit the u32 end-offset table); checked by encode_async, and by
   /// callers before they take any memory.
+  /// @param n Element count.
+  /// @throws stash::logic_error When n is beyond the limit.
   static void expect_encodable(std::size_t n)
   {
     STASH_EXPECTS(
@@ -70,6 +76,14 @@ class device_rle {
   }
 
   /// @brief Enqueues validation and decode into at most `out_capacity` elements.
+  /// @param d_src The buffer (device memory, 16-byte aligned).
+  /// @param src_bytes Bytes at `d_src`.
+  /// @param d_out The elements' destination (device memory).
+  /// @param out_capacity Elements `d_out` holds.
+  /// @param d_status Where the verdict goes (device memory; see throw_if_error).
+  /// @param stream The stream the kernels are queued on.
+  /// @throws stash::logic_error For a null or misaligned pointer, before anything is queued.
+  /// @throws stash::cuda_error For a launch that failed.
   static void decode_async(std::byte const* d_src, std::size_t src_bytes, T* d_out,
                            std::size_t out_capacity, codec_status* d_status, void*, std::size_t,
                            cuda::stream_ref stream)

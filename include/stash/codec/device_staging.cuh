@@ -23,6 +23,12 @@ namespace stash {
 /// the device, rounded up to 16. `src` and `dst` are 16-byte aligned and hold align_up(capacity,
 /// 16) bytes; `src` may be mapped pinned host memory. Every byte a decoder of that buffer may
 /// read (given `capacity` as the source size) is copied.
+/// @param src The buffer (16-byte aligned).
+/// @param capacity The most bytes to copy.
+/// @param dst The copy's destination (16-byte aligned).
+/// @param stream The stream the kernel is queued on.
+/// @throws stash::logic_error For a null or misaligned buffer.
+/// @throws stash::cuda_error For a launch that failed.
 inline void copy_declared_prefix_async(std::byte const* src, std::size_t capacity, std::byte* dst,
                                        cuda::stream_ref stream)
 {
@@ -35,6 +41,12 @@ inline void copy_declared_prefix_async(std::byte const* src, std::size_t capacit
 
 /// @brief Enqueues: if `*status` (device-accessible) reports an error, the `bytes` at `dst` become
 /// zeros, so a failed decode leaves no half-decoded data. The status is read once per block.
+/// @param dst The decoded elements.
+/// @param bytes Their size.
+/// @param status The decode's verdict.
+/// @param stream The stream the kernel is queued on (after the decode).
+/// @throws stash::logic_error For a null status, or a null `dst` with bytes > 0.
+/// @throws stash::cuda_error For a launch that failed.
 inline void zero_on_decode_error_async(void* dst, std::size_t bytes, codec_status const* status,
                                        cuda::stream_ref stream)
 {

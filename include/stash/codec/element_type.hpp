@@ -25,6 +25,7 @@ enum class element_type : std::uint8_t {
 
 /// @brief The element_type tag of T; only the types listed in element_type are accepted.
 /// @tparam T The element type.
+/// @return The tag.
 template <class T>
 [[nodiscard]] constexpr element_type element_type_of() noexcept
 {

@@ -26,6 +26,7 @@ struct named_codec {
 
 /// @brief Calls f(named_codec<C>{name}) for every float32 codec, in table order.
 /// @tparam F A generic callable taking a named_codec<C>.
+/// @param f Called once per codec.
 template <class F>
 void for_each_f32_codec(F&& f)
 {

@@ -25,12 +25,18 @@ class identity {
   static constexpr std::uint16_t id = codec_ids::identity;
 
   /// @brief Exactly header + n * sizeof(T).
+  /// @param n Element count.
+  /// @return The buffer size for n elements.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
     return detail::header_bytes + n * sizeof(T);
   }
 
   /// @brief Host reference encoder; returns bytes written.
+  /// @param in The elements.
+  /// @param out At least max_compressed_bytes(in.size()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error When `out` is too small.
   static std::size_t host_encode(std::span<T const> in, std::span<std::byte> out)
   {
     std::size_t const total = max_compressed_bytes(in.size());
@@ -42,6 +48,10 @@ class identity {
   }
 
   /// @brief Host reference decoder; returns the element count.
+  /// @param src An identity buffer.
+  /// @param dst At least the encoded element count.
+  /// @return The element count.
+  /// @throws stash::codec_error For a malformed buffer or a destination too small.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<T> dst)
   {
     auto const h =

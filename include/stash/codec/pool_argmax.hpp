@@ -29,23 +29,31 @@ struct pool_geometry {
   std::size_t stride_w;  ///< 1..4
 
   /// @brief Output rows.
+  /// @return (height - window_h) / stride_h + 1.
   [[nodiscard]] std::size_t out_h() const { return (height - window_h) / stride_h + 1; }
   /// @brief Output columns.
+  /// @return (width - window_w) / stride_w + 1.
   [[nodiscard]] std::size_t out_w() const { return (width - window_w) / stride_w + 1; }
   /// @brief Pool outputs (= encoded elements).
+  /// @return planes x out_h() x out_w().
   [[nodiscard]] std::size_t outputs() const { return planes * out_h() * out_w(); }
   /// @brief Header param: window and stride, 2 bits each (value - 1).
+  /// @return The packed window and stride.
   [[nodiscard]] std::uint16_t param() const
   {
     return static_cast<std::uint16_t>((window_h - 1) | (window_w - 1) << 2 | (stride_h - 1) << 4 |
                                       (stride_w - 1) << 6);
   }
   /// @brief The dimensions as the shared host/device logic takes them.
+  /// @return The dimensions.
   [[nodiscard]] detail::pool_dims dims() const
   {
     return {height, width, out_h(), out_w(), window_h, window_w, stride_h, stride_w};
   }
   /// @brief Throws stash::logic_error unless every field is in range.
+  /// @param who The caller, named in the message.
+  /// @throws stash::logic_error For a window or stride outside 1..4, a window larger than the map,
+  ///  or sizes that would overflow.
   void validate(const char* who) const
   {
     auto in          = [](std::size_t v) { return v >= 1 && v <= 4; };
@@ -78,6 +86,8 @@ class pool_argmax {
   static constexpr std::uint16_t id = codec_ids::pool_argmax;
 
   /// @brief Exactly header + 4 ceil(outputs / 8).
+  /// @param outputs Pool outputs.
+  /// @return The buffer size.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t outputs)
   {
     return detail::header_bytes + 4 * ((outputs + 7) / 8);
@@ -85,6 +95,12 @@ class pool_argmax {
 
   /// @brief Encodes the argmax of every window of `input` (planes x height x width, row-major);
   /// the first maximum in row-major window order wins and NaN never wins. Returns bytes written.
+  /// @param input The pool's input.
+  /// @param g Its geometry.
+  /// @param out At least max_compressed_bytes(g.outputs()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error For a bad geometry, an input of another size or an output too
+  /// small.
   static std::size_t host_encode(std::span<float const> input, pool_geometry const& g,
                                  std::span<std::byte> out)
   {
@@ -132,6 +148,11 @@ class pool_argmax {
   /// @brief Max-pool backward from the argmax (a host_encode or host_encode_indices buffer):
   /// grad_in = 0, then each output's gradient is added at its window's argmax. Throws codec_error
   /// for a buffer that does not match `g`.
+  /// @param src The argmax buffer.
+  /// @param g The geometry it was encoded with.
+  /// @param grad_out The pool output's gradient (g.outputs() elements).
+  /// @param grad_in The pool input's gradient, overwritten.
+  /// @throws stash::codec_error For a buffer that does not match `g`.
   static void host_backward(std::span<std::byte const> src, pool_geometry const& g,
                             std::span<float const> grad_out, std::span<float> grad_in)
   {
@@ -164,6 +185,10 @@ class pool_argmax {
   /// (offset: the output's element index) for an index outside its window: `g` is not the pool
   /// that made the indices (padding, dilation and ceil_mode are not described), and nothing is
   /// encoded that would not decode to the same indices.
+  /// @param indices The pool's int64 indices.
+  /// @param g Its geometry.
+  /// @param out At least max_compressed_bytes(g.outputs()) bytes.
+  /// @return Bytes written.
   static std::size_t host_encode_indices(std::span<std::int64_t const> indices,
                                          pool_geometry const& g, std::span<std::byte> out)
   {
@@ -197,6 +222,10 @@ class pool_argmax {
   /// @brief Decodes a host_encode_indices buffer into the exact int64 indices; returns
   /// `g.outputs()`. Throws codec_error for a buffer that does not match `g` or is malformed, and
   /// (destination_too_small) for a destination shorter than the outputs.
+  /// @param src A host_encode_indices buffer.
+  /// @param g The geometry it was encoded with.
+  /// @param dst At least g.outputs() elements.
+  /// @return g.outputs().
   static std::size_t host_decode_indices(std::span<std::byte const> src, pool_geometry const& g,
                                          std::span<std::int64_t> dst)
   {

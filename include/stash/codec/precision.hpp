@@ -78,6 +78,8 @@ class precision {
   static constexpr std::uint16_t id = codec_ids::precision | To::code;
 
   /// @brief Exactly header + the storage groups.
+  /// @param n Element count.
+  /// @return The buffer size for n elements.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
     return detail::header_bytes +
@@ -85,6 +87,10 @@ class precision {
   }
 
   /// @brief Host reference encoder; returns bytes written.
+  /// @param in The float32 elements.
+  /// @param out At least max_compressed_bytes(in.size()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error When `out` is too small.
   static std::size_t host_encode(std::span<float const> in, std::span<std::byte> out)
   {
     std::size_t const total = max_compressed_bytes(in.size());
@@ -100,6 +106,10 @@ class precision {
   }
 
   /// @brief Host reference decoder; returns the element count.
+  /// @param src A precision buffer of this format.
+  /// @param dst At least the encoded element count.
+  /// @return The element count.
+  /// @throws stash::codec_error For a malformed buffer or a destination too small.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<float> dst)
   {
     auto const h =

@@ -30,6 +30,8 @@ class rle {
   static constexpr std::size_t chunk_elements = detail::rle_chunk_elements;
 
   /// @brief The size when no two neighbours are equal: one (2 + sizeof(T))-byte run each.
+  /// @param n Element count.
+  /// @return The bound for n elements.
   [[nodiscard]] static std::size_t max_compressed_bytes(std::size_t n)
   {
     return detail::header_bytes + 4 * static_cast<std::size_t>(detail::rle_chunks(n)) +
@@ -37,6 +39,10 @@ class rle {
   }
 
   /// @brief Host reference encoder; returns bytes written.
+  /// @param in The elements.
+  /// @param out At least max_compressed_bytes(in.size()) bytes.
+  /// @return Bytes written.
+  /// @throws stash::logic_error When `out` is too small.
   static std::size_t host_encode(std::span<T const> in, std::span<std::byte> out)
   {
     detail::expect_capacity(out.size(), max_compressed_bytes(in.size()), "rle");
@@ -58,6 +64,10 @@ class rle {
   }
 
   /// @brief Host reference decoder; validates the whole buffer, then expands it.
+  /// @param src An rle buffer.
+  /// @param dst At least the encoded element count.
+  /// @return The element count.
+  /// @throws stash::codec_error For a malformed buffer or a destination too small.
   static std::size_t host_decode(std::span<std::byte const> src, std::span<T> dst)
   {
     auto const h = detail::host_parse(src, id, static_cast<std::uint8_t>(element_type_of<T>()),

@@ -20,6 +20,8 @@ struct cub_temp_storage {
   static constexpr std::size_t alignment = 256;
 
   /// @brief Rounds up to `alignment`.
+  /// @param bytes A size.
+  /// @return `bytes` rounded up to a multiple of 256.
   [[nodiscard]] static constexpr std::size_t aligned(std::size_t bytes) noexcept
   {
     return (bytes + alignment - 1) & ~(alignment - 1);
@@ -28,6 +30,9 @@ struct cub_temp_storage {
   /// @brief Phase one: the scratch bytes `alg` needs (0 and the error on failure).
   /// @tparam Algorithm A callable (void* scratch, std::size_t& bytes) -> cudaError_t, as CUB's
   ///   two-phase calls.
+  /// @param alg The algorithm.
+  /// @param bytes Receives the size.
+  /// @return CUB's status.
   template <class Algorithm>
   [[nodiscard]] static cudaError_t query(Algorithm&& alg, std::size_t& bytes)
   {
@@ -38,6 +43,10 @@ struct cub_temp_storage {
   /// @brief Phase two: runs `alg` in `scratch`; cudaErrorInvalidValue when it is too small.
   /// @tparam Algorithm A callable (void* scratch, std::size_t& bytes) -> cudaError_t, as CUB's
   ///   two-phase calls.
+  /// @param alg The algorithm.
+  /// @param scratch Device memory for it.
+  /// @param scratch_bytes Bytes at `scratch`.
+  /// @return CUB's status, or cudaErrorInvalidValue for scratch too small or null.
   template <class Algorithm>
   [[nodiscard]] static cudaError_t run(Algorithm&& alg, void* scratch, std::size_t scratch_bytes)
   {

@@ -29,9 +29,12 @@ class cuda_stream {
   cuda_stream& operator=(cuda_stream const&) = delete;
 
   /// @brief Takes the stream from `other`, which becomes empty.
+  /// @param other The stream to take.
   cuda_stream(cuda_stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
 
   /// @brief Destroys the held stream and takes `other`'s.
+  /// @param other The stream to take.
+  /// @return This stream.
   cuda_stream& operator=(cuda_stream&& other) noexcept
   {
     if (this != &other) {
@@ -44,6 +47,7 @@ class cuda_stream {
   ~cuda_stream() { reset(); }
 
   /// @brief The raw handle (nullptr once moved from).
+  /// @return The stream handle.
   [[nodiscard]] cudaStream_t value() const noexcept { return stream_; }
   /// @brief Implicit use wherever a cudaStream_t is expected.
   operator cudaStream_t() const noexcept { return stream_; }  // NOLINT(google-explicit-constructor)
@@ -59,6 +63,8 @@ class cuda_stream {
   void synchronize() const { STASH_CUDA_TRY(cudaStreamSynchronize(stream_)); }
 
   /// @brief True when all queued work has finished; throws on an error other than "not ready".
+  /// @return Whether the stream has no unfinished work.
+  /// @throws stash::cuda_error For any status but success and cudaErrorNotReady.
   [[nodiscard]] bool is_idle() const
   {
     cudaError_t const status = cudaStreamQuery(stream_);

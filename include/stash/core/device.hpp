@@ -15,6 +15,7 @@
 namespace stash {
 
 /// @brief Number of usable CUDA devices; 0 when the runtime reports an error. Never throws.
+/// @return The device count, 0 on any error.
 [[nodiscard]] inline int device_count() noexcept
 {
   int count                = 0;
@@ -27,10 +28,12 @@ namespace stash {
 }
 
 /// @brief True when at least one CUDA device can be used.
+/// @return Whether device_count() > 0.
 [[nodiscard]] inline bool gpu_available() noexcept { return device_count() > 0; }
 
 /// @brief Why no device can be used ("" when one can), e.g.
 /// "cudaGetDeviceCount: cudaErrorNoDevice: no CUDA-capable device is detected".
+/// @return The runtime's reason, or an empty string.
 [[nodiscard]] inline std::string no_gpu_reason()
 {
   int count                = 0;

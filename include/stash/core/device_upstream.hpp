@@ -24,6 +24,12 @@ class device_upstream {
 
   /// @brief cudaMalloc; throws stash::out_of_memory (with the device's total and used bytes) when
   /// the device is full, stash::cuda_error on any other failure.
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 256 (cudaMalloc's alignment).
+  /// @return The device memory.
+  /// @throws stash::out_of_memory When the device cannot serve `bytes`.
+  /// @throws stash::logic_error For an alignment cudaMalloc does not give.
+  /// @throws stash::cuda_error For any other cudaMalloc failure.
   void* allocate(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
   {
     STASH_EXPECTS(is_pow2(alignment) && alignment <= cuda_allocation_alignment,
@@ -46,6 +52,7 @@ class device_upstream {
   }
 
   /// @brief cudaFree; a failure is reported on stderr, never thrown.
+  /// @param p Memory from allocate().
   void deallocate(void* p, std::size_t /*bytes*/,
                   std::size_t /*alignment*/ = cuda_allocation_alignment) noexcept
   {
@@ -53,11 +60,18 @@ class device_upstream {
   }
 
   /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  /// @param bytes Size.
+  /// @param alignment As for allocate().
+  /// @return The device memory.
+  /// @throws stash::out_of_memory As allocate().
   void* allocate_sync(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
   {
     return allocate(bytes, alignment);
   }
   /// @brief CCCL >= 3.1's name of deallocate.
+  /// @param p Memory from allocate_sync().
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
   void deallocate_sync(void* p, std::size_t bytes,
                        std::size_t alignment = cuda_allocation_alignment) noexcept
   {

@@ -30,12 +30,17 @@ class logic_error : public std::logic_error {
 class cuda_error : public std::runtime_error {
  public:
   /// @brief Builds "file:line: expr failed: cudaErrorX: description".
+  /// @param code The status the call returned.
+  /// @param file Source file of the call.
+  /// @param line Source line of the call.
+  /// @param expression The call as written.
   cuda_error(cudaError_t code, const char* file, int line, const char* expression)
       : std::runtime_error(make_message(code, file, line, expression)), code_(code)
   {
   }
 
   /// @brief The CUDA error code that was returned.
+  /// @return The status of the failed call.
   [[nodiscard]] cudaError_t code() const noexcept { return code_; }
 
  private:
@@ -76,14 +81,19 @@ class out_of_memory : public std::bad_alloc {
   }
 
   /// @brief The full message with all figures.
+  /// @return The message, valid as long as the exception.
   [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
   /// @brief Bytes that were requested.
+  /// @return The size of the failed request.
   [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_; }
   /// @brief The allocator's budget, if it has one.
+  /// @return The budget, or nothing for an allocator without one.
   [[nodiscard]] std::optional<std::size_t> budget_bytes() const noexcept { return budget_; }
   /// @brief Bytes in use when the allocation failed, if known.
+  /// @return The bytes in use, or nothing when unknown.
   [[nodiscard]] std::optional<std::size_t> in_use_bytes() const noexcept { return in_use_; }
   /// @brief Largest free block at the time, if known.
+  /// @return The largest free block, or nothing when unknown.
   [[nodiscard]] std::optional<std::size_t> largest_free_bytes() const noexcept
   {
     return largest_free_;

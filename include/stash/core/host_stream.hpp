@@ -52,6 +52,8 @@ class host_stream {
  public:
   /// @brief Starts the worker; before each task it sleeps a random time up to `max_delay`
   /// (0: never), to shake out ordering bugs in tests.
+  /// @param max_delay Longest random sleep before a task (0: none).
+  /// @param seed Seed of the delays (the same seed, the same delays).
   explicit host_stream(std::chrono::microseconds max_delay = {}, std::uint64_t seed = 0)
       : max_delay_(max_delay), rng_(seed), worker_([this] { run(); })
   {
@@ -72,6 +74,7 @@ class host_stream {
   }
 
   /// @brief Queues `task` after everything queued so far.
+  /// @param task The work; it runs on the stream's worker thread.
   void enqueue(std::function<void()> task)
   {
     {
@@ -83,6 +86,7 @@ class host_stream {
 
   /// @brief A flag set once everything queued so far has run (part of the stream's capture, if
   /// it is capturing).
+  /// @return The flag, shared with the worker.
   std::shared_ptr<host_flag> mark()
   {
     auto flag     = std::make_shared<host_flag>();
@@ -92,8 +96,10 @@ class host_stream {
   }
 
   /// @brief The capture this stream is part of (0: none). Host thread only.
+  /// @return The capture id, 0 for none.
   [[nodiscard]] std::uint64_t capture() const noexcept { return capture_; }
   /// @brief Joins capture `id` (0: leaves it). Host thread only.
+  /// @param id The capture to join, 0 to leave.
   void set_capture(std::uint64_t id) noexcept { capture_ = id; }
 
  private:

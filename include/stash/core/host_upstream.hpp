@@ -23,6 +23,11 @@ class host_upstream {
   static constexpr bool is_host_accessible = true;
 
   /// @brief Allocates `bytes` aligned to `alignment` (a power of two); throws stash::out_of_memory.
+  /// @param bytes Size (0 is served as 1 byte: distinct pointers).
+  /// @param alignment A power of two.
+  /// @return The memory.
+  /// @throws stash::out_of_memory When the host cannot serve `bytes` (or it exceeds PTRDIFF_MAX).
+  /// @throws stash::logic_error For an alignment that is not a power of two.
   void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
   {
     STASH_EXPECTS(is_pow2(alignment), "host_upstream: alignment must be a power of two");
@@ -40,6 +45,8 @@ class host_upstream {
   }
 
   /// @brief Frees memory from allocate() with the same alignment.
+  /// @param p Memory from allocate().
+  /// @param alignment The alignment it was allocated with.
   void deallocate(void* p, std::size_t /*bytes*/,
                   std::size_t alignment = alignof(std::max_align_t)) noexcept
   {
@@ -47,11 +54,18 @@ class host_upstream {
   }
 
   /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  /// @param bytes Size.
+  /// @param alignment As for allocate().
+  /// @return The memory.
+  /// @throws stash::out_of_memory As allocate().
   void* allocate_sync(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
   {
     return allocate(bytes, alignment);
   }
   /// @brief CCCL >= 3.1's name of deallocate.
+  /// @param p Memory from allocate_sync().
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
   void deallocate_sync(void* p, std::size_t bytes,
                        std::size_t alignment = alignof(std::max_align_t)) noexcept
   {

@@ -85,12 +85,16 @@ class limiting_upstream {
   }
 
   /// @brief The cap.
+  /// @return The budget given at construction.
   [[nodiscard]] std::size_t budget_bytes() const noexcept { return state_->budget; }
   /// @brief Bytes outstanding now (over every copy).
+  /// @return The bytes allocated and not yet freed.
   [[nodiscard]] std::size_t in_use_bytes() const noexcept { return state_->in_use; }
   /// @brief Most bytes outstanding at any time.
+  /// @return The peak of in_use_bytes().
   [[nodiscard]] std::size_t peak_bytes() const noexcept { return state_->peak; }
   /// @brief The wrapped upstream (shared by every copy).
+  /// @return The wrapped upstream.
   [[nodiscard]] Upstream& upstream() const noexcept { return state_->upstream; }
 
   /// @brief Copies of one limiting_upstream (they share the counters) compare equal.

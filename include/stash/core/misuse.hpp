@@ -60,12 +60,16 @@ class misuse_error : public logic_error {
   {
   }
   /// @brief What was wrong.
+  /// @return The kind of misuse.
   [[nodiscard]] misuse_kind kind() const noexcept { return kind_; }
   /// @brief The pointer freed.
+  /// @return The pointer as given to the free.
   [[nodiscard]] void* pointer() const noexcept { return pointer_; }
   /// @brief The size given to the free.
+  /// @return The size as given.
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
   /// @brief The alignment given to the free.
+  /// @return The alignment as given.
   [[nodiscard]] std::size_t alignment() const noexcept { return alignment_; }
 
  private:
@@ -142,6 +146,7 @@ inline misuse_handler& thread_misuse_handler() noexcept
 /// @brief Installs `handler` for the whole process (nullptr: the default); returns the previous
 /// process-wide one. A thread's scoped_misuse_handler still takes precedence on that thread.
 /// @param handler Called with every wrong free.
+/// @return The process-wide handler installed before.
 inline misuse_handler set_misuse_handler(misuse_handler handler) noexcept
 {
   return detail::misuse_handler_slot().exchange(handler != nullptr ? handler
@@ -149,6 +154,7 @@ inline misuse_handler set_misuse_handler(misuse_handler handler) noexcept
 }
 
 /// @brief The handler in force on the calling thread (its scoped override, else the process's).
+/// @return The handler a wrong free on this thread goes to.
 [[nodiscard]] inline misuse_handler get_misuse_handler() noexcept
 {
   misuse_handler const local = detail::thread_misuse_handler();
@@ -157,6 +163,7 @@ inline misuse_handler set_misuse_handler(misuse_handler handler) noexcept
 
 /// @brief The last wrong free recorded on this thread (by the default handler in a release build
 /// or by recording_misuse_handler), cleared by the call; nothing if none since the last call.
+/// @return The last recorded misuse, or nothing.
 [[nodiscard]] inline std::optional<misuse_error> take_misuse() noexcept
 {
   auto& state = detail::thread_misuse_state();
@@ -166,6 +173,7 @@ inline misuse_handler set_misuse_handler(misuse_handler handler) noexcept
 }
 
 /// @brief How many wrong frees were recorded on this thread.
+/// @return The count for the calling thread.
 [[nodiscard]] inline std::uint64_t misuse_count() noexcept
 {
   return detail::thread_misuse_state().count;

@@ -127,6 +127,7 @@ class mr_upstream
   /// @brief `bytes` aligned to `alignment` from the resource; throws stash's errors (class docs).
   /// @param bytes Size.
   /// @param alignment A power of two the resource supports.
+  /// @return The memory.
   void* allocate(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
   {
     try {
@@ -157,6 +158,7 @@ class mr_upstream
   /// @brief CCCL >= 3.1's name of allocate.
   /// @param bytes Size.
   /// @param alignment Alignment.
+  /// @return The memory.
   void* allocate_sync(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
   {
     return allocate(bytes, alignment);
@@ -172,8 +174,10 @@ class mr_upstream
   }
 
   /// @brief The adapted resource (cuda::forward_property reads stateful properties through it).
+  /// @return The resource.
   [[nodiscard]] Resource const& upstream_resource() const noexcept { return resource_; }
   /// @brief The adapted resource.
+  /// @return The resource.
   [[nodiscard]] Resource& upstream_resource() noexcept { return resource_; }
 
   /// @brief Equal when the adapted resources are (memory from one may be freed by the other).

@@ -20,6 +20,9 @@ class pinned_host_buffer {
   pinned_host_buffer() noexcept = default;
 
   /// @brief Pins `bytes` of host memory with cudaHostAlloc `flags`.
+  /// @param bytes Size of the buffer.
+  /// @param flags cudaHostAlloc flags (cudaHostAllocMapped for device-visible memory).
+  /// @throws stash::cuda_error When cudaHostAlloc fails.
   explicit pinned_host_buffer(std::size_t bytes, unsigned int flags = cudaHostAllocDefault)
       : size_(bytes)
   {
@@ -30,12 +33,15 @@ class pinned_host_buffer {
   pinned_host_buffer& operator=(pinned_host_buffer const&) = delete;
 
   /// @brief Takes `other`'s memory; `other` becomes empty.
+  /// @param other The buffer to take.
   pinned_host_buffer(pinned_host_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0))
   {
   }
 
   /// @brief Frees the held memory and takes `other`'s.
+  /// @param other The buffer to take.
+  /// @return This buffer.
   pinned_host_buffer& operator=(pinned_host_buffer&& other) noexcept
   {
     if (this != &other) {
@@ -49,12 +55,16 @@ class pinned_host_buffer {
   ~pinned_host_buffer() { reset(); }
 
   /// @brief Start of the buffer (nullptr when empty).
+  /// @return The first byte, or nullptr.
   [[nodiscard]] void* data() noexcept { return data_; }
   /// @brief Start of the buffer (nullptr when empty).
+  /// @return The first byte, or nullptr.
   [[nodiscard]] void const* data() const noexcept { return data_; }
   /// @brief Size in bytes.
+  /// @return The size given at construction (0 when empty).
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// @brief True when no memory is held.
+  /// @return Whether the buffer holds nothing.
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
 
  private:

@@ -27,11 +27,18 @@ class pinned_host_upstream {
   static constexpr bool is_host_accessible = true;
 
   /// @brief Uses `flags` for cudaHostAlloc (cudaHostAllocDefault, cudaHostAllocMapped, ...).
+  /// @param flags cudaHostAlloc flags for every allocation.
   explicit pinned_host_upstream(unsigned int flags = cudaHostAllocDefault) noexcept : flags_(flags)
   {
   }
 
   /// @brief cudaHostAlloc; throws stash::out_of_memory when the host cannot pin more.
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096 (cudaHostAlloc's pages are aligned to more).
+  /// @return The pinned memory.
+  /// @throws stash::out_of_memory When the host cannot pin `bytes`.
+  /// @throws stash::logic_error For an alignment that is not a power of two up to 4096.
+  /// @throws stash::cuda_error For any other cudaHostAlloc failure.
   void* allocate(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
   {
     STASH_EXPECTS(is_pow2(alignment) && alignment <= 4096,
@@ -48,6 +55,7 @@ class pinned_host_upstream {
   }
 
   /// @brief cudaFreeHost; a failure is reported on stderr, never thrown.
+  /// @param p Memory from allocate().
   void deallocate(void* p, std::size_t /*bytes*/,
                   std::size_t /*alignment*/ = cuda_allocation_alignment) noexcept
   {
@@ -55,11 +63,18 @@ class pinned_host_upstream {
   }
 
   /// @brief CCCL >= 3.1's name of allocate (cuda::mr::synchronous_resource).
+  /// @param bytes Size.
+  /// @param alignment As for allocate().
+  /// @return The pinned memory.
+  /// @throws stash::out_of_memory As allocate().
   void* allocate_sync(std::size_t bytes, std::size_t alignment = cuda_allocation_alignment)
   {
     return allocate(bytes, alignment);
   }
   /// @brief CCCL >= 3.1's name of deallocate.
+  /// @param p Memory from allocate_sync().
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
   void deallocate_sync(void* p, std::size_t bytes,
                        std::size_t alignment = cuda_allocation_alignment) noexcept
   {
@@ -67,6 +82,7 @@ class pinned_host_upstream {
   }
 
   /// @brief The cudaHostAlloc flags in use.
+  /// @return The flags given at construction.
   [[nodiscard]] unsigned int flags() const noexcept { return flags_; }
 
   /// @brief Equal when both allocate with the same flags (either may free the other's memory).

@@ -29,23 +29,30 @@ class stream_ref {
   /// @brief CUDA's default stream.
   constexpr stream_ref() noexcept = default;
   /// @brief The CUDA stream `stream` (nullptr: the default stream).
+  /// @param stream The CUDA stream.
   constexpr stream_ref(cudaStream_t stream) noexcept : cuda_(stream) {}  // NOLINT(*-explicit-*)
   /// @brief The default stream.
   constexpr stream_ref(std::nullptr_t) noexcept {}  // NOLINT(*-explicit-*)
   /// @brief The CUDA stream `stream` refers to.
+  /// @param stream The CCCL reference.
   constexpr stream_ref(cuda::stream_ref stream) noexcept  // NOLINT(*-explicit-*)
       : cuda_(stream.get())
   {
   }
   /// @brief The host stream `stream`; it must outlive every copy of this reference.
+  /// @param stream The host stream.
   constexpr stream_ref(host_stream& stream) noexcept : host_(&stream) {}  // NOLINT(*-explicit-*)
 
   /// @brief Whether this refers to a host stream.
+  /// @return True for a host stream.
   [[nodiscard]] constexpr bool is_host() const noexcept { return host_ != nullptr; }
   /// @brief The host stream, or nullptr for a CUDA stream.
+  /// @return The host stream, or nullptr.
   [[nodiscard]] constexpr host_stream* host() const noexcept { return host_; }
 
   /// @brief The CUDA handle; a host stream has none (stash::logic_error).
+  /// @return The CUDA stream.
+  /// @throws stash::logic_error For a host stream.
   [[nodiscard]] cudaStream_t get() const
   {
     STASH_EXPECTS(host_ == nullptr,

@@ -26,6 +26,8 @@ inline constexpr std::size_t GiB = std::size_t{1} << 30;
 inline constexpr std::size_t cuda_allocation_alignment = 256;
 
 /// @brief True when `value` is a power of two (0 is not).
+/// @param value The number.
+/// @return Whether exactly one bit is set.
 [[nodiscard]] constexpr bool is_pow2(std::size_t value) noexcept
 {
   return value != 0 && (value & (value - 1)) == 0;
@@ -34,6 +36,9 @@ inline constexpr std::size_t cuda_allocation_alignment = 256;
 /// @brief Rounds `value` up to a multiple of `alignment` (a power of two). Wraps to a small
 /// number when the result does not fit 64 bits: for a size that comes from a caller, use
 /// checked_align_up.
+/// @param value The number.
+/// @param alignment A power of two.
+/// @return The smallest multiple of `alignment` >= `value` (modulo 2^64).
 [[nodiscard]] constexpr std::uint64_t align_up(std::uint64_t value,
                                                std::uint64_t alignment) noexcept
 {
@@ -54,6 +59,9 @@ inline constexpr std::size_t cuda_allocation_alignment = 256;
 }
 
 /// @brief Rounds `value` down to a multiple of `alignment` (a power of two).
+/// @param value The number.
+/// @param alignment A power of two.
+/// @return The largest multiple of `alignment` <= `value`.
 [[nodiscard]] constexpr std::uint64_t align_down(std::uint64_t value,
                                                  std::uint64_t alignment) noexcept
 {
@@ -61,12 +69,17 @@ inline constexpr std::size_t cuda_allocation_alignment = 256;
 }
 
 /// @brief True when `value` is a multiple of `alignment` (a power of two).
+/// @param value The number.
+/// @param alignment A power of two.
+/// @return Whether `value` is a multiple of `alignment`.
 [[nodiscard]] constexpr bool is_aligned(std::uint64_t value, std::uint64_t alignment) noexcept
 {
   return (value & (alignment - 1)) == 0;
 }
 
 /// @brief Formats a byte count with a binary unit, e.g. "797.1 MiB".
+/// @param bytes The count.
+/// @return The count in B, or with one decimal in KiB up to PiB.
 [[nodiscard]] inline std::string format_bytes(std::uint64_t bytes)
 {
   static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

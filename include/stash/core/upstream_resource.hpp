@@ -101,6 +101,7 @@ concept cuda_mr_synchronous_resource_with =
 
 /// @brief Whether `R` declares `cuda::mr::host_accessible` (false where the CCCL has no cuda::mr).
 /// @tparam R A resource, upstream or pool.
+/// @return Whether the property is declared.
 template <class R>
 [[nodiscard]] constexpr bool declares_host_accessible() noexcept
 {
@@ -114,6 +115,7 @@ template <class R>
 /// @brief Whether `R` declares `cuda::mr::device_accessible` (false where the CCCL has no
 /// cuda::mr).
 /// @tparam R A resource, upstream or pool.
+/// @return Whether the property is declared.
 template <class R>
 [[nodiscard]] constexpr bool declares_device_accessible() noexcept
 {

@@ -73,8 +73,10 @@ class virtual_upstream {
   }
 
   /// @brief Bytes outstanding (over every copy).
+  /// @return The bytes allocated and not yet freed.
   [[nodiscard]] std::size_t in_use_bytes() const noexcept { return state_->in_use; }
   /// @brief Most bytes outstanding at once.
+  /// @return The peak of in_use_bytes().
   [[nodiscard]] std::size_t peak_bytes() const noexcept { return state_->peak; }
 
   /// @brief Copies of one virtual_upstream compare equal.

@@ -41,6 +41,8 @@ class async_pool : public pool_resource<async_pool> {
 #endif
 
   /// @brief A private pool on the current device; allocations beyond `budget` bytes in use throw.
+  /// @param budget Cap on the bytes in use.
+  /// @throws stash::cuda_error When the driver pool cannot be created.
   explicit async_pool(std::size_t budget = std::numeric_limits<std::size_t>::max())
       : budget_(budget)
   {
@@ -78,10 +80,17 @@ class async_pool : public pool_resource<async_pool> {
   }
 
   /// @brief The device the pool allocates on (current when the pool was built).
+  /// @return The device ordinal.
   [[nodiscard]] int device() const noexcept { return device_; }
 
   /// @brief cudaMallocFromPoolAsync on `stream` (nullptr for 0 bytes); an alignment above the
   /// driver's 256 B is served from a block padded by the difference.
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @param stream The stream the memory is used on first.
+  /// @return The memory, or nullptr for 0 bytes.
+  /// @throws stash::out_of_memory Beyond the budget or when the driver has no memory.
+  /// @throws stash::cuda_error For any other driver failure.
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
@@ -107,6 +116,10 @@ class async_pool : public pool_resource<async_pool> {
   /// @brief cudaFreeAsync on `stream`. Never throws: a pointer not from this pool, another size
   /// or alignment goes to the misuse handler (core/misuse.hpp) and changes nothing; a failing
   /// cudaFreeAsync is reported on stderr.
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
+  /// @param stream The stream of its last use.
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
@@ -130,6 +143,7 @@ class async_pool : public pool_resource<async_pool> {
   }
 
   /// @brief Current figures; reserved ones as the driver reports them.
+  /// @return The figures.
   [[nodiscard]] pool_stats stats() const
   {
     pool_stats s;
@@ -144,6 +158,7 @@ class async_pool : public pool_resource<async_pool> {
   }
 
   /// @brief The driver pool.
+  /// @return The cudaMemPool_t.
   [[nodiscard]] cudaMemPool_t handle() const noexcept { return pool_; }
 
  private:

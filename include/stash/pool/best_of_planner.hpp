@@ -33,9 +33,11 @@ requires(sizeof...(Planners) > 0) class best_of_planner {
   best_of_planner() requires(std::default_initializable<Planners>&&...) = default;
 
   /// @brief Holds the given planners.
+  /// @param planners The planners tried.
   explicit best_of_planner(Planners... planners) : planners_(std::move(planners)...) {}
 
   /// @brief "best_of(a,b,...)".
+  /// @return The name.
   [[nodiscard]] std::string name() const
   {
     std::string out = "best_of(";
@@ -49,6 +51,11 @@ requires(sizeof...(Planners) > 0) class best_of_planner {
   }
 
   /// @brief Plans with every planner and keeps the smallest valid footprint.
+  /// @param intervals The lifetimes.
+  /// @param alignment A power of two.
+  /// @return The best plan.
+  /// @throws stash::logic_error For invalid input (the member planners' validate_planner_input).
+  /// @throws stash::invalid_plan When a member planner returns an invalid plan (check_plan).
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
                                  std::uint64_t alignment = cuda_allocation_alignment) const
   {

@@ -82,6 +82,9 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   STASH_POOL_PROPERTIES(caching_pool, Upstream::is_device_accessible, Upstream::is_host_accessible)
 
   /// @brief A pool over `upstream` with `options`; `order` tracks cross-stream reuse.
+  /// @param upstream Where segments come from.
+  /// @param options Sizes, budget and rounding.
+  /// @param order The stream order's state.
   explicit caching_pool(Upstream upstream = Upstream{}, caching_pool_options options = {},
                         Order order = Order{})
       : upstream_(std::move(upstream)), options_(options), order_(std::move(order))
@@ -105,6 +108,13 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
 
   /// @brief Stream-ordered allocation of `bytes` (nullptr for 0) aligned to `alignment`; see the
   /// class docs. (pool_resource adds allocate_async and the other cuda::mr spellings over it.)
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @param stream The stream the memory is used on.
+  /// @return The memory, or nullptr for 0 bytes.
+  /// @throws stash::out_of_memory Beyond the budget or when the upstream is exhausted.
+  /// @throws stash::logic_error For a request its cached blocks cannot serve while `stream` is
+  ///   being captured (pool_resource's allocate_async checks the alignment first).
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
@@ -124,6 +134,10 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   /// @brief Returns memory from allocate(); it may be reused once `stream`'s queued work is done.
   /// Never throws: an unknown pointer, another size or another alignment than allocated goes to
   /// the misuse handler (core/misuse.hpp) and changes nothing.
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
+  /// @param stream The stream of its last use.
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
@@ -150,6 +164,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   }
 
   /// @brief Current figures (largest_free_bytes counts cached blocks only).
+  /// @return The figures.
   [[nodiscard]] pool_stats stats() const
   {
     pool_stats s;
@@ -166,6 +181,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
 
   /// @brief Returns fully free segments whose last use has finished to the upstream; the bytes
   /// released.
+  /// @return Bytes given back to the upstream.
   std::size_t release_cached()
   {
     std::size_t released = 0;
@@ -190,6 +206,8 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
 
   /// @brief Takes a segment of at least `bytes` from the upstream now, so later allocations up to
   /// that size need no upstream call (e.g. none while a CUDA graph is being captured).
+  /// @param bytes Size of the segment.
+  /// @throws stash::out_of_memory When the budget or the upstream cannot give it.
   void reserve(std::size_t bytes)
   {
     if (bytes == 0) { return; }
@@ -197,13 +215,17 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   }
 
   /// @brief Changes the cap on reserved bytes (a lower cap applies to future growth only).
+  /// @param budget The new cap.
   void set_budget(std::size_t budget) noexcept { options_.budget = budget; }
 
   /// @brief The options in use.
+  /// @return The options.
   [[nodiscard]] caching_pool_options const& options() const noexcept { return options_; }
   /// @brief The upstream segments come from.
+  /// @return The upstream.
   [[nodiscard]] Upstream& upstream() noexcept { return upstream_; }
   /// @brief The stream-order policy (tests use it to finish work on a stream).
+  /// @return The order.
   [[nodiscard]] Order& order() noexcept { return order_; }
 
  private:

@@ -142,12 +142,18 @@ class greedy_planner {
   greedy_planner() = default;
 
   /// @brief A planner with the given options.
+  /// @param options The planner's options.
   explicit greedy_planner(greedy_options options) : options_(options) {}
 
   /// @brief The planner's name in plans and reports.
+  /// @return "greedy_by_size".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "greedy_by_size"; }
 
   /// @brief Plans `intervals` with offsets and sizes padded to `alignment` (a power of two).
+  /// @param intervals The lifetimes.
+  /// @param alignment A power of two.
+  /// @return The plan.
+  /// @throws stash::logic_error For invalid input (validate_planner_input).
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
                                  std::uint64_t alignment = cuda_allocation_alignment) const
   {

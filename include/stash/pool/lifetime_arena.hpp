@@ -125,6 +125,10 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
                         Upstream::is_host_accessible)
 
   /// @brief An arena over `upstream` (the fallback pool takes its segments from a copy of it).
+  /// @param upstream Where the arena block and the fallback's segments come from.
+  /// @param options Budget, alignment, matching and fallback options.
+  /// @param planner Plans each recorded iteration.
+  /// @param order The stream order's state.
   explicit lifetime_arena(Upstream upstream = Upstream{}, lifetime_arena_options options = {},
                           Planner planner = Planner{}, Order order = Order{})
       : upstream_(upstream),
@@ -215,6 +219,12 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
 
   /// @brief Allocation number k of the iteration: from the arena when it matches the plan,
   /// otherwise from the fallback pool.
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @param stream The stream the memory is used on.
+  /// @return The memory, or nullptr for 0 bytes.
+  /// @throws stash::out_of_memory When the fallback pool cannot serve it within the budget.
+  /// @throws stash::logic_error As caching_pool::do_allocate (the fallback pool while capturing).
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
@@ -267,6 +277,10 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   /// @brief Frees memory from allocate(). Never throws: an unknown pointer, another size or
   /// another alignment than allocated goes to the misuse handler (core/misuse.hpp) and changes
   /// nothing.
+  /// @param p Memory from this arena.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
+  /// @param stream The stream of its last use.
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
@@ -293,6 +307,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   }
 
   /// @brief Figures for the arena and its fallback pool together.
+  /// @return The figures.
   [[nodiscard]] pool_stats stats() const
   {
     pool_stats const f = fallback_.stats();
@@ -309,19 +324,26 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   }
 
   /// @brief recording or replaying.
+  /// @return The state.
   [[nodiscard]] arena_state state() const noexcept { return state_; }
   /// @brief The plan in force (empty while recording).
+  /// @return The plan.
   [[nodiscard]] stash::plan const& current_plan() const noexcept { return plan_; }
   /// @brief Bytes of the arena block (the plan's footprint).
+  /// @return The bytes.
   [[nodiscard]] std::size_t arena_bytes() const noexcept { return arena_bytes_; }
   /// @brief How many times a deviating pattern was planned anew.
+  /// @return The count.
   [[nodiscard]] std::uint64_t replans() const noexcept { return replans_; }
   /// @brief How many times the arena's stream was made to wait for a block freed on another
   /// stream (instead of taking other memory).
+  /// @return The count.
   [[nodiscard]] std::uint64_t fence_waits() const noexcept { return fence_waits_; }
   /// @brief Why the last planning attempt left the arena recording ("" when it succeeded).
+  /// @return The reason, or an empty string.
   [[nodiscard]] std::string const& plan_failure() const noexcept { return plan_failure_; }
   /// @brief The fallback pool.
+  /// @return The fallback pool.
   [[nodiscard]] caching_pool<Upstream, Order> const& fallback() const noexcept { return fallback_; }
 
  private:

@@ -35,6 +35,8 @@ struct plan {
   std::chrono::nanoseconds plan_time{0};  ///< wall time spent planning
 
   /// @brief footprint / lower_bound; 1.0 is optimal. A zero lower bound gives 1.0.
+  /// @param lower_bound The lower bound L.
+  /// @return The ratio.
   [[nodiscard]] double alpha(std::uint64_t lower_bound) const noexcept
   {
     return lower_bound == 0 ? 1.0
@@ -42,6 +44,7 @@ struct plan {
   }
 
   /// @brief Planning time in seconds.
+  /// @return The seconds.
   [[nodiscard]] double plan_seconds() const noexcept
   {
     return std::chrono::duration<double>(plan_time).count();
@@ -49,6 +52,10 @@ struct plan {
 };
 
 /// @brief `bytes` rounded up to `alignment`; throws stash::logic_error if that overflows.
+/// @param bytes The size.
+/// @param alignment A power of two.
+/// @return The padded size.
+/// @throws stash::logic_error When it overflows 64 bits.
 [[nodiscard]] inline std::uint64_t padded_size(std::uint64_t bytes, std::uint64_t alignment)
 {
   STASH_EXPECTS(bytes <= std::numeric_limits<std::uint64_t>::max() - (alignment - 1),
@@ -59,6 +66,10 @@ struct plan {
 
 /// @brief Checks what every planner requires of its input: a power-of-two alignment and, for
 /// each interval, begin < end and a size that can be padded. `who` names the caller in the error.
+/// @param intervals The lifetimes.
+/// @param alignment The alignment.
+/// @param who The caller, named in the error.
+/// @throws stash::logic_error For the first requirement not met.
 inline void validate_planner_input(std::span<const lifetime_interval> intervals,
                                    std::uint64_t alignment, std::string const& who)
 {
@@ -78,6 +89,10 @@ inline void validate_planner_input(std::span<const lifetime_interval> intervals,
 
 /// @brief The lower bound L on any plan's footprint: the maximum over time of the sum of live
 /// padded sizes. Blocks ending at t are dead at t (half-open lifetimes). O(n log n).
+/// @param intervals The lifetimes.
+/// @param alignment A power of two.
+/// @return The lower bound.
+/// @throws stash::logic_error As validate_planner_input.
 [[nodiscard]] inline std::uint64_t plan_lower_bound(std::span<const lifetime_interval> intervals,
                                                     std::uint64_t alignment)
 {

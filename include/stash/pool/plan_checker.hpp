@@ -53,8 +53,10 @@ struct plan_violation {
 class invalid_plan : public logic_error {
  public:
   /// @brief Wraps the violation; what() is its message.
+  /// @param v The violation.
   explicit invalid_plan(plan_violation v) : logic_error(v.message), violation_(std::move(v)) {}
   /// @brief The violation found.
+  /// @return The violation.
   [[nodiscard]] plan_violation const& violation() const noexcept { return violation_; }
 
  private:
@@ -83,6 +85,9 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals, 
 
 /// @brief Returns the first violation of `p` for `intervals`, or nullopt if the plan is valid.
 /// Overlaps are reported in time order (the earliest moment two live blocks collide).
+/// @param intervals The lifetimes.
+/// @param p The plan.
+/// @return The first violation, or nullopt.
 // Kept whole (~85 lines): the shape checks lead into one time sweep whose live-range map is the
 // state every overlap check reads; split, each step would take that map and the sorted events.
 [[nodiscard]] inline std::optional<plan_violation> find_plan_violation(
@@ -173,6 +178,9 @@ inline std::string describe_block(std::span<const lifetime_interval> intervals, 
 }
 
 /// @brief Throws stash::invalid_plan describing the first violation unless `p` is valid.
+/// @param intervals The lifetimes.
+/// @param p The plan.
+/// @throws stash::invalid_plan For the first violation.
 inline void check_plan(std::span<const lifetime_interval> intervals, plan const& p)
 {
   if (auto v = find_plan_violation(intervals, p)) { throw invalid_plan(std::move(*v)); }

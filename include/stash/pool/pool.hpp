@@ -183,6 +183,7 @@ void pool_deallocate(P& p, stream_ref stream, void* ptr, std::size_t bytes,
 /// @brief Whether the host may touch memory from `P` (its `is_host_accessible`, or its
 /// `cuda::mr::host_accessible` property where the CCCL has them; device memory otherwise).
 /// @tparam P A pool.
+/// @return Whether the host may touch the memory.
 template <class P>
 [[nodiscard]] constexpr bool pool_is_host_accessible() noexcept
 {
@@ -197,6 +198,7 @@ template <class P>
 /// `cuda::mr::device_accessible` property where the CCCL has them; absent: a pool of device
 /// memory unless it says it is host-accessible only).
 /// @tparam P A pool.
+/// @return Whether device code may touch the memory.
 template <class P>
 [[nodiscard]] constexpr bool pool_is_device_accessible() noexcept
 {

@@ -48,6 +48,8 @@ inline constexpr std::size_t pool_max_alignment = 4096;
 
 /// @brief Why `alignment` cannot be served by a stash pool ("" when it can): not a power of two,
 /// or above pool_max_alignment; each message says which.
+/// @param alignment The alignment asked for.
+/// @return What is wrong, or an empty string.
 [[nodiscard]] inline std::string pool_alignment_problem(std::size_t alignment)
 {
   if (!is_pow2(alignment)) {
@@ -79,6 +81,12 @@ class pool_resource {
 
   /// @brief `bytes` in `stream`'s order, aligned to `alignment` (a power of two up to 4096);
   /// another alignment is a stash::logic_error saying why, and changes nothing.
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @param stream The stream the memory is used on.
+  /// @return The memory, or nullptr for 0 bytes.
+  /// @throws stash::logic_error For another alignment.
+  /// @throws stash::out_of_memory When the pool cannot serve `bytes`.
   void* allocate_async(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (auto const problem = pool_alignment_problem(alignment); !problem.empty()) {
@@ -87,12 +95,20 @@ class pool_resource {
     return self().do_allocate(bytes, alignment, stream);
   }
   /// @brief `bytes` in `stream`'s order at 256 B (cudaMalloc's alignment).
+  /// @param bytes Size.
+  /// @param stream The stream the memory is used on.
+  /// @return The memory, or nullptr for 0 bytes.
+  /// @throws stash::out_of_memory When the pool cannot serve `bytes`.
   void* allocate_async(std::size_t bytes, stream_ref stream)
   {
     return self().do_allocate(bytes, cuda_allocation_alignment, stream);
   }
   /// @brief Frees in `stream`'s order; `bytes` and `alignment` as allocated. Never throws: a
   /// wrong free goes to the misuse handler and changes nothing (core/misuse.hpp).
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
+  /// @param stream The stream of its last use.
   void deallocate_async(void* p, std::size_t bytes, std::size_t alignment,
                         stream_ref stream) noexcept
   {
@@ -108,17 +124,30 @@ class pool_resource {
     self().do_deallocate(p, bytes, alignment, stream);
   }
   /// @brief Frees in `stream`'s order (allocated at 256 B).
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param stream The stream of its last use.
   void deallocate_async(void* p, std::size_t bytes, stream_ref stream) noexcept
   {
     self().do_deallocate(p, bytes, cuda_allocation_alignment, stream);
   }
 
   /// @brief CCCL >= 3.1's stream-ordered spelling.
+  /// @param stream The stream the memory is used on.
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @return The memory.
+  /// @throws stash::logic_error For another alignment.
+  /// @throws stash::out_of_memory When the pool cannot serve `bytes`.
   void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
   {
     return allocate_async(bytes, alignment, stream_ref{stream});
   }
   /// @brief CCCL >= 3.1's stream-ordered spelling.
+  /// @param stream The stream of its last use.
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
   void deallocate(cuda::stream_ref stream, void* p, std::size_t bytes,
                   std::size_t alignment) noexcept
   {
@@ -126,21 +155,37 @@ class pool_resource {
   }
 
   /// @brief On the default stream (see the file docs).
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @return The memory.
+  /// @throws stash::logic_error For another alignment.
+  /// @throws stash::out_of_memory When the pool cannot serve `bytes`.
   void* allocate(std::size_t bytes, std::size_t alignment)
   {
     return allocate_async(bytes, alignment, stream_ref{});
   }
   /// @brief On the default stream (see the file docs).
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
   void deallocate(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
     deallocate_async(p, bytes, alignment, stream_ref{});
   }
   /// @brief CCCL >= 3.1's synchronous spelling; as allocate(bytes, alignment).
+  /// @param bytes Size.
+  /// @param alignment A power of two up to 4096.
+  /// @return The memory.
+  /// @throws stash::logic_error For another alignment.
+  /// @throws stash::out_of_memory When the pool cannot serve `bytes`.
   void* allocate_sync(std::size_t bytes, std::size_t alignment)
   {
     return allocate(bytes, alignment);
   }
   /// @brief CCCL >= 3.1's synchronous spelling; as deallocate(p, bytes, alignment).
+  /// @param p Memory from this pool.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
   void deallocate_sync(void* p, std::size_t bytes, std::size_t alignment) noexcept
   {
     deallocate(p, bytes, alignment);

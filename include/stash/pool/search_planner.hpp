@@ -96,15 +96,22 @@ struct search_stats {
 class search_planner {
  public:
   /// @brief A planner with the given options.
+  /// @param options The search's options.
   explicit search_planner(search_options options = {}) : options_(options) {}
 
   /// @brief The planner's name in plans and reports.
+  /// @return "search".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "search"; }
 
   /// @brief The options this planner runs with.
+  /// @return The options.
   [[nodiscard]] search_options const& options() const noexcept { return options_; }
 
   /// @brief Plans `intervals` (sizes padded to `alignment`, a power of two).
+  /// @param intervals The lifetimes.
+  /// @param alignment A power of two.
+  /// @return The plan.
+  /// @throws stash::logic_error For invalid input (validate_planner_input).
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
                                  std::uint64_t alignment = cuda_allocation_alignment) const
   {
@@ -113,6 +120,11 @@ class search_planner {
   }
 
   /// @brief As plan(intervals, alignment), also reporting statistics into `stats`.
+  /// @param intervals The lifetimes.
+  /// @param alignment A power of two.
+  /// @param stats Receives the search's statistics.
+  /// @return The plan.
+  /// @throws stash::logic_error For invalid input (validate_planner_input).
   [[nodiscard]] stash::plan plan(std::span<const lifetime_interval> intervals,
                                  std::uint64_t alignment, search_stats& stats) const
   {

@@ -55,6 +55,11 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   statistics_adaptor& operator=(statistics_adaptor const&) = delete;
 
   /// @brief Allocates from the resource at `alignment` (nullptr for 0 bytes) and counts it.
+  /// @param bytes Size.
+  /// @param alignment Alignment.
+  /// @param stream The stream.
+  /// @return The memory, or nullptr for 0 bytes.
+  /// @throws stash::out_of_memory As the resource's allocation.
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (bytes == 0) { return nullptr; }
@@ -72,6 +77,10 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   /// @brief Gives the memory back to the resource. Never throws: a pointer the adaptor did not
   /// hand out, another size or alignment goes to the misuse handler (core/misuse.hpp), the
   /// resource untouched.
+  /// @param p Memory from this adaptor.
+  /// @param bytes Its size.
+  /// @param alignment Its alignment.
+  /// @param stream The stream of its last use.
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     if (p == nullptr && bytes == 0) { return; }
@@ -89,6 +98,7 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   }
 
   /// @brief The figures seen so far (see the class docs for what is inferred).
+  /// @return The figures.
   [[nodiscard]] pool_stats stats() const
   {
     pool_stats s;
@@ -102,6 +112,7 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   }
 
   /// @brief The adapted resource.
+  /// @return The resource.
   [[nodiscard]] Resource& upstream() const noexcept { return *resource_; }
 
  private:

@@ -75,6 +75,10 @@ class cuda_event_order {
   using marker = cudaEvent_t;
 
   /// @brief Records a timing-free event on `stream`.
+  /// @param stream A CUDA stream.
+  /// @return The event.
+  /// @throws stash::logic_error For a host stream.
+  /// @throws stash::cuda_error When the event cannot be created or recorded.
   marker record(stream_ref stream)
   {
     cudaStream_t const cuda_stream = stream.get();  // throws for a host stream: before the event
@@ -91,6 +95,9 @@ class cuda_event_order {
   /// @brief Queries the event without blocking; legal while another stream is being captured.
   /// Callers never pass an event recorded while capturing (see the file docs); should one come,
   /// it is reported as not passed.
+  /// @param event The marker.
+  /// @return Whether the marked work has finished.
+  /// @throws stash::cuda_error For a status other than success, not ready or captured event.
   bool passed(marker const& event)
   {
     if (event == nullptr) { return true; }
@@ -110,6 +117,9 @@ class cuda_event_order {
 
   /// @brief Whether `stream` is being captured into a CUDA graph (pools then take nothing from
   /// their upstream).
+  /// @param stream The stream.
+  /// @return Whether it is capturing.
+  /// @throws stash::cuda_error When the query fails.
   bool capturing(stream_ref stream)
   {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -123,12 +133,16 @@ class cuda_event_order {
   }
 
   /// @brief cudaStreamWaitEvent: `stream`'s later work runs after the marked work.
+  /// @param stream The stream that waits.
+  /// @param event The marker.
+  /// @throws stash::cuda_error When cudaStreamWaitEvent fails.
   void wait(stream_ref stream, marker const& event)
   {
     if (event != nullptr) { STASH_CUDA_TRY(cudaStreamWaitEvent(stream.get(), event, 0)); }
   }
 
   /// @brief Destroys the event.
+  /// @param event The marker, null afterwards.
   void release(marker& event) noexcept
   {
     if (event != nullptr) {
@@ -148,8 +162,10 @@ struct immediate_order {
   /// @brief Nothing to remember.
   struct marker {};
   /// @brief No-op.
+  /// @return An empty marker.
   marker record(stream_ref) noexcept { return {}; }
   /// @brief Always true.
+  /// @return true.
   bool passed(marker const&) const noexcept { return true; }
   /// @brief No-op: nothing is ever pending.
   void wait(stream_ref, marker const&) noexcept {}
@@ -165,6 +181,8 @@ class manual_order {
   using marker = std::uint64_t;
 
   /// @brief Records an unfinished marker and remembers its stream.
+  /// @param stream The stream.
+  /// @return The marker.
   marker record(stream_ref stream)
   {
     state_->finished.push_back(false);
@@ -172,18 +190,24 @@ class manual_order {
     return state_->finished.size();
   }
   /// @brief True for the default marker, and once finish(stream) was called after `m` was recorded.
+  /// @param m The marker.
+  /// @return Whether it has passed.
   bool passed(marker const& m) const { return m == 0 || state_->finished.at(m - 1); }
   /// @brief No-op: markers are kept for inspection.
   void release(marker&) noexcept {}
   /// @brief Remembers that `stream` was made to wait for `m` (see waits()).
+  /// @param stream The stream that waits.
+  /// @param m The marker.
   void wait(stream_ref stream, marker const& m) { state_->waits.emplace_back(stream, m); }
   /// @brief Every wait asked for so far: (stream, marker), in order.
+  /// @return The waits.
   [[nodiscard]] std::vector<std::pair<stream_ref, marker>> const& waits() const noexcept
   {
     return state_->waits;
   }
 
   /// @brief Declares all work recorded so far on `stream` finished.
+  /// @param stream The stream.
   void finish(stream_ref stream)
   {
     for (std::size_t i = 0; i < state_->finished.size(); ++i) {
@@ -202,6 +226,9 @@ class manual_order {
 
 /// @brief Whether `stream` is being captured into a CUDA graph, where the order can tell (an
 /// order without `capturing` never sees a capture).
+/// @param order The stream order.
+/// @param stream The stream.
+/// @return Whether it is capturing.
 template <stream_order O>
 [[nodiscard]] bool order_capturing(O& order, stream_ref stream)
 {
@@ -225,6 +252,9 @@ struct tracked_marker {
 };
 
 /// @brief Records a marker on `stream`, remembering whether the stream was capturing.
+/// @param order The stream order.
+/// @param stream The stream.
+/// @return The marker.
 template <stream_order O>
 [[nodiscard]] tracked_marker<O> record_tracked(O& order, stream_ref stream)
 {
@@ -233,6 +263,9 @@ template <stream_order O>
 }
 
 /// @brief Whether the marked work has finished; a captured marker is not queried and never has.
+/// @param order The stream order.
+/// @param m The marker.
+/// @return Whether the marked work has finished.
 template <stream_order O>
 [[nodiscard]] bool tracked_passed(O& order, tracked_marker<O> const& m)
 {

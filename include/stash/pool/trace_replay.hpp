@@ -21,6 +21,10 @@ namespace stash {
 /// pool's figures as they stood at the end of the iteration (before those final frees), so
 /// `peak_reserved_bytes` is the footprint the pool needed for the iteration.
 /// @tparam Pool The pool replayed: a stash::pool.
+/// @param t The trace.
+/// @param p The pool.
+/// @param stream The stream every call names.
+/// @return The figures at the end of the iteration.
 template <pool_with_stats Pool>
 pool_stats replay_trace(trace const& t, Pool& p, stream_ref stream = {})
 {

@@ -79,6 +79,7 @@ struct cluster {
   hardware hw;                      ///< every device
 
   /// @brief Total number of devices.
+  /// @return nodes x devices per node.
   [[nodiscard]] std::uint64_t devices() const noexcept
   {
     return static_cast<std::uint64_t>(nodes) * gpus_per_node;
@@ -86,6 +87,9 @@ struct cluster {
 };
 
 /// @brief The intra-node preset called `name`; stash::logic_error listing the known ones.
+/// @param name The preset's name.
+/// @return The preset.
+/// @throws stash::logic_error For an unknown name, listing the known ones.
 [[nodiscard]] inline intra_link_preset const& intra_link(std::string_view name)
 {
   std::string known;
@@ -123,6 +127,9 @@ namespace detail {
 }  // namespace detail
 
 /// @brief Parses a cluster SPEC (see the file comment); stash::logic_error naming what is wrong.
+/// @param spec The SPEC text.
+/// @return The cluster.
+/// @throws stash::logic_error Naming the field that is missing, unknown or out of range.
 // Kept whole (~65 lines): one branch per key of the SPEC grammar, then the defaults and the
 // cross-key checks; the branches are the grammar and read best together.
 [[nodiscard]] inline cluster parse_cluster_spec(std::string_view spec)
@@ -195,6 +202,8 @@ namespace detail {
 }
 
 /// @brief The cluster in SPEC form with every value spelled out (rates in Gbit/s).
+/// @param c The cluster.
+/// @return Text parse_cluster_spec() reads back into `c`.
 [[nodiscard]] inline std::string to_spec(cluster const& c)
 {
   auto num = [](double v) {

@@ -84,6 +84,10 @@ struct epochs_point {
 class statistical_efficiency {
  public:
   /// @brief steps(B) = s_min_steps (1 + b_noise / B) (McCandlish et al.'s gradient-noise form).
+  /// @param s_min_steps Steps at an infinite batch (> 0).
+  /// @param b_noise The gradient-noise scale in samples (>= 0).
+  /// @return The efficiency model.
+  /// @throws stash::logic_error For a value out of range or not finite.
   [[nodiscard]] static statistical_efficiency gradient_noise(double s_min_steps, double b_noise)
   {
     STASH_EXPECTS(s_min_steps > 0 && std::isfinite(s_min_steps),
@@ -97,6 +101,9 @@ class statistical_efficiency {
   }
   /// @brief A table of (global batch, epochs), interpolated linearly in log(batch); batches
   /// outside the table have no estimate. Needs at least one point, distinct positive batches.
+  /// @param points (global batch, epochs) pairs, batches ascending.
+  /// @return The efficiency model.
+  /// @throws stash::logic_error For an empty table, a non-positive value or batches not ascending.
   [[nodiscard]] static statistical_efficiency table(std::vector<epochs_point> points)
   {
     STASH_EXPECTS(!points.empty(), "statistical efficiency: the table is empty");
@@ -117,6 +124,9 @@ class statistical_efficiency {
 
   /// @brief Epochs to target at `global_batch` for a dataset of `dataset_samples`; nullopt
   /// outside a table's range.
+  /// @param global_batch The global batch in samples.
+  /// @param dataset_samples Samples per epoch.
+  /// @return The epochs, or nullopt outside a table's range.
   [[nodiscard]] std::optional<double> epochs(double global_batch, double dataset_samples) const
   {
     if (table_.empty()) {
@@ -138,6 +148,7 @@ class statistical_efficiency {
   }
 
   /// @brief The model and its parameters, for printing.
+  /// @return One line naming the model and its parameters.
   [[nodiscard]] std::string describe() const
   {
     if (table_.empty()) {
@@ -609,6 +620,7 @@ inline void mark_best(projection_result& r)
 /// @param efficiency Epochs to the target accuracy as a function of the global batch.
 /// @param params The projection's own assumptions.
 /// @throws stash::logic_error for inconsistent parameters.
+/// @return The projected configurations.
 [[nodiscard]] inline projection_result project(trace const& t, cluster const& c,
                                                statistical_efficiency const& efficiency,
                                                projection_params const& params = {})

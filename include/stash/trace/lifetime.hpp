@@ -48,14 +48,17 @@ struct storage_lifetime {
   std::vector<storage_access> accesses;     ///< one per op touching it, in program order
 
   /// @brief True when the storage is never freed within the iteration.
+  /// @return Whether it has no free event.
   [[nodiscard]] bool persistent() const noexcept { return !free_event.has_value(); }
   /// @brief The first op touching it, if any.
+  /// @return The first access, or nothing.
   [[nodiscard]] std::optional<storage_access> first_access() const noexcept
   {
     if (accesses.empty()) { return std::nullopt; }
     return accesses.front();
   }
   /// @brief The last op touching it, if any.
+  /// @return The last access, or nothing.
   [[nodiscard]] std::optional<storage_access> last_access() const noexcept
   {
     if (accesses.empty()) { return std::nullopt; }
@@ -85,6 +88,8 @@ struct lifetime_analysis {
   per_kind live_at_peak_by_kind{};   ///< live bytes per kind at peak_event (sums to the peak)
 
   /// @brief Total bytes allocated of `kind`.
+  /// @param kind The storage kind.
+  /// @return The bytes.
   [[nodiscard]] std::uint64_t bytes_of(storage_kind kind) const noexcept
   {
     return bytes_by_kind[static_cast<std::size_t>(kind)];
@@ -105,6 +110,9 @@ namespace detail {
 
 /// @brief Analyses `t`: per-storage lifetimes and accesses, the peak of live bytes and where it
 /// happens, and bytes per kind. Linear in the size of the trace.
+/// @param t The trace.
+/// @return The analysis.
+/// @throws stash::logic_error When a byte total overflows 64 bits.
 // Kept whole (~80 lines): one linear pass over the events fills lifetimes, accesses and the
 // live-byte curve together, then one short pass finds the peak; the passes share the curve.
 [[nodiscard]] inline lifetime_analysis analyze_lifetimes(trace const& t)
@@ -188,6 +196,8 @@ namespace detail {
 
 /// @brief One interval per storage (id = storage id, [alloc event, end event), bytes), for
 /// offset planners.
+/// @param t The trace.
+/// @return The intervals, indexed by storage id.
 [[nodiscard]] inline std::vector<lifetime_interval> lifetime_intervals(trace const& t)
 {
   auto const events = t.events();
@@ -215,6 +225,9 @@ struct live_peak {
 /// @brief The peak of live bytes of `intervals` (trace lifetimes or a MiniMalloc instance) and
 /// when it first happens. Every interval must satisfy begin < end (stash::logic_error otherwise).
 /// O(n log n).
+/// @param intervals The intervals.
+/// @return The peak and its first time.
+/// @throws stash::logic_error For an interval with begin >= end.
 [[nodiscard]] inline live_peak peak_live(std::span<lifetime_interval const> intervals)
 {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> starts, ends;  // (time, bytes)
@@ -249,6 +262,9 @@ struct live_peak {
 }
 
 /// @brief The lower bound L of `intervals`: the maximum over time of their live bytes.
+/// @param intervals The intervals.
+/// @return The peak of live bytes.
+/// @throws stash::logic_error As peak_live().
 [[nodiscard]] inline std::uint64_t peak_live_bytes(std::span<lifetime_interval const> intervals)
 {
   return peak_live(intervals).bytes;

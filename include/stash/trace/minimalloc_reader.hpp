@@ -32,6 +32,10 @@ struct minimalloc_instance {
 
 /// @brief Parses CSV text; `source` names it in errors. Throws stash::trace_error (file:line) on
 /// a missing header, a wrong column count, a bad number, lower >= upper, size 0 or a repeated id.
+/// @param in The CSV text.
+/// @param source Its name, for errors.
+/// @return The instance.
+/// @throws stash::trace_error At the file and line at fault.
 [[nodiscard]] inline minimalloc_instance parse_minimalloc_csv(std::istream& in,
                                                               std::string const& source)
 {
@@ -91,6 +95,9 @@ struct minimalloc_instance {
 }
 
 /// @brief Reads a MiniMalloc CSV file; the capacity comes from a `<name>.<capacity>.csv` name.
+/// @param path The file.
+/// @return The instance.
+/// @throws stash::trace_error When the file cannot be read or is malformed.
 [[nodiscard]] inline minimalloc_instance read_minimalloc_csv(std::filesystem::path const& path)
 {
   std::ifstream in(path);

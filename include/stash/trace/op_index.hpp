@@ -19,6 +19,8 @@ struct op_index {
 };
 
 /// @brief Indexes the ops of `t` (linear in the number of events).
+/// @param t The trace.
+/// @return The index.
 [[nodiscard]] inline op_index index_ops(trace const& t)
 {
   op_index result;

@@ -42,6 +42,8 @@ namespace stash {
 enum class recompute_class : std::uint8_t { no, yes, skip_state, rng };
 
 /// @brief The spelling used in trace headers ("no", "yes", "skip_state", "rng").
+/// @param c The class.
+/// @return Its spelling.
 [[nodiscard]] constexpr std::string_view to_string(recompute_class c) noexcept
 {
   switch (c) {
@@ -58,6 +60,8 @@ enum class recompute_class : std::uint8_t { no, yes, skip_state, rng };
 }
 
 /// @brief Parses a declared class; only "yes", "no" and "skip_state" may be declared.
+/// @param text The declared spelling.
+/// @return The class, or nullopt for anything else ("rng" included).
 [[nodiscard]] constexpr std::optional<recompute_class> declared_recompute_class(
     std::string_view text) noexcept
 {
@@ -68,6 +72,8 @@ enum class recompute_class : std::uint8_t { no, yes, skip_state, rng };
 }
 
 /// @brief True for the classes a planner may re-run (`yes`, `skip_state`).
+/// @param c The class.
+/// @return Whether a planner may re-run an op of that class.
 [[nodiscard]] constexpr bool recomputable(recompute_class c) noexcept
 {
   return c == recompute_class::yes || c == recompute_class::skip_state;
@@ -147,6 +153,8 @@ inline constexpr std::array<recompute_default, 52> recompute_defaults = {{
 }  // namespace detail
 
 /// @brief The default table's class for `op_name` (`no` for a name it does not list).
+/// @param op_name The op's name.
+/// @return Its class in the default table.
 [[nodiscard]] inline recompute_class default_recompute_class(std::string_view op_name) noexcept
 {
   auto const& table = detail::recompute_defaults;
@@ -158,6 +166,9 @@ inline constexpr std::array<recompute_default, 52> recompute_defaults = {{
 /// @brief A header entry that declares recomputability, checked: the message of what is wrong
 /// with it (empty when it is well formed or not a declaration). `op_count` bounds an op index;
 /// pass nullopt while the ops are not known yet.
+/// @param entry The header entry.
+/// @param op_count The trace's op count, or nullopt.
+/// @return What is wrong, or an empty string.
 [[nodiscard]] inline std::string check_recompute_declaration(header_entry const& entry,
                                                              std::optional<std::size_t> op_count)
 {
@@ -190,6 +201,9 @@ inline constexpr std::array<recompute_default, 52> recompute_defaults = {{
 /// @brief Every op's class in `t`: the default table, overridden by declarations by name, then
 /// by index. The trace must hold only well-formed declarations (check_recompute_declaration);
 /// a malformed one throws stash::logic_error.
+/// @param t The trace.
+/// @return One class per op, by op index.
+/// @throws stash::logic_error For a malformed declaration.
 [[nodiscard]] inline std::vector<recompute_class> resolve_recompute_classes(trace const& t)
 {
   auto const ops = t.ops();

@@ -42,6 +42,8 @@ inline constexpr std::array<storage_kind, storage_kind_count> all_storage_kinds 
 enum class phase : std::uint8_t { forward, backward, optimizer };
 
 /// @brief The spelling used in trace files ("param", "act", ...).
+/// @param kind The kind.
+/// @return Its spelling.
 [[nodiscard]] constexpr std::string_view to_string(storage_kind kind) noexcept
 {
   switch (kind) {
@@ -62,6 +64,8 @@ enum class phase : std::uint8_t { forward, backward, optimizer };
 }
 
 /// @brief The spelling used in trace files ("forward", "backward", "optimizer").
+/// @param p The phase.
+/// @return Its spelling.
 [[nodiscard]] constexpr std::string_view to_string(phase p) noexcept
 {
   switch (p) {
@@ -76,6 +80,8 @@ enum class phase : std::uint8_t { forward, backward, optimizer };
 }
 
 /// @brief Parses a storage kind as spelled in trace files; nullopt for anything else.
+/// @param text The spelling.
+/// @return The kind, or nullopt.
 [[nodiscard]] constexpr std::optional<storage_kind> storage_kind_from_string(
     std::string_view text) noexcept
 {
@@ -86,6 +92,8 @@ enum class phase : std::uint8_t { forward, backward, optimizer };
 }
 
 /// @brief Parses a phase as spelled in trace files; nullopt for anything else.
+/// @param text The spelling.
+/// @return The phase, or nullopt.
 [[nodiscard]] constexpr std::optional<phase> phase_from_string(std::string_view text) noexcept
 {
   for (auto const p : {phase::forward, phase::backward, phase::optimizer}) {
@@ -122,6 +130,7 @@ struct trace_event {
   std::uint64_t index{};  ///< storage id (alloc/free), op index (op) or phase value (phase)
 
   /// @brief The phase a `phase` event marks; only meaningful when kind == event_kind::phase.
+  /// @return The phase.
   [[nodiscard]] constexpr stash::phase phase_value() const noexcept
   {
     return static_cast<stash::phase>(index);
@@ -149,6 +158,9 @@ class trace {
 
   /// @brief Appends a header entry. Keys must be unique, non-empty and free of whitespace and
   /// '='; values free of whitespace.
+  /// @param key The key.
+  /// @param value The value.
+  /// @throws stash::logic_error For an empty, malformed or repeated key or a malformed value.
   void add_header(std::string key, std::string value)
   {
     STASH_EXPECTS(!key.empty(), "trace header key must not be empty");
@@ -163,6 +175,11 @@ class trace {
   /// @brief Appends an allocation; returns the new storage's id (the number of earlier ones).
   /// The label must not contain line breaks or start or end with whitespace, so it survives a
   /// write/read round trip.
+  /// @param bytes The storage's size.
+  /// @param kind Its kind.
+  /// @param label Its label.
+  /// @return The new storage's id.
+  /// @throws stash::logic_error For an invalid kind or a label that would not survive a round trip.
   storage_id add_alloc(std::uint64_t bytes, storage_kind kind, std::string label)
   {
     STASH_EXPECTS(static_cast<std::size_t>(kind) < storage_kind_count, "invalid storage_kind");
@@ -183,6 +200,8 @@ class trace {
   }
 
   /// @brief Appends the free of a live storage.
+  /// @param id The storage.
+  /// @throws stash::logic_error For an unknown id or a double free.
   void add_free(storage_id id)
   {
     STASH_EXPECTS(id < storages_.size(), "free of unknown storage id " + std::to_string(id));
@@ -196,6 +215,11 @@ class trace {
 
   /// @brief Appends an op over live storages; returns its op index. The name must be a
   /// non-empty token without whitespace.
+  /// @param name The op's name.
+  /// @param reads Storages it reads.
+  /// @param writes Storages it writes.
+  /// @return The op index.
+  /// @throws stash::logic_error For a malformed name or a storage that is unknown or freed.
   std::uint64_t add_op(std::string name, std::vector<storage_id> reads,
                        std::vector<storage_id> writes)
   {
@@ -219,6 +243,8 @@ class trace {
   }
 
   /// @brief Appends a phase marker.
+  /// @param p The phase.
+  /// @throws stash::logic_error For an invalid phase value.
   void add_phase(stash::phase p)
   {
     STASH_EXPECTS(static_cast<std::size_t>(p) <= static_cast<std::size_t>(phase::optimizer),
@@ -228,6 +254,9 @@ class trace {
   }
 
   /// @brief Reserves room for about this many storages, ops and events (a hint).
+  /// @param storages Expected storages.
+  /// @param ops Expected ops.
+  /// @param events Expected events.
   void reserve(std::size_t storages, std::size_t ops, std::size_t events)
   {
     storages_.reserve(storages);
@@ -238,8 +267,11 @@ class trace {
   }
 
   /// @brief Header entries in file order.
+  /// @return The entries.
   [[nodiscard]] std::span<header_entry const> header() const noexcept { return header_; }
   /// @brief The value of header key `key`, if present.
+  /// @param key The key.
+  /// @return The value, or nullopt.
   [[nodiscard]] std::optional<std::string_view> header_value(std::string_view key) const noexcept
   {
     for (auto const& entry : header_) {
@@ -249,25 +281,37 @@ class trace {
   }
 
   /// @brief All storages, indexed by id.
+  /// @return The storages.
   [[nodiscard]] std::span<storage_record const> storages() const noexcept { return storages_; }
   /// @brief All ops, indexed by op index (program order).
+  /// @return The ops.
   [[nodiscard]] std::span<op_record const> ops() const noexcept { return ops_; }
   /// @brief All events in program order; an event's index is its logical time.
+  /// @return The events.
   [[nodiscard]] std::span<trace_event const> events() const noexcept { return events_; }
 
   /// @brief The storage with id `id` (checked).
+  /// @param id The storage id.
+  /// @return The storage's record.
+  /// @throws stash::logic_error For an unknown id.
   [[nodiscard]] storage_record const& storage(storage_id id) const
   {
     STASH_EXPECTS(id < storages_.size(), "unknown storage id " + std::to_string(id));
     return storages_[id];
   }
   /// @brief The event index at which storage `id` is allocated (checked).
+  /// @param id The storage id.
+  /// @return The event index.
+  /// @throws stash::logic_error For an unknown id.
   [[nodiscard]] std::uint64_t alloc_event(storage_id id) const
   {
     STASH_EXPECTS(id < storages_.size(), "unknown storage id " + std::to_string(id));
     return alloc_event_[id];
   }
   /// @brief The event index at which storage `id` is freed, or nullopt if it never is (checked).
+  /// @param id The storage id.
+  /// @return The event index, or nullopt.
+  /// @throws stash::logic_error For an unknown id.
   [[nodiscard]] std::optional<std::uint64_t> free_event(storage_id id) const
   {
     STASH_EXPECTS(id < storages_.size(), "unknown storage id " + std::to_string(id));

@@ -26,6 +26,8 @@
 namespace stash {
 
 /// @brief The warnings of `t` (see the file comment), in a fixed order; empty when none.
+/// @param t The trace.
+/// @return The warnings, one sentence each.
 [[nodiscard]] inline std::vector<std::string> trace_warnings(trace const& t)
 {
   std::vector<std::string> warnings;

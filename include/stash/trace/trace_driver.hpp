@@ -45,6 +45,11 @@ class trace_driver {
   using allocate_hook = std::function<void(storage_id, tensor_type tensor, bool persistent)>;
 
   /// @brief A driver of `alloc` over `t` (both outlive it), tensors `scale` times smaller.
+  /// @param alloc The allocator driven.
+  /// @param t The trace replayed.
+  /// @param stream The stream every call names.
+  /// @param scale Divides every storage's size (>= 1).
+  /// @throws stash::logic_error For a scale of 0.
   trace_driver(Allocator& alloc, trace const& t, stream_type stream, std::uint64_t scale = 1)
       : alloc_(alloc), trace_(t), stream_(stream), scale_(scale), id_of_(t.storages().size())
   {
@@ -57,12 +62,15 @@ class trace_driver {
   }
 
   /// @brief The bytes storage `s` gets (its recorded size, scaled).
+  /// @param s The storage.
+  /// @return Its scaled size.
   [[nodiscard]] std::size_t bytes_of(storage_id s) const
   {
     return std::max<std::uint64_t>(4, trace_.storages()[s].bytes / scale_ / 4 * 4);
   }
 
   /// @brief Bytes of the persistent storages (those allocated before the first phase), scaled.
+  /// @return The bytes.
   [[nodiscard]] std::uint64_t persistent_bytes() const
   {
     std::uint64_t sum = 0;
@@ -74,11 +82,14 @@ class trace_driver {
   }
 
   /// @brief Sets the hook run after each op.
+  /// @param hook Called after each op.
   void on_op(op_hook hook) { on_op_ = std::move(hook); }
   /// @brief Sets the hook run after each allocation.
+  /// @param hook Called after each allocation.
   void on_allocate(allocate_hook hook) { on_allocate_ = std::move(hook); }
 
   /// @brief Runs `iterations` iterations (the persistent storages are allocated on the first call).
+  /// @param iterations How many.
   void run(int iterations)
   {
     if (!persistent_done_) {

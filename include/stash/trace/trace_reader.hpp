@@ -310,6 +310,9 @@ class trace_text_parser {
 
 /// @brief Parses trace text held in memory; `source_name` names it in errors.
 /// @throws stash::trace_error ("source:line: what") on any malformed input.
+/// @param text The trace text.
+/// @param source_name Its name, for errors.
+/// @return The trace.
 [[nodiscard]] inline trace parse_trace(std::string_view text, std::string const& source_name)
 {
   return detail::trace_text_parser(text, source_name).run();
@@ -317,6 +320,9 @@ class trace_text_parser {
 
 /// @brief Parses a whole stream as trace text; `source_name` names it in errors.
 /// @throws stash::trace_error ("source:line: what") on any malformed input or a read error.
+/// @param in The stream.
+/// @param source_name Its name, for errors.
+/// @return The trace.
 [[nodiscard]] inline trace parse_trace(std::istream& in, std::string const& source_name)
 {
   // Checked while reading: a stream may never end (/dev/zero), so a NUL byte or an overlong line
@@ -336,6 +342,8 @@ class trace_text_parser {
 
 /// @brief Reads a "stash-trace v1" file.
 /// @throws stash::trace_error naming the file (and line) if it cannot be read or is malformed.
+/// @param path The file.
+/// @return The trace.
 [[nodiscard]] inline trace read_trace(std::filesystem::path const& path)
 {
   std::ifstream in(path, std::ios::binary);

@@ -46,6 +46,8 @@ inline void append_id_list(std::string& out, std::span<storage_id const> ids)
 }  // namespace detail
 
 /// @brief The canonical v1 text of `t`.
+/// @param t The trace.
+/// @return The text.
 [[nodiscard]] inline std::string to_trace_text(trace const& t)
 {
   std::string out;
@@ -103,6 +105,8 @@ inline void append_id_list(std::string& out, std::span<storage_id const> ids)
 
 /// @brief Writes the canonical v1 text of `t` to `out`. Does not throw on stream failure; check
 /// the stream.
+/// @param out The stream.
+/// @param t The trace.
 inline void write_trace(std::ostream& out, trace const& t)
 {
   auto const text = to_trace_text(t);
@@ -111,6 +115,8 @@ inline void write_trace(std::ostream& out, trace const& t)
 
 /// @brief Writes the canonical v1 text of `t` to the file `path`, replacing it.
 /// @throws stash::trace_error naming the file if it cannot be opened or written.
+/// @param path The file.
+/// @param t The trace.
 inline void write_trace(std::filesystem::path const& path, trace const& t)
 {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
