@@ -68,6 +68,7 @@ struct joint_incumbent {
   std::optional<schedule> best;
   std::optional<sim_result> sim;
   std::optional<schedule> smallest;  // lowest planned peak seen, for "does not fit"
+  bool activations_only = false;     // joint_search::also_any_kind off: only act / temp move
 
   [[nodiscard]] double time() const noexcept
   {
@@ -78,6 +79,7 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
+    if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
     ++stats.simulations;
@@ -93,6 +95,14 @@ struct joint_incumbent {
     best         = std::move(s);
     sim          = std::move(r);
     return true;
+  }
+
+  [[nodiscard]] static bool moves_state(trace_analysis const& a, schedule const& s) noexcept
+  {
+    auto const storages = a.trace().storages();
+    return std::any_of(s.entries.begin(), s.entries.end(), [&](swap_entry const& e) {
+      return storages[e.id].kind != storage_kind::act && storages[e.id].kind != storage_kind::temp;
+    });
   }
 };
 
@@ -149,10 +159,11 @@ struct joint_search {
       return make_schedule(a, std::string(name()), budget, {});
     }
     detail::joint_incumbent inc;
+    inc.activations_only = !also_any_kind;
     seed(a, budget, inc, stats);
     improve(a, budget, inc, stats);
     if (!inc.best) {
-      auto s   = std::move(*inc.smallest);
+      auto s   = inc.smallest ? std::move(*inc.smallest) : make_schedule(a, "", budget, {});
       s.policy = std::string(name());
       s.note   = "does not fit: no seed or move fits the budget";
       return s;
