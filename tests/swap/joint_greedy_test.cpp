@@ -139,17 +139,16 @@ TEST_CASE("search does not get slower as the budget grows, on recorded traces")
     char const* preset;
     std::vector<double> fractions;  // descending
   };
-  for (auto const& [name, preset, fractions] :
-       {sweep{"squeezenet1_1_b64", "pcie4_x16", {0.7, 0.6, 0.5, 0.45}},
-        sweep{"squeezenet1_1_b64", "h100_sxm", {0.7, 0.6, 0.5, 0.45}},
-        sweep{"transformer_encoder_b8", "h100_sxm", {0.55, 0.5, 0.45}}}) {
+  for (auto const& sw : {sweep{"squeezenet1_1_b64", "pcie4_x16", {0.7, 0.6, 0.5, 0.45}},
+                         sweep{"squeezenet1_1_b64", "h100_sxm", {0.7, 0.6, 0.5, 0.45}},
+                         sweep{"transformer_encoder_b8", "h100_sxm", {0.55, 0.5, 0.45}}}) {
     auto const t =
-        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
-    stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(preset)));
+        stash::read_trace(stash::test::data_path(std::string("traces/") + sw.trace + ".trace"));
+    stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(sw.preset)));
     double previous = 0;
-    for (double const f : fractions) {
-      CAPTURE(name);
-      CAPTURE(preset);
+    for (double const f : sw.fractions) {
+      CAPTURE(sw.trace);
+      CAPTURE(sw.preset);
       CAPTURE(f);
       auto const budget = static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
       auto const r      = stash::simulate(a, stash::joint_search{}.plan(a, budget), {false});

@@ -42,6 +42,7 @@
 #include <stash/swap/search_swap.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -263,7 +264,7 @@ struct joint_search {
 
   [[nodiscard]] static std::string variant_tag(detail::greedy_variant const& v)
   {
-    return std::to_string(static_cast<int>(v.target_share * 100 + 0.5)) + "%/w" +
+    return std::to_string(std::lround(v.target_share * 100)) + "%/w" +
            std::to_string(v.swap_weight).substr(0, 3);
   }
 
