@@ -31,7 +31,8 @@ TEST_CASE("stash-plan --lossy: activations=ENC, implying per-storage encodings")
   CHECK(*o.lossy_activations == stash::swap_encoding::bf16);
   CHECK(o.auto_encodings);
   CHECK_FALSE(o.codec);
-  auto const fp8 = parse_args({"x.trace", "--budget", "50%", "--codec", "auto", "--lossy", "act=fp8_e4m3"});
+  auto const fp8 =
+      parse_args({"x.trace", "--budget", "50%", "--codec", "auto", "--lossy", "act=fp8_e4m3"});
   CHECK(*fp8.lossy_activations == stash::swap_encoding::fp8_e4m3);
   auto const none = parse_args({"x.trace", "--policy", "search", "--codec", "auto"});
   CHECK_FALSE(none.lossy_activations);
@@ -78,8 +79,8 @@ TEST_CASE("stash-plan --lossy carries the opt-in to search_swap and search")
 {
   auto const t = stash::read_trace(stash::test::data_path("traces/transformer_encoder_b8.trace"));
   auto run     = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args{"t.trace", "--hw", "pcie4_x16", "--budget", "50%", "--policy",
-                                  "search_swap", "--policy", "search"};
+    std::vector<std::string> args{"t.trace",  "--hw",        "pcie4_x16", "--budget", "50%",
+                                  "--policy", "search_swap", "--policy",  "search"};
     args.insert(args.end(), extra.begin(), extra.end());
     return stash_plan::run_policies(t, stash_plan::parse_args(args));
   };
