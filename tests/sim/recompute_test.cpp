@@ -292,3 +292,90 @@ TEST_CASE("a planned curve or re-run below zero is a schedule_error, never a wra
     CHECK(e.reason().find("below zero while it runs") != std::string::npos);
   }
 }
+
+// In-place ops (the trace records their argument as a read and a write of one storage, as
+// data/traces record `o aten::relu_ 194 194`):
+//   op0 native_batch_norm x, rm -> rm (running stats, skipped on re-run), y, sm (fresh)
+//   op1 relu_ y (in place)        op2 relu x -> id
+//   op3 mul y -> z                op4 add_ z, id -> z (in place)      op5 relu_ z (in place)
+//   op6 mul z -> q                op7 mul q -> pre (reads q before op8 overwrites it)
+//   op8 relu_ q (in place)        op9 my::bwd reads y, sm, z, q, pre, id
+std::string const inplace_text = R"(# stash-trace v1 model=inplace
+t 0 1000 input x
+t 1 8 param running_mean
+p forward
+t 2 1000 act y
+t 3 8 act save_mean
+o aten::native_batch_norm 0,1 1,2,3
+o aten::relu_ 2 2
+t 4 1000 act id
+o aten::relu 0 4
+t 5 1000 act z
+o aten::mul.Tensor 2 5
+o aten::add_.Tensor 5,4 5
+o aten::relu_ 5 5
+t 6 1000 act q
+o aten::mul.Tensor 5 6
+t 7 1000 act pre
+o aten::mul.Tensor 6 7
+o aten::relu_ 6 6
+p backward
+o my::bwd 2,3,5,6,7,4 -
+f 2
+f 3
+f 4
+f 5
+f 6
+f 7
+)";
+
+TEST_CASE("in-place ops: a chain re-runs the producer then the in-place ops over the storage")
+{
+  auto const t = stash::parse_trace(inplace_text, "inplace");
+  stash::trace_analysis const a(t, model());
+  // y after op3: BN (its running statistics skipped, save_mean a transient result), then relu_.
+  auto const y = stash::recompute_chain_of(a, 2, 3, 9);
+  REQUIRE(y.valid());
+  CHECK(y.ops == std::vector<std::uint64_t>{0, 1});
+  CHECK(y.reads == std::vector<stash::storage_id>{0, 1});
+  CHECK(y.transient_bytes == 8);
+  // z after op6: mul from y, add_ of id, relu_; it reads y and id, both unchanged since.
+  auto const z = stash::recompute_chain_of(a, 5, 6, 9);
+  REQUIRE(z.valid());
+  CHECK(z.ops == std::vector<std::uint64_t>{3, 4, 5});
+  CHECK(z.reads == std::vector<stash::storage_id>{2, 4});
+  // y and z in one batch before op9: z's mul reads the y the batch's first entry rebuilt.
+  auto const s =
+      stash::make_schedule(a, "hand", 1u << 20, {}, {{2, 3, 9, 9, 1000}, {5, 6, 9, 9, 1000}});
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  CHECK(s.device_peak == stash::test::reference_planned_peak(a, s));
+  auto const r = stash::simulate(a, s, {false, stash::sim_memory::unconstrained});
+  CHECK(r.device_peak == s.device_peak);
+  // The other order reads y before it is back.
+  auto wrong       = s;
+  wrong.recomputes = {s.recomputes[1], s.recomputes[0]};
+  CHECK(error_of(a, wrong).find("its re-run reads storage 2 'y', which is not resident") !=
+        std::string::npos);
+}
+
+TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-place write")
+{
+  auto const t = stash::parse_trace(inplace_text, "inplace");
+  stash::trace_analysis const a(t, model());
+  // pre = mul(q) at op7; relu_ overwrites q at op8: before op9 the device holds only the new q.
+  auto const late = stash::recompute_chain_of(a, 7, 7, 9);
+  CHECK(late.refusal ==
+        "its input storage 6 is overwritten by op 8 'aten::relu_' before op 9: op 7 read the "
+        "value from before that write, which is no longer on the device");
+  auto const s = stash::make_schedule(a, "hand", 1u << 20, {}, {{7, 7, 9, 9, 1000}});
+  CHECK(error_of(a, s).find("cannot be recomputed: its input storage 6 is overwritten by op 8") !=
+        std::string::npos);
+  // Re-run before op8, while q still holds what op7 read: valid.
+  auto const early = stash::recompute_chain_of(a, 7, 7, 8);
+  REQUIRE(early.valid());
+  CHECK(early.ops == std::vector<std::uint64_t>{7});
+  // q itself after op8 is rebuilt from z through mul then relu_: the in-place op over the
+  // target is part of its chain, so the post-relu value comes back.
+  auto const q = stash::recompute_chain_of(a, 6, 8, 9);
+  CHECK(q.ops == std::vector<std::uint64_t>{6, 8});
+}

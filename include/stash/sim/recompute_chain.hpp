@@ -14,6 +14,14 @@
  *    op, persistent storages (the re-run skips those writes);
  *  - each storage those ops read, other than S, is live at op `at` and written by no op after the
  *    one that read it and before `at` (its value is the one the op first saw).
+ * In-place ops (relu_, add_, hardtanh_: the trace records their argument as both a read and a
+ * write of one storage). Over S itself they are part of the chain: the re-runs rebuild S's value
+ * step by step, the producer first, each in-place op then reading what the previous re-run
+ * wrote. Over another storage R that a re-run reads, an in-place write after that read means the
+ * re-run needs R's value from before it, which the device no longer holds: the chain is refused
+ * (re-running R's writers into a transient copy of that older value is not modelled; the
+ * recorded traces of data/traces have no such read). A re-run placed before the overwrite (`at`
+ * at or before it) is valid.
  * The re-runs need S's bytes from the start, and one op at a time its other results and its
  * workspace (trace_analysis::workspace_bytes): `transient_bytes` is the largest of those.
  * Whether the reads are resident at `at` depends on the schedule: validate_schedule checks it.
@@ -78,7 +86,9 @@ namespace detail {
   for (auto const& x : life.accesses) {
     if (x.write && x.op > w && x.op < at) {
       return "its input storage " + std::to_string(r) + " is overwritten by op " +
-             std::to_string(x.op) + " before op " + std::to_string(at);
+             std::to_string(x.op) + " '" + a.trace().ops()[x.op].name + "' before op " +
+             std::to_string(at) + ": op " + std::to_string(w) +
+             " read the value from before that write, which is no longer on the device";
     }
   }
   return {};
