@@ -141,12 +141,12 @@ TEST_CASE("train_cnn cpu resnet: search_swap at 60-75%, vdnn_all at 80-100% of t
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::bitmask, 80);
 }
 
-// Recompute: the lowest budgets (multiples of 5 or so) at which each plan fits. The parameters,
-// the optimizer state and one op's working set stay on the device, so the floors are high: vgg
-// ~82% of the peak (search), ~91% (checkpoint); resnet ~60% (search), ~74% (checkpoint).
-TEST_CASE("train_cnn cpu recompute vgg: search at 85%, checkpoint at 92% of the peak, bitwise")
+// Recompute: budgets at which each plan fits and recomputes (search moves parameters and
+// optimizer state too, so at higher budgets it may swap them instead); checkpoint's floors are
+// high (vgg ~91% of the peak, resnet ~74%): it recomputes activations only.
+TEST_CASE("train_cnn cpu recompute vgg: search at 75%, checkpoint at 92% of the peak, bitwise")
 {
-  check_run(cnn_arch::vgg, policy_kind::search, codec_kind::none, 85, recompute_steps);
+  check_run(cnn_arch::vgg, policy_kind::search, codec_kind::none, 75, recompute_steps);
   check_run(cnn_arch::vgg, policy_kind::checkpoint, codec_kind::none, 92, recompute_steps);
 }
 

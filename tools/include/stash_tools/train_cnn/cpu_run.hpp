@@ -87,7 +87,7 @@ struct step_record {
 
 /// @brief Plan against what ran: the recorded step's schedule per step, and what executed.
 struct plan_check {
-  std::uint64_t planned_entries{0};  ///< schedule entries the allocator runs (not persistent)
+  std::uint64_t planned_entries{0};  ///< schedule entries (persistent storages' included)
   std::map<std::string, std::uint64_t> planned_encodings;  ///< of those, per encoding
   std::uint64_t replayed_steps{0};                         ///< steps after the recorded one
   std::uint64_t executed_offloads{0};                      ///< scheduled offloads issued
@@ -163,9 +163,7 @@ template <class Mem>
 plan_check plan_of(Mem const& mem, long steps)
 {
   plan_check p;
-  auto const* t = mem.recorded_trace();
   for (auto const& e : mem.schedule().entries) {
-    if (t != nullptr && t->storages()[e.id].label.starts_with("persistent#")) { continue; }
     ++p.planned_entries;
     ++p.planned_encodings[std::string(stash::to_string(e.encoding))];
   }

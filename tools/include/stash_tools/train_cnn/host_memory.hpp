@@ -46,12 +46,11 @@ enum class host_codec : std::uint8_t {
   auto_,    ///< the planner's per-tensor choice: pool_argmax, bitmask, zvc or raw (all lossless)
 };
 
-/// @brief A policy as stash::allocator runs it: the base schedule without the entries of
-/// persistent storages (allocated before the first iteration: parameters, optimizer state, which
-/// the allocator never moves, so a schedule counting on them leaving would not hold its planned
-/// peak), its recompute entries as planned (activations and temporaries only), its peak
-/// recomputed, and its encodings chosen per tensor (encoding_choice.hpp) for --codec auto, or only
-/// Gist's bitmask choices kept for --codec bitmask.
+/// @brief A policy as stash::allocator runs it: the base schedule (persistent storages too:
+/// parameters, gradients and optimizer state leave between two of their uses inside a step, and
+/// the network keeps no raw pointer across ops), its encodings chosen per tensor
+/// (encoding_choice.hpp) for --codec auto, or only Gist's bitmask choices kept for --codec
+/// bitmask.
 struct host_policy {
   stash::any_swap_policy base;
   host_codec codec = host_codec::raw;
@@ -61,14 +60,7 @@ struct host_policy {
   /// @brief The base schedule as the allocator runs it (see the type's docs).
   [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
   {
-    stash::schedule s = base.plan(a, budget);
-    std::vector<stash::swap_entry> kept;
-    for (auto const& e : s.entries) {
-      if (!a.trace().storages()[e.id].label.starts_with("persistent#")) { kept.push_back(e); }
-    }
-    stash::schedule out =
-        stash::make_schedule(a, s.policy, budget, std::move(kept), std::move(s.recomputes));
-    out.note = s.note;
+    stash::schedule out = base.plan(a, budget);
     if (codec == host_codec::auto_ || codec == host_codec::bitmask) {
       out = stash::with_encodings(a, std::move(out));
     }
@@ -83,20 +75,16 @@ struct host_policy {
   }
 };
 
-/// @brief The policy `name` set up for `codec` (see host_policy). search_swap, and search's
-/// search_swap seeds, plan activations only (also_any_kind off), for the same reason host_policy
-/// drops persistent entries.
+/// @brief The policy `name` set up for `codec` (see host_policy).
 [[nodiscard]] inline stash::any_swap_policy make_host_policy(std::string_view name, host_codec c)
 {
   if (name == "search_swap") {
     stash::search_swap s;
-    s.also_any_kind = false;
     if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
     return host_policy{s, c, "search_swap"};
   }
   if (name == "search") {
     stash::joint_search s;
-    s.also_any_kind = false;
     if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
     return host_policy{s, c, "search"};
   }
