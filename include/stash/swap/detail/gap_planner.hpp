@@ -179,8 +179,9 @@ class gap_planner {
   // bound the floating-point score obeys too: rounding is monotone, and the timeline is
   // sorted), which gaps covering the whole run reach. Classes are visited by bound, best
   // first, each gap of a class spanning `worst` in the order of u (then index), and a class
-  // stops at the first gap reaching its bound, the search at the first class whose bound is
-  // below the best score found. `live[c]` holds the next use of class c's gaps, or less than
+  // stops at the first gap reaching its bound or, past lo, at the first whose u leaves too
+  // little of the run to reach the best; the search at the first class whose bound is below
+  // the best score found. `live[c]` holds the next use of class c's gaps, or less than
   // any op once chosen; the pick is marked there.
   [[nodiscard]] std::optional<std::size_t> best_by_class(std::vector<range_tree>& live,
                                                          std::size_t worst, std::size_t lo,
@@ -204,8 +205,14 @@ class gap_planner {
       auto const after = static_cast<std::int64_t>(worst);
       for (auto pos = live[c].first_above(0, spans, after); pos != range_tree::npos;
            pos      = live[c].first_above(pos + 1, spans, after)) {
-        auto const g   = cls.gaps[pos];
-        auto const& x  = gaps_[g];
+        auto const g  = cls.gaps[pos];
+        auto const& x = gaps_[g];
+        // From u >= lo on, a gap covers at most [u + 1, hi], less for each later u: stop once
+        // that cannot reach the best.
+        if (x.u >= lo && best &&
+            coverage(static_cast<double>(x.bytes), excess, end[hi] - start[x.u + 1]) < best_score) {
+          break;
+        }
         double const s = coverage(static_cast<double>(x.bytes), excess,
                                   end[std::min<std::uint64_t>(x.v - 1, hi)] -
                                       start[std::max<std::uint64_t>(x.u + 1, lo)]);
