@@ -171,7 +171,12 @@ MUTANTS = [
       "for (auto j = c.u + 1; j < c.v && !needed; ++j) { needed = cur[j] + b > target; }",
       "for (auto j = c.u + 1; j < c.v && !needed; ++j) { needed = cur[j] > target; }"),
     m("swap.bound_gap_without_op", "swap/swap_bounds.hpp",
-      "if (v < u + 2) { continue; }", "if (v < u + 1) { continue; }"),
+      "if (v < u + 2) { continue; }", "if (v < u + 1) { continue; }",
+      equivalent="the only gaps it adds have v = u + 1, whose delta[u + 1] += bytes and "
+                 "delta[v] -= bytes land on the same index and cancel: offloadable_bytes is "
+                 "unchanged (the dropped-one-op-gap mutant swap.bound_skips_one_op_gap is not)"),
+    m("swap.bound_skips_one_op_gap", "swap/swap_bounds.hpp",
+      "if (v < u + 2) { continue; }", "if (v < u + 3) { continue; }"),
     m("swap.bound_back_one_early", "swap/swap_bounds.hpp",
       "delta[v] -= static_cast<std::int64_t>(s.bytes);",
       "delta[v - 1] -= static_cast<std::int64_t>(s.bytes);"),
@@ -467,7 +472,7 @@ def git(*args):
     return run(["git", "-C", str(ROOT)] + list(args)).stdout.strip()
 
 
-def write_report(path, results, args, started, elapsed):
+def write_report(path, results, args, started, elapsed, commit, load0):
     counts = {}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
@@ -485,9 +490,9 @@ def write_report(path, results, args, started, elapsed):
              f"- command: `nice -n 10 python3 scripts/mutants.py {' '.join(sys.argv[1:])}`",
              f"- date: {started:%Y-%m-%d %H:%M} UTC, {elapsed / 60:.1f} min wall",
              f"- machine: {os.uname().nodename}, {os.cpu_count()} cores, "
-             f"load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}",
-             f"- commit: {git('rev-parse', '--short', 'HEAD')}"
-             f"{' (with uncommitted changes)' if git('status', '--porcelain', '--', 'include', 'tests') else ''}",
+             f"load average at the start {load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f}, "
+             f"at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}",
+             f"- commit: {commit} (the tree the mutants were applied to, copied at the start)",
              f"- mutants: {len(results)}; "
              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), "",
              "| id | file | line | outcome | killed by / reason | test files | s |",
@@ -541,6 +546,9 @@ def main():
 
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
+    load0 = os.getloadavg()
+    dirty = git("status", "--porcelain", "--", "include", "tests", "tools/include")
+    commit = git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if dirty else "")
     base = pathlib.Path(tempfile.mkdtemp(prefix="stash-mutants."))
     jobs = max(1, min(args.jobs, 2))
     trees = [make_tree(base / f"tree{j}") for j in range(jobs)]
@@ -581,7 +589,7 @@ def main():
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     print("summary: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if args.report:
-        write_report(args.report, results, args, started, time.monotonic() - t0)
+        write_report(args.report, results, args, started, time.monotonic() - t0, commit, load0)
     return 1 if counts.get("survived") or counts.get("build-failed") or counts.get("stale") else 0
 
 

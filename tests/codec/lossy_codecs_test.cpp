@@ -250,3 +250,29 @@ TEST_CASE("bitmask's byte format decides x > 0 on the bits: denormals, +-0, NaN,
     MESSAGE("no host flush-to-zero control on this architecture: the FP-mode half is skipped");
   }
 }
+
+TEST_CASE("bitmask decoders reject any bit set past n in the last mask word, the first one too")
+{
+  // docs/codec_format.md: bits past n are 0 and a decoder rejects them, so every mask has one
+  // encoding. Bit n % 32 is the first past the end: the one an off-by-one check would let by.
+  for (std::size_t const n : {1, 31, 33, 45}) {
+    CAPTURE(n);
+    std::vector<float> const ones(n, 1.0f);
+    auto const buf = stash::host_encode_vector<stash::bitmask>(ones);
+    REQUIRE(stash::host_decode_vector<stash::bitmask>(buf) == ones);
+    std::size_t const last = 32 + 4 * ((n - 1) / 32);  // the last word's offset
+    for (std::uint32_t const bit : {static_cast<std::uint32_t>(n % 32), 31u}) {
+      CAPTURE(bit);
+      auto stray = buf;
+      stash::detail::store_u32(stray.data() + last, stash::detail::load_u32(stray.data() + last) |
+                                                        (std::uint32_t{1} << bit));
+      try {
+        (void)stash::host_decode_vector<stash::bitmask>(stray);
+        FAIL("a mask with bit " << bit << " set past n = " << n << " was decoded");
+      } catch (stash::codec_error const& e) {
+        CHECK(e.code() == stash::codec_errc::bad_mask_tail);
+        CHECK(e.offset() == last);
+      }
+    }
+  }
+}

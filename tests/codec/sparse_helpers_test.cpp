@@ -246,3 +246,24 @@ TEST_CASE("rle chunk checks name the record at fault")
         stash::codec_errc::payload_size_mismatch);
   CHECK(d::rle_check_size(buf.data(), n, 4).code == stash::codec_errc::payload_size_mismatch);
 }
+
+TEST_CASE("rle writes exactly ceil(n/4096) chunk entries, none empty, at whole-chunk sizes too")
+{
+  // docs/codec_format.md, "rle": C = ceil(n/4096) table entries, then the records; a constant
+  // input has one 6-byte record per chunk. Whole multiples of the chunk size (and n = 0) are where
+  // a miscounted table would gain an empty chunk and 4 bytes.
+  for (auto const& [n, chunks] : {std::pair<std::size_t, std::uint64_t>{0, 0},
+                                  {1, 1},
+                                  {4095, 1},
+                                  {4096, 1},
+                                  {4097, 2},
+                                  {8192, 2}}) {
+    CAPTURE(n);
+    CHECK(d::rle_chunks(n) == chunks);
+    std::vector<float> const constant(n, 0.5f);
+    auto const buf = stash::host_encode_vector<stash::rle<float>>(constant);
+    CHECK(stash::read_header(buf).payload_bytes == 4 * chunks + 6 * chunks);
+    CHECK(buf.size() == 32 + 10 * chunks);
+    CHECK(same_bits(stash::host_decode_vector<stash::rle<float>>(buf), constant));
+  }
+}

@@ -195,6 +195,19 @@ TEST_CASE("greedy places largest first, best fit in the smallest gap that fits")
   CHECK(p.footprint == 140);
 }
 
+TEST_CASE("greedy reuses a gap exactly the size of the block")
+{
+  // Largest first: 1 -> 0; 2 conflicts with 1 -> 100; 3 conflicts with 2 [100,160) only and
+  // takes the gap [0,100) -> 0; 4 conflicts with 2 and 3 [0,50): the gap [50,100) is exactly its
+  // 50 bytes. Taking it gives 160, the lower bound (60 + 50 + 50 over [5,9)); refusing an exact
+  // fit would put 4 on top at 160 and need 210.
+  intervals const in{{1, 0, 4, 100}, {2, 0, 10, 60}, {3, 5, 10, 50}, {4, 5, 9, 50}};
+  auto const p = checked(stash::greedy_planner{stash::greedy_options{false}}, in, 1);
+  CHECK(p.offsets == std::vector<std::uint64_t>{0, 100, 0, 50});
+  CHECK(p.footprint == 160);
+  CHECK(p.footprint == stash::plan_lower_bound(in, 1));
+}
+
 TEST_CASE("greedy and search stack the blocks live over their whole section below it")
 {
   // Block 2 lives over everything: the default greedy stacks it at 0, and above it the two

@@ -1,5 +1,6 @@
 // The cost model on hand-made traces: FLOPs derived from sizes, the roofline, transfer and codec
 // times, and the hardware presets.
+#include "support/approx.hpp"
 #include "support/data.hpp"
 
 #include <stash/core/error.hpp>
@@ -112,24 +113,24 @@ TEST_CASE("op time is launch overhead plus the roofline maximum")
 {
   stash::cost_model const model(round_hw, exact());
   // Memory-bound: 4000 B at 1 GB/s = 4 us > 1000 FLOPs at 1 TFLOP/s = 1 ns.
-  CHECK(model.op_time({1000.0, 4000, false}) == doctest::Approx(2e-6 + 4e-6));
+  CHECK(model.op_time({1000.0, 4000, false}) == stash::test::approx_s(2e-6 + 4e-6));
   // Compute-bound: 1e7 FLOPs = 10 us > 4 us.
-  CHECK(model.op_time({1e7, 4000, false}) == doctest::Approx(2e-6 + 10e-6));
+  CHECK(model.op_time({1e7, 4000, false}) == stash::test::approx_s(2e-6 + 10e-6));
   CHECK(model.op_time({1e7, 4000, true}) == 0.0);  // views launch no kernel
 
   auto p      = exact();
   p.use_flops = false;
-  CHECK(stash::cost_model(round_hw, p).op_time({1e7, 4000, false}) == doctest::Approx(6e-6));
+  CHECK(stash::cost_model(round_hw, p).op_time({1e7, 4000, false}) == stash::test::approx_s(6e-6));
   p                    = exact();
   p.compute_efficiency = 0.5;
-  CHECK(stash::cost_model(round_hw, p).op_time({1e7, 4000, false}) == doctest::Approx(22e-6));
+  CHECK(stash::cost_model(round_hw, p).op_time({1e7, 4000, false}) == stash::test::approx_s(22e-6));
 }
 
 TEST_CASE("transfer time is latency plus wire bytes over the link, codec time on top")
 {
   stash::cost_model const plain(round_hw, exact());
-  CHECK(plain.d2h_time(1000000) == doctest::Approx(1e-6 + 1e-3));
-  CHECK(plain.h2d_time(1000000) == doctest::Approx(1e-6 + 0.5e-3));
+  CHECK(plain.d2h_time(1000000) == stash::test::approx_s(1e-6 + 1e-3));
+  CHECK(plain.h2d_time(1000000) == stash::test::approx_s(1e-6 + 0.5e-3));
   CHECK(plain.encode_time(1000000) == 0.0);
   CHECK(plain.wire_bytes(1000000) == 1000000);
 
@@ -138,11 +139,15 @@ TEST_CASE("transfer time is latency plus wire bytes over the link, codec time on
   p.codec_ratio = 4.0;
   stash::cost_model const coded(round_hw, p);
   CHECK(coded.wire_bytes(1000000) == 250000);
-  CHECK(coded.d2h_time(1000000) == doctest::Approx(1e-6 + 0.25e-3));
+  CHECK(coded.d2h_time(1000000) == stash::test::approx_s(1e-6 + 0.25e-3));
   // 1 MB at half of 1 GB/s plus one launch.
-  CHECK(coded.encode_time(1000000) == doctest::Approx(2e-6 + 2e-3));
+  CHECK(coded.encode_time(1000000) == stash::test::approx_s(2e-6 + 2e-3));
   CHECK(coded.offload_time(1000000) ==
-        doctest::Approx(coded.encode_time(1000000) + coded.d2h_time(1000000)));
+        stash::test::approx_s(coded.encode_time(1000000) + coded.d2h_time(1000000)));
+  // A prefetch is the H2D copy of the 250 kB on the wire (at 2 GB/s), then the decode kernel.
+  CHECK(coded.decode_time(1000000) == stash::test::approx_s(2e-6 + 2e-3));
+  CHECK(coded.prefetch_time(1000000) == stash::test::approx_s((1e-6 + 0.125e-3) + (2e-6 + 2e-3)));
+  CHECK(plain.prefetch_time(1000000) == stash::test::approx_s(1e-6 + 0.5e-3));
   CHECK(stash::codec_ratio_of(1000, 250) == doctest::Approx(4.0));
   CHECK_THROWS_AS((void)stash::codec_ratio_of(1000, 0), stash::logic_error);
 }

@@ -10,6 +10,7 @@
 #include "support/tiny_trace.hpp"
 
 #include "support/analysis.hpp"
+#include "support/approx.hpp"
 
 #include <doctest/doctest.h>
 
@@ -47,14 +48,14 @@ TEST_CASE("without swaps the iteration is the sum of op times and the peak the t
   auto const r =
       stash::simulate(stash::trace_analysis(t, model()),
                       stash::make_schedule(stash::test::analysis_of(t), "none", roomy, {}));
-  CHECK(r.iteration_s == doctest::Approx(23e-6));
-  CHECK(r.compute_s == doctest::Approx(23e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(23e-6));
+  CHECK(r.compute_s == stash::test::approx_s(23e-6));
   CHECK(r.stall_s == 0.0);
   CHECK(r.stalls.empty());
   CHECK(r.device_peak == 12000);  // x + a + b + c while op2 runs
   CHECK(r.d2h_bytes == 0);
   REQUIRE(r.op_start.size() == 4);
-  CHECK(r.op_start[2] == doctest::Approx(10e-6));
+  CHECK(r.op_start[2] == stash::test::approx_s(10e-6));
   CHECK(r.timeline.size() == 4);
 }
 
@@ -66,14 +67,14 @@ TEST_CASE("a late prefetch stalls the op that needs it for exactly the transfer 
   // D2H issued when op1 starts (5 us): [5, 9]. Prefetch issued when op3 is reached (17 us):
   // [17, 21]. op3 waits 4 us.
   auto const r = stash::simulate(stash::trace_analysis(t, model()), s);
-  CHECK(r.iteration_s == doctest::Approx(27e-6));
-  CHECK(r.stall_s == doctest::Approx(4e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(27e-6));
+  CHECK(r.stall_s == stash::test::approx_s(4e-6));
   REQUIRE(r.stalls.size() == 1);
   CHECK(r.stalls[0].op == 3);
   CHECK(r.stalls[0].storage == 1);
   CHECK(r.stalls[0].cause == stash::stall_cause::transfer);
-  CHECK(r.stalls[0].seconds == doctest::Approx(4e-6));
-  CHECK(r.op_start[3] == doctest::Approx(21e-6));
+  CHECK(r.stalls[0].seconds == stash::test::approx_s(4e-6));
+  CHECK(r.op_start[3] == stash::test::approx_s(21e-6));
   CHECK(r.device_peak == 8000);
   CHECK(r.d2h_bytes == 4000);
   CHECK(r.h2d_bytes == 4000);
@@ -81,12 +82,12 @@ TEST_CASE("a late prefetch stalls the op that needs it for exactly the transfer 
   for (auto const& span : r.timeline) {
     if (span.kind == stash::timeline_span::kind_t::offload) {
       ++offloads;
-      CHECK(span.start == doctest::Approx(5e-6));
-      CHECK(span.end == doctest::Approx(9e-6));
+      CHECK(span.start == stash::test::approx_s(5e-6));
+      CHECK(span.end == stash::test::approx_s(9e-6));
     }
     if (span.kind == stash::timeline_span::kind_t::prefetch) {
       ++prefetches;
-      CHECK(span.start == doctest::Approx(17e-6));
+      CHECK(span.start == stash::test::approx_s(17e-6));
     }
     if (span.kind == stash::timeline_span::kind_t::stall) { ++stalls; }
   }
@@ -102,7 +103,7 @@ TEST_CASE("an early prefetch hides the transfer but saves no memory")
   CHECK(s.device_peak == 12000);
   auto const r = stash::simulate(stash::trace_analysis(t, model()), s);
   CHECK(r.stall_s == 0.0);
-  CHECK(r.iteration_s == doctest::Approx(23e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(23e-6));
   CHECK(r.device_peak == 12000);
 }
 
@@ -114,8 +115,8 @@ TEST_CASE("a prefetch waiting for a slow offload is reported as such")
   auto const r = stash::simulate(stash::trace_analysis(t, model(0.25e9)), offload_a(t, 1, 2));
   REQUIRE(r.stalls.size() == 1);
   CHECK(r.stalls[0].cause == stash::stall_cause::offload_pending);
-  CHECK(r.stall_s == doctest::Approx(8e-6));
-  CHECK(r.iteration_s == doctest::Approx(31e-6));
+  CHECK(r.stall_s == stash::test::approx_s(8e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(31e-6));
 }
 
 TEST_CASE("the device keeps an offloaded storage until its copy is done")
@@ -148,24 +149,24 @@ TEST_CASE("with the budget enforced, an op waits for an offload to release its b
   CHECK(r.fits);
   CHECK_FALSE(r.failure);
   CHECK(r.device_peak == 8000);
-  CHECK(r.op_start[2] == doctest::Approx(15e-6));
-  CHECK(r.iteration_s == doctest::Approx(32e-6));
+  CHECK(r.op_start[2] == stash::test::approx_s(15e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(32e-6));
   REQUIRE(r.stalls.size() == 2);
   CHECK(r.stalls[0].op == 2);
   CHECK(r.stalls[0].cause == stash::stall_cause::memory);
   CHECK_FALSE(r.stalls[0].storage);
-  CHECK(r.stalls[0].seconds == doctest::Approx(5e-6));
+  CHECK(r.stalls[0].seconds == stash::test::approx_s(5e-6));
   CHECK(r.stalls[1].op == 3);
   CHECK(r.stalls[1].cause == stash::stall_cause::transfer);
   CHECK(r.stalls[1].storage == 1);
   auto const memory = static_cast<std::size_t>(stash::stall_cause::memory);
-  CHECK(r.stall_by_cause[memory] == doctest::Approx(5e-6));
-  CHECK(r.stall_s == doctest::Approx(9e-6));
+  CHECK(r.stall_by_cause[memory] == stash::test::approx_s(5e-6));
+  CHECK(r.stall_s == stash::test::approx_s(9e-6));
   // The same schedule with the budget lifted: no memory wait, the peak above the budget.
   auto const free =
       stash::simulate(stash::trace_analysis(t, model(0.4e9)), offload_a(t, 1, 3, 8000),
                       stash::sim_options{true, stash::sim_memory::unconstrained});
-  CHECK(free.iteration_s == doctest::Approx(27e-6));
+  CHECK(free.iteration_s == stash::test::approx_s(27e-6));
   CHECK(free.device_peak == 12000);
 }
 
@@ -209,6 +210,79 @@ TEST_CASE("codec kernels slow compute by their configured share")
   auto const half =
       stash::simulate(stash::trace_analysis(t, shared_model(0.5)), offload_a(t, 1, 2));
   // Half of the 4 us encode is charged to op1 and half of the 4 us decode to op3.
-  CHECK(half.compute_s == doctest::Approx(alone.compute_s + 4e-6));
+  CHECK(half.compute_s == stash::test::approx_s(alone.compute_s + 4e-6));
   CHECK_THROWS_AS((void)shared_model(1.5), stash::logic_error);
+}
+
+namespace {
+
+// x (id 0) is only read, at ops 0, 1 and 3: an entry for its gap (1, 3) has no write to keep its
+// offload late, so the prefetch and offload rules below are all that stand in the way.
+std::string const reads_text = R"(# stash-trace v1 model=reads dtype=float32
+p forward
+t 0 1000 input x
+t 1 2000 act a
+o aten::relu 0 1
+t 2 2000 act b
+o aten::relu 0 2
+t 3 2000 act c
+o aten::relu 1 3
+o aten::add 0,3 2
+f 1
+f 2
+f 3
+)";
+
+/// validate_schedule's reason for `entry` in place of a valid schedule's only entry, "" if none.
+std::string rule_broken(stash::trace const& t, stash::swap_entry valid, stash::swap_entry entry)
+{
+  auto const a = stash::test::analysis_of(t);
+  auto s       = stash::make_schedule(a, "hand", roomy, {valid});
+  stash::validate_schedule(a, s);  // the baseline is valid
+  s.entries = {entry};
+  try {
+    stash::validate_schedule(a, s);
+  } catch (stash::schedule_error const& e) {
+    return e.reason();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the validator wants last_use < prefetch_at and offload_at < prefetch_at, strictly")
+{
+  auto const reads = stash::parse_trace(reads_text, "reads");
+  stash::swap_entry const x{0, 1, 3, 0, 2, 1000};
+  CHECK(rule_broken(reads, x, x).empty());
+  // A prefetch issued at the last use itself: x would be brought back while still in use.
+  CHECK(rule_broken(reads, x, {0, 1, 3, 0, 1, 1000}) ==
+        "storage 0 'x': prefetch_at 1 must be in (last_use 1, next_use 3]");
+  // An offload issued at the op that prefetches it (a's gap in the tiny trace: (1, 3)).
+  auto const t = stash::parse_trace(tiny, "tiny");
+  stash::swap_entry const a{1, 1, 3, 1, 2, 4000};
+  CHECK(rule_broken(t, a, a).empty());
+  CHECK(rule_broken(t, a, {1, 1, 3, 2, 2, 4000}) ==
+        "storage 1 'a': offload_at 2 must precede prefetch_at 2");
+}
+
+TEST_CASE("a late codec prefetch stalls for the H2D copy and the decode kernel")
+{
+  auto const t = stash::parse_trace(tiny, "tiny");
+  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
+  stash::cost_params p;
+  p.compute_efficiency       = 1.0;
+  p.memory_efficiency        = 1.0;
+  p.use_codec                = true;
+  p.codec_ratio              = 2.0;  // 2000 B on the wire: 2 us each way
+  p.codec_bandwidth_fraction = 1.0;  // 4000 B at 1 GB/s: 4 us per encode or decode
+  p.codec_compute_share      = 0.0;  // the op times stay 5, 5, 7, 6 us
+  // Offload at op1 (5 us): encode and D2H end at 11 us. Prefetch issued at op3 (17 us): H2D
+  // [17, 19], decode [19, 23]; op3 waits 6 us.
+  auto const r =
+      stash::simulate(stash::trace_analysis(t, stash::cost_model(hw, p)), offload_a(t, 1, 3));
+  REQUIRE(r.stalls.size() == 1);
+  CHECK(r.stalls[0].op == 3);
+  CHECK(r.stalls[0].seconds == stash::test::approx_s(6e-6));
+  CHECK(r.iteration_s == stash::test::approx_s(29e-6));
 }

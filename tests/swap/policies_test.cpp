@@ -120,6 +120,40 @@ TEST_CASE("vdnn_conv offloads conv inputs only and prefetches past non-conv laye
   CHECK(find(s, 4)->prefetch_at == 5);
 }
 
+TEST_CASE("vdnn offloads a map written in place after its layer, with one op left for the copy")
+{
+  // x (act) is read by the conv layer op0, then written in place by op1 (not a layer: it writes
+  // what it reads), and read again in backward at op3. vDNN issues the offload after that last
+  // forward write, at op2, the one op before the next use: the prefetch at op3 still comes after
+  // it, so the entry is kept (offload_at 2 < prefetch_at 3).
+  std::string const in_place = R"(# stash-trace v1 model=in_place dtype=float32
+t 0 100 param w
+t 1 1000 act x
+p forward
+t 2 2000 act y
+o aten::convolution 1,0 2
+o aten::mul_ 1 1
+t 3 500 act z
+o aten::convolution 2,0 3
+p backward
+t 4 500 temp g
+o aten::convolution_backward 3,1,0 4
+f 4
+f 3
+f 2
+f 1
+)";
+  auto const t               = stash::parse_trace(in_place, "in_place");
+  auto const s               = stash::vdnn_all{}.plan(stash::trace_analysis(t, pcie3), 0);
+  CHECK_NOTHROW(stash::validate_schedule(stash::test::analysis_of(t), s));
+  auto const* x = find(s, 1);
+  REQUIRE(x != nullptr);
+  CHECK(x->last_use == 1);
+  CHECK(x->next_use == 3);
+  CHECK(x->offload_at == 2);
+  CHECK(x->prefetch_at == 3);
+}
+
 TEST_CASE("a trace without phase markers has no vDNN layers")
 {
   auto const t = stash::parse_trace(

@@ -147,3 +147,50 @@ TEST_CASE("search_swap fits wherever any policy fits, never slower, down to 1.05
   CHECK(budgets_checked > 9 * 4 * 3);
   CHECK(search_better > 0);
 }
+
+TEST_CASE(
+    "search_swap's local moves: a memory stall pushes a prefetch past the op, a late one earlier")
+{
+  using stash::swap_entry;
+  // Both prefetches hold memory at op 5 (issued at or before it, next use after it).
+  std::vector<swap_entry> const entries{swap_entry{1, 1, 9, 2, 3, 1000},
+                                        swap_entry{2, 1, 6, 2, 4, 1000}};
+  // Memory: the one with the furthest next use (id 1) is issued right after the stalled op, so
+  // its bytes are not back while op 5 runs; the list stays ordered by prefetch.
+  auto moved = entries;
+  REQUIRE(
+      stash::detail::move_for_stall(moved, {5, 1e-6, std::nullopt, stash::stall_cause::memory}));
+  REQUIRE(moved.size() == 2);
+  CHECK(moved[0] == entries[1]);
+  CHECK(moved[1].id == 1);
+  CHECK(moved[1].prefetch_at == 6);
+  // Nothing holds memory at op 1 (no prefetch issued yet): no move.
+  auto none = entries;
+  CHECK_FALSE(
+      stash::detail::move_for_stall(none, {1, 1e-6, std::nullopt, stash::stall_cause::memory}));
+  CHECK(none == entries);
+  // A transfer stall at id 2's next use: its prefetch goes halfway to the earliest op it may
+  // take (3, after its offload at 2), and ties with id 1 there, ordered by next use.
+  auto earlier = entries;
+  REQUIRE(stash::detail::move_for_stall(earlier, {6, 1e-6, 2, stash::stall_cause::transfer}));
+  CHECK(earlier[0].id == 2);
+  CHECK(earlier[0].prefetch_at == 3);
+  CHECK(earlier[1] == entries[0]);
+}
+
+TEST_CASE("search_swap at a budget of exactly the peak moves nothing and simulates nothing")
+{
+  auto const t = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie3_x16")));
+  REQUIRE(a.peak_live_bytes() == 12000);
+  stash::search_swap_stats stats;
+  auto const at_peak = stash::search_swap{}.plan(a, 12000, stats);
+  CHECK(at_peak.entries.empty());
+  CHECK(stats.winner == "no_swap");
+  CHECK(stats.simulations == 0);
+  // One byte less and a has to leave over op2.
+  auto const below = stash::search_swap{}.plan(a, 11999, stats);
+  REQUIRE(below.entries.size() == 1);
+  CHECK(below.entries[0].id == 1);
+  CHECK(stats.simulations > 0);
+}
