@@ -60,9 +60,12 @@
  * buffers (from the device pool, freed in the stream's order right after) for w's other writes.
  * @code
  * auto p = alloc.op("aten::mul.Tensor", reads, writes, s,
- *                   [](std::span<void* const> p, cudaStream_t st) { mul<<<g, b, 0, st>>>(p[0],
- * p[1]); });
+ *                   [](std::span<void* const> p, cuda::stream_ref st) {
+ *                     mul<<<g, b, 0, st.get()>>>(p[0], p[1]);
+ *                   });
  * @endcode
+ * Re-runs are not capturable: an iteration whose schedule recomputes is not run inside a CUDA
+ * graph capture (the manager refuses the drop or the rematerialisation with a logic_error).
  * The schedule's work due before op j (offloads, drops, prefetches, re-runs) runs at the first
  * allocate_async() or op() call after op j - 1, where the planner counts it: a drop frees its
  * bytes before op j's outputs are allocated, and a re-run's outputs and transients are not

@@ -365,7 +365,7 @@ class offload_manager {
   {
     reap();
     entry& e = checked(h, "rematerialize_async");
-    (void)check_capture(h, e, "rematerialize_async", std::nullopt);
+    (void)check_capture(h, e, "rematerialize_async", stream);  // before the pool is asked
     if (e.state != tensor_state::dropped) {
       misuse(h, e, "rematerialize_async", "only a dropped tensor is rematerialised");
     }
