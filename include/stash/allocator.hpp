@@ -9,7 +9,13 @@
  *
  * Life cycle:
  * 1. Storages allocated before the first `begin_iteration()` are persistent (parameters,
- *    optimizer state).
+ *    optimizer state). A schedule may move them between two of their uses inside an iteration
+ *    (search_swap's any-kind variant, `search`): they are offloaded and prefetched like
+ *    activations, their handles stay valid, and they are resident again when the iteration ends
+ *    (allocator_stats::persistent_offloads, persistent_restores). An entry's gap lies between
+ *    two accesses of the recorded iteration, so none spans the iteration's end; a recompute entry
+ *    for one is a stash::schedule_error (state is not recomputed). A loop that keeps raw pointers
+ *    to its parameters across ops sets allocator_options::keep_persistent.
  * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / deallocate / op
  * / phase); nothing is offloaded.
  * 3. At its end, the policy object's `plan(analysis, budget)` gives the schedule, which the
@@ -294,6 +300,14 @@ struct allocator_options {
   /// or the member that writes this encoding (`raw`: plain copies). With a transfer_set in the
   /// slot, a program chooses its codec at run time with one instantiation.
   std::optional<swap_encoding> default_encoding{};
+  /// Whether persistent tensors (allocated before the first begin_iteration(): parameters,
+  /// optimizer state) stay on the device whatever the policy plans. false (the default): the
+  /// schedule's entries for them run like any other, inside the iteration (offloaded after
+  /// their last use before a gap, prefetched before the next use; their handles stay valid and
+  /// they are resident again when the iteration ends). true: those entries are removed from the
+  /// schedule in force (current_schedule(), its device_peak recomputed without them), for a loop
+  /// that keeps raw pointers to its parameters across ops.
+  bool keep_persistent = false;
 };
 
 /// @brief Where a stash::allocator stands.
@@ -333,6 +347,12 @@ struct allocator_stats {
   /// Recompute entries of the schedule in force kept resident instead, because a writer they
   /// re-run was given no callable (see op()): no storage is dropped without a way back.
   std::uint64_t recompute_fallbacks{0};
+  /// Of scheduled_offloads, those of persistent tensors (parameters, optimizer state allocated
+  /// before the first iteration), offloaded between two of their uses inside an iteration.
+  std::uint64_t persistent_offloads{0};
+  /// Persistent tensors brought back by end_iteration() because the iteration ended before the
+  /// op that was to prefetch them (a deviating iteration): they are resident between iterations.
+  std::uint64_t persistent_restores{0};
   /// What the allocator's offload manager moved (its own tensor_slots included).
   offload_stats offload{};
 };
@@ -417,7 +437,8 @@ class allocator {
     in_iteration_ = false;
     ++stats_.iterations;
     if (state_ == allocator_state::replaying) {
-      issue_offloads_before(std::numeric_limits<std::uint64_t>::max(), stream_type{});
+      issue_offloads_before(end_of_iteration, stream_type{});
+      restore_persistent();
       if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
     }
     if constexpr (iteration_aware_pool<Pool>) {
@@ -586,6 +607,9 @@ class allocator {
   void synchronize() { manager_.synchronize(); }
 
  private:
+  // issue_offloads_before's op index for "the iteration has ended".
+  static constexpr std::uint64_t end_of_iteration = std::numeric_limits<std::uint64_t>::max();
+
   static constexpr std::size_t manager_transfer_type_size =
       detail::set_encodings<manager_transfer_type>::value.size();
 
@@ -662,13 +686,41 @@ class allocator {
     trace_analysis const analysis(t, model_);
     schedule planned = policy_.plan(analysis, options_.device_budget);
     try {
+      refuse_persistent_recomputes(t, planned);
       validate_schedule(analysis, planned);
     } catch (schedule_error const& e) {
       throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
     }
+    if (options_.keep_persistent) { planned = without_persistent(analysis, std::move(planned)); }
     auto table = detail::make_recompute_table(analysis, planned, first_storage_, first_op_,
                                               t.ops().size() - first_op_, uncallable_ops_);
     return {std::move(planned), std::move(table)};
+  }
+
+  // A persistent storage is state (a parameter, optimizer state): its value comes from the
+  // previous iteration, which no re-run of this iteration's ops rebuilds.
+  void refuse_persistent_recomputes(trace const& t, schedule const& s) const
+  {
+    for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
+      storage_id const id = s.recomputes[k].id;
+      if (id >= first_storage_) { continue; }
+      throw schedule_error::in_recompute(
+          k, "storage " + std::to_string(id) +
+                 (id < t.storages().size() ? " '" + t.storages()[id].label + "'" : "") +
+                 " is persistent (allocated before the first iteration: a parameter or optimizer "
+                 "state), which is state and cannot be recomputed; swap it instead");
+    }
+  }
+
+  // `s` without the entries of persistent storages, its planned peak recomputed
+  // (allocator_options::keep_persistent).
+  [[nodiscard]] schedule without_persistent(trace_analysis const& analysis, schedule s) const
+  {
+    std::erase_if(s.entries, [&](swap_entry const& e) { return e.id < first_storage_; });
+    schedule out = make_schedule(analysis, std::move(s.policy), s.budget, std::move(s.entries),
+                                 std::move(s.recomputes));
+    out.note     = std::move(s.note);
+    return out;
   }
 
   // A budget below the largest storage fits no schedule (the op using it needs it resident):
@@ -709,9 +761,9 @@ class allocator {
     recompute_kept_.assign(recompute_.steps.size(), false);
     callables_.assign(recompute_.empty() ? 0 : recorded_ops_, nullptr);
     for (auto const& e : schedule_.entries) {
-      if (e.id < first_storage_ || e.last_use < first_op_ || e.prefetch_at < first_op_) {
-        continue;  // persistent storages stay put
-      }
+      // Persistent storages too: an entry's gap lies between two accesses of the recorded
+      // iteration (validate_schedule), so it never spans the iteration's end.
+      if (e.last_use < first_op_ || e.prefetch_at < first_op_) { continue; }
       auto const transfer =
           transfer_for_entry(e, recording_->storages()[e.id].bytes, desc_of_storage(e.id));
       offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(
@@ -797,10 +849,14 @@ class allocator {
       for (auto const [s, transfer] : offloads_by_op_[next_offload_op_]) {
         tensor* const t = matched(s);
         if (t == nullptr || manager_.state(t->handle) != tensor_state::resident) { continue; }
+        // At the iteration's end (a deviating iteration that stopped early), a persistent tensor
+        // would only come back at once (see restore_persistent).
+        if (s < first_storage_ && j == end_of_iteration) { continue; }
         try {
           manager_.offload_async(t->handle, stream == stream_type{} ? last_stream_ : stream,
                                  transfer_for_tensor(transfer, *t), t->desc);
           ++stats_.scheduled_offloads;
+          if (s < first_storage_) { ++stats_.persistent_offloads; }
         } catch (std::bad_alloc const&) {  // stash::out_of_memory: the host pool is full
           ++stats_.failed_offloads;        // the tensor stays resident (the manager's promise)
         } catch (cuda_error const&) {
@@ -811,6 +867,30 @@ class allocator {
       }
     }
     if (stream != stream_type{}) { last_stream_ = stream; }
+  }
+
+  // Persistent tensors are resident between iterations: one still away at the iteration's end
+  // (its iteration stopped before the op that prefetches it) comes back on the last stream the
+  // allocator saw. One that cannot (the device pool full) stays away, counted in
+  // failed_prefetches, and comes back on demand at its next use: end_iteration() never throws it.
+  void restore_persistent()
+  {
+    for (storage_id s = 0; s < first_storage_ && s < by_storage_.size(); ++s) {
+      tensor* const t = matched(s);
+      if (t == nullptr) { continue; }
+      tensor_state const where = manager_.state(t->handle);
+      if (where == tensor_state::resident || where == tensor_state::released) { continue; }
+      try {
+        (void)manager_.acquire_async(t->handle, last_stream_);
+        ++stats_.persistent_restores;
+      } catch (std::bad_alloc const&) {
+        ++stats_.failed_prefetches;
+      } catch (cuda_error const&) {
+        ++stats_.failed_prefetches;
+      } catch (logic_error const&) {
+        ++stats_.failed_prefetches;
+      }
+    }
   }
 
   // The live tensor matched to storage `s` of the recording in this iteration, if any.

@@ -3,6 +3,8 @@
 
 #include "support/data.hpp"
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -44,5 +46,34 @@ inline bool bitwise_equal(std::vector<float> const& a, std::vector<float> const&
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
+
+/// The IEEE edge cases of bitmask's sign test (docs/codec_format.md, "bitmask": bit i set iff the
+/// sign is clear and 0 < magnitude <= +inf), shared by the host test (lossy_codecs_test.cpp) and
+/// the device one (device_codecs_test.cu), so both encoders are held to the same bytes.
+inline std::vector<std::uint32_t> bitmask_sign_cases()
+{
+  return {
+      0x00000000u,  // 0: +0           -> 0
+      0x80000000u,  // 1: -0           -> 0
+      0x00000001u,  // 2: +denormal    -> 1
+      0x007fffffu,  // 3: +denormal    -> 1
+      0x80000001u,  // 4: -denormal    -> 0
+      0x00800000u,  // 5: FLT_MIN      -> 1
+      0x3f800000u,  // 6: 1.0          -> 1
+      0x7f7fffffu,  // 7: FLT_MAX      -> 1
+      0x7f800000u,  // 8: +inf         -> 1
+      0xff800000u,  // 9: -inf         -> 0
+      0x7fc00000u,  // 10: quiet NaN   -> 0
+      0x7f800001u,  // 11: signalling NaN -> 0
+      0xffc00000u,  // 12: -NaN        -> 0
+      0xbf800000u,  // 13: -1.0        -> 0
+      0x807fffffu,  // 14: -denormal   -> 0
+  };
+}
+
+/// The mask word bitmask_sign_cases() encodes to (bits 2, 3, 5, 6, 7, 8), little-endian, as it
+/// follows the 32-byte header.
+inline constexpr std::array<std::byte, 4> bitmask_sign_mask = {std::byte{0xec}, std::byte{0x01},
+                                                               std::byte{0x00}, std::byte{0x00}};
 
 }  // namespace stash::test

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -183,6 +184,55 @@ TEST_CASE_TEMPLATE("lossless device codecs match the host on edge cases", D,
 {
   stash::cuda_stream s;
   for (auto const& in : edge_inputs()) { check_against_host<D>(in, s); }
+}
+
+// Review R3 (docs/reviews/gpu_review_2026-11-25.md): the device encoder gets the values the
+// bitmask sign test is about (denormals, +-0, +-inf, NaNs), alone and at every lane of a warp,
+// and must write the documented mask and the host's bytes (the host test pins the same cases,
+// lossy_codecs_test.cpp, also under FTZ/DAZ).
+TEST_CASE("device bitmask decides x > 0 on the bits like the host: denormals, +-0, inf, NaN")
+{
+  stash::cuda_stream s;
+  auto const bits = stash::test::bitmask_sign_cases();
+  std::vector<float> cases;
+  for (auto b : bits) { cases.push_back(float_bits(b)); }
+  auto const dev = device_encode<stash::device_bitmask>(cases, s);
+  REQUIRE(dev.size() == 32 + 4);
+  auto const& mask = stash::test::bitmask_sign_mask;
+  CHECK(std::equal(mask.begin(), mask.end(), dev.begin() + 32));
+  check_against_host<stash::device_bitmask>(cases, s);
+  // 15 and 32 are coprime: case i % 15 lands on every lane within 480 elements; 1065 leaves a
+  // partial last word and several warps.
+  std::vector<float> tiled(15 * 71);
+  for (std::size_t i = 0; i < tiled.size(); ++i) { tiled[i] = cases[i % cases.size()]; }
+  check_against_host<stash::device_bitmask>(tiled, s);
+}
+
+// Review R2: scratch that is null or not 4-byte aligned is refused before anything is queued
+// (stash::logic_error), as too small scratch always was; the rule itself is tested on the CPU
+// (encode_scratch_test.cpp). Nothing is launched, so no sticky misaligned-address fault.
+TEST_CASE_TEMPLATE("device encoders refuse null or misaligned scratch", D, stash::device_zvc<float>,
+                   stash::device_csr<float>, stash::device_rle<float>)
+{
+  using H = typename D::host_codec;
+  stash::cuda_stream s;
+  std::size_t const n = 5000;
+  device_bytes d_in(n * sizeof(float));
+  device_bytes d_out(H::max_compressed_bytes(n));
+  device_bytes d_size(sizeof(std::size_t));
+  std::size_t const need = D::encode_scratch_bytes(n);
+  device_bytes scratch(need + 8);
+  // The accepted call below runs the kernels: their input is written (compute-sanitizer initcheck).
+  STASH_CUDA_TRY(cudaMemsetAsync(d_in.as<void>(), 0, n * sizeof(float), s));
+  auto encode = [&](void* p, std::size_t bytes) {
+    D::encode_async(d_in.as<float>(), n, d_out.as<std::byte>(), d_out.size(),
+                    d_size.as<std::size_t>(), p, bytes, s);
+  };
+  CHECK_THROWS_AS(encode(nullptr, need), stash::logic_error);
+  CHECK_THROWS_AS(encode(scratch.as<std::byte>() + 2, need), stash::logic_error);
+  CHECK_THROWS_AS(encode(scratch.as<void>(), need - 1), stash::logic_error);
+  CHECK_NOTHROW(encode(scratch.as<std::byte>() + 4, need));  // 4-byte aligned is enough
+  s.synchronize();
 }
 
 TEST_CASE("device csr and rle match the host for other element types")

@@ -228,26 +228,9 @@ std::vector<std::byte> bitmask_bytes(std::vector<std::uint32_t> const& bits)
 TEST_CASE("bitmask's byte format decides x > 0 on the bits: denormals, +-0, NaN, inf, any FP mode")
 {
   // Bit i set iff sign clear and 0 < magnitude <= +inf (docs/codec_format.md, "bitmask").
-  std::vector<std::uint32_t> const bits = {
-      0x00000000u,  // 0: +0           -> 0
-      0x80000000u,  // 1: -0           -> 0
-      0x00000001u,  // 2: +denormal    -> 1
-      0x007fffffu,  // 3: +denormal    -> 1
-      0x80000001u,  // 4: -denormal    -> 0
-      0x00800000u,  // 5: FLT_MIN      -> 1
-      0x3f800000u,  // 6: 1.0          -> 1
-      0x7f7fffffu,  // 7: FLT_MAX      -> 1
-      0x7f800000u,  // 8: +inf         -> 1
-      0xff800000u,  // 9: -inf         -> 0
-      0x7fc00000u,  // 10: quiet NaN   -> 0
-      0x7f800001u,  // 11: signalling NaN -> 0
-      0xffc00000u,  // 12: -NaN        -> 0
-      0xbf800000u,  // 13: -1.0        -> 0
-      0x807fffffu,  // 14: -denormal   -> 0
-  };
-  std::vector<std::byte> const mask = {std::byte{0xec}, std::byte{0x01}, std::byte{0x00},
-                                       std::byte{0x00}};
-  auto const plain                  = bitmask_bytes(bits);
+  auto const bits  = stash::test::bitmask_sign_cases();
+  auto const& mask = stash::test::bitmask_sign_mask;
+  auto const plain = bitmask_bytes(bits);
   REQUIRE(plain.size() == 32 + 4);
   CHECK(stash::detail::load_u64(plain.data() + stash::detail::off_count) == bits.size());
   CHECK(std::equal(mask.begin(), mask.end(), plain.begin() + 32));

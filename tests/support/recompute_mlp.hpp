@@ -92,6 +92,14 @@ class mlp {
     return out;
   }
 
+  /// The persistent tensors: the weights, then their gradients.
+  [[nodiscard]] std::vector<tensor_handle> persistent() const
+  {
+    std::vector<tensor_handle> out(w_);
+    out.insert(out.end(), gw_.begin(), gw_.end());
+    return out;
+  }
+
   /// The most bytes the device pool `stats` reported after any call of a replayed step.
   std::size_t sampled_peak{0};
   /// Samples the pool's in-use bytes after each allocate and op (set by the test).

@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <stash/codec/detail/encode_scratch.hpp>
 #include <stash/codec/detail/rle_kernels.cuh>
 #include <stash/codec/device_codec.cuh>
 #include <stash/codec/rle.hpp>
@@ -43,6 +44,18 @@ class device_rle {
   }
 
   /// @brief Enqueues the encode of n elements; `*d_compressed_bytes` gets the size.
+  /// @param d_in The elements (device memory).
+  /// @param n How many.
+  /// @param d_out Where the buffer goes: 16-byte aligned, host_codec::max_compressed_bytes(n).
+  /// @param out_capacity Bytes at `d_out`.
+  /// @param d_compressed_bytes Device memory for the buffer's size.
+  /// @param d_scratch encode_scratch_bytes(n) of device memory, 4-byte aligned (its first
+  ///   arrays are u32 counts and tables).
+  /// @param scratch_bytes Bytes at `d_scratch`.
+  /// @param stream The stream the kernels are queued on.
+  /// @throws stash::logic_error Before anything is queued: n beyond expect_encodable(), a null or
+  ///   misaligned pointer, an output or a scratch too small.
+  /// @throws stash::cuda_error A launch or CUB call that failed.
   static void encode_async(T const* d_in, std::size_t n, std::byte* d_out, std::size_t out_capacity,
                            std::size_t* d_compressed_bytes, void* d_scratch,
                            std::size_t scratch_bytes, cuda::stream_ref stream)
@@ -50,8 +63,8 @@ class device_rle {
     expect_encodable(n);
     detail::expect_device_encode_args("device_rle::encode_async", d_in, n, d_out, out_capacity,
                                       host_codec::max_compressed_bytes(n), d_compressed_bytes);
-    STASH_EXPECTS(scratch_bytes >= encode_scratch_bytes(n),
-                  "device_rle::encode_async: scratch smaller than encode_scratch_bytes(n)");
+    detail::expect_encode_scratch("device_rle::encode_async", d_scratch, scratch_bytes,
+                                  encode_scratch_bytes(n), n > 0);
     STASH_CUDA_TRY(detail::rle_encode_async(d_in, n, d_out, d_compressed_bytes, d_scratch,
                                             scratch_bytes, stream.get()));
   }

@@ -10,6 +10,7 @@
 
 #include <stash/codec/buffer_header.hpp>
 #include <stash/codec/detail/csr_format.hpp>
+#include <stash/codec/detail/encode_scratch.hpp>
 #include <stash/codec/detail/kernel_common.cuh>
 #include <stash/codec/element_type.hpp>
 #include <stash/core/cub_temp_storage.cuh>
@@ -176,7 +177,10 @@ cudaError_t csr_encode_async(T const* in, std::uint64_t n, std::byte* out, std::
 {
   std::uint64_t const rows      = make_csr_layout(n, 0).rows;
   std::size_t const table_bytes = cub_temp_storage::aligned(4 * (rows + 1));
-  if (scratch_bytes < 2 * table_bytes) { return cudaErrorInvalidValue; }
+  // Too small, or null or misaligned for the u32 arrays: refused before anything is queued.
+  if (!encode_scratch_usable(scratch, scratch_bytes, 2 * table_bytes)) {
+    return cudaErrorInvalidValue;
+  }
   auto* const counts  = static_cast<std::uint32_t*>(scratch);
   auto* const row_ptr = reinterpret_cast<std::uint32_t*>(static_cast<char*>(scratch) + table_bytes);
   unsigned const blocks = warp_grid_for(rows);

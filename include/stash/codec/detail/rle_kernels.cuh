@@ -11,6 +11,7 @@
 #pragma once
 
 #include <stash/codec/buffer_header.hpp>
+#include <stash/codec/detail/encode_scratch.hpp>
 #include <stash/codec/detail/kernel_common.cuh>
 #include <stash/codec/detail/rle_format.hpp>
 #include <stash/codec/element_type.hpp>
@@ -219,7 +220,10 @@ cudaError_t rle_encode_async(T const* in, std::uint64_t n, std::byte* out, std::
 {
   std::uint64_t const chunks    = rle_chunks(n);
   std::size_t const table_bytes = cub_temp_storage::aligned(4 * chunks);
-  if (scratch_bytes < 2 * table_bytes) { return cudaErrorInvalidValue; }
+  // Too small, or null or misaligned for the u32 arrays: refused before anything is queued.
+  if (!encode_scratch_usable(scratch, scratch_bytes, 2 * table_bytes)) {
+    return cudaErrorInvalidValue;
+  }
   auto* const table = reinterpret_cast<std::uint32_t*>(static_cast<char*>(scratch) + table_bytes);
   unsigned const blocks = warp_grid_for(chunks);
   if (chunks > 0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <stash/codec/buffer_header.hpp>
+#include <stash/codec/detail/encode_scratch.hpp>
 #include <stash/codec/detail/kernel_common.cuh>
 #include <stash/codec/detail/zvc_format.hpp>
 #include <stash/codec/element_type.hpp>
@@ -172,7 +173,10 @@ cudaError_t zvc_encode_async(T const* in, std::uint64_t n, std::byte* out, std::
 {
   zvc_layout const l            = make_zvc_layout(n);
   std::size_t const table_bytes = cub_temp_storage::aligned(4 * (l.chunks + 1));
-  if (scratch_bytes < 2 * table_bytes) { return cudaErrorInvalidValue; }
+  // Too small, or null or misaligned for the u32 arrays: refused before anything is queued.
+  if (!encode_scratch_usable(scratch, scratch_bytes, 2 * table_bytes)) {
+    return cudaErrorInvalidValue;
+  }
   auto* const counts = static_cast<std::uint32_t*>(scratch);
   auto* const table  = reinterpret_cast<std::uint32_t*>(static_cast<char*>(scratch) + table_bytes);
   unsigned const blocks = blocks_for(l.chunks, codec_warps_per_block);
