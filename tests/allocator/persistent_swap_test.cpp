@@ -109,8 +109,8 @@ TEST_CASE("persistent swaps: weights and gradients offloaded mid-iteration, bitw
   REQUIRE(n > 0);
   MESSAGE("persistent_gaps: " << n << " entries, planned peak " << r.schedule.device_peak
                               << " (no-offload peak " << r.schedule.baseline_peak
-                              << "), sampled pool peak " << r.peak << " (kept run "
-                              << kept.peak << ")");
+                              << "), sampled pool peak " << r.peak << " (kept run " << kept.peak
+                              << ")");
   CHECK(r.states == kept.states);  // float vectors compared bit for bit (no NaN)
   CHECK(r.stats.deviations == 0);
   CHECK(r.stats.persistent_offloads == (steps - 1) * n);
@@ -131,15 +131,15 @@ TEST_CASE("persistent swaps: search_swap's any-kind plan runs, parameters includ
   auto const kept = run(stash::no_swap{});
   REQUIRE(kept.peak > 0);
   stash::allocator_options ao;
-  ao.device_budget = kept.schedule.baseline_peak * 55 / 100;
-  auto const r     = run(stash::search_swap{}, ao);
+  ao.device_budget                 = kept.schedule.baseline_peak * 55 / 100;
+  auto const r                     = run(stash::search_swap{}, ao);
   std::uint64_t persistent_entries = 0;
   for (auto const& e : r.schedule.entries) {
     // The mlp's persistent tensors are its first storages: 2 per layer.
     if (e.id < 2 * 4) { ++persistent_entries; }
   }
-  MESSAGE("search_swap at 55%: " << r.schedule.entries.size() << " entries ("
-                                 << persistent_entries << " of persistent tensors), planned peak "
+  MESSAGE("search_swap at 55%: " << r.schedule.entries.size() << " entries (" << persistent_entries
+                                 << " of persistent tensors), planned peak "
                                  << r.schedule.device_peak << " of " << ao.device_budget
                                  << ", sampled pool peak " << r.peak);
   CHECK(persistent_entries > 0);  // activations alone cannot reach 55% here
@@ -215,7 +215,7 @@ TEST_CASE("persistent swaps: an iteration that ends before the prefetch brings t
   host_caching pool;
   stash::allocator<host_caching, persistent_gaps_policy, void, stash::host_backend> alloc(backend,
                                                                                           pool);
-  auto w = alloc.allocate_async(4096, stash::storage_kind::param, "w", s);
+  auto w    = alloc.allocate_async(4096, stash::storage_kind::param, "w", s);
   auto step = [&](bool whole) {
     alloc.begin_iteration();
     auto x = alloc.allocate_async(4096, stash::storage_kind::act, "x", s);

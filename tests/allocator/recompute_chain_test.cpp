@@ -62,8 +62,8 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats, stash::sche
   host_caching pool;
   stash::allocator<host_caching, Policy, void, stash::host_backend> alloc(backend, pool, {},
                                                                           policy);
-  auto const out = stash::test::run_recompute_chain(alloc, backend.create_stream(),
-                                                    host_kernels{&backend});
+  auto const out =
+      stash::test::run_recompute_chain(alloc, backend.create_stream(), host_kernels{&backend});
   *stats   = alloc.stats();
   *planned = alloc.current_schedule();
   return out;

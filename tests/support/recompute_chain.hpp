@@ -42,7 +42,10 @@ struct recompute_chain_policy {
   }
 };
 
-inline float* chain_arg(std::span<void* const> p, std::size_t i) { return static_cast<float*>(p[i]); }
+inline float* chain_arg(std::span<void* const> p, std::size_t i)
+{
+  return static_cast<float*>(p[i]);
+}
 
 /// Runs `steps` chain steps through `alloc` on `s` and returns the last step's output. `Kernels`
 /// queues on a stream: fill(x, v, s), relu_mul(x, w, y, s), twice(y, z, s), sum(y, z, out, s),
