@@ -74,6 +74,12 @@ TEST_CASE("a host stream order's wait holds the waiting stream until the marked 
   auto const b = backend.create_stream();
   stash::host_stream_order order;
   stash::host_flag gate;
+  // Opens the gate however the case ends (a failed check may end it early): A's worker must not
+  // stay blocked when the backend joins it.
+  struct opener {
+    stash::host_flag& g;
+    ~opener() { g.set(); }
+  } const open_at_exit{gate};
   std::atomic<bool> b_ran{false};
   bool b_ran_before_a = true;
   a->enqueue([&] {
