@@ -235,3 +235,66 @@ TEST_CASE("allocator: a device budget below the largest storage is an error at p
     CHECK_NOTHROW(alloc.begin_iteration());
   }
 }
+
+namespace {
+
+// toy_step with a size per activation and, optionally, one extra allocation that no op touches.
+template <class Allocator, class Stream>
+void sized_step(Allocator& alloc, Stream s, std::vector<std::size_t> const& sizes, bool extra)
+{
+  alloc.begin_iteration();
+  alloc.phase(stash::phase::forward);
+  std::vector<stash::tensor_handle> acts;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    acts.push_back(
+        alloc.allocate_async(sizes[i], stash::storage_kind::act, "a" + std::to_string(i), s));
+    auto const reads = i == 0 ? std::span<stash::tensor_handle const>{}
+                              : std::span<stash::tensor_handle const>(&acts[i - 1], 1);
+    (void)alloc.op("aten::convolution", reads, std::span(&acts[i], 1), s);
+  }
+  if (extra) {
+    alloc.deallocate_async(alloc.allocate_async(512, stash::storage_kind::temp, "x", s));
+  }
+  alloc.phase(stash::phase::backward);
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    (void)alloc.op("aten::convolution_backward", std::span(&acts[i], 1), {}, s);
+    alloc.deallocate_async(acts[i]);
+  }
+  alloc.end_iteration();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "allocator: a replayed iteration with one size changed, or one allocation more or fewer, "
+    "deviates")
+{
+  // Same number of allocations and ops, one size other than recorded: that storage does not
+  // match, the iteration is a deviation and the next one is recorded anew. Then the same ops with
+  // one allocation more, or fewer: a deviation too (the allocation count is part of the match).
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching pool;
+  host_alloc<> alloc(backend, pool);
+  std::vector<std::size_t> const sizes{4096, 4096, 8192, 4096};
+  sized_step(alloc, s, sizes, false);  // recorded
+  sized_step(alloc, s, sizes, false);  // replayed as recorded
+  REQUIRE(alloc.stats().deviations == 0);
+  auto resized = sizes;
+  resized[2]   = 8192 + 256;
+  sized_step(alloc, s, resized, false);
+  CHECK(alloc.stats().deviations == 1);
+  sized_step(alloc, s, sizes, false);  // re-recorded
+  sized_step(alloc, s, sizes, false);  // replayed
+  CHECK(alloc.stats().deviations == 1);
+  sized_step(alloc, s, sizes, true);
+  CHECK(alloc.stats().deviations == 2);
+  sized_step(alloc, s, sizes, true);  // re-recorded, with the extra allocation
+  sized_step(alloc, s, sizes, true);  // replayed
+  CHECK(alloc.stats().deviations == 2);
+  sized_step(alloc, s, sizes, false);  // the same ops, one allocation fewer
+  CHECK(alloc.stats().deviations == 3);
+  backend.synchronize(s);
+  alloc.synchronize();
+  CHECK(pool.stats().in_use_bytes == 0);
+}
