@@ -6,6 +6,7 @@
 #include <stash_tools/stash_plan/projection_section.hpp>
 #include <stash_tools/stash_plan/report.hpp>
 
+#include "support/approx.hpp"
 #include "support/data.hpp"
 
 #include <doctest/doctest.h>
@@ -113,7 +114,7 @@ TEST_CASE("stash-plan --cluster parses the SPEC, the efficiency model and the pr
   CHECK(p.cluster.devices() == 128);
   CHECK(p.cluster.intra.name == "nvlink");
   CHECK(p.cluster.inter.bytes_per_s == doctest::Approx(100e9 / 8));
-  CHECK(p.cluster.inter.latency_s == doctest::Approx(5e-6));
+  CHECK(p.cluster.inter.latency_s == stash::test::approx_s(5e-6));
   CHECK(p.params.dataset_samples == 50000);
   CHECK(p.params.replica_batch == 64);
   CHECK(p.params.micro_batches == 8);
