@@ -3,9 +3,10 @@
  * @brief `stash::allocator<Pool, SwapPolicy, Codec, Backend>`: the one type a training loop uses.
  *
  * It composes the three policy slots: where device memory comes from (a `stash::pool`), what
- * leaves the device and when (a `stash::swap_policy`), and how it travels (a codec, a transfer
- * policy, or `void` for raw copies), over an offload backend (CUDA streams, or host threads for
- * CPU tests).
+ * leaves the device and when (a `stash::swap_policy`), and how it travels (a codec such as
+ * `zvc<float>`, spelled the same on every backend: stash::transfer_for_t picks its host or device
+ * form from the Backend; or `void` for raw copies), over an offload backend (CUDA streams, or
+ * host threads for CPU tests).
  *
  * Life cycle:
  * 1. Storages allocated before the first `begin_iteration()` are persistent (parameters,
@@ -43,7 +44,7 @@
  * member cannot encode (a size that is not a whole number of its elements), travels raw and is
  * counted in allocator_stats::encoding_fallbacks. The members' element types must be the tensors'
  * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
- * Gist's 4-bit pool argmax (pool_argmax_transfer, device_pool_argmax_transfer) replaces a max
+ * Gist's 4-bit pool argmax (`pool_argmax` in the slot) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
  * allocate_async() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
@@ -135,36 +136,6 @@
 namespace stash {
 
 namespace detail {
-
-template <class T>
-concept transfer_policy = requires
-{
-  T::reports_status;
-  T::lossless;
-};
-
-template <class Backend, class Codec>
-struct transfer_for;  // no default: a CUDA backend needs a device transfer named explicitly
-
-template <class Backend>
-struct transfer_for<Backend, void> {
-  using type = raw_transfer;
-};
-
-template <class Backend, transfer_policy T>
-struct transfer_for<Backend, T> {
-  using type = T;
-};
-
-template <codec C>
-requires(!transfer_policy<C>) struct transfer_for<host_backend, C> {
-  using type = host_codec_transfer<C>;
-};
-
-template <class Backend, class... Cs>
-struct transfer_for<Backend, transfer_set<Cs...>> {
-  using type = transfer_set<typename transfer_for<Backend, Cs>::type...>;
-};
 
 // What the offload manager runs: the slot's transfers, then raw copies, which every backend can
 // do and every schedule may ask for.
@@ -283,15 +254,6 @@ struct default_pool<cuda_backend> {
 template <class Backend>
 using default_pool_t = typename default_pool<Backend>::type;
 
-/// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
-/// transfer policy is itself; a codec runs its host reference on the host backend (on a GPU, name
-/// `device_codec_transfer<device_zvc<float>>` etc. from device_codec_transfer.cuh); a
-/// transfer_set maps each member so.
-/// @tparam Backend The offload backend (cuda_backend, host_backend).
-/// @tparam Codec `void`, a transfer policy, a codec, or a transfer_set of them.
-template <class Backend, class Codec>
-using transfer_for_t = typename detail::transfer_for<Backend, Codec>::type;
-
 /// @brief Settings of a stash::allocator.
 struct allocator_options {
   /// Device memory the swap policy must fit the iteration into (bytes).
@@ -368,9 +330,10 @@ struct allocator_stats {
 /// @tparam Pool The device pool (lifetime_arena, caching_pool, ...): a stash::pool.
 /// @tparam SwapPolicy What to offload and when: a stash::swap_policy (no_swap, vdnn_all, auto_swap,
 ///   any_swap_policy, ...).
-/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a transfer policy, a codec, or a
-///   transfer_set of them from which each schedule entry's encoding picks (see transfer_for_t and
-///   the file docs).
+/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a codec (`zvc<float>`,
+///   `pool_argmax`, ...; its form on Backend is transfer_for_t's), or a transfer_set of them from
+///   which each schedule entry's encoding picks (see the file docs). A custom transfer policy
+///   (transfer.hpp) is taken as it is.
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 template <class Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
 class allocator {
@@ -1117,7 +1080,8 @@ using host_allocator = allocator<default_pool_t<host_backend>, SwapPolicy, Codec
 /// @brief stash::allocator on CUDA streams with its default pool (a caching_pool of device
 /// memory).
 /// @tparam SwapPolicy What to offload and when (search_swap: the planner to use).
-/// @tparam Codec How offloaded bytes travel (void: raw copies; a device transfer; a transfer_set).
+/// @tparam Codec How offloaded bytes travel (void: raw copies; a codec, its device form from
+///   device_codec_transfer.cuh and the codec's device header; a transfer_set).
 template <class SwapPolicy = search_swap, class Codec = void>
 using cuda_allocator = allocator<default_pool_t<cuda_backend>, SwapPolicy, Codec, cuda_backend>;
 

@@ -267,7 +267,7 @@ TEST_CASE("allocator: argmax exact, max-pool indices cross as 4 bits each on the
   stash::host_backend backend;
   host_caching pool;
   stash::allocator_stats stats;
-  using codecs = stash::transfer_set<stash::zvc<float>, stash::pool_argmax_transfer>;
+  using codecs = stash::transfer_set<stash::zvc<float>, stash::pool_argmax>;
   auto const r = stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats);
   REQUIRE(r.iterations == 3);
   // Every index tensor comes back bit-identical, whichever way it travelled.
@@ -292,7 +292,7 @@ TEST_CASE("allocator: a replayed index tensor without its geometry travels raw, 
   stash::host_backend backend;
   host_caching pool;
   stash::allocator_stats stats;
-  using codecs = stash::transfer_set<void, stash::pool_argmax_transfer>;
+  using codecs = stash::transfer_set<void, stash::pool_argmax>;
   // i is described when recorded (planned as pool_argmax), not in the two replayed iterations.
   auto const r =
       stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats, false);

@@ -23,13 +23,12 @@
 
 namespace {
 
-using host_pool   = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-using zvc_manager = stash::offload_manager<stash::host_backend, host_pool, host_pool,
-                                           stash::host_codec_transfer<stash::zvc<float>>>;
+using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using zvc_manager =
+    stash::offload_manager<stash::host_backend, host_pool, host_pool, stash::zvc<float>>;
 using set_manager =
     stash::offload_manager<stash::host_backend, host_pool, host_pool,
-                           stash::transfer_set<stash::host_codec_transfer<stash::zvc<float>>,
-                                               stash::pool_argmax_transfer, stash::raw_transfer>>;
+                           stash::transfer_set<stash::zvc<float>, stash::pool_argmax, void>>;
 
 struct fixture {
   stash::host_backend backend;

@@ -199,4 +199,12 @@ struct device_codec_transfer {
   }
 };
 
+/// @brief A codec in a Codec slot, on cuda_backend: its device codec (device_codec_for, declared
+/// by the codec's device header) through device_codec_transfer.
+template <codec C>
+requires(!detail::transfer_policy<C> &&
+         requires { typename device_codec_for<C>::type; }) struct transfer_for<cuda_backend, C> {
+  using type = device_codec_transfer<device_codec_for_t<C>>;  ///< the transfer
+};
+
 }  // namespace stash

@@ -87,4 +87,10 @@ struct device_pool_argmax_transfer {
   }
 };
 
+/// @brief `pool_argmax` in a Codec slot, on cuda_backend.
+template <>
+struct transfer_for<cuda_backend, pool_argmax> {
+  using type = device_pool_argmax_transfer;  ///< the transfer
+};
+
 }  // namespace stash

@@ -181,17 +181,20 @@ struct offload_manager_options {
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 /// @tparam DevicePool Where tensors live on the device: a stash::pool.
 /// @tparam HostPool Where offloaded copies live on the host (pinned): a stash::pool.
-/// @tparam Transfer How the bytes move (raw_transfer, host_codec_transfer, device_codec_transfer),
-///   or a transfer_set of them, one chosen per offload.
+/// @tparam Transfer How the bytes move: a codec (`zvc<float>`, `pool_argmax`, ...: its form on
+///   Backend is transfer_for_t's), a transfer policy (raw_transfer, a custom one), or a
+///   transfer_set of them, one chosen per offload.
 template <offload_backend Backend, pool DevicePool, pool HostPool, class Transfer = raw_transfer>
 class offload_manager {
  public:
   /// @brief The backend's stream handle.
   using stream_type = typename Backend::stream;
+  /// @brief The members of Transfer, as Backend runs them, as a transfer_set (a single transfer is
+  /// a set of one).
+  using transfer_set_type =
+      typename detail::transfer_members<transfer_for_t<Backend, Transfer>>::type;
   /// @brief How many transfers offload_async can choose from (1 unless Transfer is a set).
-  static constexpr std::size_t transfer_count = detail::transfer_members<Transfer>::type::size;
-  /// @brief The members of Transfer as a transfer_set (a single transfer is a set of one).
-  using transfer_set_type = typename detail::transfer_members<Transfer>::type;
+  static constexpr std::size_t transfer_count = transfer_set_type::size;
 
   /// @brief A manager over `backend`, moving tensors between `device_pool` and `host_pool`.
   offload_manager(Backend& backend, DevicePool& device_pool, HostPool& host_pool,

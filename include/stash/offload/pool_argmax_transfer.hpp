@@ -163,4 +163,10 @@ struct pool_argmax_transfer {
   }
 };
 
+/// @brief `pool_argmax` in a Codec slot, on a host-task backend.
+template <detail::host_task_backend Backend>
+struct transfer_for<Backend, pool_argmax> {
+  using type = pool_argmax_transfer;  ///< the transfer
+};
+
 }  // namespace stash

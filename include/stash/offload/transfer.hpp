@@ -61,10 +61,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace stash {
 
@@ -220,5 +222,76 @@ struct transfer_set {
   /// @brief Number of members.
   static constexpr std::size_t size = sizeof...(Transfers);
 };
+
+namespace detail {
+
+// A transfer policy (as opposed to a codec the Codec slot maps to one).
+template <class T>
+concept transfer_policy = requires
+{
+  T::reports_status;
+  T::lossless;
+};
+
+// A backend that runs host tasks in a stream's order (host_backend, a fault-injecting wrapper of
+// it): codecs run there as their host references.
+template <class B>
+concept host_task_backend = requires(B& b, typename B::stream s, std::function<void()> task)
+{
+  b.launch(s, std::move(task));
+};
+
+template <class>
+inline constexpr bool no_transfer_for = false;
+
+}  // namespace detail
+
+/// @brief The transfer policy that carries `Codec` on `Backend`: one spelling of a codec on every
+/// backend, its device form chosen from the backend. `void` is raw copies; a transfer policy is
+/// itself (a custom transfer); a codec (`zvc<float>`, `bitmask`, `precision<float, fp16>`, ...)
+/// runs its host reference on a host-task backend (host_codec_transfer) and its device codec on
+/// cuda_backend (device_codec_transfer.cuh, with the codec's device header included);
+/// `pool_argmax` is pool_argmax_transfer / device_pool_argmax_transfer; a transfer_set maps each
+/// member so.
+/// @tparam Backend The offload backend.
+/// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
+template <class Backend, class Codec>
+struct transfer_for {
+  static_assert(detail::no_transfer_for<Codec>,
+                "stash::transfer_for: no transfer carries this codec on this backend. On "
+                "cuda_backend include <stash/offload/device_codec_transfer.cuh> and the codec's "
+                "device header (e.g. <stash/codec/device_zvc.cuh>; for pool_argmax "
+                "<stash/offload/device_pool_argmax_transfer.cuh>)");
+};
+
+/// @brief Raw copies.
+template <class Backend>
+struct transfer_for<Backend, void> {
+  using type = raw_transfer;  ///< the transfer
+};
+
+/// @brief A transfer policy is itself.
+template <class Backend, detail::transfer_policy T>
+struct transfer_for<Backend, T> {
+  using type = T;  ///< the transfer
+};
+
+/// @brief A codec's host reference on the backend's host tasks.
+template <detail::host_task_backend Backend, codec C>
+requires(!detail::transfer_policy<C>) struct transfer_for<Backend, C> {
+  using type = host_codec_transfer<C>;  ///< the transfer
+};
+
+/// @brief Each member mapped.
+template <class Backend, class... Cs>
+struct transfer_for<Backend, transfer_set<Cs...>> {
+  using type = transfer_set<typename transfer_for<Backend, Cs>::type...>;  ///< the transfer set
+};
+
+/// @brief transfer_for's type.
+/// @tparam Backend The offload backend.
+/// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
+template <class Backend, class Codec>
+using transfer_for_t = typename transfer_for<Backend, Codec>::type;
 
 }  // namespace stash

@@ -112,8 +112,7 @@ class host_memory {
   using arena =
       stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
   using pool_type = budget_guard<arena>;
-  using codecs =
-      stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::pool_argmax_transfer>;
+  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::pool_argmax>;
   using alloc_type =
       stash::allocator<pool_type, stash::any_swap_policy, codecs, stash::host_backend>;
 
