@@ -46,7 +46,8 @@
  * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
  * Gist's 4-bit pool argmax (`pool_argmax` in the slot) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
- * allocate_async() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
+ * allocate_async() (a `pool_geometry`: pool_argmax's per-transfer descriptor, see descriptor_type)
+ * every iteration. The member is
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
  * not at all) travels raw and is counted in encoding_fallbacks.
  *
@@ -131,6 +132,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace stash {
@@ -294,8 +296,8 @@ struct allocator_stats {
   std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
-  /// apply to the storage's size or tensor_desc): they travel raw. Plus replayed offloads whose
-  /// tensor_desc the planned member refused (they too travel raw). Zero when every entry runs as
+  /// apply to the storage's size or descriptor): they travel raw. Plus replayed offloads whose
+  /// descriptor the planned member refused (they too travel raw). Zero when every entry runs as
   /// planned.
   std::uint64_t encoding_fallbacks{0};
   /// Scheduled offloads that failed (host pool out of memory, a copy that could not be queued):
@@ -350,6 +352,9 @@ class allocator {
   using transfer_type = transfer_for_t<Backend, Codec>;
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
   using manager_transfer_type = typename detail::with_raw<transfer_type>::type;
+  /// @brief What allocate_async() may be told about a tensor: the descriptor of a member that
+  /// takes one (a pool_geometry for pool_argmax), or none (`{}`); see transfer_descriptor_t.
+  using descriptor_type = transfer_descriptor_t<manager_transfer_type>;
   static_assert(!detail::sign_or_index_only(detail::set_encodings<manager_transfer_type>::value[0]),
                 "stash::allocator: the Codec slot's first member runs every entry whose encoding "
                 "is 'configured' (any tensor); it must not be bitmask or pool_argmax, which keep "
@@ -440,8 +445,8 @@ class allocator {
   /// @param kind What it holds (act, param, ...), recorded in the trace.
   /// @param label Its name in the trace.
   /// @param stream The stream of its first use.
-  /// @param desc What a codec may need besides the size: for max-pool indices, the pool's
-  ///   geometry (`{.pool = ...}`), without which pool_argmax entries travel raw.
+  /// @param desc A member's descriptor of the tensor: for max-pool indices, the pool's
+  ///   pool_geometry, without which pool_argmax entries travel raw.
   /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
   ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
   ///   recorded.
@@ -453,7 +458,7 @@ class allocator {
   /// @return The tensor's handle, valid until deallocate_async().
   [[nodiscard]] tensor_handle allocate_async(std::size_t bytes, storage_kind kind,
                                              std::string label, stream_type stream,
-                                             tensor_desc const& desc = {})
+                                             descriptor_type const& desc = {})
   {
     if (state_ == allocator_state::replaying && in_iteration_ && !prepared_ &&
         op_index_ < recorded_ops_) {
@@ -621,7 +626,7 @@ class allocator {
     std::size_t bytes{0};
     std::optional<storage_id> storage;  // in the recording, when matched
     bool alive{false};
-    tensor_desc desc{};  // as given to allocate_async()
+    descriptor_type desc{};  // as given to allocate_async()
   };
 
   // The table entry of a handle the manager just made (the table grows with the manager's).
@@ -783,7 +788,8 @@ class allocator {
   // configured encoding index 0 (or the default_encoding's member), else the first member writing
   // the entry's encoding that can encode the storage; raw copies (the last member) when none can,
   // counted in encoding_fallbacks.
-  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes, tensor_desc const& desc)
+  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes,
+                                  descriptor_type const& desc)
   {
     constexpr auto encodings = detail::set_encodings<manager_transfer_type>::value;
     constexpr auto raw       = static_cast<std::uint8_t>(encodings.size() - 1);
@@ -805,20 +811,21 @@ class allocator {
 
   // Whether member `i` of manager_transfer_type takes a `bytes`-byte tensor described by `desc`
   // (a size or description it refuses: element size, limit, geometry), asked as a query.
-  static bool member_encodes(std::size_t i, std::size_t bytes, tensor_desc const& desc) noexcept
+  static bool member_encodes(std::size_t i, std::size_t bytes, descriptor_type const& desc) noexcept
   {
     return decltype(manager_)::accepts(bytes, i, desc);
   }
 
   // The description a storage of the recording was allocated with.
-  [[nodiscard]] tensor_desc const& desc_of_storage(storage_id s) const
+  [[nodiscard]] descriptor_type const& desc_of_storage(storage_id s) const
   {
-    static tensor_desc const none{};
+    static descriptor_type const none{};
     return s < storage_descs_.size() ? storage_descs_[s] : none;
   }
-  void record_desc(storage_id s, tensor_desc const& desc)
+  void record_desc(storage_id s, descriptor_type const& desc)
   {
-    if (!desc.pool) { return; }  // most tensors need none: the vector grows only for the others
+    // Most tensors have none: the vector grows only for the others.
+    if (std::holds_alternative<std::monostate>(desc)) { return; }
     if (storage_descs_.size() <= s) { storage_descs_.resize(s + 1); }
     storage_descs_[s] = desc;
   }
@@ -1060,8 +1067,8 @@ class allocator {
   stream_type last_stream_{};
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;
-  std::vector<tensor_handle> by_storage_;   // the live tensor matched to each storage
-  std::vector<tensor_desc> storage_descs_;  // of the recording's storages (described ones only)
+  std::vector<tensor_handle> by_storage_;       // the live tensor matched to each storage
+  std::vector<descriptor_type> storage_descs_;  // of the recording's storages (described ones only)
   std::vector<tensor> tensors_;        // indexed by tensor_handle::index(), as the manager's table
   detail::recompute_table recompute_;  // the schedule's recompute entries, by op
   std::vector<bool> recompute_kept_;   // by step: fell back to resident (no callable)

@@ -195,6 +195,9 @@ class offload_manager {
       typename detail::transfer_members<transfer_for_t<Backend, Transfer>>::type;
   /// @brief How many transfers offload_async can choose from (1 unless Transfer is a set).
   static constexpr std::size_t transfer_count = transfer_set_type::size;
+  /// @brief A tensor's per-transfer descriptor: any member's `descriptor_type` (a pool_geometry
+  /// for pool_argmax), or none (`{}`).
+  using descriptor_type = transfer_descriptor_t<transfer_set_type>;
 
   /// @brief A manager over `backend`, moving tensors between `device_pool` and `host_pool`.
   offload_manager(Backend& backend, DevicePool& device_pool, HostPool& host_pool,
@@ -228,12 +231,14 @@ class offload_manager {
 
   /// @brief Host pool bytes one offload of a `bytes`-byte tensor takes, before the pool rounds
   /// them (the transfer's worst case plus its status record): size a host pool's budget and
-  /// reserve() with it. Throws stash::logic_error for a tensor the transfer cannot encode.
+  /// reserve() with it.
   /// @param bytes The tensor's size.
   /// @param transfer Which member of a transfer_set (0 for a single transfer).
-  /// @param desc What the member may need to know about the tensor (see offload_async).
+  /// @param desc The member's descriptor of the tensor, if it takes one (see offload_async).
+  /// @return The host pool bytes.
+  /// @throws stash::logic_error For a tensor the member cannot encode (or an index past the set).
   [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes, std::size_t transfer = 0,
-                                                   tensor_desc const& desc = {})
+                                                   descriptor_type const& desc = {})
   {
     return detail::host_slot_bytes(protocol::host_bytes(transfer, bytes, desc));
   }
@@ -243,10 +248,10 @@ class offload_manager {
   /// host_slot_bytes() and offload_async() take the tensor (the pools permitting).
   /// @param bytes The tensor's size.
   /// @param transfer Which member of a transfer_set (false for an index past the set).
-  /// @param desc What the member may need to know about the tensor.
+  /// @param desc The member's descriptor of the tensor, if it takes one.
   /// @return Whether the member encodes such a tensor.
   [[nodiscard]] static bool accepts(std::size_t bytes, std::size_t transfer = 0,
-                                    tensor_desc const& desc = {}) noexcept
+                                    descriptor_type const& desc = {}) noexcept
   {
     return protocol::accepts(transfer, bytes, desc);
   }
@@ -282,11 +287,12 @@ class offload_manager {
   /// @param stream Its producers' stream.
   /// @param transfer Which member of a transfer_set moves it (0 for a single transfer); its
   ///   prefetch decodes with the same member.
-  /// @param desc What the member may need besides the size (pool_argmax_transfer: the max pool's
-  ///   geometry); kept with the tensor for its prefetch. A description the member cannot use is
-  ///   refused with stash::logic_error before anything is taken.
+  /// @param desc The member's descriptor of the tensor, if it takes one (pool_argmax: the max
+  ///   pool's geometry); kept with the tensor for its prefetch.
+  /// @throws stash::logic_error Before anything is taken, for a misuse or a tensor the member
+  ///   cannot encode (none or an unusable descriptor, a size over its limit).
   void offload_async(tensor_handle h, stream_type stream, std::size_t transfer = 0,
-                     tensor_desc const& desc = {})
+                     descriptor_type const& desc = {})
   {
     reap();
     entry& e             = checked(h, "offload_async");
@@ -525,7 +531,7 @@ class offload_manager {
     stream_type last_stream{};
     bool captured{false};         // created while capturing: belongs to that graph
     std::uint8_t transfer{0};     // the transfer_set member of the last offload
-    tensor_desc desc{};           // what the last offload's member was told about the tensor
+    descriptor_type desc{};       // what the last offload's member was told about the tensor
     bool encoded_counted{false};  // the host copy's size is in stats_ (see count_encoded)
     std::uint32_t generation{1};  // of the slot: grows at each release (see tensor_handle)
   };
@@ -687,9 +693,10 @@ class offload_manager {
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    protocol::encode(e.transfer, backend_, d2h_,
-                     detail::encode_call{e.device, e.bytes, host, capacity, scratch,
-                                         detail::host_slot_status(host, capacity), e.desc});
+    protocol::encode(
+        e.transfer, backend_, d2h_,
+        detail::encode_call<descriptor_type>{e.device, e.bytes, host, capacity, scratch,
+                                             detail::host_slot_status(host, capacity), e.desc});
   }
 
   // pool.allocate, with the tensor in the message of a refusal.
@@ -874,10 +881,10 @@ class offload_manager {
   // The entry's transfer member's decode of its host copy into `device`, on the H2D stream.
   void transfer_decode(entry const& e, void* device, void* scratch, std::size_t encoded)
   {
-    protocol::decode(
-        e.transfer, backend_, h2d_,
-        detail::decode_call{e.host, e.capacity, device, e.bytes, scratch,
-                            detail::host_slot_status(e.host, e.capacity), encoded, e.desc});
+    protocol::decode(e.transfer, backend_, h2d_,
+                     detail::decode_call<descriptor_type>{
+                         e.host, e.capacity, device, e.bytes, scratch,
+                         detail::host_slot_status(e.host, e.capacity), encoded, e.desc});
   }
 
   Backend& backend_;

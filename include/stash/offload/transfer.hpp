@@ -11,7 +11,7 @@
  * - `static std::size_t host_bytes(std::size_t bytes)`: the most bytes the host copy can need;
  *   throws stash::logic_error for a tensor the transfer cannot encode (a codec's size limit). The
  *   manager asks first, before it takes any memory.
- * - optional `static bool accepts(std::size_t bytes) noexcept` (or `accepts(bytes, tensor_desc
+ * - optional `static bool accepts(std::size_t bytes) noexcept` (or `accepts(bytes, descriptor_type
  *   const&)`): whether host_bytes takes the tensor, asked without an exception (stash::allocator
  *   asks it to choose a member of a transfer_set; offload_manager::accepts forwards it). A
  *   transfer without one takes every tensor its host_bytes does not refuse.
@@ -34,11 +34,13 @@
  * - optional `static constexpr std::uint16_t codec_id`: the codec whose bytes the transfer writes
  *   (codec_ids); a transfer without one copies raw bytes. stash::allocator maps it to the
  *   encoding a schedule entry names (swap_entry::encoding).
- * - optional, for a transfer that needs more than the size (pool_argmax_transfer: a max pool's
- *   geometry): `host_bytes(bytes, tensor_desc const&)`, and encode / decode taking the same
- *   `tensor_desc const&` after their other parameters. The manager passes the description given
- *   to offload_async (stored with the tensor for its prefetch); host_bytes refuses a description
- *   the transfer cannot use with stash::logic_error, so the tensor stays resident.
+ * - optional, for a transfer that needs more than the size: `using descriptor_type = D;` its
+ *   per-tensor descriptor (pool_argmax_transfer: the max pool's `pool_geometry`), owned by the
+ *   transfer, not by the generic API. Then `accepts`, `host_bytes` and encode / decode take a
+ *   `D const&` after their other parameters. The manager passes the descriptor given to
+ *   offload_async (kept with the tensor for its prefetch) as a transfer_descriptor_t of its set;
+ *   a tensor given no `D` is refused before anything is taken (accepts says false, host_bytes
+ *   throws stash::logic_error), as is a `D` host_bytes cannot use, so the tensor stays resident.
  *
  * A `transfer_set<T...>` stands for several transfers, one chosen per offload
  * (offload_manager::offload_async's `transfer` index): the per-tensor encodings of a schedule.
@@ -55,7 +57,6 @@
 #include <stash/codec/codec.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/codec_status.hpp>
-#include <stash/codec/pool_argmax.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 
 #include <cstddef>
@@ -63,25 +64,17 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace stash {
 
 /// @brief The `encoded_bytes` a transfer's decode gets when the host does not know the host copy's
 /// size (the offload was still running, or the tensor belongs to a CUDA graph being captured).
 inline constexpr std::size_t unknown_encoded_bytes = std::numeric_limits<std::size_t>::max();
-
-/// @brief What a transfer may need to know about a tensor besides its size, given per tensor
-/// (stash::allocator::allocate, offload_manager::offload_async); transfers that need nothing
-/// ignore it.
-struct tensor_desc {
-  /// The tensor holds the int64 indices of this 2-D max pool (the second result of
-  /// aten::max_pool2d_with_indices): what pool_argmax_transfer needs to encode it.
-  std::optional<pool_geometry> pool{};
-};
 
 /// @brief What a transfer reports back through the host slot (written by the transfer's own
 /// stream, read by the manager once that stream got there).
@@ -244,7 +237,46 @@ concept host_task_backend = requires(B& b, typename B::stream s, std::function<v
 template <class>
 inline constexpr bool no_transfer_for = false;
 
+// A transfer's descriptor type (std::monostate: it needs none).
+template <class T>
+struct descriptor_of {
+  using type = std::monostate;
+};
+template <class T>
+requires requires { typename T::descriptor_type; }
+struct descriptor_of<T> {
+  using type = typename T::descriptor_type;
+};
+
+// std::variant<Vs..., Ds...> without repeats.
+template <class V, class... Ds>
+struct unique_variant {
+  using type = V;
+};
+template <class... Vs, class D, class... Ds>
+struct unique_variant<std::variant<Vs...>, D, Ds...> {
+  using type =
+      typename unique_variant<std::conditional_t<(std::is_same_v<D, Vs> || ...),
+                                                 std::variant<Vs...>, std::variant<Vs..., D>>,
+                              Ds...>::type;
+};
+
+template <class Set>
+struct descriptor_variant;
+template <class... Ts>
+struct descriptor_variant<transfer_set<Ts...>> {
+  using type = typename unique_variant<std::variant<std::monostate>,
+                                       typename descriptor_of<Ts>::type...>::type;
+};
+
 }  // namespace detail
+
+/// @brief A tensor's per-transfer descriptor for any member of transfer_set `Set`: one of the
+/// members' `descriptor_type`s, or std::monostate (none, the default). A descriptor is passed as
+/// its own type (a `pool_geometry` converts); a set whose members need none takes only `{}`.
+/// @tparam Set A transfer_set of transfer policies.
+template <class Set>
+using transfer_descriptor_t = typename detail::descriptor_variant<Set>::type;
 
 /// @brief The transfer policy that carries `Codec` on `Backend`: one spelling of a codec on every
 /// backend, its device form chosen from the backend. `void` is raw copies; a transfer policy is
