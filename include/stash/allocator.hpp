@@ -365,6 +365,10 @@ class allocator {
 
   /// @brief An allocator over `backend`, taking device memory from `device_pool`, planning with
   /// `policy` (a copy is kept).
+  /// @param backend The backend (outlives this object).
+  /// @param device_pool Where tensors live on the device (outlives this object).
+  /// @param options Budget, hardware, encodings.
+  /// @param policy The swap policy object, with its settings.
   allocator(Backend& backend, Pool& device_pool, allocator_options options = {},
             SwapPolicy policy = SwapPolicy{})
       : backend_(backend),
@@ -507,6 +511,7 @@ class allocator {
   }
 
   /// @brief Records a phase change (forward, backward, optimizer).
+  /// @param p The phase the next ops belong to.
   void phase(stash::phase p)
   {
     if (state_ == allocator_state::recording) { recorder_->phase(p); }
@@ -564,6 +569,9 @@ class allocator {
   }
 
   /// @brief The device pointer of `h` for work queued on `stream` (prefetched on demand).
+  /// @param h The tensor.
+  /// @param stream The stream the pointer is used on.
+  /// @return The device pointer, valid for work queued on `stream` until the next call.
   [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     tensor& t = checked(h, "acquire_async");
@@ -571,13 +579,16 @@ class allocator {
   }
 
   /// @brief The schedule in force (empty before the first iteration ends).
+  /// @return The schedule in force (empty while recording).
   [[nodiscard]] schedule const& current_schedule() const noexcept { return schedule_; }
   /// @brief The last recorded iteration's trace (nullptr before one was recorded).
+  /// @return The last recording, or null before the first iteration ended.
   [[nodiscard]] trace const* recorded_trace() const noexcept
   {
     return recording_ ? &*recording_ : nullptr;
   }
   /// @brief persistent, recording or replaying.
+  /// @return Recording or replaying.
   [[nodiscard]] allocator_state state() const noexcept { return state_; }
   /// @brief The allocator's counters, with its offload manager's (allocator_stats::offload).
   /// @return A copy: the counters as they are now.
@@ -590,8 +601,11 @@ class allocator {
   /// @brief The host staging pool's figures: host bytes the offloaded copies hold now
   /// (in_use_bytes) and at most since the start (peak_in_use_bytes), and what the pool took from
   /// its upstream (reserved_bytes, peak_reserved_bytes).
+  /// @return The host pool's counters.
   [[nodiscard]] pool_stats host_pool_stats() const { return host_pool_.stats(); }
   /// @brief Where tensor `h` is now.
+  /// @param h The tensor.
+  /// @return The tensor's state.
   [[nodiscard]] tensor_state where(tensor_handle h)
   {
     return manager_.state(checked(h, "where").handle);

@@ -88,6 +88,8 @@ enum class tensor_state : std::uint8_t {
 };
 
 /// @brief The state's name, for messages.
+/// @param s The state.
+/// @return The name.
 [[nodiscard]] constexpr const char* to_string(tensor_state s) noexcept
 {
   switch (s) {
@@ -200,6 +202,10 @@ class offload_manager {
   using descriptor_type = transfer_descriptor_t<transfer_set_type>;
 
   /// @brief A manager over `backend`, moving tensors between `device_pool` and `host_pool`.
+  /// @param backend The backend (outlives this object).
+  /// @param device_pool Where tensors live on the device (outlives this object).
+  /// @param host_pool Where host copies live (outlives this object).
+  /// @param options Stream priorities.
   offload_manager(Backend& backend, DevicePool& device_pool, HostPool& host_pool,
                   offload_manager_options options = {})
       : backend_(backend),
@@ -262,6 +268,9 @@ class offload_manager {
 
   /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`. A size
   /// above max_tensor_bytes is stash::out_of_memory before the pool is asked (nothing taken).
+  /// @param bytes The tensor's size.
+  /// @param stream The stream whose order the call joins.
+  /// @return The tensor's handle.
   tensor_handle allocate_async(std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(bytes > 0, "offload_manager::allocate_async: a tensor needs at least one byte");
@@ -273,6 +282,10 @@ class offload_manager {
   }
 
   /// @brief Takes over `bytes` at `device` (from the device pool, last used on `stream`).
+  /// @param device Memory from the device pool.
+  /// @param bytes The tensor's size.
+  /// @param stream The stream whose order the call joins.
+  /// @return The tensor's handle.
   tensor_handle adopt(void* device, std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(device != nullptr && bytes > 0, "offload_manager::adopt: empty tensor");
@@ -356,6 +369,7 @@ class offload_manager {
   /// nothing: its contents are gone (tensor_state::dropped) until rematerialize_async() gives it
   /// bytes again for the caller to recompute (stash::allocator's recompute entries). Refused
   /// (stash::logic_error) for a tensor that is not resident or while capturing.
+  /// @param h The tensor.
   void drop_async(tensor_handle h)
   {
     reap();
@@ -370,6 +384,8 @@ class offload_manager {
   /// @brief Fresh device bytes for a dropped tensor, taken in `stream`'s order, for the caller to
   /// write its contents on `stream` (they are undefined until then); resident from here. A pool
   /// that throws (stash::out_of_memory) leaves the tensor dropped.
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
   void rematerialize_async(tensor_handle h, stream_type stream)
   {
     reap();
@@ -384,15 +400,21 @@ class offload_manager {
   }
 
   /// @brief Start bringing the tensor back (no-op when it is resident or on its way).
+  /// @param h The tensor.
   void prefetch_async(tensor_handle h) { prefetch(h, false, std::nullopt); }
 
   /// @brief As prefetch_async(h), but the device memory is taken in `stream`'s order and the
   /// copy starts after the work queued on `stream` so far. A pool that numbers one stream's
   /// allocations (lifetime_arena) then sees the prefetch at the same place every iteration and
   /// plans it; the price is that the copy cannot start before `stream` reaches this point.
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
   void prefetch_async(tensor_handle h, stream_type stream) { prefetch(h, false, stream); }
 
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
+  /// @return The device pointer, valid for work queued on `stream`.
   [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     reap();
@@ -417,6 +439,7 @@ class offload_manager {
 
   /// @brief The tensor is dead: free what it holds, in the order of its last use. Allowed in and
   /// out of a capture (see the file docs).
+  /// @param h The tensor.
   void deallocate_async(tensor_handle h)
   {
     reap();
@@ -440,6 +463,8 @@ class offload_manager {
 
   /// @brief Where the tensor is now (completed copies are taken into account); `released` for a
   /// handle whose tensor was released. A handle of another manager is stash::logic_error.
+  /// @param h The tensor.
+  /// @return Where the tensor is.
   [[nodiscard]] tensor_state state(tensor_handle h)
   {
     entry& e = slot_of(h, "state");
@@ -451,6 +476,8 @@ class offload_manager {
   /// @brief The host copy of an offloaded tensor (as the transfer wrote it: raw bytes or a codec
   /// buffer a host reference decodes), e.g. to inspect stashed data on the host. Blocks until the
   /// copy is complete.
+  /// @param h The tensor.
+  /// @return The host copy's bytes.
   [[nodiscard]] std::span<std::byte const> host_copy(tensor_handle h)
   {
     entry& e = checked(h, "host_copy");
@@ -468,6 +495,8 @@ class offload_manager {
   }
 
   /// @brief The tensor's size in bytes.
+  /// @param h The tensor.
+  /// @return The tensor's size.
   [[nodiscard]] std::size_t bytes(tensor_handle h) { return checked(h, "bytes").bytes; }
 
   /// @brief Blocks until the manager's copies queued so far have finished, then reports the
@@ -498,6 +527,7 @@ class offload_manager {
   /// @brief Makes `stream` wait, on the device, for every copy the manager queued so far. Ends a
   /// captured region: the side streams that joined the capture rejoin the capturing `stream`
   /// (cudaStreamEndCapture requires it). Never blocks the host.
+  /// @param stream The stream whose order the call joins.
   void join_async(stream_type stream)
   {
     bool const capturing = backend_.capturing(stream);
@@ -509,12 +539,16 @@ class offload_manager {
   }
 
   /// @brief What was moved so far.
+  /// @return The counters.
   [[nodiscard]] offload_stats const& stats() const noexcept { return stats_; }
   /// @brief The tag every handle of this manager carries (tensor_handle::owner).
+  /// @return The tag this manager's handles carry.
   [[nodiscard]] std::uint64_t owner_tag() const noexcept { return owner_; }
   /// @brief The device-to-host stream.
+  /// @return The offload stream.
   [[nodiscard]] stream_type d2h_stream() const noexcept { return d2h_; }
   /// @brief The host-to-device stream.
+  /// @return The prefetch stream.
   [[nodiscard]] stream_type h2d_stream() const noexcept { return h2d_; }
 
  private:

@@ -91,14 +91,23 @@ struct raw_transfer {
   /// @brief Copies cannot find a corrupted buffer: no status is written.
   static constexpr bool reports_status = false;
   /// @brief Every tensor.
+  /// @return true.
   static bool accepts(std::size_t) noexcept { return true; }
   /// @brief The tensor's own size.
+  /// @param bytes The tensor's size.
+  /// @return `bytes`.
   static std::size_t host_bytes(std::size_t bytes) noexcept { return bytes; }
   /// @brief None.
+  /// @return 0.
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief A copy in `s`'s order.
   /// @tparam Backend The offload backend.
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param host The host slot.
   template <class Backend>
   static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
                      void* host, std::size_t, void*, transfer_status*)
@@ -108,6 +117,11 @@ struct raw_transfer {
 
   /// @brief A copy in `s`'s order.
   /// @tparam Backend The offload backend.
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param host The host slot.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t,
                      void* device, std::size_t bytes, void*, transfer_status*,
@@ -135,6 +149,8 @@ struct host_codec_transfer {
 
   /// @brief Whether host_bytes takes a tensor of `bytes`: whole elements, within the codec's
   /// limit.
+  /// @param bytes The tensor's size.
+  /// @return Whether host_bytes takes the tensor.
   static bool accepts(std::size_t bytes) noexcept
   {
     if (bytes % sizeof(value_type) != 0) { return false; }
@@ -144,6 +160,8 @@ struct host_codec_transfer {
     return true;
   }
   /// @brief The codec's worst case for the tensor's elements.
+  /// @param bytes The tensor's size.
+  /// @return The codec's worst case for the tensor.
   static std::size_t host_bytes(std::size_t bytes)
   {
     STASH_EXPECTS(bytes % sizeof(value_type) == 0,
@@ -158,10 +176,18 @@ struct host_codec_transfer {
     return Codec::max_compressed_bytes(n);
   }
   /// @brief None: the host reference needs none.
+  /// @return 0.
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief host_encode in `s`'s order.
   /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param host The host slot.
+  /// @param capacity The host slot's size.
+  /// @param status The status record the transfer writes.
   template <class Backend>
   static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void*, transfer_status* status)
@@ -184,6 +210,14 @@ struct host_codec_transfer {
   /// Reads only the first `encoded_bytes` of the slot when the host knows them (as the device
   /// transfer copies only those), so a size the manager got wrong fails here too.
   /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param host The host slot.
+  /// @param capacity The host slot's size.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param status The status record the transfer writes.
+  /// @param encoded_bytes The host copy's size when known, else unknown_encoded_bytes.
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t capacity,
                      void* device, std::size_t bytes, void*, transfer_status* status,
