@@ -11,6 +11,7 @@
 #include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/device_pool_argmax_transfer.cuh>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/swap/vdnn.hpp>
 
 #include <doctest/doctest.h>
 
@@ -21,6 +22,10 @@ static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::z
                              stash::device_codec_transfer<stash::device_zvc<float>>>);
 static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::pool_argmax>,
                              stash::device_pool_argmax_transfer>);
+// The README's CUDA spelling.
+static_assert(
+    std::is_same_v<stash::cuda_allocator<stash::vdnn_conv, stash::zvc<float>>::transfer_type,
+                   stash::device_codec_transfer<stash::device_zvc<float>>>);
 
 TEST_CASE("gpu: allocator<transfer_set<device zvc, device bitmask>> runs each entry's codec")
 {
