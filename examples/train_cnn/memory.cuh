@@ -1,6 +1,7 @@
-// Where train_cnn's tensors live: one stash::allocator<lifetime_arena, any_swap_policy, codec set>
-// behind a small virtual interface; policy and codec are chosen at run time, so the allocator is
-// instantiated once (see make_memory in main.cu).
+// Where train_cnn's tensors live on CUDA: one stash::allocator<lifetime_arena, any_swap_policy,
+// codec set> behind a small virtual interface, the `Mem` of the shared network
+// (stash_tools/train_cnn/cnn.hpp, as host_memory is on the CPU); policy and codec are chosen at
+// run time, so the allocator is instantiated once (see make_memory in main.cu).
 #pragma once
 
 #include <stash_tools/train_cnn/budget_guard.hpp>
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -34,23 +36,38 @@ namespace train_cnn {
 /// @brief The allocator as the network sees it (ids are stash::allocator tensor ids).
 class activation_memory {
  public:
-  using id                     = stash::tensor_handle;
+  using id = stash::tensor_handle;
+  /// @brief What queues an op's work from its pointers (reads, then writes) on stream().
+  using kernel                 = std::function<void(std::span<void* const>)>;
   virtual ~activation_memory() = default;
 
-  virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) = 0;
+  /// @brief A tensor of `bytes`; `desc` names a max pool's geometry (for Gist's argmax codec).
+  virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
+                      stash::tensor_desc const& desc) = 0;
+  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label)
+  {
+    return allocate(bytes, kind, std::move(label), stash::tensor_desc{});
+  }
+  /// @brief Pointers of `reads` then `writes`, usable by work queued on stream() next. `rerun`
+  /// (may be empty) queues the op's work again: stash calls it to rematerialise an output that a
+  /// recompute entry dropped.
   virtual std::vector<void*> op(std::string name, std::span<id const> reads,
-                                std::span<id const> writes)                           = 0;
-  virtual void* pointer(id t)                                                         = 0;
-  virtual void deallocate(id t)                                                       = 0;
-  virtual void begin_iteration()                                                      = 0;
-  virtual void end_iteration()                                                        = 0;
-  virtual void phase(stash::phase p)                                                  = 0;
-  virtual void synchronize()                                                          = 0;
-  [[nodiscard]] virtual cudaStream_t stream() const                                   = 0;
-  [[nodiscard]] virtual memory_report report()                                        = 0;
-  virtual void reset_peak()                                                           = 0;
-  [[nodiscard]] virtual stash::schedule const& schedule() const                       = 0;
-  [[nodiscard]] virtual std::string description() const                               = 0;
+                                std::span<id const> writes, kernel rerun) = 0;
+  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes)
+  {
+    return op(std::move(name), reads, writes, kernel{});
+  }
+  virtual void* pointer(id t)                                   = 0;
+  virtual void deallocate(id t)                                 = 0;
+  virtual void begin_iteration()                                = 0;
+  virtual void end_iteration()                                  = 0;
+  virtual void phase(stash::phase p)                            = 0;
+  virtual void synchronize()                                    = 0;
+  [[nodiscard]] virtual cudaStream_t stream() const             = 0;
+  [[nodiscard]] virtual memory_report report()                  = 0;
+  virtual void reset_peak()                                     = 0;
+  [[nodiscard]] virtual stash::schedule const& schedule() const = 0;
+  [[nodiscard]] virtual std::string description() const         = 0;
 };
 
 /// @brief What a run's memory is configured with.
@@ -87,16 +104,27 @@ class stash_memory final : public activation_memory {
     }
   }
 
-  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) override
+  using activation_memory::allocate;
+  using activation_memory::op;
+  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
+              stash::tensor_desc const& desc) override
   {
     // Whole floats (device codecs need them) and at least one.
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                                 std::move(label), stream_);
+                                 std::move(label), stream_, desc);
   }
-  std::vector<void*> op(std::string name, std::span<id const> reads,
-                        std::span<id const> writes) override
+  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes,
+                        kernel rerun) override
   {
-    return alloc_.op(std::move(name), reads, writes, stream_);
+    typename alloc_type::recompute_fn fn;
+    if (rerun) {
+      // stash re-runs an op on the stream of the op that needs its output: always stream_ here,
+      // the stream the network's layer calls are bound to, so the kernel needs no other.
+      fn = [k = std::move(rerun)](std::span<void* const> p, stash::cuda_backend::stream /*s*/) {
+        k(p);
+      };
+    }
+    return alloc_.op(std::move(name), reads, writes, stream_, std::move(fn));
   }
   void* pointer(id t) override { return alloc_.acquire_async(t, stream_); }
   void deallocate(id t) override { alloc_.deallocate_async(t); }

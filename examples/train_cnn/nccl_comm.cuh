@@ -5,7 +5,7 @@
 // Only compiled when CMake found NCCL (STASH_HAVE_NCCL).
 #pragma once
 
-#include "network.cuh"
+#include "collective.cuh"
 
 #include <stash_tools/train_cnn/data_parallel.hpp>
 
