@@ -28,6 +28,8 @@
 #include <string_view>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -395,3 +397,5 @@ TEST_CASE(
   CHECK(back == std::vector<std::int64_t>(n, 0));
   m.deallocate_async(h);
 }
+
+}  // namespace STASH_UNITY_ID

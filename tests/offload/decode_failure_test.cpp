@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool   = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -157,3 +159,5 @@ TEST_CASE("transfers: accepts() is the query host_slot_bytes' refusals answer")
   CHECK_FALSE(set_manager::accepts(past_limit, 0, {}));
   agrees(past_limit, 0, {});
 }
+
+}  // namespace STASH_UNITY_ID

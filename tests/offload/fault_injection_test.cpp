@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool   = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -310,3 +312,5 @@ TEST_CASE("fault injection: the wrappers throw what the real calls throw, and ch
   b.synchronize(s);
   CHECK(f.failures() == 5);
 }
+
+}  // namespace STASH_UNITY_ID

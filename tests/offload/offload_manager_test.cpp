@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -689,3 +691,5 @@ TEST_CASE("bench_offload's sizing: a pinned pool reserved for N host slots takes
   for (auto h : hs) { m.deallocate_async(h); }
   m.synchronize();
 }
+
+}  // namespace STASH_UNITY_ID
