@@ -372,8 +372,9 @@ class cudnn_ops {
                     void* /*scratch*/)
   {
     std::size_t const planes = std::size_t(s.n) * s.c;
-    kernels::max_pool_forward<><<<kernels::grid_for(planes * (s.h / 2) * (s.w / 2)), 256, 0,
-                                   stream_>>>(x, y, index, planes, s.h, s.w);
+    kernels::max_pool_forward<>
+        <<<kernels::grid_for(planes * (s.h / 2) * (s.w / 2)), 256, 0, stream_>>>(x, y, index,
+                                                                                 planes, s.h, s.w);
     STASH_CUDA_TRY(cudaGetLastError());
   }
   void pool_backward(pool_shape const& s, float const* dy, std::int64_t const* index, float* dx,
@@ -439,8 +440,8 @@ class cudnn_ops {
   void bn_running_update(int c, float const* mean, float const* stat, float* run_mean,
                          float* run_var)
   {
-    kernels::bn_running_update<><<<(c + 127) / 128, 128, 0, stream_>>>(
-        c, mean, stat, float(bn_epsilon), run_mean, run_var);
+    kernels::bn_running_update<>
+        <<<(c + 127) / 128, 128, 0, stream_>>>(c, mean, stat, float(bn_epsilon), run_mean, run_var);
     STASH_CUDA_TRY(cudaGetLastError());
   }
 
@@ -452,8 +453,8 @@ class cudnn_ops {
     // Column-major Y^T (out x n) = W (w^T as stored: in x out, transposed) * X^T (in x n).
     TRAIN_CNN_CUBLAS(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.n, s.in, &k_one, w,
                                  s.in, x, s.in, &k_zero, y, s.out));
-    kernels::add_bias_rows<><<<kernels::grid_for(std::size_t(s.n) * s.out), 256, 0, stream_>>>(
-        y, b, s.n, s.out);
+    kernels::add_bias_rows<>
+        <<<kernels::grid_for(std::size_t(s.n) * s.out), 256, 0, stream_>>>(y, b, s.n, s.out);
     STASH_CUDA_TRY(cudaGetLastError());
   }
   /// @brief dW = dY^T X, db = column sums of dY.
@@ -488,8 +489,8 @@ class cudnn_ops {
                      float* dlogits, double* loss_sum, unsigned long long* correct, void* scratch)
   {
     auto* loss = static_cast<float*>(scratch);
-    kernels::softmax_xent<><<<(n + 127) / 128, 128, 0, stream_>>>(logits, labels, dlogits, loss,
-                                                                 correct, n, classes);
+    kernels::softmax_xent<>
+        <<<(n + 127) / 128, 128, 0, stream_>>>(logits, labels, dlogits, loss, correct, n, classes);
     STASH_CUDA_TRY(cudaGetLastError());
     kernels::accumulate_loss<><<<1, 1, 0, stream_>>>(loss, n, loss_sum);
     STASH_CUDA_TRY(cudaGetLastError());
@@ -497,8 +498,7 @@ class cudnn_ops {
   static std::size_t cross_entropy_scratch(int n) { return std::size_t(n) * sizeof(float); }
   void sgd_momentum(std::size_t count, float momentum, float* v, float const* g)
   {
-    kernels::sgd_momentum<><<<kernels::grid_for(count), 256, 0, stream_>>>(v, g, count,
-                                                                          momentum);
+    kernels::sgd_momentum<><<<kernels::grid_for(count), 256, 0, stream_>>>(v, g, count, momentum);
     STASH_CUDA_TRY(cudaGetLastError());
   }
   void sgd_step(std::size_t count, float lr, float* w, float const* v)
@@ -558,7 +558,9 @@ class cudnn_ops {
  private:
   struct conv_descs {
     conv_descs(conv_shape const& s)
-        : in(s.n, s.cin, s.h, s.w), out(s.n, s.cout, s.h, s.w), bias(1, s.cout, 1, 1),
+        : in(s.n, s.cin, s.h, s.w),
+          out(s.n, s.cout, s.h, s.w),
+          bias(1, s.cout, 1, 1),
           filter(s.cout, s.cin)
     {
     }
@@ -577,8 +579,8 @@ class cudnn_ops {
     auto it = convs_.find(s);
     if (it != convs_.end()) { return *it->second; }
     auto d = std::make_unique<conv_descs>(s);
-    TRAIN_CNN_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, d->in, d->filter, conv_,
-                                                            d->out, fwd_algo, &d->fwd_ws));
+    TRAIN_CNN_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, d->in, d->filter, conv_, d->out,
+                                                            fwd_algo, &d->fwd_ws));
     TRAIN_CNN_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
         cudnn_, d->filter, d->out, conv_, d->in, bwd_data_algo, &d->data_ws));
     TRAIN_CNN_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -599,12 +601,11 @@ class cudnn_ops {
       throw std::runtime_error("train_cnn: a ReLU of " + std::to_string(count) +
                                " elements is larger than a cuDNN descriptor holds");
     }
-    return *flats_.emplace(count, std::make_unique<tensor_desc>(1, int(count), 1, 1))
-                .first->second;
+    return *flats_.emplace(count, std::make_unique<tensor_desc>(1, int(count), 1, 1)).first->second;
   }
 
-  static constexpr float k_one  = 1.0f;  // cuDNN and cuBLAS take alpha and beta by pointer
-  static constexpr float k_zero = 0.0f;
+  static constexpr float k_one       = 1.0f;  // cuDNN and cuBLAS take alpha and beta by pointer
+  static constexpr float k_zero      = 0.0f;
   static constexpr double bn_epsilon = 1e-5;  // the CPU build's; >= CUDNN_BN_MIN_EPSILON
   static constexpr cudnnConvolutionFwdAlgo_t fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   static constexpr cudnnConvolutionBwdDataAlgo_t bwd_data_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
