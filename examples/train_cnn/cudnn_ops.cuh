@@ -13,9 +13,10 @@
 // the op that needs it, here always the memory's).
 //
 // Deterministic: implicit-GEMM forward, ALGO_1 backward data and filter, FMA math without TF32,
-// cuBLAS in pedantic math, batch normalization in spatial (non-persistent) mode, and every
-// reduction of the kernels below in a fixed order (integer atomics only), so two runs with the
-// same seed compute bitwise the same weights whatever the memory does.
+// cuBLAS in pedantic math, and every reduction of the kernels below in a fixed order (integer
+// atomics only), so two vgg runs with the same seed compute bitwise the same weights whatever the
+// memory does. Batch normalization (resnet) runs cuDNN's spatial, non-persistent mode, which its
+// reproducibility notes do not list as non-deterministic; not checked on a GPU here.
 #pragma once
 
 #include <stash_tools/train_cnn/idx_reader.hpp>
