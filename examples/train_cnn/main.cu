@@ -143,20 +143,6 @@ class trainer {
   cnn<activation_memory, cudnn_ops> net_;
 };
 
-cnn_config config_of(options const& o, dataset const& data)
-{
-  cnn_config c;
-  c.arch     = o.arch;
-  c.width    = o.width;
-  c.rows     = int(data.train.rows);
-  c.cols     = int(data.train.cols);
-  c.classes  = int(dataset::classes);
-  c.lr       = float(o.lr);
-  c.momentum = float(o.momentum);
-  c.seed     = o.seed;
-  return c;
-}
-
 class progress_bar {
  public:
   progress_bar(bool on, long total, std::string label)
@@ -260,7 +246,8 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
   if (ranks.distributed()) {
     say("  data parallel: %d ranks (%s); global batch %d = %d ranks x %d; gradients averaged with "
         "one "
-        "ncclAllReduce(ncclAvg) per step; loss and accuracy over all ranks, memory figures rank "
+        "ncclAllReduce(ncclAvg) per gradient tensor, as backward writes it; loss and accuracy over "
+        "all ranks, memory figures rank "
         "0's\n",
         ranks.world_size, ranks.source.c_str(), ranks.world_size * o.batch, ranks.world_size,
         o.batch);

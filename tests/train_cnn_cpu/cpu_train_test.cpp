@@ -139,8 +139,8 @@ TEST_CASE("train_cnn cpu vgg: search_swap at 65% of the peak, bitwise")
 TEST_CASE("train_cnn cpu resnet: search_swap at 62-70%, vdnn_all at 80-100% of the peak, bitwise")
 {
   // At 100% nothing needs to leave: search_swap plans no entry, so it runs below. These are
-  // budgets whose plan fits the planner's timed simulation (r.fits); below them the run still
-  // holds the budget (tools.train_cnn_cpu.check_resnet_40), waiting for the copies.
+  // budgets whose plan fits the planner's timed simulation (r.fits); below them a run may hold
+  // the budget or stop at an allocation, depending on when its copies complete.
   check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::none, 70);
   check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::auto_, 62);
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::auto_, 100);

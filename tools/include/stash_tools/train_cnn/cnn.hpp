@@ -92,6 +92,21 @@ struct cnn_config {
   std::uint64_t seed = 1;
 };
 
+/// @brief The network a command line asks for, on images of `data`'s size.
+[[nodiscard]] inline cnn_config config_of(options const& o, dataset const& data)
+{
+  cnn_config c;
+  c.arch     = o.arch;
+  c.width    = o.width;
+  c.rows     = int(data.train.rows);
+  c.cols     = int(data.train.cols);
+  c.classes  = int(dataset::classes);
+  c.lr       = float(o.lr);
+  c.momentum = float(o.momentum);
+  c.seed     = o.seed;
+  return c;
+}
+
 /// @brief Orders tensor ids for std::map: stash's tensor handles by (owner, slot, generation),
 /// plain_memory's integers as they are.
 struct id_less {

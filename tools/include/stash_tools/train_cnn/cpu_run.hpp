@@ -134,20 +134,6 @@ struct cpu_run_hooks {
 
 namespace detail {
 
-inline cnn_config config_of(options const& o, dataset const& data)
-{
-  cnn_config c;
-  c.arch     = o.arch;
-  c.width    = o.width;
-  c.rows     = int(data.train.rows);
-  c.cols     = int(data.train.cols);
-  c.classes  = int(dataset::classes);
-  c.lr       = float(o.lr);
-  c.momentum = float(o.momentum);
-  c.seed     = o.seed;
-  return c;
-}
-
 template <class Mem>
 plan_check plan_of(Mem const& mem, long steps)
 {
@@ -191,7 +177,7 @@ cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, lon
                             bool evaluate_test, cpu_run_hooks const& hooks)
 {
   dnnl_ops ops;
-  cnn<Mem, dnnl_ops> net(mem, ops, detail::config_of(o, data), o.batch);
+  cnn<Mem, dnnl_ops> net(mem, ops, config_of(o, data), o.batch);
   cpu_run_result r;
   long const per_epoch = long(data.train.count / std::size_t(o.batch));
   std::vector<std::size_t> order;
