@@ -9,6 +9,7 @@
 #include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/allocator.hpp>
+#include <stash/codec/pool_argmax.hpp>
 #include <stash/core/device_upstream.hpp>
 #include <stash/core/error.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
@@ -29,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace train_cnn {
@@ -41,12 +43,13 @@ class activation_memory {
   using kernel                 = std::function<void(std::span<void* const>)>;
   virtual ~activation_memory() = default;
 
-  /// @brief A tensor of `bytes`; `desc` names a max pool's geometry (for Gist's argmax codec).
+  /// @brief A tensor of `bytes`; `pool` is a max pool's geometry, for the pool's indices
+  /// (pool_argmax's descriptor, used when the codec set carries pool_argmax).
   virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
-                      stash::tensor_desc const& desc) = 0;
+                      std::optional<stash::pool_geometry> const& pool) = 0;
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label)
   {
-    return allocate(bytes, kind, std::move(label), stash::tensor_desc{});
+    return allocate(bytes, kind, std::move(label), std::nullopt);
   }
   /// @brief Pointers of `reads` then `writes`, usable by work queued on stream() next. `rerun`
   /// (may be empty) queues the op's work again: stash calls it to rematerialise an output that a
@@ -107,8 +110,13 @@ class stash_memory final : public activation_memory {
   using activation_memory::allocate;
   using activation_memory::op;
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
-              stash::tensor_desc const& desc) override
+              std::optional<stash::pool_geometry> const& pool) override
   {
+    using descriptor = typename alloc_type::descriptor_type;
+    descriptor desc{};
+    if constexpr (std::is_constructible_v<descriptor, stash::pool_geometry>) {
+      if (pool) { desc = descriptor{*pool}; }
+    }  // else no member of Codec takes a geometry: the indices travel as the others do
     // Whole floats (device codecs need them) and at least one.
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
                                  std::move(label), stream_, desc);
