@@ -300,31 +300,18 @@ class cudnn_ops {
   /// @brief Layer calls queued on `stream` (which must outlive this object).
   explicit cudnn_ops(cudaStream_t stream) : stream_(stream)
   {
-    TRAIN_CNN_CUDNN(cudnnCreate(&cudnn_));
-    TRAIN_CNN_CUDNN(cudnnSetStream(cudnn_, stream_));
-    TRAIN_CNN_CUBLAS(cublasCreate(&cublas_));
-    TRAIN_CNN_CUBLAS(cublasSetStream(cublas_, stream_));
-    // No TF32, no reduced precision.
-    TRAIN_CNN_CUBLAS(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
-    TRAIN_CNN_CUDNN(cudnnCreateActivationDescriptor(&relu_));
-    TRAIN_CNN_CUDNN(
-        cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    TRAIN_CNN_CUDNN(cudnnCreateConvolutionDescriptor(&conv_));
-    TRAIN_CNN_CUDNN(cudnnSetConvolution2dDescriptor(conv_, 1, 1, 1, 1, 1, 1,
-                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    TRAIN_CNN_CUDNN(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
-    STASH_CUDA_TRY(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+    try {
+      create();
+    } catch (...) {
+      release();  // what was created before the failing call
+      throw;
+    }
   }
   ~cudnn_ops()
   {
-    // The staging buffers may still be read by a queued copy.
+    // The staging buffer may still be read by a queued copy.
     cudaStreamSynchronize(stream_);
-    cudaEventDestroy(staged_);
-    cudaFreeHost(host_batch_);
-    cudnnDestroyConvolutionDescriptor(conv_);
-    cudnnDestroyActivationDescriptor(relu_);
-    cublasDestroy(cublas_);
-    cudnnDestroy(cudnn_);
+    release();
   }
   cudnn_ops(cudnn_ops const&)            = delete;
   cudnn_ops& operator=(cudnn_ops const&) = delete;
@@ -557,6 +544,34 @@ class cudnn_ops {
   }
 
  private:
+  void create()
+  {
+    TRAIN_CNN_CUDNN(cudnnCreate(&cudnn_));
+    TRAIN_CNN_CUDNN(cudnnSetStream(cudnn_, stream_));
+    TRAIN_CNN_CUBLAS(cublasCreate(&cublas_));
+    TRAIN_CNN_CUBLAS(cublasSetStream(cublas_, stream_));
+    // No TF32, no reduced precision.
+    TRAIN_CNN_CUBLAS(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+    TRAIN_CNN_CUDNN(cudnnCreateActivationDescriptor(&relu_));
+    TRAIN_CNN_CUDNN(
+        cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    TRAIN_CNN_CUDNN(cudnnCreateConvolutionDescriptor(&conv_));
+    TRAIN_CNN_CUDNN(cudnnSetConvolution2dDescriptor(conv_, 1, 1, 1, 1, 1, 1,
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    TRAIN_CNN_CUDNN(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
+    STASH_CUDA_TRY(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+  }
+  // Every handle created so far (the others are still null).
+  void release() noexcept
+  {
+    if (staged_ != nullptr) { cudaEventDestroy(staged_); }
+    cudaFreeHost(host_batch_);  // null: nothing to free
+    if (conv_ != nullptr) { cudnnDestroyConvolutionDescriptor(conv_); }
+    if (relu_ != nullptr) { cudnnDestroyActivationDescriptor(relu_); }
+    if (cublas_ != nullptr) { cublasDestroy(cublas_); }
+    if (cudnn_ != nullptr) { cudnnDestroy(cudnn_); }
+  }
+
   struct conv_descs {
     conv_descs(conv_shape const& s)
         : in(s.n, s.cin, s.h, s.w),
