@@ -145,27 +145,7 @@ class stash_memory final : public activation_memory {
     alloc_.synchronize();
   }
   [[nodiscard]] cudaStream_t stream() const override { return stream_; }
-  [[nodiscard]] memory_report report() override
-  {
-    memory_report r;
-    auto const o           = alloc_.stats().offload;
-    r.offloads             = o.offloads;
-    r.prefetches           = o.prefetches;
-    r.demand_prefetches    = o.demand_prefetches;
-    r.bytes_offloaded      = o.bytes_offloaded;
-    r.bytes_encoded        = o.bytes_encoded;
-    r.bytes_encoded_source = o.bytes_encoded_source;
-    auto const s           = pool_.stats();
-    r.peak_in_use          = pool_.peak();
-    r.peak_reserved        = s.peak_reserved_bytes;
-    r.reserved             = s.reserved_bytes;
-    r.arena_bytes          = pool_.inner().arena_bytes();
-    r.pool_fallbacks       = s.fallbacks;
-    r.replans              = alloc_.stats().replanned;
-    r.arena_replans        = pool_.inner().replans();
-    r.deviations           = alloc_.stats().deviations;
-    return r;
-  }
+  [[nodiscard]] memory_report report() override { return memory_report_of(alloc_, pool_); }
   void reset_peak() override { pool_.reset_peak(); }
   [[nodiscard]] stash::schedule const& schedule() const override
   {
