@@ -1,15 +1,19 @@
-// train_cnn: a VGG-style CNN trained on Fashion-MNIST with every activation in stash (see
-// README.md in this folder), on one GPU or data-parallel over several (one process per GPU, NCCL).
+// train_cnn: a CNN (--arch vgg | resnet) trained on Fashion-MNIST with every activation in stash
+// (see README.md in this folder), on one GPU or data-parallel over several (one process per GPU,
+// NCCL). The network and its training step are the CPU build's (stash_tools/train_cnn/cnn.hpp);
+// only the layer calls differ (cudnn_ops.cuh here, dnnl_ops.hpp there).
 // Without a CUDA device (or with --device cpu) it runs the CPU build, train_cnn_cpu from the same
 // folder, with the same arguments (after checking the rank environment: the CPU build runs one
 // rank). Exit codes: 0 done, 1 error or --check mismatch, 2 bad arguments, bad rank environment or
 // missing/malformed dataset, 3 out of (emulated) device memory.
+#include "collective.cuh"
+#include "cudnn_ops.cuh"
 #include "memory.cuh"
-#include "network.cuh"
 #ifdef STASH_HAVE_NCCL
 #include "nccl_comm.cuh"
 #endif
 
+#include <stash_tools/train_cnn/cnn.hpp>
 #include <stash_tools/train_cnn/data_parallel.hpp>
 #include <stash_tools/train_cnn/idx_reader.hpp>
 #include <stash_tools/train_cnn/options.hpp>
@@ -97,15 +101,46 @@ std::unique_ptr<activation_memory> make_memory(policy_kind p, codec_kind k,
                                                    std::move(d));
 }
 
-// The sample order of an epoch: a permutation seeded by (seed, epoch), the same in every run.
-std::vector<std::size_t> epoch_order(std::size_t count, std::uint64_t seed, int epoch)
-{
-  std::vector<std::size_t> order(count);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937_64 rng(seed * 1000003u + std::uint64_t(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
-  return order;
-}
+// The shared network over stash's CUDA memory and cuDNN's layer calls, with what they need: the
+// layer calls are bound to the memory's stream, and a data-parallel run averages each gradient
+// over the ranks as soon as backward has written it.
+class trainer {
+ public:
+  trainer(activation_memory& mem, cnn_config const& config, int max_batch, collective* dp)
+      : mem_(mem), ops_(mem.stream()), dp_(dp), net_(mem, ops_, config, max_batch, hook(mem, dp))
+  {
+  }
+  cnn<activation_memory, cudnn_ops>& net() { return net_; }
+  /// @brief The loss sum and correct count; with `all_ranks`, summed over the ranks (every rank
+  /// must call it then).
+  std::pair<double, unsigned long long> counters(bool all_ranks)
+  {
+    if (!all_ranks || dp_ == nullptr) { return net_.counters(); }
+    cudaStream_t const s = mem_.stream();
+    return net_.counters(
+        [this, s](double* loss, unsigned long long* correct) { dp_->sum(loss, correct, s); });
+  }
+
+ private:
+  static gradient_hook hook(activation_memory& mem, collective* dp)
+  {
+    if (dp == nullptr) { return {}; }
+    // Each rank's gradient is the mean over its own slice (the loss gradient is divided by the
+    // slice size), so the mean over ranks is the gradient of the global batch's mean loss. The
+    // all-reduces run on the collective's stream, ordered after the backward op and before the
+    // momentum update by events: no host synchronisation.
+    return [dp, s = mem.stream()](std::span<void* const> g, std::span<std::size_t const> counts) {
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        dp->average(static_cast<float*>(g[i]), counts[i], s);
+      }
+    };
+  }
+
+  activation_memory& mem_;
+  cudnn_ops ops_;  // before net_: the network's constructor already calls it
+  collective* dp_;
+  cnn<activation_memory, cudnn_ops> net_;
+};
 
 class progress_bar {
  public:
@@ -149,8 +184,9 @@ std::string ratio_text(memory_report const& before, memory_report const& after, 
 }
 
 // Test accuracy: each rank evaluates its part of the test set, the correct counts are summed.
-double evaluate(network& net, labelled_images const& test, int batch, rank_info const& ranks)
+double evaluate(trainer& t, labelled_images const& test, int batch, rank_info const& ranks)
 {
+  auto& net = t.net();
   net.reset_counters();
   index_range const part = even_partition(test.count, ranks.rank, ranks.world_size);
   std::vector<std::size_t> index(part.count);
@@ -159,17 +195,17 @@ double evaluate(network& net, labelled_images const& test, int batch, rank_info 
     std::size_t const n = std::min<std::size_t>(std::size_t(batch), part.count - at);
     net.evaluate_batch(test, std::span<std::size_t const>(index).subspan(at, n));
   }
-  auto const [loss, correct] = net.counters(true);
+  auto const [loss, correct] = t.counters(true);
   (void)loss;
   return double(correct) / double(test.count);
 }
 
 // With several ranks: every replica must hold bitwise the same weights (they start from the same
 // seed and apply the same averaged gradients); a difference means the ranks diverged.
-void check_replicas(network& net, collective* dp, std::string const& when)
+void check_replicas(trainer& t, collective* dp, std::string const& when)
 {
   if (dp == nullptr) { return; }
-  auto const w                 = net.weights();
+  auto const w                 = t.net().weights();
   std::uint64_t const mine     = fingerprint(w);
   auto const [lowest, highest] = dp->min_max(mine);
   if (lowest != highest) {
@@ -195,27 +231,22 @@ void print_schedule(activation_memory& mem)
 
 int train(options const& o, dataset const& data, rank_info const& ranks, collective* dp)
 {
-  network_config nc;
-  nc.width    = o.width;
-  nc.rows     = int(data.train.rows);
-  nc.cols     = int(data.train.cols);
-  nc.classes  = int(dataset::classes);
-  nc.lr       = float(o.lr);
-  nc.momentum = float(o.momentum);
-  nc.seed     = o.seed;
-  long steps  = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
+  long steps = long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
   if (o.max_steps > 0) { steps = std::min(steps, o.max_steps); }
   auto mem = make_memory(o.policy, o.codec, o.budget);
-  network net(*mem, nc, o.batch, dp);
-  say("train_cnn: %s\n  network width %d: %zu parameters; batch %d, %ld steps per epoch (last "
+  trainer t(*mem, config_of(o, data), o.batch, dp);
+  auto& net = t.net();
+  say("train_cnn: %s\n  %s network width %d: %zu parameters; batch %d, %ld steps per epoch (last "
       "partial "
       "batch dropped), SGD lr %g momentum %g, seed %llu\n",
-      mem->description().c_str(), o.width, net.parameter_count(), o.batch, steps, o.lr, o.momentum,
+      mem->description().c_str(), o.arch == cnn_arch::vgg ? "vgg" : "resnet", o.width,
+      net.parameter_count(), o.batch, steps, o.lr, o.momentum,
       static_cast<unsigned long long>(o.seed));
   if (ranks.distributed()) {
     say("  data parallel: %d ranks (%s); global batch %d = %d ranks x %d; gradients averaged with "
         "one "
-        "ncclAllReduce(ncclAvg) per step; loss and accuracy over all ranks, memory figures rank "
+        "ncclAllReduce(ncclAvg) per gradient tensor, as backward writes it; loss and accuracy over "
+        "all ranks, memory figures rank "
         "0's\n",
         ranks.world_size, ranks.source.c_str(), ranks.world_size * o.batch, ranks.world_size,
         o.batch);
@@ -239,9 +270,9 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
     mem->synchronize();
     double const seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    auto const [loss_sum, train_correct] = net.counters(true);
+    auto const [loss_sum, train_correct] = t.counters(true);
     memory_report const after            = mem->report();
-    double const accuracy                = evaluate(net, data.test, o.batch, ranks);
+    double const accuracy                = evaluate(t, data.test, o.batch, ranks);
     double const samples                 = double(steps) * o.batch * ranks.world_size;
     say("epoch %d/%d: loss %.4f, train acc %.2f%%, test acc %.2f%%, step %.2f ms%s, device peak in "
         "use %s "
@@ -270,7 +301,7 @@ int train(options const& o, dataset const& data, rank_info const& ranks, collect
           stash::format_bytes(after.arena_bytes).c_str(),
           static_cast<unsigned long long>(after.pool_fallbacks));
     }
-    check_replicas(net, dp, "after epoch " + std::to_string(epoch + 1));
+    check_replicas(t, dp, "after epoch " + std::to_string(epoch + 1));
   }
   return 0;
 }
@@ -288,15 +319,9 @@ check_result check_run(options const& o, dataset const& data, rank_info const& r
                        collective* dp, policy_kind p, codec_kind k,
                        std::optional<std::uint64_t> budget, long steps)
 {
-  network_config nc;
-  nc.width    = o.width;
-  nc.rows     = int(data.train.rows);
-  nc.cols     = int(data.train.cols);
-  nc.lr       = float(o.lr);
-  nc.momentum = float(o.momentum);
-  nc.seed     = o.seed;
-  auto mem    = make_memory(p, k, budget);
-  network net(*mem, nc, o.batch, dp);
+  auto mem = make_memory(p, k, budget);
+  trainer t(*mem, config_of(o, data), o.batch, dp);
+  auto& net = t.net();
   long const per_epoch =
       long(steps_per_epoch(data.train.count, std::size_t(o.batch), ranks.world_size));
   progress_bar progress(
@@ -316,9 +341,9 @@ check_result check_run(options const& o, dataset const& data, rank_info const& r
       static_cast<unsigned long long>(mem->report().offloads),
       stash::format_bytes(mem->report().bytes_offloaded).c_str(),
       stash::format_bytes(mem->report().peak_in_use).c_str());
-  check_replicas(net, dp, "after the " + std::string(to_string(p)) + " run");
+  check_replicas(t, dp, "after the " + std::string(to_string(p)) + " run");
   check_result r{net.weights(), mem->report(), 0.0};
-  r.test_accuracy = evaluate(net, data.test, o.batch, ranks);
+  r.test_accuracy = evaluate(t, data.test, o.batch, ranks);
   say("  %s: test accuracy %.2f%%\n", std::string(to_string(p)).c_str(), 100.0 * r.test_accuracy);
   return r;
 }

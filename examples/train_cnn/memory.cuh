@@ -1,6 +1,7 @@
-// Where train_cnn's tensors live: one stash::allocator<lifetime_arena, any_swap_policy, codec set>
-// behind a small virtual interface; policy and codec are chosen at run time, so the allocator is
-// instantiated once (see make_memory in main.cu).
+// Where train_cnn's tensors live on CUDA: one stash::allocator<lifetime_arena, any_swap_policy,
+// codec set> behind a small virtual interface, the `Mem` of the shared network
+// (stash_tools/train_cnn/cnn.hpp, as host_memory is on the CPU); policy and codec are chosen at
+// run time, so the allocator is instantiated once (see make_memory in main.cu).
 #pragma once
 
 #include <stash_tools/train_cnn/budget_guard.hpp>
@@ -8,6 +9,7 @@
 #include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/allocator.hpp>
+#include <stash/codec/pool_argmax.hpp>
 #include <stash/core/device_upstream.hpp>
 #include <stash/core/error.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
@@ -23,10 +25,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace train_cnn {
@@ -34,23 +38,39 @@ namespace train_cnn {
 /// @brief The allocator as the network sees it (ids are stash::allocator tensor ids).
 class activation_memory {
  public:
-  using id                     = stash::tensor_handle;
+  using id = stash::tensor_handle;
+  /// @brief What queues an op's work from its pointers (reads, then writes) on stream().
+  using kernel                 = std::function<void(std::span<void* const>)>;
   virtual ~activation_memory() = default;
 
-  virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) = 0;
+  /// @brief A tensor of `bytes`; `pool` is a max pool's geometry, for the pool's indices
+  /// (pool_argmax's descriptor, used when the codec set carries pool_argmax).
+  virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
+                      std::optional<stash::pool_geometry> const& pool) = 0;
+  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label)
+  {
+    return allocate(bytes, kind, std::move(label), std::nullopt);
+  }
+  /// @brief Pointers of `reads` then `writes`, usable by work queued on stream() next. `rerun`
+  /// (may be empty) queues the op's work again: stash calls it to rematerialise an output that a
+  /// recompute entry dropped.
   virtual std::vector<void*> op(std::string name, std::span<id const> reads,
-                                std::span<id const> writes)                           = 0;
-  virtual void* pointer(id t)                                                         = 0;
-  virtual void deallocate(id t)                                                       = 0;
-  virtual void begin_iteration()                                                      = 0;
-  virtual void end_iteration()                                                        = 0;
-  virtual void phase(stash::phase p)                                                  = 0;
-  virtual void synchronize()                                                          = 0;
-  [[nodiscard]] virtual cudaStream_t stream() const                                   = 0;
-  [[nodiscard]] virtual memory_report report()                                        = 0;
-  virtual void reset_peak()                                                           = 0;
-  [[nodiscard]] virtual stash::schedule const& schedule() const                       = 0;
-  [[nodiscard]] virtual std::string description() const                               = 0;
+                                std::span<id const> writes, kernel rerun) = 0;
+  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes)
+  {
+    return op(std::move(name), reads, writes, kernel{});
+  }
+  virtual void* pointer(id t)                                   = 0;
+  virtual void deallocate(id t)                                 = 0;
+  virtual void begin_iteration()                                = 0;
+  virtual void end_iteration()                                  = 0;
+  virtual void phase(stash::phase p)                            = 0;
+  virtual void synchronize()                                    = 0;
+  [[nodiscard]] virtual cudaStream_t stream() const             = 0;
+  [[nodiscard]] virtual memory_report report()                  = 0;
+  virtual void reset_peak()                                     = 0;
+  [[nodiscard]] virtual stash::schedule const& schedule() const = 0;
+  [[nodiscard]] virtual std::string description() const         = 0;
 };
 
 /// @brief What a run's memory is configured with.
@@ -87,16 +107,32 @@ class stash_memory final : public activation_memory {
     }
   }
 
-  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label) override
+  using activation_memory::allocate;
+  using activation_memory::op;
+  id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
+              std::optional<stash::pool_geometry> const& pool) override
   {
+    using descriptor = typename alloc_type::descriptor_type;
+    descriptor desc{};
+    if constexpr (std::is_constructible_v<descriptor, stash::pool_geometry>) {
+      if (pool) { desc = descriptor{*pool}; }
+    }  // else no member of Codec takes a geometry: the indices travel as the others do
     // Whole floats (device codecs need them) and at least one.
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                                 std::move(label), stream_);
+                                 std::move(label), stream_, desc);
   }
-  std::vector<void*> op(std::string name, std::span<id const> reads,
-                        std::span<id const> writes) override
+  std::vector<void*> op(std::string name, std::span<id const> reads, std::span<id const> writes,
+                        kernel rerun) override
   {
-    return alloc_.op(std::move(name), reads, writes, stream_);
+    typename alloc_type::recompute_fn fn;
+    if (rerun) {
+      // stash re-runs an op on the stream of the op that needs its output: always stream_ here,
+      // the stream the network's layer calls are bound to, so the kernel needs no other.
+      fn = [k = std::move(rerun)](std::span<void* const> p, stash::cuda_backend::stream /*s*/) {
+        k(p);
+      };
+    }
+    return alloc_.op(std::move(name), reads, writes, stream_, std::move(fn));
   }
   void* pointer(id t) override { return alloc_.acquire_async(t, stream_); }
   void deallocate(id t) override { alloc_.deallocate_async(t); }
@@ -109,27 +145,7 @@ class stash_memory final : public activation_memory {
     alloc_.synchronize();
   }
   [[nodiscard]] cudaStream_t stream() const override { return stream_; }
-  [[nodiscard]] memory_report report() override
-  {
-    memory_report r;
-    auto const o           = alloc_.stats().offload;
-    r.offloads             = o.offloads;
-    r.prefetches           = o.prefetches;
-    r.demand_prefetches    = o.demand_prefetches;
-    r.bytes_offloaded      = o.bytes_offloaded;
-    r.bytes_encoded        = o.bytes_encoded;
-    r.bytes_encoded_source = o.bytes_encoded_source;
-    auto const s           = pool_.stats();
-    r.peak_in_use          = pool_.peak();
-    r.peak_reserved        = s.peak_reserved_bytes;
-    r.reserved             = s.reserved_bytes;
-    r.arena_bytes          = pool_.inner().arena_bytes();
-    r.pool_fallbacks       = s.fallbacks;
-    r.replans              = alloc_.stats().replanned;
-    r.arena_replans        = pool_.inner().replans();
-    r.deviations           = alloc_.stats().deviations;
-    return r;
-  }
+  [[nodiscard]] memory_report report() override { return memory_report_of(alloc_, pool_); }
   void reset_peak() override { pool_.reset_peak(); }
   [[nodiscard]] stash::schedule const& schedule() const override
   {

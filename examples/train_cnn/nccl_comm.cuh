@@ -5,7 +5,7 @@
 // Only compiled when CMake found NCCL (STASH_HAVE_NCCL).
 #pragma once
 
-#include "network.cuh"
+#include "collective.cuh"
 
 #include <stash_tools/train_cnn/data_parallel.hpp>
 
@@ -125,7 +125,7 @@ class nccl_collective final : public collective {
   void average(float* data, std::size_t count, cudaStream_t stream) override
   {
     after(stream);
-    // One all-reduce over the flat gradient buffer: NCCL's ring or tree moves it in one pass.
+    // One all-reduce of one gradient tensor: the network calls this for each as backward writes it.
     TRAIN_CNN_NCCL(comm_, ncclAllReduce(data, data, count, ncclFloat, ncclAvg, comm_, stream_));
     before(stream);
   }

@@ -95,28 +95,31 @@ void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double perce
 
 }  // namespace
 
-TEST_CASE("dnnl_ops: max-pool indices from oneDNN's workspace point at each window's maximum")
+TEST_CASE("dnnl_ops: max-pool indices point at each window's maximum, and backward routes dy there")
 {
   fix_threads();
   dnnl_ops ops;
   pool_shape const s{3, 5, 8, 6};
   std::size_t const in = 3 * 5 * 8 * 6, out = 3 * 5 * 4 * 3;
-  std::vector<float> x(in), y(out);
+  std::vector<float> x(in), y(out), dy(out), dx(in);
   for (std::size_t i = 0; i < in; ++i) { x[i] = float((i * 7919) % 1009) - 500.0f; }
-  std::vector<std::uint8_t> ws(ops.pool(s).ws_bytes), back(ws.size());
-  std::vector<std::byte> scratch(ops.pool_scratch(s, false) + 1);
-  ops.pool_forward(s, x.data(), y.data(), ws.data(), scratch.data());
+  for (std::size_t o = 0; o < out; ++o) { dy[o] = float(o + 1); }
+  std::vector<std::byte> scratch(std::max(ops.pool_scratch(s, layer_pass::forward),
+                                          ops.pool_scratch(s, layer_pass::backward_data)));
   std::vector<std::int64_t> index(out);
-  dnnl_ops::indices_from_workspace(s, ws.data(), index.data());
+  ops.pool_forward(s, x.data(), y.data(), index.data(), scratch.data());
+  std::vector<float> expected(in, 0.0f);
   for (std::size_t o = 0; o < out; ++o) {
     std::size_t const plane = o / 12, oy = o % 12 / 3, ox = o % 3;
     std::int64_t const iy = index[o] / 6, ix = index[o] % 6;
     REQUIRE(iy / 2 == std::int64_t(oy));  // inside the output's 2x2 window
     REQUIRE(ix / 2 == std::int64_t(ox));
     CHECK(x[plane * 48 + std::size_t(index[o])] == y[o]);
+    expected[plane * 48 + std::size_t(index[o])] = dy[o];
   }
-  dnnl_ops::workspace_from_indices(s, index.data(), back.data());
-  CHECK(back == ws);
+  // The backward rebuilds oneDNN's workspace from the indices: dy lands at each maximum only.
+  ops.pool_backward(s, dy.data(), index.data(), dx.data(), scratch.data());
+  CHECK(dx == expected);
 }
 
 TEST_CASE("train_cnn cpu vgg: vdnn_all at 100% of the peak, raw and per-tensor encodings, bitwise")
@@ -125,18 +128,21 @@ TEST_CASE("train_cnn cpu vgg: vdnn_all at 100% of the peak, raw and per-tensor e
   check_run(cnn_arch::vgg, policy_kind::vdnn_all, codec_kind::auto_, 100);
 }
 
-TEST_CASE("train_cnn cpu vgg: search_swap at 90% of the peak (its floor: about 82%), bitwise")
+// vgg's floor: its forward holds every parameter and momentum until their first use of the step
+// (stash moves storages between two uses inside a step, not across the step's boundary), so an op
+// of the first block needs 61% of the peak resident; search_swap fits 65%.
+TEST_CASE("train_cnn cpu vgg: search_swap at 65% of the peak, bitwise")
 {
-  check_run(cnn_arch::vgg, policy_kind::search_swap, codec_kind::auto_, 90);
+  check_run(cnn_arch::vgg, policy_kind::search_swap, codec_kind::auto_, 65);
 }
 
-TEST_CASE("train_cnn cpu resnet: search_swap at 60-75%, vdnn_all at 80-100% of the peak, bitwise")
+TEST_CASE("train_cnn cpu resnet: search_swap at 62-70%, vdnn_all at 80-100% of the peak, bitwise")
 {
-  // At 100% nothing needs to leave: search_swap plans no entry, so it runs below.
-  // Raw copies take longer in the planner's cost model, so its raw schedules need earlier
-  // prefetches: 75% is the lowest multiple of 5 it fits without the encodings.
-  check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::none, 75);
-  check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::auto_, 60);
+  // At 100% nothing needs to leave: search_swap plans no entry, so it runs below. These are
+  // budgets whose plan fits the planner's timed simulation (r.fits); below them a run may hold
+  // the budget or stop at an allocation, depending on when its copies complete.
+  check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::none, 70);
+  check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::auto_, 62);
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::auto_, 100);
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::bitmask, 80);
 }

@@ -1,7 +1,8 @@
-// train_cnn's network and training step, over a memory (stash tensors: ids, op() pointers) and a
-// layer-ops backend (dnnl_ops on the CPU). The description (layers, shapes, parameter order and
-// initialisation, which tensors are kept for backward and when each is freed) and the step
-// (forward, backward over a tape, SGD with momentum) live here once; the backend only computes.
+// train_cnn's network and training step, shared by the CPU build (train_cnn_cpu: dnnl_ops, over
+// host_memory or plain_memory) and the CUDA build (train_cnn: cudnn_ops, over activation_memory,
+// examples/train_cnn/). The description (layers, shapes, parameter order and initialisation,
+// which tensors are kept for backward and when each is freed) and the step (forward, backward over
+// a tape, SGD with momentum) live here once; only the layer calls differ (`Ops`).
 //
 // Architectures (NCHW float32, width w: channels c1 = 32w, c2 = 64w, units u = 256w):
 //   vgg:    [conv-ReLU-conv-ReLU-maxpool](c1) [conv-ReLU-conv-ReLU-maxpool](c2) fc(u)-ReLU-fc(10)
@@ -12,6 +13,16 @@
 // pass only by threshold_backward: stash's planner may send it as Gist's 1-bit mask and the
 // indices as Gist's 4-bit argmax, both exact for these readers.
 //
+// Gradients and SGD with momentum (v = momentum v + g; w -= lr v): one gradient tensor per
+// parameter (weight and bias each), allocated for the backward op that writes it, folded into the
+// momentum at once (v = momentum v + g, an op of its own) and freed, so no op holds the gradients
+// of layers it does not touch; the step (w -= lr v) runs after backward, once per tensor. So the
+// momentum is read inside the step too, and stash may move it out between its two uses, across the
+// backward pass. The values are those of a plain SGD step after backward, bit for bit. The
+// backward of a convolution or a fully connected layer is two ops, to the parameters first (reads
+// dy and x) and then to the input (reads dy and w): x may go before dx is allocated, and each
+// op's working set is the smaller one.
+//
 // Recompute: every layer op runs through run(), which hands the memory the op's kernel as a
 // function of the op's pointers (reads, then writes): the first run and any re-run stash makes to
 // rematerialise a dropped output (policies search, checkpoint, dtr) are the same call, so the
@@ -21,10 +32,31 @@
 // addmm) and threshold_backward and clone are pure; batch norm's running statistics are updated
 // by a separate op (running_stats_update, never re-run), so its re-run changes no state; ops that
 // write the gradients or parameters, or accumulate in place, are refused by the write rules.
+//
+// Ops, the layer calls (every pointer is a tensor's, valid for the op that handed it out; every
+// call is ordered on the memory's stream, the CPU's being the calling thread):
+//   conv_forward(s, x, w, b, y, scratch), conv_backward_weights(s, dy, x, dw, db, scratch),
+//   conv_backward_data(s, dy, w, dx, scratch), conv_scratch(s, pass);
+//   pool_forward(s, x, y, index, scratch), pool_backward(s, dy, index, dx, scratch),
+//   pool_scratch(s, pass): 2x2 max pooling with PyTorch's int64 indices;
+//   relu_forward(count, x, y), relu_backward(count, dy, y, dx), add(count, a, b, y) (y may
+//   be a);
+//   bn_forward(s, training, x, scale, shift, y, mean, stat, scratch) (training: writes the batch
+//   mean and the backend's statistic; inference: reads the running mean and variance),
+//   bn_backward(s, dy, x, mean, stat, scale, shift, dx, dscale, dshift, scratch), bn_scratch(s,
+//   pass), bn_running_update(c, mean, stat, run_mean, run_var) (0.9 running + 0.1 batch);
+//   linear_forward(s, x, w, b, y, scratch), linear_backward_weights(s, dy, x, dw, db, scratch),
+//   linear_backward_data(s, dy, w, dx, scratch), linear_scratch(s, pass);
+//   normalize(count, u8 in, out); cross_entropy(n, classes, logits, labels, dlogits or null,
+//   loss_sum, correct, scratch) (adds the batch's loss and correct count),
+//   cross_entropy_scratch(n); sgd_momentum(count, momentum, v, g) (v = momentum v + g),
+//   sgd_step(count, lr, w, v) (w -= lr v); zero(p, bytes), fill(p, count, value), copy(dst, src,
+//   bytes); upload(dst, host, bytes) and download(host, src, bytes) (the host buffer is free or
+//   filled at return); stage(set, index, images, labels) (the batch's pixels and labels).
 #pragma once
 
-#include <stash_tools/train_cnn/dnnl_ops.hpp>
 #include <stash_tools/train_cnn/idx_reader.hpp>
+#include <stash_tools/train_cnn/layer_shapes.hpp>
 #include <stash_tools/train_cnn/options.hpp>
 
 #include <stash/codec/pool_argmax.hpp>
@@ -32,11 +64,10 @@
 #include <stash/offload/transfer.hpp>
 #include <stash/trace/trace.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -61,6 +92,21 @@ struct cnn_config {
   std::uint64_t seed = 1;
 };
 
+/// @brief The network a command line asks for, on images of `data`'s size.
+[[nodiscard]] inline cnn_config config_of(options const& o, dataset const& data)
+{
+  cnn_config c;
+  c.arch     = o.arch;
+  c.width    = o.width;
+  c.rows     = int(data.train.rows);
+  c.cols     = int(data.train.cols);
+  c.classes  = int(dataset::classes);
+  c.lr       = float(o.lr);
+  c.momentum = float(o.momentum);
+  c.seed     = o.seed;
+  return c;
+}
+
 /// @brief Orders tensor ids for std::map: stash's tensor handles by (owner, slot, generation),
 /// plain_memory's integers as they are.
 struct id_less {
@@ -77,17 +123,26 @@ struct id_less {
   }
 };
 
-/// @brief Fashion-MNIST's training-set mean and standard deviation of pixel/255.
-inline constexpr float pixel_mean = 0.2860f;
-inline constexpr float pixel_std  = 0.3530f;
+/// @brief One parameter's gradients of one step (weight, bias) and their element counts: what a
+/// data-parallel run averages over its ranks, as soon as backward has written them.
+using gradient_hook =
+    std::function<void(std::span<void* const> grads, std::span<std::size_t const> counts)>;
 
-/// @brief The network over a memory `Mem` (host_memory) and layer calls `Ops` (dnnl_ops).
+/// @brief The network over a memory `Mem` (host_memory, plain_memory, activation_memory) and
+/// layer calls `Ops` (dnnl_ops, cudnn_ops): see the file comment.
+/// @tparam Mem allocate(bytes, kind, label[, desc]), op(name, reads, writes[, kernel]),
+/// deallocate, begin_iteration, end_iteration, phase; `id` its tensor type.
+/// @tparam Ops the layer calls listed in the file comment.
 template <class Mem, class Ops>
 class cnn {
  public:
   using id = typename Mem::id;
 
-  cnn(Mem& mem, Ops& ops, cnn_config cfg, int max_batch) : mem_(mem), ops_(ops), cfg_(cfg)
+  /// @brief Builds the network over `mem` for batches of up to `max_batch`; with `on_gradients`,
+  /// each step hands every parameter's gradients to it (data parallelism) in an op that writes
+  /// them, between the backward op that computes them and the momentum update that reads them.
+  cnn(Mem& mem, Ops& ops, cnn_config cfg, int max_batch, gradient_hook on_gradients = {})
+      : mem_(mem), ops_(ops), cfg_(cfg), on_gradients_(std::move(on_gradients))
   {
     if (cfg_.rows % 4 != 0 || cfg_.cols % 4 != 0) {
       throw std::runtime_error(
@@ -96,19 +151,18 @@ class cnn {
           std::to_string(cfg_.rows) + "x" + std::to_string(cfg_.cols));
     }
     build_layers();
-    grads_ =
-        mem_.allocate(grad_floats_ * sizeof(float), stash::storage_kind::grad, "gradients.flat");
-    auto p = mem_.op("init_gradients", {}, ids{grads_});
-    std::memset(p[0], 0, grad_floats_ * sizeof(float));
     images_ =
         mem_.allocate(std::size_t(max_batch) * pixels(), stash::storage_kind::input, "images_u8");
-    labels_ = mem_.allocate(std::size_t(max_batch), stash::storage_kind::input, "labels_u8");
+    labels_   = mem_.allocate(std::size_t(max_batch), stash::storage_kind::input, "labels_u8");
+    loss_sum_ = mem_.allocate(sizeof(double), stash::storage_kind::temp, "loss_sum");
+    correct_  = mem_.allocate(sizeof(unsigned long long), stash::storage_kind::temp, "correct");
+    reset_counters();
   }
   cnn(cnn const&)            = delete;
   cnn& operator=(cnn const&) = delete;
 
   /// @brief One training step (forward, backward, SGD) on samples `index` of `set`, as one stash
-  /// iteration.
+  /// iteration. The batches of one run must all have the same size (a new size re-records).
   void train_step(labelled_images const& set, std::span<std::size_t const> index)
   {
     int const n = static_cast<int>(index.size());
@@ -120,7 +174,7 @@ class cnn {
     mem_.phase(stash::phase::backward);
     backward(n, logits, dlogits);
     mem_.phase(stash::phase::optimizer);
-    for (auto* p : params()) { sgd(*p); }
+    for (auto* p : params()) { sgd_step(*p); }
     mem_.end_iteration();
   }
 
@@ -136,23 +190,38 @@ class cnn {
   /// @brief Zeroes the loss and accuracy counters.
   void reset_counters()
   {
-    loss_sum_ = 0;
-    correct_  = 0;
+    auto p = mem_.op("zero_counters", {}, ids{loss_sum_, correct_});
+    ops_.zero(p[0], sizeof(double));
+    ops_.zero(p[1], sizeof(unsigned long long));
   }
-  /// @brief Loss sum and correct predictions since reset_counters().
-  [[nodiscard]] std::pair<double, unsigned long long> counters() const
+  /// @brief Loss sum and correct predictions since reset_counters() (waits for them). With
+  /// `combine`, that runs first on the counters' pointers, in an op of its own (a data-parallel
+  /// run sums them over its ranks there).
+  [[nodiscard]] std::pair<double, unsigned long long> counters(
+      std::function<void(double*, unsigned long long*)> const& combine = {})
   {
-    return {loss_sum_, correct_};
+    if (combine) {
+      auto p = mem_.op("combine_counters", {}, ids{loss_sum_, correct_});
+      combine(static_cast<double*>(p[0]), static_cast<unsigned long long*>(p[1]));
+    }
+    double loss             = 0;
+    unsigned long long good = 0;
+    auto p                  = mem_.op("read_counters", ids{loss_sum_, correct_}, {});
+    ops_.download(&loss, p[0], sizeof loss);
+    ops_.download(&good, p[1], sizeof good);
+    return {loss, good};
   }
 
-  /// @brief Every weight and bias (and batch-norm running statistic) in a fixed order.
+  /// @brief Every weight and bias (and batch-norm running statistic) in a fixed order, copied
+  /// to the host.
   std::vector<float> weights()
   {
     std::vector<float> out;
     auto take = [&](id t, std::size_t count) {
-      auto p        = mem_.op("read_weights", ids{t}, {});
-      auto const* f = static_cast<float const*>(p[0]);
-      out.insert(out.end(), f, f + count);
+      std::size_t const at = out.size();
+      out.resize(at + count);
+      auto p = mem_.op("read_weights", ids{t}, {});
+      ops_.download(out.data() + at, p[0], count * sizeof(float));
     };
     for (auto* p : params()) {
       take(p->w, p->w_count);
@@ -185,9 +254,10 @@ class cnn {
     kernel(ptrs(p));
   }
   struct param {
+    std::string name;
     id w{}, b{}, vw{}, vb{};
+    id dw{}, db{};  // this step's gradients: from the backward op to fold_gradients()
     std::size_t w_count{0}, b_count{0};
-    std::size_t dw_at{0}, db_at{0};  // offsets (floats) of the gradients in grads_
   };
   struct conv_layer {
     std::string name;
@@ -210,7 +280,7 @@ class cnn {
   struct node {
     node_kind kind{};
     int layer{-1};
-    id x{}, y{}, a{}, b{};  // input, output; bn: mean, var; add: the two inputs; pool: indices
+    id x{}, y{}, a{}, b{};  // input, output; bn: mean, stat; add: the two inputs; pool: indices
     int c{}, h{}, w{};      // relu / add: element count in c; pool: input shape
   };
 
@@ -237,8 +307,8 @@ class cnn {
       l.run_var  = mem_.allocate(std::size_t(cin) * 4, stash::storage_kind::optstate,
                                  l.name + ".running_var");
       auto p     = mem_.op("init_" + l.name + ".running", {}, ids{l.run_mean, l.run_var});
-      std::fill_n(static_cast<float*>(p[0]), cin, 0.0f);
-      std::fill_n(static_cast<float*>(p[1]), cin, 1.0f);
+      ops_.fill(f(p[0]), std::size_t(cin), 0.0f);
+      ops_.fill(f(p[1]), std::size_t(cin), 1.0f);
       bns_.push_back(std::move(l));
     };
     if (cfg_.arch == cnn_arch::vgg) {
@@ -286,29 +356,24 @@ class cnn {
   {
     using stash::storage_kind;
     param p;
+    p.name    = name;
     p.w_count = w_count;
     p.b_count = b_count;
     p.w       = mem_.allocate(w_count * sizeof(float), storage_kind::param, name + ".weight");
     p.b       = mem_.allocate(b_count * sizeof(float), storage_kind::param, name + ".bias");
-    auto const padded = [](std::size_t k) { return (k + 63) / 64 * 64; };
-    p.dw_at           = grad_floats_;
-    grad_floats_ += padded(w_count);
-    p.db_at = grad_floats_;
-    grad_floats_ += padded(b_count);
     p.vw =
         mem_.allocate(w_count * sizeof(float), storage_kind::optstate, name + ".weight.momentum");
     p.vb = mem_.allocate(b_count * sizeof(float), storage_kind::optstate, name + ".bias.momentum");
-    auto ptr = mem_.op("init_" + name, {}, ids{p.w, p.b, p.vw, p.vb});
-    auto* w  = static_cast<float*>(ptr[0]);
-    if (ones) {
-      std::fill_n(w, w_count, 1.0f);
-    } else {
+    std::vector<float> host(w_count, 1.0f);
+    if (!ones) {
       std::normal_distribution<float> normal(0.0f, stddev);
-      for (std::size_t i = 0; i < w_count; ++i) { w[i] = normal(rng); }
+      for (auto& x : host) { x = normal(rng); }
     }
-    std::fill_n(static_cast<float*>(ptr[1]), b_count, 0.0f);
-    std::fill_n(static_cast<float*>(ptr[2]), w_count, 0.0f);
-    std::fill_n(static_cast<float*>(ptr[3]), b_count, 0.0f);
+    auto ptr = mem_.op("init_" + name, {}, ids{p.w, p.b, p.vw, p.vb});
+    ops_.upload(ptr[0], host.data(), w_count * sizeof(float));
+    ops_.zero(ptr[1], b_count * sizeof(float));
+    ops_.zero(ptr[2], w_count * sizeof(float));
+    ops_.zero(ptr[3], b_count * sizeof(float));
     return p;
   }
 
@@ -328,6 +393,11 @@ class cnn {
     if (extra) { v.push_back(*extra); }
     return v;
   }
+  // The pointer of an optional tensor that follows `at` others in an op's pointers.
+  static void* opt(ptrs p, std::optional<id> const& t, std::size_t at)
+  {
+    return t ? p[at] : nullptr;
+  }
   void free_if(std::optional<id> t)
   {
     if (t) { mem_.deallocate(*t); }
@@ -346,17 +416,20 @@ class cnn {
       mem_.deallocate(t);
     }
   }
+  // This step's gradient tensors of `p` (freed by sgd()).
+  void allocate_gradients(param& p)
+  {
+    p.dw = mem_.allocate(p.w_count * sizeof(float), stash::storage_kind::grad,
+                         p.name + ".weight.grad");
+    p.db =
+        mem_.allocate(p.b_count * sizeof(float), stash::storage_kind::grad, p.name + ".bias.grad");
+  }
 
   // ---- forward
   void stage(labelled_images const& set, std::span<std::size_t const> index)
   {
-    auto p      = mem_.op("stage_batch", {}, ids{images_, labels_});
-    auto* img   = static_cast<std::uint8_t*>(p[0]);
-    auto* label = static_cast<std::uint8_t*>(p[1]);
-    for (std::size_t i = 0; i < index.size(); ++i) {
-      std::copy_n(set.pixels.data() + index[i] * pixels(), pixels(), img + i * pixels());
-      label[i] = set.labels[index[i]];
-    }
+    auto p = mem_.op("stage_batch", {}, ids{images_, labels_});
+    ops_.stage(set, index, static_cast<std::uint8_t*>(p[0]), static_cast<std::uint8_t*>(p[1]));
   }
 
   id forward(int n, bool training)
@@ -365,12 +438,8 @@ class cnn {
     tape_.clear();
     x0_ = act(std::size_t(n) * pixels(), "input", stash::storage_kind::input);
     {
-      auto p        = mem_.op("aten::_to_copy", ids{images_}, ids{x0_});
-      auto const* u = static_cast<std::uint8_t const*>(p[0]);
-      auto* f       = static_cast<float*>(p[1]);
-      for (std::size_t i = 0; i < std::size_t(n) * pixels(); ++i) {
-        f[i] = (float(u[i]) / 255.0f - pixel_mean) / pixel_std;
-      }
+      auto p = mem_.op("aten::_to_copy", ids{images_}, ids{x0_});
+      ops_.normalize(std::size_t(n) * pixels(), static_cast<std::uint8_t const*>(p[0]), f(p[1]));
     }
     id x       = cfg_.arch == cnn_arch::vgg ? vgg_features(n, x0_) : resnet_features(n, x0_);
     id const h = linear(n, 0, x);
@@ -438,12 +507,11 @@ class cnn {
   {
     auto const& l = convs_[std::size_t(i)];
     conv_shape const s{n, l.cin, l.cout, l.h, l.w};
-    id const y = act(std::size_t(n) * l.cout * l.h * l.w, l.name + ".out");
-    auto ws    = workspace(ops_.conv_scratch(s, false), l.name);
-    run("aten::convolution", ids{x, l.p.w, l.p.b}, with({y}, ws),
-        [this, s, has_ws = ws.has_value()](ptrs p) {
-          ops_.conv_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), has_ws ? p[4] : nullptr);
-        });
+    id const y    = act(std::size_t(n) * l.cout * l.h * l.w, l.name + ".out");
+    auto const ws = workspace(ops_.conv_scratch(s, layer_pass::forward), l.name);
+    run("aten::convolution", ids{x, l.p.w, l.p.b}, with({y}, ws), [this, s, ws](ptrs p) {
+      ops_.conv_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), opt(p, ws, 4));
+    });
     free_if(ws);
     if (training_) {
       tape_.push_back({node_kind::conv, i, x, y, {}, {}, 0, 0, 0});
@@ -458,40 +526,36 @@ class cnn {
     auto& l = bns_[std::size_t(i)];
     pool_shape const s{n, l.c, l.h, l.w};
     id const y    = act(std::size_t(n) * l.c * l.h * l.w, l.name + ".out");
-    auto const ws = workspace(ops_.bn_scratch(s, false), l.name);
+    auto const ws = workspace(ops_.bn_scratch(s, layer_pass::forward), l.name);
     if (!training_) {
       run("aten::native_batch_norm", ids{x, l.p.w, l.p.b, l.run_mean, l.run_var}, with({y}, ws),
-          [this, s, has_ws = ws.has_value()](ptrs p) {
+          [this, s, ws](ptrs p) {
             ops_.bn_forward(s, false, f(p[0]), f(p[1]), f(p[2]), f(p[5]), f(p[3]), f(p[4]),
-                            has_ws ? p[6] : nullptr);
+                            opt(p, ws, 6));
           });
       free_if(ws);
       return y;
     }
     id const mean = act(std::size_t(l.c), l.name + ".mean", stash::storage_kind::temp);
-    id const var  = act(std::size_t(l.c), l.name + ".var", stash::storage_kind::temp);
+    id const stat = act(std::size_t(l.c), l.name + ".var", stash::storage_kind::temp);
     // Training: batch statistics only (the running ones are updated below, by an op of their own,
     // so a re-run of this one is pure).
-    run("aten::native_batch_norm", ids{x, l.p.w, l.p.b}, with({y, mean, var}, ws),
-        [this, s, has_ws = ws.has_value()](ptrs p) {
+    run("aten::native_batch_norm", ids{x, l.p.w, l.p.b}, with({y, mean, stat}, ws),
+        [this, s, ws](ptrs p) {
           ops_.bn_forward(s, true, f(p[0]), f(p[1]), f(p[2]), f(p[3]), f(p[4]), f(p[5]),
-                          has_ws ? p[6] : nullptr);
+                          opt(p, ws, 6));
         });
     free_if(ws);
     {
-      // running = 0.9 running + 0.1 batch (the batch variance as oneDNN computes it, biased)
-      auto p = mem_.op("running_stats_update", ids{mean, var}, ids{l.run_mean, l.run_var});
-      for (int c = 0; c < l.c; ++c) {
-        f(p[2])[c] = 0.9f * f(p[2])[c] + 0.1f * f(p[0])[c];
-        f(p[3])[c] = 0.9f * f(p[3])[c] + 0.1f * f(p[1])[c];
-      }
+      auto p = mem_.op("running_stats_update", ids{mean, stat}, ids{l.run_mean, l.run_var});
+      ops_.bn_running_update(l.c, f(p[0]), f(p[1]), f(p[2]), f(p[3]));
     }
-    tape_.push_back({node_kind::bn, i, x, y, mean, var, 0, 0, 0});
+    tape_.push_back({node_kind::bn, i, x, y, mean, stat, 0, 0, 0});
     keep(x);
     keep(mean);
-    keep(var);
+    keep(stat);
     drop(mean);
-    drop(var);
+    drop(stat);
     return y;
   }
 
@@ -525,15 +589,10 @@ class cnn {
         std::size_t(n) * c, std::size_t(h), std::size_t(w), 2, 2, 2, 2};
     id const index = mem_.allocate(outputs * sizeof(std::int64_t), stash::storage_kind::act,
                                    label + ".indices", geometry);
-    auto const ws  = workspace(ops_.pool(s).ws_bytes, label + ".dnnl");
-    auto const sc  = workspace(ops_.pool_scratch(s, false), label);
-    run("aten::max_pool2d_with_indices", ids{x}, with(with({y, index}, ws), sc),
-        [this, s, has_sc = sc.has_value()](ptrs p) {
-          ops_.pool_forward(s, f(p[0]), f(p[1]), p[3], has_sc ? p[4] : nullptr);
-          Ops::indices_from_workspace(s, static_cast<std::uint8_t const*>(p[3]),
-                                      static_cast<std::int64_t*>(p[2]));
-        });
-    free_if(sc);
+    auto const ws  = workspace(ops_.pool_scratch(s, layer_pass::forward), label);
+    run("aten::max_pool2d_with_indices", ids{x}, with({y, index}, ws), [this, s, ws](ptrs p) {
+      ops_.pool_forward(s, f(p[0]), f(p[1]), static_cast<std::int64_t*>(p[2]), opt(p, ws, 3));
+    });
     free_if(ws);
     if (training_) {
       tape_.push_back({node_kind::pool, -1, x, y, index, {}, c, h, w});
@@ -547,12 +606,11 @@ class cnn {
   {
     auto const& l = fc_[std::size_t(i)];
     linear_shape const s{n, l.in, l.out};
-    id const y = act(std::size_t(n) * l.out, l.name + ".out");
-    auto ws    = workspace(ops_.linear_scratch(s, false), l.name);
-    run("aten::addmm", ids{x, l.p.w, l.p.b}, with({y}, ws),
-        [this, s, has_ws = ws.has_value()](ptrs p) {
-          ops_.linear_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), has_ws ? p[4] : nullptr);
-        });
+    id const y    = act(std::size_t(n) * l.out, l.name + ".out");
+    auto const ws = workspace(ops_.linear_scratch(s, layer_pass::forward), l.name);
+    run("aten::addmm", ids{x, l.p.w, l.p.b}, with({y}, ws), [this, s, ws](ptrs p) {
+      ops_.linear_forward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), opt(p, ws, 4));
+    });
     free_if(ws);
     if (training_) {
       tape_.push_back({node_kind::linear, i, x, y, {}, {}, 0, 0, 0});
@@ -561,35 +619,24 @@ class cnn {
     return y;
   }
 
-  // Softmax cross-entropy: the loss and accuracy counters, and (training) dlogits = (softmax -
-  // onehot) / n.
+  // Softmax cross-entropy: adds to the loss and accuracy counters, and (training) dlogits =
+  // (softmax - onehot) / n.
   id loss(int n, id logits, bool training)
   {
     int const k = cfg_.classes;
     std::optional<id> d;
     if (training) { d = act(std::size_t(n) * k, "fc2.out.grad", stash::storage_kind::temp); }
+    auto const ws = workspace(ops_.cross_entropy_scratch(n), "cross_entropy");
     {
-      auto p        = mem_.op("aten::cross_entropy_loss", ids{logits, labels_}, with({}, d));
-      auto const* z = f(p[0]);
-      auto const* y = static_cast<std::uint8_t const*>(p[1]);
-      for (int i = 0; i < n; ++i) {
-        float const* zi = z + std::size_t(i) * k;
-        int const arg   = int(std::max_element(zi, zi + k) - zi);
-        float const m   = zi[arg];
-        float sum       = 0.0f;
-        for (int j = 0; j < k; ++j) { sum += std::exp(zi[j] - m); }
-        loss_sum_ += double(std::log(sum) - (zi[y[i]] - m));
-        correct_ += arg == y[i] ? 1u : 0u;
-        if (d) {
-          for (int j = 0; j < k; ++j) {
-            f(p[2])[std::size_t(i) * k + j] =
-                (std::exp(zi[j] - m) / sum - (j == y[i] ? 1.0f : 0.0f)) / float(n);
-          }
-        }
-      }
+      auto p = mem_.op("aten::cross_entropy_loss", ids{logits, labels_},
+                       with(with({loss_sum_, correct_}, d), ws));
+      ops_.cross_entropy(n, k, f(p[0]), static_cast<std::uint8_t const*>(p[1]),
+                         d ? f(p[4]) : nullptr, static_cast<double*>(p[2]),
+                         static_cast<unsigned long long*>(p[3]), opt(p, ws, d ? 5 : 4));
     }
-    mem_.deallocate(
-        logits);  // backward needs only dlogits (its id stays the key of their gradient)
+    free_if(ws);
+    // Backward needs only dlogits (the logits' id stays the key of their gradient).
+    mem_.deallocate(logits);
     return d.value_or(id{});
   }
 
@@ -614,7 +661,7 @@ class cnn {
           break;
         case node_kind::relu:
           relu_backward(e, dy, grad);
-          break;
+          continue;  // relu_backward freed dy
         case node_kind::pool:
           pool_backward(n, e, dy, grad);
           break;
@@ -624,8 +671,8 @@ class cnn {
         case node_kind::add: {
           id const copy = act(std::size_t(e.c), "add.grad", stash::storage_kind::temp);
           run("aten::clone", ids{dy}, ids{copy},
-              [bytes = std::size_t(e.c) * sizeof(float)](ptrs p) {
-                std::memcpy(p[1], p[0], bytes);
+              [this, bytes = std::size_t(e.c) * sizeof(float)](ptrs p) {
+                ops_.copy(p[1], p[0], bytes);
               });
           accumulate(grad, e.a, dy, e.c);
           accumulate(grad, e.b, copy, e.c);
@@ -649,56 +696,70 @@ class cnn {
     mem_.deallocate(dx);
   }
 
+  // To the parameters (reads dy, x), x released, then to the input (reads dy, w) unless x is the
+  // network's input.
   void conv_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
-    auto const& l = convs_[std::size_t(e.layer)];
+    auto& l = convs_[std::size_t(e.layer)];
     conv_shape const s{n, l.cin, l.cout, l.h, l.w};
-    std::size_t const count = std::size_t(n) * l.cin * l.h * l.w;
-    std::optional<id> dx;
-    if (e.x != x0_) { dx = act(count, l.name + ".in.grad", stash::storage_kind::temp); }
-    auto ws = workspace(ops_.conv_scratch(s, true), l.name + ".backward");
-    {
-      auto p =
-          mem_.op("aten::convolution_backward", ids{dy, e.x, l.p.w}, with(with({grads_}, dx), ws));
-      float* g = f(p[3]);
-      ops_.conv_backward(s, f(p[0]), f(p[1]), f(p[2]), g + l.p.dw_at, g + l.p.db_at,
-                         dx ? f(p[4]) : nullptr, ws ? p[dx ? 5 : 4] : nullptr);
-    }
-    free_if(ws);
+    allocate_gradients(l.p);
+    auto const wws =
+        workspace(ops_.conv_scratch(s, layer_pass::backward_weights), l.name + ".backward_weights");
+    // aten::convolution_backward is pure in the recompute table, and these gradients are not
+    // persistent: the op may be re-run, so it is given its kernel.
+    run("aten::convolution_backward", ids{dy, e.x}, with({l.p.dw, l.p.db}, wws),
+        [this, s, wws](ptrs p) {
+          ops_.conv_backward_weights(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), opt(p, wws, 4));
+        });
+    free_if(wws);
+    fold_gradients(l.p);
+    bool const wants_dx = e.x != x0_;
     unkeep(e.x);
-    if (dx) { accumulate(grad, e.x, *dx, int(count)); }
+    if (!wants_dx) { return; }
+    std::size_t const count = std::size_t(n) * l.cin * l.h * l.w;
+    id const dx             = act(count, l.name + ".in.grad", stash::storage_kind::temp);
+    auto const dws =
+        workspace(ops_.conv_scratch(s, layer_pass::backward_data), l.name + ".backward_data");
+    run("aten::convolution_backward", ids{dy, l.p.w}, with({dx}, dws), [this, s, dws](ptrs p) {
+      ops_.conv_backward_data(s, f(p[0]), f(p[1]), f(p[2]), opt(p, dws, 3));
+    });
+    free_if(dws);
+    accumulate(grad, e.x, dx, int(count));
   }
 
   void bn_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
-    auto const& l = bns_[std::size_t(e.layer)];
+    auto& l = bns_[std::size_t(e.layer)];
     pool_shape const s{n, l.c, l.h, l.w};
     std::size_t const count = std::size_t(n) * l.c * l.h * l.w;
-    id const dx             = act(count, l.name + ".in.grad", stash::storage_kind::temp);
-    auto const ws           = workspace(ops_.bn_scratch(s, true), l.name + ".backward");
+    allocate_gradients(l.p);
+    id const dx   = act(count, l.name + ".in.grad", stash::storage_kind::temp);
+    auto const ws = workspace(ops_.bn_scratch(s, layer_pass::backward_data), l.name + ".backward");
     {
-      auto p   = mem_.op("aten::native_batch_norm_backward", ids{dy, e.x, e.a, e.b, l.p.w, l.p.b},
-                         with({grads_, dx}, ws));
-      float* g = f(p[6]);
-      ops_.bn_backward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), f(p[4]), f(p[5]), f(p[7]),
-                       g + l.p.dw_at, g + l.p.db_at, ws ? p[8] : nullptr);
+      auto p = mem_.op("aten::native_batch_norm_backward", ids{dy, e.x, e.a, e.b, l.p.w, l.p.b},
+                       with({dx, l.p.dw, l.p.db}, ws));
+      ops_.bn_backward(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), f(p[4]), f(p[5]), f(p[6]), f(p[7]),
+                       f(p[8]), opt(p, ws, 9));
     }
     free_if(ws);
+    fold_gradients(l.p);
     unkeep(e.x);
     unkeep(e.a);
     unkeep(e.b);
     accumulate(grad, e.x, dx, int(count));
   }
 
+  // Reads {dy, y}: y is threshold_backward's `self`, whose sign is all it needs (stash may send y
+  // as Gist's 1-bit mask). Not in place over dy: that hides dy's gap from the planner.
   void relu_backward(node const& e, id dy, std::map<id, id, id_less>& grad)
   {
     id const dx = act(std::size_t(e.c), "relu.in.grad", stash::storage_kind::temp);
-    // Reads {dy, y}: y is threshold_backward's `self`, whose sign is all it needs.
     run("aten::threshold_backward", ids{dy, e.y}, ids{dx},
         [this, count = std::size_t(e.c)](ptrs p) {
           ops_.relu_backward(count, f(p[0]), f(p[1]), f(p[2]));
         });
     unkeep(e.y);
+    mem_.deallocate(dy);
     accumulate(grad, e.x, dx, e.c);
   }
 
@@ -707,51 +768,72 @@ class cnn {
     pool_shape const s{n, e.c, e.h, e.w};
     std::size_t const count = std::size_t(n) * e.c * e.h * e.w;
     id const dx             = act(count, "pool.in.grad", stash::storage_kind::temp);
-    auto const ws           = workspace(ops_.pool(s).ws_bytes, "pool.backward.dnnl");
-    auto const sc           = workspace(ops_.pool_scratch(s, true), "pool.backward");
+    auto const ws = workspace(ops_.pool_scratch(s, layer_pass::backward_data), "pool.backward");
     {
-      auto p =
-          mem_.op("aten::max_pool2d_with_indices_backward", ids{dy, e.a}, with(with({dx}, ws), sc));
-      Ops::workspace_from_indices(s, static_cast<std::int64_t const*>(p[1]),
-                                  static_cast<std::uint8_t*>(p[3]));
-      ops_.pool_backward(s, f(p[0]), p[3], f(p[2]), sc ? p[4] : nullptr);
+      auto p = mem_.op("aten::max_pool2d_with_indices_backward", ids{dy, e.a}, with({dx}, ws));
+      ops_.pool_backward(s, f(p[0]), static_cast<std::int64_t const*>(p[1]), f(p[2]),
+                         opt(p, ws, 3));
     }
-    free_if(sc);
     free_if(ws);
     unkeep(e.a);
     accumulate(grad, e.x, dx, int(count));
   }
 
+  // As conv_backward: to the parameters, x released, then to the input.
   void linear_backward(int n, node const& e, id dy, std::map<id, id, id_less>& grad)
   {
-    auto const& l = fc_[std::size_t(e.layer)];
+    auto& l = fc_[std::size_t(e.layer)];
     linear_shape const s{n, l.in, l.out};
-    id const dx = act(std::size_t(n) * l.in, l.name + ".in.grad", stash::storage_kind::temp);
-    auto ws     = workspace(ops_.linear_scratch(s, true), l.name + ".backward");
+    allocate_gradients(l.p);
+    auto const wws = workspace(ops_.linear_scratch(s, layer_pass::backward_weights),
+                               l.name + ".backward_weights");
     {
-      auto p   = mem_.op("aten::addmm_backward", ids{dy, e.x, l.p.w}, with({grads_, dx}, ws));
-      float* g = f(p[3]);
-      ops_.linear_backward(s, f(p[0]), f(p[1]), f(p[2]), g + l.p.dw_at, g + l.p.db_at, f(p[4]),
-                           ws ? p[5] : nullptr);
+      auto p = mem_.op("aten::addmm_backward", ids{dy, e.x}, with({l.p.dw, l.p.db}, wws));
+      ops_.linear_backward_weights(s, f(p[0]), f(p[1]), f(p[2]), f(p[3]), opt(p, wws, 4));
     }
-    free_if(ws);
+    free_if(wws);
+    fold_gradients(l.p);
     unkeep(e.x);
+    id const dx = act(std::size_t(n) * l.in, l.name + ".in.grad", stash::storage_kind::temp);
+    auto const dws =
+        workspace(ops_.linear_scratch(s, layer_pass::backward_data), l.name + ".backward_data");
+    {
+      auto p = mem_.op("aten::addmm_backward", ids{dy, l.p.w}, with({dx}, dws));
+      ops_.linear_backward_data(s, f(p[0]), f(p[1]), f(p[2]), opt(p, dws, 3));
+    }
+    free_if(dws);
     accumulate(grad, e.x, dx, n * l.in);
   }
 
-  // ---- optimizer: v = momentum v + g; w -= lr v
-  void sgd(param& p)
+  // This step's gradients of `p`, just written: through on_gradients_ (when set), into the
+  // momentum (v = momentum v + g), then freed.
+  void fold_gradients(param& p)
   {
-    auto ptr      = mem_.op("aten::_foreach_sgd_momentum", ids{grads_}, ids{p.w, p.vw, p.b, p.vb});
-    auto const* g = f(ptr[0]);
-    auto step     = [&](float* w, float* v, float const* gr, std::size_t count) {
-      for (std::size_t i = 0; i < count; ++i) {
-        v[i] = cfg_.momentum * v[i] + gr[i];
-        w[i] -= cfg_.lr * v[i];
+    if (on_gradients_) {
+      std::size_t const counts[] = {p.w_count, p.b_count};
+      auto const ptr             = mem_.op("all_reduce_gradients", {}, ids{p.dw, p.db});
+      on_gradients_(ptrs(ptr), counts);
+    }
+    auto fold = [&](id v, id g, std::size_t count) {
+      {
+        auto ptr = mem_.op("aten::_foreach_sgd_momentum", ids{g}, ids{v});
+        ops_.sgd_momentum(count, cfg_.momentum, f(ptr[1]), f(ptr[0]));
       }
+      mem_.deallocate(g);
     };
-    step(f(ptr[1]), f(ptr[2]), g + p.dw_at, p.w_count);
-    step(f(ptr[3]), f(ptr[4]), g + p.db_at, p.b_count);
+    fold(p.vw, p.dw, p.w_count);
+    fold(p.vb, p.db, p.b_count);
+  }
+
+  // ---- optimizer: w -= lr v, one op per tensor (the momentum is up to date: fold_gradients).
+  void sgd_step(param& p)
+  {
+    auto step = [&](id w, id v, std::size_t count) {
+      auto ptr = mem_.op("aten::_foreach_sgd_step", ids{v}, ids{w});
+      ops_.sgd_step(count, cfg_.lr, f(ptr[1]), f(ptr[0]));
+    };
+    step(p.w, p.vw, p.w_count);
+    step(p.b, p.vb, p.b_count);
   }
 
   static float* f(void* p) { return static_cast<float*>(p); }
@@ -759,17 +841,15 @@ class cnn {
   Mem& mem_;
   Ops& ops_;
   cnn_config cfg_;
+  gradient_hook on_gradients_;
   std::vector<conv_layer> convs_;
   std::vector<bn_layer> bns_;
   std::vector<fc_layer> fc_;
   int flat_{0};
-  id grads_{}, images_{}, labels_{}, x0_{};
-  std::size_t grad_floats_{0};
+  id images_{}, labels_{}, loss_sum_{}, correct_{}, x0_{};
   bool training_{false};
   std::vector<node> tape_;
   std::map<id, int, id_less> saved_;
-  double loss_sum_{0};
-  unsigned long long correct_{0};
 };
 
 }  // namespace train_cnn

@@ -132,32 +132,7 @@ struct cpu_run_hooks {
   std::function<void(host_memory const&)> on_recorded;  ///< after the first step
 };
 
-/// @brief The sample order of an epoch: a permutation seeded by (seed, epoch).
-[[nodiscard]] inline std::vector<std::size_t> cpu_epoch_order(std::size_t count, std::uint64_t seed,
-                                                              int epoch)
-{
-  std::vector<std::size_t> order(count);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937_64 rng(seed * 1000003u + std::uint64_t(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
-  return order;
-}
-
 namespace detail {
-
-inline cnn_config config_of(options const& o, dataset const& data)
-{
-  cnn_config c;
-  c.arch     = o.arch;
-  c.width    = o.width;
-  c.rows     = int(data.train.rows);
-  c.cols     = int(data.train.cols);
-  c.classes  = int(dataset::classes);
-  c.lr       = float(o.lr);
-  c.momentum = float(o.momentum);
-  c.seed     = o.seed;
-  return c;
-}
 
 template <class Mem>
 plan_check plan_of(Mem const& mem, long steps)
@@ -202,24 +177,27 @@ cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, lon
                             bool evaluate_test, cpu_run_hooks const& hooks)
 {
   dnnl_ops ops;
-  cnn<Mem, dnnl_ops> net(mem, ops, detail::config_of(o, data), o.batch);
+  cnn<Mem, dnnl_ops> net(mem, ops, config_of(o, data), o.batch);
   cpu_run_result r;
   long const per_epoch = long(data.train.count / std::size_t(o.batch));
   std::vector<std::size_t> order;
   double window_loss = 0;
   long window        = 0;
+  double loss_before = 0;  // the loss counter after the previous step
   auto const t0      = std::chrono::steady_clock::now();
   auto last          = t0;
   for (long step = 0; step < steps; ++step) {
     if (step % per_epoch == 0) {
-      order = cpu_epoch_order(data.train.count, o.seed, int(step / per_epoch));
+      order = epoch_order(data.train.count, o.seed, int(step / per_epoch));
       net.reset_counters();
+      loss_before = 0;
     }
-    double const before = net.counters().first;
-    auto const at       = std::size_t(step % per_epoch) * std::size_t(o.batch);
+    auto const at = std::size_t(step % per_epoch) * std::size_t(o.batch);
     net.train_step(data.train,
                    std::span<std::size_t const>(order).subspan(at, std::size_t(o.batch)));
-    window_loss += (net.counters().first - before) / double(o.batch);
+    auto const [loss_now, correct_now] = net.counters();
+    window_loss += (loss_now - loss_before) / double(o.batch);
+    loss_before = loss_now;
     ++window;
     if (step == 0) {
       r.recorded_peak = mem.report().peak_in_use;
@@ -238,7 +216,7 @@ cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, lon
       s.step              = step + 1;
       s.loss              = window_loss / double(window);
       long const in_epoch = step % per_epoch + 1;
-      s.accuracy          = double(net.counters().second) / double(in_epoch * o.batch);
+      s.accuracy          = double(correct_now) / double(in_epoch * o.batch);
       s.ms_per_step =
           std::chrono::duration<double, std::milli>(now - last).count() / double(window);
       s.memory = mem.report();

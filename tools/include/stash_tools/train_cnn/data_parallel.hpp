@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <span>
@@ -462,6 +463,18 @@ inline bool remove_unique_id(id_exchange const& x) noexcept
 {
   std::size_t const global = per_rank * static_cast<std::size_t>(world_size);
   return global == 0 ? 0 : samples / global;
+}
+
+/// @brief The sample order of an epoch: a permutation of [0, count) seeded by (seed, epoch), the
+/// same in every run and on every rank (both builds draw their batches from it).
+[[nodiscard]] inline std::vector<std::size_t> epoch_order(std::size_t count, std::uint64_t seed,
+                                                          int epoch)
+{
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::mt19937_64 rng(seed * 1000003u + std::uint64_t(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
 }
 
 /// @brief The samples rank `r` trains on in step `step`: global batch `step` is

@@ -1,12 +1,17 @@
-// train_cnn's layer calls on the CPU: oneDNN primitives (convolution, max pooling with its
-// workspace, ReLU, batch normalization, binary add, inner product; forward and backward) over
-// plain NCHW float32 buffers that the caller owns (stash tensors). Softmax cross-entropy, SGD and
-// the input normalisation are plain loops. Every primitive runs with a user scratchpad, so its
-// scratch memory is a buffer the caller provides (a stash workspace tensor too).
+// train_cnn's layer calls on the CPU, the `Ops` of the shared network (cnn.hpp): oneDNN primitives
+// (convolution, max pooling with its workspace, ReLU, batch normalization, binary add, inner
+// product; forward and backward) over plain NCHW float32 buffers that the caller owns (stash
+// tensors). Softmax cross-entropy, SGD, the input normalisation and the copies are plain loops.
+// Every primitive runs with a user scratchpad, so its scratch memory is a buffer the caller
+// provides (a stash workspace tensor too); a max pool's oneDNN workspace travels in that buffer
+// too, converted to and from PyTorch's int64 indices, which are the tensor the network keeps.
 // Deterministic: primitives are created once per shape and run on one thread (the program fixes
 // OpenMP's thread count, see cpu_run.hpp), and oneDNN computes the same bits for the same
 // primitive, shapes, ISA and thread count.
 #pragma once
+
+#include <stash_tools/train_cnn/idx_reader.hpp>
+#include <stash_tools/train_cnn/layer_shapes.hpp>
 
 #include <dnnl.hpp>
 
@@ -14,30 +19,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 
 namespace train_cnn {
-
-/// @brief A convolution's shape: 3x3, stride 1, padding 1 (the map keeps its size).
-struct conv_shape {
-  int n, cin, cout, h, w;
-  auto operator<=>(conv_shape const&) const = default;
-};
-/// @brief A 2x2 stride-2 max pool's input shape.
-struct pool_shape {
-  int n, c, h, w;
-  auto operator<=>(pool_shape const&) const = default;
-};
-/// @brief A fully connected layer's shape.
-struct linear_shape {
-  int n, in, out;
-  auto operator<=>(linear_shape const&) const = default;
-};
 
 /// @brief oneDNN's layer calls (see the file comment).
 class dnnl_ops {
@@ -96,30 +87,31 @@ class dnnl_ops {
          {DNNL_ARG_DST, mem(dst_md(s), y)}},
         scratch);
   }
-  /// @brief dw, db from dy and x; dx from dy and w when `dx` is not null.
-  void conv_backward(conv_shape const& s, float const* dy, float const* x, float const* w,
-                     float* dw, float* db, float* dx, void* scratch)
+  /// @brief dw, db from dy and x.
+  void conv_backward_weights(conv_shape const& s, float const* dy, float const* x, float* dw,
+                             float* db, void* scratch)
   {
-    auto const& l = conv(s);
-    run(l.bwd_weights,
+    run(conv(s).bwd_weights,
         {{DNNL_ARG_SRC, mem(src_md(s), x)},
          {DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
          {DNNL_ARG_DIFF_WEIGHTS, mem(wei_md(s), dw)},
          {DNNL_ARG_DIFF_BIAS, mem(md({s.cout}, dt::f32, tag::x), db)}},
         scratch);
-    if (dx != nullptr) {
-      run(l.bwd_data,
-          {{DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
-           {DNNL_ARG_WEIGHTS, mem(wei_md(s), w)},
-           {DNNL_ARG_DIFF_SRC, mem(src_md(s), dx)}},
-          scratch);
-    }
   }
-  /// @brief Scratch bytes conv_forward / conv_backward need.
-  std::size_t conv_scratch(conv_shape const& s, bool backward)
+  /// @brief dx from dy and w.
+  void conv_backward_data(conv_shape const& s, float const* dy, float const* w, float* dx,
+                          void* scratch)
   {
-    auto const& l = conv(s);
-    return backward ? std::max(l.bwd_data.scratch, l.bwd_weights.scratch) : l.fwd.scratch;
+    run(conv(s).bwd_data,
+        {{DNNL_ARG_DIFF_DST, mem(dst_md(s), dy)},
+         {DNNL_ARG_WEIGHTS, mem(wei_md(s), w)},
+         {DNNL_ARG_DIFF_SRC, mem(src_md(s), dx)}},
+        scratch);
+  }
+  /// @brief Scratch bytes of one pass of a convolution.
+  std::size_t conv_scratch(conv_shape const& s, layer_pass pass)
+  {
+    return pick(conv(s), pass).scratch;
   }
 
   // ---- max pooling, 2x2 stride 2, with oneDNN's workspace
@@ -148,31 +140,39 @@ class dnnl_ops {
     }
     return it->second;
   }
-  /// @brief y = maxpool(x); `ws` receives oneDNN's workspace (pool(s).ws_bytes bytes).
-  void pool_forward(pool_shape const& s, float const* x, float* y, void* ws, void* scratch)
+  /// @brief y = maxpool(x) and PyTorch's indices of each window's maximum; `scratch` holds
+  /// oneDNN's workspace, then the primitive's scratchpad (pool_scratch()).
+  void pool_forward(pool_shape const& s, float const* x, float* y, std::int64_t* index,
+                    void* scratch)
   {
     auto const& l = pool(s);
+    auto* ws      = static_cast<std::uint8_t*>(scratch);
     run(l.fwd,
         {{DNNL_ARG_SRC, mem(md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw), x)},
          {DNNL_ARG_DST, mem(pooled_md(s), y)},
          {DNNL_ARG_WORKSPACE, mem(l.ws_md, ws)}},
-        scratch);
+        ws + padded(l.ws_bytes));
+    indices_from_workspace(s, ws, index);
   }
-  /// @brief dx from dy and the workspace.
-  void pool_backward(pool_shape const& s, float const* dy, void const* ws, float* dx, void* scratch)
+  /// @brief dx from dy and the indices (scratch as pool_forward's).
+  void pool_backward(pool_shape const& s, float const* dy, std::int64_t const* index, float* dx,
+                     void* scratch)
   {
     auto const& l = pool(s);
+    auto* ws      = static_cast<std::uint8_t*>(scratch);
+    workspace_from_indices(s, index, ws);
     run(l.bwd_data,
         {{DNNL_ARG_DIFF_DST, mem(pooled_md(s), dy)},
          {DNNL_ARG_WORKSPACE, mem(l.ws_md, ws)},
          {DNNL_ARG_DIFF_SRC, mem(md({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw), dx)}},
-        scratch);
+        ws + padded(l.ws_bytes));
   }
-  /// @brief Scratch bytes pool_forward / pool_backward need.
-  std::size_t pool_scratch(pool_shape const& s, bool backward)
+  /// @brief Scratch bytes pool_forward / pool_backward need: the workspace (padded to 64) and
+  /// the pass's scratchpad.
+  std::size_t pool_scratch(pool_shape const& s, layer_pass pass)
   {
     auto const& l = pool(s);
-    return backward ? l.bwd_data.scratch : l.fwd.scratch;
+    return padded(l.ws_bytes) + pick(l, pass).scratch;
   }
   /// @brief PyTorch's max-pool indices (iy * w + ix in the plane) from oneDNN's workspace (the
   /// window position ky * 2 + kx of each output).
@@ -277,10 +277,21 @@ class dnnl_ops {
         scratch);
   }
   /// @brief Scratch bytes bn_forward (training or not) / bn_backward need.
-  std::size_t bn_scratch(pool_shape const& s, bool backward)
+  std::size_t bn_scratch(pool_shape const& s, layer_pass pass)
   {
     auto const& p = bn(s);
-    return backward ? p.bwd_data.scratch : std::max(p.fwd.scratch, p.bwd_weights.scratch);
+    return pass == layer_pass::forward ? std::max(p.fwd.scratch, p.bwd_weights.scratch)
+                                       : p.bwd_data.scratch;
+  }
+  /// @brief running = 0.9 running + 0.1 batch (`var`: the batch variance as bn_forward wrote it,
+  /// biased).
+  static void bn_running_update(int c, float const* mean, float const* var, float* run_mean,
+                                float* run_var)
+  {
+    for (int i = 0; i < c; ++i) {
+      run_mean[i] = 0.9f * run_mean[i] + 0.1f * mean[i];
+      run_var[i]  = 0.9f * run_var[i] + 0.1f * var[i];
+    }
   }
 
   // ---- fully connected: y (n x out) = x (n x in) w^T + b, w row-major out x in
@@ -313,31 +324,88 @@ class dnnl_ops {
          {DNNL_ARG_DST, mem(md({s.n, s.out}, dt::f32, tag::nc), y)}},
         scratch);
   }
-  void linear_backward(linear_shape const& s, float const* dy, float const* x, float const* w,
-                       float* dw, float* db, float* dx, void* scratch)
+  /// @brief dw, db from dy and x.
+  void linear_backward_weights(linear_shape const& s, float const* dy, float const* x, float* dw,
+                               float* db, void* scratch)
   {
-    auto const& l = linear(s);
-    md const src  = md({s.n, s.in}, dt::f32, tag::nc);
-    md const dst  = md({s.n, s.out}, dt::f32, tag::nc);
-    md const wei  = md({s.out, s.in}, dt::f32, tag::oi);
-    run(l.bwd_weights,
-        {{DNNL_ARG_SRC, mem(src, x)},
-         {DNNL_ARG_DIFF_DST, mem(dst, dy)},
-         {DNNL_ARG_DIFF_WEIGHTS, mem(wei, dw)},
+    run(linear(s).bwd_weights,
+        {{DNNL_ARG_SRC, mem(md({s.n, s.in}, dt::f32, tag::nc), x)},
+         {DNNL_ARG_DIFF_DST, mem(md({s.n, s.out}, dt::f32, tag::nc), dy)},
+         {DNNL_ARG_DIFF_WEIGHTS, mem(md({s.out, s.in}, dt::f32, tag::oi), dw)},
          {DNNL_ARG_DIFF_BIAS, mem(md({s.out}, dt::f32, tag::x), db)}},
         scratch);
-    if (dx != nullptr) {
-      run(l.bwd_data,
-          {{DNNL_ARG_DIFF_DST, mem(dst, dy)},
-           {DNNL_ARG_WEIGHTS, mem(wei, w)},
-           {DNNL_ARG_DIFF_SRC, mem(src, dx)}},
-          scratch);
+  }
+  /// @brief dx from dy and w.
+  void linear_backward_data(linear_shape const& s, float const* dy, float const* w, float* dx,
+                            void* scratch)
+  {
+    run(linear(s).bwd_data,
+        {{DNNL_ARG_DIFF_DST, mem(md({s.n, s.out}, dt::f32, tag::nc), dy)},
+         {DNNL_ARG_WEIGHTS, mem(md({s.out, s.in}, dt::f32, tag::oi), w)},
+         {DNNL_ARG_DIFF_SRC, mem(md({s.n, s.in}, dt::f32, tag::nc), dx)}},
+        scratch);
+  }
+  /// @brief Scratch bytes of one pass of a fully connected layer.
+  std::size_t linear_scratch(linear_shape const& s, layer_pass pass)
+  {
+    return pick(linear(s), pass).scratch;
+  }
+
+  // ---- the loop's own arithmetic and copies (plain loops: the calling thread is the stream)
+  /// @brief out = (in / 255 - mean) / std.
+  static void normalize(std::size_t count, std::uint8_t const* in, float* out)
+  {
+    for (std::size_t i = 0; i < count; ++i) {
+      out[i] = (float(in[i]) / 255.0f - pixel_mean) / pixel_std;
     }
   }
-  std::size_t linear_scratch(linear_shape const& s, bool backward)
+  /// @brief Softmax cross-entropy of n x classes logits: adds the batch's loss to *loss_sum and
+  /// its correct predictions to *correct; dlogits (when not null) = (softmax - onehot) / n.
+  static void cross_entropy(int n, int classes, float const* logits, std::uint8_t const* labels,
+                            float* dlogits, double* loss_sum, unsigned long long* correct,
+                            void* /*scratch*/)
   {
-    auto const& l = linear(s);
-    return backward ? std::max(l.bwd_data.scratch, l.bwd_weights.scratch) : l.fwd.scratch;
+    for (int i = 0; i < n; ++i) {
+      float const* z = logits + std::size_t(i) * classes;
+      int const arg  = int(std::max_element(z, z + classes) - z);
+      float const m  = z[arg];
+      float sum      = 0.0f;
+      for (int j = 0; j < classes; ++j) { sum += std::exp(z[j] - m); }
+      *loss_sum += double(std::log(sum) - (z[labels[i]] - m));
+      *correct += arg == labels[i] ? 1u : 0u;
+      if (dlogits == nullptr) { continue; }
+      for (int j = 0; j < classes; ++j) {
+        dlogits[std::size_t(i) * classes + j] =
+            (std::exp(z[j] - m) / sum - (j == labels[i] ? 1.0f : 0.0f)) / float(n);
+      }
+    }
+  }
+  /// @brief cross_entropy's scratch bytes: none on the CPU.
+  static std::size_t cross_entropy_scratch(int /*n*/) { return 0; }
+  /// @brief v = momentum v + g.
+  static void sgd_momentum(std::size_t count, float momentum, float* v, float const* g)
+  {
+    for (std::size_t i = 0; i < count; ++i) { v[i] = momentum * v[i] + g[i]; }
+  }
+  /// @brief w -= lr v.
+  static void sgd_step(std::size_t count, float lr, float* w, float const* v)
+  {
+    for (std::size_t i = 0; i < count; ++i) { w[i] -= lr * v[i]; }
+  }
+  static void zero(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+  static void fill(float* p, std::size_t count, float value) { std::fill_n(p, count, value); }
+  static void copy(void* dst, void const* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void upload(void* dst, void const* host, std::size_t bytes) { copy(dst, host, bytes); }
+  static void download(void* host, void const* src, std::size_t bytes) { copy(host, src, bytes); }
+  /// @brief The pixels and labels of samples `index` of `set`, in that order.
+  static void stage(labelled_images const& set, std::span<std::size_t const> index,
+                    std::uint8_t* images, std::uint8_t* labels)
+  {
+    std::size_t const pixels = set.rows * set.cols;
+    for (std::size_t i = 0; i < index.size(); ++i) {
+      std::copy_n(set.pixels.data() + index[i] * pixels, pixels, images + i * pixels);
+      labels[i] = set.labels[index[i]];
+    }
   }
 
  private:
@@ -351,6 +419,13 @@ class dnnl_ops {
   static prim make(P p, PD const& pd)
   {
     return prim{std::move(p), pd.scratchpad_desc().get_size(), pd.scratchpad_desc()};
+  }
+  static std::size_t padded(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+  static prim const& pick(layer_prims const& l, layer_pass pass)
+  {
+    return pass == layer_pass::forward         ? l.fwd
+           : pass == layer_pass::backward_data ? l.bwd_data
+                                               : l.bwd_weights;
   }
   static md flat(std::size_t count) { return md({dnnl::memory::dim(count)}, dt::f32, tag::x); }
   static md src_md(conv_shape const& s) { return md({s.n, s.cin, s.h, s.w}, dt::f32, tag::nchw); }

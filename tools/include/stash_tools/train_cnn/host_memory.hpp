@@ -176,41 +176,7 @@ class host_memory {
     alloc_.synchronize();
   }
   /// @brief Counters since the start.
-  [[nodiscard]] memory_report report() const
-  {
-    memory_report r;
-    auto const& o          = alloc_.stats().offload;
-    r.offloads             = o.offloads;
-    r.prefetches           = o.prefetches;
-    r.demand_prefetches    = o.demand_prefetches;
-    r.bytes_offloaded      = o.bytes_offloaded;
-    r.bytes_prefetched     = o.bytes_prefetched;
-    r.bytes_encoded        = o.bytes_encoded;
-    r.bytes_encoded_source = o.bytes_encoded_source;
-    r.decode_failures      = o.decode_failures;
-    auto const s           = pool_.stats();
-    r.peak_in_use          = pool_.peak();
-    r.enforced_peak        = pool_.enforced_peak();
-    r.budget_refusals      = pool_.refusals();
-    r.peak_reserved        = s.peak_reserved_bytes;
-    r.reserved             = s.reserved_bytes;
-    r.arena_bytes          = pool_.inner().arena_bytes();
-    r.pool_fallbacks       = s.fallbacks;
-    r.replans              = alloc_.stats().replanned;
-    r.arena_replans        = pool_.inner().replans();
-    r.deviations           = alloc_.stats().deviations;
-    r.scheduled_offloads   = alloc_.stats().scheduled_offloads;
-    r.scheduled_prefetches = alloc_.stats().scheduled_prefetches;
-    r.encoding_fallbacks   = alloc_.stats().encoding_fallbacks;
-    r.recomputes           = alloc_.stats().recomputes;
-    r.recompute_ops        = alloc_.stats().recompute_ops;
-    r.recomputed_bytes     = alloc_.stats().recomputed_bytes;
-    r.recompute_fallbacks  = alloc_.stats().recompute_fallbacks;
-    auto const host        = alloc_.host_pool_stats();
-    r.host_peak_in_use     = host.peak_in_use_bytes;
-    r.host_peak_reserved   = host.peak_reserved_bytes;
-    return r;
-  }
+  [[nodiscard]] memory_report report() const { return memory_report_of(alloc_, pool_); }
   /// @brief Restarts the in-use peak.
   void reset_peak() { pool_.reset_peak(); }
   /// @brief The schedule in force.

@@ -36,4 +36,47 @@ struct memory_report {
   std::uint64_t host_peak_reserved{0};    ///< host bytes the staging pool took at most
 };
 
+/// @brief The figures of a stash::allocator `alloc` over a budget_guard<lifetime_arena> `pool`:
+/// one reading for the CPU build's memory (host_memory) and the CUDA build's (memory.cuh).
+/// @tparam Alloc a stash::allocator (stats(), host_pool_stats()).
+/// @tparam Pool a budget_guard over a lifetime_arena (peak(), enforced_peak(), refusals(),
+/// stats(), inner()).
+template <class Alloc, class Pool>
+[[nodiscard]] memory_report memory_report_of(Alloc const& alloc, Pool const& pool)
+{
+  memory_report r;
+  auto const a           = alloc.stats();
+  auto const& o          = a.offload;
+  r.offloads             = o.offloads;
+  r.prefetches           = o.prefetches;
+  r.demand_prefetches    = o.demand_prefetches;
+  r.bytes_offloaded      = o.bytes_offloaded;
+  r.bytes_prefetched     = o.bytes_prefetched;
+  r.bytes_encoded        = o.bytes_encoded;
+  r.bytes_encoded_source = o.bytes_encoded_source;
+  r.decode_failures      = o.decode_failures;
+  auto const s           = pool.stats();
+  r.peak_in_use          = pool.peak();
+  r.enforced_peak        = pool.enforced_peak();
+  r.budget_refusals      = pool.refusals();
+  r.peak_reserved        = s.peak_reserved_bytes;
+  r.reserved             = s.reserved_bytes;
+  r.arena_bytes          = pool.inner().arena_bytes();
+  r.pool_fallbacks       = s.fallbacks;
+  r.replans              = a.replanned;
+  r.arena_replans        = pool.inner().replans();
+  r.deviations           = a.deviations;
+  r.scheduled_offloads   = a.scheduled_offloads;
+  r.scheduled_prefetches = a.scheduled_prefetches;
+  r.encoding_fallbacks   = a.encoding_fallbacks;
+  r.recomputes           = a.recomputes;
+  r.recompute_ops        = a.recompute_ops;
+  r.recomputed_bytes     = a.recomputed_bytes;
+  r.recompute_fallbacks  = a.recompute_fallbacks;
+  auto const host        = alloc.host_pool_stats();
+  r.host_peak_in_use     = host.peak_in_use_bytes;
+  r.host_peak_reserved   = host.peak_reserved_bytes;
+  return r;
+}
+
 }  // namespace train_cnn

@@ -24,8 +24,8 @@ class usage_error : public std::runtime_error {
 };
 
 /// @brief The swap policies train_cnn instantiates (stash/swap/*.hpp). The last three also
-/// recompute (they drop storages and re-run their producers): the CPU build gives every layer op
-/// its re-run callable; the CUDA build does not yet and refuses them (cpu_only_option).
+/// recompute (they drop storages and re-run their producers): the shared network (cnn.hpp) gives
+/// every layer op its re-run callable, in the CPU and the CUDA build alike.
 enum class policy_kind : std::uint8_t {
   no_swap,
   vdnn_all,
@@ -274,10 +274,6 @@ struct options {
 {
   if (o.codec == codec_kind::bitmask || o.codec == codec_kind::auto_) {
     return "--codec " + std::string(to_string(o.codec));
-  }
-  if (o.arch == cnn_arch::resnet) { return "--arch resnet"; }
-  if (recomputes(o.policy)) {
-    return "--policy " + std::string(to_string(o.policy)) + " (recompute callables)";
   }
   if (o.budget_percent) { return "--budget P%"; }
   if (o.json) { return "--json"; }
