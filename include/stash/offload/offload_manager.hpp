@@ -354,6 +354,9 @@ class offload_manager {
     (void)check_capture(h, e, "drop_async", std::nullopt);
     if (e.state != tensor_state::resident) { misuse(h, e, "drop_async", "it is not resident"); }
     give_back(pool_side::device, e.device, e.bytes, e.last_stream);
+    // The last prefetch's event orders nothing any more (the bytes it brought are gone): released
+    // here rather than waited for by every acquire of the rematerialised tensor.
+    backend_.release(e.ready);
     e.device = nullptr;
     e.state  = tensor_state::dropped;
   }
