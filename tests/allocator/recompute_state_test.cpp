@@ -34,7 +34,7 @@ namespace {
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
 using host_arena =
     stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
-using stream          = stash::host_backend::stream;
+using stream            = stash::host_backend::stream;
 constexpr std::size_t n = 256;
 
 struct rerun_failure : std::runtime_error {
@@ -64,10 +64,10 @@ struct bn_step {
   }
   void bn(std::span<void* const> p, stream s, bool rerun) const
   {
-    auto* x  = static_cast<float const*>(p[0]);
-    auto* rr = static_cast<float const*>(p[1]);
-    auto* y  = static_cast<float*>(p[2]);
-    auto* rw = static_cast<float*>(p[3]);
+    auto* x                   = static_cast<float const*>(p[0]);
+    auto* rr                  = static_cast<float const*>(p[1]);
+    auto* y                   = static_cast<float*>(p[2]);
+    auto* rw                  = static_cast<float*>(p[3]);
     std::shared_ptr<bn_log> l = log;
     backend->launch(s, [=] {
       if (rerun) {
@@ -185,7 +185,7 @@ TEST_CASE("recompute state: a re-run that throws at the last op makes the iterat
   });
   CHECK(alloc.stats().deviations == 1);  // op() promised it; the op count alone matched
   CHECK(replanned_after_throw == 1);
-  CHECK(alloc.stats().replanned == 2);  // step 2 recorded afresh, planned again
+  CHECK(alloc.stats().replanned == 2);   // step 2 recorded afresh, planned again
   CHECK(alloc.stats().recomputes == 1);  // step 3
 }
 

@@ -13,7 +13,7 @@ void stash_bitmask_ftz_check(cudaStream_t s)
 {
   stash::device_bitmask::encode_async(static_cast<float const*>(nullptr), 0, nullptr, 0, nullptr,
                                       nullptr, 0, s);
-  stash::device_bitmask::decode_async(nullptr, 0, static_cast<float*>(nullptr), 0, nullptr,
-                                      nullptr, 0, s);
+  stash::device_bitmask::decode_async(nullptr, 0, static_cast<float*>(nullptr), 0, nullptr, nullptr,
+                                      0, s);
   stash::device_bitmask::apply_mask_to_gradient_async(nullptr, 0, nullptr, 0, nullptr, s);
 }
