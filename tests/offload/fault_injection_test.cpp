@@ -262,7 +262,7 @@ TEST_CASE("fault injection: raw copies lose nothing at any failure point of alex
 
 TEST_CASE("fault injection: zvc host copies lose nothing at any failure point of alexnet's step")
 {
-  auto const points = walk_every_failure<stash::host_codec_transfer<stash::zvc<float>>>(alexnet());
+  auto const points = walk_every_failure<stash::zvc<float>>(alexnet());
   MESSAGE("failure points walked: " << points);
   CHECK(points > 100);
 }
