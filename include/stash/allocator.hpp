@@ -32,9 +32,11 @@
  *    recorded anew and re-planned.
  * A pool that learns iterations itself (lifetime_arena) gets begin/end_iteration forwarded, and
  * prefetches take their memory in the compute stream's order, so the pool learns the split
- * lifetimes of swapped tensors (freed at the offload, allocated again at the prefetch): the first
- * replayed iterations deviate from the pool's recording, and once that sequence has settled the
- * pool plans it, with the swapped tensors' memory reused while they are away.
+ * lifetimes of swapped tensors (freed at the offload, allocated again at the prefetch) and of
+ * recomputed ones (freed at the drop, allocated again with the re-runs' transients). The recorded
+ * iteration moves nothing, so a plan that swaps or recomputes tells the pool to learn from the
+ * first replayed iteration instead (lifetime_arena::relearn): that one is served by the pool's
+ * fallback, and from the next on the pool's plan reuses the memory of tensors that are away.
  *
  * Per-tensor encodings: a schedule entry names how its storage crosses the link
  * (swap_entry::encoding, e.g. search_swap with `encodings` set, or stash::with_encodings). With a
@@ -125,6 +127,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <new>
 #include <optional>
@@ -421,23 +424,19 @@ class allocator {
       restore_persistent();
       if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
     }
-    if constexpr (iteration_aware_pool<Pool>) {
-      try {
-        pool_.end_iteration();
-      } catch (...) {
-        rerecord_ = true;
-        throw;
-      }
-    }
-    if (state_ == allocator_state::recording) {
+    bool const recorded = state_ == allocator_state::recording;
+    std::exception_ptr planning;
+    if (recorded) {
       try {
         plan();
       } catch (...) {
         rerecord_ = true;  // the next iteration is recorded afresh
-        throw;
+        planning  = std::current_exception();
       }
-      return;
     }
+    end_pool_iteration(recorded && !planning);
+    if (planning) { std::rethrow_exception(planning); }
+    if (recorded) { return; }
     if (deviated_) {
       ++stats_.deviations;
       rerecord_ = true;
@@ -624,6 +623,25 @@ class allocator {
   }
 
  private:
+  // Ends the iteration of a pool that learns iterations. After a plan that swaps or recomputes,
+  // the replayed iterations allocate otherwise than the recorded one (prefetches and
+  // rematerialisations on the compute stream, frees at offloads and drops): such a pool learns
+  // from the next iteration instead of this one (lifetime_arena::relearn; review 2026-11-25 C5).
+  void end_pool_iteration(bool planned)
+  {
+    if constexpr (iteration_aware_pool<Pool>) {
+      if constexpr (requires(Pool & p) { p.relearn(); }) {
+        if (planned && (!schedule_.entries.empty() || !recompute_.empty())) { pool_.relearn(); }
+      }
+      try {
+        pool_.end_iteration();
+      } catch (...) {
+        rerecord_ = true;
+        throw;
+      }
+    }
+  }
+
   // issue_offloads_before's op index for "the iteration has ended".
   static constexpr std::uint64_t end_of_iteration = std::numeric_limits<std::uint64_t>::max();
 
@@ -1005,8 +1023,13 @@ class allocator {
       auto const& step = recompute_.steps[k];
       tensor* const t  = matched(step.storage);
       if (t == nullptr || manager_.state(t->handle) != tensor_state::dropped) { continue; }
-      manager_.rematerialize_async(t->handle, stream);
-      for (auto const w : step.ops) { rerun(w, *t, step.storage, stream); }
+      try {
+        manager_.rematerialize_async(t->handle, stream);
+        for (auto const w : step.ops) { rerun(w, *t, step.storage, stream); }
+      } catch (...) {
+        deviated_ = true;  // as op() promises: the next iteration is recorded afresh
+        throw;
+      }
       ++stats_.recomputes;
       stats_.recomputed_bytes += t->bytes;
     }
@@ -1033,6 +1056,10 @@ class allocator {
 
   // Re-runs op w of the iteration writing `target` (storage s): its live reads, `target`, and
   // transient buffers for its other writes (other results, skipped persistent state).
+  // Skipped state (a skip_state op's persistent write: running statistics) starts as a copy of
+  // the live state, queued before the callable: a kernel that updates it in place through its write
+  // pointer reads initialised bytes (compute-sanitizer's initcheck), and the live state is not
+  // touched. Other results are fresh (the op created them), so the callable writes them whole.
   void rerun(std::uint64_t w, tensor& target, storage_id s, stream_type stream)
   {
     auto const& rec = recording_->ops()[first_op_ + w];
@@ -1048,8 +1075,17 @@ class allocator {
     }
     transients scratch{*this, stream, {}};
     for (auto const o : rec.writes) {
-      pointers.push_back(o == s ? manager_.acquire_async(target.handle, stream)
-                                : scratch.take(recording_->storages()[o].bytes));
+      if (o == s) {
+        pointers.push_back(manager_.acquire_async(target.handle, stream));
+        continue;
+      }
+      std::size_t const bytes = recording_->storages()[o].bytes;
+      void* const p           = scratch.take(bytes);
+      tensor* const state     = o < first_storage_ ? matched(o) : nullptr;
+      if (state != nullptr) {
+        backend_.copy_async(p, manager_.acquire_async(state->handle, stream), bytes, stream);
+      }
+      pointers.push_back(p);
     }
     callables_[w](std::span<void* const>(pointers), stream);
     ++stats_.recompute_ops;

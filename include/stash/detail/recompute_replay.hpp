@@ -25,9 +25,10 @@ namespace stash {
 /// order op() returns them (reads, then writes) and the stream to queue the work on. For a
 /// rematerialisation the pointers are the re-run's: the dropped storage's new bytes, the live
 /// reads, and transient buffers for the op's other writes (its other results, or a skip_state
-/// op's persistent state, which the re-run thus does not update). It must write the same bytes as
-/// the first run (a pure op; see trace/recompute_semantics.hpp). An empty one (the default) costs
-/// nothing; the allocator asks for one only for ops that a recompute entry re-runs.
+/// op's persistent state, which the re-run thus does not update; that buffer holds a copy of the
+/// live state, so a kernel updating it in place reads initialised bytes). It must write the same
+/// bytes as the first run (a pure op; see trace/recompute_semantics.hpp). An empty one (the
+/// default) costs nothing; the allocator asks for one only for ops that a recompute entry re-runs.
 /// @tparam Stream The backend's stream type (stash::allocator::stream_type).
 template <class Stream>
 using recompute_fn = std::function<void(std::span<void* const>, Stream)>;

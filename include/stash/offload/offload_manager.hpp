@@ -313,9 +313,12 @@ class offload_manager {
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
     // The transfer's limits (and the index) are checked here, before anything is taken.
     std::size_t const capacity = protocol::host_bytes(transfer, e.bytes, desc);
-    e.transfer                 = static_cast<std::uint8_t>(transfer);
-    e.desc                     = desc;
-    std::size_t const slot     = detail::host_slot_bytes(capacity);
+    // Asked once, before anything is taken: a device codec's answer is a CUDA call (CUB's query),
+    // which must not be repeated where a throw would skip a give-back.
+    std::size_t const scratch_n = protocol::scratch_bytes(transfer, e.bytes);
+    e.transfer                  = static_cast<std::uint8_t>(transfer);
+    e.desc                      = desc;
+    std::size_t const slot      = detail::host_slot_bytes(capacity);
     // While capturing, memory is taken in the capturing stream's order: the pools can see that
     // stream capturing (the D2H stream joins the capture only below), and every use of the
     // memory on the D2H stream is ordered after it.
@@ -324,7 +327,7 @@ class offload_manager {
     void* host            = take(host_pool_, slot, tag, "host pool", why);
     void* scratch         = nullptr;
     try {
-      scratch = take_scratch(e, tag, why);
+      scratch = take_scratch(scratch_n, tag, why);
     } catch (...) {
       give_back(pool_side::host, host, slot, capturing ? stream : d2h_);
       throw;
@@ -344,7 +347,7 @@ class offload_manager {
         } catch (...) {  // NOLINT(bugprone-empty-catch): the first failure is the one reported
         }
       }
-      give_back(pool_side::device, scratch, protocol::scratch_bytes(e.transfer, e.bytes), d2h_);
+      give_back(pool_side::device, scratch, scratch_n, d2h_);
       give_back(pool_side::host, host, slot, d2h_);
       throw;
     }
@@ -361,7 +364,7 @@ class offload_manager {
     e.encoded_counted = false;
     ++stats_.offloads;
     stats_.bytes_offloaded += e.bytes;
-    give_back(pool_side::device, scratch, protocol::scratch_bytes(e.transfer, e.bytes), d2h_);
+    give_back(pool_side::device, scratch, scratch_n, d2h_);
     give_back(pool_side::device, device, e.bytes, d2h_);
   }
 
@@ -377,6 +380,9 @@ class offload_manager {
     (void)check_capture(h, e, "drop_async", std::nullopt);
     if (e.state != tensor_state::resident) { misuse(h, e, "drop_async", "it is not resident"); }
     give_back(pool_side::device, e.device, e.bytes, e.last_stream);
+    // The last prefetch's event orders nothing any more (the bytes it brought are gone): released
+    // here rather than waited for by every acquire of the rematerialised tensor.
+    backend_.release(e.ready);
     e.device = nullptr;
     e.state  = tensor_state::dropped;
   }
@@ -750,9 +756,8 @@ class offload_manager {
     }
   }
 
-  void* take_scratch(entry const& e, stream_ref tag, std::string const& why)
+  void* take_scratch(std::size_t n, stream_ref tag, std::string const& why)
   {
-    std::size_t const n = protocol::scratch_bytes(e.transfer, e.bytes);
     return n == 0 ? nullptr : take(device_pool_, n, tag, "device pool (codec scratch)", why);
   }
 

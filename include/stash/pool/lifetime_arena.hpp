@@ -168,6 +168,16 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     deviated_          = false;
   }
 
+  /// @brief Says that the iteration in progress is not the one to plan: its caller allocates
+  /// otherwise from the next iteration on (stash::allocator starting to replay a schedule that
+  /// swaps or recomputes: prefetches and rematerialisations come on top, offloads free early).
+  /// end_iteration() then learns nothing from it: it gives the arena back (no block of it live) and
+  /// records the next iteration, served by the fallback pool, to plan at its end. Without this,
+  /// the arena planned from this iteration would be held beside the fallback's blocks for the
+  /// settle_iterations deviating iterations before a re-plan. With an arena block still live, only
+  /// the deviations counted so far are forgotten (the usual re-plan rule then applies).
+  void relearn() noexcept { relearn_ = true; }
+
   /// @brief Ends an iteration; plans (or re-plans) from it when that is due.
   void end_iteration()
   {
@@ -178,6 +188,10 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     for (auto& [ptr, live] : live_) {
       if (live.in_arena) { overdue_.push_back({ptr, live.offset, live.size}); }
       live.index = no_index;
+    }
+    if (std::exchange(relearn_, false)) {
+      forget_sequence();
+      return;
     }
     if (state_ == arena_state::recording) {
       adopt_recording();
@@ -571,6 +585,21 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
     state_ = arena_state::replaying;
   }
 
+  // relearn(): the sequences seen so far will not come back. With no arena block live the plan
+  // goes (the arena is retired) and the next iteration is recorded afresh.
+  void forget_sequence()
+  {
+    pending_.clear();
+    settled_ = 0;
+    if (!overdue_.empty() || arena_live_ != 0) { return; }
+    retire_arena();
+    plan_ = {};
+    recorded_.clear();
+    ends_by_time_.clear();
+    recorded_family_ = 0;
+    state_           = arena_state::recording;
+  }
+
   // Work queued on the old arena (on its stream, or on streams that freed fenced blocks) may
   // still run: it goes back to the upstream only once that work has passed.
   void retire_arena()
@@ -686,6 +715,7 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
 
   bool in_iteration_{false};
   bool deviated_{false};
+  bool relearn_{false};  // relearn() was called: end_iteration() forgets the sequence
   std::size_t index_{0};
   std::uint64_t time_{0};
   std::vector<recorded_alloc> recorded_;  // the planned iteration
