@@ -448,6 +448,9 @@ struct auto_swap {
   /// @brief plan(analysis, b) for every b of `budgets`, in their order, from one greedy run:
   /// AutoSwap's picks do not depend on the budget, which only says when to stop, so a sweep of
   /// budgets (stash-plan --frontier) costs one selection to the smallest instead of one each.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budgets Device bytes the iteration must fit in, one plan each (any order).
+  /// @return The schedules, one per budget in the order of `budgets`.
   [[nodiscard]] std::vector<schedule> plan_budgets(trace_analysis const& analysis,
                                                    std::span<std::uint64_t const> budgets) const
   {

@@ -228,6 +228,9 @@ struct search_swap {
   /// @brief plan(analysis, b) for every b of `budgets`, in their order: the same schedules, with
   /// the AutoSwap seeds of every budget from one greedy run per score (auto_swap::plan_budgets),
   /// which a sweep of budgets (stash-plan --frontier) would otherwise repeat per budget.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budgets Device bytes the iteration must fit in, one plan each (any order).
+  /// @return The schedules, one per budget in the order of `budgets`.
   [[nodiscard]] std::vector<schedule> plan_budgets(trace_analysis const& analysis,
                                                    std::span<std::uint64_t const> budgets) const
   {

@@ -170,6 +170,11 @@ struct policy_section {
 /// @brief plan_policy(name, analysis, b, opt) for every b of `budgets`, in their order: the same
 /// schedules, with AutoSwap's greedy run once for the whole sweep (auto_swap::plan_budgets,
 /// search_swap::plan_budgets) instead of once per budget.
+/// @param name The policy's registry name.
+/// @param analysis The recorded iteration's facts.
+/// @param budgets Device bytes, one plan each.
+/// @param opt stash-plan's options (--codec auto: per-entry encodings).
+/// @return The schedules, one per budget in the order of `budgets`.
 [[nodiscard]] inline std::vector<stash::schedule> plan_policy_budgets(
     std::string const& name, stash::trace_analysis const& analysis,
     std::vector<std::uint64_t> const& budgets, options const& opt)
