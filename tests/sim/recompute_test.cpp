@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string const chain_text = R"(# stash-trace v1 model=chain dtype=float32
@@ -379,3 +381,5 @@ TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-pl
   auto const q = stash::recompute_chain_of(a, 6, 8, 9);
   CHECK(q.ops == std::vector<std::uint64_t>{6, 8});
 }
+
+}  // namespace STASH_UNITY_ID
