@@ -126,6 +126,59 @@ TEST_CASE("search_swap and auto_swap plan what the quadratic code planned")
   }
 }
 
+TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each")
+{
+  // The recorded budgets through one sweep per trace (AutoSwap's greedy run once for all), then
+  // tighter budgets, where AutoSwap cannot reach the budget and stops early, against plan().
+  stash::cost_model const model(stash::presets::pcie3_x16);
+  auto const scores = {stash::auto_swap_score::swdoa, stash::auto_swap_score::doa,
+                       stash::auto_swap_score::aoa, stash::auto_swap_score::wdoa};
+  for (auto const* name : {"alexnet_b128", "transformer_encoder_b8"}) {
+    CAPTURE(name);
+    auto t = stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    if (std::string_view(name) == "transformer_encoder_b8") { t = stash_tools::deepen_trace(t, 4); }
+    stash::trace_analysis const a(t, model);
+    std::vector<std::uint64_t> budgets;  // unsorted, with a repeat and one above the peak
+    std::vector<expected_plans const*> expected;
+    for (auto const& e : before_change) {
+      if (std::string_view(e.trace) != name) { continue; }
+      budgets.push_back(a.peak_live_bytes() / 100 * static_cast<std::uint64_t>(e.budget_pct));
+      expected.push_back(&e);
+    }
+    REQUIRE(budgets.size() >= 2);
+    auto const recorded = budgets.size();
+    for (std::uint64_t const pct : {20, 110, 33, 20}) {
+      budgets.push_back(a.peak_live_bytes() / 100 * pct);
+    }
+    auto const swaps = stash::search_swap{}.plan_budgets(a, budgets);
+    REQUIRE(swaps.size() == budgets.size());
+    std::size_t i = 0;
+    for (auto const score : scores) {
+      CAPTURE(i);
+      stash::auto_swap const policy{.score = score};
+      auto const sweep = policy.plan_budgets(a, budgets);
+      REQUIRE(sweep.size() == budgets.size());
+      for (std::size_t b = 0; b < budgets.size(); ++b) {
+        CAPTURE(b);
+        auto const fp = stash_tools::schedule_fingerprint(sweep[b]);
+        if (b < recorded) { CHECK(fp == expected[b]->auto_swap[i]); }
+        auto const single = policy.plan(a, budgets[b]);
+        CHECK(fp == stash_tools::schedule_fingerprint(single));
+        CHECK(sweep[b].note == single.note);
+      }
+      ++i;
+    }
+    for (std::size_t b = 0; b < budgets.size(); ++b) {
+      CAPTURE(b);
+      auto const fp = stash_tools::schedule_fingerprint(swaps[b]);
+      if (b < recorded) { CHECK(fp == expected[b]->search_swap); }
+      if (b >= recorded) {
+        CHECK(fp == stash_tools::schedule_fingerprint(stash::search_swap{}.plan(a, budgets[b])));
+      }
+    }
+  }
+}
+
 TEST_CASE("range_tree answers as a scan of the plain array does")
 {
   std::mt19937_64 rng(24);

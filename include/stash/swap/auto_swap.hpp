@@ -36,8 +36,10 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -76,19 +78,30 @@ class auto_swap_planner {
     scores_.resize(cands_.size());
   }
 
-  // Picks candidates until the planned peak fits `budget` (or none covers the peak); returns
-  // the swap entries of the selection and, when it does not fit, why. Each pick updates the
-  // planned curve only where the just-in-time chain moved (see chain_insert), so the loop costs
-  // O(log n) per moved swap-in instead of a rebuild of every entry and the whole curve; the
-  // picks, and so the schedule, are the ones the rebuild gave.
-  std::pair<std::vector<swap_entry>, std::string> select(std::uint64_t budget)
+  // Picks candidates until the planned peak fits each budget of `budgets` (or none covers the
+  // peak); returns per budget the swap entries of the selection and, when it does not fit, why.
+  // Each pick updates the planned curve only where the just-in-time chain moved (see
+  // chain_insert), so the loop costs O(log n) per moved swap-in instead of a rebuild of every
+  // entry and the whole curve; the picks, and so the schedule, are the ones the rebuild gave.
+  // One greedy run serves every budget: the picks do not depend on the budget, which only says
+  // when to stop (the first time the planned peak is within it), so the selection for b is the
+  // prefix of the run to the smallest budget taken until then.
+  std::vector<std::pair<std::vector<swap_entry>, std::string>> select_many(
+      std::span<std::uint64_t const> budgets)
   {
+    std::vector<std::pair<std::vector<swap_entry>, std::string>> out(budgets.size());
+    std::vector<std::size_t> pending(budgets.size());  // by budget, largest last
+    std::iota(pending.begin(), pending.end(), std::size_t{0});
+    std::stable_sort(pending.begin(), pending.end(),
+                     [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
     std::vector<std::size_t> chosen;
-    std::string note;
     auto const base = planned_device_curve(analysis_, {});
     reweigh(base);
     for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(k); }
-    if (base.empty()) { return {build(chosen), note}; }
+    if (base.empty()) {
+      for (auto& o : out) { o.first = build(chosen); }
+      return out;
+    }
     start_selection(base);
     bool const dynamic = score_ == auto_swap_score::swdoa;
     bool const sorted  = !dynamic && std::none_of(scores_.begin(), scores_.end(),
@@ -96,10 +109,14 @@ class auto_swap_planner {
     if (sorted) {
       covering_->sort([&](std::size_t x, std::size_t y) { return ranks_before(x, y); });
     }
+    std::string note;
     for (;;) {
       auto const peak_event = curve_.first_max();
       auto const peak       = static_cast<std::uint64_t>(curve_.at(peak_event));
-      if (peak <= budget) { break; }
+      for (; !pending.empty() && peak <= budgets[pending.back()]; pending.pop_back()) {
+        out[pending.back()].first = build(chosen);
+      }
+      if (pending.empty()) { break; }
       if (dynamic) { reweigh_current(); }
       auto const pick = sorted
                             ? covering_->best_at(
@@ -115,7 +132,9 @@ class auto_swap_planner {
       chosen.push_back(*pick);
       chain_insert(*pick);
     }
-    return {build(chosen), note};
+    auto const rest = build(chosen);
+    for (auto const k : pending) { out[k] = {rest, note}; }
+    return out;
   }
 
  private:
@@ -360,18 +379,36 @@ class auto_swap_planner {
   std::vector<std::pair<std::size_t, double>> found_;
 };
 
+// plan_auto_swap at every budget of `budgets`, from one greedy run (select_many).
+[[nodiscard]] inline std::vector<schedule> plan_auto_swap_budgets(
+    trace_analysis const& analysis, std::span<std::uint64_t const> budgets, auto_swap_score score,
+    std::string_view name, std::uint64_t min_bytes)
+{
+  std::vector<schedule> out(budgets.size());
+  std::vector<std::uint64_t> over;  // the budgets below the peak, which need a selection
+  for (auto const b : budgets) {
+    if (analysis.lifetimes().peak_live_bytes > b) { over.push_back(b); }
+  }
+  std::vector<std::pair<std::vector<swap_entry>, std::string>> picked;
+  if (!over.empty()) { picked = auto_swap_planner(analysis, score, min_bytes).select_many(over); }
+  for (std::size_t i = 0, j = 0; i < budgets.size(); ++i) {
+    if (analysis.lifetimes().peak_live_bytes <= budgets[i]) {
+      out[i] = make_schedule(analysis, std::string(name), budgets[i], {});
+      continue;
+    }
+    out[i] = make_schedule(analysis, std::string(name), budgets[i], std::move(picked[j].first));
+    out[i].note = std::move(picked[j].second);
+    ++j;
+  }
+  return out;
+}
+
 [[nodiscard]] inline schedule plan_auto_swap(trace_analysis const& analysis, std::uint64_t budget,
                                              auto_swap_score score, std::string_view name,
                                              std::uint64_t min_bytes)
 {
-  if (analysis.lifetimes().peak_live_bytes <= budget) {
-    return make_schedule(analysis, std::string(name), budget, {});
-  }
-  auto_swap_planner planner(analysis, score, min_bytes);
-  auto [entries, note] = planner.select(budget);
-  auto s               = make_schedule(analysis, std::string(name), budget, std::move(entries));
-  s.note               = note;
-  return s;
+  std::uint64_t const one[] = {budget};
+  return std::move(plan_auto_swap_budgets(analysis, one, score, name, min_bytes).front());
 }
 
 [[nodiscard]] constexpr std::string_view auto_swap_name(auto_swap_score score) noexcept
@@ -411,6 +448,17 @@ struct auto_swap {
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     return detail::plan_auto_swap(analysis, budget, score, name(), min_bytes);
+  }
+  /// @brief plan(analysis, b) for every b of `budgets`, in their order, from one greedy run:
+  /// AutoSwap's picks do not depend on the budget, which only says when to stop, so a sweep of
+  /// budgets (stash-plan --frontier) costs one selection to the smallest instead of one each.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budgets Device bytes the iteration must fit in, one plan each (any order).
+  /// @return The schedules, one per budget in the order of `budgets`.
+  [[nodiscard]] std::vector<schedule> plan_budgets(trace_analysis const& analysis,
+                                                   std::span<std::uint64_t const> budgets) const
+  {
+    return detail::plan_auto_swap_budgets(analysis, budgets, score, name(), min_bytes);
   }
 };
 

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -134,29 +135,57 @@ inline void sort_by_prefetch(std::vector<swap_entry>& entries)
   return true;
 }
 
+// The incumbent's stalls in the order refine_swap tries them: the longest first, the first in
+// op order among equals, one per (op, memory move) key, the final step left out. Sorting once
+// per incumbent replaces a rescan of every stall and of the keys tried per move, which grew as
+// stalls x moves at tight budgets (issue 24, item 4); the order is the one the rescan gave.
+[[nodiscard]] inline std::vector<stall_record> stalls_to_try(trace_analysis const& a,
+                                                             sim_result const& sim)
+{
+  std::vector<stall_record> order;
+  for (auto const& x : sim.stalls) {
+    if (x.op < a.op_count()) { order.push_back(x); }
+  }
+  std::stable_sort(order.begin(), order.end(), [](stall_record const& x, stall_record const& y) {
+    return x.seconds > y.seconds;
+  });
+  // Keep each key's first stall in that order: sort (key, place) pairs, mark each key's first.
+  std::vector<std::pair<std::pair<std::uint64_t, bool>, std::size_t>> keys(order.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    keys[k] = {{order[k].op, order[k].cause == stall_cause::memory}, k};
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<char> first(order.size(), 0);
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    if (k == 0 || keys[k].first != keys[k - 1].first) { first[keys[k].second] = 1; }
+  }
+  std::vector<stall_record> out;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (first[k] != 0) { out.push_back(order[k]); }
+  }
+  return out;
+}
+
 // Local search on the incumbent (see the file comment), at most `max_simulations` simulations.
 inline void refine_swap(trace_analysis const& a, std::uint64_t budget, swap_incumbent& inc,
                         std::size_t max_simulations, search_swap_stats& stats)
 {
-  std::vector<std::pair<std::uint64_t, bool>> tried;  // (op, memory move) already tried
-  for (std::size_t sims = 0; sims < max_simulations && inc.best;) {
-    std::optional<stall_record> pick;
-    for (auto const& x : inc.sim->stalls) {
-      if (x.op >= a.op_count()) { continue; }
-      auto const key = std::make_pair(x.op, x.cause == stall_cause::memory);
-      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { continue; }
-      if (!pick || x.seconds > pick->seconds) { pick = x; }
-    }
-    if (!pick) { return; }
-    tried.emplace_back(pick->op, pick->cause == stall_cause::memory);
-    auto entries = inc.best->entries;
-    if (!move_for_stall(entries, *pick)) { continue; }
+  if (!inc.best) { return; }
+  auto order      = stalls_to_try(a, *inc.sim);
+  std::size_t pos = 0;
+  for (std::size_t sims = 0; sims < max_simulations && pos < order.size();) {
+    auto const pick = order[pos++];
+    auto entries    = inc.best->entries;
+    if (!move_for_stall(entries, pick)) { continue; }
     auto s = make_schedule(a, inc.best->policy, budget, std::move(entries));
     if (s.device_peak > budget) { continue; }  // keeps the fit guarantee
     ++sims;
     auto const who =
         inc.best->note.ends_with("+refined") ? inc.best->note : inc.best->note + "+refined";
-    if (inc.offer(a, std::move(s), who, false, stats)) { tried.clear(); }
+    if (inc.offer(a, std::move(s), who, false, stats)) {  // a new incumbent: its stalls afresh
+      order = stalls_to_try(a, *inc.sim);
+      pos   = 0;
+    }
   }
 }
 
@@ -201,6 +230,46 @@ struct search_swap {
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget,
                               search_swap_stats& stats) const
   {
+    return plan_seeded(analysis, budget, stats, nullptr);
+  }
+
+  /// @brief plan(analysis, b) for every b of `budgets`, in their order: the same schedules, with
+  /// the AutoSwap seeds of every budget from one greedy run per score (auto_swap::plan_budgets),
+  /// which a sweep of budgets (stash-plan --frontier) would otherwise repeat per budget.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budgets Device bytes the iteration must fit in, one plan each (any order).
+  /// @return The schedules, one per budget in the order of `budgets`.
+  [[nodiscard]] std::vector<schedule> plan_budgets(trace_analysis const& analysis,
+                                                   std::span<std::uint64_t const> budgets) const
+  {
+    std::vector<std::vector<schedule>> by_score;  // [score][budget]
+    if (seed_with_policies) {
+      for (auto const score : seed_scores) {
+        by_score.push_back(auto_swap{.score = score}.plan_budgets(analysis, budgets));
+      }
+    }
+    std::vector<schedule> out;
+    out.reserve(budgets.size());
+    for (std::size_t b = 0; b < budgets.size(); ++b) {
+      std::array<schedule, seed_scores.size()> seeds;
+      for (std::size_t k = 0; k < by_score.size(); ++k) { seeds[k] = std::move(by_score[k][b]); }
+      search_swap_stats ignored;
+      out.push_back(
+          plan_seeded(analysis, budgets[b], ignored, by_score.empty() ? nullptr : &seeds));
+    }
+    return out;
+  }
+
+ private:
+  /// The AutoSwap scores whose schedules seed the search, in the order they are offered.
+  static constexpr std::array<auto_swap_score, 4> seed_scores = {
+      auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa, auto_swap_score::wdoa};
+
+  // plan(), with the AutoSwap seeds (by seed_scores) given, or planned here when null.
+  [[nodiscard]] schedule plan_seeded(trace_analysis const& analysis, std::uint64_t budget,
+                                     search_swap_stats& stats,
+                                     std::array<schedule, seed_scores.size()>* auto_seeds) const
+  {
     stats = search_swap_stats{};
     if (analysis.peak_live_bytes() <= budget) {
       stats.winner = "no_swap";
@@ -208,7 +277,7 @@ struct search_swap {
     }
     detail::swap_incumbent inc;
     inc.encodings = encodings;
-    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats); }
+    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds); }
     detail::gap_planner const planner(analysis, budget, scope, min_bytes);
     run_variants(analysis, budget, planner, scope, "variant", inc, stats);
     if (scope == swap_scope::activations && also_any_kind) {
@@ -231,9 +300,9 @@ struct search_swap {
     return std::move(*inc.best);
   }
 
- private:
   static void offer_seeds(trace_analysis const& a, std::uint64_t budget,
-                          detail::swap_incumbent& inc, search_swap_stats& stats)
+                          detail::swap_incumbent& inc, search_swap_stats& stats,
+                          std::array<schedule, seed_scores.size()>* auto_seeds)
   {
     auto seed = [&](auto const& policy) {
       inc.offer(a, policy.plan(a, budget), "seed:" + std::string(policy.name()), true, stats);
@@ -241,9 +310,14 @@ struct search_swap {
     seed(vdnn_conv{});
     seed(vdnn_all{});
     seed(vdnn_dyn{});
-    for (auto const score : {auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa,
-                             auto_swap_score::wdoa}) {
-      seed(auto_swap{.score = score});
+    for (std::size_t k = 0; k < seed_scores.size(); ++k) {
+      auto const policy = auto_swap{.score = seed_scores[k]};
+      if (auto_seeds == nullptr) {
+        seed(policy);
+      } else {
+        inc.offer(a, std::move((*auto_seeds)[k]), "seed:" + std::string(policy.name()), true,
+                  stats);
+      }
     }
   }
 

@@ -174,15 +174,78 @@ class gap_planner {
     return std::min(bytes, static_cast<double>(excess)) * covered / (bytes + lat_bytes_);
   }
 
+  struct size_class {
+    std::uint64_t bytes;
+    std::vector<std::size_t> gaps;  // by u, then index
+    std::vector<std::uint64_t> us;  // their u
+  };
+
+  // best_by_class's running best: the largest score, then the earliest u, then the lowest index
+  // (the rule of best_spanning's scan).
+  struct running_best {
+    std::optional<std::size_t> gap;
+    double score = -1;
+  };
+  void offer(running_best& best, std::size_t g, double s) const
+  {
+    if (s > best.score || (s == best.score && best.gap && before(s, g, best.score, *best.gap))) {
+      best.score = s;
+      best.gap   = g;
+    }
+  }
+
+  // The coverage score of gap g for the worst op's over-target run [lo, hi].
+  [[nodiscard]] double run_score(std::size_t g, std::size_t lo, std::size_t hi, std::int64_t excess,
+                                 std::vector<double> const& start,
+                                 std::vector<double> const& end) const
+  {
+    auto const& x = gaps_[g];
+    return coverage(
+        static_cast<double>(x.bytes), excess,
+        end[std::min<std::uint64_t>(x.v - 1, hi)] - start[std::max<std::uint64_t>(x.u + 1, lo)]);
+  }
+
+  // Class c's best live gap spanning `worst` with u < lo (its positions [0, pa)), in O(log^2 n):
+  // each covers [lo, min(v - 1, hi)], so its score grows with v (rounding is monotone, the
+  // timeline sorted); the winner is the first by u of those scoring as the largest v does.
+  void best_before_run(range_tree const& live, size_class const& cls, std::size_t pa,
+                       std::size_t worst, std::size_t lo, std::size_t hi, std::int64_t excess,
+                       std::vector<double> const& start, std::vector<double> const& end,
+                       running_best& best) const
+  {
+    auto const vmax = pa == 0 ? std::int64_t{-1} : live.max(0, pa);
+    if (vmax <= static_cast<std::int64_t>(worst)) { return; }
+    auto const bytes = static_cast<double>(cls.bytes);
+    auto score_at    = [&](std::uint64_t v) {
+      return coverage(bytes, excess, end[std::min<std::uint64_t>(v - 1, hi)] - start[lo]);
+    };
+    auto const top  = score_at(static_cast<std::uint64_t>(vmax));
+    std::uint64_t l = worst + 1, r = static_cast<std::uint64_t>(vmax);  // least v scoring top
+    while (l < r) {
+      auto const m = l + (r - l) / 2;
+      if (score_at(m) == top) {
+        r = m;
+      } else {
+        l = m + 1;
+      }
+    }
+    auto const pos = live.first_above(0, pa, static_cast<std::int64_t>(l) - 1);
+    offer(best, cls.gaps[pos], top);
+  }
+
   // The best gap by coverage spanning `worst`, as best_spanning finds it, by size class: a gap
   // of b bytes covers at most the whole run, so it scores at most coverage(b, excess, run) (a
   // bound the floating-point score obeys too: rounding is monotone, and the timeline is
   // sorted), which gaps covering the whole run reach. Classes are visited by bound, best
-  // first, each gap of a class spanning `worst` in the order of u (then index), and a class
-  // stops at the first gap reaching its bound or, past lo, at the first whose u leaves too
-  // little of the run to reach the best; the search at the first class whose bound is below
-  // the best score found. `live[c]` holds the next use of class c's gaps, or less than
-  // any op once chosen; the pick is marked there.
+  // first, twice: first for the gaps with u < lo (best_before_run) and the first by u past lo
+  // that covers the run to hi (the best of those that do), both O(log^2 n); then for the rest,
+  // each gap of a class spanning `worst` from lo on in the order of u (then index), a class
+  // stopping at the first gap reaching its bound or whose u leaves too little of the run to
+  // reach the best. Each pass stops at the first class whose bound is below the best score
+  // found; the first pass's best makes the second stop early. The winner is the largest score,
+  // then the earliest u, then the lowest index, as the scan of every spanning gap finds it.
+  // `live[c]` holds the next use of class c's gaps, or less than any op once chosen; the pick
+  // is marked there.
   [[nodiscard]] std::optional<std::size_t> best_by_class(std::vector<range_tree>& live,
                                                          std::size_t worst, std::size_t lo,
                                                          std::size_t hi, std::int64_t excess,
@@ -195,36 +258,51 @@ class gap_planner {
       bounds[c] = {coverage(static_cast<double>(classes_[c].bytes), excess, run), c};
     }
     std::sort(bounds.begin(), bounds.end(), std::greater<>());
-    std::optional<std::size_t> best;
-    double best_score = -1;
+    running_best best;
+    auto const stop = [&](double bound) {
+      return bound < best.score || (!best.gap && !(bound > best.score));
+    };
+    auto const after = static_cast<std::int64_t>(worst);
     for (auto const& [bound, c] : bounds) {
-      if (bound < best_score || (!best && !(bound > best_score))) { break; }
+      if (stop(bound)) { break; }
+      auto const& cls = classes_[c];
+      auto const pa   = first_u_at_least(cls, lo);
+      auto const span = first_u_at_least(cls, worst);  // u < worst
+      best_before_run(live[c], cls, pa, worst, lo, hi, excess, start, end, best);
+      auto const whole = live[c].first_above(pa, span, static_cast<std::int64_t>(hi));
+      if (whole != range_tree::npos) {
+        offer(best, cls.gaps[whole], run_score(cls.gaps[whole], lo, hi, excess, start, end));
+      }
+    }
+    for (auto const& [bound, c] : bounds) {
+      if (stop(bound)) { break; }
       auto const& cls  = classes_[c];
-      auto const spans = static_cast<std::size_t>(
-          std::lower_bound(cls.us.begin(), cls.us.end(), worst) - cls.us.begin());  // u < worst
-      auto const after = static_cast<std::int64_t>(worst);
-      for (auto pos = live[c].first_above(0, spans, after); pos != range_tree::npos;
-           pos      = live[c].first_above(pos + 1, spans, after)) {
-        auto const g  = cls.gaps[pos];
-        auto const& x = gaps_[g];
+      auto const bytes = static_cast<double>(cls.bytes);
+      auto const span  = first_u_at_least(cls, worst);
+      for (auto pos = live[c].first_above(first_u_at_least(cls, lo), span, after);
+           pos != range_tree::npos; pos = live[c].first_above(pos + 1, span, after)) {
+        auto const g = cls.gaps[pos];
         // From u >= lo on, a gap covers at most [u + 1, hi], less for each later u: stop once
         // that cannot reach the best.
-        if (x.u >= lo && best &&
-            coverage(static_cast<double>(x.bytes), excess, end[hi] - start[x.u + 1]) < best_score) {
+        if (best.gap && coverage(bytes, excess, end[hi] - start[gaps_[g].u + 1]) < best.score) {
           break;
         }
-        double const s = coverage(static_cast<double>(x.bytes), excess,
-                                  end[std::min<std::uint64_t>(x.v - 1, hi)] -
-                                      start[std::max<std::uint64_t>(x.u + 1, lo)]);
-        if (s > best_score || (s == best_score && best && before(s, g, best_score, *best))) {
-          best_score = s;
-          best       = g;
-        }
+        double const s = run_score(g, lo, hi, excess, start, end);
+        offer(best, g, s);
         if (s == bound) { break; }  // the rest of the class scores no more and comes later
       }
     }
-    if (best) { live[class_of_[*best]].add(rank_[*best], rank_[*best] + 1, -chosen_mark); }
-    return best;
+    if (best.gap) {
+      live[class_of_[*best.gap]].add(rank_[*best.gap], rank_[*best.gap] + 1, -chosen_mark);
+    }
+    return best.gap;
+  }
+
+  // The first position of class `cls` whose u is at least `u`.
+  [[nodiscard]] static std::size_t first_u_at_least(size_class const& cls, std::uint64_t u)
+  {
+    return static_cast<std::size_t>(std::lower_bound(cls.us.begin(), cls.us.end(), u) -
+                                    cls.us.begin());
   }
 
   // Per size class, the next use of each gap (by u, then index), unchosen ones only.
@@ -516,13 +594,8 @@ class gap_planner {
   std::size_t n_;
   std::vector<swap_gap> gaps_;
   std::vector<std::pair<std::size_t, std::size_t>> windows_;  // ops [u + 1, v) of each gap
-  struct size_class {
-    std::uint64_t bytes;
-    std::vector<std::size_t> gaps;  // by u, then index
-    std::vector<std::uint64_t> us;  // their u
-  };
-  std::vector<size_class> classes_;           // by bytes
-  std::vector<std::size_t> class_of_, rank_;  // each gap's class and place in it
+  std::vector<size_class> classes_;                           // by bytes
+  std::vector<std::size_t> class_of_, rank_;                  // each gap's class and place in it
   static constexpr std::int64_t chosen_mark = std::int64_t{1} << 62;  // sinks a chosen gap's v
   std::vector<std::int64_t> base_;  // live bytes at each op's start peak, nothing swapped
   double lat_bytes_;                // bytes the link would carry during one latency

@@ -116,11 +116,15 @@ struct frontier_section {
     f.lower_bound_ms.push_back(stash::iteration_time_lower_bound(analysis, budget, bound) * 1e3);
     f.swap_lower_bound_ms.push_back(
         stash::iteration_time_lower_bound(analysis, budget, no_recompute) * 1e3);
-    for (auto const& name : f.policies) {
-      auto const s = plan_policy(name, analysis, budget, opt);
-      auto const r = stash::simulate(analysis, s, stash::sim_options{false});
-      f.points.push_back(
-          frontier_point{name, budget, r.fits, r.iteration_s * 1e3, s.offloaded_bytes()});
+  }
+  f.points.resize(f.budgets.size() * f.policies.size());
+  for (std::size_t p = 0; p < f.policies.size(); ++p) {  // a policy's sweep at once (AutoSwap)
+    auto const& name = f.policies[p];
+    auto const plans = plan_policy_budgets(name, analysis, f.budgets, opt);
+    for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+      auto const r = stash::simulate(analysis, plans[b], stash::sim_options{false});
+      f.points[b * f.policies.size() + p] = frontier_point{
+          name, f.budgets[b], r.fits, r.iteration_s * 1e3, plans[b].offloaded_bytes()};
     }
   }
   return f;

@@ -12,6 +12,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/auto_swap.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/joint_search.hpp>
 #include <stash/swap/policy_registry.hpp>
@@ -164,6 +165,38 @@ struct policy_section {
     return stash::joint_search{.encodings = enc}.plan(analysis, budget);
   }
   return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget), enc);
+}
+
+/// @brief plan_policy(name, analysis, b, opt) for every b of `budgets`, in their order: the same
+/// schedules, with AutoSwap's greedy run once for the whole sweep (auto_swap::plan_budgets,
+/// search_swap::plan_budgets) instead of once per budget.
+/// @param name The policy's registry name.
+/// @param analysis The recorded iteration's facts.
+/// @param budgets Device bytes, one plan each.
+/// @param opt stash-plan's options (--codec auto: per-entry encodings).
+/// @return The schedules, one per budget in the order of `budgets`.
+[[nodiscard]] inline std::vector<stash::schedule> plan_policy_budgets(
+    std::string const& name, stash::trace_analysis const& analysis,
+    std::vector<std::uint64_t> const& budgets, options const& opt)
+{
+  std::optional<stash::encoding_options> enc;
+  if (opt.auto_encodings) { enc = encoding_options_of(opt); }
+  if (name == stash::search_swap::name()) {
+    return stash::search_swap{.encodings = enc}.plan_budgets(analysis, budgets);
+  }
+  for (auto const score : {stash::auto_swap_score::swdoa, stash::auto_swap_score::doa,
+                           stash::auto_swap_score::aoa, stash::auto_swap_score::wdoa}) {
+    stash::auto_swap const policy{.score = score};
+    if (name != policy.name()) { continue; }
+    auto out = policy.plan_budgets(analysis, budgets);
+    if (enc) {
+      for (auto& s : out) { s = stash::with_encodings(analysis, std::move(s), *enc); }
+    }
+    return out;
+  }
+  std::vector<stash::schedule> out;
+  for (auto const b : budgets) { out.push_back(plan_policy(name, analysis, b, opt)); }
+  return out;
 }
 
 /// @brief Entries, bytes and wire bytes of `s` per encoding, in order of first use.
