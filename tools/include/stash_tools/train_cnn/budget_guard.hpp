@@ -20,9 +20,8 @@ namespace train_cnn {
 /// iteration on, an allocation that would take the bytes handed out past the budget throws
 /// stash::out_of_memory. The recorded first iteration is not held to it, because stash records it
 /// without offloading (its peak is reported instead). Counts bytes handed out (in use), not bytes
-/// reserved from the upstream: the lifetime_arena plans the swapped tensors' split lifetimes only
-/// once the replayed sequence has settled (its re-plan, after about three steps), and until then
-/// it serves them from fallback memory beside the arena planned for the step without offload.
+/// reserved from the upstream: how the pool below serves them (a lifetime_arena learns the first
+/// replayed step when the plan moves tensors, see relearn()) does not change what is counted.
 /// @tparam Pool The pool that really allocates.
 template <stash::pool Pool>
 class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
@@ -69,6 +68,13 @@ class budget_guard : public stash::pool_resource<budget_guard<Pool>> {
   {
     pool_.end_iteration();
     if (budget_ != std::numeric_limits<std::uint64_t>::max()) { enforce_ = true; }
+  }
+
+  /// @brief Forwarded to a pool that can forget its recorded sequence (lifetime_arena): the
+  /// allocator asks for it when its plan moves tensors, so the arena learns the replayed one.
+  void relearn() noexcept requires requires(Pool& p) { p.relearn(); }
+  {
+    pool_.relearn();
   }
 
   /// @brief Most bytes handed out at once since reset_peak().
