@@ -42,17 +42,16 @@ namespace {
 
 // The codecs --codec offers: one transfer_set, one allocator instantiation; the run picks its
 // member (memory_config::encoding). fp16+zvc would need a device chain, which stash does not have.
-using zvc_transfer  = stash::device_codec_transfer<stash::device_zvc<float>>;
-using fp16_transfer = stash::device_codec_transfer<stash::device_precision<stash::fp16>>;
-using bf16_transfer = stash::device_codec_transfer<stash::device_precision<stash::bf16>>;
-using fp8_transfer  = stash::device_codec_transfer<stash::device_precision<stash::fp8_e4m3>>;
-using codec_set     = stash::transfer_set<zvc_transfer, fp16_transfer, bf16_transfer, fp8_transfer>;
+using codec_set = stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>,
+                                      stash::precision<float, stash::bf16>,
+                                      stash::precision<float, stash::fp8_e4m3>>;
 
 // --check picks its comparison from is_lossy: it must agree with what the codecs really do.
-static_assert(!is_lossy(codec_kind::zvc) && zvc_transfer::lossless);
-static_assert(is_lossy(codec_kind::fp16) && !fp16_transfer::lossless);
-static_assert(is_lossy(codec_kind::bf16) && !bf16_transfer::lossless);
-static_assert(is_lossy(codec_kind::fp8_e4m3) && !fp8_transfer::lossless);
+static_assert(!is_lossy(codec_kind::zvc) && stash::zvc<float>::lossless);
+static_assert(is_lossy(codec_kind::fp16) && !stash::precision<float, stash::fp16>::lossless);
+static_assert(is_lossy(codec_kind::bf16) && !stash::precision<float, stash::bf16>::lossless);
+static_assert(is_lossy(codec_kind::fp8_e4m3) &&
+              !stash::precision<float, stash::fp8_e4m3>::lossless);
 static_assert(!is_lossy(codec_kind::none));
 
 // Only rank 0 reports on stdout; every rank reports its errors on stderr.

@@ -3,9 +3,10 @@
  * @brief `stash::allocator<Pool, SwapPolicy, Codec, Backend>`: the one type a training loop uses.
  *
  * It composes the three policy slots: where device memory comes from (a `stash::pool`), what
- * leaves the device and when (a `stash::swap_policy`), and how it travels (a codec, a transfer
- * policy, or `void` for raw copies), over an offload backend (CUDA streams, or host threads for
- * CPU tests).
+ * leaves the device and when (a `stash::swap_policy`), and how it travels (a codec such as
+ * `zvc<float>`, spelled the same on every backend: stash::transfer_for_t picks its host or device
+ * form from the Backend; or `void` for raw copies), over an offload backend (CUDA streams, or
+ * host threads for CPU tests).
  *
  * Life cycle:
  * 1. Storages allocated before the first `begin_iteration()` are persistent (parameters,
@@ -43,9 +44,10 @@
  * member cannot encode (a size that is not a whole number of its elements), travels raw and is
  * counted in allocator_stats::encoding_fallbacks. The members' element types must be the tensors'
  * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
- * Gist's 4-bit pool argmax (pool_argmax_transfer, device_pool_argmax_transfer) replaces a max
+ * Gist's 4-bit pool argmax (`pool_argmax` in the slot) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
- * allocate_async() as a tensor_desc (`{.pool = pool_geometry{...}}`) every iteration. The member is
+ * allocate_async() (a `pool_geometry`: pool_argmax's per-transfer descriptor, see descriptor_type)
+ * every iteration. The member is
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
  * not at all) travels raw and is counted in encoding_fallbacks.
  *
@@ -130,41 +132,12 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace stash {
 
 namespace detail {
-
-template <class T>
-concept transfer_policy = requires
-{
-  T::reports_status;
-  T::lossless;
-};
-
-template <class Backend, class Codec>
-struct transfer_for;  // no default: a CUDA backend needs a device transfer named explicitly
-
-template <class Backend>
-struct transfer_for<Backend, void> {
-  using type = raw_transfer;
-};
-
-template <class Backend, transfer_policy T>
-struct transfer_for<Backend, T> {
-  using type = T;
-};
-
-template <codec C>
-requires(!transfer_policy<C>) struct transfer_for<host_backend, C> {
-  using type = host_codec_transfer<C>;
-};
-
-template <class Backend, class... Cs>
-struct transfer_for<Backend, transfer_set<Cs...>> {
-  using type = transfer_set<typename transfer_for<Backend, Cs>::type...>;
-};
 
 // What the offload manager runs: the slot's transfers, then raw copies, which every backend can
 // do and every schedule may ask for.
@@ -283,15 +256,6 @@ struct default_pool<cuda_backend> {
 template <class Backend>
 using default_pool_t = typename default_pool<Backend>::type;
 
-/// @brief The transfer policy the Codec slot stands for on `Backend`: `void` is raw copies; a
-/// transfer policy is itself; a codec runs its host reference on the host backend (on a GPU, name
-/// `device_codec_transfer<device_zvc<float>>` etc. from device_codec_transfer.cuh); a
-/// transfer_set maps each member so.
-/// @tparam Backend The offload backend (cuda_backend, host_backend).
-/// @tparam Codec `void`, a transfer policy, a codec, or a transfer_set of them.
-template <class Backend, class Codec>
-using transfer_for_t = typename detail::transfer_for<Backend, Codec>::type;
-
 /// @brief Settings of a stash::allocator.
 struct allocator_options {
   /// Device memory the swap policy must fit the iteration into (bytes).
@@ -332,8 +296,8 @@ struct allocator_stats {
   std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
-  /// apply to the storage's size or tensor_desc): they travel raw. Plus replayed offloads whose
-  /// tensor_desc the planned member refused (they too travel raw). Zero when every entry runs as
+  /// apply to the storage's size or descriptor): they travel raw. Plus replayed offloads whose
+  /// descriptor the planned member refused (they too travel raw). Zero when every entry runs as
   /// planned.
   std::uint64_t encoding_fallbacks{0};
   /// Scheduled offloads that failed (host pool out of memory, a copy that could not be queued):
@@ -368,9 +332,10 @@ struct allocator_stats {
 /// @tparam Pool The device pool (lifetime_arena, caching_pool, ...): a stash::pool.
 /// @tparam SwapPolicy What to offload and when: a stash::swap_policy (no_swap, vdnn_all, auto_swap,
 ///   any_swap_policy, ...).
-/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a transfer policy, a codec, or a
-///   transfer_set of them from which each schedule entry's encoding picks (see transfer_for_t and
-///   the file docs).
+/// @tparam Codec How offloaded bytes travel: `void` (raw copies), a codec (`zvc<float>`,
+///   `pool_argmax`, ...; its form on Backend is transfer_for_t's), or a transfer_set of them from
+///   which each schedule entry's encoding picks (see the file docs). A custom transfer policy
+///   (transfer.hpp) is taken as it is.
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 template <class Pool, class SwapPolicy, class Codec = void, offload_backend Backend = cuda_backend>
 class allocator {
@@ -387,6 +352,9 @@ class allocator {
   using transfer_type = transfer_for_t<Backend, Codec>;
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
   using manager_transfer_type = typename detail::with_raw<transfer_type>::type;
+  /// @brief What allocate_async() may be told about a tensor: the descriptor of a member that
+  /// takes one (a pool_geometry for pool_argmax), or none (`{}`); see transfer_descriptor_t.
+  using descriptor_type = transfer_descriptor_t<manager_transfer_type>;
   static_assert(!detail::sign_or_index_only(detail::set_encodings<manager_transfer_type>::value[0]),
                 "stash::allocator: the Codec slot's first member runs every entry whose encoding "
                 "is 'configured' (any tensor); it must not be bitmask or pool_argmax, which keep "
@@ -397,6 +365,10 @@ class allocator {
 
   /// @brief An allocator over `backend`, taking device memory from `device_pool`, planning with
   /// `policy` (a copy is kept).
+  /// @param backend The backend (outlives this object).
+  /// @param device_pool Where tensors live on the device (outlives this object).
+  /// @param options Budget, hardware, encodings.
+  /// @param policy The swap policy object, with its settings.
   allocator(Backend& backend, Pool& device_pool, allocator_options options = {},
             SwapPolicy policy = SwapPolicy{})
       : backend_(backend),
@@ -477,8 +449,8 @@ class allocator {
   /// @param kind What it holds (act, param, ...), recorded in the trace.
   /// @param label Its name in the trace.
   /// @param stream The stream of its first use.
-  /// @param desc What a codec may need besides the size: for max-pool indices, the pool's
-  ///   geometry (`{.pool = ...}`), without which pool_argmax entries travel raw.
+  /// @param desc A member's descriptor of the tensor: for max-pool indices, the pool's
+  ///   pool_geometry, without which pool_argmax entries travel raw.
   /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
   ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
   ///   recorded.
@@ -490,7 +462,7 @@ class allocator {
   /// @return The tensor's handle, valid until deallocate_async().
   [[nodiscard]] tensor_handle allocate_async(std::size_t bytes, storage_kind kind,
                                              std::string label, stream_type stream,
-                                             tensor_desc const& desc = {})
+                                             descriptor_type const& desc = {})
   {
     if (state_ == allocator_state::replaying && in_iteration_ && !prepared_ &&
         op_index_ < recorded_ops_) {
@@ -539,6 +511,7 @@ class allocator {
   }
 
   /// @brief Records a phase change (forward, backward, optimizer).
+  /// @param p The phase the next ops belong to.
   void phase(stash::phase p)
   {
     if (state_ == allocator_state::recording) { recorder_->phase(p); }
@@ -596,6 +569,9 @@ class allocator {
   }
 
   /// @brief The device pointer of `h` for work queued on `stream` (prefetched on demand).
+  /// @param h The tensor.
+  /// @param stream The stream the pointer is used on.
+  /// @return The device pointer, valid for work queued on `stream` until the next call.
   [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     tensor& t = checked(h, "acquire_async");
@@ -603,13 +579,16 @@ class allocator {
   }
 
   /// @brief The schedule in force (empty before the first iteration ends).
+  /// @return The schedule in force (empty while recording).
   [[nodiscard]] schedule const& current_schedule() const noexcept { return schedule_; }
   /// @brief The last recorded iteration's trace (nullptr before one was recorded).
+  /// @return The last recording, or null before the first iteration ended.
   [[nodiscard]] trace const* recorded_trace() const noexcept
   {
     return recording_ ? &*recording_ : nullptr;
   }
   /// @brief persistent, recording or replaying.
+  /// @return Recording or replaying.
   [[nodiscard]] allocator_state state() const noexcept { return state_; }
   /// @brief The allocator's counters, with its offload manager's (allocator_stats::offload).
   /// @return A copy: the counters as they are now.
@@ -622,8 +601,11 @@ class allocator {
   /// @brief The host staging pool's figures: host bytes the offloaded copies hold now
   /// (in_use_bytes) and at most since the start (peak_in_use_bytes), and what the pool took from
   /// its upstream (reserved_bytes, peak_reserved_bytes).
+  /// @return The host pool's counters.
   [[nodiscard]] pool_stats host_pool_stats() const { return host_pool_.stats(); }
   /// @brief Where tensor `h` is now.
+  /// @param h The tensor.
+  /// @return The tensor's state.
   [[nodiscard]] tensor_state where(tensor_handle h)
   {
     return manager_.state(checked(h, "where").handle);
@@ -658,7 +640,7 @@ class allocator {
     std::size_t bytes{0};
     std::optional<storage_id> storage;  // in the recording, when matched
     bool alive{false};
-    tensor_desc desc{};  // as given to allocate_async()
+    descriptor_type desc{};  // as given to allocate_async()
   };
 
   // The table entry of a handle the manager just made (the table grows with the manager's).
@@ -820,7 +802,8 @@ class allocator {
   // configured encoding index 0 (or the default_encoding's member), else the first member writing
   // the entry's encoding that can encode the storage; raw copies (the last member) when none can,
   // counted in encoding_fallbacks.
-  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes, tensor_desc const& desc)
+  std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes,
+                                  descriptor_type const& desc)
   {
     constexpr auto encodings = detail::set_encodings<manager_transfer_type>::value;
     constexpr auto raw       = static_cast<std::uint8_t>(encodings.size() - 1);
@@ -842,20 +825,21 @@ class allocator {
 
   // Whether member `i` of manager_transfer_type takes a `bytes`-byte tensor described by `desc`
   // (a size or description it refuses: element size, limit, geometry), asked as a query.
-  static bool member_encodes(std::size_t i, std::size_t bytes, tensor_desc const& desc) noexcept
+  static bool member_encodes(std::size_t i, std::size_t bytes, descriptor_type const& desc) noexcept
   {
     return decltype(manager_)::accepts(bytes, i, desc);
   }
 
   // The description a storage of the recording was allocated with.
-  [[nodiscard]] tensor_desc const& desc_of_storage(storage_id s) const
+  [[nodiscard]] descriptor_type const& desc_of_storage(storage_id s) const
   {
-    static tensor_desc const none{};
+    static descriptor_type const none{};
     return s < storage_descs_.size() ? storage_descs_[s] : none;
   }
-  void record_desc(storage_id s, tensor_desc const& desc)
+  void record_desc(storage_id s, descriptor_type const& desc)
   {
-    if (!desc.pool) { return; }  // most tensors need none: the vector grows only for the others
+    // Most tensors have none: the vector grows only for the others.
+    if (std::holds_alternative<std::monostate>(desc)) { return; }
     if (storage_descs_.size() <= s) { storage_descs_.resize(s + 1); }
     storage_descs_[s] = desc;
   }
@@ -1112,8 +1096,8 @@ class allocator {
   stream_type last_stream_{};
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;
-  std::vector<tensor_handle> by_storage_;   // the live tensor matched to each storage
-  std::vector<tensor_desc> storage_descs_;  // of the recording's storages (described ones only)
+  std::vector<tensor_handle> by_storage_;       // the live tensor matched to each storage
+  std::vector<descriptor_type> storage_descs_;  // of the recording's storages (described ones only)
   std::vector<tensor> tensors_;        // indexed by tensor_handle::index(), as the manager's table
   detail::recompute_table recompute_;  // the schedule's recompute entries, by op
   std::vector<bool> recompute_kept_;   // by step: fell back to resident (no callable)
@@ -1132,7 +1116,8 @@ using host_allocator = allocator<default_pool_t<host_backend>, SwapPolicy, Codec
 /// @brief stash::allocator on CUDA streams with its default pool (a caching_pool of device
 /// memory).
 /// @tparam SwapPolicy What to offload and when (search_swap: the planner to use).
-/// @tparam Codec How offloaded bytes travel (void: raw copies; a device transfer; a transfer_set).
+/// @tparam Codec How offloaded bytes travel (void: raw copies; a codec, its device form from
+///   device_codec_transfer.cuh and the codec's device header; a transfer_set).
 template <class SwapPolicy = search_swap, class Codec = void>
 using cuda_allocator = allocator<default_pool_t<cuda_backend>, SwapPolicy, Codec, cuda_backend>;
 

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -107,3 +109,5 @@ TEST_CASE("allocator::deallocate_async of a tensor swapped to the host leaves no
   alloc.synchronize();
   CHECK(pool.stats().in_use_bytes == 0);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -28,6 +28,8 @@
 #include <string_view>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -267,7 +269,7 @@ TEST_CASE("allocator: argmax exact, max-pool indices cross as 4 bits each on the
   stash::host_backend backend;
   host_caching pool;
   stash::allocator_stats stats;
-  using codecs = stash::transfer_set<stash::zvc<float>, stash::pool_argmax_transfer>;
+  using codecs = stash::transfer_set<stash::zvc<float>, stash::pool_argmax>;
   auto const r = stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats);
   REQUIRE(r.iterations == 3);
   // Every index tensor comes back bit-identical, whichever way it travelled.
@@ -292,7 +294,7 @@ TEST_CASE("allocator: a replayed index tensor without its geometry travels raw, 
   stash::host_backend backend;
   host_caching pool;
   stash::allocator_stats stats;
-  using codecs = stash::transfer_set<void, stash::pool_argmax_transfer>;
+  using codecs = stash::transfer_set<void, stash::pool_argmax>;
   // i is described when recorded (planned as pool_argmax), not in the two replayed iterations.
   auto const r =
       stash::test::run_argmax_step<host_caching, codecs>(backend, pool, 3, &stats, false);
@@ -307,21 +309,17 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
   using transfer = stash::pool_argmax_transfer;
   stash::pool_geometry const g{4, 8, 8, 2, 2, 2, 2};  // 64 outputs
   constexpr std::size_t bytes = 64 * sizeof(std::int64_t);
-  CHECK(transfer::host_bytes(bytes, stash::tensor_desc{.pool = g}) == 32 + bytes);
-  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{}), stash::logic_error);
-  CHECK_THROWS_AS((void)transfer::host_bytes(bytes - 8, stash::tensor_desc{.pool = g}),
-                  stash::logic_error);
+  CHECK(transfer::host_bytes(bytes, g) == 32 + bytes);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes - 8, g), stash::logic_error);
   stash::pool_geometry wide = g;
   wide.window_w             = 5;
-  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{.pool = wide}),
-                  stash::logic_error);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, wide), stash::logic_error);
   // 2^61 + 8 outputs: outputs() * 8 wraps to exactly `bytes` (and host_bytes' 32 + 8 * outputs()
   // to 32 + bytes), so only the geometry's own overflow check stops the encoder from running over
   // 2^61 indices of a 64-index tensor.
   stash::pool_geometry const wrapping{(std::size_t{1} << 61) + 64, 1, 1, 1, 1, 1, 1};
   REQUIRE(wrapping.outputs() * sizeof(std::int64_t) == bytes);
-  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, stash::tensor_desc{.pool = wrapping}),
-                  stash::logic_error);
+  CHECK_THROWS_AS((void)transfer::host_bytes(bytes, wrapping), stash::logic_error);
   // Through the manager: refused with logic_error, the tensor stays resident and intact.
   stash::host_backend backend;
   auto const s = backend.create_stream();
@@ -332,8 +330,11 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
   auto const h = m.allocate_async(bytes, s);
   std::vector<std::int64_t> const values(64, 3);
   backend.copy_async(m.acquire_async(h, s), values.data(), bytes, s);
+  // No descriptor: the member that needs one is refused by the manager, before its host_bytes.
+  CHECK_FALSE(m.accepts(bytes, 1));
+  CHECK_THROWS_AS((void)m.host_slot_bytes(bytes, 1), stash::logic_error);
   CHECK_THROWS_AS(m.offload_async(h, s, 1), stash::logic_error);
-  CHECK_THROWS_AS(m.offload_async(h, s, 1, stash::tensor_desc{.pool = wide}), stash::logic_error);
+  CHECK_THROWS_AS(m.offload_async(h, s, 1, wide), stash::logic_error);
   CHECK(m.state(h) == stash::tensor_state::resident);
   std::vector<std::int64_t> back(64);
   backend.copy_async(back.data(), m.acquire_async(h, s), bytes, s);
@@ -346,7 +347,7 @@ TEST_CASE("pool_argmax_transfer refuses tensors it cannot encode before taking m
     indices[o]          = static_cast<std::int64_t>((q / 4 * 2 + 1) * 8 + q % 4 * 2);
   }
   backend.copy_async(m.acquire_async(h, s), indices.data(), bytes, s);
-  m.offload_async(h, s, 1, stash::tensor_desc{.pool = g});
+  m.offload_async(h, s, 1, g);
   m.synchronize();
   CHECK(m.state(h) == stash::tensor_state::offloaded);  // the host sees the copy complete
   CHECK(m.stats().bytes_encoded == 32 + 4 * 8);
@@ -377,7 +378,7 @@ TEST_CASE(
       m(backend, device_pool, host_pool);
   auto const h = m.allocate_async(bytes, s);
   backend.copy_async(m.acquire_async(h, s), indices.data(), bytes, s);
-  m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
+  m.offload_async(h, s, 1, described);
   (void)m.host_copy(h);                          // waits for the copy, counts its size
   CHECK(m.stats().bytes_encoded == 32 + bytes);  // written unchanged, after a header
   std::vector<std::int64_t> back(n, -1);
@@ -386,7 +387,7 @@ TEST_CASE(
   m.synchronize();
   CHECK(back == indices);
   // A host copy whose count was corrupted is refused: zeros and codec_error, not data.
-  m.offload_async(h, s, 1, stash::tensor_desc{.pool = described});
+  m.offload_async(h, s, 1, described);
   auto const again = m.host_copy(h);
   const_cast<std::byte&>(again[16]) ^= std::byte{0x10};  // element count 48 -> 32
   backend.copy_async(back.data(), m.acquire_async(h, s), bytes, s);
@@ -395,3 +396,5 @@ TEST_CASE(
   CHECK(back == std::vector<std::int64_t>(n, 0));
   m.deallocate_async(h);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -284,3 +286,5 @@ TEST_CASE(
   CHECK(host_oom > 0);
   CHECK(thrown > 0);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -11,14 +11,26 @@
 #include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/device_pool_argmax_transfer.cuh>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/swap/vdnn.hpp>
 
 #include <doctest/doctest.h>
+
+#include <type_traits>
+
+// One spelling per codec: on cuda_backend the Codec slot runs its device form.
+static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::zvc<float>>,
+                             stash::device_codec_transfer<stash::device_zvc<float>>>);
+static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::pool_argmax>,
+                             stash::device_pool_argmax_transfer>);
+// The README's CUDA spelling.
+static_assert(
+    std::is_same_v<stash::cuda_allocator<stash::vdnn_conv, stash::zvc<float>>::transfer_type,
+                   stash::device_codec_transfer<stash::device_zvc<float>>>);
 
 TEST_CASE("gpu: allocator<transfer_set<device zvc, device bitmask>> runs each entry's codec")
 {
   using device_pool = stash::caching_pool<stash::device_upstream>;
-  using codecs      = stash::transfer_set<stash::device_codec_transfer<stash::device_zvc<float>>,
-                                     stash::device_codec_transfer<stash::device_bitmask>>;
+  using codecs      = stash::transfer_set<stash::zvc<float>, stash::bitmask>;
   stash::cuda_backend backend;
   device_pool pool;
   stash::allocator_stats stats;
@@ -36,11 +48,10 @@ TEST_CASE("gpu: allocator<transfer_set<device zvc, device bitmask>> runs each en
   CHECK(r.moved.bytes_encoded * 2 < r.moved.bytes_encoded_source);
 }
 
-TEST_CASE("gpu: allocator with device_pool_argmax_transfer: max-pool indices exact as 4 bits")
+TEST_CASE("gpu: allocator with pool_argmax: max-pool indices exact as 4 bits")
 {
   using device_pool = stash::caching_pool<stash::device_upstream>;
-  using codecs      = stash::transfer_set<stash::device_codec_transfer<stash::device_zvc<float>>,
-                                     stash::device_pool_argmax_transfer>;
+  using codecs      = stash::transfer_set<stash::zvc<float>, stash::pool_argmax>;
   stash::cuda_backend backend;
   device_pool pool;
   stash::allocator_stats stats;

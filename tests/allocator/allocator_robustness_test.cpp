@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -298,3 +300,5 @@ TEST_CASE(
   alloc.synchronize();
   CHECK(pool.stats().in_use_bytes == 0);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -245,3 +247,5 @@ TEST_CASE(
   CHECK(alloc.stats().deviations == 0);
   backend.synchronize(s);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 int model_runs()
@@ -69,3 +71,5 @@ TEST_CASE("facade model: the harness finds a wrong model (it can fail)")
   h.corrupt_model_for_test();
   CHECK_FALSE(h.run().empty());
 }
+
+}  // namespace STASH_UNITY_ID

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching  = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -238,3 +240,5 @@ TEST_CASE("persistent swaps: an iteration that ends before the prefetch brings t
   alloc.synchronize();
   backend.synchronize(s);
 }
+
+}  // namespace STASH_UNITY_ID

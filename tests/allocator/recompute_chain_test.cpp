@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -88,3 +90,5 @@ TEST_CASE("recompute chain (host twin of the gpu test): y and z rematerialised b
   // The output is the kernels', not a constant: the last step's x is 1 + 0.25 (i % 7).
   CHECK(got[1] != got[0]);
 }
+
+}  // namespace STASH_UNITY_ID

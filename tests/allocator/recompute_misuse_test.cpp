@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -116,3 +118,5 @@ TEST_CASE("recompute misuse: a callable that throws fails its step; the next ste
   // Steps 0, 1, 3, 4, 5 ran whole (the input of each step but the first is the same).
   CHECK(net.state() == kept_state(5));
 }
+
+}  // namespace STASH_UNITY_ID

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_caching  = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -172,3 +174,5 @@ TEST_CASE("recompute replay: a chain (y then z in one batch) is rematerialised i
   // Two tensors of the layer were off while the layers above ran backward: less in use.
   CHECK(r.peak <= kept.peak);
 }
+
+}  // namespace STASH_UNITY_ID

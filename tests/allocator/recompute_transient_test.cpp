@@ -18,10 +18,12 @@
 #include <string_view>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
-using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-using stream       = stash::host_backend::stream;
+using host_caching      = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using stream            = stash::host_backend::stream;
 constexpr std::size_t n = 1024;
 
 // Drops the storage labelled b after the clone and rematerialises it before the add.
@@ -34,7 +36,8 @@ struct drop_clone_policy {
     for (stash::storage_id id = 0; id < t.storages().size(); ++id) {
       if (t.storages()[id].label != "b") { continue; }
       auto const& acc = a.lifetimes().storages[id].accesses;
-      rs.push_back({id, acc[acc.size() - 2].op, acc.back().op, acc.back().op, t.storages()[id].bytes});
+      rs.push_back(
+          {id, acc[acc.size() - 2].op, acc.back().op, acc.back().op, t.storages()[id].bytes});
     }
     return stash::make_schedule(a, std::string(name()), budget, {}, std::move(rs));
   }
@@ -49,10 +52,10 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats, stash::sche
   host_caching pool;
   stash::allocator<host_caching, Policy, void, stash::host_backend> alloc(backend, pool, {},
                                                                           policy);
-  using allocator  = decltype(alloc);
-  auto const s     = backend.create_stream();
-  auto const bytes = n * sizeof(float);
-  auto const act   = stash::storage_kind::act;
+  using allocator                            = decltype(alloc);
+  auto const s                               = backend.create_stream();
+  auto const bytes                           = n * sizeof(float);
+  auto const act                             = stash::storage_kind::act;
   typename allocator::recompute_fn const mul = [&backend](std::span<void* const> q, stream st) {
     backend.launch(st, [x = arg(q, 0), w = arg(q, 1), y = arg(q, 2)] {
       for (std::size_t i = 0; i < n; ++i) { y[i] = x[i] * w[i]; }
@@ -120,3 +123,5 @@ TEST_CASE("recompute with a rebuilt input: clone of a value relu_ overwrote, bit
   // b holds the negative products relu_ cleared from a: a clone of the relu'd a would give 0.
   CHECK(got[1] < 0.0f);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // 20,000 real activations (a third of them zeros or more) followed by special values.
@@ -65,3 +67,5 @@ TEST_CASE("the codec kit catches a decoder that throws something other than code
   CHECK_FALSE(r.ok());
   CHECK(r.summary().find("other than codec_error") != std::string::npos);
 }
+
+}  // namespace STASH_UNITY_ID

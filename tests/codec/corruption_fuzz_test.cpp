@@ -15,6 +15,8 @@
 
 #include <random>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using fp16_then_zvc = stash::chain<stash::precision<float, stash::fp16>, stash::zvc<std::uint16_t>>;
@@ -89,3 +91,5 @@ TEST_CASE_TEMPLATE("decoders survive corrupted and truncated buffers", C, stash:
   // Truncations and header damage must be caught: at least a quarter of mutations are rejected.
   CHECK(a.rejected >= 750);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // Storage whose address is known to be 256-byte aligned, so that +1 and +2 are misaligned for
@@ -74,3 +76,5 @@ TEST_CASE("encode scratch: an encode that reads none takes any pointer, but not 
       stash::detail::expect_encode_scratch("device_rle::encode_async", nullptr, 7, 8, false),
       stash::logic_error);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -14,6 +14,8 @@
 #include <limits>
 #include <random>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using zvc_f32      = stash::zvc<float>;
@@ -210,3 +212,5 @@ TEST_CASE("a sealed checksum catches payload corruption the structure cannot")
     CHECK(e.code() == stash::codec_errc::checksum_mismatch);
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -19,6 +19,8 @@
 #include <xmmintrin.h>
 #endif
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 template <class To>
@@ -276,3 +278,5 @@ TEST_CASE("bitmask decoders reject any bit set past n in the last mask word, the
     }
   }
 }
+
+}  // namespace STASH_UNITY_ID

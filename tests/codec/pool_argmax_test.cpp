@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 /// Reference max-pool backward computed from the input itself.
@@ -225,3 +227,5 @@ TEST_CASE("pool_argmax from indices passes the codec conformance kit")
       stash::testing::check_codec<argmax_indices_codec>(std::span<std::int64_t const>(sample));
   CHECK_MESSAGE(r.ok(), r.summary());
 }
+
+}  // namespace STASH_UNITY_ID

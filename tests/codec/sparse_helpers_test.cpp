@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 namespace d = stash::detail;
@@ -267,3 +269,5 @@ TEST_CASE("rle writes exactly ceil(n/4096) chunk entries, none empty, at whole-c
     CHECK(same_bits(stash::host_decode_vector<stash::rle<float>>(buf), constant));
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -4,6 +4,7 @@
 // the case.
 
 #include <stash/allocator.hpp>
+#include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -40,8 +41,15 @@ template class stash::allocator<stash::caching_pool<stash::host_upstream>, namel
 // backend whose worker threads still use memory after it was freed.
 template class stash::allocator<stash::caching_pool<stash::host_upstream>, stash::no_swap, void,
                                 stash::host_backend>;
+#elif STASH_MISUSE == 4
+// A codec on cuda_backend without its device form in sight (device_codec_transfer.cuh and
+// device_zvc.cuh not included): the Codec slot says what to include.
+template class stash::allocator<stash::default_pool_t<stash::cuda_backend>, stash::no_swap,
+                                stash::zvc<float>, stash::cuda_backend>;
 #else
-// The control: well-formed slots compile.
+// The control: well-formed slots compile, a codec in the Codec slot as its host form.
 template class stash::allocator<stash::caching_pool<stash::host_upstream, stash::host_stream_order>,
                                 stash::no_swap, void, stash::host_backend>;
+template class stash::allocator<stash::default_pool_t<stash::host_backend>, stash::no_swap,
+                                stash::zvc<float>, stash::host_backend>;
 #endif

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 TEST_CASE("device detection is consistent and never throws")
 {
   int const count = stash::device_count();
@@ -14,3 +16,5 @@ TEST_CASE("device detection is consistent and never throws")
     CHECK(stash::no_gpu_reason().find("cudaGetDeviceCount") != std::string::npos);
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -5,6 +5,8 @@
 #include <new>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 bool contains(std::string const& haystack, std::string const& needle)
 {
@@ -72,3 +74,5 @@ TEST_CASE("out_of_memory carries requested, budget, in-use and largest free bloc
   // Generic code that catches std::bad_alloc sees it.
   CHECK_THROWS_AS(throw stash::out_of_memory("x", 1, 0, 0), std::bad_alloc);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+namespace STASH_UNITY_ID {
+
 TEST_CASE("limiting_upstream grants exactly its remaining budget, not a byte more")
 {
   constexpr std::size_t budget = 4096;
@@ -27,3 +29,5 @@ TEST_CASE("limiting_upstream grants exactly its remaining budget, not a byte mor
   CHECK(limited.in_use_bytes() == 0);
   CHECK(limited.peak_bytes() == budget);
 }
+
+}  // namespace STASH_UNITY_ID

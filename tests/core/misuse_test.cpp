@@ -6,6 +6,8 @@
 
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 int counted_calls = 0;
 void counting_handler(stash::misuse_error const&) noexcept { ++counted_calls; }
@@ -68,3 +70,5 @@ TEST_CASE("misuse handler: the default, in a release build, records and carries 
   CHECK(e->kind() == stash::misuse_kind::unknown_pointer);
 }
 #endif
+
+}  // namespace STASH_UNITY_ID

@@ -17,6 +17,8 @@
 #include <new>
 #include <stdexcept>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // Host memory in the CUDA 13.0 toolkit's spelling (allocate / deallocate), with a switch that
@@ -198,3 +200,5 @@ TEST_CASE("mr_upstream: a type-erased cuda::mr resource reference")
   stash::pool_deallocate(pool, stash::stream_ref{}, p, 512);
 }
 #endif
+
+}  // namespace STASH_UNITY_ID

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 TEST_CASE("alignment arithmetic")
 {
   CHECK(stash::is_pow2(1));
@@ -26,3 +28,5 @@ TEST_CASE("format_bytes picks a binary unit")
   CHECK(stash::format_bytes(835805832) == "797.1 MiB");
   CHECK(stash::format_bytes(3 * stash::GiB) == "3.0 GiB");
 }
+
+}  // namespace STASH_UNITY_ID

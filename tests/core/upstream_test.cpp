@@ -12,6 +12,8 @@
 #include <cstring>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 static_assert(stash::upstream_resource<stash::host_upstream>);
 static_assert(stash::upstream_resource<stash::device_upstream>);
 static_assert(stash::upstream_resource<stash::pinned_host_upstream>);
@@ -119,3 +121,5 @@ TEST_CASE("device and pinned upstreams report a typed error when no device is us
   CHECK_THROWS_AS((void)device.allocate(1024), stash::cuda_error);
   CHECK_THROWS_AS((void)pinned.allocate(1024), stash::cuda_error);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 TEST_CASE("version.hpp agrees with CMake's project version")
 {
   CHECK(STASH_VERSION_MAJOR == STASH_PROJECT_VERSION_MAJOR);
@@ -13,3 +15,5 @@ TEST_CASE("version.hpp agrees with CMake's project version")
   CHECK(STASH_VERSION ==
         STASH_VERSION_MAJOR * 10000 + STASH_VERSION_MINOR * 100 + STASH_VERSION_PATCH);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <future>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -102,3 +104,5 @@ TEST_CASE("a host stream order's wait holds the waiting stream until the marked 
   CHECK(b_ran.load());
   order.release(m);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -21,15 +21,16 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
-using host_pool   = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
-using zvc_manager = stash::offload_manager<stash::host_backend, host_pool, host_pool,
-                                           stash::host_codec_transfer<stash::zvc<float>>>;
+using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
+using zvc_manager =
+    stash::offload_manager<stash::host_backend, host_pool, host_pool, stash::zvc<float>>;
 using set_manager =
     stash::offload_manager<stash::host_backend, host_pool, host_pool,
-                           stash::transfer_set<stash::host_codec_transfer<stash::zvc<float>>,
-                                               stash::pool_argmax_transfer, stash::raw_transfer>>;
+                           stash::transfer_set<stash::zvc<float>, stash::pool_argmax, void>>;
 
 struct fixture {
   stash::host_backend backend;
@@ -118,7 +119,8 @@ TEST_CASE("decode failures: poll_decode_failures reports each one once, naming i
 
 TEST_CASE("transfers: accepts() is the query host_slot_bytes' refusals answer")
 {
-  auto agrees = [](std::size_t bytes, std::size_t member, stash::tensor_desc const& desc) {
+  auto agrees = [](std::size_t bytes, std::size_t member,
+                   set_manager::descriptor_type const& desc) {
     bool refused = false;
     try {
       (void)set_manager::host_slot_bytes(bytes, member, desc);
@@ -130,11 +132,11 @@ TEST_CASE("transfers: accepts() is the query host_slot_bytes' refusals answer")
     CHECK(set_manager::accepts(bytes, member, desc) == !refused);
   };
   stash::pool_geometry const g{2, 8, 8, 2, 2, 2, 2};  // 2 planes of 4x4 outputs: 32 indices
-  std::vector<stash::tensor_desc> descs{{}, {.pool = g}};
+  std::vector<set_manager::descriptor_type> descs{{}, g};
   for (auto bad :
        {stash::pool_geometry{2, 8, 8, 5, 2, 2, 2}, stash::pool_geometry{2, 1, 8, 2, 2, 2, 2},
         stash::pool_geometry{2, 8, 8, 2, 2, 0, 2}}) {
-    descs.push_back({.pool = bad});
+    descs.emplace_back(bad);
   }
   int accepted = 0;
   for (std::size_t bytes : {std::size_t{1}, std::size_t{4}, std::size_t{6}, std::size_t{256},
@@ -147,7 +149,7 @@ TEST_CASE("transfers: accepts() is the query host_slot_bytes' refusals answer")
     }
   }
   CHECK(accepted > 0);
-  CHECK(set_manager::accepts(32 * 8, 1, {.pool = g}));
+  CHECK(set_manager::accepts(32 * 8, 1, g));
   CHECK_FALSE(set_manager::accepts(32 * 8, 1, {}));
   CHECK_FALSE(set_manager::accepts(6, 0, {}));  // not whole floats
   CHECK(set_manager::accepts(6, 2, {}));        // raw copies take anything
@@ -157,3 +159,5 @@ TEST_CASE("transfers: accepts() is the query host_slot_bytes' refusals answer")
   CHECK_FALSE(set_manager::accepts(past_limit, 0, {}));
   agrees(past_limit, 0, {});
 }
+
+}  // namespace STASH_UNITY_ID

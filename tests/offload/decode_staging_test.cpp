@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -349,3 +351,5 @@ TEST_CASE("a prefetch whose decode scratch cannot be sized gives the device memo
   m.synchronize();
   CHECK(host.stats().in_use_bytes == 0);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool   = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -260,7 +262,7 @@ TEST_CASE("fault injection: raw copies lose nothing at any failure point of alex
 
 TEST_CASE("fault injection: zvc host copies lose nothing at any failure point of alexnet's step")
 {
-  auto const points = walk_every_failure<stash::host_codec_transfer<stash::zvc<float>>>(alexnet());
+  auto const points = walk_every_failure<stash::zvc<float>>(alexnet());
   MESSAGE("failure points walked: " << points);
   CHECK(points > 100);
 }
@@ -310,3 +312,5 @@ TEST_CASE("fault injection: the wrappers throw what the real calls throw, and ch
   b.synchronize(s);
   CHECK(f.failures() == 5);
 }
+
+}  // namespace STASH_UNITY_ID

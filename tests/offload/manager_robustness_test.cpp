@@ -14,6 +14,8 @@
 #include <limits>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
@@ -90,3 +92,5 @@ TEST_CASE("offload_manager: sizes near 2^64 are out_of_memory with nothing taken
   CHECK_THROWS_AS((void)manager::host_slot_bytes(max - 8), stash::out_of_memory);
   CHECK(manager::host_slot_bytes(1000) >= 1000 + sizeof(stash::transfer_status));
 }
+
+}  // namespace STASH_UNITY_ID

@@ -25,8 +25,8 @@ namespace {
 using device_pool = stash::caching_pool<stash::device_upstream>;
 using host_pool   = stash::pinned_host_pool<>;
 using manager     = stash::offload_manager<stash::cuda_backend, device_pool, host_pool>;
-using zvc_manager = stash::offload_manager<stash::cuda_backend, device_pool, host_pool,
-                                           stash::device_codec_transfer<stash::device_zvc<float>>>;
+using zvc_manager =
+    stash::offload_manager<stash::cuda_backend, device_pool, host_pool, stash::zvc<float>>;
 
 __host__ __device__ std::uint8_t pattern(std::uint64_t id, std::uint32_t version, std::size_t i)
 {

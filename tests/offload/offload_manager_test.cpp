@@ -21,7 +21,10 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
+
+namespace STASH_UNITY_ID {
 
 namespace {
 
@@ -382,8 +385,11 @@ TEST_CASE("stress: random schedules over several streams keep every tensor's byt
 // The codec path: host references of the codecs run on the host backend's streams.
 
 namespace {
-using zvc_manager = stash::offload_manager<stash::host_backend, host_pool, host_pool,
-                                           stash::host_codec_transfer<stash::zvc<float>>>;
+using zvc_manager =
+    stash::offload_manager<stash::host_backend, host_pool, host_pool, stash::zvc<float>>;
+// A codec names its host reference on the host backend (transfer_for_t).
+static_assert(std::is_same_v<zvc_manager::transfer_set_type,
+                             stash::transfer_set<stash::host_codec_transfer<stash::zvc<float>>>>);
 
 std::vector<float> read_f32(std::string const& relative)
 {
@@ -437,9 +443,9 @@ TEST_CASE("zvc transfer: real ReLU activations come back bit-exact and smaller o
 
 TEST_CASE("transfer_set: each offload runs the member it names and its prefetch decodes with it")
 {
-  using set_manager = stash::offload_manager<
-      stash::host_backend, host_pool, host_pool,
-      stash::transfer_set<stash::raw_transfer, stash::host_codec_transfer<stash::zvc<float>>>>;
+  using set_manager =
+      stash::offload_manager<stash::host_backend, host_pool, host_pool,
+                             stash::transfer_set<stash::raw_transfer, stash::zvc<float>>>;
   static_assert(set_manager::transfer_count == 2);
   fixture f;
   set_manager m(f.backend, f.device, f.host);
@@ -689,3 +695,5 @@ TEST_CASE("bench_offload's sizing: a pinned pool reserved for N host slots takes
   for (auto h : hs) { m.deallocate_async(h); }
   m.synchronize();
 }
+
+}  // namespace STASH_UNITY_ID

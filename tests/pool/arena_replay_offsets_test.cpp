@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // Addresses without memory (the traces need GBs), one address space shared by every copy (the
@@ -133,3 +135,5 @@ TEST_CASE("lifetime_arena replays every allocation of real traces at base + its 
   // ... the last allocation too, on some of the traces.
   CHECK(last_not_at_zero > 0);
 }
+
+}  // namespace STASH_UNITY_ID

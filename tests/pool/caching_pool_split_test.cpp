@@ -10,6 +10,8 @@
 
 #include <cstddef>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using pool_type             = stash::caching_pool<stash::virtual_upstream, stash::immediate_order>;
@@ -129,3 +131,5 @@ TEST_CASE("caching_pool splits a larger segment's block only when more than smal
     }
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 using host_pool   = stash::caching_pool<stash::host_upstream>;
 using manual_pool = stash::caching_pool<stash::host_upstream, stash::manual_order>;
@@ -166,3 +168,5 @@ TEST_CASE("caching_pool rejects a free with the wrong size through the misuse ha
   CHECK_FALSE(stash::take_misuse().has_value());
   CHECK(pool.stats().in_use_bytes == 0);
 }
+
+}  // namespace STASH_UNITY_ID

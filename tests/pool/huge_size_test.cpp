@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <limits>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
@@ -147,3 +149,5 @@ TEST_CASE("host and limiting upstreams: a size near 2^64 is out_of_memory and co
   check_refuses_huge(pool);
   CHECK(pool.upstream().in_use_bytes() == pool.stats().reserved_bytes);
 }
+
+}  // namespace STASH_UNITY_ID

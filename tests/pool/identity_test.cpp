@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 cudaStream_t const fake_stream = reinterpret_cast<cudaStream_t>(0x1000);
@@ -117,3 +119,5 @@ TEST_CASE("statistics_adaptor: one count, reached through pool_refs")
   CHECK(counted.stats().in_use_bytes == 0);
   CHECK(counted.stats().allocations == 1);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 using host_arena = stash::lifetime_arena<stash::host_upstream>;
 static_assert(stash::pool<host_arena>);
@@ -474,3 +476,5 @@ TEST_CASE("lifetime_arena: a higher alignment than planned falls back, then is r
   run(4096);
   CHECK(arena.stats().fallbacks == fallbacks);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -27,6 +27,8 @@
 #include <tuple>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using intervals = std::vector<stash::lifetime_interval>;
@@ -596,3 +598,5 @@ TEST_CASE("search planner within 0.2% of L on traces with sizes it was not tuned
     CHECK(p.alpha(stats.lower_bound) <= 1.002);
   }
 }
+
+}  // namespace STASH_UNITY_ID

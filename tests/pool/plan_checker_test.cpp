@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 stash::plan make_plan(std::vector<std::uint64_t> offsets, std::uint64_t footprint,
@@ -115,3 +117,5 @@ TEST_CASE("plan_lower_bound is the peak of padded live bytes")
   CHECK_THROWS_AS((void)stash::plan_lower_bound(bad, 1), stash::logic_error);
   CHECK_THROWS_AS((void)stash::plan_lower_bound(in, 3), stash::logic_error);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using host_pool  = stash::caching_pool<stash::host_upstream>;
@@ -265,3 +267,5 @@ TEST_CASE("pool_ref: a copyable handle that compares equal for one pool and forw
   CHECK(a.stats().in_use_bytes == 0);
   CHECK_THROWS_AS((void)ra2.allocate_sync(10, 8192), stash::logic_error);  // the pool's checks
 }
+
+}  // namespace STASH_UNITY_ID

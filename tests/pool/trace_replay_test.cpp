@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 using virtual_pool = stash::caching_pool<stash::virtual_upstream, stash::immediate_order>;
 }
@@ -48,3 +50,5 @@ TEST_CASE("replaying the real traces through the caching pool bounds its footpri
                        << " (" << double(s.peak_reserved_bytes) / double(L) << "x L)");
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -18,6 +18,8 @@
 
 #include <sstream>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string const chain = R"(# stash-trace v1 model=chain batch=4 dtype=float32
@@ -335,3 +337,5 @@ TEST_CASE("projection of a recorded trace: every configuration is consistent")
   }
   CHECK(peak_mp8 < peak_mp1);
 }
+
+}  // namespace STASH_UNITY_ID

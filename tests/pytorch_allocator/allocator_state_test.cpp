@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 namespace ta     = stash::torch_alloc;
@@ -698,3 +700,5 @@ TEST_CASE("pytorch_allocator: the device instantiation without a GPU fails clean
     CHECK(ta::c_end_iteration(fresh) == 0);
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -13,6 +13,8 @@
 
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // Round numbers so every time can be worked out by hand: 1 GB/s everywhere, 1 TFLOP/s.
@@ -207,3 +209,5 @@ TEST_CASE("conv FLOPs derived from the recorded traces match the published model
   CHECK(conv_gflop_per_image("vgg16_b32.trace") == doctest::Approx(2 * 15.35).epsilon(0.02));
   CHECK(conv_gflop_per_image("resnet18_b32.trace") == doctest::Approx(2 * 1.81).epsilon(0.02));
 }
+
+}  // namespace STASH_UNITY_ID

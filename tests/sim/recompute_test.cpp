@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string const chain_text = R"(# stash-trace v1 model=chain dtype=float32
@@ -415,3 +417,5 @@ TEST_CASE("a rebuilt input that cannot be rebuilt: the chain is refused, naming 
   CHECK(error_of(a, s).find("cannot be recomputed: its input storage 1 is overwritten by op 3") !=
         std::string::npos);
 }
+
+}  // namespace STASH_UNITY_ID

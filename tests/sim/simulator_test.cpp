@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <limits>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string const& tiny = stash::test::tiny_trace_text;
@@ -286,3 +288,5 @@ TEST_CASE("a late codec prefetch stalls for the H2D copy and the decode kernel")
   CHECK(r.stalls[0].seconds == stash::test::approx_s(6e-6));
   CHECK(r.iteration_s == stash::test::approx_s(29e-6));
 }
+
+}  // namespace STASH_UNITY_ID

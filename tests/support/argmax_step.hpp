@@ -61,6 +61,7 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
 {
   using alloc_type = allocator<Pool, argmax_step_policy, Codecs, Backend>;
   using ids        = std::vector<tensor_handle>;
+  using descriptor = typename alloc_type::descriptor_type;
   // 2x2 windows, stride 2 over 13x13 maps of 48 planes: 48 * 36 outputs.
   pool_geometry const g{48, 13, 13, 2, 2, 2, 2};
   // Another pool with as many outputs (3x3 windows, stride 2, 13x13): not g's windows.
@@ -85,11 +86,10 @@ argmax_step_result run_argmax_step(Backend& backend, Pool& pool, int iterations,
     auto const p          = alloc.allocate_async(n * sizeof(float), storage_kind::act, "p", s);
     bool const describe_i = it == 0 || describe_i_in_replays;
     auto const i          = alloc.allocate_async(bytes, storage_kind::act, "i", s,
-                                        describe_i ? tensor_desc{.pool = g} : tensor_desc{});
-    auto const j =
-        alloc.allocate_async(bytes, storage_kind::act, "j", s, tensor_desc{.pool = wrong_size});
-    auto const k   = alloc.allocate_async(bytes, storage_kind::act, "k", s, tensor_desc{.pool = g});
-    auto const u   = alloc.allocate_async(bytes, storage_kind::act, "u", s);
+                                        describe_i ? descriptor{g} : descriptor{});
+    auto const j          = alloc.allocate_async(bytes, storage_kind::act, "j", s, wrong_size);
+    auto const k          = alloc.allocate_async(bytes, storage_kind::act, "k", s, g);
+    auto const u          = alloc.allocate_async(bytes, storage_kind::act, "u", s);
     auto const out = alloc.op("aten::max_pool2d_with_indices", ids{x}, ids{p, i, j, k, u}, s);
     backend.copy_async(out[1], pv.data(), n * sizeof(float), s);
     for (std::size_t t = 0; t < 4; ++t) {

@@ -14,6 +14,8 @@
 
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // Plans nothing but claims a budget it was not given: the kit must say so.
@@ -52,3 +54,5 @@ TEST_CASE("the conformance kit names what a broken policy gets wrong")
   CHECK(r.summary().find("careless") != std::string::npos);
   CHECK(r.summary().find("records budget") != std::string::npos);
 }
+
+}  // namespace STASH_UNITY_ID

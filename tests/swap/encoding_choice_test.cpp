@@ -14,6 +14,8 @@
 
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // r = relu(x) feeds a max pool (m, idx) and its backward; s = relu(m) is read after its gap only
@@ -145,3 +147,5 @@ TEST_CASE("search_swap with per-tensor encodings moves fewer bytes over the link
   MESSAGE("vgg16 at 75% on pcie4_x16: " << rp.iteration_s * 1e3 << " ms raw, "
                                         << r.iteration_s * 1e3 << " ms with encodings");
 }
+
+}  // namespace STASH_UNITY_ID

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // P = mm(x, W) is expensive to re-run (it reads the 100 kB W), Q = relu(x) is cheap; both are
@@ -174,3 +176,5 @@ TEST_CASE("a re-run's planned bytes hold its storage when the op before it frees
   CHECK(run[0] == curve[after] + t.storages()[5].bytes);  // relu's re-run needs nothing else
   CHECK(stash::planned_peak(a, {}, rc) >= run[0]);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -19,6 +19,8 @@
 #include <limits>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // A chain x -> a -> b -> c in forward; backward reads c, then b, then a (like a 3-layer MLP).
@@ -219,3 +221,5 @@ TEST_CASE("lossy only by consent: search weighs fp16 for activations only when o
           << r_lossless.iteration_s * 1e3 << " ms lossless, " << r_lossy.iteration_s * 1e3
           << " ms with fp16 activations");
 }
+
+}  // namespace STASH_UNITY_ID

@@ -38,6 +38,8 @@
 #include <utility>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 struct expected_plans {
@@ -216,3 +218,5 @@ TEST_CASE("deepen_trace stacks copies of a recorded network into one valid, dete
   CHECK(life.peak_live_bytes > 2 * base_life.peak_live_bytes);
   CHECK(life.peak_live_bytes <= 3 * base_life.peak_live_bytes);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -21,6 +21,8 @@
 #include <set>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 static_assert(stash::swap_policy<stash::no_swap>);
 static_assert(stash::swap_policy<stash::vdnn_all>);
 static_assert(stash::swap_policy<stash::vdnn_conv>);
@@ -233,3 +235,5 @@ TEST_CASE("every policy on every recorded trace")
   }
   CHECK(auto_swap_fits > 0);
 }
+
+}  // namespace STASH_UNITY_ID

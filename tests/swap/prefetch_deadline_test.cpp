@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 constexpr std::uint64_t MiB   = 1024 * 1024;
@@ -308,3 +310,5 @@ f 9
         std::vector<e>{e{3, 2, 6, 3, 4, 11000}, e{4, 3, 7, 4, 5, 11000}, e{1, 4, 6, 1, 6, 19000}});
   CHECK(stash::make_schedule(a, "timed", 86000, entries).device_peak == 86000);
 }
+
+}  // namespace STASH_UNITY_ID

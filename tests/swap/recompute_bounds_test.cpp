@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using stash::storage_id;
@@ -198,3 +200,5 @@ TEST_CASE("memory and time bounds hold for checkpoint, dtr and search at several
   CHECK(n.recomputing >= n.schedules / 3);  // 89 of 231 when written
   CHECK(n.fitting > 0);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -9,6 +9,8 @@
 
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string const& tiny = stash::test::tiny_trace_text;
@@ -87,3 +89,5 @@ TEST_CASE("a storage not yet allocated cannot be offloaded")
   bad.device_peak = stash::planned_peak(stash::test::analysis_of(t), bad.entries);
   expect_rejected(t, bad, "before the storage is allocated");
 }
+
+}  // namespace STASH_UNITY_ID

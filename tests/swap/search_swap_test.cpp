@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 static_assert(stash::swap_policy<stash::search_swap>);
 
 namespace {
@@ -194,3 +196,5 @@ TEST_CASE("search_swap at a budget of exactly the peak moves nothing and simulat
   CHECK(below.entries[0].id == 1);
   CHECK(stats.simulations > 0);
 }
+
+}  // namespace STASH_UNITY_ID

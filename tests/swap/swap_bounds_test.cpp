@@ -25,6 +25,8 @@
 #include <random>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using stash::storage_id;
@@ -319,3 +321,5 @@ TEST_CASE(
                  << " of them with recomputes");
   CHECK(fitted > 100);
 }
+
+}  // namespace STASH_UNITY_ID

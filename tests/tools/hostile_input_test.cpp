@@ -26,6 +26,8 @@
 #include <streambuf>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // An input that never ends: `fill` forever, like /dev/zero (fill '\0') or a line without end.
@@ -233,3 +235,5 @@ TEST_CASE("truncated traces and phases out of order are warned about, whole ones
   REQUIRE(report.warnings.size() == 1);
   CHECK(report.warnings[0].find("may be truncated") != std::string::npos);
 }
+
+}  // namespace STASH_UNITY_ID

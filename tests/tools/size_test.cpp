@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string reason_of(char const* text)
@@ -83,3 +85,5 @@ TEST_CASE("budgets: a size or a positive percentage")
     CHECK_THROWS_AS((void)parse_budget(bad), stash_tools::size_error);
   }
 }
+
+}  // namespace STASH_UNITY_ID

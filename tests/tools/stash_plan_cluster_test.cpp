@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using args = std::vector<std::string>;
@@ -317,3 +319,5 @@ TEST_CASE("stash-plan --cluster with a tight budget needs offload; CSVs get a no
   }
   CHECK(noted);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 bool lossy(std::string const& encoding)
@@ -105,3 +107,5 @@ TEST_CASE("stash-plan --lossy carries the opt-in to search_swap and search")
     CHECK(with.policies[k].iteration_ms < lossless.policies[k].iteration_ms);  // predicted
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 // The number after "key": at or after `from` in a JSON line; NaN when the key is absent.
@@ -448,3 +450,5 @@ TEST_CASE("stash-plan draws a well-formed SVG of the iteration")
         "out_vgg16_b32.svg");
   CHECK(stash_plan::svg_path("pics/out", "a/b.csv", true) == "pics/out_b.svg");
 }
+
+}  // namespace STASH_UNITY_ID

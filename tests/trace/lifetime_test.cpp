@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 using stash::phase;
 using stash::storage_kind;
 
@@ -158,3 +160,5 @@ TEST_CASE("peak_live on raw intervals: half-open ends, unsorted input, bad inter
   std::vector<stash::lifetime_interval> const huge = {{0, 0, 2, ~std::uint64_t{0}}, {1, 1, 2, 1}};
   CHECK_THROWS_AS((void)stash::peak_live(huge), stash::logic_error);
 }
+
+}  // namespace STASH_UNITY_ID

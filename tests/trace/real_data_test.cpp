@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 struct trace_figures {
@@ -126,3 +128,5 @@ TEST_CASE("the 11 MiniMalloc instances: row counts and lower bound against capac
   }
   CHECK(at_capacity == 8);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -10,6 +10,8 @@
 
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 std::string const body =
@@ -109,3 +111,5 @@ TEST_CASE("the recorder declares per name and per op; the declarations survive a
   CHECK(classes[0] == stash::recompute_class::yes);
   CHECK(classes[1] == stash::recompute_class::no);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 TEST_CASE("json_writer escapes strings and separates members and elements")
 {
   std::ostringstream out;
@@ -83,3 +85,5 @@ TEST_CASE("stash-plan reports a real trace, a MiniMalloc CSV and a malformed fil
   stash_plan::print_json(bad_json, bad_report);
   CHECK(bad_json.str().find("\"error\":") != std::string::npos);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 // Records what the driver asks of an allocator.
 struct recording_allocator {
@@ -95,3 +97,5 @@ f 3
   for (auto s : a.sizes) { CHECK(s % 4 == 0); }
   CHECK_THROWS_AS(stash::trace_driver<recording_allocator>(a, t, 0, 0), stash::logic_error);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 constexpr char const* header = "# stash-trace v1 model=tiny\n";
@@ -309,3 +311,5 @@ TEST_CASE("read_trace reports a missing file as a trace_error on line 0")
     CHECK(e.reason() == "cannot open file");
   }
 }
+
+}  // namespace STASH_UNITY_ID

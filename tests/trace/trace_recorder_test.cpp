@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 using stash::phase;
 using stash::storage_kind;
 
@@ -173,3 +175,5 @@ TEST_CASE("a 10 MB synthetic trace survives record, write, read and analysis")
   CHECK(life.peak_phase == phase::forward);
   CHECK(life.peak_live_bytes == stash::peak_live_bytes(stash::lifetime_intervals(reread)));
 }
+
+}  // namespace STASH_UNITY_ID

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace fs = std::filesystem;
 using namespace train_cnn;
 using stash::test::message_of;
@@ -512,3 +514,5 @@ TEST_CASE("train_cnn data_parallel: --nccl-id-file and --nccl-id-timeout")
           (void)parse_options({"data", "--nccl-id-timeout", "0"});
         }).find("--nccl-id-timeout") != std::string::npos);
 }
+
+}  // namespace STASH_UNITY_ID

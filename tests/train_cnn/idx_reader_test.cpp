@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace fs = std::filesystem;
 using namespace train_cnn;
 using stash::test::message_of;
@@ -296,3 +298,5 @@ TEST_CASE("train_cnn options: the command line")
         }).find("missing DATA_DIR") != std::string::npos);
   CHECK(parse_options({"--help"}).help);
 }
+
+}  // namespace STASH_UNITY_ID

@@ -9,6 +9,8 @@
 #include <exception>
 #include <string>
 
+namespace STASH_UNITY_ID {
+
 using namespace train_cnn;
 using stash::test::message_of;
 
@@ -127,3 +129,5 @@ TEST_CASE("train_cnn options: the CUDA build names the CPU-only option it cannot
         "--policy checkpoint (recompute callables)");
   CHECK(cpu_only_option(parse_options({"/d", "--policy", "search_swap"})).empty());
 }
+
+}  // namespace STASH_UNITY_ID

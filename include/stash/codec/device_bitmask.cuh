@@ -82,4 +82,10 @@ class device_bitmask {
   }
 };
 
+/// @brief bitmask's device form.
+template <>
+struct device_codec_for<bitmask> {
+  using type = device_bitmask;  ///< the device codec
+};
+
 }  // namespace stash

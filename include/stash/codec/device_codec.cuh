@@ -50,6 +50,18 @@ concept device_codec = codec<typename D::host_codec> &&
   D::decode_async(d_src, n, d_out, n, d_status, d_scratch, n, stream);
 };
 
+/// @brief The device codec that writes host codec `HostCodec`'s bytes: specialized by each
+/// device codec's header (device_zvc.cuh, ...), so a codec is named once, by its host spelling,
+/// and its device form found from it (stash::transfer_for on cuda_backend).
+/// @tparam HostCodec The host codec.
+template <class HostCodec>
+struct device_codec_for;
+
+/// @brief device_codec_for's type.
+/// @tparam HostCodec The host codec.
+template <class HostCodec>
+using device_codec_for_t = typename device_codec_for<HostCodec>::type;
+
 namespace detail {
 
 /// @brief The argument checks every device encoder makes before enqueueing anything.

@@ -92,4 +92,10 @@ class device_csr {
   }
 };
 
+/// @brief csr<T>'s device form.
+template <codec_element T>
+struct device_codec_for<csr<T>> {
+  using type = device_csr<T>;  ///< the device codec
+};
+
 }  // namespace stash

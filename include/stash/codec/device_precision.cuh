@@ -65,4 +65,10 @@ class device_precision {
   }
 };
 
+/// @brief precision<float, To>'s device form.
+template <class To>
+struct device_codec_for<precision<float, To>> {
+  using type = device_precision<To>;  ///< the device codec
+};
+
 }  // namespace stash

@@ -95,4 +95,10 @@ class device_rle {
   }
 };
 
+/// @brief rle<T>'s device form.
+template <codec_element T>
+struct device_codec_for<rle<T>> {
+  using type = device_rle<T>;  ///< the device codec
+};
+
 }  // namespace stash

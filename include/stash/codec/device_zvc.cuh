@@ -92,4 +92,10 @@ class device_zvc {
   }
 };
 
+/// @brief zvc<T>'s device form.
+template <codec_element T>
+struct device_codec_for<zvc<T>> {
+  using type = device_zvc<T>;  ///< the device codec
+};
+
 }  // namespace stash

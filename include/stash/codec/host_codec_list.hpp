@@ -20,8 +20,8 @@ namespace stash {
 /// @tparam C The codec.
 template <class C>
 struct named_codec {
-  using type = C;
-  const char* name;
+  using type = C;    ///< the codec
+  const char* name;  ///< its name on command lines
 };
 
 /// @brief Calls f(named_codec<C>{name}) for every float32 codec, in table order.

@@ -87,6 +87,8 @@ struct device_codec_transfer {
   /// codec's limit: its `encodable(n)` query where it has one, else the host codec's
   /// max_elements (what device_zvc's and device_csr's expect_encodable check). A device codec
   /// with only the throwing check (device_rle) is asked that, its refusal caught here.
+  /// @param bytes The tensor's size.
+  /// @return Whether host_bytes takes the tensor.
   static bool accepts(std::size_t bytes) noexcept
   {
     if (bytes % sizeof(value_type) != 0) { return false; }
@@ -108,6 +110,8 @@ struct device_codec_transfer {
   }
   /// @brief The codec's worst case. Throws stash::logic_error for a tensor the encoder refuses
   /// (its size limit), so the offload manager refuses it before taking any memory.
+  /// @param bytes The tensor's size.
+  /// @return The codec's worst case for the tensor.
   static std::size_t host_bytes(std::size_t bytes)
   {
     STASH_EXPECTS(bytes % sizeof(value_type) == 0,
@@ -117,6 +121,8 @@ struct device_codec_transfer {
     return host_codec::max_compressed_bytes(n);
   }
   /// @brief The larger of the encoder's and decoder's own scratch (what an offload takes).
+  /// @param bytes The tensor's size.
+  /// @return Device scratch bytes.
   static std::size_t scratch_bytes(std::size_t bytes)
   {
     std::size_t const n = bytes / sizeof(value_type);
@@ -124,6 +130,9 @@ struct device_codec_transfer {
   }
   /// @brief The scratch a decode takes: the decoder's own, plus (device_copy) its status and the
   /// staged host copy of `encoded_bytes` (the capacity when unknown_encoded_bytes).
+  /// @param bytes The tensor's size.
+  /// @param encoded_bytes The host copy's size when known, else unknown_encoded_bytes.
+  /// @return Device scratch bytes.
   static std::size_t decode_scratch_bytes(std::size_t bytes, std::size_t encoded_bytes)
   {
     std::size_t const own = D::decode_scratch_bytes(bytes / sizeof(value_type));
@@ -135,6 +144,13 @@ struct device_codec_transfer {
   }
 
   /// @brief Encodes on `s` into the pinned slot; the compressed size lands in the status record.
+  /// @param s The stream.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param host The host slot.
+  /// @param capacity The host slot's size.
+  /// @param scratch Device scratch (scratch_bytes()).
+  /// @param status The status record the transfer writes.
   static void encode(cuda_backend&, cuda::stream_ref s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void* scratch, transfer_status* status)
   {
@@ -149,6 +165,15 @@ struct device_codec_transfer {
   /// `encoded_bytes` (device_copy), or from the pinned slot (mapped). On a bad buffer the status
   /// says why and the destination is zeroed. `scratch` holds decode_scratch_bytes(bytes,
   /// encoded_bytes), 16-byte aligned.
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param host The host slot.
+  /// @param capacity The host slot's size.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param scratch Device scratch (scratch_bytes()).
+  /// @param status The status record the transfer writes.
+  /// @param encoded_bytes The host copy's size when known, else unknown_encoded_bytes.
   static void decode(cuda_backend& b, cuda::stream_ref s, void const* host, std::size_t capacity,
                      void* device, std::size_t bytes, void* scratch, transfer_status* status,
                      std::size_t encoded_bytes = unknown_encoded_bytes)
@@ -197,6 +222,14 @@ struct device_codec_transfer {
                     d_status, scratch, scratch_bytes, s);
     zero_on_decode_error_async(device, bytes, d_status, s);
   }
+};
+
+/// @brief A codec in a Codec slot, on cuda_backend: its device codec (device_codec_for, declared
+/// by the codec's device header) through device_codec_transfer.
+template <codec C>
+requires(!detail::transfer_policy<C> &&
+         requires { typename device_codec_for<C>::type; }) struct transfer_for<cuda_backend, C> {
+  using type = device_codec_transfer<device_codec_for_t<C>>;  ///< the transfer
 };
 
 }  // namespace stash

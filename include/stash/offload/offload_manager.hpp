@@ -88,6 +88,8 @@ enum class tensor_state : std::uint8_t {
 };
 
 /// @brief The state's name, for messages.
+/// @param s The state.
+/// @return The name.
 [[nodiscard]] constexpr const char* to_string(tensor_state s) noexcept
 {
   switch (s) {
@@ -181,19 +183,29 @@ struct offload_manager_options {
 /// @tparam Backend Streams, events and copies: a stash::offload_backend.
 /// @tparam DevicePool Where tensors live on the device: a stash::pool.
 /// @tparam HostPool Where offloaded copies live on the host (pinned): a stash::pool.
-/// @tparam Transfer How the bytes move (raw_transfer, host_codec_transfer, device_codec_transfer),
-///   or a transfer_set of them, one chosen per offload.
+/// @tparam Transfer How the bytes move: a codec (`zvc<float>`, `pool_argmax`, ...: its form on
+///   Backend is transfer_for_t's), a transfer policy (raw_transfer, a custom one), or a
+///   transfer_set of them, one chosen per offload.
 template <offload_backend Backend, pool DevicePool, pool HostPool, class Transfer = raw_transfer>
 class offload_manager {
  public:
   /// @brief The backend's stream handle.
   using stream_type = typename Backend::stream;
+  /// @brief The members of Transfer, as Backend runs them, as a transfer_set (a single transfer is
+  /// a set of one).
+  using transfer_set_type =
+      typename detail::transfer_members<transfer_for_t<Backend, Transfer>>::type;
   /// @brief How many transfers offload_async can choose from (1 unless Transfer is a set).
-  static constexpr std::size_t transfer_count = detail::transfer_members<Transfer>::type::size;
-  /// @brief The members of Transfer as a transfer_set (a single transfer is a set of one).
-  using transfer_set_type = typename detail::transfer_members<Transfer>::type;
+  static constexpr std::size_t transfer_count = transfer_set_type::size;
+  /// @brief A tensor's per-transfer descriptor: any member's `descriptor_type` (a pool_geometry
+  /// for pool_argmax), or none (`{}`).
+  using descriptor_type = transfer_descriptor_t<transfer_set_type>;
 
   /// @brief A manager over `backend`, moving tensors between `device_pool` and `host_pool`.
+  /// @param backend The backend (outlives this object).
+  /// @param device_pool Where tensors live on the device (outlives this object).
+  /// @param host_pool Where host copies live (outlives this object).
+  /// @param options Stream priorities.
   offload_manager(Backend& backend, DevicePool& device_pool, HostPool& host_pool,
                   offload_manager_options options = {})
       : backend_(backend),
@@ -225,12 +237,14 @@ class offload_manager {
 
   /// @brief Host pool bytes one offload of a `bytes`-byte tensor takes, before the pool rounds
   /// them (the transfer's worst case plus its status record): size a host pool's budget and
-  /// reserve() with it. Throws stash::logic_error for a tensor the transfer cannot encode.
+  /// reserve() with it.
   /// @param bytes The tensor's size.
   /// @param transfer Which member of a transfer_set (0 for a single transfer).
-  /// @param desc What the member may need to know about the tensor (see offload_async).
+  /// @param desc The member's descriptor of the tensor, if it takes one (see offload_async).
+  /// @return The host pool bytes.
+  /// @throws stash::logic_error For a tensor the member cannot encode (or an index past the set).
   [[nodiscard]] static std::size_t host_slot_bytes(std::size_t bytes, std::size_t transfer = 0,
-                                                   tensor_desc const& desc = {})
+                                                   descriptor_type const& desc = {})
   {
     return detail::host_slot_bytes(protocol::host_bytes(transfer, bytes, desc));
   }
@@ -240,10 +254,10 @@ class offload_manager {
   /// host_slot_bytes() and offload_async() take the tensor (the pools permitting).
   /// @param bytes The tensor's size.
   /// @param transfer Which member of a transfer_set (false for an index past the set).
-  /// @param desc What the member may need to know about the tensor.
+  /// @param desc The member's descriptor of the tensor, if it takes one.
   /// @return Whether the member encodes such a tensor.
   [[nodiscard]] static bool accepts(std::size_t bytes, std::size_t transfer = 0,
-                                    tensor_desc const& desc = {}) noexcept
+                                    descriptor_type const& desc = {}) noexcept
   {
     return protocol::accepts(transfer, bytes, desc);
   }
@@ -254,6 +268,9 @@ class offload_manager {
 
   /// @brief A new resident tensor of `bytes` from the device pool, usable on `stream`. A size
   /// above max_tensor_bytes is stash::out_of_memory before the pool is asked (nothing taken).
+  /// @param bytes The tensor's size.
+  /// @param stream The stream whose order the call joins.
+  /// @return The tensor's handle.
   tensor_handle allocate_async(std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(bytes > 0, "offload_manager::allocate_async: a tensor needs at least one byte");
@@ -265,6 +282,10 @@ class offload_manager {
   }
 
   /// @brief Takes over `bytes` at `device` (from the device pool, last used on `stream`).
+  /// @param device Memory from the device pool.
+  /// @param bytes The tensor's size.
+  /// @param stream The stream whose order the call joins.
+  /// @return The tensor's handle.
   tensor_handle adopt(void* device, std::size_t bytes, stream_type stream)
   {
     STASH_EXPECTS(device != nullptr && bytes > 0, "offload_manager::adopt: empty tensor");
@@ -279,11 +300,12 @@ class offload_manager {
   /// @param stream Its producers' stream.
   /// @param transfer Which member of a transfer_set moves it (0 for a single transfer); its
   ///   prefetch decodes with the same member.
-  /// @param desc What the member may need besides the size (pool_argmax_transfer: the max pool's
-  ///   geometry); kept with the tensor for its prefetch. A description the member cannot use is
-  ///   refused with stash::logic_error before anything is taken.
+  /// @param desc The member's descriptor of the tensor, if it takes one (pool_argmax: the max
+  ///   pool's geometry); kept with the tensor for its prefetch.
+  /// @throws stash::logic_error Before anything is taken, for a misuse or a tensor the member
+  ///   cannot encode (none or an unusable descriptor, a size over its limit).
   void offload_async(tensor_handle h, stream_type stream, std::size_t transfer = 0,
-                     tensor_desc const& desc = {})
+                     descriptor_type const& desc = {})
   {
     reap();
     entry& e             = checked(h, "offload_async");
@@ -347,6 +369,7 @@ class offload_manager {
   /// nothing: its contents are gone (tensor_state::dropped) until rematerialize_async() gives it
   /// bytes again for the caller to recompute (stash::allocator's recompute entries). Refused
   /// (stash::logic_error) for a tensor that is not resident or while capturing.
+  /// @param h The tensor.
   void drop_async(tensor_handle h)
   {
     reap();
@@ -361,6 +384,8 @@ class offload_manager {
   /// @brief Fresh device bytes for a dropped tensor, taken in `stream`'s order, for the caller to
   /// write its contents on `stream` (they are undefined until then); resident from here. A pool
   /// that throws (stash::out_of_memory) leaves the tensor dropped.
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
   void rematerialize_async(tensor_handle h, stream_type stream)
   {
     reap();
@@ -375,15 +400,21 @@ class offload_manager {
   }
 
   /// @brief Start bringing the tensor back (no-op when it is resident or on its way).
+  /// @param h The tensor.
   void prefetch_async(tensor_handle h) { prefetch(h, false, std::nullopt); }
 
   /// @brief As prefetch_async(h), but the device memory is taken in `stream`'s order and the
   /// copy starts after the work queued on `stream` so far. A pool that numbers one stream's
   /// allocations (lifetime_arena) then sees the prefetch at the same place every iteration and
   /// plans it; the price is that the copy cannot start before `stream` reaches this point.
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
   void prefetch_async(tensor_handle h, stream_type stream) { prefetch(h, false, stream); }
 
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
+  /// @return The device pointer, valid for work queued on `stream`.
   [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     reap();
@@ -408,6 +439,7 @@ class offload_manager {
 
   /// @brief The tensor is dead: free what it holds, in the order of its last use. Allowed in and
   /// out of a capture (see the file docs).
+  /// @param h The tensor.
   void deallocate_async(tensor_handle h)
   {
     reap();
@@ -431,6 +463,8 @@ class offload_manager {
 
   /// @brief Where the tensor is now (completed copies are taken into account); `released` for a
   /// handle whose tensor was released. A handle of another manager is stash::logic_error.
+  /// @param h The tensor.
+  /// @return Where the tensor is.
   [[nodiscard]] tensor_state state(tensor_handle h)
   {
     entry& e = slot_of(h, "state");
@@ -442,6 +476,8 @@ class offload_manager {
   /// @brief The host copy of an offloaded tensor (as the transfer wrote it: raw bytes or a codec
   /// buffer a host reference decodes), e.g. to inspect stashed data on the host. Blocks until the
   /// copy is complete.
+  /// @param h The tensor.
+  /// @return The host copy's bytes.
   [[nodiscard]] std::span<std::byte const> host_copy(tensor_handle h)
   {
     entry& e = checked(h, "host_copy");
@@ -459,6 +495,8 @@ class offload_manager {
   }
 
   /// @brief The tensor's size in bytes.
+  /// @param h The tensor.
+  /// @return The tensor's size.
   [[nodiscard]] std::size_t bytes(tensor_handle h) { return checked(h, "bytes").bytes; }
 
   /// @brief Blocks until the manager's copies queued so far have finished, then reports the
@@ -489,6 +527,7 @@ class offload_manager {
   /// @brief Makes `stream` wait, on the device, for every copy the manager queued so far. Ends a
   /// captured region: the side streams that joined the capture rejoin the capturing `stream`
   /// (cudaStreamEndCapture requires it). Never blocks the host.
+  /// @param stream The stream whose order the call joins.
   void join_async(stream_type stream)
   {
     bool const capturing = backend_.capturing(stream);
@@ -500,12 +539,16 @@ class offload_manager {
   }
 
   /// @brief What was moved so far.
+  /// @return The counters.
   [[nodiscard]] offload_stats const& stats() const noexcept { return stats_; }
   /// @brief The tag every handle of this manager carries (tensor_handle::owner).
+  /// @return The tag this manager's handles carry.
   [[nodiscard]] std::uint64_t owner_tag() const noexcept { return owner_; }
   /// @brief The device-to-host stream.
+  /// @return The offload stream.
   [[nodiscard]] stream_type d2h_stream() const noexcept { return d2h_; }
   /// @brief The host-to-device stream.
+  /// @return The prefetch stream.
   [[nodiscard]] stream_type h2d_stream() const noexcept { return h2d_; }
 
  private:
@@ -522,7 +565,7 @@ class offload_manager {
     stream_type last_stream{};
     bool captured{false};         // created while capturing: belongs to that graph
     std::uint8_t transfer{0};     // the transfer_set member of the last offload
-    tensor_desc desc{};           // what the last offload's member was told about the tensor
+    descriptor_type desc{};       // what the last offload's member was told about the tensor
     bool encoded_counted{false};  // the host copy's size is in stats_ (see count_encoded)
     std::uint32_t generation{1};  // of the slot: grows at each release (see tensor_handle)
   };
@@ -684,9 +727,10 @@ class offload_manager {
     order_after(d2h_, stream);
     if (e.last_stream != stream) { order_after(d2h_, e.last_stream); }
     backend_.wait(d2h_, e.ready);  // a tensor still arriving must have arrived
-    protocol::encode(e.transfer, backend_, d2h_,
-                     detail::encode_call{e.device, e.bytes, host, capacity, scratch,
-                                         detail::host_slot_status(host, capacity), e.desc});
+    protocol::encode(
+        e.transfer, backend_, d2h_,
+        detail::encode_call<descriptor_type>{e.device, e.bytes, host, capacity, scratch,
+                                             detail::host_slot_status(host, capacity), e.desc});
   }
 
   // pool.allocate, with the tensor in the message of a refusal.
@@ -871,10 +915,10 @@ class offload_manager {
   // The entry's transfer member's decode of its host copy into `device`, on the H2D stream.
   void transfer_decode(entry const& e, void* device, void* scratch, std::size_t encoded)
   {
-    protocol::decode(
-        e.transfer, backend_, h2d_,
-        detail::decode_call{e.host, e.capacity, device, e.bytes, scratch,
-                            detail::host_slot_status(e.host, e.capacity), encoded, e.desc});
+    protocol::decode(e.transfer, backend_, h2d_,
+                     detail::decode_call<descriptor_type>{
+                         e.host, e.capacity, device, e.bytes, scratch,
+                         detail::host_slot_status(e.host, e.capacity), encoded, e.desc});
   }
 
   Backend& backend_;

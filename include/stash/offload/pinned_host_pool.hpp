@@ -24,6 +24,9 @@ namespace stash {
 
 /// @brief Options for a pinned host pool: a `budget` on pinned bytes, grown `step` bytes at a time
 /// (larger tensors get a segment of their own, rounded to `step`).
+/// @param budget The most pinned bytes the pool may hold.
+/// @param step The size pinned blocks are carved from.
+/// @return Options for a caching_pool of pinned memory.
 [[nodiscard]] inline caching_pool_options pinned_host_pool_options(
     std::size_t budget = std::numeric_limits<std::size_t>::max(), std::size_t step = 64 * MiB)
 {

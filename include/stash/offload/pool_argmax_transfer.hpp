@@ -2,10 +2,12 @@
  * @file pool_argmax_transfer.hpp
  * @brief Gist's 4-bit max-pool argmax as a transfer: a max pool's int64 index tensor (the second
  * result of aten::max_pool2d_with_indices) crosses the link as one window position per output
- * and comes back as the exact indices. The pool's geometry is per tensor (tensor_desc::pool).
+ * and comes back as the exact indices. The pool's geometry is the transfer's per-tensor
+ * descriptor (`descriptor_type`, a pool_geometry).
  *
- * Without a geometry, or with one that does not describe the tensor (its size is not the
- * geometry's outputs x 8 bytes, a window or stride outside 1..4), host_bytes refuses the tensor
+ * Without a geometry (the offload manager refuses it), or with one that does not describe the
+ * tensor (its size is not the geometry's outputs x 8 bytes, a window or stride outside 1..4),
+ * host_bytes refuses the tensor
  * with stash::logic_error before anything is taken: it stays resident (stash::allocator then
  * sends it raw and counts it in encoding_fallbacks). An index outside its window (a geometry of
  * the right size that is not the pool's: padding, dilation, ceil_mode) is found only by the
@@ -34,13 +36,11 @@ namespace stash {
 
 namespace detail {
 
-// Whether `desc` describes a tensor of `bytes` that pool_argmax_transfer can encode: the
+// Whether `g` describes a tensor of `bytes` that pool_argmax_transfer can encode: the
 // conditions argmax_geometry (and pool_geometry::validate) checks, without an exception.
-inline bool argmax_geometry_fits(std::size_t bytes, tensor_desc const& desc) noexcept
+inline bool argmax_geometry_fits(std::size_t bytes, pool_geometry const& g) noexcept
 {
-  if (!desc.pool) { return false; }
-  pool_geometry const& g = *desc.pool;
-  auto in                = [](std::size_t v) { return v >= 1 && v <= 4; };
+  auto in = [](std::size_t v) { return v >= 1 && v <= 4; };
   if (!(in(g.window_h) && in(g.window_w) && in(g.stride_h) && in(g.stride_w))) { return false; }
   if (g.height < g.window_h || g.width < g.window_w) { return false; }
   constexpr std::size_t max_elements = std::numeric_limits<std::size_t>::max() / 8 - 64;
@@ -51,15 +51,11 @@ inline bool argmax_geometry_fits(std::size_t bytes, tensor_desc const& desc) noe
   return bytes == g.outputs() * sizeof(std::int64_t);
 }
 
-// The geometry of a tensor pool_argmax_transfer can encode, or stash::logic_error naming why not.
-inline pool_geometry const& argmax_geometry(std::size_t bytes, tensor_desc const& desc,
+// `g` when it describes a tensor pool_argmax_transfer can encode, or stash::logic_error naming why
+// not.
+inline pool_geometry const& argmax_geometry(std::size_t bytes, pool_geometry const& g,
                                             const char* who)
 {
-  STASH_EXPECTS(desc.pool.has_value(),
-                std::string(who) + ": a tensor of " + std::to_string(bytes) +
-                    " bytes has no max-pool geometry (tensor_desc::pool); only max-pool "
-                    "indices described by their pool can be encoded");
-  pool_geometry const& g = *desc.pool;
   g.validate(who);
   STASH_EXPECTS(bytes == g.outputs() * sizeof(std::int64_t),
                 std::string(who) + ": a tensor of " + std::to_string(bytes) +
@@ -82,30 +78,49 @@ struct pool_argmax_transfer {
   using value_type = std::int64_t;
   /// @brief The codec that writes the bytes.
   static constexpr std::uint16_t codec_id = pool_argmax::id;
+  /// @brief The per-tensor descriptor: the max pool whose indices the tensor holds.
+  using descriptor_type = pool_geometry;
 
-  /// @brief Whether `desc` describes the tensor (host_bytes takes it).
-  static bool accepts(std::size_t bytes, tensor_desc const& desc) noexcept
+  /// @brief Whether `g` describes the tensor (host_bytes takes it).
+  /// @param bytes The tensor's size.
+  /// @param g The pool's geometry.
+  /// @return Whether the tensor is `g`'s int64 indices, `g` within the format's limits.
+  static bool accepts(std::size_t bytes, pool_geometry const& g) noexcept
   {
-    return detail::argmax_geometry_fits(bytes, desc);
+    return detail::argmax_geometry_fits(bytes, g);
   }
-  /// @brief The host slot: room for the indices unchanged (see the file docs). Throws
-  /// stash::logic_error unless `desc` describes the tensor.
-  static std::size_t host_bytes(std::size_t bytes, tensor_desc const& desc)
+  /// @brief The host slot: room for the indices unchanged (see the file docs).
+  /// @param bytes The tensor's size.
+  /// @param geometry The pool's geometry.
+  /// @return The slot's bytes.
+  /// @throws stash::logic_error Unless `geometry` describes the tensor.
+  static std::size_t host_bytes(std::size_t bytes, pool_geometry const& geometry)
   {
-    auto const& g = detail::argmax_geometry(bytes, desc, "pool_argmax_transfer");
+    auto const& g = detail::argmax_geometry(bytes, geometry, "pool_argmax_transfer");
     return identity<std::int64_t>::max_compressed_bytes(g.outputs());
   }
   /// @brief None: the host reference needs none.
+  /// @return 0.
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief host_encode_indices in `s`'s order; indices outside their windows go unchanged.
   /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  /// @param b The backend.
+  /// @param s The stream the encode runs in the order of.
+  /// @param device The indices.
+  /// @param bytes Their size.
+  /// @param host The host slot.
+  /// @param capacity Its size (host_bytes).
+  /// @param status Where the encoded size lands.
+  /// @param geometry The pool's geometry.
+  /// @throws stash::logic_error Unless `geometry` describes the tensor (nothing queued).
   template <class Backend>
   static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
-                     void* host, std::size_t capacity, void*, transfer_status* status,
-                     tensor_desc const& desc)
+                     void* host, std::size_t capacity, void* /*scratch*/, transfer_status* status,
+                     pool_geometry const& geometry)
   {
-    pool_geometry const g = detail::argmax_geometry(bytes, desc, "pool_argmax_transfer::encode");
+    pool_geometry const g =
+        detail::argmax_geometry(bytes, geometry, "pool_argmax_transfer::encode");
     b.launch(s, [=] {
       std::span<std::int64_t const> const in(static_cast<std::int64_t const*>(device),
                                              bytes / sizeof(std::int64_t));
@@ -123,12 +138,23 @@ struct pool_argmax_transfer {
   /// @brief The exact indices back in `s`'s order; a bad host copy leaves zeros and an error in
   /// `*status`.
   /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  /// @param b The backend.
+  /// @param s The stream the decode runs in the order of.
+  /// @param host The host copy.
+  /// @param capacity Its slot's size.
+  /// @param device Where the indices go.
+  /// @param bytes Their size.
+  /// @param status Where a decode error lands.
+  /// @param encoded_bytes The host copy's size when known (else unknown_encoded_bytes).
+  /// @param geometry The pool's geometry.
+  /// @throws stash::logic_error Unless `geometry` describes the tensor (nothing queued).
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t capacity,
-                     void* device, std::size_t bytes, void*, transfer_status* status,
-                     std::size_t encoded_bytes, tensor_desc const& desc)
+                     void* device, std::size_t bytes, void* /*scratch*/, transfer_status* status,
+                     std::size_t encoded_bytes, pool_geometry const& geometry)
   {
-    pool_geometry const g = detail::argmax_geometry(bytes, desc, "pool_argmax_transfer::decode");
+    pool_geometry const g =
+        detail::argmax_geometry(bytes, geometry, "pool_argmax_transfer::decode");
     std::size_t const readable = encoded_bytes < capacity ? encoded_bytes : capacity;
     b.launch(s, [=] {
       std::span<std::byte const> const src(static_cast<std::byte const*>(host), readable);
@@ -161,6 +187,12 @@ struct pool_argmax_transfer {
       return false;  // malformed: pool_argmax's decoder says why
     }
   }
+};
+
+/// @brief `pool_argmax` in a Codec slot, on a host-task backend.
+template <detail::host_task_backend Backend>
+struct transfer_for<Backend, pool_argmax> {
+  using type = pool_argmax_transfer;  ///< the transfer
 };
 
 }  // namespace stash

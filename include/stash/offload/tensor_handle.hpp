@@ -36,13 +36,17 @@ class tensor_handle {
   }
 
   /// @brief The issuing manager's tag (0: no tensor).
+  /// @return The owner tag.
   [[nodiscard]] constexpr std::uint64_t owner() const noexcept { return owner_; }
   /// @brief The slot in the manager's table: unique among the manager's live tensors, reused
   /// after a release.
+  /// @return The slot.
   [[nodiscard]] constexpr std::uint32_t index() const noexcept { return index_; }
   /// @brief The slot's generation when the tensor was made.
+  /// @return The slot's generation.
   [[nodiscard]] constexpr std::uint32_t generation() const noexcept { return generation_; }
   /// @brief Whether the handle names a tensor at all (it may still be released since).
+  /// @return Whether the handle names no tensor.
   [[nodiscard]] constexpr bool is_null() const noexcept { return owner_ == 0; }
 
   /// @brief Same manager, slot and generation.

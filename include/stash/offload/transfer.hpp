@@ -11,7 +11,7 @@
  * - `static std::size_t host_bytes(std::size_t bytes)`: the most bytes the host copy can need;
  *   throws stash::logic_error for a tensor the transfer cannot encode (a codec's size limit). The
  *   manager asks first, before it takes any memory.
- * - optional `static bool accepts(std::size_t bytes) noexcept` (or `accepts(bytes, tensor_desc
+ * - optional `static bool accepts(std::size_t bytes) noexcept` (or `accepts(bytes, descriptor_type
  *   const&)`): whether host_bytes takes the tensor, asked without an exception (stash::allocator
  *   asks it to choose a member of a transfer_set; offload_manager::accepts forwards it). A
  *   transfer without one takes every tensor its host_bytes does not refuse.
@@ -34,11 +34,13 @@
  * - optional `static constexpr std::uint16_t codec_id`: the codec whose bytes the transfer writes
  *   (codec_ids); a transfer without one copies raw bytes. stash::allocator maps it to the
  *   encoding a schedule entry names (swap_entry::encoding).
- * - optional, for a transfer that needs more than the size (pool_argmax_transfer: a max pool's
- *   geometry): `host_bytes(bytes, tensor_desc const&)`, and encode / decode taking the same
- *   `tensor_desc const&` after their other parameters. The manager passes the description given
- *   to offload_async (stored with the tensor for its prefetch); host_bytes refuses a description
- *   the transfer cannot use with stash::logic_error, so the tensor stays resident.
+ * - optional, for a transfer that needs more than the size: `using descriptor_type = D;` its
+ *   per-tensor descriptor (pool_argmax_transfer: the max pool's `pool_geometry`), owned by the
+ *   transfer, not by the generic API. Then `accepts`, `host_bytes` and encode / decode take a
+ *   `D const&` after their other parameters. The manager passes the descriptor given to
+ *   offload_async (kept with the tensor for its prefetch) as a transfer_descriptor_t of its set;
+ *   a tensor given no `D` is refused before anything is taken (accepts says false, host_bytes
+ *   throws stash::logic_error), as is a `D` host_bytes cannot use, so the tensor stays resident.
  *
  * A `transfer_set<T...>` stands for several transfers, one chosen per offload
  * (offload_manager::offload_async's `transfer` index): the per-tensor encodings of a schedule.
@@ -55,31 +57,24 @@
 #include <stash/codec/codec.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/codec_status.hpp>
-#include <stash/codec/pool_argmax.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
-#include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 namespace stash {
 
 /// @brief The `encoded_bytes` a transfer's decode gets when the host does not know the host copy's
 /// size (the offload was still running, or the tensor belongs to a CUDA graph being captured).
 inline constexpr std::size_t unknown_encoded_bytes = std::numeric_limits<std::size_t>::max();
-
-/// @brief What a transfer may need to know about a tensor besides its size, given per tensor
-/// (stash::allocator::allocate, offload_manager::offload_async); transfers that need nothing
-/// ignore it.
-struct tensor_desc {
-  /// The tensor holds the int64 indices of this 2-D max pool (the second result of
-  /// aten::max_pool2d_with_indices): what pool_argmax_transfer needs to encode it.
-  std::optional<pool_geometry> pool{};
-};
 
 /// @brief What a transfer reports back through the host slot (written by the transfer's own
 /// stream, read by the manager once that stream got there).
@@ -96,14 +91,23 @@ struct raw_transfer {
   /// @brief Copies cannot find a corrupted buffer: no status is written.
   static constexpr bool reports_status = false;
   /// @brief Every tensor.
+  /// @return true.
   static bool accepts(std::size_t) noexcept { return true; }
   /// @brief The tensor's own size.
+  /// @param bytes The tensor's size.
+  /// @return `bytes`.
   static std::size_t host_bytes(std::size_t bytes) noexcept { return bytes; }
   /// @brief None.
+  /// @return 0.
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief A copy in `s`'s order.
   /// @tparam Backend The offload backend.
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param host The host slot.
   template <class Backend>
   static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
                      void* host, std::size_t, void*, transfer_status*)
@@ -113,6 +117,11 @@ struct raw_transfer {
 
   /// @brief A copy in `s`'s order.
   /// @tparam Backend The offload backend.
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param host The host slot.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t,
                      void* device, std::size_t bytes, void*, transfer_status*,
@@ -140,6 +149,8 @@ struct host_codec_transfer {
 
   /// @brief Whether host_bytes takes a tensor of `bytes`: whole elements, within the codec's
   /// limit.
+  /// @param bytes The tensor's size.
+  /// @return Whether host_bytes takes the tensor.
   static bool accepts(std::size_t bytes) noexcept
   {
     if (bytes % sizeof(value_type) != 0) { return false; }
@@ -149,6 +160,8 @@ struct host_codec_transfer {
     return true;
   }
   /// @brief The codec's worst case for the tensor's elements.
+  /// @param bytes The tensor's size.
+  /// @return The codec's worst case for the tensor.
   static std::size_t host_bytes(std::size_t bytes)
   {
     STASH_EXPECTS(bytes % sizeof(value_type) == 0,
@@ -163,10 +176,18 @@ struct host_codec_transfer {
     return Codec::max_compressed_bytes(n);
   }
   /// @brief None: the host reference needs none.
+  /// @return 0.
   static std::size_t scratch_bytes(std::size_t) noexcept { return 0; }
 
   /// @brief host_encode in `s`'s order.
   /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param host The host slot.
+  /// @param capacity The host slot's size.
+  /// @param status The status record the transfer writes.
   template <class Backend>
   static void encode(Backend& b, typename Backend::stream s, void const* device, std::size_t bytes,
                      void* host, std::size_t capacity, void*, transfer_status* status)
@@ -189,6 +210,14 @@ struct host_codec_transfer {
   /// Reads only the first `encoded_bytes` of the slot when the host knows them (as the device
   /// transfer copies only those), so a size the manager got wrong fails here too.
   /// @tparam Backend A backend with `launch(stream, task)` (host_backend).
+  /// @param b The backend.
+  /// @param s The stream.
+  /// @param host The host slot.
+  /// @param capacity The host slot's size.
+  /// @param device The device tensor.
+  /// @param bytes The tensor's size.
+  /// @param status The status record the transfer writes.
+  /// @param encoded_bytes The host copy's size when known, else unknown_encoded_bytes.
   template <class Backend>
   static void decode(Backend& b, typename Backend::stream s, void const* host, std::size_t capacity,
                      void* device, std::size_t bytes, void*, transfer_status* status,
@@ -220,5 +249,115 @@ struct transfer_set {
   /// @brief Number of members.
   static constexpr std::size_t size = sizeof...(Transfers);
 };
+
+namespace detail {
+
+// A transfer policy (as opposed to a codec the Codec slot maps to one).
+template <class T>
+concept transfer_policy = requires
+{
+  T::reports_status;
+  T::lossless;
+};
+
+// A backend that runs host tasks in a stream's order (host_backend, a fault-injecting wrapper of
+// it): codecs run there as their host references.
+template <class B>
+concept host_task_backend = requires(B& b, typename B::stream s, std::function<void()> task)
+{
+  b.launch(s, std::move(task));
+};
+
+template <class>
+inline constexpr bool no_transfer_for = false;
+
+// A transfer's descriptor type (std::monostate: it needs none).
+template <class T>
+struct descriptor_of {
+  using type = std::monostate;
+};
+template <class T>
+requires requires { typename T::descriptor_type; }
+struct descriptor_of<T> {
+  using type = typename T::descriptor_type;
+};
+
+// std::variant<Vs..., Ds...> without repeats.
+template <class V, class... Ds>
+struct unique_variant {
+  using type = V;
+};
+template <class... Vs, class D, class... Ds>
+struct unique_variant<std::variant<Vs...>, D, Ds...> {
+  using type =
+      typename unique_variant<std::conditional_t<(std::is_same_v<D, Vs> || ...),
+                                                 std::variant<Vs...>, std::variant<Vs..., D>>,
+                              Ds...>::type;
+};
+
+template <class Set>
+struct descriptor_variant;
+template <class... Ts>
+struct descriptor_variant<transfer_set<Ts...>> {
+  using type = typename unique_variant<std::variant<std::monostate>,
+                                       typename descriptor_of<Ts>::type...>::type;
+};
+
+}  // namespace detail
+
+/// @brief A tensor's per-transfer descriptor for any member of transfer_set `Set`: one of the
+/// members' `descriptor_type`s, or std::monostate (none, the default). A descriptor is passed as
+/// its own type (a `pool_geometry` converts); a set whose members need none takes only `{}`.
+/// @tparam Set A transfer_set of transfer policies.
+template <class Set>
+using transfer_descriptor_t = typename detail::descriptor_variant<Set>::type;
+
+/// @brief The transfer policy that carries `Codec` on `Backend`: one spelling of a codec on every
+/// backend, its device form chosen from the backend. `void` is raw copies; a transfer policy is
+/// itself (a custom transfer); a codec (`zvc<float>`, `bitmask`, `precision<float, fp16>`, ...)
+/// runs its host reference on a host-task backend (host_codec_transfer) and its device codec on
+/// cuda_backend (device_codec_transfer.cuh, with the codec's device header included);
+/// `pool_argmax` is pool_argmax_transfer / device_pool_argmax_transfer; a transfer_set maps each
+/// member so.
+/// @tparam Backend The offload backend.
+/// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
+template <class Backend, class Codec>
+struct transfer_for {
+  static_assert(detail::no_transfer_for<Codec>,
+                "stash::transfer_for: no transfer carries this codec on this backend. On "
+                "cuda_backend include <stash/offload/device_codec_transfer.cuh> and the codec's "
+                "device header (e.g. <stash/codec/device_zvc.cuh>; for pool_argmax "
+                "<stash/offload/device_pool_argmax_transfer.cuh>)");
+};
+
+/// @brief Raw copies.
+template <class Backend>
+struct transfer_for<Backend, void> {
+  using type = raw_transfer;  ///< the transfer
+};
+
+/// @brief A transfer policy is itself.
+template <class Backend, detail::transfer_policy T>
+struct transfer_for<Backend, T> {
+  using type = T;  ///< the transfer
+};
+
+/// @brief A codec's host reference on the backend's host tasks.
+template <detail::host_task_backend Backend, codec C>
+requires(!detail::transfer_policy<C>) struct transfer_for<Backend, C> {
+  using type = host_codec_transfer<C>;  ///< the transfer
+};
+
+/// @brief Each member mapped.
+template <class Backend, class... Cs>
+struct transfer_for<Backend, transfer_set<Cs...>> {
+  using type = transfer_set<typename transfer_for<Backend, Cs>::type...>;  ///< the transfer set
+};
+
+/// @brief transfer_for's type.
+/// @tparam Backend The offload backend.
+/// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
+template <class Backend, class Codec>
+using transfer_for_t = typename transfer_for<Backend, Codec>::type;
 
 }  // namespace stash

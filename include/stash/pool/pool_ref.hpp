@@ -31,6 +31,7 @@ class pool_ref {
                         pool_is_host_accessible<Pool>())
 
   /// @brief Refers to `p`.
+  /// @param p The pool (outlives every ref to it).
   explicit pool_ref(Pool& p) noexcept : pool_(&p) {}
 
   /// @brief The pool's stream-ordered allocation (CCCL 3.0 spelling).

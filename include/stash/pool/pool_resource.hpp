@@ -38,6 +38,7 @@
   friend void get_property(Self const&, cuda::mr::device_accessible) noexcept requires(Device) {} \
   friend void get_property(Self const&, cuda::mr::host_accessible) noexcept requires(Host) {}
 #else
+/// @brief Nothing: no cuda::mr.
 #define STASH_POOL_PROPERTIES(Self, Device, Host)
 #endif
 

@@ -43,6 +43,8 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
                         pool_is_host_accessible<Resource>())
 
   /// @brief Counts what `resource` hands out; refuses to go beyond `budget` bytes in use.
+  /// @param resource The resource counted (outlives the adaptor).
+  /// @param budget The most bytes in use at once.
   explicit statistics_adaptor(Resource& resource,
                               std::size_t budget = std::numeric_limits<std::size_t>::max())
       : resource_(&resource), budget_(budget)

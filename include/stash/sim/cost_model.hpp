@@ -44,6 +44,8 @@ enum class swap_encoding : std::uint8_t {
 };
 
 /// @brief Spelling of a swap encoding.
+/// @param e How the bytes cross the link.
+/// @return The name.
 [[nodiscard]] constexpr std::string_view to_string(swap_encoding e) noexcept
 {
   switch (e) {
@@ -71,6 +73,7 @@ enum class swap_encoding : std::uint8_t {
 /// schedule entry's encoding to a codec it carries; none for formats no schedule names (csr, rle,
 /// chains, fp8_e5m2, fp10). The identity codec counts as raw.
 /// @param id A codec id as written in a buffer header.
+/// @return The encoding, or nullopt for a codec no schedule names.
 [[nodiscard]] constexpr std::optional<swap_encoding> encoding_of_codec(std::uint16_t id) noexcept
 {
   switch (id) {
@@ -124,6 +127,9 @@ struct cost_params {
 
 /// @brief The ratio uncompressed / compressed from a measured pair of sizes; stash::logic_error
 /// for empty sizes.
+/// @param raw_bytes Bytes before encoding.
+/// @param encoded_bytes Bytes after.
+/// @return raw / encoded (1 when nothing was encoded).
 [[nodiscard]] inline double codec_ratio_of(std::uint64_t raw_bytes, std::uint64_t encoded_bytes)
 {
   STASH_EXPECTS(raw_bytes > 0 && encoded_bytes > 0, "codec_ratio_of: sizes must be positive (raw " +
@@ -136,6 +142,8 @@ struct cost_params {
 class cost_model {
  public:
   /// @brief A model of `hw` under `params`; stash::logic_error for nonsensical parameters.
+  /// @param hw The machine.
+  /// @param params Codec and recompute figures.
   explicit cost_model(hardware const& hw, cost_params const& params = {}) : hw_(hw), params_(params)
   {
     auto positive = [](double v) { return v > 0 && std::isfinite(v); };
@@ -163,11 +171,15 @@ class cost_model {
   }
 
   /// @brief The hardware preset.
+  /// @return The machine.
   [[nodiscard]] hardware const& hw() const noexcept { return hw_; }
   /// @brief The assumptions.
+  /// @return The codec and recompute figures.
   [[nodiscard]] cost_params const& params() const noexcept { return params_; }
 
   /// @brief Seconds for an op of the given work.
+  /// @param w The op's flops and bytes.
+  /// @return Seconds.
   [[nodiscard]] double op_time(op_work const& w) const noexcept
   {
     if (w.view) { return params_.view_op_s; }
@@ -179,6 +191,8 @@ class cost_model {
   }
 
   /// @brief Seconds of every op of `t`, indexed by op index.
+  /// @param t The trace.
+  /// @return Seconds per op of `t`.
   [[nodiscard]] std::vector<double> op_times(trace const& t) const
   {
     auto const work = estimate_op_work(t);
@@ -189,6 +203,8 @@ class cost_model {
 
   /// @brief Uncompressed / compressed bytes of `e`: bitmask and pool_argmax by their formats
   /// (32 and 16), reduced precision by its width, zvc and `configured` from the parameters.
+  /// @param e How the bytes cross the link.
+  /// @return Raw bytes per wire byte.
   [[nodiscard]] double encoding_ratio(swap_encoding e) const noexcept
   {
     switch (e) {
@@ -212,6 +228,9 @@ class cost_model {
   }
 
   /// @brief Bytes that cross the link for a storage of `bytes` encoded as `e`.
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Bytes on the link.
   [[nodiscard]] std::uint64_t wire_bytes(std::uint64_t bytes,
                                          swap_encoding e = swap_encoding::configured) const noexcept
   {
@@ -222,6 +241,9 @@ class cost_model {
   }
 
   /// @brief Seconds of the device-to-host copy of a storage of `bytes` encoded as `e`.
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Seconds.
   [[nodiscard]] double d2h_time(std::uint64_t bytes,
                                 swap_encoding e = swap_encoding::configured) const noexcept
   {
@@ -229,6 +251,9 @@ class cost_model {
            static_cast<double>(wire_bytes(bytes, e)) / hw_.pcie_d2h_bytes_per_s;
   }
   /// @brief Seconds of the host-to-device copy of a storage of `bytes` encoded as `e`.
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Seconds.
   [[nodiscard]] double h2d_time(std::uint64_t bytes,
                                 swap_encoding e = swap_encoding::configured) const noexcept
   {
@@ -236,12 +261,18 @@ class cost_model {
            static_cast<double>(wire_bytes(bytes, e)) / hw_.pcie_h2d_bytes_per_s;
   }
   /// @brief Seconds of the encode kernel before an offload (0 without a codec).
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Seconds.
   [[nodiscard]] double encode_time(std::uint64_t bytes,
                                    swap_encoding e = swap_encoding::configured) const noexcept
   {
     return codec_time(bytes, e);
   }
   /// @brief Seconds of the decode kernel after a prefetch (0 without a codec).
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Seconds.
   [[nodiscard]] double decode_time(std::uint64_t bytes,
                                    swap_encoding e = swap_encoding::configured) const noexcept
   {
@@ -249,12 +280,18 @@ class cost_model {
   }
 
   /// @brief Whole offload: encode then D2H.
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Seconds.
   [[nodiscard]] double offload_time(std::uint64_t bytes,
                                     swap_encoding e = swap_encoding::configured) const noexcept
   {
     return encode_time(bytes, e) + d2h_time(bytes, e);
   }
   /// @brief Whole prefetch: H2D then decode.
+  /// @param bytes The tensor's size.
+  /// @param e How the bytes cross the link.
+  /// @return Seconds.
   [[nodiscard]] double prefetch_time(std::uint64_t bytes,
                                      swap_encoding e = swap_encoding::configured) const noexcept
   {

@@ -80,6 +80,7 @@ inline constexpr hardware const& h100_sxm = hardware_presets[3];
 }  // namespace presets
 
 /// @brief The names of all presets, for tools and error messages.
+/// @return The names, comma-separated.
 [[nodiscard]] inline std::string hardware_preset_names()
 {
   std::string names;
@@ -91,6 +92,8 @@ inline constexpr hardware const& h100_sxm = hardware_presets[3];
 }
 
 /// @brief The preset called `name`; stash::logic_error naming the known presets otherwise.
+/// @param name A registered name (see swap_policy_names()).
+/// @return The preset.
 [[nodiscard]] inline hardware const& hardware_preset(std::string_view name)
 {
   for (auto const& hw : hardware_presets) {

@@ -39,6 +39,8 @@ struct op_work {
 
 /// @brief Element size in bytes from the trace header's `dtype` (float32 when absent).
 /// stash::logic_error for a dtype it does not know.
+/// @param t The trace.
+/// @return Bytes per element.
 [[nodiscard]] inline std::uint64_t trace_element_bytes(trace const& t)
 {
   auto const dtype = t.header_value("dtype").value_or("float32");
@@ -51,6 +53,8 @@ struct op_work {
 }
 
 /// @brief FLOPs and bytes of every op of `t`, indexed by op index (see the file comment).
+/// @param t The trace.
+/// @return One estimate per op of `t`.
 // Kept whole (~70 lines): one branch per op kind with its FLOP and byte formula, side by side so
 // they can be compared with each other and with the file comment.
 [[nodiscard]] inline std::vector<op_work> estimate_op_work(trace const& t)

@@ -57,6 +57,7 @@ struct recompute_chain {
   std::string refusal;              ///< why it cannot be rematerialised; empty when it can
 
   /// @brief True when the storage can be rematerialised this way.
+  /// @return Whether the storage can be recomputed.
   [[nodiscard]] bool valid() const noexcept { return refusal.empty(); }
 };
 
@@ -141,6 +142,11 @@ namespace detail {
 
 /// @brief The chain that rematerialises storage `id`, dropped after op `last_use`, before op
 /// `at` (see the file comment); its `refusal` says why when there is none.
+/// @param a The recorded iteration's facts.
+/// @param id The storage.
+/// @param last_use The storage's last use before the gap.
+/// @param at The op that needs it back.
+/// @return The chain (its refusal says why when it is not valid()).
 [[nodiscard]] inline recompute_chain recompute_chain_of(trace_analysis const& a, storage_id id,
                                                         std::uint64_t last_use, std::uint64_t at)
 {

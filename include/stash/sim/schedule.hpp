@@ -65,6 +65,7 @@ struct swap_entry {
   std::uint64_t bytes{};        ///< device bytes freed (the storage's size)
   swap_encoding encoding{swap_encoding::configured};  ///< how it crosses the link
 
+  /// @brief Field by field.
   friend constexpr bool operator==(swap_entry const&, swap_entry const&) = default;
 };
 
@@ -77,6 +78,7 @@ struct recompute_entry {
   std::uint64_t at{};        ///< the re-runs run before this op, last_use < at <= next_use
   std::uint64_t bytes{};     ///< device bytes freed (the storage's size)
 
+  /// @brief Field by field.
   friend constexpr bool operator==(recompute_entry const&, recompute_entry const&) = default;
 };
 
@@ -94,8 +96,10 @@ struct schedule {
   std::vector<recompute_entry> recomputes;  ///< in the order they run (see the file comment)
 
   /// @brief True when the planned peak fits the budget.
+  /// @return Whether the planned peak fits the budget.
   [[nodiscard]] bool fits() const noexcept { return device_peak <= budget; }
   /// @brief Sum of the bytes of all entries (each crosses the link once each way).
+  /// @return Bytes of the swap entries.
   [[nodiscard]] std::uint64_t offloaded_bytes() const noexcept
   {
     std::uint64_t sum = 0;
@@ -103,6 +107,7 @@ struct schedule {
     return sum;
   }
   /// @brief Sum of the bytes of all recompute entries.
+  /// @return Bytes of the recompute entries.
   [[nodiscard]] std::uint64_t recomputed_bytes() const noexcept
   {
     std::uint64_t sum = 0;
@@ -116,6 +121,9 @@ struct schedule {
 class schedule_error : public logic_error {
  public:
   /// @brief `entry` is the index in schedule::entries, or nullopt for the schedule as a whole.
+  /// @param entry The offending swap entry's index, if one.
+  /// @param what What is wrong.
+  /// @param policy The policy that made the schedule.
   schedule_error(std::optional<std::size_t> entry, std::string const& what,
                  std::string const& policy = {})
       : logic_error("invalid swap schedule" +
@@ -126,6 +134,9 @@ class schedule_error : public logic_error {
   {
   }
   /// @brief The error for recompute entry `k` (schedule::recomputes[k]).
+  /// @param k The offending recompute entry's index.
+  /// @param what What is wrong.
+  /// @return The error.
   [[nodiscard]] static schedule_error in_recompute(std::size_t k, std::string const& what)
   {
     schedule_error e(std::nullopt, "recompute entry " + std::to_string(k) + ": " + what);
@@ -133,13 +144,16 @@ class schedule_error : public logic_error {
     return e;
   }
   /// @brief Index of the faulty swap entry, if the fault is in one.
+  /// @return The offending swap entry's index, if one.
   [[nodiscard]] std::optional<std::size_t> entry() const noexcept { return entry_; }
   /// @brief Index of the faulty recompute entry, if the fault is in one.
+  /// @return The offending recompute entry's index, if one.
   [[nodiscard]] std::optional<std::size_t> recompute_entry() const noexcept
   {
     return recompute_entry_;
   }
   /// @brief What is wrong, without the entry and policy.
+  /// @return What is wrong, without the prefix.
   [[nodiscard]] std::string const& reason() const noexcept { return reason_; }
 
  private:
@@ -157,6 +171,9 @@ struct off_window {
 };
 
 /// @brief The planned off-window of `e` (see off_window).
+/// @param e The entry.
+/// @param ops The trace's op index.
+/// @return The ops during which the storage is off the device.
 [[nodiscard]] inline off_window planned_off_window(swap_entry const& e, op_index const& ops)
 {
   auto const release_op = e.offload_at == 0 ? e.last_use : std::max(e.last_use, e.offload_at - 1);
@@ -305,6 +322,8 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s)
 /// one's next use); recompute entries follow the rules of the file comment (the error names the
 /// recompute entry: schedule_error::recompute_entry); device_peak is the planned peak and
 /// baseline_peak the trace's peak.
+/// @param analysis The recorded iteration's facts.
+/// @param s The schedule.
 // Kept whole (~70 lines): it is the list of rules in the comment above, in that order, each a
 // check with its own message; splitting would only scatter the list.
 inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
@@ -386,6 +405,10 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 /// see the file comment). Entries must be valid (validate_schedule): more bytes away than live
 /// at an event (an entry away past its storage's free, one gap listed twice) is a
 /// stash::schedule_error, never a count wrapped below zero.
+/// @param analysis The recorded iteration's facts.
+/// @param entries Swap entries.
+/// @param recomputes Recompute entries.
+/// @return Device bytes at each op.
 [[nodiscard]] inline std::vector<std::uint64_t> planned_device_curve(
     trace_analysis const& analysis, std::span<swap_entry const> entries,
     std::span<recompute_entry const> recomputes = {})
@@ -455,6 +478,10 @@ namespace detail {
 /// @brief The planned device bytes while each recompute entry's re-run runs (see the file
 /// comment), given `curve`, the planned_device_curve of the same schedule. A curve that does not
 /// count the batch (not the schedule's) is a stash::schedule_error naming the entry.
+/// @param analysis The recorded iteration's facts.
+/// @param curve The planned device bytes per op (planned_device_curve).
+/// @param recomputes Recompute entries.
+/// @return Device bytes the recompute runs add at each op.
 [[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
     trace_analysis const& analysis, std::span<std::uint64_t const> curve,
     std::span<recompute_entry const> recomputes)
@@ -485,6 +512,10 @@ namespace detail {
 
 /// @brief The planned device peak of `entries` and `recomputes` on `t`: the max of
 /// planned_device_curve and of recompute_run_bytes.
+/// @param analysis The recorded iteration's facts.
+/// @param entries Swap entries.
+/// @param recomputes Recompute entries.
+/// @return The planned device peak.
 [[nodiscard]] inline std::uint64_t planned_peak(trace_analysis const& analysis,
                                                 std::span<swap_entry const> entries,
                                                 std::span<recompute_entry const> recomputes)
@@ -498,6 +529,12 @@ namespace detail {
 }
 
 /// @brief A schedule for `entries` with its peaks filled in.
+/// @param analysis The recorded iteration's facts.
+/// @param policy The policy that made the schedule.
+/// @param budget Device bytes the iteration must fit in.
+/// @param entries Swap entries.
+/// @param recomputes Recompute entries.
+/// @return The schedule, its peak computed.
 [[nodiscard]] inline schedule make_schedule(trace_analysis const& analysis, std::string policy,
                                             std::uint64_t budget, std::vector<swap_entry> entries,
                                             std::vector<recompute_entry> recomputes = {})

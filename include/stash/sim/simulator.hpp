@@ -72,6 +72,8 @@ enum class stall_cause : std::uint8_t {
 inline constexpr std::size_t stall_cause_count = 4;
 
 /// @brief Spelling of a stall cause.
+/// @param c The cause.
+/// @return The name.
 [[nodiscard]] constexpr std::string_view to_string(stall_cause c) noexcept
 {
   switch (c) {
@@ -101,6 +103,7 @@ enum class sim_resource : std::uint8_t { compute, d2h, h2d };
 
 /// @brief One span of the timeline: an op, a stall, an offload or a prefetch.
 struct timeline_span {
+  /// @brief What a span is.
   enum class kind_t : std::uint8_t { op, stall, offload, prefetch, recompute };
   kind_t kind{};            ///< what happened
   sim_resource resource{};  ///< where
@@ -461,6 +464,10 @@ class simulation {
 /// @brief Simulates one iteration of the analysed trace under schedule `s` on the analysis's cost
 /// model, on a device of `s.budget` bytes unless `options.memory` lifts it. Validates `s` first
 /// (stash::schedule_error) unless `options.validate` is false.
+/// @param analysis The recorded iteration's facts.
+/// @param s The schedule.
+/// @param options Settings.
+/// @return The simulated iteration.
 [[nodiscard]] inline sim_result simulate(trace_analysis const& analysis, schedule const& s,
                                          sim_options const& options = {})
 {

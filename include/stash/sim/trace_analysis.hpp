@@ -42,6 +42,8 @@ struct memory_step {
 class trace_analysis {
  public:
   /// @brief Analyses `t` and times its ops on `model` (linear in the size of the trace).
+  /// @param t The trace (outlives the analysis).
+  /// @param model The cost model (copied).
   trace_analysis(stash::trace const& t, cost_model const& model)
       : trace_(&t),
         model_(model),
@@ -60,36 +62,49 @@ class trace_analysis {
   trace_analysis(stash::trace&&, cost_model const&) = delete;
 
   /// @brief The analysed trace.
+  /// @return The trace.
   [[nodiscard]] stash::trace const& trace() const noexcept { return *trace_; }
   /// @brief The cost model the op times come from.
+  /// @return The cost model.
   [[nodiscard]] cost_model const& model() const noexcept { return model_; }
   /// @brief Lifetimes, accesses and the peak of live bytes.
+  /// @return The lifetimes.
   [[nodiscard]] lifetime_analysis const& lifetimes() const noexcept { return lifetimes_; }
   /// @brief Event index and phase of each op.
+  /// @return The op index.
   [[nodiscard]] op_index const& ops() const noexcept { return ops_; }
   /// @brief Number of ops.
+  /// @return The number of ops.
   [[nodiscard]] std::size_t op_count() const noexcept { return op_seconds_.size(); }
   /// @brief Seconds of each op on the cost model, indexed by op index.
+  /// @return Seconds per op.
   [[nodiscard]] std::span<double const> op_seconds() const noexcept { return op_seconds_; }
   /// @brief Start of op i when nothing stalls (op_start(op_count()) is the compute time).
+  /// @param i An op index.
+  /// @return Seconds from the iteration's start.
   [[nodiscard]] double op_start(std::size_t i) const noexcept { return op_start_[i]; }
   /// @brief Sum of the op times: the iteration time when nothing stalls.
+  /// @return Seconds.
   [[nodiscard]] double compute_seconds() const noexcept { return op_start_.back(); }
   /// @brief The memory step of each op, and at index op_count() the final step.
+  /// @return The steps.
   [[nodiscard]] std::span<memory_step const> memory_steps() const noexcept { return steps_; }
   /// @brief Each op's recompute class: the default table overridden by the trace's
   /// declarations (recompute_semantics.hpp).
+  /// @return One per storage.
   [[nodiscard]] std::span<recompute_class const> recompute_classes() const noexcept
   {
     return recompute_classes_;
   }
   /// @brief Bytes of each op's workspace: storages allocated and freed again between op i-1 and
   /// op i that no op names (the `.ws` temporaries); a re-run of op i needs them again.
+  /// @return Bytes per op.
   [[nodiscard]] std::span<std::uint64_t const> workspace_bytes() const noexcept
   {
     return workspace_;
   }
   /// @brief The peak of live bytes without swapping (the trace's lower bound L).
+  /// @return Bytes.
   [[nodiscard]] std::uint64_t peak_live_bytes() const noexcept
   {
     return lifetimes_.peak_live_bytes;

@@ -23,6 +23,7 @@ class any_swap_policy {
  public:
   /// @brief Holds a copy of `policy`.
   /// @tparam S The policy held: a stash::swap_policy.
+  /// @param policy The policy held (copied or moved).
   template <class S>
   requires(!std::is_same_v<std::remove_cvref_t<S>, any_swap_policy> &&
            swap_policy<std::remove_cvref_t<S>>)
@@ -35,8 +36,12 @@ class any_swap_policy {
   }
 
   /// @brief The held policy's name.
+  /// @return The held policy's name.
   [[nodiscard]] std::string_view name() const noexcept { return self_->name(); }
   /// @brief The held policy's schedule for `a` at `budget`.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The held policy's schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     return self_->plan(analysis, budget);

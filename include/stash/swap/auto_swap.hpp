@@ -399,11 +399,15 @@ struct auto_swap {
   std::uint64_t min_bytes = MiB;
 
   /// @brief Registry name: "auto_swap" for SWDOA, "auto_swap_<score>" otherwise.
+  /// @return The name its score variant is registered under (auto_swap, auto_swap_doa, ...).
   [[nodiscard]] constexpr std::string_view name() const noexcept
   {
     return detail::auto_swap_name(score);
   }
   /// @brief Picks swaps until the planned peak fits `budget` (or no candidate helps).
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     return detail::plan_auto_swap(analysis, budget, score, name(), min_bytes);

@@ -40,9 +40,13 @@ struct checkpoint {
   std::size_t segments = 0;
 
   /// @brief Registry name.
+  /// @return "checkpoint".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "checkpoint"; }
 
   /// @brief The checkpointing schedule of the analysed trace (`budget` is only recorded).
+  /// @param a The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget) const
   {
     auto const seg = segment_of_ops(a);

@@ -38,9 +38,13 @@ struct dtr {
   std::size_t max_evictions = 4096;
 
   /// @brief Registry name.
+  /// @return "dtr".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "dtr"; }
 
   /// @brief The eviction schedule for `budget`.
+  /// @param a The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget) const
   {
     return plan_over(a, budget, {});
@@ -48,6 +52,10 @@ struct dtr {
 
   /// @brief The eviction schedule for `budget` on top of the swap entries `swaps` (which stay as
   /// they are; gaps they move are not evicted, and no eviction strands their storages).
+  /// @param a The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @param swaps Swap entries planned before the evictions.
+  /// @return The schedule: `swaps` plus the evictions.
   [[nodiscard]] schedule plan_over(trace_analysis const& a, std::uint64_t budget,
                                    std::vector<swap_entry> swaps) const
   {

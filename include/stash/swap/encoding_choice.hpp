@@ -124,6 +124,10 @@ namespace detail {
 }  // namespace detail
 
 /// @brief The encoding of entry `e` under `options` (see the file comment).
+/// @param analysis The recorded iteration's facts.
+/// @param e The entry.
+/// @param options Which encodings are allowed.
+/// @return The entry's encoding.
 [[nodiscard]] inline swap_encoding choose_encoding(trace_analysis const& analysis,
                                                    swap_entry const& e,
                                                    encoding_options const& options = {})
@@ -146,6 +150,10 @@ namespace detail {
 
 /// @brief `s` with every entry's encoding chosen (choose_encoding) and its planned peak
 /// unchanged (encodings change the time, not the bytes resident on the device).
+/// @param analysis The recorded iteration's facts.
+/// @param s The schedule.
+/// @param options Which encodings are allowed.
+/// @return `s` with each entry's encoding chosen.
 [[nodiscard]] inline schedule with_encodings(trace_analysis const& analysis, schedule s,
                                              encoding_options const& options = {})
 {

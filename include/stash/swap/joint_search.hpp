@@ -140,10 +140,14 @@ struct joint_search {
   bool also_any_kind = true;
 
   /// @brief Registry name.
+  /// @return "search".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "search"; }
 
   /// @brief The fastest schedule found that fits `budget`; when none fits, the one with the
   /// lowest planned peak (its note says it does not fit).
+  /// @param a The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget) const
   {
     joint_search_stats ignored;
@@ -151,6 +155,10 @@ struct joint_search {
   }
 
   /// @brief As plan(a, budget), reporting the work done into `stats`.
+  /// @param a The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @param stats Filled with the search's counters when not null.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget,
                               joint_search_stats& stats) const
   {

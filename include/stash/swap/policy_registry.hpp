@@ -48,6 +48,7 @@ namespace detail {
 }  // namespace detail
 
 /// @brief The names make_swap_policy accepts, in a stable order (baseline first).
+/// @return The names, comma-separated.
 [[nodiscard]] inline std::array<std::string_view, 12> swap_policy_names()
 {
   std::array<std::string_view, 12> names{};
@@ -58,6 +59,8 @@ namespace detail {
 
 /// @brief The policy called `name` with its default settings; stash::logic_error listing the
 /// known names when there is none.
+/// @param name A registered name (see swap_policy_names()).
+/// @return The policy with its default settings.
 [[nodiscard]] inline any_swap_policy make_swap_policy(std::string_view name)
 {
   for (auto const& p : detail::registered_policies()) {
@@ -71,6 +74,10 @@ namespace detail {
 }
 
 /// @brief Plans the analysed trace with the policy called `name` (see make_swap_policy).
+/// @param name A registered name (see swap_policy_names()).
+/// @param analysis The recorded iteration's facts.
+/// @param budget Device bytes the iteration must fit in.
+/// @return The policy's schedule.
 [[nodiscard]] inline schedule plan_by_name(std::string_view name, trace_analysis const& analysis,
                                            std::uint64_t budget)
 {

@@ -179,10 +179,14 @@ struct search_swap {
   std::optional<encoding_options> encodings;
 
   /// @brief Registry name.
+  /// @return "search_swap".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "search_swap"; }
 
   /// @brief The fastest schedule found that fits `budget` under the enforced simulator; when
   /// none fits, the schedule that moves every gap (its note says it does not fit).
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     search_swap_stats ignored;
@@ -190,6 +194,10 @@ struct search_swap {
   }
 
   /// @brief As plan(analysis, budget), reporting the work done into `stats`.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @param stats Filled with the search's counters when not null.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget,
                               search_swap_stats& stats) const
   {

@@ -35,6 +35,9 @@ enum class swap_scope : std::uint8_t {
 
 /// @brief Bytes that may be off the device while op i runs, for every op: the sum over the gaps
 /// (u, v) with u < i < v of the storages in `scope`.
+/// @param analysis The recorded iteration's facts.
+/// @param scope Which storages may leave the device.
+/// @return Bytes.
 [[nodiscard]] inline std::vector<std::uint64_t> offloadable_bytes(
     trace_analysis const& analysis, swap_scope scope = swap_scope::activations)
 {
@@ -64,6 +67,9 @@ enum class swap_scope : std::uint8_t {
 /// maximum over ops of the live bytes at the op's start peak minus what may be off then
 /// (offloadable_bytes), and the bytes the trace needs after its last op. Exact: offloading every
 /// gap after its last use and prefetching it just before its next use reaches it.
+/// @param analysis The recorded iteration's facts.
+/// @param scope Which storages may leave the device.
+/// @return Bytes.
 [[nodiscard]] inline std::uint64_t swap_bound_bytes(trace_analysis const& analysis,
                                                     swap_scope scope = swap_scope::activations)
 {
@@ -78,6 +84,8 @@ enum class swap_scope : std::uint8_t {
 /// @brief Bytes of op i's operands that may still be away when op i's start step peaks, for
 /// every op: every operand with an earlier access (it may have left after it, and a recompute
 /// could restore it after the step's allocations, just before op i).
+/// @param analysis The recorded iteration's facts.
+/// @return Bytes.
 [[nodiscard]] inline std::vector<std::uint64_t> returning_operand_bytes(
     trace_analysis const& analysis)
 {
@@ -101,6 +109,8 @@ enum class swap_scope : std::uint8_t {
 /// may come back only after that peak (returning_operand_bytes). After the last op nothing can be
 /// away. The maximum of those over the iteration is this bound; a swap-only schedule restores
 /// every operand before the step, so swap_bound_bytes(analysis, swap_scope::any_kind) >= it.
+/// @param analysis The recorded iteration's facts.
+/// @return Bytes.
 [[nodiscard]] inline std::uint64_t memory_lower_bound_bytes(trace_analysis const& analysis)
 {
   auto const steps    = analysis.memory_steps();
@@ -131,6 +141,8 @@ struct time_bound_options {
 /// (op time / bytes the op writes). Re-running op p restores at most the bytes p writes and costs
 /// its op time on the compute stream, so restoring b bytes by recomputation costs >= rho x b.
 /// Infinite when no op writes anything.
+/// @param analysis The recorded iteration's facts.
+/// @return Seconds per byte.
 [[nodiscard]] inline double recompute_seconds_per_byte(trace_analysis const& analysis)
 {
   auto const ops = analysis.trace().ops();
@@ -187,6 +199,10 @@ namespace detail {
 /// be recomputed at all (any may, here) — so the bound is weak, never above what a schedule
 /// achieves. Assumed, as in the simulator: every swap-out crosses the link (no clean host copy is
 /// reused), and a recompute costs the op times of the ops it re-runs.
+/// @param analysis The recorded iteration's facts.
+/// @param budget Device bytes the iteration must fit in.
+/// @param options Which moves the bound allows.
+/// @return Seconds.
 [[nodiscard]] inline double iteration_time_lower_bound(trace_analysis const& analysis,
                                                        std::uint64_t budget,
                                                        time_bound_options const& options = {})

@@ -176,8 +176,12 @@ struct vdnn_layer {
 /// @brief vDNN_all: offloads the input feature map of every layer.
 struct vdnn_all {
   /// @brief Registry name.
+  /// @return "vdnn_all".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_all"; }
   /// @brief Plans the offloads and vDNN's prefetches (the budget is only recorded).
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     return detail::plan_vdnn(analysis, budget, false, name());
@@ -187,8 +191,12 @@ struct vdnn_all {
 /// @brief vDNN_conv: offloads the input feature maps of convolution layers only.
 struct vdnn_conv {
   /// @brief Registry name.
+  /// @return "vdnn_conv".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_conv"; }
   /// @brief Plans the offloads and vDNN's prefetches (the budget is only recorded).
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     return detail::plan_vdnn(analysis, budget, true, name());
@@ -199,9 +207,13 @@ struct vdnn_conv {
 /// fits the budget (see the file comment); the leanest if none does.
 struct vdnn_dyn {
   /// @brief Registry name.
+  /// @return "vdnn_dyn".
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "vdnn_dyn"; }
   /// @brief Plans all three, simulates them on the analysis's cost model and keeps the best that
   /// fits.
+  /// @param analysis The recorded iteration's facts.
+  /// @param budget Device bytes the iteration must fit in.
+  /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
     schedule options[] = {no_swap{}.plan(analysis, budget), vdnn_conv{}.plan(analysis, budget),

@@ -95,6 +95,7 @@ void check_event_wait(B& b, void* x, void* y, std::size_t n, conformance_report&
 /// @tparam Pool A stash::pool whose memory `b` copies to and from.
 /// @param b The backend.
 /// @param memory Where the kit's two buffers come from (given back at the end).
+/// @return The report (ok() when every check passed).
 template <offload_backend B, pool Pool>
 [[nodiscard]] conformance_report check_offload_backend(B& b, Pool& memory)
 {

@@ -148,6 +148,7 @@ void check_malformed(std::size_t n, std::vector<std::byte> const& buf, conforman
 /// empty input. An exception escaping a check is reported as a failure.
 /// @tparam C A type satisfying stash::codec.
 /// @param sample Elements to encode (use data like what the codec will see).
+/// @return The report (ok() when every check passed).
 template <codec C>
 [[nodiscard]] conformance_report check_codec(std::span<typename C::value_type const> sample)
 {

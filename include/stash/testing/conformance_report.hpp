@@ -22,8 +22,10 @@ struct conformance_report {
   std::vector<std::string> failures;  ///< one per failed check, saying what and where
 
   /// @brief True when every check passed.
+  /// @return Whether no check failed.
   [[nodiscard]] bool ok() const noexcept { return failures.empty(); }
   /// @brief "<subject>: N of M checks failed: ..." (or that all passed), for a test's message.
+  /// @return The summary.
   [[nodiscard]] std::string summary() const
   {
     std::string s = subject + ": " + std::to_string(failures.size()) + " of " +
@@ -32,6 +34,8 @@ struct conformance_report {
     return s;
   }
   /// @brief Records one check: a failure (with `what`) when `passed` is false.
+  /// @param passed The check's outcome.
+  /// @param what What failed, and where.
   void expect(bool passed, std::string const& what)
   {
     ++checks;

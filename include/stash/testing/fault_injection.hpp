@@ -52,6 +52,8 @@ enum class fault_kind : std::uint8_t {
 inline constexpr std::size_t fault_kinds = 4;
 
 /// @brief The kind's name, for messages.
+/// @param k The kind.
+/// @return The name.
 [[nodiscard]] constexpr const char* to_string(fault_kind k) noexcept
 {
   switch (k) {
@@ -74,6 +76,9 @@ class fault_injector {
   /// calls after it unless disarm() comes first (a pool that retries its upstream, as caching_pool
   /// does, absorbs a single failure: `times` = 3 defeats its two retries); calls of kinds not in
   /// `kinds` (a bit per fault_kind; default all) are neither counted for it nor failed.
+  /// @param k Which call, counted from the next (0).
+  /// @param kinds A bit per fault_kind counted and failed.
+  /// @param times How many counted calls fail in a row.
   void arm(std::uint64_t k, unsigned kinds = ~0u, std::uint64_t times = 1) noexcept
   {
     armed_     = times > 0;
@@ -84,9 +89,12 @@ class fault_injector {
   /// @brief Nothing fails from now on (calls are still counted).
   void disarm() noexcept { armed_ = false; }
   /// @brief Whether a failure is still to come (false once the armed ones all happened).
+  /// @return Whether a failure is to come.
   [[nodiscard]] bool armed() const noexcept { return armed_; }
 
   /// @brief Counts a call of `kind`; true when it must fail (the wrappers then throw).
+  /// @param kind The call's kind.
+  /// @return Whether the call must fail.
   [[nodiscard]] bool fail_now(fault_kind kind) noexcept
   {
     auto const i = static_cast<std::size_t>(kind);
@@ -103,6 +111,7 @@ class fault_injector {
   }
 
   /// @brief Calls counted so far, of every kind.
+  /// @return The count.
   [[nodiscard]] std::uint64_t calls() const noexcept
   {
     std::uint64_t sum = 0;
@@ -110,13 +119,17 @@ class fault_injector {
     return sum;
   }
   /// @brief Calls of `kind` counted so far.
+  /// @param kind The call's kind.
+  /// @return The count.
   [[nodiscard]] std::uint64_t calls(fault_kind kind) const noexcept
   {
     return calls_[static_cast<std::size_t>(kind)];
   }
   /// @brief Failures injected so far.
+  /// @return The count.
   [[nodiscard]] std::uint64_t failures() const noexcept { return failures_; }
   /// @brief The kind of the last injected failure.
+  /// @return Its kind, or nullopt before the first.
   [[nodiscard]] std::optional<fault_kind> last_failure() const noexcept { return last_; }
 
  private:
@@ -140,12 +153,17 @@ class fault_injecting_upstream {
   static constexpr bool is_host_accessible = Upstream::is_host_accessible;
 
   /// @brief Wraps `upstream`; `faults` outlives this and every copy.
+  /// @param upstream The wrapped upstream.
+  /// @param faults The injector (outlives this and every copy).
   fault_injecting_upstream(Upstream upstream, fault_injector& faults)
       : upstream_(std::move(upstream)), faults_(&faults)
   {
   }
 
   /// @brief The wrapped allocate, unless this call is the injected failure.
+  /// @param bytes Its size.
+  /// @param alignment A power of two.
+  /// @return The memory.
   void* allocate(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t))
   {
     if (faults_->fail_now(fault_kind::allocate)) {
@@ -154,6 +172,9 @@ class fault_injecting_upstream {
     return upstream_.allocate(bytes, alignment);
   }
   /// @brief The wrapped deallocate (never fails).
+  /// @param p The memory.
+  /// @param bytes Its size.
+  /// @param alignment A power of two.
   void deallocate(void* p, std::size_t bytes,
                   std::size_t alignment = alignof(std::max_align_t)) noexcept
   {
@@ -191,6 +212,10 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
   fault_injecting_pool(Pool& pool, fault_injector& faults) : pool_(&pool), faults_(&faults) {}
 
   /// @brief The wrapped allocate, unless this call is the injected failure.
+  /// @param bytes Its size.
+  /// @param alignment A power of two.
+  /// @param stream The stream it is used on.
+  /// @return The memory.
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_ref stream)
   {
     if (faults_->fail_now(fault_kind::allocate)) {
@@ -200,11 +225,16 @@ class fault_injecting_pool : public pool_resource<fault_injecting_pool<Pool>> {
     return pool_allocate(*pool_, stream, bytes, alignment);
   }
   /// @brief The wrapped deallocate (never throws).
+  /// @param p The memory.
+  /// @param bytes Its size.
+  /// @param alignment As allocated.
+  /// @param stream The stream it was last used on.
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, stream_ref stream) noexcept
   {
     pool_deallocate(*pool_, stream, p, bytes, alignment);
   }
   /// @brief The wrapped pool's stats.
+  /// @return The counters.
   [[nodiscard]] pool_stats stats() const { return pool_->stats(); }
   /// @brief Forwarded when the pool learns iterations.
   void begin_iteration() requires iteration_aware_pool<Pool> { pool_->begin_iteration(); }
@@ -232,14 +262,20 @@ class fault_injecting_backend {
   using stream_order = typename Backend::stream_order;
 
   /// @brief Wraps `backend`; both outlive this.
+  /// @param backend The backend (outlives this object).
+  /// @param faults The injector (outlives this and every copy).
   fault_injecting_backend(Backend& backend, fault_injector& faults)
       : backend_(backend), faults_(faults)
   {
   }
 
   /// @brief Forwarded (streams are made up front, not a failure point of an iteration).
+  /// @param priority Lower is more urgent (CUDA stream priorities).
+  /// @return The wrapped backend's stream.
   stream create_stream(int priority = 0) { return backend_.create_stream(priority); }
   /// @brief Forwarded, unless this call is the injected failure.
+  /// @param s The stream.
+  /// @return The wrapped backend's event.
   event record(stream s)
   {
     inject(fault_kind::event, cudaErrorInvalidResourceHandle, "record (injected)");
@@ -247,6 +283,8 @@ class fault_injecting_backend {
   }
   /// @brief Forwarded, unless this call is the injected failure (a wait for no event is no call:
   /// the CUDA backend makes none).
+  /// @param s The stream.
+  /// @param e The event.
   void wait(stream s, event e)
   {
     if (e != event{}) {
@@ -255,20 +293,31 @@ class fault_injecting_backend {
     backend_.wait(s, e);
   }
   /// @brief Forwarded.
+  /// @param e The event.
+  /// @return Whether `e` completed.
   bool query(event const& e) { return backend_.query(e); }
   /// @brief Forwarded.
+  /// @param e The event.
   void synchronize(event const& e) { backend_.synchronize(e); }
   /// @brief Forwarded.
+  /// @param s The stream.
   void synchronize(stream s) { backend_.synchronize(s); }
   /// @brief Forwarded.
+  /// @param e The event.
   void release(event& e) noexcept { backend_.release(e); }
   /// @brief Forwarded, unless this call is the injected failure.
+  /// @param dst Destination.
+  /// @param src Source.
+  /// @param bytes Its size.
+  /// @param s The stream.
   void copy_async(void* dst, void const* src, std::size_t bytes, stream s)
   {
     inject(fault_kind::copy, cudaErrorInvalidValue, "copy_async (injected)");
     backend_.copy_async(dst, src, bytes, s);
   }
   /// @brief Forwarded, unless this call is the injected failure.
+  /// @param s The stream.
+  /// @param task Runs once the stream's earlier work has.
   void launch(stream s, std::function<void()> task) requires
       requires(Backend& b, stream t, std::function<void()> f)
   {
@@ -279,15 +328,21 @@ class fault_injecting_backend {
     backend_.launch(s, std::move(task));
   }
   /// @brief Forwarded.
+  /// @param s The stream.
+  /// @return The stream as pools see it.
   stream_ref tag(stream s) const noexcept { return backend_.tag(s); }
   /// @brief Forwarded.
+  /// @param s The stream.
+  /// @return Whether `s` is capturing.
   bool capturing(stream s) { return backend_.capturing(s); }
   /// @brief The host-copy upstream of an allocator over this backend: fault-injecting too.
+  /// @return The upstream.
   [[nodiscard]] fault_injecting_upstream<HostUpstream> staging_upstream() const
   {
     return fault_injecting_upstream<HostUpstream>(HostUpstream{}, faults_);
   }
   /// @brief The wrapped backend.
+  /// @return The backend.
   [[nodiscard]] Backend& inner() noexcept { return backend_; }
 
  private:

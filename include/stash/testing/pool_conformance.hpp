@@ -53,6 +53,9 @@ using pool_factory = std::function<std::unique_ptr<Pool>(std::size_t budget)>;
 
 /// @brief Whether two pool_stats agree on every figure a refused or rejected call must leave as
 /// it was (in use, reserved, their peaks, the largest free block, the allocation count).
+/// @param a One pool's counters.
+/// @param b The other's.
+/// @return Whether they agree.
 inline bool same_pool_stats(pool_stats const& a, pool_stats const& b)
 {
   return a.in_use_bytes == b.in_use_bytes && a.peak_in_use_bytes == b.peak_in_use_bytes &&
@@ -65,6 +68,9 @@ inline bool same_pool_stats(pool_stats const& a, pool_stats const& b)
 class live_blocks {
  public:
   /// @brief Adds [p, p + n); false (and nothing added) when it overlaps a live block.
+  /// @param p The block's address.
+  /// @param n Its size.
+  /// @return Whether the block was added.
   bool insert(void* p, std::size_t n)
   {
     auto const a = reinterpret_cast<std::uintptr_t>(p);
@@ -78,6 +84,7 @@ class live_blocks {
     return true;
   }
   /// @brief Removes the block at `p`.
+  /// @param p The block's address.
   void erase(void* p) { blocks_.erase(reinterpret_cast<std::uintptr_t>(p)); }
 
  private:
@@ -377,6 +384,7 @@ void check_huge_sizes(pool_factory<Pool> const& make, stream_ref stream, conform
 /// @tparam Pool A stash::pool with stats() (wrap one without in stash::statistics_adaptor).
 /// @param make Builds a fresh pool with a budget.
 /// @param stream The stream passed to allocate / deallocate.
+/// @return The report (ok() when every check passed).
 template <pool_with_stats Pool>
 [[nodiscard]] conformance_report check_pool(pool_factory<Pool> const& make, stream_ref stream)
 {

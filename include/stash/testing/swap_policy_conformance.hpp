@@ -83,6 +83,7 @@ void check_one_budget(S const& policy, trace_analysis const& a, std::uint64_t bu
 /// @param policy the policy object, with its settings
 /// @param a the analysed trace (any trace: a recording of your own loop, or data/traces)
 /// @param budgets device budgets in bytes; empty: the defaults above
+/// @return The report (ok() when every check passed).
 template <swap_policy S>
 [[nodiscard]] conformance_report check_swap_policy(S const& policy, trace_analysis const& a,
                                                    std::vector<std::uint64_t> budgets = {})

@@ -34,6 +34,7 @@ struct storage_access {
   bool read;            ///< the op lists the storage among its reads
   bool write;           ///< the op lists the storage among its writes
 
+  /// @brief Field by field.
   friend constexpr bool operator==(storage_access const&, storage_access const&) = default;
 };
 
@@ -219,6 +220,7 @@ struct live_peak {
   std::uint64_t bytes{};  ///< max over time of the bytes of the intervals live then
   std::uint64_t time{};   ///< the first time step at which that maximum holds (0 if empty)
 
+  /// @brief Field by field.
   friend constexpr bool operator==(live_peak const&, live_peak const&) = default;
 };
 

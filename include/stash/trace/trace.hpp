@@ -108,6 +108,7 @@ struct storage_record {
   storage_kind kind{};    ///< what it holds
   std::string label;      ///< e.g. "layer1.0.conv1/convolution"; may be empty
 
+  /// @brief Field by field.
   friend bool operator==(storage_record const&, storage_record const&) = default;
 };
 
@@ -117,6 +118,7 @@ struct op_record {
   std::vector<storage_id> reads;   ///< storages of its tensor arguments
   std::vector<storage_id> writes;  ///< storages of its results and in-place arguments
 
+  /// @brief Field by field.
   friend bool operator==(op_record const&, op_record const&) = default;
 };
 
@@ -136,6 +138,7 @@ struct trace_event {
     return static_cast<stash::phase>(index);
   }
 
+  /// @brief Field by field.
   friend constexpr bool operator==(trace_event const&, trace_event const&) = default;
 };
 
@@ -144,6 +147,7 @@ struct header_entry {
   std::string key;    ///< non-empty, no whitespace, no '='
   std::string value;  ///< no whitespace; may be empty
 
+  /// @brief Field by field.
   friend bool operator==(header_entry const&, header_entry const&) = default;
 };
 

@@ -45,6 +45,8 @@ class host_stream_order {
   using marker = std::shared_ptr<host_flag>;
 
   /// @brief Queues a flag on the host stream `s` (the default stream: nothing to wait for).
+  /// @param s The stream.
+  /// @return A marker that passes once `s`'s work so far has run.
   marker record(stream_ref s)
   {
     host_stream* const h = host_of(s, "record");
@@ -52,6 +54,8 @@ class host_stream_order {
   }
   /// @brief True once the flag is set; throws stash::logic_error for a flag recorded while
   /// capturing (see the file docs).
+  /// @param m The marker.
+  /// @return Whether the marker passed.
   bool passed(marker const& m) const
   {
     if (m == nullptr) { return true; }
@@ -61,8 +65,12 @@ class host_stream_order {
     return m->done.load(std::memory_order_acquire);
   }
   /// @brief Whether the host stream `s` is capturing (see host_backend).
+  /// @param s The stream.
+  /// @return Whether `s` is a capturing host stream.
   bool capturing(stream_ref s) const noexcept { return s.is_host() && s.host()->capture() != 0; }
   /// @brief The host stream `s` blocks until the flag is set (what cudaStreamWaitEvent does).
+  /// @param s The stream.
+  /// @param m The marker.
   void wait(stream_ref s, marker const& m)
   {
     host_stream* const h = host_of(s, "wait");
@@ -70,6 +78,7 @@ class host_stream_order {
     h->enqueue([m] { m->wait(); });
   }
   /// @brief Drops the flag.
+  /// @param m The marker.
   void release(marker& m) noexcept { m.reset(); }
 
  private:
@@ -101,12 +110,14 @@ class host_backend {
   using stream_order = host_stream_order;
 
   /// @brief A backend; streams it creates live as long as it does.
+  /// @param options Worker settings.
   explicit host_backend(host_backend_options options = {}) : options_(options) {}
 
   host_backend(host_backend const&)            = delete;
   host_backend& operator=(host_backend const&) = delete;
 
   /// @brief A new worker thread (the priority is ignored: each stream has its own thread).
+  /// @return A stream the backend owns.
   stream create_stream(int /*priority*/ = 0)
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,9 +126,13 @@ class host_backend {
     return streams_.back().get();
   }
   /// @brief A flag set after the work queued on `s` so far.
+  /// @param s The stream.
+  /// @return An event that completes with the work queued on `s` so far.
   event record(stream s) { return s->mark(); }
   /// @brief `s` blocks its worker until `e` is set; waiting for an event recorded while capturing
   /// makes `s` join that capture (cudaStreamWaitEvent's fork).
+  /// @param s The stream.
+  /// @param e The event.
   void wait(stream s, event const& e)
   {
     if (e == nullptr) { return; }
@@ -127,6 +142,8 @@ class host_backend {
   }
   /// @brief Whether `e` is set; throws stash::logic_error for an event recorded while capturing
   /// (see the file docs).
+  /// @param e The event.
+  /// @return Whether `e` completed.
   bool query(event const& e) const
   {
     if (e == nullptr) { return true; }
@@ -137,6 +154,7 @@ class host_backend {
   }
   /// @brief Blocks until `e` is set; throws stash::logic_error for an event recorded while
   /// capturing (cudaEventSynchronize fails on one).
+  /// @param e The event.
   void synchronize(event const& e) const
   {
     if (e == nullptr) { return; }
@@ -146,6 +164,7 @@ class host_backend {
   }
   /// @brief Blocks until `s` ran everything queued so far; throws stash::logic_error while `s` is
   /// capturing (cudaStreamSynchronize would invalidate the capture).
+  /// @param s The stream.
   void synchronize(stream s)
   {
     STASH_EXPECTS(s->capture() == 0,
@@ -153,6 +172,7 @@ class host_backend {
     s->mark()->wait();
   }
   /// @brief Starts modelling a capture on `s` (cudaStreamBeginCapture); see the file docs.
+  /// @param s The stream.
   void begin_capture(stream s)
   {
     STASH_EXPECTS(s->capture() == 0,
@@ -160,6 +180,7 @@ class host_backend {
     s->set_capture(++captures_);
   }
   /// @brief Ends the capture `s` began, for every stream that joined it (cudaStreamEndCapture).
+  /// @param s The stream.
   void end_capture(stream s)
   {
     std::uint64_t const id = s->capture();
@@ -170,17 +191,28 @@ class host_backend {
     }
   }
   /// @brief Whether `s` is part of a capture.
+  /// @param s The stream.
+  /// @return Whether `s` is capturing.
   bool capturing(stream s) const noexcept { return s->capture() != 0; }
   /// @brief Drops the handle.
+  /// @param e The event.
   void release(event& e) noexcept { e.reset(); }
   /// @brief memcpy in `s`'s order.
+  /// @param dst Destination.
+  /// @param src Source.
+  /// @param bytes Bytes to copy.
+  /// @param s The stream.
   void copy_async(void* dst, void const* src, std::size_t bytes, stream s)
   {
     s->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
   }
   /// @brief Runs `task` in `s`'s order (the host backend's "kernel launch").
+  /// @param s The stream.
+  /// @param task Runs once the stream's earlier work has.
   void launch(stream s, std::function<void()> task) { s->enqueue(std::move(task)); }
   /// @brief The host stream as pools see it.
+  /// @param s The stream.
+  /// @return The stream as pools see it.
   stream_ref tag(stream s) const noexcept { return stream_ref{*s}; }
 
  private:

@@ -3,20 +3,25 @@
  * @brief The transfer protocol (offload/transfer.hpp) as the offload manager calls it: one
  * signature per step (accepts, host_bytes, scratch, encode, decode) for the member of a
  * transfer_set chosen at run time, whichever of the protocol's optional forms the member
- * implements (a tensor_desc or not, the host copy's known size or not). Internals of
+ * implements (a descriptor_type or not, the host copy's known size or not). Internals of
  * offload_manager.hpp.
  */
 #pragma once
 
+#include <stash/core/error.hpp>
 #include <stash/offload/detail/transfer_dispatch.hpp>
 #include <stash/offload/transfer.hpp>
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
+#include <variant>
 
 namespace stash::detail {
 
-// What an encode is given: the device tensor, the host slot, device scratch, the status record.
+// What an encode is given: the device tensor, the host slot, device scratch, the status record,
+// the tensor's descriptor (a transfer_descriptor_t of the set).
+template <class Descriptor>
 struct encode_call {
   void const* device;
   std::size_t bytes;
@@ -24,10 +29,11 @@ struct encode_call {
   std::size_t capacity;
   void* scratch;
   transfer_status* status;
-  tensor_desc const& desc;
+  Descriptor const& desc;
 };
 
 // What a decode is given: the host copy (its size when known), the device bytes, scratch, status.
+template <class Descriptor>
 struct decode_call {
   void const* host;
   std::size_t capacity;
@@ -36,7 +42,7 @@ struct decode_call {
   void* scratch;
   transfer_status* status;
   std::size_t encoded;  // unknown_encoded_bytes when the host does not know it
-  tensor_desc const& desc;
+  Descriptor const& desc;
 };
 
 template <class Set>
@@ -47,16 +53,24 @@ struct transfer_protocol<transfer_set<Ts...>> {
   using dispatch                          = transfer_dispatch<transfer_set<Ts...>>;
   static constexpr std::size_t size       = dispatch::size;
   static constexpr auto reports_status_of = dispatch::reports_status_of;
+  using descriptor                        = transfer_descriptor_t<transfer_set<Ts...>>;
 
-  // Whether member `transfer` takes the tensor (false for an index past the set): its accepts()
-  // where it has one, else every tensor.
+  // Whether member `transfer` takes the tensor (false for an index past the set, or for a member
+  // with a descriptor_type the tensor was not given): its accepts() where it has one, else every
+  // tensor.
   [[nodiscard]] static bool accepts(std::size_t transfer, std::size_t bytes,
-                                    tensor_desc const& desc) noexcept
+                                    descriptor const& desc) noexcept
   {
     if (transfer >= size) { return false; }
     return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) noexcept {
-      if constexpr (requires { T::accepts(bytes, desc); }) {
-        return static_cast<bool>(T::accepts(bytes, desc));
+      if constexpr (requires { typename T::descriptor_type; }) {
+        auto const* d = std::get_if<typename T::descriptor_type>(&desc);
+        if (d == nullptr) { return false; }
+        if constexpr (requires { T::accepts(bytes, *d); }) {
+          return static_cast<bool>(T::accepts(bytes, *d));
+        } else {
+          return true;
+        }
       } else if constexpr (requires { T::accepts(bytes); }) {
         return static_cast<bool>(T::accepts(bytes));
       } else {
@@ -67,11 +81,11 @@ struct transfer_protocol<transfer_set<Ts...>> {
 
   // The member's host copy bound (stash::logic_error for a tensor it refuses).
   [[nodiscard]] static std::size_t host_bytes(std::size_t transfer, std::size_t bytes,
-                                              tensor_desc const& desc)
+                                              descriptor const& desc)
   {
     return dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires { T::host_bytes(bytes, desc); }) {
-        return static_cast<std::size_t>(T::host_bytes(bytes, desc));
+      if constexpr (requires { typename T::descriptor_type; }) {
+        return static_cast<std::size_t>(T::host_bytes(bytes, described<T>(transfer, bytes, desc)));
       } else {
         return static_cast<std::size_t>(T::host_bytes(bytes));
       }
@@ -99,36 +113,31 @@ struct transfer_protocol<transfer_set<Ts...>> {
     });
   }
 
-  // The member's encode in `s`'s order, with the description when it takes one.
+  // The member's encode in `s`'s order, with the descriptor when it takes one.
   template <class Backend>
   static void encode(std::size_t transfer, Backend& b, typename Backend::stream s,
-                     encode_call const& c)
+                     encode_call<descriptor> const& c)
   {
     dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires {
-                      T::encode(b, s, c.device, c.bytes, c.host, c.capacity, c.scratch, c.status,
-                                c.desc);
-                    }) {
-        T::encode(b, s, c.device, c.bytes, c.host, c.capacity, c.scratch, c.status, c.desc);
+      if constexpr (requires { typename T::descriptor_type; }) {
+        T::encode(b, s, c.device, c.bytes, c.host, c.capacity, c.scratch, c.status,
+                  described<T>(transfer, c.bytes, c.desc));
       } else {
         T::encode(b, s, c.device, c.bytes, c.host, c.capacity, c.scratch, c.status);
       }
     });
   }
 
-  // The member's decode in `s`'s order, with the host copy's size and the description when it
+  // The member's decode in `s`'s order, with the host copy's size and the descriptor when it
   // takes them.
   template <class Backend>
   static void decode(std::size_t transfer, Backend& b, typename Backend::stream s,
-                     decode_call const& c)
+                     decode_call<descriptor> const& c)
   {
     dispatch::visit(transfer, [&]<class T>(std::type_identity<T>) {
-      if constexpr (requires {
-                      T::decode(b, s, c.host, c.capacity, c.device, c.bytes, c.scratch, c.status,
-                                c.encoded, c.desc);
-                    }) {
+      if constexpr (requires { typename T::descriptor_type; }) {
         T::decode(b, s, c.host, c.capacity, c.device, c.bytes, c.scratch, c.status, c.encoded,
-                  c.desc);
+                  described<T>(transfer, c.bytes, c.desc));
       } else if constexpr (requires {
                              T::decode(b, s, c.host, c.capacity, c.device, c.bytes, c.scratch,
                                        c.status, c.encoded);
@@ -138,6 +147,20 @@ struct transfer_protocol<transfer_set<Ts...>> {
         T::decode(b, s, c.host, c.capacity, c.device, c.bytes, c.scratch, c.status);
       }
     });
+  }
+
+ private:
+  // Member T's descriptor from `desc`, or stash::logic_error: the tensor was given none of its
+  // type (refused before the manager takes memory: host_bytes is asked first).
+  template <class T>
+  static typename T::descriptor_type const& described(std::size_t transfer, std::size_t bytes,
+                                                      descriptor const& desc)
+  {
+    auto const* d = std::get_if<typename T::descriptor_type>(&desc);
+    STASH_EXPECTS(d != nullptr, "offload_manager: transfer member " + std::to_string(transfer) +
+                                    " needs its descriptor (its descriptor_type) for a tensor of " +
+                                    std::to_string(bytes) + " bytes, which was given none");
+    return *d;
   }
 };
 

@@ -521,11 +521,10 @@ class cnn {
     pool_shape const s{n, c, h, w};
     std::size_t const outputs = std::size_t(n) * c * (h / 2) * (w / 2);
     id const y                = act(outputs, label + ".out");
-    stash::tensor_desc desc;
-    desc.pool =
-        stash::pool_geometry{std::size_t(n) * c, std::size_t(h), std::size_t(w), 2, 2, 2, 2};
+    stash::pool_geometry const geometry{
+        std::size_t(n) * c, std::size_t(h), std::size_t(w), 2, 2, 2, 2};
     id const index = mem_.allocate(outputs * sizeof(std::int64_t), stash::storage_kind::act,
-                                   label + ".indices", desc);
+                                   label + ".indices", geometry);
     auto const ws  = workspace(ops_.pool(s).ws_bytes, label + ".dnnl");
     auto const sc  = workspace(ops_.pool_scratch(s, false), label);
     run("aten::max_pool2d_with_indices", ids{x}, with(with({y, index}, ws), sc),

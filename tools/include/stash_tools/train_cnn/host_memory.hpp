@@ -112,8 +112,7 @@ class host_memory {
   using arena =
       stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
   using pool_type = budget_guard<arena>;
-  using codecs =
-      stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::pool_argmax_transfer>;
+  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::pool_argmax>;
   using alloc_type =
       stash::allocator<pool_type, stash::any_swap_policy, codecs, stash::host_backend>;
 
@@ -136,10 +135,12 @@ class host_memory {
     }
   }
 
-  /// @brief A tensor of `bytes` (rounded up to 16); `desc` names a max pool's geometry.
+  /// @brief A tensor of `bytes` (rounded up to 16); `pool` is a max pool's geometry, for the
+  /// pool's indices (pool_argmax's descriptor).
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
-              stash::tensor_desc const& desc = {})
+              std::optional<stash::pool_geometry> const& pool = std::nullopt)
   {
+    auto const desc = pool ? alloc_type::descriptor_type{*pool} : alloc_type::descriptor_type{};
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
                                  std::move(label), stream_, desc);
   }
