@@ -1025,7 +1025,9 @@ class allocator {
       if (t == nullptr || manager_.state(t->handle) != tensor_state::dropped) { continue; }
       try {
         manager_.rematerialize_async(t->handle, stream);
-        for (auto const w : step.ops) { rerun(w, *t, step.storage, stream); }
+        transients rebuilt{*this, stream, {}};  // inputs rebuilt for this chain, freed after it
+        for (auto const r : step.transients) { rebuilt.take(recording_->storages()[r].bytes); }
+        for (auto const w : step.ops) { rerun(w, *t, step, rebuilt.blocks, stream); }
       } catch (...) {
         deviated_ = true;  // as op() promises: the next iteration is recorded afresh
         throw;
@@ -1054,18 +1056,29 @@ class allocator {
     }
   };
 
-  // Re-runs op w of the iteration writing `target` (storage s): its live reads, `target`, and
-  // transient buffers for its other writes (other results, skipped persistent state).
+  // Re-runs op w of the iteration for `step` (writing `target`, its storage s): its live reads,
+  // `target`, the step's rebuilt inputs (`rebuilt[i]` holds step.transients[i]), and transient
+  // buffers for its other writes (other results, skipped persistent state).
   // Skipped state (a skip_state op's persistent write: running statistics) starts as a copy of
   // the live state, queued before the callable: a kernel that updates it in place through its write
   // pointer reads initialised bytes (compute-sanitizer's initcheck), and the live state is not
   // touched. Other results are fresh (the op created them), so the callable writes them whole.
-  void rerun(std::uint64_t w, tensor& target, storage_id s, stream_type stream)
+  void rerun(std::uint64_t w, tensor& target, detail::recompute_step const& step,
+             std::span<std::pair<void*, std::size_t> const> rebuilt, stream_type stream)
   {
-    auto const& rec = recording_->ops()[first_op_ + w];
+    auto const s          = step.storage;
+    auto const& rec       = recording_->ops()[first_op_ + w];
+    auto const rebuilt_at = [&](storage_id r) -> void* {
+      auto const it = std::find(step.transients.begin(), step.transients.end(), r);
+      return it == step.transients.end() ? nullptr : rebuilt[it - step.transients.begin()].first;
+    };
     std::vector<void*> pointers;
     pointers.reserve(rec.reads.size() + rec.writes.size());
     for (auto const r : rec.reads) {
+      if (auto* const p = rebuilt_at(r)) {
+        pointers.push_back(p);
+        continue;
+      }
       tensor* const x = r == s ? &target : matched(r);
       STASH_EXPECTS(x != nullptr, "stash::allocator: re-running op " + std::to_string(w) + " '" +
                                       rec.name + "' for " + detail::describe(*recording_, s) +
@@ -1077,6 +1090,10 @@ class allocator {
     for (auto const o : rec.writes) {
       if (o == s) {
         pointers.push_back(manager_.acquire_async(target.handle, stream));
+        continue;
+      }
+      if (auto* const p = rebuilt_at(o)) {
+        pointers.push_back(p);
         continue;
       }
       std::size_t const bytes = recording_->storages()[o].bytes;

@@ -364,14 +364,18 @@ TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-pl
 {
   auto const t = stash::parse_trace(inplace_text, "inplace");
   stash::trace_analysis const a(t, model());
-  // pre = mul(q) at op7; relu_ overwrites q at op8: before op9 the device holds only the new q.
+  // pre = mul(q) at op7; relu_ overwrites q at op8: before op9 the device holds only the new q,
+  // so the chain first rebuilds q's old value (mul z -> q, op6) into a transient buffer.
   auto const late = stash::recompute_chain_of(a, 7, 7, 9);
-  CHECK(late.refusal ==
-        "its input storage 6 is overwritten by op 8 'aten::relu_' before op 9: op 7 read the "
-        "value from before that write, which is no longer on the device");
+  REQUIRE(late.valid());
+  CHECK(late.ops == std::vector<std::uint64_t>{6, 7});
+  CHECK(late.reads == std::vector<stash::storage_id>{5});
+  CHECK(late.transients == std::vector<stash::storage_id>{6});
+  CHECK(late.transient_bytes == 1000);  // q's rebuilt copy, held while the chain runs
+  CHECK(late.seconds == stash::test::approx_s(4e-6));  // two 2000-byte ops at 1 GB/s
   auto const s = stash::make_schedule(a, "hand", 1u << 20, {}, {{7, 7, 9, 9, 1000}});
-  CHECK(error_of(a, s).find("cannot be recomputed: its input storage 6 is overwritten by op 8") !=
-        std::string::npos);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  CHECK(s.device_peak == stash::test::reference_planned_peak(a, s));
   // Re-run before op8, while q still holds what op7 read: valid.
   auto const early = stash::recompute_chain_of(a, 7, 7, 8);
   REQUIRE(early.valid());
@@ -380,6 +384,38 @@ TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-pl
   // target is part of its chain, so the post-relu value comes back.
   auto const q = stash::recompute_chain_of(a, 6, 8, 9);
   CHECK(q.ops == std::vector<std::uint64_t>{6, 8});
+}
+
+// A rebuilt input whose own input was overwritten in place too: one level only, refused.
+//   op0 mul x -> q    op1 mul q -> pre    op2 relu_ x (input, in place)    op3 relu_ q
+std::string const twice_overwritten_text = R"(# stash-trace v1 model=twice
+t 0 1000 input x
+p forward
+t 1 1000 act q
+o aten::mul.Tensor 0 1
+t 2 1000 act pre
+o aten::mul.Tensor 1 2
+o aten::relu_ 0 0
+o aten::relu_ 1 1
+p backward
+o my::bwd 1,2 -
+f 1
+f 2
+)";
+
+TEST_CASE("a rebuilt input that cannot be rebuilt: the chain is refused, naming both reads")
+{
+  auto const t = stash::parse_trace(twice_overwritten_text, "twice");
+  stash::trace_analysis const a(t, model());
+  auto const pre = stash::recompute_chain_of(a, 2, 1, 4);
+  CHECK(pre.refusal ==
+        "its input storage 1 is overwritten by op 3 'aten::relu_' before op 4: op 1 read the "
+        "value from before that write, which is no longer on the device; rebuilding its input "
+        "storage 1: its input storage 0 is overwritten by op 2 'aten::relu_' before op 4: op 0 "
+        "read the value from before that write, which is no longer on the device");
+  auto const s = stash::make_schedule(a, "hand", 1u << 20, {}, {{2, 1, 4, 4, 1000}});
+  CHECK(error_of(a, s).find("cannot be recomputed: its input storage 1 is overwritten by op 3") !=
+        std::string::npos);
 }
 
 }  // namespace STASH_UNITY_ID

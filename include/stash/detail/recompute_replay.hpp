@@ -41,6 +41,9 @@ struct recompute_step {
   std::uint64_t last_use{};
   std::uint64_t at{};
   std::vector<std::uint64_t> ops;  // the writers to re-run, in program order
+  // Inputs whose earlier value the chain rebuilds into a transient buffer
+  // (recompute_chain::transients): their writers in `ops` write it, later ops read it.
+  std::vector<storage_id> transients;
 };
 
 // A recording op (index and name) that was given no callable where a recompute needed one: its
@@ -77,7 +80,8 @@ struct recompute_table {
   auto const& recorded = a.trace().ops();
   for (auto const& e : s.recomputes) {
     if (e.id < first_storage || e.last_use < first_op || e.at > first_op + ops) { continue; }
-    auto chain = recompute_chain_of(a, e.id, e.last_use, e.at).ops;  // validated by the schedule
+    auto full  = recompute_chain_of(a, e.id, e.last_use, e.at);  // validated by the schedule
+    auto chain = std::move(full.ops);
     bool const known_uncallable = std::any_of(chain.begin(), chain.end(), [&](std::uint64_t w) {
       return std::find(uncallable.begin(), uncallable.end(), uncallable_op{w, recorded[w].name}) !=
              uncallable.end();
@@ -92,7 +96,8 @@ struct recompute_table {
     }
     t.drops_by_op[e.last_use - first_op + 1].push_back(t.steps.size());
     t.runs_by_op[e.at - first_op].push_back(t.steps.size());
-    t.steps.push_back({e.id, e.last_use - first_op, e.at - first_op, std::move(chain)});
+    t.steps.push_back({e.id, e.last_use - first_op, e.at - first_op, std::move(chain),
+                       std::move(full.transients)});
   }
   return t;
 }

@@ -13,17 +13,22 @@
  *    read them: the re-run allocates them, transiently, and drops them), or, for a `skip_state`
  *    op, persistent storages (the re-run skips those writes);
  *  - each storage those ops read, other than S, is live at op `at` and written by no op after the
- *    one that read it and before `at` (its value is the one the op first saw).
+ *    one that read it and before `at` (its value is the one the op first saw), or else is an
+ *    activation or temporary R whose value as read can be rebuilt: R's writers up to that read
+ *    (a chain of their own, valid at `at`, that neither writes nor reads S) are re-run first into
+ *    a transient buffer that the chain's later ops read, freed when the chain ends
+ *    (recompute_chain::transients; one level: R's own reads must hold their values). That is
+ *    the clone of a pre-activation saved for silu_backward after silu_ overwrote it in place, or
+ *    a softmax whose input (the attention scores) was freed: each costs its producer's re-run.
  * In-place ops (relu_, add_, hardtanh_: the trace records their argument as both a read and a
  * write of one storage). Over S itself they are part of the chain: the re-runs rebuild S's value
  * step by step, the producer first, each in-place op then reading what the previous re-run
  * wrote. Over another storage R that a re-run reads, an in-place write after that read means the
- * re-run needs R's value from before it, which the device no longer holds: the chain is refused
- * (re-running R's writers into a transient copy of that older value is not modelled; the
- * recorded traces of data/traces have no such read). A re-run placed before the overwrite (`at`
- * at or before it) is valid.
+ * re-run needs R's value from before it, which the device no longer holds: it is rebuilt as
+ * above. A re-run placed before the overwrite (`at` at or before it) reads R itself.
  * The re-runs need S's bytes from the start, and one op at a time its other results and its
- * workspace (trace_analysis::workspace_bytes): `transient_bytes` is the largest of those.
+ * workspace (trace_analysis::workspace_bytes): `transient_bytes` is the largest of those, plus
+ * the rebuilt inputs' bytes (held across the whole chain; an upper bound).
  * Whether the reads are resident at `at` depends on the schedule: validate_schedule checks it.
  */
 #pragma once
@@ -41,8 +46,12 @@ namespace stash {
 
 /// @brief The re-runs that rematerialise one storage (see the file comment).
 struct recompute_chain {
-  std::vector<std::uint64_t> ops;   ///< op indices to re-run, in program order
-  std::vector<storage_id> reads;    ///< storages they read other than the target, sorted, unique
+  std::vector<std::uint64_t> ops;  ///< op indices to re-run, in program order
+  std::vector<storage_id> reads;   ///< storages they read other than the target, sorted, unique
+  /// Storages whose earlier value a re-run reads but the device no longer holds at `at` (freed,
+  /// or overwritten in place): their writers up to that read are re-run too, into a transient
+  /// buffer held while the chain runs (counted in transient_bytes). Sorted, unique.
+  std::vector<storage_id> transients;
   double seconds{};                 ///< the ops' times on the analysis's cost model
   std::uint64_t transient_bytes{};  ///< largest (other results + workspace) of one re-run
   std::string refusal;              ///< why it cannot be rematerialised; empty when it can
@@ -95,6 +104,40 @@ namespace detail {
   return {};
 }
 
+[[nodiscard]] inline recompute_chain chain_of(trace_analysis const& a, storage_id id,
+                                              std::uint64_t last_use, std::uint64_t at,
+                                              bool transients);
+
+// Adds to `c` the re-runs that rebuild, into a transient buffer, the value of `r` that op `w` of
+// the chain of `id` read (see recompute_chain::transients); what is wrong or an empty string.
+[[nodiscard]] inline std::string add_transient(trace_analysis const& a, recompute_chain& c,
+                                               storage_id id, std::uint64_t w, storage_id r,
+                                               std::uint64_t at)
+{
+  auto const& life = a.lifetimes().storages[r];
+  if (std::find(c.transients.begin(), c.transients.end(), r) != c.transients.end()) {
+    return "its input storage " + std::to_string(r) + " is read at two points of the chain";
+  }
+  auto sub = chain_of(a, r, w - 1, at, false);
+  if (!sub.valid()) {
+    return "rebuilding its input storage " + std::to_string(r) + ": " + sub.refusal;
+  }
+  for (auto const x : sub.ops) {
+    auto const& writes = a.trace().ops()[x].writes;
+    if (std::find(writes.begin(), writes.end(), id) != writes.end() ||
+        std::binary_search(sub.reads.begin(), sub.reads.end(), id)) {
+      return "rebuilding its input storage " + std::to_string(r) + " needs storage " +
+             std::to_string(id) + " itself";
+    }
+  }
+  c.transients.push_back(r);
+  c.ops.insert(c.ops.end(), sub.ops.begin(), sub.ops.end());
+  c.reads.insert(c.reads.end(), sub.reads.begin(), sub.reads.end());
+  c.seconds += sub.seconds;
+  c.transient_bytes = std::max(c.transient_bytes, sub.transient_bytes) + life.bytes;
+  return {};
+}
+
 }  // namespace detail
 
 /// @brief The chain that rematerialises storage `id`, dropped after op `last_use`, before op
@@ -106,6 +149,16 @@ namespace detail {
 /// @return The chain (its refusal says why when it is not valid()).
 [[nodiscard]] inline recompute_chain recompute_chain_of(trace_analysis const& a, storage_id id,
                                                         std::uint64_t last_use, std::uint64_t at)
+{
+  return detail::chain_of(a, id, last_use, at, true);
+}
+
+namespace detail {
+
+// recompute_chain_of; `transients`: a read whose value is gone may be rebuilt (one level).
+[[nodiscard]] inline recompute_chain chain_of(trace_analysis const& a, storage_id id,
+                                              std::uint64_t last_use, std::uint64_t at,
+                                              bool transients)
 {
   recompute_chain c;
   auto const& life = a.lifetimes().storages[id];
@@ -126,7 +179,8 @@ namespace detail {
       return refuse("its first writer, op " + std::to_string(x.op) + ", also reads it");
     }
   }
-  for (auto const w : c.ops) {
+  auto const own = c.ops;  // add_transient appends the rebuilt inputs' writers to c.ops
+  for (auto const w : own) {
     auto const& op = a.trace().ops()[w];
     if (!recomputable(a.recompute_classes()[w])) {
       return refuse("op " + std::to_string(w) + " '" + op.name + "' may not be re-run (class " +
@@ -141,14 +195,32 @@ namespace detail {
     for (auto const r : op.reads) {
       if (r == id) { continue; }
       if (auto why = detail::check_read(a, w, r, at); !why.empty()) {
-        return refuse(std::move(why));
+        auto const kind = a.lifetimes().storages[r].kind;
+        if (!transients || (kind != storage_kind::act && kind != storage_kind::temp)) {
+          return refuse(std::move(why));
+        }
+        if (auto sub = add_transient(a, c, id, w, r, at); !sub.empty()) {
+          return refuse(std::move(why) + "; " + sub);
+        }
+        continue;
       }
       c.reads.push_back(r);
     }
   }
+  std::sort(c.ops.begin(), c.ops.end());
+  c.ops.erase(std::unique(c.ops.begin(), c.ops.end()), c.ops.end());
   std::sort(c.reads.begin(), c.reads.end());
   c.reads.erase(std::unique(c.reads.begin(), c.reads.end()), c.reads.end());
+  std::sort(c.transients.begin(), c.transients.end());
+  for (auto const r : c.transients) {  // one buffer per storage: a single value of it is read
+    if (std::binary_search(c.reads.begin(), c.reads.end(), r)) {
+      return refuse("its input storage " + std::to_string(r) + " is read both as it is at op " +
+                    std::to_string(at) + " and as it was");
+    }
+  }
   return c;
 }
+
+}  // namespace detail
 
 }  // namespace stash

@@ -10,8 +10,10 @@
  * in forward order, so a re-run reads what an earlier one of the batch rematerialised). Segment
  * inputs (activations a later segment reads) are kept. An activation whose re-run is impossible
  * (recompute_chain.hpp: a writer that may not be re-run, a read freed before backward) is kept,
- * as checkpoint would have to. It does not look at the budget: like torch.utils.checkpoint, it
- * frees what it frees, and fits or not.
+ * as checkpoint would have to, and so is one whose re-run would first rebuild an input the
+ * device no longer holds (recompute_chain::transients, which `search` and `dtr` use): the
+ * baseline stays the plain segment scheme. It does not look at the budget: like
+ * torch.utils.checkpoint, it frees what it frees, and fits or not.
  */
 #pragma once
 
@@ -82,8 +84,11 @@ struct checkpoint {
         [](candidate const& x, candidate const& y) { return x.first_write < y.first_write; });
     detail::recompute_set set(a, {});
     for (auto const& c : candidates) {
-      (void)set.try_add(recompute_entry{c.id, c.last_forward, c.next_use, batch_at[c.segment],
-                                        a.trace().storages()[c.id].bytes});
+      recompute_entry const e{c.id, c.last_forward, c.next_use, batch_at[c.segment],
+                              a.trace().storages()[c.id].bytes};
+      auto const chain = recompute_chain_of(a, e.id, e.last_use, e.at);
+      if (!chain.transients.empty()) { continue; }  // kept (see the file comment)
+      (void)set.try_add(e, chain);
     }
     auto s = make_schedule(a, std::string(name()), budget, {}, set.entries());
     s.note = std::to_string(segment_count(a)) + " segments";

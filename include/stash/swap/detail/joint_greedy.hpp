@@ -5,7 +5,9 @@
  *
  * Candidates are every gap (consecutive accesses u < v with an op between) of every storage as a
  * swap (offload issued right after u, prefetch as late as its transfer allows), and of every
- * activation or temporary whose writers may be re-run as a recompute right before v. Starting
+ * activation or temporary whose writers may be re-run as a recompute right before v (or, when a
+ * read of the re-runs is gone by v and cannot be rebuilt, before the last op that still holds
+ * it: latest_rerun). Starting
  * from given swap and recompute entries (a checkpoint's, a swap plan's, or none), while the
  * planned bytes (schedule.hpp's curve, with each re-run's transient bytes) exceed the target,
  * it takes the candidate with the largest benefit / cost:
@@ -31,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <utility>
@@ -91,10 +94,10 @@ class joint_greedy {
     std::uint64_t u{}, v{}, bytes{};
     std::uint64_t after{}, last{};  // away over events (after, last]
     bool swap{};
-    double seconds{};  // recompute: the re-run; swap: the slower direction's transfer
-    double exposed{};  // swap: the round trip the gap cannot hide
-    std::uint64_t prefetch_at{};
-    std::size_t gap{};  // index of its (storage, u) gap: one entry per gap
+    double seconds{};             // recompute: the re-run; swap: the slower direction's transfer
+    double exposed{};             // swap: the round trip the gap cannot hide
+    std::uint64_t prefetch_at{};  // swap: its prefetch op; recompute: the op its re-runs precede
+    std::size_t gap{};            // index of its (storage, u) gap: one entry per gap
     recompute_chain chain;
   };
 
@@ -141,14 +144,48 @@ class joint_greedy {
         cands_.push_back(std::move(sw));
         if (s.kind != storage_kind::act && s.kind != storage_kind::temp) { continue; }
         if (s.accesses[j + 1].write && !s.accesses[j + 1].read) { continue; }
-        auto chain = recompute_chain_of(a_, s.id, u, v);
-        if (!chain.valid()) { continue; }
-        candidate rc{s.id, u, v, s.bytes, ev[u], ev[v - 1], false, chain.seconds, 0, 0, gap, {}};
+        auto const at = latest_rerun(s.id, u, v);
+        if (!at) { continue; }
+        auto chain = recompute_chain_of(a_, s.id, u, *at);
+        candidate rc{s.id,          u, v,   s.bytes, ev[u], ev[*at - 1], false,
+                     chain.seconds, 0, *at, gap,     {}};
         transient_[{s.id, u}] = chain.transient_bytes;
         rc.chain              = std::move(chain);
         cands_.push_back(std::move(rc));
       }
     }
+  }
+
+  // The latest op `at` in (u, v] before which storage `id`, dropped after op u, can be
+  // rematerialised: v itself, or, when a storage its re-runs read is freed or overwritten before
+  // v (a BatchNorm output read by the activation after it, freed by its own backward), the last
+  // op at which every read still holds the value the re-runs need (recompute_chain.hpp). Such a
+  // storage comes back a few ops early instead of staying resident across the whole gap.
+  [[nodiscard]] std::optional<std::uint64_t> latest_rerun(storage_id id, std::uint64_t u,
+                                                          std::uint64_t v) const
+  {
+    if (recompute_chain_of(a_, id, u, v).valid()) { return v; }
+    auto const loose = recompute_chain_of(a_, id, u, u + 1);
+    if (!loose.valid()) { return std::nullopt; }
+    auto const& life = a_.lifetimes().storages;
+    auto const& ev   = a_.ops().event;
+    auto at          = v;
+    for (auto const w : loose.ops) {
+      for (auto const r : a_.trace().ops()[w].reads) {
+        if (r == id) { continue; }
+        // Live at `at`: its end event comes after op at's event.
+        auto const live_end = std::lower_bound(ev.begin(), ev.end(), life[r].end_event);
+        at = std::min<std::uint64_t>(at, static_cast<std::uint64_t>(live_end - ev.begin()) - 1);
+        for (auto const& x : life[r].accesses) {
+          if (x.write && x.op > w) {
+            at = std::min(at, x.op);
+            break;
+          }
+        }
+      }
+    }
+    if (at <= u || !recompute_chain_of(a_, id, u, at).valid()) { return std::nullopt; }
+    return at;
   }
 
   // The latest op p in (lo, v] whose nominal start leaves `seconds` before op v starts.
@@ -215,8 +252,8 @@ class joint_greedy {
   // an entry already planned reads it before then (it must be back for that re-run).
   [[nodiscard]] static recompute_entry entry_of(state const& st, candidate const& c)
   {
-    recompute_entry e{c.id, c.u, c.v, c.v, c.bytes};
-    if (auto const d = st.set.reader_deadline(e)) { e.at = *d; }
+    recompute_entry e{c.id, c.u, c.v, c.prefetch_at, c.bytes};
+    if (auto const d = st.set.reader_deadline(e)) { e.at = std::min(e.at, *d); }
     return e;
   }
 
