@@ -91,23 +91,23 @@ class nccl_collective final : public collective {
   {
     ncclUniqueId uid;
     std::memcpy(&uid, id.data(), unique_id_size);
-    STASH_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    STASH_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    STASH_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-    STASH_CUDA_TRY(cudaMalloc(&scratch_, 2 * sizeof(std::uint64_t)));
-    TRAIN_CNN_NCCL(nullptr, ncclCommInitRank(&comm_, r.world_size, uid, r.rank));
+    try {
+      STASH_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      STASH_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+      STASH_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+      STASH_CUDA_TRY(cudaMalloc(&scratch_, 2 * sizeof(std::uint64_t)));
+      ncclComm_t comm = nullptr;  // comm_ is set only once the communicator exists
+      TRAIN_CNN_NCCL(nullptr, ncclCommInitRank(&comm, r.world_size, uid, r.rank));
+      comm_ = comm;
+    } catch (...) {
+      release();  // a call failed part-way: no destructor runs, so give back what was taken
+      throw;
+    }
   }
 
   /// @brief Without finalize() (an exception is unwinding, peers may be gone): ncclCommAbort,
   /// which does not wait for the other ranks.
-  ~nccl_collective() override
-  {
-    if (comm_ != nullptr) { (void)ncclCommAbort(comm_); }
-    if (scratch_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaFree(scratch_)); }
-    if (done_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(done_)); }
-    if (ready_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(ready_)); }
-    if (stream_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_)); }
-  }
+  ~nccl_collective() override { release(); }
   nccl_collective(nccl_collective const&)            = delete;
   nccl_collective& operator=(nccl_collective const&) = delete;
 
@@ -171,6 +171,16 @@ class nccl_collective final : public collective {
   {
     STASH_CUDA_TRY(cudaEventRecord(done_, stream_));
     STASH_CUDA_TRY(cudaStreamWaitEvent(stream, done_, 0));
+  }
+
+  // Everything held (null members were never created).
+  void release() noexcept
+  {
+    if (comm_ != nullptr) { (void)ncclCommAbort(comm_); }
+    if (scratch_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaFree(scratch_)); }
+    if (done_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(done_)); }
+    if (ready_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaEventDestroy(ready_)); }
+    if (stream_ != nullptr) { STASH_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_)); }
   }
 
   int world_size_;
