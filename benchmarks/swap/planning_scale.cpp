@@ -8,6 +8,10 @@
 //                        [--frontier-policies search_swap,auto_swap]
 //   bench_planning_scale --fingerprints DATA_DIR
 //       prints the fingerprint table of tests/swap/planning_scale_test.cpp (see there)
+//   bench_planning_scale --search-fingerprints DATA_DIR
+//       prints the fingerprints of `search` on every recorded trace (and the transformer deepened
+//       to 4 and 8 copies) at 70%, 50% and 35% of the peak, with CPU seconds per plan: the table
+//       of tests/swap/search_scale_test.cpp is a cheap subset of it
 // Defaults: data/traces/transformer_encoder_b8.trace, sizes 10000,25000,50000,100000, budget 50
 // (% of the peak), every measurement.
 #include <stash_tools/deep_trace.hpp>
@@ -182,6 +186,34 @@ void print_fingerprints(std::string const& data_dir)
   }
 }
 
+// `search`'s fingerprints (see the usage above) as C++ initializers.
+void print_search_fingerprints(std::string const& data_dir)
+{
+  struct input {
+    char const* name;
+    std::size_t copies;
+  };
+  for (auto const& [name, copies] :
+       {input{"alexnet_b128", 1}, input{"vgg16_b32", 1}, input{"resnet18_b32", 1},
+        input{"squeezenet1_1_b64", 1}, input{"mobilenet_v2_b32", 1},
+        input{"shufflenet_v2_x1_0_b64", 1}, input{"efficientnet_b0_b32", 1},
+        input{"regnet_y_400mf_b64", 1}, input{"transformer_encoder_b8", 1},
+        input{"transformer_encoder_b8", 4}, input{"transformer_encoder_b8", 8}}) {
+    auto t = stash::read_trace(data_dir + "/traces/" + name + ".trace");
+    if (copies > 1) { t = stash_tools::deepen_trace(t, copies); }
+    stash::cost_model const model(stash::presets::pcie3_x16);
+    stash::trace_analysis const a(t, model);
+    for (int const pct : {70, 50, 35}) {
+      auto const budget = a.peak_live_bytes() / 100 * static_cast<std::uint64_t>(pct);
+      double const t0   = cpu_seconds();
+      auto const fp     = stash_tools::schedule_fingerprint(stash::joint_search{}.plan(a, budget));
+      std::printf("    {\"%s\", %zu, %d, 0x%016llxULL},  // %.3f CPU s\n", name, copies, pct,
+                  static_cast<unsigned long long>(fp), cpu_seconds() - t0);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -189,6 +221,10 @@ int main(int argc, char** argv)
   try {
     if (argc == 3 && std::string(argv[1]) == "--fingerprints") {
       print_fingerprints(argv[2]);
+      return 0;
+    }
+    if (argc == 3 && std::string(argv[1]) == "--search-fingerprints") {
+      print_search_fingerprints(argv[2]);
       return 0;
     }
     auto const o    = parse(argc, argv);

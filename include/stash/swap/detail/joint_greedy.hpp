@@ -27,6 +27,7 @@
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/clamped_sums.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 
 #include <algorithm>
@@ -257,26 +258,64 @@ class joint_greedy {
     return e;
   }
 
-  // The excess c would remove; `over` lists the events with excess (some may have dropped to 0).
-  [[nodiscard]] double benefit(state const& st, candidate const& c,
-                               std::vector<std::uint64_t> const& ex,
-                               std::vector<std::uint64_t> const& over) const
-  {
-    auto it = std::upper_bound(over.begin(), over.end(), c.after);
-    if (it == over.end() || *it > c.last) { return 0; }  // c.last bounds either kind's window
-    auto const last   = c.swap ? c.last : a_.ops().event[entry_of(st, c).at - 1];
-    std::uint64_t sum = 0;
-    for (; it != over.end() && *it <= last; ++it) { sum += std::min(c.bytes, ex[*it]); }
-    return static_cast<double>(sum);
-  }
+  // The excess per event as the greedy lowers it between recomputations: the events with excess
+  // (`over`, ascending) and their excess, each take subtracting its bytes (clamped at 0) over its
+  // window; a window's benefit is a query, not a walk over the window (clamped_sums.hpp).
+  struct excess_index {
+    std::vector<std::uint64_t> over;
+    clamped_sums sums;
 
-  [[nodiscard]] static std::vector<std::uint64_t> over_events(std::vector<std::uint64_t> const& ex)
-  {
-    std::vector<std::uint64_t> out;
-    for (std::uint64_t i = 0; i < ex.size(); ++i) {
-      if (ex[i] > 0) { out.push_back(i); }
+    void assign(std::vector<std::uint64_t> const& ex)
+    {
+      over.clear();
+      std::vector<std::uint64_t> values;
+      for (std::uint64_t i = 0; i < ex.size(); ++i) {
+        if (ex[i] > 0) {
+          over.push_back(i);
+          values.push_back(ex[i]);
+        }
+      }
+      sums.assign(values);
     }
-    return out;
+    // The excess recomputed: where it differs from the lowered one (a re-run's transient bytes, a
+    // swap counted from its effective offload) the values are set one by one; an event newly over
+    // (or `over` gone empty) assigns them all.
+    void refresh(std::vector<std::uint64_t> const& ex)
+    {
+      std::size_t j = 0;
+      for (std::uint64_t i = 0; i < ex.size(); ++i) {
+        if (j < over.size() && over[j] == i) {
+          ++j;
+        } else if (ex[i] > 0) {
+          assign(ex);
+          return;
+        }
+      }
+      auto const now = sums.values();
+      for (j = 0; j < over.size(); ++j) {
+        if (now[j] != ex[over[j]]) { sums.set(j, ex[over[j]]); }
+      }
+    }
+    [[nodiscard]] bool none() const { return over.empty() || sums.all_zero(); }
+    // Positions in `over` of the events in (after, last].
+    [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::uint64_t after,
+                                                            std::uint64_t last) const
+    {
+      auto const lo = std::upper_bound(over.begin(), over.end(), after);
+      auto const hi = std::upper_bound(lo, over.end(), last);
+      return {static_cast<std::size_t>(lo - over.begin()),
+              static_cast<std::size_t>(hi - over.begin())};
+    }
+  };
+
+  // The excess c would remove: sum over its window of min(bytes, excess).
+  [[nodiscard]] double benefit(state const& st, candidate const& c, excess_index const& ex) const
+  {
+    auto it = std::upper_bound(ex.over.begin(), ex.over.end(), c.after);
+    if (it == ex.over.end() || *it > c.last) { return 0; }  // c.last bounds either kind's window
+    auto const last     = c.swap ? c.last : a_.ops().event[entry_of(st, c).at - 1];
+    auto const [lo, hi] = ex.range(c.after, last);
+    return static_cast<double>(ex.sums.sum_min(lo, hi, c.bytes));
   }
 
   // Cost of candidate k now; negative when it may not be added.
@@ -330,13 +369,13 @@ class joint_greedy {
   void fill(state& st, std::uint64_t target, greedy_variant const& var) const
   {
     for (int round = 0; round < 3; ++round) {
-      auto ex = excess_of(st.swaps, st.set.entries(), target);
-      if (none_over(ex)) { return; }
+      excess_index ex;
+      ex.assign(excess_of(st.swaps, st.set.entries(), target));
+      if (ex.over.empty()) { return; }
       heap_t heap(worse);
-      auto const over = over_events(ex);
       for (std::size_t k = 0; k < cands_.size(); ++k) {
         if (st.gap_taken[cands_[k].gap] != 0) { continue; }
-        auto const b = benefit(st, cands_[k], ex, over);
+        auto const b = benefit(st, cands_[k], ex);
         auto const c = b > 0 ? cost(st, k, var) : -1.0;
         if (c > 0) { heap.emplace(b / c, k); }
       }
@@ -361,17 +400,16 @@ class joint_greedy {
   // Takes candidates off the heap (lazily re-scored) until the excess is gone; true when it took
   // any. The excess is updated in place over the taken entry's window, and recomputed from the
   // plan after a pull (other entries come back earlier) and every few takes (re-run transients).
-  bool drain(state& st, heap_t& heap, std::vector<std::uint64_t>& ex, std::uint64_t target,
+  bool drain(state& st, heap_t& heap, excess_index& ex, std::uint64_t target,
              greedy_variant const& var) const
   {
     bool progress     = false;
     std::size_t since = 0;
-    auto over         = over_events(ex);
     while (!heap.empty()) {
       auto const k = heap.top().second;
       heap.pop();
       double const c = cost(st, k, var);
-      double const b = c > 0 ? benefit(st, cands_[k], ex, over) : 0.0;
+      double const b = c > 0 ? benefit(st, cands_[k], ex) : 0.0;
       if (b <= 0) { continue; }
       if (!heap.empty() && b / c < heap.top().first) {
         heap.emplace(b / c, k);
@@ -381,16 +419,14 @@ class joint_greedy {
       auto const e     = entry_of(st, cand);
       bool const pulls = !cand.swap && st.set.pulled_bytes(e, cand.chain).value_or(0) > 0;
       if (!take(st, k)) { continue; }
-      progress        = true;
-      auto const last = cand.swap ? cand.last : a_.ops().event[e.at - 1];
-      for (auto i = cand.after + 1; i <= last && i < ex.size(); ++i) {
-        ex[i] = ex[i] > cand.bytes ? ex[i] - cand.bytes : 0;
-      }
-      if (pulls || ++since >= 8 || none_over(ex)) {
-        ex    = excess_of(st.swaps, st.set.entries(), target);
-        over  = over_events(ex);
+      progress            = true;
+      auto const last     = cand.swap ? cand.last : a_.ops().event[e.at - 1];
+      auto const [lo, hi] = ex.range(cand.after, last);
+      ex.sums.subtract(lo, hi, cand.bytes);
+      if (pulls || ++since >= 8 || ex.sums.all_zero()) {
+        ex.refresh(excess_of(st.swaps, st.set.entries(), target));
         since = 0;
-        if (over.empty()) { return true; }
+        if (ex.none()) { return true; }
       }
     }
     return progress;
