@@ -115,8 +115,8 @@ TEST_CASE("clamped_sums answers as a scan of the plain array does")
       }
       REQUIRE(sums.values() == plain);
       REQUIRE(sums.at(l) == plain[l]);
-      REQUIRE(sums.all_zero() == std::all_of(plain.begin(), plain.end(),
-                                             [](std::uint64_t x) { return x == 0; }));
+      REQUIRE(sums.all_zero() ==
+              std::all_of(plain.begin(), plain.end(), [](std::uint64_t x) { return x == 0; }));
     }
   }
 }
@@ -129,8 +129,7 @@ TEST_CASE("clamped_sums keeps exact sums of byte-sized values")
   sums.assign(plain);
   sums.subtract(0, 3, 4);
   sums.subtract(2, 5, std::uint64_t{1} << 40);
-  CHECK(sums.values() ==
-        std::vector<std::uint64_t>{(std::uint64_t{1} << 40) - 4, 0, 3, 0, 0});
+  CHECK(sums.values() == std::vector<std::uint64_t>{(std::uint64_t{1} << 40) - 4, 0, 3, 0, 0});
   CHECK(sums.sum_min(0, 5, std::uint64_t{1} << 41) == (std::uint64_t{1} << 40) - 1);
   CHECK(sums.sum_min(0, 5, 2) == 4);
   CHECK(sums.sum_min(1, 2, 100) == 0);

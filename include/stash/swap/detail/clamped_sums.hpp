@@ -91,10 +91,10 @@ class clamped_sums {
     r = std::min(r, n_);
     if (l >= r || b == 0) { return 0; }
     std::uint64_t sum = 0;
-    auto o = std::lower_bound(overrides_.begin(), overrides_.end(), l);
+    auto o            = std::lower_bound(overrides_.begin(), overrides_.end(), l);
     for (auto p = piece_of(l); p != pieces_.end() && p->first < r; ++p) {
       auto const lo = std::max(l, p->first), hi = std::min(r, end_of(p));
-      auto const d  = p->second;
+      auto const d = p->second;
       sum += piece_sum(lo, hi, d, b);
       for (; o != overrides_.end() && *o < hi; ++o) {  // the built value out, the set one in
         sum += std::min(b, clamp(base_[*o], d)) - std::min(b, clamp(built_[*o], d));
@@ -176,8 +176,8 @@ class clamped_sums {
   [[nodiscard]] std::pair<std::size_t, std::uint64_t> below(std::size_t l, std::size_t r,
                                                             std::uint64_t t) const
   {
-    auto const rank = static_cast<std::size_t>(
-        std::lower_bound(sorted_.begin(), sorted_.end(), t) - sorted_.begin());
+    auto const rank = static_cast<std::size_t>(std::lower_bound(sorted_.begin(), sorted_.end(), t) -
+                                               sorted_.begin());
     if (rank == 0) { return {0, 0}; }
     if (rank >= sorted_.size()) { return {r - l, prefix_[r] - prefix_[l]}; }
     std::size_t count = 0;
@@ -250,7 +250,7 @@ class clamped_sums {
 
   void set_max(std::size_t i, std::uint64_t v)
   {
-    auto x = size_ + i;
+    auto x  = size_ + i;
     max_[x] = v;
     for (x /= 2; x >= 1; x /= 2) { max_[x] = std::max(max_[2 * x], max_[2 * x + 1]); }
   }
@@ -265,16 +265,16 @@ class clamped_sums {
   }
 
   std::size_t n_{0}, levels_{0}, size_{1};
-  std::vector<std::uint64_t> base_;   // x[i] = max(0, base_[i] - D of its piece)
-  std::vector<std::uint64_t> built_;  // base_ when the matrix was built
+  std::vector<std::uint64_t> base_;             // x[i] = max(0, base_[i] - D of its piece)
+  std::vector<std::uint64_t> built_;            // base_ when the matrix was built
   std::vector<std::uint64_t> sorted_, prefix_;  // distinct built values; prefix sums of built_
   std::vector<std::pair<std::size_t, std::uint64_t>> pieces_{{0, 0}};  // (start, D), by start
-  std::vector<std::size_t> overrides_;  // positions set since the build, ascending
-  std::vector<std::uint32_t> zeros_;    // per level, per position: zero bits before it
+  std::vector<std::size_t> overrides_;    // positions set since the build, ascending
+  std::vector<std::uint32_t> zeros_;      // per level, per position: zero bits before it
   std::vector<std::uint64_t> zero_sums_;  // per level, per position: sum of their values
   std::vector<std::size_t> zero_count_;
-  std::vector<std::uint64_t> max_;      // base_max's tree
-  mutable std::size_t work_{0};         // query steps spent on pieces and overrides
+  std::vector<std::uint64_t> max_;  // base_max's tree
+  mutable std::size_t work_{0};     // query steps spent on pieces and overrides
 };
 
 }  // namespace stash::detail

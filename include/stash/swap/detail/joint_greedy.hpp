@@ -28,6 +28,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/detail/clamped_sums.hpp>
+#include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 
 #include <algorithm>
@@ -122,8 +123,17 @@ class joint_greedy {
     double link_s{0};
   };
 
+  // The transient bytes of the recompute candidate of gap (id, u) (0 when there is none).
+  [[nodiscard]] std::uint64_t transient_of(storage_id id, std::uint64_t u) const
+  {
+    auto const& list = transient_[id];
+    auto const it = std::lower_bound(list.begin(), list.end(), std::make_pair(u, std::uint64_t{0}));
+    return it != list.end() && it->first == u ? it->second : 0;
+  }
+
   void enumerate()
   {
+    transient_.resize(a_.trace().storages().size());
     auto const& model = a_.model();
     auto const& ev    = a_.ops().event;
     for (auto const& s : a_.lifetimes().storages) {
@@ -150,8 +160,8 @@ class joint_greedy {
         auto chain = recompute_chain_of(a_, s.id, u, *at);
         candidate rc{s.id,          u, v,   s.bytes, ev[u], ev[*at - 1], false,
                      chain.seconds, 0, *at, gap,     {}};
-        transient_[{s.id, u}] = chain.transient_bytes;
-        rc.chain              = std::move(chain);
+        transient_[s.id].emplace_back(u, chain.transient_bytes);
+        rc.chain = std::move(chain);
         cands_.push_back(std::move(rc));
       }
     }
@@ -221,11 +231,32 @@ class joint_greedy {
                                                      std::vector<recompute_entry> const& rcs,
                                                      std::uint64_t target) const
   {
-    auto const curve = effective_curve(swaps, rcs);
+    return excess_from(effective_curve(swaps, rcs), rcs, target);
+  }
+
+  // excess_of given the curve.
+  [[nodiscard]] std::vector<std::uint64_t> excess_from(std::vector<std::uint64_t> const& curve,
+                                                       std::vector<recompute_entry> const& rcs,
+                                                       std::uint64_t target) const
+  {
     std::vector<std::uint64_t> ex(curve.size());
     for (std::size_t i = 0; i < curve.size(); ++i) {
       ex[i] = curve[i] > target ? curve[i] - target : 0;
     }
+    for_each_run(
+        rcs, [&](std::uint64_t i) { return curve[i]; },
+        [&](std::uint64_t event, std::uint64_t run) {
+          if (run > target) { ex[event] = std::max(ex[event], run - target); }
+        });
+    return ex;
+  }
+
+  // Calls f(event, bytes) for each entry of `rcs` (sorted as recompute_set::entries sorts them):
+  // the planned bytes while its re-run runs (recompute_run_bytes, with cached transients), the
+  // curve read through curve_at.
+  template <class CurveAt, class F>
+  void for_each_run(std::vector<recompute_entry> const& rcs, CurveAt&& curve_at, F&& f) const
+  {
     auto const events   = a_.trace().events();
     std::uint64_t still = 0, level = 0;
     for (std::size_t k = 0; k < rcs.size(); ++k) {
@@ -234,7 +265,7 @@ class joint_greedy {
       if (k == 0 || rcs[k - 1].at != e.at) {
         auto last = event;
         while (last + 1 < events.size() && events[last + 1].kind == event_kind::free) { ++last; }
-        level = curve[last];
+        level = curve_at(last);
         still = 0;
         for (auto j = k; j < rcs.size() && rcs[j].at == e.at; ++j) {
           still += rcs[j].bytes;
@@ -242,11 +273,8 @@ class joint_greedy {
         }
       }
       still -= e.bytes;
-      auto const it  = transient_.find({e.id, e.last_use});
-      auto const run = level - still + (it == transient_.end() ? 0 : it->second);
-      if (run > target) { ex[event] = std::max(ex[event], run - target); }
+      f(event, level - still + transient_of(e.id, e.last_use));
     }
-    return ex;
   }
 
   // The entry candidate c would add now: a recompute runs before its next use, or earlier when
@@ -260,10 +288,14 @@ class joint_greedy {
 
   // The excess per event as the greedy lowers it between recomputations: the events with excess
   // (`over`, ascending) and their excess, each take subtracting its bytes (clamped at 0) over its
-  // window; a window's benefit is a query, not a walk over the window (clamped_sums.hpp).
+  // window; a window's benefit is a query, not a walk over the window (clamped_sums.hpp). Beside
+  // it the planned curve, lowered by the same takes, and the events of the re-run batches when
+  // the excess was last made exact (refresh).
   struct excess_index {
     std::vector<std::uint64_t> over;
     clamped_sums sums;
+    range_tree curve;
+    std::vector<std::uint64_t> runs_at;
 
     void assign(std::vector<std::uint64_t> const& ex)
     {
@@ -277,9 +309,8 @@ class joint_greedy {
       }
       sums.assign(values);
     }
-    // The excess recomputed: where it differs from the lowered one (a re-run's transient bytes, a
-    // swap counted from its effective offload) the values are set one by one; an event newly over
-    // (or `over` gone empty) assigns them all.
+    // The excess recomputed: where it differs from the lowered one the values are set one by
+    // one; an event newly over assigns them all.
     void refresh(std::vector<std::uint64_t> const& ex)
     {
       std::size_t j = 0;
@@ -296,6 +327,13 @@ class joint_greedy {
         if (now[j] != ex[over[j]]) { sums.set(j, ex[over[j]]); }
       }
     }
+    // Takes `bytes` off the events in (after, last].
+    void lower(std::uint64_t after, std::uint64_t last, std::uint64_t bytes)
+    {
+      auto const [lo, hi] = range(after, last);
+      sums.subtract(lo, hi, bytes);
+      curve.add(after + 1, last + 1, -static_cast<std::int64_t>(bytes));
+    }
     [[nodiscard]] bool none() const { return over.empty() || sums.all_zero(); }
     // Positions in `over` of the events in (after, last].
     [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::uint64_t after,
@@ -307,6 +345,66 @@ class joint_greedy {
               static_cast<std::size_t>(hi - over.begin())};
     }
   };
+
+  // The excess of the plan in `st`, from scratch (O(events)).
+  void reset(excess_index& ex, state const& st, std::uint64_t target, bool fresh) const
+  {
+    auto const rcs   = st.set.entries();
+    auto const curve = effective_curve(st.swaps, rcs);
+    auto const exact = excess_from(curve, rcs, target);
+    if (fresh) {
+      ex.assign(exact);
+    } else {
+      ex.refresh(exact);
+    }
+    std::vector<std::int64_t> signed_curve(curve.begin(), curve.end());
+    ex.curve.assign(signed_curve);
+    ex.runs_at.clear();
+    for_each_run(
+        rcs, [&](std::uint64_t i) { return curve[i]; },
+        [&](std::uint64_t event, std::uint64_t) {
+          if (ex.runs_at.empty() || ex.runs_at.back() != event) { ex.runs_at.push_back(event); }
+        });
+  }
+
+  // The excess made exact again without a pass over the events. The lowered excess is exact
+  // wherever it is the curve's (a clamped subtraction of the curve's own decrease; entries only
+  // leave the device once taken, and a pull, which brings some back, resets) except at the events
+  // of re-run batches, now or at the last refresh: those are recomputed, the curve read from
+  // ex.curve, exactly as excess_of does.
+  void refresh(excess_index& ex, state const& st, std::uint64_t target) const
+  {
+    auto const rcs      = st.set.entries();
+    auto const curve_at = [&](std::uint64_t i) {
+      return static_cast<std::uint64_t>(ex.curve.at(i));
+    };
+    auto const over_target = [&](std::uint64_t x) { return x > target ? x - target : 0; };
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> now;  // (event, exact excess there)
+    for_each_run(rcs, curve_at, [&](std::uint64_t event, std::uint64_t run) {
+      if (now.empty() || now.back().first != event) {
+        now.emplace_back(event, over_target(curve_at(event)));
+      }
+      now.back().second = std::max(now.back().second, over_target(run));
+    });
+    auto dirty = now;
+    for (auto const event : ex.runs_at) { dirty.emplace_back(event, over_target(curve_at(event))); }
+    std::stable_sort(dirty.begin(), dirty.end(),
+                     [](auto const& x, auto const& y) { return x.first < y.first; });
+    for (std::size_t k = 0; k < dirty.size(); ++k) {
+      if (k > 0 && dirty[k - 1].first == dirty[k].first) { continue; }  // `now` came first
+      auto const [event, value] = dirty[k];
+      auto const j              = static_cast<std::size_t>(
+          std::lower_bound(ex.over.begin(), ex.over.end(), event) - ex.over.begin());
+      if (j < ex.over.size() && ex.over[j] == event) {
+        if (ex.sums.at(j) != value) { ex.sums.set(j, value); }
+      } else if (value > 0) {
+        reset(ex, st, target, true);  // newly over: `over` changes
+        return;
+      }
+    }
+    ex.runs_at.clear();
+    for (auto const& [event, value] : now) { ex.runs_at.push_back(event); }
+  }
 
   // The excess c would remove: sum over its window of min(bytes, excess).
   [[nodiscard]] double benefit(state const& st, candidate const& c, excess_index const& ex) const
@@ -370,7 +468,7 @@ class joint_greedy {
   {
     for (int round = 0; round < 3; ++round) {
       excess_index ex;
-      ex.assign(excess_of(st.swaps, st.set.entries(), target));
+      reset(ex, st, target, true);
       if (ex.over.empty()) { return; }
       heap_t heap(worse);
       for (std::size_t k = 0; k < cands_.size(); ++k) {
@@ -419,12 +517,15 @@ class joint_greedy {
       auto const e     = entry_of(st, cand);
       bool const pulls = !cand.swap && st.set.pulled_bytes(e, cand.chain).value_or(0) > 0;
       if (!take(st, k)) { continue; }
-      progress            = true;
-      auto const last     = cand.swap ? cand.last : a_.ops().event[e.at - 1];
-      auto const [lo, hi] = ex.range(cand.after, last);
-      ex.sums.subtract(lo, hi, cand.bytes);
+      progress        = true;
+      auto const last = cand.swap ? cand.last : a_.ops().event[e.at - 1];
+      ex.lower(cand.after, last, cand.bytes);
       if (pulls || ++since >= 8 || ex.sums.all_zero()) {
-        ex.refresh(excess_of(st.swaps, st.set.entries(), target));
+        if (pulls) {
+          reset(ex, st, target, false);  // entries came back: the curve rose
+        } else {
+          refresh(ex, st, target);
+        }
         since = 0;
         if (ex.none()) { return true; }
       }
@@ -506,7 +607,9 @@ class joint_greedy {
   std::vector<candidate> cands_;
   std::size_t gap_count_{0};
   std::map<std::pair<storage_id, std::uint64_t>, std::size_t> gap_of_;
-  std::map<std::pair<storage_id, std::uint64_t>, std::uint64_t> transient_;
+  // Per storage, (u, transient bytes) of its recompute candidates by u: looked up per re-run at
+  // every refresh of the excess, so not a map.
+  std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> transient_;
 };
 
 }  // namespace stash::detail
