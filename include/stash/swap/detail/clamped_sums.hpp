@@ -207,16 +207,21 @@ class clamped_sums {
     work_  = 0;
     built_ = base_;
     build_max();
-    sorted_ = base_;
-    std::sort(sorted_.begin(), sorted_.end());
-    sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
     prefix_.assign(n_ + 1, 0);
-    std::vector<std::pair<std::size_t, std::uint64_t>> cur(n_), next(n_);  // (rank, value)
+    auto& cur = cur_;
+    cur.resize(n_);
+    next_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
       prefix_[i + 1] = prefix_[i] + base_[i];
-      auto const r   = std::lower_bound(sorted_.begin(), sorted_.end(), base_[i]) - sorted_.begin();
-      cur[i]         = {static_cast<std::size_t>(r), base_[i]};
+      cur[i]         = {base_[i], i};
     }
+    std::sort(cur.begin(), cur.end());  // by value: the ranks, then back to positions
+    sorted_.clear();
+    for (auto& [value, i] : cur) {
+      if (sorted_.empty() || sorted_.back() != value) { sorted_.push_back(value); }
+      next_[i] = {sorted_.size() - 1, value};
+    }
+    std::swap(cur, next_);  // (rank, value) by position
     levels_ = 0;
     while ((std::size_t{1} << levels_) < sorted_.size()) { ++levels_; }
     zeros_.assign(levels_ * (n_ + 1), 0);
@@ -232,8 +237,8 @@ class clamped_sums {
       }
       zero_count_[level] = z[n_];
       std::size_t zi = 0, oi = z[n_];  // stable: zeros first, then ones
-      for (auto const& x : cur) { next[((x.first >> level) & 1U) == 0 ? zi++ : oi++] = x; }
-      std::swap(cur, next);
+      for (auto const& x : cur) { next_[((x.first >> level) & 1U) == 0 ? zi++ : oi++] = x; }
+      std::swap(cur, next_);
     }
   }
 
@@ -273,8 +278,9 @@ class clamped_sums {
   std::vector<std::uint32_t> zeros_;      // per level, per position: zero bits before it
   std::vector<std::uint64_t> zero_sums_;  // per level, per position: sum of their values
   std::vector<std::size_t> zero_count_;
-  std::vector<std::uint64_t> max_;  // base_max's tree
-  mutable std::size_t work_{0};     // query steps spent on pieces and overrides
+  std::vector<std::uint64_t> max_;                                   // base_max's tree
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> cur_, next_;  // build's scratch
+  mutable std::size_t work_{0};  // query steps spent on pieces and overrides
 };
 
 }  // namespace stash::detail

@@ -470,7 +470,7 @@ class joint_greedy {
       excess_index ex;
       reset(ex, st, target, true);
       if (ex.over.empty()) { return; }
-      heap_t heap(worse);
+      heap_t heap;
       for (std::size_t k = 0; k < cands_.size(); ++k) {
         if (st.gap_taken[cands_[k].gap] != 0) { continue; }
         auto const b = benefit(st, cands_[k], ex);
@@ -487,8 +487,10 @@ class joint_greedy {
   {
     return x.first != y.first ? x.first < y.first : x.second > y.second;  // ties: lower index
   }
-  using heap_t = std::priority_queue<heap_item, std::vector<heap_item>,
-                                     bool (*)(heap_item const&, heap_item const&)>;
+  struct worse_t {  // a type, not a function pointer: the heap's comparisons inline
+    bool operator()(heap_item const& x, heap_item const& y) const { return worse(x, y); }
+  };
+  using heap_t = std::priority_queue<heap_item, std::vector<heap_item>, worse_t>;
 
   [[nodiscard]] static bool none_over(std::vector<std::uint64_t> const& ex)
   {
