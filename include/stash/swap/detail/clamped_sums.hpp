@@ -95,6 +95,11 @@ class clamped_sums {
     for (auto p = piece_of(l); p != pieces_.end() && p->first < r; ++p) {
       auto const lo = std::max(l, p->first), hi = std::min(r, end_of(p));
       auto const d = p->second;
+      if (base_max(lo, hi) <= d) {  // every value here is 0, overrides included
+        o = std::lower_bound(o, overrides_.end(), hi);
+        work_ += 2;
+        continue;
+      }
       sum += piece_sum(lo, hi, d, b);
       for (; o != overrides_.end() && *o < hi; ++o) {  // the built value out, the set one in
         sum += std::min(b, clamp(base_[*o], d)) - std::min(b, clamp(built_[*o], d));
