@@ -67,6 +67,66 @@ f 6
 f 2
 )";
 
+// As `tail` with a third such storage C and longer paddings (15 ops each way): A's and B's
+// swaps are given, both offloads issued at op 3, so the D2H engine runs them one after the other
+// (16 us); the budget (peak - 24000) needs C away at H too.
+std::string const queued = R"(# stash-trace v1 model=queued dtype=float32
+t 0 1000 input x
+t 1 20000 param V
+t 2 8 temp z
+p forward
+t 3 8000 act A
+o my::fwd 0 3
+t 4 8000 act B
+o my::fwd 0 4
+t 5 8000 act C
+o my::fwd 0 5
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+t 6 30000 act H
+o aten::mm 0,1 6
+p backward
+t 7 1000 temp g
+o my::bwd 6 7
+f 6
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 1,7 2
+o my::bwd 5,7 7
+f 5
+o my::bwd 4,7 7
+f 4
+o my::bwd 3,7 7
+f 3
+f 7
+f 2
+)";
+
 // 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
 stash::cost_model link_bound_model()
 {
@@ -99,7 +159,7 @@ TEST_CASE("a link line finds the latest and the earliest free room and merges wh
   CHECK(line.size() == 2);
   CHECK(line.latest_fit(10.0, 2.0, 0.0) == doctest::Approx(4.0));  // [9, 10) is too short
   CHECK(line.latest_fit(10.0, 1.0, 0.0) == doctest::Approx(9.0));
-  CHECK(!line.latest_fit(10.0, 3.0, 1.0).has_value());             // [1, 2) too short as well
+  CHECK(!line.latest_fit(10.0, 3.0, 1.0).has_value());                // [1, 2) too short as well
   CHECK(line.earliest_fit(1.0, 2.0, 100.0) == doctest::Approx(4.0));  // [1, 2) is too short
   CHECK(line.earliest_fit(3.0, 3.0, 100.0) == doctest::Approx(9.0));
   CHECK(!line.earliest_fit(3.0, 3.0, 8.0).has_value());
@@ -140,6 +200,29 @@ TEST_CASE("swaps placed on the copy engines' free room take turns instead of sta
   auto const first = std::min(e0.prefetch_at, e1.prefetch_at);
   auto const later = std::max(e0.prefetch_at, e1.prefetch_at);
   CHECK(a.op_start(later) - a.op_start(first) >= 8000.0 / 1e9 - 1e-12);
+}
+
+// A start's swaps occupy the engines one copy at a time, as the simulator runs them: two offloads
+// issued at the same op hold the D2H engine for both transfers, not for the longer one.
+TEST_CASE(
+    "swaps given at the start queue on their copy engine, and what the greedy adds goes behind")
+{
+  auto const t = stash::parse_trace(queued, "queued");
+  stash::trace_analysis const a(t, link_bound_model());
+  stash::detail::joint_greedy const greedy(a);
+  auto const budget = a.peak_live_bytes() - 24000;
+  std::vector<stash::swap_entry> const start{{3, 0, 37, 3, 30, 8000}, {4, 1, 36, 3, 26, 8000}};
+  auto p = greedy.build(budget, {1.0, 0.0, false, true}, {start, {}});
+  auto const c =
+      std::find_if(p.swaps.begin(), p.swaps.end(), [](auto const& e) { return e.id == 5; });
+  REQUIRE(c != p.swaps.end());
+  CHECK(a.op_start(c->offload_at) >= a.op_start(3) + 2 * 8000.0 / 1e9 - 1e-12);
+  auto const s = stash::make_schedule(a, "greedy", budget, p.swaps, p.recomputes);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  CHECK(s.device_peak <= budget);
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(link_stall(r) == doctest::Approx(0.0));
 }
 
 }  // namespace STASH_UNITY_ID

@@ -291,13 +291,19 @@ class joint_greedy {
     return placed_swap{e, w.after, w.last, s, *ps};
   }
 
-  // An entry given at the start, reserved where it was planned (link_slots).
+  // An entry given at the start, reserved where the engines run it (link_slots): each copy
+  // from its issue op on, behind what is already reserved (one copy at a time, as simulated).
   void reserve_nominal(state& st, swap_entry const& e) const
   {
-    auto const& m = a_.model();
-    auto const s = a_.op_start(e.offload_at), p = a_.op_start(e.prefetch_at);
-    st.d2h.reserve(s, s + m.offload_time(e.bytes, e.encoding));
-    st.h2d.reserve(p, p + m.prefetch_time(e.bytes, e.encoding));
+    auto const& m    = a_.model();
+    double const inf = std::numeric_limits<double>::infinity();
+    double const off = m.offload_time(e.bytes, e.encoding);
+    double const pre = m.prefetch_time(e.bytes, e.encoding);
+    auto const s     = st.d2h.earliest_fit(a_.op_start(e.offload_at), off, inf);
+    auto const p =
+        st.h2d.earliest_fit(std::max(a_.op_start(e.prefetch_at), s ? *s + off : 0.0), pre, inf);
+    if (s) { st.d2h.reserve(*s, *s + off); }
+    if (p) { st.h2d.reserve(*p, *p + pre); }
   }
 
   void mark_gap(state& st, storage_id id, std::uint64_t u) const

@@ -28,8 +28,7 @@ class link_line {
   static constexpr std::size_t max_steps = 64;
 
   /// The latest start s >= earliest with [s, s + len) free and s + len <= deadline.
-  [[nodiscard]] std::optional<double> latest_fit(double deadline, double len,
-                                                 double earliest) const
+  [[nodiscard]] std::optional<double> latest_fit(double deadline, double len, double earliest) const
   {
     double end = deadline;
     auto it    = busy_.lower_bound(end);  // first interval starting at or after `end`
