@@ -12,18 +12,24 @@
  *     detail::joint_greedy (Capuchin-like: per gap, swap or recompute by excess removed per
  *     second of overhead, then redundant entries dropped), each from a start: nothing;
  *     checkpoint's recomputes for ceil(sqrt(n)), 32, 64 and 128 segments (so segment inputs can
- *     be swapped instead of kept); and each hybrid's swaps; with swap weights 0, 0.3 and 1. The
+ *     be swapped instead of kept); and each hybrid's swaps; with swap weights 0, 0.3 and 1, and
+ *     weights 0.05 and 0.1 with each swap's transfers placed where its copy engine is free (so
+ *     only what the link can hide is swapped: greedy_variant::link_slots). The
  *     budget-independent starts are also built for 90% (and 80%) of the budget: a schedule that
  *     fits a tighter budget fits this one, which keeps the plan from getting slower as the budget
  *     grows. The winning construction is rebuilt without the swaps whose prefetch stalled. The
  *     fastest that fits is the incumbent, so `search` is never slower than search_swap,
  *     checkpoint or dtr wherever they fit.
- *  2. Local search on the incumbent, one simulation per move, a move kept when the planned peak
- *     stays within the budget and the simulated time drops: (a) a swap whose prefetch stalled
- *     the compute stream becomes a recompute right before its next use; (b) a recompute, most
- *     expensive first, is dropped (the storage stays); (c) it becomes a swap (offload after its
- *     last use, prefetch as late as the nominal timeline allows). Until no move helps or
- *     `max_simulations` is spent.
+ *  2. Local search from the fastest seed of each kind (policies' seeds and hybrids; greedy with
+ *     swaps placed alone; greedy on the link's free room: the fastest seed's neighbourhood is
+ *     not always the best one), one simulation per move, a move kept when the
+ *     planned peak stays within the budget and the simulated time drops: (a) a swap whose
+ *     prefetch stalled the compute stream becomes a recompute right before its next use; (b) a
+ *     recompute, most expensive first, is dropped (the storage stays); (c) it becomes a swap
+ *     (offload after its last use, prefetch as late as the nominal timeline allows); (d) a
+ *     recompute, dearest per byte first, is exchanged: the greedy covers what its removal leaves
+ *     over the budget with other entries. From each start until no move helps or
+ *     `max_simulations` are spent.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them.
@@ -42,6 +48,7 @@
 #include <stash/swap/search_swap.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -90,12 +97,28 @@ struct joint_incumbent {
     } catch (schedule_error const&) {
       return false;
     }
-    if (!r.fits || r.iteration_s >= time()) { return false; }
-    s.note       = who;
+    if (!r.fits) { return false; }
+    s.note = who;
+    keep_runner(s, r);
+    if (r.iteration_s >= time()) { return false; }
     stats.winner = who;
     best         = std::move(s);
     sim          = std::move(r);
     return true;
+  }
+
+  // The fastest fitting schedule of each kind of construction (the policies' seeds and hybrids;
+  // the greedy with each swap placed alone; the greedy with swaps on the link's free room), where
+  // the local search starts from: the fastest seed's neighbourhood is not always the best one.
+  std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
+
+  void keep_runner(schedule const& s, sim_result const& r)
+  {
+    auto const family = !s.note.starts_with("greedy")               ? 0
+                        : s.note.find("/link") == std::string::npos ? 1
+                                                                    : 2;
+    auto& slot        = runners[static_cast<std::size_t>(family)];
+    if (!slot || r.iteration_s < slot->second.iteration_s) { slot.emplace(s, r); }
   }
 
   [[nodiscard]] static bool moves_state(trace_analysis const& a, schedule const& s) noexcept
@@ -169,8 +192,9 @@ struct joint_search {
     }
     detail::joint_incumbent inc;
     inc.activations_only = !also_any_kind;
-    seed(a, budget, inc, stats);
-    improve(a, budget, inc, stats);
+    detail::joint_greedy const greedy(a);
+    seed(a, budget, greedy, inc, stats);
+    improve_runners(a, budget, greedy, inc, stats);
     if (!inc.best) {
       auto s   = inc.smallest ? std::move(*inc.smallest) : make_schedule(a, "", budget, {});
       s.policy = std::string(name());
@@ -182,8 +206,8 @@ struct joint_search {
   }
 
  private:
-  void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
-            joint_search_stats& stats) const
+  void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+            detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
     search_swap const swaps{.also_any_kind = also_any_kind, .encodings = encodings};
     inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
@@ -208,21 +232,31 @@ struct joint_search {
       auto hybrid = dtr{}.plan_over(a, budget, std::move(base.entries));
       inc.offer(a, std::move(hybrid), tag, encodings, stats);
     }
-    seed_greedy(a, budget, starts, inc, stats);
+    seed_greedy(a, budget, greedy, starts, inc, stats);
   }
 
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
-  static constexpr std::size_t budget_free_starts    = 1 + std::size(checkpoint_segments);
+  static constexpr detail::greedy_variant exchange_variant{1.0, 1.0, true};
+  // Swap weights 0, 0.3, 1 with each swap placed alone; and with the swaps placed on the copy
+  // engines' free intervals (greedy_variant::link_slots: only what the link can hide), weights
+  // 0.05 and 0.1: a link second priced at a small fraction of a compute second, so that a
+  // swap displaces the recomputes that are dear per byte, not the cheap ones.
+  static constexpr detail::greedy_variant full_budget_variants[] = {{1.0, 0.0, true},
+                                                                    {1.0, 0.3, true},
+                                                                    {1.0, 1.0, true},
+                                                                    {1.0, 0.05, true, true},
+                                                                    {1.0, 0.1, true, true}};
+  static constexpr std::size_t budget_free_starts = 1 + std::size(checkpoint_segments);
 
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
   void seed_greedy(trace_analysis const& a, std::uint64_t budget,
+                   detail::joint_greedy const& greedy,
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
                    detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    detail::joint_greedy const greedy(a);
-    std::optional<std::pair<std::size_t, double>> lead;  // the start and weight that won
+    std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
     auto run = [&](std::size_t k, detail::greedy_variant const& var,
                    std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {}) {
       auto p         = greedy.build(budget, var, starts[k].second, no_swap);
@@ -232,8 +266,8 @@ struct joint_search {
       return inc.offer(a, std::move(s), tag, encodings, stats);
     };
     for (std::size_t k = 0; k < starts.size(); ++k) {
-      for (double const w : {0.0, 0.3, 1.0}) {
-        if (run(k, {1.0, w, true})) { lead = std::make_pair(k, w); }
+      for (auto const& var : full_budget_variants) {
+        if (run(k, var)) { lead = std::make_pair(k, var); }
       }
     }
     if (lead) { feed_back(a, *lead, run, inc); }
@@ -242,7 +276,10 @@ struct joint_search {
     // The budget-independent starts (nothing, the checkpoints) come first: planned for 90% of this
     // budget they repeat exactly what a plan for that budget constructs.
     for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
-      for (double const w : {0.0, 0.3, 1.0}) { run(k, {0.9, w, true}); }
+      for (auto var : full_budget_variants) {
+        var.target_share = 0.9;
+        run(k, var);
+      }
       run(k, {0.8, 0.3, true});
     }
   }
@@ -250,7 +287,8 @@ struct joint_search {
   // The winning construction again, told not to swap the gaps whose prefetch stalled the compute
   // stream in its simulation (they become recomputes or other swaps), a few rounds.
   template <typename Run>
-  static void feed_back(trace_analysis const& a, std::pair<std::size_t, double> lead, Run& run,
+  static void feed_back(trace_analysis const& a,
+                        std::pair<std::size_t, detail::greedy_variant> const& lead, Run& run,
                         detail::joint_incumbent& inc)
   {
     std::vector<std::pair<storage_id, std::uint64_t>> no_swap;
@@ -264,22 +302,21 @@ struct joint_search {
           }
         }
       }
-      if (no_swap.size() == before || !run(lead.first, {1.0, lead.second, true}, no_swap)) {
-        return;
-      }
+      if (no_swap.size() == before || !run(lead.first, lead.second, no_swap)) { return; }
     }
   }
 
   [[nodiscard]] static std::string variant_tag(detail::greedy_variant const& v)
   {
     return std::to_string(std::lround(v.target_share * 100)) + "%/w" +
-           std::to_string(v.swap_weight).substr(0, 3);
+           std::to_string(v.swap_weight).substr(0, 4) + (v.link_slots ? "/link" : "");
   }
 
   // One local-search move on the incumbent; true when one was kept.
-  bool try_moves(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+  bool try_moves(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+                 detail::joint_incumbent& inc,
                  std::vector<std::tuple<int, storage_id, std::uint64_t>>& tried,
-                 joint_search_stats& stats, std::size_t& sims) const
+                 joint_search_stats& stats, std::size_t& sims, std::size_t limit) const
   {
     auto const& best = *inc.best;
     auto attempt     = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
@@ -298,7 +335,7 @@ struct joint_search {
     std::stable_sort(stalls.begin(), stalls.end(),
                      [](auto const& x, auto const& y) { return x.seconds > y.seconds; });
     for (auto const& st : stalls) {
-      if (sims >= max_simulations) { return false; }
+      if (sims >= limit) { return false; }
       if (st.cause == stall_cause::memory || !st.storage) { continue; }
       for (std::size_t j = 0; j < best.entries.size(); ++j) {
         auto const& e = best.entries[j];
@@ -320,7 +357,7 @@ struct joint_search {
     }
     std::stable_sort(cost.begin(), cost.end());
     for (auto const& [neg, k] : cost) {
-      if (sims >= max_simulations) { return false; }
+      if (sims >= limit) { return false; }
       auto const e = best.recomputes[k];
       auto rc      = best.recomputes;
       rc.erase(rc.begin() + static_cast<std::ptrdiff_t>(k));
@@ -339,15 +376,65 @@ struct joint_search {
       swaps.push_back(sw);
       if (attempt(2, e.id, e.last_use, std::move(swaps), rc)) { return true; }
     }
+    // (d) exchange, dearest per byte first: without it, the greedy covers what it leaves over
+    // the budget with the cheapest other entries.
+    std::vector<std::pair<double, std::size_t>> per_byte;
+    for (auto const& [neg, k] : cost) {
+      per_byte.emplace_back(
+          neg / static_cast<double>(std::max<std::uint64_t>(1, best.recomputes[k].bytes)), k);
+    }
+    std::stable_sort(per_byte.begin(), per_byte.end());
+    for (auto const& [neg, k] : per_byte) {
+      if (sims >= limit) { return false; }
+      auto const e = best.recomputes[k];
+      auto rc      = best.recomputes;
+      rc.erase(rc.begin() + static_cast<std::ptrdiff_t>(k));
+      auto p = greedy.build(budget, exchange_variant, detail::greedy_plan{best.entries, rc}, {},
+                            {{e.id, e.last_use}});
+      if (attempt(3, e.id, e.last_use, std::move(p.swaps), std::move(p.recomputes))) {
+        return true;
+      }
+    }
     return false;
   }
 
-  void improve(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
-               joint_search_stats& stats) const
+  // The local search from the fastest seed of each kind (the fastest first); the best result wins.
+  void improve_runners(trace_analysis const& a, std::uint64_t budget,
+                       detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                       joint_search_stats& stats) const
+  {
+    std::vector<std::pair<schedule, sim_result>> runners;
+    for (auto& slot : inc.runners) {
+      if (slot) { runners.push_back(std::move(*slot)); }
+    }
+    std::stable_sort(runners.begin(), runners.end(), [](auto const& x, auto const& y) {
+      return x.second.iteration_s < y.second.iteration_s;
+    });
+    for (std::size_t k = 0; k < runners.size(); ++k) {
+      auto& [s, r] = runners[k];
+      detail::joint_incumbent local;
+      local.activations_only = inc.activations_only;
+      local.best             = std::move(s);
+      local.sim              = std::move(r);
+      auto const winner      = stats.winner;
+      improve(a, budget, greedy, local, stats, max_simulations);
+      if (local.time() < inc.time()) {
+        stats.winner = local.best->note;
+        inc.best     = std::move(local.best);
+        inc.sim      = std::move(local.sim);
+      } else {
+        stats.winner = winner;
+      }
+    }
+  }
+
+  void improve(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+               detail::joint_incumbent& inc, joint_search_stats& stats, std::size_t limit) const
   {
     std::vector<std::tuple<int, storage_id, std::uint64_t>> tried;
     std::size_t sims = 0;
-    while (inc.best && sims < max_simulations && try_moves(a, budget, inc, tried, stats, sims)) {
+    while (inc.best && sims < limit &&
+           try_moves(a, budget, greedy, inc, tried, stats, sims, limit)) {
       tried.clear();
     }
   }

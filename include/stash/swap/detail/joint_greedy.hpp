@@ -16,7 +16,10 @@
  *  - cost of a recompute: its re-run time x (1 + bytes it pulls back / bytes), as DTR;
  *  - cost of a swap: `swap_weight` x its transfer time (a hidden transfer still loads the link),
  *    plus the part of its round trip the gap cannot hide, plus the part of the link time beyond
- *    what the iteration's compute can hide (summed over the swaps taken so far).
+ *    what the iteration's compute can hide (summed over the swaps taken so far). With
+ *    greedy_variant::link_slots instead: `swap_weight` x its transfer time, each transfer placed
+ *    where its copy engine is still free (link_line.hpp; a swap with no such room in its gap is
+ *    not a candidate), which sets the window it is away over.
  * Benefits only shrink as the excess does, so the choice is a lazy greedy over a heap (a
  * candidate is re-scored when it reaches the top). Then every entry, costliest first, is dropped
  * when the planned peak stays within the target (the greedy's early picks are often made
@@ -28,12 +31,15 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/detail/clamped_sums.hpp>
+#include <stash/swap/detail/link_line.hpp>
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <queue>
@@ -48,6 +54,11 @@ struct greedy_variant {
   double target_share;  // plan to target_share x budget (< 1: a schedule for a tighter budget)
   double swap_weight;   // see the file comment; negative: no swaps
   bool recompute;       // recompute candidates allowed
+  // Swaps only where the link can hide them: each offload and prefetch is placed where its copy
+  // engine is still free (link_line.hpp), the prefetch before the next use on the nominal
+  // timeline, so later-chosen swaps of a crowded stretch come back earlier (they hold memory)
+  // instead of queueing behind the others (they stall). Otherwise each swap is placed alone.
+  bool link_slots = false;
 };
 
 /// Swap and recompute entries a construction chose.
@@ -63,10 +74,12 @@ class joint_greedy {
 
   /// The entries of `start` plus those the greedy adds to bring the planned peak within
   /// `budget` x var.target_share (as close as it gets when nothing is left to add).
-  /// Gaps in `no_swap` (storage, last use) are not swapped (a simulation saw them stall).
+  /// Gaps in `no_swap` (storage, last use) are not swapped (a simulation saw them stall), gaps
+  /// in `no_recompute` not recomputed (an exchange move took that entry out).
   [[nodiscard]] greedy_plan build(
       std::uint64_t budget, greedy_variant const& var, greedy_plan const& start,
-      std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {}) const
+      std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap      = {},
+      std::vector<std::pair<storage_id, std::uint64_t>> const& no_recompute = {}) const
   {
     auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
     state st(a_, start.swaps, cands_.size(), gap_count_);
@@ -74,8 +87,15 @@ class joint_greedy {
       auto const it = gap_of_.find({id, u});
       if (it != gap_of_.end()) { st.no_swap.insert(it->second); }
     }
+    for (auto const& [id, u] : no_recompute) {
+      auto const it = gap_of_.find({id, u});
+      if (it != gap_of_.end()) { st.no_recompute.insert(it->second); }
+    }
     for (auto const& e : start.recomputes) { (void)st.set.try_add(e); }
-    for (auto const& e : st.swaps) { mark_gap(st, e.id, e.last_use); }
+    for (auto const& e : st.swaps) {
+      mark_gap(st, e.id, e.last_use);
+      if (var.link_slots) { reserve_nominal(st, e); }
+    }
     for (auto const& e : st.set.entries()) { mark_gap(st, e.id, e.last_use); }
     fill(st, target, var);
     greedy_plan out{st.swaps, st.set.entries()};
@@ -101,6 +121,7 @@ class joint_greedy {
     std::uint64_t prefetch_at{};  // swap: its prefetch op; recompute: the op its re-runs precede
     std::size_t gap{};            // index of its (storage, u) gap: one entry per gap
     recompute_chain chain;
+    double off_s{}, pre_s{};  // swap: each direction's transfer
   };
 
   struct state {
@@ -120,7 +141,17 @@ class joint_greedy {
     std::vector<char> gap_taken;
     std::vector<std::vector<std::size_t>> swaps_of;  // per storage: its entries in `swaps`
     std::set<std::size_t> no_swap;                   // gaps not to swap
+    std::set<std::size_t> no_recompute;              // gaps not to recompute
     double link_s{0};
+    link_line d2h, h2d;  // greedy_variant::link_slots: the engines' reserved intervals
+  };
+
+  // A swap candidate as it would be added now: its entry, the events it is away over
+  // (after, last], and (link_slots) the starts of its two transfers.
+  struct placed_swap {
+    swap_entry e;
+    std::uint64_t after{}, last{};
+    double off_start{}, pre_start{};
   };
 
   // The transient bytes of the recompute candidate of gap (id, u) (0 when there is none).
@@ -147,6 +178,8 @@ class joint_greedy {
         double const off = model.offload_time(s.bytes, swap_encoding::configured);
         double const pre = model.prefetch_time(s.bytes, swap_encoding::configured);
         sw.seconds       = std::max(off, pre);
+        sw.off_s         = off;
+        sw.pre_s         = pre;
         sw.exposed       = std::max(0.0, off + pre - (a_.op_start(v) - a_.op_start(u + 1)));
         sw.prefetch_at   = latest_prefetch(u + 1, v, pre);
         sw.last          = ev[sw.prefetch_at - 1];
@@ -218,6 +251,70 @@ class joint_greedy {
     while (p + 1 < e.prefetch_at && a_.op_start(p) < done) { ++p; }
     e.offload_at = std::max(e.offload_at, std::min(p, e.prefetch_at - 1));
     return e;
+  }
+
+  [[nodiscard]] static std::optional<placed_swap> nominal(candidate const& c)
+  {
+    return placed_swap{swap_entry{c.id, c.u, c.v, c.u + 1, c.prefetch_at, c.bytes}, c.after, c.last,
+                       0, 0};
+  }
+
+  // The first op in [lo, hi) whose nominal start is at or after `t` (hi when none is).
+  [[nodiscard]] std::uint64_t first_op_from(double t, std::uint64_t lo, std::uint64_t hi) const
+  {
+    while (lo < hi) {
+      auto const mid = lo + (hi - lo) / 2;
+      if (a_.op_start(mid) < t) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  // Swap candidate c with its offload issued at the first op from which the D2H engine is free
+  // for it, and its prefetch at the last op whose start leaves the H2D engine free for it until
+  // op v starts, both after what is reserved; nullopt when the gap has no such room.
+  [[nodiscard]] std::optional<placed_swap> place(state const& st, candidate const& c) const
+  {
+    double const deadline = a_.op_start(c.v);
+    auto q                = c.u + 1;
+    double s              = a_.op_start(q);
+    for (int tries = 0;; ++tries) {  // the offload starts at an op's start, into free room
+      auto const fit = st.d2h.earliest_fit(s, c.off_s, deadline - c.pre_s - c.off_s);
+      if (!fit || tries == 4) { return std::nullopt; }
+      q = first_op_from(*fit, c.u + 1, c.v);
+      if (q >= c.v) { return std::nullopt; }
+      if (a_.op_start(q) == *fit) { break; }
+      s = a_.op_start(q);
+    }
+    s             = a_.op_start(q);
+    auto const ps = st.h2d.latest_fit(deadline, c.pre_s, s + c.off_s);
+    if (!ps) { return std::nullopt; }
+    auto const p = first_op_from(std::nextafter(*ps, std::numeric_limits<double>::infinity()),
+                                 q + 1, c.v + 1) -
+                   1;
+    if (p <= q) { return std::nullopt; }
+    swap_entry const e{c.id, c.u, c.v, q, p, c.bytes};
+    auto const w = planned_off_window(effective(e), a_.ops());
+    if (w.after >= w.last) { return std::nullopt; }
+    return placed_swap{e, w.after, w.last, s, *ps};
+  }
+
+  // An entry given at the start, reserved where the engines run it (link_slots): each copy
+  // from its issue op on, behind what is already reserved (one copy at a time, as simulated).
+  void reserve_nominal(state& st, swap_entry const& e) const
+  {
+    auto const& m    = a_.model();
+    double const inf = std::numeric_limits<double>::infinity();
+    double const off = m.offload_time(e.bytes, e.encoding);
+    double const pre = m.prefetch_time(e.bytes, e.encoding);
+    auto const s     = st.d2h.earliest_fit(a_.op_start(e.offload_at), off, inf);
+    auto const p =
+        st.h2d.earliest_fit(std::max(a_.op_start(e.prefetch_at), s ? *s + off : 0.0), pre, inf);
+    if (s) { st.d2h.reserve(*s, *s + off); }
+    if (p) { st.h2d.reserve(*p, *p + pre); }
   }
 
   void mark_gap(state& st, storage_id id, std::uint64_t u) const
@@ -407,12 +504,21 @@ class joint_greedy {
   }
 
   // The excess c would remove: sum over its window of min(bytes, excess).
-  [[nodiscard]] double benefit(state const& st, candidate const& c, excess_index const& ex) const
+  // A swap is counted over the window where it is placed (greedy_variant::link_slots).
+  [[nodiscard]] double benefit(state const& st, candidate const& c, excess_index const& ex,
+                               greedy_variant const& var) const
   {
     auto it = std::upper_bound(ex.over.begin(), ex.over.end(), c.after);
     if (it == ex.over.end() || *it > c.last) { return 0; }  // c.last bounds either kind's window
-    auto const last     = c.swap ? c.last : a_.ops().event[entry_of(st, c).at - 1];
-    auto const [lo, hi] = ex.range(c.after, last);
+    auto after = c.after;
+    auto last  = c.swap ? c.last : a_.ops().event[entry_of(st, c).at - 1];
+    if (c.swap && var.link_slots) {
+      auto const p = place(st, c);
+      if (!p) { return 0; }
+      after = p->after;
+      last  = p->last;
+    }
+    auto const [lo, hi] = ex.range(after, last);
     return static_cast<double>(ex.sums.sum_min(lo, hi, c.bytes));
   }
 
@@ -423,12 +529,13 @@ class joint_greedy {
     if (st.gap_taken[c.gap] != 0) { return -1; }
     if (c.swap) {
       if (var.swap_weight < 0 || st.no_swap.count(c.gap) != 0) { return -1; }
-      swap_entry const e{c.id, c.u, c.v, c.u + 1, c.prefetch_at, c.bytes};
-      if (!st.set.swap_allowed(e) || !apart(st, e)) { return -1; }
+      auto const p = var.link_slots ? place(st, c) : nominal(c);
+      if (!p || !st.set.swap_allowed(p->e) || !apart(st, p->e)) { return -1; }
+      if (var.link_slots) { return var.swap_weight * c.seconds + 1e-9; }  // the line hides it
       double const over = std::max(0.0, st.link_s + c.seconds - a_.compute_seconds());
       return var.swap_weight * c.seconds + c.exposed + std::min(over, c.seconds) + 1e-9;
     }
-    if (!var.recompute) { return -1; }
+    if (!var.recompute || st.no_recompute.count(c.gap) != 0) { return -1; }
     auto const pulled = st.set.pulled_bytes(entry_of(st, c), c.chain);
     if (!pulled) { return -1; }
     return c.seconds * (1.0 + static_cast<double>(*pulled) / static_cast<double>(c.bytes)) + 1e-9;
@@ -448,14 +555,16 @@ class joint_greedy {
     return true;
   }
 
-  bool take(state& st, std::size_t k) const
+  bool take(state& st, std::size_t k, std::optional<placed_swap> const& p) const
   {
     auto const& c = cands_[k];
     if (c.swap) {
       st.swaps_of[c.id].push_back(st.swaps.size());
-      st.swaps.push_back(swap_entry{c.id, c.u, c.v, c.u + 1, c.prefetch_at, c.bytes});
+      st.swaps.push_back(p->e);
       st.set.add_swap(st.swaps.back());
       st.link_s += c.seconds;
+      st.d2h.reserve(p->off_start, p->off_start + c.off_s);
+      st.h2d.reserve(p->pre_start, p->pre_start + c.pre_s);
     } else if (!st.set.try_add(entry_of(st, c), c.chain)) {
       return false;
     }
@@ -473,7 +582,7 @@ class joint_greedy {
       heap_t heap;
       for (std::size_t k = 0; k < cands_.size(); ++k) {
         if (st.gap_taken[cands_[k].gap] != 0) { continue; }
-        auto const b = benefit(st, cands_[k], ex);
+        auto const b = benefit(st, cands_[k], ex, var);
         auto const c = b > 0 ? cost(st, k, var) : -1.0;
         if (c > 0) { heap.emplace(b / c, k); }
       }
@@ -509,7 +618,7 @@ class joint_greedy {
       auto const k = heap.top().second;
       heap.pop();
       double const c = cost(st, k, var);
-      double const b = c > 0 ? benefit(st, cands_[k], ex) : 0.0;
+      double const b = c > 0 ? benefit(st, cands_[k], ex, var) : 0.0;
       if (b <= 0) { continue; }
       if (!heap.empty() && b / c < heap.top().first) {
         heap.emplace(b / c, k);
@@ -518,10 +627,12 @@ class joint_greedy {
       auto const& cand = cands_[k];
       auto const e     = entry_of(st, cand);
       bool const pulls = !cand.swap && st.set.pulled_bytes(e, cand.chain).value_or(0) > 0;
-      if (!take(st, k)) { continue; }
-      progress        = true;
-      auto const last = cand.swap ? cand.last : a_.ops().event[e.at - 1];
-      ex.lower(cand.after, last, cand.bytes);
+      auto const p = !cand.swap ? std::nullopt : var.link_slots ? place(st, cand) : nominal(cand);
+      if ((cand.swap && !p) || !take(st, k, p)) { continue; }
+      progress         = true;
+      auto const after = p ? p->after : cand.after;
+      auto const last  = p ? p->last : a_.ops().event[e.at - 1];
+      ex.lower(after, last, cand.bytes);
       if (pulls || ++since >= 8 || ex.sums.all_zero()) {
         if (pulls) {
           reset(ex, st, target, false);  // entries came back: the curve rose
