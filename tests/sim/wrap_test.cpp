@@ -10,6 +10,7 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/approx.hpp"
+#include "support/wrap_trace.hpp"
 
 #include <doctest/doctest.h>
 
@@ -20,27 +21,7 @@ namespace STASH_UNITY_ID {
 
 namespace {
 
-// w (id 0, param) is read at op0 and updated at op3; m (id 1, optstate) only at op3. Live
-// bytes: op0 8000, op1 13000 (big), op2 8000, op3 7000; after op3 w + m = 6000.
-std::string const wrap_trace = R"(# stash-trace v1 model=wrap dtype=float32
-t 0 4000 param w
-t 1 2000 optstate m
-p forward
-t 2 1000 input x
-t 3 1000 act y
-o aten::mm 0,2 3
-f 2
-t 4 6000 temp big
-o aten::relu 3 4
-f 4
-p backward
-t 5 1000 grad g
-o aten::mm 3 5
-f 3
-p optimizer
-o aten::add_ 5,1,0 0,1
-f 5
-)";
+std::string const& wrap_trace = stash::test::wrap_trace_text;
 
 stash::cost_model model()
 {
@@ -54,8 +35,8 @@ stash::cost_model model()
 stash::swap_entry wrap_of(stash::storage_id id, std::uint64_t last, std::uint64_t first,
                           std::uint64_t offload_at, std::uint64_t prefetch_at, std::uint64_t bytes)
 {
-  return stash::swap_entry{id,    last, first, offload_at, prefetch_at, bytes,
-                           stash::swap_encoding::configured, true};
+  return stash::swap_entry{
+      id, last, first, offload_at, prefetch_at, bytes, stash::swap_encoding::configured, true};
 }
 
 }  // namespace
@@ -87,7 +68,7 @@ TEST_CASE("a wrap entry is valid only for a persistent storage from its last acc
   // A gap inside the iteration and the wrap of the same storage: a ring of two entries.
   stash::swap_entry const inner{0, 0, 3, 1, 3, 4000};
   CHECK(valid({inner, wrap_of(0, 3, 0, 4, 0, 4000)}));
-  auto late = inner;
+  auto late       = inner;
   late.offload_at = 4;  // past op3: not an entry inside the iteration
   CHECK_FALSE(valid({late, wrap_of(0, 3, 0, 4, 0, 4000)}));
 }
@@ -99,8 +80,8 @@ TEST_CASE("the planned curve counts a wrapped storage off at the head and the ta
   std::vector<stash::swap_entry> const entries{wrap_of(1, 3, 3, 4, 2, 2000)};
   auto const curve = stash::planned_device_curve(a, entries);
   auto const& ev   = a.ops().event;
-  CHECK(curve[0] == 4000);      // w allocated
-  CHECK(curve[1] == 4000);      // m allocated on the host: it starts a replayed iteration there
+  CHECK(curve[0] == 4000);       // w allocated
+  CHECK(curve[1] == 4000);       // m allocated on the host: it starts a replayed iteration there
   CHECK(curve[ev[1]] == 11000);  // op1 runs without m: 13000 - 2000
   CHECK(curve[ev[2]] == 8000);   // m prefetched at op2
   CHECK(curve.back() == 4000);   // offloaded after op3
