@@ -94,8 +94,9 @@ enum class wrap_choice : std::uint8_t { needed, first, all };
                                                          std::vector<std::int64_t>& residual,
                                                          std::int64_t target)
 {
-  std::stable_sort(chosen.begin(), chosen.end(),
-                   [](wrap_candidate const& x, wrap_candidate const& y) { return x.first > y.first; });
+  std::stable_sort(
+      chosen.begin(), chosen.end(),
+      [](wrap_candidate const& x, wrap_candidate const& y) { return x.first > y.first; });
   std::vector<swap_entry> out;
   double free_from = std::numeric_limits<double>::infinity();
   for (auto const& c : chosen) {
@@ -147,8 +148,8 @@ enum class wrap_choice : std::uint8_t { needed, first, all };
   }
   std::vector<char> taken(cands.size(), 0);
   while (n > 0) {
-    auto const worst = static_cast<std::size_t>(
-        std::max_element(residual.begin(), residual.end()) - residual.begin());
+    auto const worst = static_cast<std::size_t>(std::max_element(residual.begin(), residual.end()) -
+                                                residual.begin());
     if (residual[worst] <= goal) { break; }
     std::size_t best = cands.size();
     for (std::size_t k = 0; k < cands.size(); ++k) {
