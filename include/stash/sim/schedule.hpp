@@ -201,9 +201,6 @@ struct off_window {
 };
 
 /// @brief The planned off-window of `e` (see off_window).
-/// @param e The entry.
-/// @param ops The trace's op index.
-/// @return The ops during which the storage is off the device.
 /// For a wrap entry: the part of its tail half up to the last op's event (planned_device_curve
 /// also counts it off after the last op and from its allocation through op prefetch_at - 1).
 /// @param e The entry.
