@@ -96,8 +96,8 @@ TEST_CASE("wrap entries: weights and gradients away between steps, bitwise the k
   auto const n    = r.schedule.entries.size();
   REQUIRE(n == 8);  // 4 weights, 4 gradients
   MESSAGE("wrap_all: planned peak " << r.schedule.device_peak << " (no-offload peak "
-                                    << r.schedule.baseline_peak << "), sampled pool peak "
-                                    << r.peak << " (kept run " << kept.peak << ")");
+                                    << r.schedule.baseline_peak << "), sampled pool peak " << r.peak
+                                    << " (kept run " << kept.peak << ")");
   CHECK(r.state == kept.state);  // float vectors compared bit for bit (no NaN)
   CHECK(r.stats.deviations == 0);
   // Replayed steps offload each after its last use; the recorded step's end offloads them too.
@@ -178,12 +178,11 @@ TEST_CASE("wrap entries: search_swap with wrap runs below the budget its any-kin
   auto const r     = run(policy, ao);
   std::uint64_t wraps = 0;
   for (auto const& e : r.schedule.entries) { wraps += e.wrap ? 1 : 0; }
-  MESSAGE("search_swap (wrap) between the bounds: " << r.schedule.entries.size() << " entries (" << wraps
-                                        << " wraps), planned peak " << r.schedule.device_peak
-                                        << " of " << ao.device_budget << ", sampled pool peak "
-                                        << r.peak << ", note " << r.schedule.note
-                                        << "; any-kind bound " << inner << ", wrap bound "
-                                        << floor);
+  MESSAGE("search_swap (wrap) between the bounds: "
+          << r.schedule.entries.size() << " entries (" << wraps << " wraps), planned peak "
+          << r.schedule.device_peak << " of " << ao.device_budget << ", sampled pool peak "
+          << r.peak << ", note " << r.schedule.note << "; any-kind bound " << inner
+          << ", wrap bound " << floor);
   CHECK(wraps > 0);
   // The simulator (prefetches granted once the ops' frees are back, as the allocator issues
   // them) fits the budget; the planned curve, which counts a prefetch back before the frees
