@@ -15,8 +15,15 @@
  *    activations, their handles stay valid, and they are resident again when the iteration ends
  *    (allocator_stats::persistent_offloads, persistent_restores). An entry's gap lies between
  *    two accesses of the recorded iteration, so none spans the iteration's end; a recompute entry
- *    for one is a stash::schedule_error (state is not recomputed). A loop that keeps raw pointers
- *    to its parameters across ops sets allocator_options::keep_persistent.
+ *    for one is a stash::schedule_error (state is not recomputed). A wrap entry
+ *    (swap_entry::wrap, search_swap::wrap) moves one across the iteration's end instead: it is
+ *    offloaded after its last use (by end_iteration() when that is the last op), stays on the host
+ *    between iterations, and is prefetched at the planned op of the next one; the recorded
+ *    iteration ends by offloading it, so every replayed iteration starts as the schedule plans.
+ *    An iteration that deviates or stops early brings it back at its end, as the others (the next
+ *    one is recorded with everything resident); one whose offload fails stays resident and its
+ *    prefetch is skipped. A loop that keeps raw pointers to its parameters across ops sets
+ *    allocator_options::keep_persistent.
  * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / deallocate / op
  * / phase); nothing is offloaded.
  * 3. At its end, the policy object's `plan(analysis, budget)` gives the schedule, which the
@@ -420,9 +427,9 @@ class allocator {
     in_iteration_ = false;
     ++stats_.iterations;
     if (state_ == allocator_state::replaying) {
+      if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
       issue_offloads_before(end_of_iteration, stream_type{});
       restore_persistent();
-      if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
     }
     bool const recorded = state_ == allocator_state::recording;
     std::exception_ptr planning;
@@ -434,6 +441,7 @@ class allocator {
         planning  = std::current_exception();
       }
     }
+    if (recorded && !planning) { offload_wraps(); }
     end_pool_iteration(recorded && !planning);
     if (planning) { std::rethrow_exception(planning); }
     if (recorded) { return; }
@@ -552,6 +560,7 @@ class allocator {
       for (auto id : reads) { r.push_back(storage_of(id, "op")); }
       for (auto id : writes) { w.push_back(storage_of(id, "op")); }
       recorder_->op(std::move(name), std::move(r), std::move(w));
+      last_stream_ = stream;  // where the recorded iteration's end offloads wrapped tensors
     } else if (replay) {
       if (j >= recorded_ops_) { deviated_ = true; }
       if (!was_prepared) { run_schedule_before(j, stream); }
@@ -733,9 +742,19 @@ class allocator {
   }
 
   // A persistent storage is state (a parameter, optimizer state): its value comes from the
-  // previous iteration, which no re-run of this iteration's ops rebuilds.
+  // previous iteration, which no re-run of this iteration's ops rebuilds. A wrap entry needs a
+  // tensor that outlives the iteration: one allocated before the first begin_iteration().
   void refuse_persistent_recomputes(trace const& t, schedule const& s) const
   {
+    for (std::size_t k = 0; k < s.entries.size(); ++k) {
+      storage_id const id = s.entries[k].id;
+      if (!s.entries[k].wrap || id < first_storage_) { continue; }
+      throw schedule_error(
+          k, "storage " + std::to_string(id) +
+                 (id < t.storages().size() ? " '" + t.storages()[id].label + "'" : "") +
+                 " has a wrap entry but was allocated inside the iteration; only "
+                 "tensors allocated before the first begin_iteration() may wrap");
+    }
     for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
       storage_id const id = s.recomputes[k].id;
       if (id >= first_storage_) { continue; }
@@ -795,12 +814,16 @@ class allocator {
     stats_.recompute_fallbacks = recompute_.kept;
     recompute_kept_.assign(recompute_.steps.size(), false);
     callables_.assign(recompute_.empty() ? 0 : recorded_ops_, nullptr);
+    wrapped_.assign(first_storage_, std::nullopt);
     for (auto const& e : schedule_.entries) {
       // Persistent storages too: an entry's gap lies between two accesses of the recorded
-      // iteration (validate_schedule), so it never spans the iteration's end.
+      // iteration (validate_schedule), so it never spans the iteration's end, unless it is a wrap
+      // entry: offloaded after the last op (index recorded_ops_: by end_iteration()) and
+      // prefetched in the next iteration.
       if (e.last_use < first_op_ || e.prefetch_at < first_op_) { continue; }
       auto const transfer =
           transfer_for_entry(e, recording_->storages()[e.id].bytes, desc_of_storage(e.id));
+      if (e.wrap) { wrapped_[e.id] = transfer; }
       offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(
           {e.id, transfer});
       prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
@@ -883,8 +906,9 @@ class allocator {
         tensor* const t = matched(s);
         if (t == nullptr || manager_.state(t->handle) != tensor_state::resident) { continue; }
         // At the iteration's end (a deviating iteration that stopped early), a persistent tensor
-        // would only come back at once (see restore_persistent).
-        if (s < first_storage_ && j == end_of_iteration) { continue; }
+        // would only come back at once (see restore_persistent); a wrapped one of a complete
+        // iteration leaves for the next.
+        if (s < first_storage_ && j == end_of_iteration && !(wraps(s) && !deviated_)) { continue; }
         try {
           manager_.offload_async(t->handle, stream == stream_type{} ? last_stream_ : stream,
                                  transfer_for_tensor(transfer, *t), t->desc);
@@ -910,7 +934,7 @@ class allocator {
   {
     for (storage_id s = 0; s < first_storage_ && s < by_storage_.size(); ++s) {
       tensor* const t = matched(s);
-      if (t == nullptr) { continue; }
+      if (t == nullptr || (wraps(s) && !deviated_)) { continue; }  // wrapped: the next one fetches
       tensor_state const where = manager_.state(t->handle);
       if (where == tensor_state::resident || where == tensor_state::released) { continue; }
       try {
@@ -922,6 +946,33 @@ class allocator {
         ++stats_.failed_prefetches;
       } catch (logic_error const&) {
         ++stats_.failed_prefetches;
+      }
+    }
+  }
+
+  // Whether persistent storage `s` has a wrap entry in the schedule in force.
+  [[nodiscard]] bool wraps(storage_id s) const noexcept
+  {
+    return s < wrapped_.size() && wrapped_[s].has_value();
+  }
+
+  // The end of the recorded iteration, planned with wrap entries: their tensors leave now, so
+  // every replayed iteration starts with them on the host, as the schedule plans (and the pool
+  // learns). An offload that fails leaves its tensor resident, counted in failed_offloads.
+  void offload_wraps()
+  {
+    for (storage_id s = 0; s < wrapped_.size(); ++s) {
+      tensor* const t = wraps(s) ? matched(s) : nullptr;
+      if (t == nullptr || manager_.state(t->handle) != tensor_state::resident) { continue; }
+      try {
+        manager_.offload_async(t->handle, last_stream_, transfer_for_tensor(*wrapped_[s], *t),
+                               t->desc);
+      } catch (std::bad_alloc const&) {
+        ++stats_.failed_offloads;
+      } catch (cuda_error const&) {
+        ++stats_.failed_offloads;
+      } catch (logic_error const&) {
+        ++stats_.failed_offloads;
       }
     }
   }
@@ -942,6 +993,8 @@ class allocator {
     for (storage_id s : prefetches_by_op_[j]) {
       tensor* const t = matched(s);
       if (t == nullptr) { continue; }
+      // A wrapped tensor whose offload failed (or that came back on demand) is already here.
+      if (wraps(s) && manager_.state(t->handle) == tensor_state::resident) { continue; }
       try {
         if constexpr (iteration_aware_pool<Pool>) {
           manager_.prefetch_async(t->handle, stream);
@@ -1134,7 +1187,8 @@ class allocator {
   stream_type last_stream_{};
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
   std::vector<std::vector<storage_id>> prefetches_by_op_;
-  std::vector<tensor_handle> by_storage_;       // the live tensor matched to each storage
+  std::vector<std::optional<std::uint8_t>> wrapped_;  // by persistent storage: its wrap's member
+  std::vector<tensor_handle> by_storage_;             // the live tensor matched to each storage
   std::vector<descriptor_type> storage_descs_;  // of the recording's storages (described ones only)
   std::vector<tensor> tensors_;        // indexed by tensor_handle::index(), as the manager's table
   detail::recompute_table recompute_;  // the schedule's recompute entries, by op

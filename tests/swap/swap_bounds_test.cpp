@@ -91,6 +91,22 @@ std::vector<std::vector<stash::swap_entry>> entry_choices(stash::trace_analysis 
       }
       if (!choices.empty()) { gaps.push_back(choices); }
     }
+    if (scope == stash::swap_scope::any_kind_wrap && stash::may_wrap(a, s.id)) {
+      auto const first = s.accesses.front().op, last = s.accesses.back().op;
+      std::vector<stash::swap_entry> choices;
+      for (std::uint64_t off = 0; off <= a.op_count(); ++off) {
+        for (std::uint64_t pre = 0; pre <= first; ++pre) {
+          stash::swap_entry const e{
+              s.id, last, first, off, pre, s.bytes, stash::swap_encoding::configured, true};
+          try {
+            stash::validate_schedule(a, stash::make_schedule(a, "one", 0, {e}));
+            choices.push_back(e);
+          } catch (stash::schedule_error const&) {  // not a legal entry: not a choice
+          }
+        }
+      }
+      if (!choices.empty()) { gaps.push_back(choices); }
+    }
   }
   return gaps;
 }
@@ -135,8 +151,12 @@ bool fits(stash::trace_analysis const& a, std::vector<stash::swap_entry> const& 
 
 // The definition of memory_lower_bound_bytes, event by event: after each event, the live bytes
 // less those that may be away then. At op i's event: storages in a gap u < i < v. Between op i-1
-// and op i (and before op 0, after the last op): storages in a gap u <= i-1 < i <= v.
-std::uint64_t resident_floor_reference(stash::trace const& t, stash::lifetime_analysis const& life)
+// and op i (and before op 0, after the last op): storages in a gap u <= i-1 < i <= v. With `wrap`
+// (given the analysis), a storage that may wrap is also away at op i's event for i < first or
+// i > last, and between ops for i < first or i > last (a prefetch restores it before op i's
+// step: nothing recomputes it after).
+std::uint64_t resident_floor_reference(stash::trace const& t, stash::lifetime_analysis const& life,
+                                       stash::trace_analysis const* wrap = nullptr)
 {
   auto const events   = t.events();
   std::uint64_t ops   = 0;  // ops at or before the event
@@ -153,6 +173,10 @@ std::uint64_t resident_floor_reference(stash::trace const& t, stash::lifetime_an
         auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
         auto const i = at_op ? ops - 1 : ops;  // the op running, or the next one
         away         = away || (at_op ? (u < i && i < v) : (u + 1 <= i && i <= v));
+      }
+      if (wrap != nullptr && stash::may_wrap(*wrap, s.id)) {
+        auto const i = at_op ? ops - 1 : ops;
+        away         = away || i < s.accesses.front().op || i > s.accesses.back().op;
       }
       if (!away) { need += s.bytes; }
     }
@@ -320,6 +344,49 @@ TEST_CASE(
   MESSAGE(fitted << " fitting (trace, budget, policy) points, " << recomputing
                  << " of them with recomputes");
   CHECK(fitted > 100);
+}
+
+TEST_CASE("with wrap gaps the bounds stay bounds: brute force over schedules with wrap entries")
+{
+  std::mt19937 rng(20261126);
+  int traces = 0, schedules = 0, wrapping = 0;
+  auto const wrap_scope = stash::swap_scope::any_kind_wrap;
+  stash::time_bound_options const wrap_options{std::nullopt, false, true};
+  for (int round = 0; round < 40; ++round) {
+    CAPTURE(round);
+    auto const t = random_trace(rng, 3 + round % 3);
+    stash::trace_analysis const a(t, model_of(round % 2 ? "pcie3_x16" : "h100_sxm", false));
+    auto const bound = stash::swap_bound_bytes(a, wrap_scope);
+    auto const floor = stash::memory_lower_bound_bytes(a, true);
+    CHECK(floor == resident_floor_reference(t, a.lifetimes(), &a));
+    CHECK(floor <= bound);
+    CHECK(floor <= stash::memory_lower_bound_bytes(a));
+    CHECK(bound <= stash::swap_bound_bytes(a, stash::swap_scope::any_kind));
+    auto const peak = a.peak_live_bytes();
+    bool reached    = false;
+    int below       = 0;
+    bool const done = for_each_schedule(a, wrap_scope, 3000, [&](auto const& entries) {
+      ++schedules;
+      bool const wraps = std::any_of(entries.begin(), entries.end(),
+                                     [](stash::swap_entry const& e) { return e.wrap; });
+      wrapping += wraps ? 1 : 0;
+      reached = reached || fits(a, entries, bound);
+      below += fits(a, entries, bound - 1) ? 1 : 0;
+      for (auto const budget : {bound, bound + (peak - bound) / 2}) {
+        double s = 0;
+        if (!fits(a, entries, budget, &s)) { continue; }
+        CHECK(s >= stash::iteration_time_lower_bound(a, budget, wrap_options) * (1 - 1e-12));
+      }
+    });
+    if (!done) { continue; }
+    ++traces;
+    CHECK(reached);     // some schedule fits at the bound (it is exact) ...
+    CHECK(below == 0);  // ... and none fits below it (it is a bound)
+  }
+  MESSAGE(traces << " traces, " << schedules << " schedules enumerated, " << wrapping
+                 << " with wrap entries");
+  CHECK(traces >= 20);
+  CHECK(wrapping > 1000);
 }
 
 }  // namespace STASH_UNITY_ID

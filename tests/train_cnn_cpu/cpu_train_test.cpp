@@ -128,12 +128,14 @@ TEST_CASE("train_cnn cpu vgg: vdnn_all at 100% of the peak, raw and per-tensor e
   check_run(cnn_arch::vgg, policy_kind::vdnn_all, codec_kind::auto_, 100);
 }
 
-// vgg's floor: its forward holds every parameter and momentum until their first use of the step
-// (stash moves storages between two uses inside a step, not across the step's boundary), so an op
-// of the first block needs 61% of the peak resident; search_swap fits 65%.
-TEST_CASE("train_cnn cpu vgg: search_swap at 65% of the peak, bitwise")
+// vgg's floor: without wrap entries its forward holds every parameter and momentum until their
+// first use of the step, so an op of the first block needs 61% of the peak resident. With them
+// (search_swap::wrap, on in train_cnn: parameters and momentum leave after their last use of a
+// step and come back before their first use of the next) the swap bound is 41% and search_swap's
+// plan fits 42%.
+TEST_CASE("train_cnn cpu vgg: search_swap at 42% of the peak (wrap entries), bitwise")
 {
-  check_run(cnn_arch::vgg, policy_kind::search_swap, codec_kind::auto_, 65);
+  check_run(cnn_arch::vgg, policy_kind::search_swap, codec_kind::auto_, 42);
 }
 
 TEST_CASE("train_cnn cpu resnet: search_swap at 62-70%, vdnn_all at 80-100% of the peak, bitwise")

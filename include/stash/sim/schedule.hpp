@@ -14,6 +14,21 @@
  * The planned curve treats copies as instantaneous: the storage is off the device after the
  * later of op `last_use` and op `offload_at - 1`, and back from the start of op `prefetch_at`.
  *
+ * A wrap entry (`wrap` set) moves a persistent storage (allocated before op 0, never freed; see
+ * may_wrap) off the device for the gap that crosses the iteration boundary, in steady state:
+ * `last_use` is its last access of the iteration and `next_use` its first (of the next
+ * iteration; both may be one op, e.g. a momentum buffer only the optimizer touches):
+ *  - the offload is issued when op `offload_at` starts, or when the iteration's last op ends
+ *    for offload_at = the op count (an optimizer update is often the last op); no op in
+ *    [offload_at, last_use] may write it, and it must be done when the iteration ends;
+ *  - the storage starts each replayed iteration on the host; the prefetch is issued when op
+ *    `prefetch_at` starts, prefetch_at <= next_use (0: at the iteration's start).
+ * Planned curve: off from its allocation (before op 0) through op prefetch_at - 1, and again
+ * after the later of op `last_use` and op `offload_at - 1` through the iteration's end. The
+ * first (recorded) iteration runs with everything resident; the schedule plans the replayed
+ * ones. Another entry of the same storage lies between the two halves: its offload_at is at
+ * least the wrap's next_use, and the wrap's offload_at at least its next_use.
+ *
  * A recompute entry drops storage `id` for the gap between its consecutive accesses `last_use`
  * and `next_use` and rematerialises it by re-running its writers (recompute_chain.hpp):
  *  - its device bytes are released when op `last_use` ends (nothing is copied);
@@ -64,10 +79,25 @@ struct swap_entry {
   std::uint64_t prefetch_at{};  ///< the prefetch is issued when this op starts
   std::uint64_t bytes{};        ///< device bytes freed (the storage's size)
   swap_encoding encoding{swap_encoding::configured};  ///< how it crosses the link
+  /// True for a wrap entry: the gap from the last access of an iteration to the first of the
+  /// next (see the file comment); false (the default) for a gap inside one iteration.
+  bool wrap{false};
 
   /// @brief Field by field.
   friend constexpr bool operator==(swap_entry const&, swap_entry const&) = default;
 };
+
+/// @brief Whether storage `id` may take a wrap entry: it is persistent (never freed), allocated
+/// before op 0 (it lives across the iteration boundary) and accessed by at least one op.
+/// @param analysis The recorded iteration's facts.
+/// @param id The storage.
+/// @return True when a wrap entry of it can be valid.
+[[nodiscard]] inline bool may_wrap(trace_analysis const& analysis, storage_id id)
+{
+  auto const& s = analysis.lifetimes().storages[id];
+  return analysis.op_count() > 0 && s.persistent() && !s.accesses.empty() &&
+         s.alloc_event < analysis.ops().event[0];
+}
 
 /// @brief One storage dropped for one gap and rematerialised by re-running its writers before op
 /// `at` (see the file comment).
@@ -171,12 +201,15 @@ struct off_window {
 };
 
 /// @brief The planned off-window of `e` (see off_window).
+/// For a wrap entry: the part of its tail half up to the last op's event (planned_device_curve
+/// also counts it off after the last op and from its allocation through op prefetch_at - 1).
 /// @param e The entry.
 /// @param ops The trace's op index.
 /// @return The ops during which the storage is off the device.
 [[nodiscard]] inline off_window planned_off_window(swap_entry const& e, op_index const& ops)
 {
   auto const release_op = e.offload_at == 0 ? e.last_use : std::max(e.last_use, e.offload_at - 1);
+  if (e.wrap) { return off_window{ops.event[release_op], ops.event.back()}; }
   return off_window{ops.event[release_op], ops.event[e.prefetch_at - 1]};
 }
 
@@ -206,7 +239,10 @@ namespace detail {
 {
   auto const at = s.recomputes[k].at;
   for (auto const j : swaps_of[r]) {
-    if (s.entries[j].last_use < at && at <= s.entries[j].next_use) { return std::nullopt; }
+    auto const& e = s.entries[j];
+    bool const away =
+        e.wrap ? (e.last_use < at || at <= e.next_use) : (e.last_use < at && at <= e.next_use);
+    if (away) { return std::nullopt; }
   }
   for (auto const j : recomputes_of[r]) {
     auto const& e = s.recomputes[j];
@@ -255,6 +291,36 @@ inline void validate_recompute_fields(trace_analysis const& a, schedule const& s
   }
   auto const chain = recompute_chain_of(a, e.id, e.last_use, e.at);
   if (!chain.valid()) { fail(who + " cannot be recomputed: " + chain.refusal); }
+}
+
+// Checks wrap entry k (see the file comment), its id and bytes already checked.
+inline void validate_wrap_entry(trace_analysis const& a, schedule const& s, std::size_t k)
+{
+  auto const& e   = s.entries[k];
+  auto const& t   = a.trace();
+  auto const n    = a.op_count();
+  auto const who  = describe(t, e.id);
+  auto fail       = [&](std::string const& what) { throw schedule_error(k, what); };
+  auto const& acc = a.lifetimes().storages[e.id].accesses;
+  if (!may_wrap(a, e.id)) {
+    fail(who + ": a wrap entry needs a persistent storage allocated before op 0 and accessed");
+  }
+  if (e.last_use != acc.back().op || e.next_use != acc.front().op) {
+    fail(who + ": a wrap entry runs from its last access (op " + std::to_string(acc.back().op) +
+         ") to its first (op " + std::to_string(acc.front().op) + "), not from op " +
+         std::to_string(e.last_use) + " to op " + std::to_string(e.next_use));
+  }
+  if (e.offload_at > n || e.prefetch_at > e.next_use) {
+    fail(who + ": offload_at " + std::to_string(e.offload_at) + " must be at most the op count " +
+         std::to_string(n) + " and prefetch_at " + std::to_string(e.prefetch_at) +
+         " at most next_use " + std::to_string(e.next_use));
+  }
+  for (auto const& x : acc) {
+    if (x.write && x.op >= e.offload_at) {
+      fail(who + ": op " + std::to_string(x.op) + " writes it after its offload starts (op " +
+           std::to_string(e.offload_at) + ")");
+    }
+  }
 }
 
 // Two entries (swap or recompute) of one storage whose gaps overlap.
@@ -319,7 +385,8 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s)
 /// accesses of it; no op in [offload_at, last_use] writes it and it is allocated before
 /// offload_at starts; last_use < prefetch_at <= next_use and offload_at < prefetch_at; two
 /// entries of one storage do not overlap (the later one's offload starts at or after the earlier
-/// one's next use); recompute entries follow the rules of the file comment (the error names the
+/// one's next use); a wrap entry follows the rules of the file comment; recompute entries follow
+/// the rules of the file comment (the error names the
 /// recompute entry: schedule_error::recompute_entry); device_peak is the planned peak and
 /// baseline_peak the trace's peak.
 /// @param analysis The recorded iteration's facts.
@@ -344,6 +411,11 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
     if (e.bytes != t.storages()[e.id].bytes) {
       fail(who + ": bytes " + std::to_string(e.bytes) + " differ from its size " +
            std::to_string(t.storages()[e.id].bytes));
+    }
+    if (e.wrap) {
+      detail::validate_wrap_entry(analysis, s, k);
+      by_storage[e.id].push_back(k);
+      continue;
     }
     if (e.last_use >= n || e.next_use >= n || e.offload_at >= n || e.prefetch_at >= n) {
       fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
@@ -387,6 +459,12 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
                                           std::to_string(list[j - 1]) + " of the same storage");
       }
     }
+    // A wrap entry (the last by last_use) ends where the first one may begin: the ring closes.
+    auto const& wrap = s.entries[list.back()];
+    if (wrap.wrap && list.size() > 1 && s.entries[list.front()].offload_at < wrap.next_use) {
+      throw schedule_error(list.front(), detail::describe(t, id) + " overlaps wrap entry " +
+                                             std::to_string(list.back()) + " of the same storage");
+    }
   }
   if (s.baseline_peak != life.peak_live_bytes) {
     throw schedule_error(std::nullopt, "baseline_peak " + std::to_string(s.baseline_peak) +
@@ -417,11 +495,17 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
   auto const& ops   = analysis.ops();
   auto const events = t.events();
   std::vector<std::int64_t> delta(events.size() + 1, 0);
+  auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
+    if (from <= through) {
+      delta[from] -= static_cast<std::int64_t>(bytes);
+      delta[through + 1] += static_cast<std::int64_t>(bytes);
+    }
+  };
   for (auto const& e : entries) {
     auto const w = planned_off_window(e, ops);
-    if (w.after < w.last) {
-      delta[w.after + 1] -= static_cast<std::int64_t>(e.bytes);
-      delta[w.last + 1] += static_cast<std::int64_t>(e.bytes);
+    off(w.after + 1, e.wrap ? events.size() - 1 : w.last, e.bytes);
+    if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
+      off(t.alloc_event(e.id), ops.event[e.prefetch_at - 1], e.bytes);
     }
   }
   for (auto const& e : recomputes) {

@@ -31,6 +31,19 @@
  *    chain's time (recompute_chain.hpp, priced by the cost model), then keeps the storage's bytes
  *    and returns the transient ones. Its storage's bytes are released when op last_use ends.
  *    sim_result::recompute_s sums their time, apart from compute_s and the stalls.
+ *  - Wrap entries (schedule.hpp) model the steady state of a replayed iteration. Their storages
+ *    start it on the host: op 0's step leaves them out, and their prefetch, issued at op
+ *    prefetch_at (0: at the start), queues on the H2D engine with the others without waiting for
+ *    an offload (that of the previous iteration is done: see next). Their offload is issued at op
+ *    offload_at (op count: when the last op ends) behind the others on the D2H engine and releases
+ *    its bytes as any offload. The iteration ends when its last op has ended and every wrap
+ *    offload has finished; the remainder is a stall of the final step (cause offload_pending,
+ *    the next iteration's prefetch waiting for it). Chosen over letting the tail overlap the next
+ *    iteration's head because one iteration is simulated, not two: a tail that is still copying
+ *    when the next iteration starts would hold device bytes that iteration's op 0 step does not
+ *    count, so the model charges it here instead, an upper bound on the time and never an
+ *    optimistic one on the memory. The encode of an offload issued at the op count is not charged
+ *    to compute (no op follows it).
  *  - When neither compute nor the H2D head can ever proceed (what they wait for does not fit and
  *    no release is pending), the iteration does not fit: sim_result::fits is false and
  *    sim_result::failure says where.
@@ -167,6 +180,10 @@ class simulation {
   {
     budget_ = o.memory == sim_memory::unconstrained ? std::numeric_limits<std::uint64_t>::max()
                                                     : s.budget;
+    if (std::any_of(entries_.begin(), entries_.end(), [](swap_entry const& e) { return e.wrap; })) {
+      wrap_steps_ = steps_without_wraps();
+      steps_      = wrap_steps_;
+    }
     index_entries();
     r_.op_start.assign(n_, 0.0);
     r_.op_end.assign(n_, 0.0);
@@ -206,14 +223,36 @@ class simulation {
     bool operator>(release const& o) const noexcept { return time > o.time; }
   };
 
+  // The memory steps with op 0's leaving out the wrap entries' storages (on the host at the
+  // start of a replayed iteration); only op 0's step holds storages allocated before op 0.
+  [[nodiscard]] std::vector<memory_step> steps_without_wraps() const
+  {
+    std::vector<memory_step> steps(steps_.begin(), steps_.end());
+    auto const& t = a_.trace();
+    std::vector<char> away(t.storages().size(), 0);
+    for (auto const& e : entries_) { away[e.id] = e.wrap ? 1 : away[e.id]; }
+    auto const events = t.events();
+    std::int64_t run = 0, peak = 0;
+    for (std::uint64_t j = 0; n_ > 0 && j < a_.ops().event[0]; ++j) {
+      if (events[j].kind == event_kind::phase || away[events[j].index] != 0) { continue; }
+      auto const bytes = static_cast<std::int64_t>(t.storages()[events[j].index].bytes);
+      run += events[j].kind == event_kind::alloc ? bytes : -bytes;
+      peak = std::max(peak, run);
+    }
+    steps[0].start_peak = static_cast<std::uint64_t>(peak);
+    steps[0].start_net  = run;
+    steps[0].live_peak  = static_cast<std::uint64_t>(peak);
+    return steps;
+  }
+
   void index_entries()
   {
     auto const m = entries_.size();
-    offloads_at_.resize(n_);
-    prefetches_at_.resize(n_);
+    offloads_at_.resize(n_ + 1);  // op count: a wrap entry's offload when the last op ends
+    prefetches_at_.resize(n_ + 1);
     waits_at_.resize(n_);
     release_after_.resize(n_);
-    extra_s_.assign(n_, 0.0);
+    extra_s_.assign(n_ + 1, 0.0);
     double const share = a_.model().params().codec_compute_share;
     for (std::uint32_t k = 0; k < m; ++k) {
       auto const& e = entries_[k];
@@ -300,7 +339,14 @@ class simulation {
   {
     if (h2d_head_ >= h2d_queue_.size()) { return inf; }
     auto const k = h2d_queue_[h2d_head_];
-    return std::max({issued_[k], h2d_free_, d2h_end_[k], h_after_});
+    return std::max({issued_[k], h2d_free_, own_offload_end(k), h_after_});
+  }
+
+  // When the offload entry k's prefetch waits for ends: a wrap entry's was the previous
+  // iteration's, done when this one started.
+  [[nodiscard]] double own_offload_end(std::uint32_t k) const
+  {
+    return entries_[k].wrap ? 0.0 : d2h_end_[k];
   }
 
   [[nodiscard]] bool recompute_pending() const noexcept
@@ -345,11 +391,12 @@ class simulation {
   {
     auto const& model  = a_.model();
     auto const k       = h2d_queue_[h2d_head_];
-    double const plain = std::max({issued_[k], h2d_free_, d2h_end_[k]});
+    double const plain = std::max({issued_[k], h2d_free_, own_offload_end(k)});
     if (now > plain) {
       cause_[k] = stall_cause::memory;
     } else if (plain > issued_[k]) {
-      cause_[k] = d2h_end_[k] >= h2d_free_ ? stall_cause::offload_pending : stall_cause::h2d_busy;
+      cause_[k] =
+          own_offload_end(k) >= h2d_free_ ? stall_cause::offload_pending : stall_cause::h2d_busy;
     }
     used_ += entries_[k].bytes;
     r_.device_peak = std::max(r_.device_peak, used_);
@@ -390,6 +437,7 @@ class simulation {
     h_after_ = std::min(h_after_, now);  // a blocked H2D head re-checks from now
     if (i_ == n_) {
       r_.iteration_s = n_ > 0 ? std::max(r_.op_end[n_ - 1], now) : now;
+      wait_for_wrap_offloads();
       return true;
     }
     double const duration = a_.op_seconds()[i_] + extra_s_[i_];
@@ -407,8 +455,20 @@ class simulation {
     c_ready_ = r_.op_end[i_];
     ++i_;
     rc_pos_ = 0;
-    if (i_ < n_) { issue(i_, c_ready_); }
+    issue(i_, c_ready_);  // at the op count: the wrap offloads issued when the last op ends
     return false;
+  }
+
+  // The iteration ends once every wrap offload has finished (see the file comment).
+  void wait_for_wrap_offloads()
+  {
+    std::optional<std::uint32_t> last;
+    for (std::uint32_t k = 0; k < entries_.size(); ++k) {
+      if (entries_[k].wrap && (!last || d2h_end_[k] >= d2h_end_[*last])) { last = k; }
+    }
+    if (!last || d2h_end_[*last] <= r_.iteration_s) { return; }
+    stall(r_.iteration_s, d2h_end_[*last], entries_[*last].id, stall_cause::offload_pending);
+    r_.iteration_s = d2h_end_[*last];
   }
 
   void fail()
@@ -433,6 +493,7 @@ class simulation {
   std::vector<recompute_entry> const& recomputes_;
   sim_options options_;
   std::span<memory_step const> steps_;
+  std::vector<memory_step> wrap_steps_;  // steps_ when the schedule has wrap entries
   std::size_t n_;
   std::uint64_t budget_{};
   sim_result r_;

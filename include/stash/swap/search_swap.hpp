@@ -21,6 +21,12 @@
  *     (halfway to its earliest op); for a memory stall issue later the prefetch holding memory
  *     there whose next use is furthest. A move is kept when the planned peak stays within the
  *     budget and the simulated time drops.
+ *  5. With `wrap` set, wrap entries too (sim/schedule.hpp: a persistent storage off the device
+ *     from its last access of one iteration to its first of the next, the only way out for
+ *     optimizer state used once per step): three choices of wraps (detail::wrap_planner: only
+ *     where gaps inside the iteration cannot make room, wherever an op is over the target, or
+ *     every one), each followed by every variant of step 2 over gaps of any kind against the
+ *     bytes the wraps leave ("variant_wrap").
  * A schedule whose planned (instantaneous-copy) peak is within the budget always completes under
  * the enforced simulator (offloads never wait for memory, and the prefetches holding memory at an
  * op are among those the planned curve counts there), so construction plans feasibility exactly
@@ -34,6 +40,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/detail/gap_planner.hpp>
+#include <stash/swap/detail/wrap_planner.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/swap/vdnn.hpp>
@@ -203,6 +210,10 @@ struct search_swap {
   std::uint64_t min_bytes = 0;
   /// Simulations spent on local search after construction.
   std::size_t max_refinements = 24;
+  /// Also plan wrap entries (persistent storages off the device across the iteration boundary;
+  /// see the file comment). Off by default: only for an executor that runs them (the simulator
+  /// does; stash::allocator on the host backend does).
+  bool wrap = false;
   /// Per-entry encodings (encoding_choice.hpp) chosen for every candidate before it is timed;
   /// none by default: every entry travels as the allocator's Codec slot sends it.
   std::optional<encoding_options> encodings;
@@ -284,6 +295,9 @@ struct search_swap {
       detail::gap_planner const wide(analysis, budget, swap_scope::any_kind, min_bytes);
       run_variants(analysis, budget, wide, swap_scope::any_kind, "variant_any_kind", inc, stats);
     }
+    if (wrap && (scope != swap_scope::activations || also_any_kind)) {
+      run_wrap_variants(analysis, budget, inc, stats);
+    }
     detail::refine_swap(analysis, budget, inc, max_refinements, stats);
     auto const nominal = nominal_starts(analysis);
     if (!inc.best) {
@@ -328,10 +342,28 @@ struct search_swap {
     return start;
   }
 
+  // Step 5 of the file comment: each choice of wraps, then the variants around them.
+  void run_wrap_variants(trace_analysis const& a, std::uint64_t budget, detail::swap_incumbent& inc,
+                         search_swap_stats& stats) const
+  {
+    auto const cands = detail::wrap_candidates(a, min_bytes);
+    if (cands.empty()) { return; }
+    auto const nominal = nominal_starts(a);
+    for (auto const choice :
+         {detail::wrap_choice::needed, detail::wrap_choice::first, detail::wrap_choice::all}) {
+      auto const wraps = detail::choose_wraps(a, cands, budget, choice, nominal);
+      if (wraps.empty()) { continue; }
+      detail::gap_planner const planner(a, budget, swap_scope::any_kind, min_bytes,
+                                        detail::wrap_off_bytes(a, wraps));
+      run_variants(a, budget, planner, swap_scope::any_kind_wrap, "variant_wrap", inc, stats,
+                   wraps);
+    }
+  }
+
   static void run_variants(trace_analysis const& a, std::uint64_t budget,
                            detail::gap_planner const& planner, swap_scope scope,
                            std::string const& tag, detail::swap_incumbent& inc,
-                           search_swap_stats& stats)
+                           search_swap_stats& stats, std::vector<swap_entry> const& wraps = {})
   {
     auto const bound   = swap_bound_bytes(a, scope);
     auto const span    = budget > bound ? budget - bound : 0;
@@ -341,7 +373,8 @@ struct search_swap {
           budget - static_cast<std::uint64_t>(var.margin * static_cast<double>(span));
       auto timeline = nominal;
       for (int feedback = 0; feedback < 2; ++feedback) {  // plan, then re-plan on its timeline
-        auto s = make_schedule(a, std::string(name()), budget, planner.plan(var, target, timeline));
+        auto s = make_schedule(a, std::string(name()), budget,
+                               detail::with_wraps(planner.plan(var, target, timeline), wraps));
         if (inc.encodings) { s = with_encodings(a, std::move(s), *inc.encodings); }
         ++stats.simulations;
         auto r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});

@@ -10,11 +10,16 @@
  * storage may be off the device at op i only inside one of its gaps (u, v) with u < i < v: it
  * is offloaded at the earliest once op u ended and must be back when op v starts; its prefetch
  * may be issued when op v - 1 ends, so it can be away for the whole of op i = v - 1.
+ * With wrap gaps (swap_scope::any_kind_wrap, time_bound_options::wrap) a persistent storage
+ * (may_wrap, sim/schedule.hpp) may also be away from op 0 through op first - 1 and from op
+ * last + 1 through the end of the iteration, after its last op included (first and last: its
+ * first and last access): the wrap entry's gap.
  * tests/swap/swap_bounds_test.cpp checks each against a brute force over every schedule of small
  * traces under the simulator.
  */
 #pragma once
 
+#include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -29,12 +34,27 @@ namespace stash {
 
 /// @brief Which storages a bound lets leave the device.
 enum class swap_scope : std::uint8_t {
-  activations,  ///< only storages of kind act (what vDNN, cDMA and Gist move)
-  any_kind,     ///< any storage with a gap (parameters, gradients and temporaries too)
+  activations,    ///< only storages of kind act (what vDNN, cDMA and Gist move)
+  any_kind,       ///< any storage with a gap (parameters, gradients and temporaries too)
+  any_kind_wrap,  ///< any_kind, and persistent storages across the iteration boundary (wrap gaps)
 };
 
+/// @brief Bytes of the storages that may take a wrap entry (may_wrap), all away after the last op
+/// under a schedule that wraps them all.
+/// @param analysis The recorded iteration's facts.
+/// @return Bytes.
+[[nodiscard]] inline std::uint64_t wrappable_bytes(trace_analysis const& analysis)
+{
+  std::uint64_t sum = 0;
+  for (auto const& s : analysis.lifetimes().storages) {
+    if (may_wrap(analysis, s.id)) { sum += s.bytes; }
+  }
+  return sum;
+}
+
 /// @brief Bytes that may be off the device while op i runs, for every op: the sum over the gaps
-/// (u, v) with u < i < v of the storages in `scope`.
+/// (u, v) with u < i < v of the storages in `scope` (and, for any_kind_wrap, over the wrap gaps
+/// holding i: i < first or i > last).
 /// @param analysis The recorded iteration's facts.
 /// @param scope Which storages may leave the device.
 /// @return Bytes.
@@ -51,6 +71,12 @@ enum class swap_scope : std::uint8_t {
       delta[u + 1] += static_cast<std::int64_t>(s.bytes);
       delta[v] -= static_cast<std::int64_t>(s.bytes);
     }
+    if (scope == swap_scope::any_kind_wrap && may_wrap(analysis, s.id)) {
+      delta[0] += static_cast<std::int64_t>(s.bytes);  // [0, first - 1] and [last + 1, n - 1]
+      delta[s.accesses.front().op] -= static_cast<std::int64_t>(s.bytes);
+      delta[s.accesses.back().op + 1] += static_cast<std::int64_t>(s.bytes);
+      delta[n] -= static_cast<std::int64_t>(s.bytes);
+    }
   }
   std::vector<std::uint64_t> off(n);
   std::int64_t run = 0;
@@ -65,8 +91,9 @@ enum class swap_scope : std::uint8_t {
 /// the simulator's memory enforcement; swap_scope::activations bounds activation-only policies,
 /// not search_swap, whose any-kind variant moves parameters, gradients and temporaries too): the
 /// maximum over ops of the live bytes at the op's start peak minus what may be off then
-/// (offloadable_bytes), and the bytes the trace needs after its last op. Exact: offloading every
-/// gap after its last use and prefetching it just before its next use reaches it.
+/// (offloadable_bytes), and the bytes the trace needs after its last op (less every wrappable
+/// storage for any_kind_wrap). Exact: offloading every gap after its last use and prefetching it
+/// just before its next use reaches it.
 /// @param analysis The recorded iteration's facts.
 /// @param scope Which storages may leave the device.
 /// @return Bytes.
@@ -77,6 +104,7 @@ enum class swap_scope : std::uint8_t {
   auto const n        = analysis.op_count();
   auto const off      = offloadable_bytes(analysis, scope);
   std::uint64_t bound = steps[n].live_peak;
+  if (scope == swap_scope::any_kind_wrap) { bound -= wrappable_bytes(analysis); }
   for (std::size_t i = 0; i < n; ++i) { bound = std::max(bound, steps[i].live_peak - off[i]); }
   return bound;
 }
@@ -109,15 +137,22 @@ enum class swap_scope : std::uint8_t {
 /// may come back only after that peak (returning_operand_bytes). After the last op nothing can be
 /// away. The maximum of those over the iteration is this bound; a swap-only schedule restores
 /// every operand before the step, so swap_bound_bytes(analysis, swap_scope::any_kind) >= it.
+/// With `wrap`, schedules may also use wrap gaps (a persistent storage away across the iteration
+/// boundary, restored by a prefetch, never a recompute): those storages may be away at the ops
+/// their wrap gap holds and after the last op, and swap_bound_bytes(analysis,
+/// swap_scope::any_kind_wrap) >= it.
 /// @param analysis The recorded iteration's facts.
+/// @param wrap Whether schedules may use wrap gaps.
 /// @return Bytes.
-[[nodiscard]] inline std::uint64_t memory_lower_bound_bytes(trace_analysis const& analysis)
+[[nodiscard]] inline std::uint64_t memory_lower_bound_bytes(trace_analysis const& analysis,
+                                                            bool wrap = false)
 {
-  auto const steps    = analysis.memory_steps();
-  auto const n        = analysis.op_count();
-  auto const off      = offloadable_bytes(analysis, swap_scope::any_kind);
+  auto const steps = analysis.memory_steps();
+  auto const n     = analysis.op_count();
+  auto const off =
+      offloadable_bytes(analysis, wrap ? swap_scope::any_kind_wrap : swap_scope::any_kind);
   auto const back     = returning_operand_bytes(analysis);
-  std::uint64_t bound = steps[n].live_peak;
+  std::uint64_t bound = steps[n].live_peak - (wrap ? wrappable_bytes(analysis) : 0);
   for (std::size_t i = 0; i < n; ++i) {
     auto const at_peak = steps[i].live_peak - off[i];
     auto const at_op   = static_cast<std::uint64_t>(
@@ -135,6 +170,9 @@ struct time_bound_options {
   std::optional<double> link_ratio;
   /// Whether schedules may recompute (drop a storage and re-run the ops that wrote it).
   bool recompute = true;
+  /// Whether schedules may use wrap gaps (sim/schedule.hpp): the memory floor is then the wrap
+  /// one, and the time bound the weaker one of iteration_time_lower_bound's proof.
+  bool wrap = false;
 };
 
 /// @brief The least seconds per byte of recomputation: min over ops that write something of
@@ -178,6 +216,24 @@ namespace detail {
   return best;
 }
 
+/// min over s in [0, x] of max(total + rho (x - s), d s, h s): the wrap form of split_time, where
+/// a swapped byte may cross the link in either direction before or after the peak (see
+/// iteration_time_lower_bound). Convex and piecewise linear in s.
+[[nodiscard]] inline double split_time_wrap(double x, double total, double d, double h, double rho)
+{
+  auto f = [&](double s) {
+    double const rec = std::isinf(rho) ? (x - s > 0 ? rho : 0.0) : rho * (x - s);
+    return std::max({total + rec, d * s, h * s});
+  };
+  double best = f(x);
+  if (std::isinf(rho)) { return best; }
+  double const link = std::max(d, h);
+  for (double const s : {0.0, (total + rho * x) / (link + rho)}) {
+    best = std::min(best, f(std::clamp(s, 0.0, x)));
+  }
+  return best;
+}
+
 }  // namespace detail
 
 /// @brief A lower bound on the iteration time of any keep / swap / recompute schedule that fits
@@ -197,8 +253,13 @@ namespace detail {
 /// ops of its minimum over s in [0, x] (s = x without recompute), and C. Left out, as they only
 /// add: link latency, codec kernels, the bytes a recompute's reads need, and which storages may
 /// be recomputed at all (any may, here) — so the bound is weak, never above what a schedule
-/// achieves. Assumed, as in the simulator: every swap-out crosses the link (no clean host copy is
-/// reused), and a recompute costs the op times of the ops it re-runs.
+/// achieves. With options.wrap, a swapped byte in a wrap gap crossed D2H in the previous
+/// iteration's tail (head half) or crosses H2D in the next one's head (tail half), so neither
+/// link need be before or after tau; what holds is that every moved byte crosses each link once
+/// per iteration (the simulator ends an iteration once its wrap offloads are done) and the
+/// compute stream runs C plus the re-runs: time >= max(C + rho (x - s), D(s), H(s)). Assumed, as in
+/// the simulator: every swap-out crosses the link (no clean host copy is reused), and a recompute
+/// costs the op times of the ops it re-runs.
 /// @param analysis The recorded iteration's facts.
 /// @param budget Device bytes the iteration must fit in.
 /// @param options Which moves the bound allows.
@@ -207,8 +268,10 @@ namespace detail {
                                                        std::uint64_t budget,
                                                        time_bound_options const& options = {})
 {
-  auto const least = options.recompute ? memory_lower_bound_bytes(analysis)
-                                       : swap_bound_bytes(analysis, swap_scope::any_kind);
+  auto const least = options.recompute
+                         ? memory_lower_bound_bytes(analysis, options.wrap)
+                         : swap_bound_bytes(analysis, options.wrap ? swap_scope::any_kind_wrap
+                                                                   : swap_scope::any_kind);
   if (budget < least) { return std::numeric_limits<double>::infinity(); }
   auto const steps  = analysis.memory_steps();
   auto const& model = analysis.model();
@@ -225,7 +288,8 @@ namespace detail {
     if (steps[i].live_peak <= budget) { continue; }
     auto const x        = static_cast<double>(steps[i].live_peak - budget);
     double const before = analysis.op_start(i);
-    best                = std::max(best, detail::split_time(x, before, total - before, d, h, rho));
+    best                = std::max(best, options.wrap ? detail::split_time_wrap(x, total, d, h, rho)
+                                                      : detail::split_time(x, before, total - before, d, h, rho));
   }
   return best;
 }

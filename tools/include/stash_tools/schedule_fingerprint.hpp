@@ -34,6 +34,7 @@ namespace stash_tools {
     mix(e.prefetch_at);
     mix(e.bytes);
     mix(static_cast<std::uint64_t>(e.encoding));
+    if (e.wrap) { mix(0x77726170); }  // only when set: the recorded fingerprints stay valid
   }
   mix(s.recomputes.size());
   for (auto const& e : s.recomputes) {

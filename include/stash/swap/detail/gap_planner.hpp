@@ -73,8 +73,10 @@ struct gap_variant {
 /// The planner for one trace, budget and candidate set (reused across variants).
 class gap_planner {
  public:
+  // `held_off`: bytes per op kept off the device by entries planned elsewhere (search_swap's
+  // wrap entries), taken from the live bytes the gaps must bring under the target.
   gap_planner(trace_analysis const& analysis, std::uint64_t budget, swap_scope scope,
-              std::uint64_t min_bytes)
+              std::uint64_t min_bytes, std::vector<std::int64_t> const& held_off = {})
       : a_(analysis),
         budget_(budget),
         n_(analysis.op_count()),
@@ -86,7 +88,8 @@ class gap_planner {
     auto const steps = analysis.memory_steps();
     base_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
-      base_[i] = static_cast<std::int64_t>(steps[i].live_peak);
+      base_[i] = static_cast<std::int64_t>(steps[i].live_peak) -
+                 (i < held_off.size() ? held_off[i] : std::int64_t{0});
     }
     auto const& hw = analysis.model().hw();
     lat_bytes_     = hw.pcie_latency_s * hw.pcie_d2h_bytes_per_s;

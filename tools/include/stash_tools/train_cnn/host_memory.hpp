@@ -48,7 +48,8 @@ enum class host_codec : std::uint8_t {
 
 /// @brief A policy as stash::allocator runs it: the base schedule (persistent storages too:
 /// parameters, gradients and optimizer state leave between two of their uses inside a step, and
-/// the network keeps no raw pointer across ops), its encodings chosen per tensor
+/// with search_swap also across the step's boundary (wrap entries); the network keeps no raw
+/// pointer across ops), its encodings chosen per tensor
 /// (encoding_choice.hpp) for --codec auto, or only Gist's bitmask choices kept for --codec
 /// bitmask.
 struct host_policy {
@@ -80,6 +81,7 @@ struct host_policy {
 {
   if (name == "search_swap") {
     stash::search_swap s;
+    s.wrap = true;  // the allocator runs wrap entries: momentum and parameters across the step
     if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
     return host_policy{s, c, "search_swap"};
   }

@@ -1,0 +1,126 @@
+// search_swap with wrap entries (search_swap::wrap): persistent storages off the device across
+// the iteration boundary, planned only when asked. Every time here is predicted by the cost model.
+#include <stash/sim/cost_model.hpp>
+#include <stash/sim/hardware.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/search_swap.hpp>
+#include <stash/swap/swap_bounds.hpp>
+#include <stash/trace/trace_reader.hpp>
+
+#include "support/wrap_trace.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace STASH_UNITY_ID {
+
+namespace {
+
+stash::search_swap wrapping()
+{
+  stash::search_swap p;
+  p.wrap = true;
+  return p;
+}
+
+stash::cost_model pcie3() { return stash::cost_model(stash::hardware_preset("pcie3_x16")); }
+
+// A training step of `layers` layers as a CPU loop records it: per layer a parameter, a
+// persistent gradient buffer and a momentum buffer (allocated before the first op); forward
+// writes an activation per layer, backward reads it and the parameter and writes the gradient,
+// the optimizer reads the gradient and updates the parameter and the momentum in place.
+stash::trace training_step(int layers, std::uint64_t param_bytes, std::uint64_t act_bytes)
+{
+  stash::trace t;
+  std::vector<stash::storage_id> w, g, m, act;
+  for (int l = 0; l < layers; ++l) {
+    w.push_back(t.add_alloc(param_bytes, stash::storage_kind::param, "w" + std::to_string(l)));
+    g.push_back(t.add_alloc(param_bytes, stash::storage_kind::grad, "g" + std::to_string(l)));
+    m.push_back(t.add_alloc(param_bytes, stash::storage_kind::optstate, "m" + std::to_string(l)));
+  }
+  t.add_phase(stash::phase::forward);
+  auto x = t.add_alloc(act_bytes, stash::storage_kind::input, "x");
+  act.push_back(x);
+  for (int l = 0; l < layers; ++l) {
+    auto const y = t.add_alloc(act_bytes, stash::storage_kind::act, "y" + std::to_string(l));
+    t.add_op("aten::linear", {act.back(), w[l]}, {y});
+    act.push_back(y);
+  }
+  t.add_phase(stash::phase::backward);
+  auto dy = t.add_alloc(act_bytes, stash::storage_kind::temp, "dy");
+  t.add_op("aten::fill_", {act.back()}, {dy});
+  for (int l = layers - 1; l >= 0; --l) {
+    auto const dx = t.add_alloc(act_bytes, stash::storage_kind::temp, "dx" + std::to_string(l));
+    t.add_op("aten::linear_backward", {dy, act[l], w[l]}, {dx, g[l]});
+    t.add_free(dy);
+    t.add_free(act[l + 1]);
+    dy = dx;
+  }
+  t.add_free(dy);
+  t.add_free(act[0]);
+  t.add_phase(stash::phase::optimizer);
+  for (int l = 0; l < layers; ++l) { t.add_op("aten::add_", {g[l], m[l], w[l]}, {w[l], m[l]}); }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("search_swap plans a wrap entry only when asked, and then fits where nothing else can")
+{
+  auto const t = stash::parse_trace(stash::test::wrap_trace_text, "wrap");
+  stash::trace_analysis const a(t, pcie3());
+  // Without wraps 9000 B is the least (op1: 13000 B less w's gap); m has no gap of its own.
+  REQUIRE(stash::swap_bound_bytes(a, stash::swap_scope::any_kind) == 9000);
+  REQUIRE(stash::swap_bound_bytes(a, stash::swap_scope::any_kind_wrap) == 7000);
+  auto const off = stash::search_swap{}.plan(a, 8000);
+  CHECK_FALSE(off.fits());
+  CHECK(std::none_of(off.entries.begin(), off.entries.end(),
+                     [](stash::swap_entry const& e) { return e.wrap; }));
+  auto const on = wrapping().plan(a, 8000);
+  stash::validate_schedule(a, on);
+  CHECK(on.fits());
+  CHECK(on.note.starts_with("variant_wrap"));
+  CHECK(std::any_of(on.entries.begin(), on.entries.end(),
+                    [](stash::swap_entry const& e) { return e.wrap && e.id == 1; }));
+  CHECK(stash::simulate(a, on).fits);
+}
+
+TEST_CASE("with wrap entries search_swap fits below the any-kind swap bound of a training step")
+{
+  auto const t = training_step(6, 4u << 20, 1u << 20);
+  stash::trace_analysis const a(t, pcie3());
+  auto const inner = stash::swap_bound_bytes(a, stash::swap_scope::any_kind);
+  auto const wrap  = stash::swap_bound_bytes(a, stash::swap_scope::any_kind_wrap);
+  auto const peak  = a.peak_live_bytes();
+  CAPTURE(peak);
+  CAPTURE(inner);
+  CAPTURE(wrap);
+  REQUIRE(wrap < inner);  // the momentum buffers have no gap inside the step
+  int below_inner = 0;
+  for (int pct : {90, 70, 50, 40, 30}) {
+    auto const budget = peak / 100 * static_cast<std::uint64_t>(pct);
+    CAPTURE(pct);
+    auto const without = stash::search_swap{}.plan(a, budget);
+    auto const with    = wrapping().plan(a, budget);
+    stash::validate_schedule(a, with);
+    auto const r = stash::simulate(a, with);
+    if (without.fits()) {  // never lose a fit; never slower (the wrap variants only add options)
+      auto const r0 = stash::simulate(a, without);
+      CHECK(r.fits);
+      CHECK(r.iteration_s <= r0.iteration_s * 1.005);
+    }
+    if (budget < inner && budget >= wrap) {
+      CHECK(r.fits);
+      below_inner += r.fits ? 1 : 0;
+    }
+  }
+  CHECK(below_inner > 0);
+}
+
+}  // namespace STASH_UNITY_ID
