@@ -47,8 +47,8 @@ struct swap_all_policy {
       if (label != "p" && label != "i" && label != "u" && label != "l") { continue; }
       std::uint64_t const a = life.accesses.at(0).op;
       std::uint64_t const b = life.accesses.at(1).op;
-      entries.push_back(stash::swap_entry{life.id, a, b, a + 1, b, life.bytes,
-                                          stash::swap_encoding::configured});
+      entries.push_back(
+          stash::swap_entry{life.id, a, b, a + 1, b, life.bytes, stash::swap_encoding::configured});
     }
     return stash::make_schedule(analysis, "swap_all", budget, std::move(entries));
   }
@@ -56,10 +56,10 @@ struct swap_all_policy {
 
 // What came back at the backward op, per tensor, in the last replayed iteration.
 struct round_trip {
-  bool indices_exact{false};    // i, described
-  bool undescribed_exact{true}; // u, the same indices undescribed
-  bool labels_exact{false};     // l, described u8
-  bool floats_exact{true};      // p, float32 activations
+  bool indices_exact{false};     // i, described
+  bool undescribed_exact{true};  // u, the same indices undescribed
+  bool labels_exact{false};      // l, described u8
+  bool floats_exact{true};       // p, float32 activations
   stash::allocator_stats stats{};
 };
 
@@ -96,9 +96,9 @@ round_trip run_step(stash::swap_encoding lossy, Describe describe_i)
     auto const l = alloc.allocate_async(lv.size(), stash::storage_kind::input, "l", s,
                                         descriptor{stash::element_type::u8});
     backend.copy_async(alloc.op("stage", ids{}, ids{l}, s)[0], lv.data(), lv.size(), s);
-    auto const p = alloc.allocate_async(n * sizeof(float), stash::storage_kind::act, "p", s);
-    auto const i = alloc.allocate_async(n * 8, stash::storage_kind::act, "i", s, describe_i(g));
-    auto const u = alloc.allocate_async(n * 8, stash::storage_kind::act, "u", s);
+    auto const p   = alloc.allocate_async(n * sizeof(float), stash::storage_kind::act, "p", s);
+    auto const i   = alloc.allocate_async(n * 8, stash::storage_kind::act, "i", s, describe_i(g));
+    auto const u   = alloc.allocate_async(n * 8, stash::storage_kind::act, "u", s);
     auto const out = alloc.op("aten::max_pool2d_with_indices", ids{}, ids{p, i, u}, s);
     backend.copy_async(out[0], pv.data(), n * sizeof(float), s);
     backend.copy_async(out[1], iv.data(), n * 8, s);
@@ -132,8 +132,8 @@ TEST_CASE("allocator: a lossy default encoding never rounds tensors described as
   using codecs = stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>,
                                      stash::precision<float, stash::bf16>,
                                      stash::precision<float, stash::fp8_e4m3>>;
-  using descriptor = stash::allocator<host_caching, swap_all_policy, codecs,
-                                      stash::host_backend>::descriptor_type;
+  using descriptor =
+      stash::allocator<host_caching, swap_all_policy, codecs, stash::host_backend>::descriptor_type;
   for (auto lossy :
        {stash::swap_encoding::fp16, stash::swap_encoding::bf16, stash::swap_encoding::fp8_e4m3}) {
     CAPTURE(lossy);
@@ -152,11 +152,10 @@ TEST_CASE("allocator: a lossy default encoding never rounds tensors described as
 
 TEST_CASE("allocator: with pool_argmax in the set, a lossy default still refuses the indices")
 {
-  using codecs =
-      stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>,
-                          stash::pool_argmax>;
-  using descriptor = stash::allocator<host_caching, swap_all_policy, codecs,
-                                      stash::host_backend>::descriptor_type;
+  using codecs = stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>,
+                                     stash::pool_argmax>;
+  using descriptor =
+      stash::allocator<host_caching, swap_all_policy, codecs, stash::host_backend>::descriptor_type;
   auto const r = run_step<codecs>(stash::swap_encoding::fp16,
                                   [](stash::pool_geometry const& g) { return descriptor{g}; });
   CHECK(r.indices_exact);  // refused by fp16 (their geometry says int64): raw

@@ -29,10 +29,10 @@ namespace {
 
 using host_pool = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
 // Members: 0 fp16 (lossy), 1 bitmask (lossy), 2 zvc (lossless), 3 pool_argmax, 4 raw.
-using manager = stash::offload_manager<
-    stash::host_backend, host_pool, host_pool,
-    stash::transfer_set<stash::precision<float, stash::fp16>, stash::bitmask, stash::zvc<float>,
-                        stash::pool_argmax, void>>;
+using manager =
+    stash::offload_manager<stash::host_backend, host_pool, host_pool,
+                           stash::transfer_set<stash::precision<float, stash::fp16>, stash::bitmask,
+                                               stash::zvc<float>, stash::pool_argmax, void>>;
 using desc = manager::descriptor_type;
 
 }  // namespace
@@ -51,8 +51,8 @@ TEST_CASE("transfer_set: lossy members refuse tensors described as other data, t
       CHECK_THROWS_AS((void)manager::host_slot_bytes(bytes, lossy, other), stash::logic_error);
     }
   }
-  for (auto const& other : {desc{}, desc{stash::element_type::i64}, desc{stash::element_type::u8},
-                            desc{g}}) {
+  for (auto const& other :
+       {desc{}, desc{stash::element_type::i64}, desc{stash::element_type::u8}, desc{g}}) {
     CHECK(manager::accepts(bytes, 2, other));  // zvc moves bit patterns
     CHECK(manager::accepts(bytes, 4, other));  // raw copies
   }

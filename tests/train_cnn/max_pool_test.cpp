@@ -28,8 +28,8 @@ TEST_CASE("train_cnn max pool: indices and values match the reference, ties keep
     // Ties: every fourth window flat (ReLU zeros), so its first element must win.
     for (std::size_t o = 0; o < g.outputs(); o += 4) {
       std::size_t const plane = o / (g.out_h() * g.out_w());
-      std::size_t const r = o % (g.out_h() * g.out_w());
-      std::size_t const at = plane * s.h * s.w + (r / g.out_w()) * 2 * s.w + (r % g.out_w()) * 2;
+      std::size_t const r     = o % (g.out_h() * g.out_w());
+      std::size_t const at    = plane * s.h * s.w + (r / g.out_w()) * 2 * s.w + (r % g.out_w()) * 2;
       x[at] = x[at + 1] = x[at + s.w] = x[at + s.w + 1] = 0.0f;
     }
     auto const want = stash::test::max_pool_indices(x, g);
@@ -62,7 +62,7 @@ TEST_CASE("train_cnn max pool: backward sends each dy to the input its index nam
   // The reference: scatter each dy to its plane's indexed input.
   std::vector<float> want(dx.size(), 0.0f);
   for (std::size_t o = 0; o < dy.size(); ++o) {
-    std::size_t const plane = o / (g.out_h() * g.out_w());
+    std::size_t const plane                     = o / (g.out_h() * g.out_w());
     want[plane * h * w + std::size_t(index[o])] = dy[o];
   }
   CHECK(dx == want);

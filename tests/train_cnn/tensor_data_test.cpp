@@ -56,10 +56,10 @@ struct inert_ops {
   {
     return 64;
   }
-#define STASH_TEST_INERT(name)      \
-  template <class... A>             \
-  void name(A const&...) const      \
-  {                                 \
+#define STASH_TEST_INERT(name) \
+  template <class... A>        \
+  void name(A const&...) const \
+  {                            \
   }
   STASH_TEST_INERT(conv_forward)
   STASH_TEST_INERT(conv_backward_weights)
@@ -173,14 +173,13 @@ TEST_CASE("train_cnn: descriptor_of gives either codec set a descriptor its loss
 {
   using host_caching = stash::caching_pool<stash::host_upstream, stash::host_stream_order>;
   // The CUDA set's shape (no pool_argmax member) and the CPU set's (with one).
-  using cuda_shaped = stash::allocator<
-      host_caching, stash::no_swap,
-      stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>>,
-      stash::host_backend>::descriptor_type;
-  using cpu_shaped =
+  using cuda_shaped =
       stash::allocator<host_caching, stash::no_swap,
-                       stash::transfer_set<stash::zvc<float>, stash::pool_argmax>,
+                       stash::transfer_set<stash::zvc<float>, stash::precision<float, stash::fp16>>,
                        stash::host_backend>::descriptor_type;
+  using cpu_shaped = stash::allocator<host_caching, stash::no_swap,
+                                      stash::transfer_set<stash::zvc<float>, stash::pool_argmax>,
+                                      stash::host_backend>::descriptor_type;
   stash::pool_geometry const g{4, 8, 8, 2, 2, 2, 2};
   auto const indices = pool_indices(g);
   auto const a       = descriptor_of<cuda_shaped>(indices);

@@ -63,7 +63,8 @@ STASH_HOST_DEVICE inline float max_pool_input_grad(float const* dy, std::int64_t
   std::size_t const plane     = i / per_plane;
   int const pos               = int(i % per_plane);
   int const iy = pos / w, ix = pos % w;
-  std::size_t const o = plane * std::size_t(oh) * std::size_t(ow) + std::size_t(iy / 2) * ow + ix / 2;
+  std::size_t const o =
+      plane * std::size_t(oh) * std::size_t(ow) + std::size_t(iy / 2) * ow + ix / 2;
   return index[o] == pos ? dy[o] : 0.0f;
 }
 
@@ -74,8 +75,8 @@ STASH_HOST_DEVICE inline float max_pool_input_grad(float const* dy, std::int64_t
 /// @param planes Number of planes.
 /// @param h Plane height (even).
 /// @param w Plane width (even).
-inline void max_pool_forward_host(float const* x, float* y, std::int64_t* index,
-                                  std::size_t planes, int h, int w)
+inline void max_pool_forward_host(float const* x, float* y, std::int64_t* index, std::size_t planes,
+                                  int h, int w)
 {
   std::size_t const total = planes * std::size_t(h / 2) * std::size_t(w / 2);
   for (std::size_t o = 0; o < total; ++o) {
