@@ -125,8 +125,15 @@ class stash_memory final : public activation_memory {
     typename alloc_type::recompute_fn fn;
     if (rerun) {
       // stash re-runs an op on the stream of the op that needs its output: always stream_ here,
-      // the stream the network's layer calls are bound to, so the kernel needs no other.
-      fn = [k = std::move(rerun)](std::span<void* const> p, stash::cuda_backend::stream /*s*/) {
+      // the stream the network's layer calls are bound to, so the kernel needs no other. Checked:
+      // a re-run queued on stream_ while stash ordered its transients on another would race them
+      // (GPU review, fifth read, T4).
+      fn = [k = std::move(rerun), bound = stream_](std::span<void* const> p,
+                                                   stash::cuda_backend::stream s) {
+        STASH_EXPECTS(s.get() == bound,
+                      "train_cnn: stash asked for a re-run on another stream than the one the "
+                      "layer calls are bound to; every allocation and op must use the memory's "
+                      "stream");
         k(p);
       };
     }

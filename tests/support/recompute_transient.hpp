@@ -54,9 +54,9 @@ template <class Allocator, class Kernels>
 std::vector<float> run_recompute_transient(Allocator& alloc, typename Allocator::stream_type s,
                                            Kernels const& k, int steps = 3)
 {
-  using stream     = typename Allocator::stream_type;
-  auto const bytes = transient_elements * sizeof(float);
-  auto const act   = storage_kind::act;
+  using stream                               = typename Allocator::stream_type;
+  auto const bytes                           = transient_elements * sizeof(float);
+  auto const act                             = storage_kind::act;
   typename Allocator::recompute_fn const mul = [&k](std::span<void* const> q, stream st) {
     k.mul(transient_arg(q, 0), transient_arg(q, 1), transient_arg(q, 2), st);
   };
