@@ -21,6 +21,7 @@
 
 #include <stash_tools/train_cnn/idx_reader.hpp>
 #include <stash_tools/train_cnn/layer_shapes.hpp>
+#include <stash_tools/train_cnn/max_pool.hpp>
 
 #include <stash/core/error.hpp>
 
@@ -103,49 +104,32 @@ __global__ void bias_grad(float const* dy, float* db, int n, int c, int hw)
   if (threadIdx.x == 0) { db[ch] = partial[0]; }
 }
 
-// 2x2 stride-2 max pooling of `planes` h x w planes (h, w even): y and PyTorch's index (iy * w +
-// ix in the plane) of each window's first maximum in the order (0,0) (0,1) (1,0) (1,1).
+// 2x2 stride-2 max pooling of `planes` h x w planes (h, w even): y and PyTorch's index of each
+// window's first maximum (max_pool_output, stash_tools/train_cnn/max_pool.hpp, which the CPU
+// tests check against a reference).
 template <int Unused = 0>
 __global__ void max_pool_forward(float const* x, float* y, std::int64_t* index, std::size_t planes,
                                  int h, int w)
 {
-  int const oh = h / 2, ow = w / 2;
-  std::size_t const total = planes * oh * ow;
+  std::size_t const total = planes * std::size_t(h / 2) * std::size_t(w / 2);
   for (std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; o < total;
        o += std::size_t(gridDim.x) * blockDim.x) {
-    std::size_t const plane = o / (std::size_t(oh) * ow);
-    int const r             = int(o % (std::size_t(oh) * ow));
-    int const oy = r / ow, ox = r % ow;
-    float const* in = x + plane * h * w;
-    int best        = 2 * oy * w + 2 * ox;
-    float m         = in[best];
-    for (int k = 1; k < 4; ++k) {
-      int const at = (2 * oy + k / 2) * w + 2 * ox + k % 2;
-      if (in[at] > m) {
-        m    = in[at];
-        best = at;
-      }
-    }
-    y[o]     = m;
-    index[o] = best;
+    pooled const p = max_pool_output(x, h, w, o);
+    y[o]           = p.value;
+    index[o]       = p.index;
   }
 }
 
-// dx of max_pool_forward: each input takes its window's dy where the index names it, else 0
-// (windows do not overlap: every dx is written once, no atomics).
+// dx of max_pool_forward (max_pool_input_grad): each input takes its window's dy where the index
+// names it, else 0 (windows do not overlap: every dx is written once, no atomics).
 template <int Unused = 0>
 __global__ void max_pool_backward(float const* dy, std::int64_t const* index, float* dx,
                                   std::size_t planes, int h, int w)
 {
-  int const oh = h / 2, ow = w / 2;
-  std::size_t const total = planes * h * w;
+  std::size_t const total = planes * std::size_t(h) * std::size_t(w);
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
        i += std::size_t(gridDim.x) * blockDim.x) {
-    std::size_t const plane = i / (std::size_t(h) * w);
-    int const pos           = int(i % (std::size_t(h) * w));
-    int const iy = pos / w, ix = pos % w;
-    std::size_t const o = plane * oh * ow + std::size_t(iy / 2) * ow + ix / 2;
-    dx[i]               = index[o] == pos ? dy[o] : 0.0f;
+    dx[i] = max_pool_input_grad(dy, index, h, w, i);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <stash_tools/train_cnn/budget_guard.hpp>
 #include <stash_tools/train_cnn/memory_report.hpp>
 #include <stash_tools/train_cnn/options.hpp>
+#include <stash_tools/train_cnn/tensor_data.hpp>
 
 #include <stash/allocator.hpp>
 #include <stash/codec/pool_argmax.hpp>
@@ -30,7 +31,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace train_cnn {
@@ -43,13 +43,13 @@ class activation_memory {
   using kernel                 = std::function<void(std::span<void* const>)>;
   virtual ~activation_memory() = default;
 
-  /// @brief A tensor of `bytes`; `pool` is a max pool's geometry, for the pool's indices
-  /// (pool_argmax's descriptor, used when the codec set carries pool_argmax).
+  /// @brief A tensor of `bytes` holding `data` (float32 unless said otherwise; a max pool's
+  /// indices carry its geometry, pool_argmax's descriptor when the codec set has that member).
   virtual id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
-                      std::optional<stash::pool_geometry> const& pool) = 0;
+                      tensor_data const& data) = 0;
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label)
   {
-    return allocate(bytes, kind, std::move(label), std::nullopt);
+    return allocate(bytes, kind, std::move(label), tensor_data{});
   }
   /// @brief Pointers of `reads` then `writes`, usable by work queued on stream() next. `rerun`
   /// (may be empty) queues the op's work again: stash calls it to rematerialise an output that a
@@ -110,13 +110,11 @@ class stash_memory final : public activation_memory {
   using activation_memory::allocate;
   using activation_memory::op;
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
-              std::optional<stash::pool_geometry> const& pool) override
+              tensor_data const& data) override
   {
-    using descriptor = typename alloc_type::descriptor_type;
-    descriptor desc{};
-    if constexpr (std::is_constructible_v<descriptor, stash::pool_geometry>) {
-      if (pool) { desc = descriptor{*pool}; }
-    }  // else no member of Codec takes a geometry: the indices travel as the others do
+    // What the tensor holds: a set without pool_argmax gets the indices' element type, so its
+    // lossy members (fp16, bf16, fp8) refuse them and they travel lossless or raw.
+    auto const desc = descriptor_of<typename alloc_type::descriptor_type>(data);
     // Whole floats (device codecs need them) and at least one.
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
                                  std::move(label), stream_, desc);
@@ -127,8 +125,15 @@ class stash_memory final : public activation_memory {
     typename alloc_type::recompute_fn fn;
     if (rerun) {
       // stash re-runs an op on the stream of the op that needs its output: always stream_ here,
-      // the stream the network's layer calls are bound to, so the kernel needs no other.
-      fn = [k = std::move(rerun)](std::span<void* const> p, stash::cuda_backend::stream /*s*/) {
+      // the stream the network's layer calls are bound to, so the kernel needs no other. Checked:
+      // a re-run queued on stream_ while stash ordered its transients on another would race them
+      // (GPU review, fifth read, T4).
+      fn = [k = std::move(rerun), bound = stream_](std::span<void* const> p,
+                                                   stash::cuda_backend::stream s) {
+        STASH_EXPECTS(s.get() == bound,
+                      "train_cnn: stash asked for a re-run on another stream than the one the "
+                      "layer calls are bound to; every allocation and op must use the memory's "
+                      "stream");
         k(p);
       };
     }

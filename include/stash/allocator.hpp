@@ -52,7 +52,11 @@
  * are always available; an entry whose encoding the set does not carry, or whose storage the
  * member cannot encode (a size that is not a whole number of its elements), travels raw and is
  * counted in allocator_stats::encoding_fallbacks. The members' element types must be the tensors'
- * (the allocator does not know dtypes): zvc<float> and bitmask read float32.
+ * (the allocator does not know dtypes): zvc<float> and bitmask read float32. Lossless members
+ * move bit patterns, so other data comes back exact; lossy ones (fp16, bf16, fp8, bitmask) would
+ * round it as floats, so describe a tensor that does not hold floats at allocate_async() (an
+ * `element_type`, e.g. element_type::i64 for indices, or its pool_geometry): lossy members refuse
+ * it and it travels through a lossless member or raw (offload/transfer.hpp, "What a tensor holds").
  * Gist's 4-bit pool argmax (`pool_argmax` in the slot) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
  * allocate_async() (a `pool_geometry`: pool_argmax's per-transfer descriptor, see descriptor_type)
@@ -363,7 +367,8 @@ class allocator {
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
   using manager_transfer_type = typename detail::with_raw<transfer_type>::type;
   /// @brief What allocate_async() may be told about a tensor: the descriptor of a member that
-  /// takes one (a pool_geometry for pool_argmax), or none (`{}`); see transfer_descriptor_t.
+  /// takes one (a pool_geometry for pool_argmax), its element_type (lossy members refuse a tensor
+  /// not of theirs), or none (`{}`); see transfer_descriptor_t.
   using descriptor_type = transfer_descriptor_t<manager_transfer_type>;
   static_assert(!detail::sign_or_index_only(detail::set_encodings<manager_transfer_type>::value[0]),
                 "stash::allocator: the Codec slot's first member runs every entry whose encoding "
@@ -457,7 +462,8 @@ class allocator {
   /// @param label Its name in the trace.
   /// @param stream The stream of its first use.
   /// @param desc A member's descriptor of the tensor: for max-pool indices, the pool's
-  ///   pool_geometry, without which pool_argmax entries travel raw.
+  ///   pool_geometry, without which pool_argmax entries travel raw; for other data that is not
+  ///   float32, its element_type (lossy members then refuse it: it travels lossless or raw).
   /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
   ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
   ///   recorded.

@@ -3,7 +3,12 @@
 // out = y + z); a policy drops y and z after the forward and rematerialises them (y, then z from
 // y: a chain) before the op reading them. The output must be bitwise the one of keeping
 // everything. The host twin, recompute_chain_test.cpp, runs the same trace and schedule.
+// Second case: a re-run that reads a rebuilt input (recompute_chain::transients; the step of
+// tests/support/recompute_transient.hpp, host twin recompute_transient_test.cpp): the transient
+// buffer is taken, written by the rebuilding re-run, read by the clone's and given back, all in
+// the compute stream's order on cuda_backend.
 #include "support/recompute_chain.hpp"
+#include "support/recompute_transient.hpp"
 
 #include <stash/allocator.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -77,6 +82,98 @@ struct cuda_kernels {
   }
 };
 
+constexpr int tn = static_cast<int>(stash::test::transient_elements);
+
+__global__ void weights_kernel(float* w)
+{
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tn) { w[i] = i % 3 == 0 ? 0.5f : -0.5f; }
+}
+__global__ void input_kernel(float* x, int step)
+{
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tn) { x[i] = float(step) + 0.25f * float(i % 7); }
+}
+__global__ void mul_kernel(float const* x, float const* w, float* y)
+{
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tn) { y[i] = x[i] * w[i]; }
+}
+__global__ void relu_inplace_kernel(float* y)
+{
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tn) { y[i] = fmaxf(0.0f, y[i]); }
+}
+__global__ void twice_plain_kernel(float const* x, float* y)
+{
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tn) { y[i] = 2.0f * x[i]; }
+}
+__global__ void add_kernel(float const* a, float const* b, float* y)
+{
+  int const i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tn) { y[i] = a[i] + b[i]; }
+}
+
+// The transient step's kernels on a CUDA stream (the host twin's, line for line; the clone is a
+// device-to-device copy in the stream's order).
+struct cuda_transient_kernels {
+  dim3 grid = (tn + 255) / 256;
+  void weights(float* w, stream s) const
+  {
+    weights_kernel<<<grid, 256, 0, s.get()>>>(w);
+    check_launch(cudaGetLastError());
+  }
+  void input(float* x, int step, stream s) const
+  {
+    input_kernel<<<grid, 256, 0, s.get()>>>(x, step);
+    check_launch(cudaGetLastError());
+  }
+  void mul(float const* x, float const* w, float* y, stream s) const
+  {
+    mul_kernel<<<grid, 256, 0, s.get()>>>(x, w, y);
+    check_launch(cudaGetLastError());
+  }
+  void clone(float const* x, float* y, stream s) const
+  {
+    check_launch(cudaMemcpyAsync(y, x, tn * sizeof(float), cudaMemcpyDeviceToDevice, s.get()));
+  }
+  void relu_(float* y, stream s) const
+  {
+    relu_inplace_kernel<<<grid, 256, 0, s.get()>>>(y);
+    check_launch(cudaGetLastError());
+  }
+  void twice(float const* x, float* y, stream s) const
+  {
+    twice_plain_kernel<<<grid, 256, 0, s.get()>>>(x, y);
+    check_launch(cudaGetLastError());
+  }
+  void add(float const* a, float const* b, float* y, stream s) const
+  {
+    add_kernel<<<grid, 256, 0, s.get()>>>(a, b, y);
+    check_launch(cudaGetLastError());
+  }
+  void download(std::vector<float>& out, float const* src, stream s) const
+  {
+    REQUIRE(cudaMemcpyAsync(out.data(), src, out.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                            s.get()) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(s.get()) == cudaSuccess);
+  }
+};
+
+template <class Policy>
+std::vector<float> run_transient(Policy policy, stash::allocator_stats* stats)
+{
+  using device_pool = stash::caching_pool<stash::device_upstream>;
+  stash::cuda_backend backend;
+  device_pool pool;
+  stash::allocator<device_pool, Policy, void, stash::cuda_backend> alloc(backend, pool, {}, policy);
+  auto const out = stash::test::run_recompute_transient(alloc, backend.create_stream(),
+                                                        cuda_transient_kernels{});
+  *stats         = alloc.stats();
+  return out;
+}
+
 template <class Policy>
 std::vector<float> run(Policy policy, stash::allocator_stats* stats)
 {
@@ -101,4 +198,17 @@ TEST_CASE("gpu: allocator recomputes a dropped y and z (a chain) bitwise as if k
   CHECK(stats.recompute_fallbacks == 0);
   CHECK(stats.deviations == 0);
   CHECK(got == kept);
+}
+
+TEST_CASE("gpu: allocator re-runs a rebuilt input into a transient buffer, bitwise as if kept")
+{
+  stash::allocator_stats kept_stats, stats;
+  auto const kept = run_transient(stash::no_swap{}, &kept_stats);
+  auto const got  = run_transient(stash::test::drop_clone_policy{}, &stats);
+  CHECK(stats.recomputes == 2);         // two replayed steps
+  CHECK(stats.recompute_ops == 2 * 2);  // mul into the transient, then the clone
+  CHECK(stats.recompute_fallbacks == 0);
+  CHECK(stats.deviations == 0);
+  CHECK(got == kept);
+  CHECK(got[1] < 0.0f);  // b's negative products, which relu_ cleared from a
 }

@@ -81,6 +81,11 @@ TEST_CASE("encodings follow the trace's semantics")
   // Lossless codecs off: everything raw.
   CHECK(stash::choose_encoding(a, entry(1, 1, 8), stash::encoding_options{false, {}}) ==
         stash::swap_encoding::raw);
+  // Lossless codecs off, lossy opted in: activations are rounded, but never the int64 indices
+  // (a float format would turn them into garbage: GPU review 2026-11-26, S1).
+  stash::encoding_options const lossy_only{false, stash::swap_encoding::fp16};
+  CHECK(stash::choose_encoding(a, entry(2, 2, 9), lossy_only) == stash::swap_encoding::fp16);
+  CHECK(stash::choose_encoding(a, entry(3, 1, 8), lossy_only) == stash::swap_encoding::raw);
 }
 
 TEST_CASE("an op that writes no tensor but is not a view reads values: no Binarize")

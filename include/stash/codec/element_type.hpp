@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 namespace stash {
@@ -22,6 +23,36 @@ enum class element_type : std::uint8_t {
   i16 = 9,   ///< 16-bit signed
   i64 = 10,  ///< 64-bit signed
 };
+
+/// @brief The type's name, for messages.
+/// @param t The element type.
+/// @return "f32", "i64", ...; "unknown" for a value outside the enumeration.
+[[nodiscard]] constexpr std::string_view to_string(element_type t) noexcept
+{
+  switch (t) {
+    case element_type::f32:
+      return "f32";
+    case element_type::f64:
+      return "f64";
+    case element_type::u8:
+      return "u8";
+    case element_type::u16:
+      return "u16";
+    case element_type::u32:
+      return "u32";
+    case element_type::i32:
+      return "i32";
+    case element_type::u64:
+      return "u64";
+    case element_type::i8:
+      return "i8";
+    case element_type::i16:
+      return "i16";
+    case element_type::i64:
+      return "i64";
+  }
+  return "unknown";
+}
 
 /// @brief The element_type tag of T; only the types listed in element_type are accepted.
 /// @tparam T The element type.

@@ -42,6 +42,17 @@
  *   a tensor given no `D` is refused before anything is taken (accepts says false, host_bytes
  *   throws stash::logic_error), as is a `D` host_bytes cannot use, so the tensor stays resident.
  *
+ * What a tensor holds. The manager does not know element types: a codec reads every tensor as
+ * its `value_type`. A lossless member copies bit patterns (zvc, csr, rle compare bits), so any data
+ * comes back exact; a lossy one (precision, bitmask) rounds the bits *as its value_type*, which
+ * destroys data of another type (an int64 max-pool index read as two floats rounds to 0 in fp16).
+ * So every set's descriptor also takes an `element_type` (say what an undescribed tensor holds:
+ * `element_type::i64`, `element_type::u8`), and a lossy member that takes no descriptor_type
+ * refuses, like a size it cannot encode, every tensor described as anything but its own
+ * value_type: another element type, or another member's descriptor (a `pool_geometry` describes
+ * int64 indices). Such a tensor travels through a lossless member or raw (stash::allocator counts
+ * it in encoding_fallbacks). An undescribed tensor is taken to be of the member's type.
+ *
  * A `transfer_set<T...>` stands for several transfers, one chosen per offload
  * (offload_manager::offload_async's `transfer` index): the per-tensor encodings of a schedule.
  *
@@ -57,6 +68,7 @@
 #include <stash/codec/codec.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/codec_status.hpp>
+#include <stash/codec/element_type.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 
 #include <cstddef>
@@ -299,15 +311,17 @@ template <class Set>
 struct descriptor_variant;
 template <class... Ts>
 struct descriptor_variant<transfer_set<Ts...>> {
-  using type = typename unique_variant<std::variant<std::monostate>,
+  using type = typename unique_variant<std::variant<std::monostate, element_type>,
                                        typename descriptor_of<Ts>::type...>::type;
 };
 
 }  // namespace detail
 
 /// @brief A tensor's per-transfer descriptor for any member of transfer_set `Set`: one of the
-/// members' `descriptor_type`s, or std::monostate (none, the default). A descriptor is passed as
-/// its own type (a `pool_geometry` converts); a set whose members need none takes only `{}`.
+/// members' `descriptor_type`s, an `element_type` (what the tensor holds, for a tensor no member
+/// describes: lossy members refuse a type not theirs, see the file docs), or std::monostate (none,
+/// the default). A descriptor is passed as its own type (a `pool_geometry`, an `element_type`
+/// converts); every set takes `{}` and an element_type.
 /// @tparam Set A transfer_set of transfer policies.
 template <class Set>
 using transfer_descriptor_t = typename detail::descriptor_variant<Set>::type;

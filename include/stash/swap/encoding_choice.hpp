@@ -14,7 +14,9 @@
  *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
  *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
  *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
- *    storage of kind act;
+ *    storage of kind act but max-pool indices (int64: a float format would round them to garbage,
+ *    and stash::allocator refuses it for indices described at allocation; they travel raw when
+ *    lossless codecs are off);
  *  - raw otherwise.
  * Ratios come from the cost model (cost_model::encoding_ratio): measured (zvc, a parameter) or
  * fixed by the format (bitmask 32, pool_argmax 16, reduced precision by its width).
@@ -132,17 +134,18 @@ namespace detail {
                                                    swap_entry const& e,
                                                    encoding_options const& options = {})
 {
-  auto const& t = analysis.trace();
-  auto const& s = analysis.lifetimes().storages[e.id];
+  auto const& t      = analysis.trace();
+  auto const& s      = analysis.lifetimes().storages[e.id];
+  bool const indices = detail::max_pool_indices(t, s);
   if (options.lossless_codecs) {
-    if (detail::max_pool_indices(t, s)) { return swap_encoding::pool_argmax; }
+    if (indices) { return swap_encoding::pool_argmax; }
     auto const w = detail::last_write(s, e.last_use);
     if (w && detail::relu_like(t.ops()[*w].name)) {
       return detail::sign_only_after(t, s, e.next_use) ? swap_encoding::bitmask
                                                        : swap_encoding::zvc;
     }
   }
-  if (options.lossy_activations && s.kind == storage_kind::act) {
+  if (options.lossy_activations && s.kind == storage_kind::act && !indices) {
     return *options.lossy_activations;
   }
   return swap_encoding::raw;

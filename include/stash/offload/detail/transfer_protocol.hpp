@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stash/codec/element_type.hpp>
 #include <stash/core/error.hpp>
 #include <stash/offload/detail/transfer_dispatch.hpp>
 #include <stash/offload/transfer.hpp>
@@ -55,9 +56,9 @@ struct transfer_protocol<transfer_set<Ts...>> {
   static constexpr auto reports_status_of = dispatch::reports_status_of;
   using descriptor                        = transfer_descriptor_t<transfer_set<Ts...>>;
 
-  // Whether member `transfer` takes the tensor (false for an index past the set, or for a member
-  // with a descriptor_type the tensor was not given): its accepts() where it has one, else every
-  // tensor.
+  // Whether member `transfer` takes the tensor (false for an index past the set, for a member
+  // with a descriptor_type the tensor was not given, or for a lossy member and a tensor described
+  // as other data): its accepts() where it has one, else every tensor.
   [[nodiscard]] static bool accepts(std::size_t transfer, std::size_t bytes,
                                     descriptor const& desc) noexcept
   {
@@ -71,6 +72,8 @@ struct transfer_protocol<transfer_set<Ts...>> {
         } else {
           return true;
         }
+      } else if (!reads_as_own<T>(desc)) {
+        return false;
       } else if constexpr (requires { T::accepts(bytes); }) {
         return static_cast<bool>(T::accepts(bytes));
       } else {
@@ -87,6 +90,11 @@ struct transfer_protocol<transfer_set<Ts...>> {
       if constexpr (requires { typename T::descriptor_type; }) {
         return static_cast<std::size_t>(T::host_bytes(bytes, described<T>(transfer, bytes, desc)));
       } else {
+        STASH_EXPECTS(reads_as_own<T>(desc),
+                      "offload_manager: transfer member " + std::to_string(transfer) +
+                          " is lossy and would round a tensor of " + std::to_string(bytes) +
+                          " bytes described as " + what_is(desc) +
+                          " as its own elements; send it through a lossless member or raw");
         return static_cast<std::size_t>(T::host_bytes(bytes));
       }
     });
@@ -150,6 +158,37 @@ struct transfer_protocol<transfer_set<Ts...>> {
   }
 
  private:
+  // Whether member T (one without a descriptor_type) may read a tensor described by `desc` as its
+  // own elements. A lossless member moves bit patterns, so any data comes back exact; a lossy one
+  // rounds them as its value_type, which would turn other data (int64 indices, u8 labels) into
+  // garbage: it reads only undescribed tensors (taken to be of its type) and tensors described as
+  // its value_type. A lossy member without a value_type reads only undescribed tensors.
+  template <class T>
+  [[nodiscard]] static bool reads_as_own(descriptor const& desc) noexcept
+  {
+    if constexpr (T::lossless) {
+      return true;
+    } else {
+      if (std::holds_alternative<std::monostate>(desc)) { return true; }
+      if constexpr (requires { typename T::value_type; }) {
+        if constexpr (codec_element<typename T::value_type>) {
+          auto const* e = std::get_if<element_type>(&desc);
+          return e != nullptr && *e == element_type_of<typename T::value_type>();
+        }
+      }
+      return false;
+    }
+  }
+
+  // What `desc` says the tensor holds, for messages.
+  [[nodiscard]] static std::string what_is(descriptor const& desc)
+  {
+    if (auto const* e = std::get_if<element_type>(&desc)) {
+      return "element type " + std::string(to_string(*e));
+    }
+    return "another member's data (descriptor alternative " + std::to_string(desc.index()) + ")";
+  }
+
   // Member T's descriptor from `desc`, or stash::logic_error: the tensor was given none of its
   // type (refused before the manager takes memory: host_bytes is asked first).
   template <class T>

@@ -58,6 +58,7 @@
 #include <stash_tools/train_cnn/idx_reader.hpp>
 #include <stash_tools/train_cnn/layer_shapes.hpp>
 #include <stash_tools/train_cnn/options.hpp>
+#include <stash_tools/train_cnn/tensor_data.hpp>
 
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/offload/tensor_handle.hpp>
@@ -130,7 +131,7 @@ using gradient_hook =
 
 /// @brief The network over a memory `Mem` (host_memory, plain_memory, activation_memory) and
 /// layer calls `Ops` (dnnl_ops, cudnn_ops): see the file comment.
-/// @tparam Mem allocate(bytes, kind, label[, desc]), op(name, reads, writes[, kernel]),
+/// @tparam Mem allocate(bytes, kind, label[, tensor_data]), op(name, reads, writes[, kernel]),
 /// deallocate, begin_iteration, end_iteration, phase; `id` its tensor type.
 /// @tparam Ops the layer calls listed in the file comment.
 template <class Mem, class Ops>
@@ -151,11 +152,16 @@ class cnn {
           std::to_string(cfg_.rows) + "x" + std::to_string(cfg_.cols));
     }
     build_layers();
-    images_ =
-        mem_.allocate(std::size_t(max_batch) * pixels(), stash::storage_kind::input, "images_u8");
-    labels_   = mem_.allocate(std::size_t(max_batch), stash::storage_kind::input, "labels_u8");
-    loss_sum_ = mem_.allocate(sizeof(double), stash::storage_kind::temp, "loss_sum");
-    correct_  = mem_.allocate(sizeof(unsigned long long), stash::storage_kind::temp, "correct");
+    // Not floats: a lossy codec must not read them (see tensor_data.hpp).
+    using stash::element_type;
+    images_   = mem_.allocate(std::size_t(max_batch) * pixels(), stash::storage_kind::input,
+                              "images_u8", tensor_data{element_type::u8});
+    labels_   = mem_.allocate(std::size_t(max_batch), stash::storage_kind::input, "labels_u8",
+                              tensor_data{element_type::u8});
+    loss_sum_ = mem_.allocate(sizeof(double), stash::storage_kind::temp, "loss_sum",
+                              tensor_data{element_type::f64});
+    correct_  = mem_.allocate(sizeof(unsigned long long), stash::storage_kind::temp, "correct",
+                              tensor_data{element_type::u64});
     reset_counters();
   }
   cnn(cnn const&)            = delete;
@@ -386,7 +392,9 @@ class cnn {
   std::optional<id> workspace(std::size_t bytes, std::string const& label)
   {
     if (bytes == 0) { return std::nullopt; }
-    return mem_.allocate(bytes, stash::storage_kind::temp, label + ".workspace");
+    // Opaque bytes of the library's own: no codec may read them as floats.
+    return mem_.allocate(bytes, stash::storage_kind::temp, label + ".workspace",
+                         tensor_data{stash::element_type::u8});
   }
   static ids with(ids v, std::optional<id> extra)
   {
@@ -588,7 +596,7 @@ class cnn {
     stash::pool_geometry const geometry{
         std::size_t(n) * c, std::size_t(h), std::size_t(w), 2, 2, 2, 2};
     id const index = mem_.allocate(outputs * sizeof(std::int64_t), stash::storage_kind::act,
-                                   label + ".indices", geometry);
+                                   label + ".indices", pool_indices(geometry));
     auto const ws  = workspace(ops_.pool_scratch(s, layer_pass::forward), label);
     run("aten::max_pool2d_with_indices", ids{x}, with({y, index}, ws), [this, s, ws](ptrs p) {
       ops_.pool_forward(s, f(p[0]), f(p[1]), static_cast<std::int64_t*>(p[2]), opt(p, ws, 3));

@@ -5,6 +5,7 @@
 
 #include <stash_tools/train_cnn/budget_guard.hpp>
 #include <stash_tools/train_cnn/memory_report.hpp>
+#include <stash_tools/train_cnn/tensor_data.hpp>
 
 #include <stash/allocator.hpp>
 #include <stash/codec/bitmask.hpp>
@@ -137,14 +138,14 @@ class host_memory {
     }
   }
 
-  /// @brief A tensor of `bytes` (rounded up to 16); `pool` is a max pool's geometry, for the
-  /// pool's indices (pool_argmax's descriptor).
+  /// @brief A tensor of `bytes` (rounded up to 16) holding `data` (float32 unless said
+  /// otherwise; a max pool's indices carry its geometry, pool_argmax's descriptor).
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
-              std::optional<stash::pool_geometry> const& pool = std::nullopt)
+              tensor_data const& data = {})
   {
-    auto const desc = pool ? alloc_type::descriptor_type{*pool} : alloc_type::descriptor_type{};
     return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                                 std::move(label), stream_, desc);
+                                 std::move(label), stream_,
+                                 descriptor_of<alloc_type::descriptor_type>(data));
   }
   /// @brief What computes an op from its pointers (reads, then writes).
   using kernel = std::function<void(std::span<void* const>)>;

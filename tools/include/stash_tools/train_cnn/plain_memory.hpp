@@ -4,8 +4,8 @@
 #pragma once
 
 #include <stash_tools/train_cnn/memory_report.hpp>
+#include <stash_tools/train_cnn/tensor_data.hpp>
 
-#include <stash/codec/pool_argmax.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,7 +35,7 @@ class plain_memory {
 
   /// @brief A buffer of `bytes` (rounded up to 64), 64-byte aligned.
   id allocate(std::size_t bytes, stash::storage_kind /*kind*/, std::string const& /*label*/,
-              std::optional<stash::pool_geometry> const& /*pool*/ = std::nullopt)
+              tensor_data const& /*data*/ = {})
   {
     std::size_t const size = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
     void* p                = std::aligned_alloc(64, size);
