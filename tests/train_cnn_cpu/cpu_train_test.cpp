@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,47 @@ TEST_CASE(
   CHECK(r.plan.matches());
   CHECK_THROWS_WITH_AS((void)evaluation_batch(o, sample(), budget / 4),
                        doctest::Contains("test-set evaluation"), stash::out_of_memory);
+}
+
+// --check with a lossy codec passes on test accuracies within the margin, and never on a run
+// that was not evaluated.
+TEST_CASE("train_cnn cpu: a lossy --check compares test accuracies against the margin")
+{
+  cpu_run_result reference;
+  cpu_run_result subject;
+  reference.test_accuracy = 0.75;
+  subject.test_accuracy   = 0.7425;
+  accuracy_check const c  = compare_accuracy(reference, subject, 1.0);
+  CHECK(c.reference == doctest::Approx(75.0));
+  CHECK(c.subject == doctest::Approx(74.25));
+  CHECK(c.difference == doctest::Approx(0.75));
+  CHECK(c.within);
+  CHECK_FALSE(compare_accuracy(reference, subject, 0.5).within);
+  subject.test_accuracy = 0.76;  // better is a difference too
+  CHECK_FALSE(compare_accuracy(reference, subject, 0.5).within);
+  subject.test_accuracy = -1;  // not evaluated
+  CHECK_FALSE(compare_accuracy(reference, subject, 100).within);
+}
+
+// --codec fp16 plans Gist's lossless encodings where they are exact (max-pool indices as a 4-bit
+// argmax, ReLU outputs read only for their sign as a bitmask) and fp16 only for other activations.
+TEST_CASE("train_cnn cpu: fp16 rounds only activations no lossless rule covers")
+{
+  fix_threads();
+  options const o = settings(cnn_arch::vgg);
+  std::map<std::string, std::uint64_t> planned;
+  cpu_run_hooks hooks;
+  hooks.on_recorded = [&](host_memory const& mem) {
+    planned = detail::plan_of(mem, 1).planned_encodings;
+  };
+  cpu_run_result const r =
+      run_cpu(o, sample(), cpu_run_spec{policy_kind::vdnn_all, codec_kind::fp16, std::nullopt}, 2,
+              false, hooks);
+  CHECK(planned["fp16"] > 0);
+  CHECK(planned["bitmask"] > 0);
+  CHECK(r.plan.matches());
+  CHECK(r.memory.decode_failures == 0);
+  CHECK(r.memory.bytes_encoded < r.memory.bytes_encoded_source);
 }
 
 TEST_CASE("train_cnn cpu: the recorded step is a trace that reads back, and plans the same")

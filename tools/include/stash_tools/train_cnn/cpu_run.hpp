@@ -60,11 +60,17 @@ inline int fix_threads()
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-/// @brief The host codec --codec names (the CPU build runs no lossy codec).
-/// @throws usage_error for fp16, bf16, fp8_e4m3.
+/// @brief The host codec --codec names (the CPU build runs every one).
+/// @throws usage_error for a value that names no codec.
 [[nodiscard]] inline host_codec host_codec_for(codec_kind k)
 {
   switch (k) {
+    case codec_kind::fp16:
+      return host_codec::fp16;
+    case codec_kind::bf16:
+      return host_codec::bf16;
+    case codec_kind::fp8_e4m3:
+      return host_codec::fp8_e4m3;
     case codec_kind::none:
       return host_codec::raw;
     case codec_kind::zvc:
@@ -73,10 +79,8 @@ inline int fix_threads()
       return host_codec::bitmask;
     case codec_kind::auto_:
       return host_codec::auto_;
-    default:
-      throw usage_error("--codec " + std::string(to_string(k)) +
-                        ": the CPU build runs only lossless codecs (none/raw, zvc, bitmask, auto)");
   }
+  throw usage_error("--codec: unknown codec " + std::to_string(static_cast<int>(k)));
 }
 
 /// @brief What one CPU run is: policy, codec and budget (bytes; none: unlimited).
@@ -360,6 +364,27 @@ inline cpu_run_result run_cpu_plain(options const& o, dataset const& data, long 
     }
   }
   return {differ, max_diff};
+}
+
+/// @brief --check with a lossy codec: the two runs' test accuracies, in percentage points.
+struct accuracy_check {
+  double reference{0};   ///< without offload
+  double subject{0};     ///< with the policy, codec and budget
+  double difference{0};  ///< |subject - reference|
+  bool within{false};    ///< difference <= the margin
+};
+
+/// @brief Compares the test accuracies of `reference` and `subject` against `margin` points. A
+/// run that was not evaluated never passes.
+[[nodiscard]] inline accuracy_check compare_accuracy(cpu_run_result const& reference,
+                                                     cpu_run_result const& subject, double margin)
+{
+  accuracy_check c;
+  c.reference  = 100.0 * reference.test_accuracy;
+  c.subject    = 100.0 * subject.test_accuracy;
+  c.difference = std::abs(c.subject - c.reference);
+  c.within = reference.test_accuracy >= 0 && subject.test_accuracy >= 0 && c.difference <= margin;
+  return c;
 }
 
 /// @brief The budget held: nothing refused, the peak while enforced within it.
