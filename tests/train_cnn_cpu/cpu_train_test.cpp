@@ -191,6 +191,31 @@ TEST_CASE(
                        doctest::Contains("test-set evaluation"), stash::out_of_memory);
 }
 
+// A budget below vgg's floor (61% of the peak: parameters and momentum stay resident until their
+// first use of the step) stops the first replayed step, the same way every run, naming the
+// tensor, the step and the emulated device's figures.
+TEST_CASE("train_cnn cpu vgg: a budget below the floor is an out_of_memory that says where")
+{
+  fix_threads();
+  options const o            = settings(cnn_arch::vgg);
+  std::uint64_t const budget = percent_of(recorded_peak(o, sample()), 50);
+  auto const run             = [&] {
+    (void)run_cpu(o, sample(), cpu_run_spec{policy_kind::search_swap, codec_kind::auto_, budget}, 3,
+                              false);
+  };
+  std::string first;
+  try {
+    run();
+  } catch (stash::out_of_memory const& e) {
+    first = e.what();
+  }
+  INFO(first);
+  CHECK(first.find("train_cnn: allocating '") != std::string::npos);
+  CHECK(first.find(" in step 2 [") != std::string::npos);
+  CHECK(first.find("budget " + std::to_string(budget) + " B") != std::string::npos);
+  CHECK_THROWS_WITH_AS(run(), first.c_str(), stash::out_of_memory);  // deterministic
+}
+
 // --check with a lossy codec passes on test accuracies within the margin, and never on a run
 // that was not evaluated.
 TEST_CASE("train_cnn cpu: a lossy --check compares test accuracies against the margin")

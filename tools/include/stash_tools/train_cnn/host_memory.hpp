@@ -172,8 +172,12 @@ class host_memory {
               std::optional<stash::pool_geometry> const& pool = std::nullopt)
   {
     auto const desc = pool ? alloc_type::descriptor_type{*pool} : alloc_type::descriptor_type{};
-    return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                                 std::move(label), stream_, desc);
+    try {
+      return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind, label,
+                                   stream_, desc);
+    } catch (stash::out_of_memory const& e) {
+      throw where(e, "allocating '" + label + "' (" + std::string(stash::to_string(kind)) + ")");
+    }
   }
   /// @brief What computes an op from its pointers (reads, then writes).
   using kernel = std::function<void(std::span<void* const>)>;
@@ -191,9 +195,13 @@ class host_memory {
         k(p);
       };
     }
-    auto p = alloc_.op(std::move(name), reads, writes, stream_, std::move(fn));
-    backend_.synchronize(stream_);
-    return p;
+    try {
+      auto p = alloc_.op(name, reads, writes, stream_, std::move(fn));
+      backend_.synchronize(stream_);
+      return p;
+    } catch (stash::out_of_memory const& e) {
+      throw where(e, "bringing back the tensors of op '" + name + "'");
+    }
   }
   /// @brief The tensor is dead.
   void deallocate(id t) { alloc_.deallocate_async(t); }
@@ -218,6 +226,15 @@ class host_memory {
   [[nodiscard]] host_memory_config const& config() const noexcept { return config_; }
 
  private:
+  // `e` with what was being done and in which step: an out_of_memory that says where.
+  stash::out_of_memory where(stash::out_of_memory const& e, std::string const& what) const
+  {
+    return stash::out_of_memory(
+        "train_cnn: " + what + " in step " + std::to_string(alloc_.stats().iterations + 1) + " [" +
+            e.what() + "]",
+        e.requested_bytes(), e.budget_bytes(), e.in_use_bytes(), e.largest_free_bytes());
+  }
+
   static stash::allocator_options options_for(host_memory_config const& c)
   {
     stash::allocator_options o;
