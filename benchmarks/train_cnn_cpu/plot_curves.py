@@ -5,7 +5,8 @@ Python (no plotting library): python3 plot_curves.py CURVES.csv OUT.svg"""
 import csv
 import sys
 
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+          "#bcbd22", "#17becf"]
 W, H, PAD = 440, 300, 50
 
 

@@ -19,6 +19,44 @@ namespace {
 
 using namespace train_cnn;
 
+// --check with a lossy codec: the activations come back rounded, so the two trainings drift
+// apart and only their outcome is compared: test accuracy after the steps (one epoch by default)
+// within --accuracy-margin points, and the budget held.
+int check_lossy(options const& o, dataset const& data, cpu_run_spec const& spec, long steps,
+                cpu_run_hooks const& hooks)
+{
+  if (!o.json) {
+    std::printf(
+        "train_cnn --check: %ld steps without offload, then with %s/%s (lossy: activations "
+        "rounded while away); test accuracies compared, margin %g points\n",
+        steps, std::string(to_string(o.policy)).c_str(), std::string(to_string(o.codec)).c_str(),
+        o.accuracy_margin);
+  }
+  cpu_run_result const reference = run_cpu(o, data, cpu_run_spec{}, steps, true);
+  cpu_run_result const subject   = run_cpu(o, data, spec, steps, true, hooks);
+  accuracy_check const c         = compare_accuracy(reference, subject, o.accuracy_margin);
+  bool const held                = budget_held(subject, spec.budget);
+  bool const pass                = c.within && held && subject.memory.decode_failures == 0;
+  if (o.json) {
+    std::printf("%s\n", run_json(subject, spec.budget, pass).c_str());
+    return pass ? 0 : 1;
+  }
+  std::printf("%s", summary_text(subject, spec.budget).c_str());
+  std::printf(
+      "check %s: test accuracy %.2f%% with %s, %.2f%% without offload: %.2f points apart "
+      "(margin %g)%s\n",
+      pass ? "passed" : "FAILED", c.subject, std::string(to_string(o.codec)).c_str(), c.reference,
+      c.difference, o.accuracy_margin, held ? "" : ", and the budget was exceeded");
+  auto const [differ, max_diff] = compare_weights(reference.weights, subject.weights);
+  std::printf("  for information: %zu of %zu weights differ (max |diff| %g)\n", differ,
+              reference.weights.size(), double(max_diff));
+  if (subject.memory.offloads == 0) {
+    std::printf(
+        "  warning: the checked run offloaded nothing; pick a policy and --budget that do\n");
+  }
+  return pass ? 0 : 1;
+}
+
 int run(options const& o, dataset const& data)
 {
   long const per_epoch = long(data.train.count / std::size_t(o.batch));
@@ -71,6 +109,7 @@ int run(options const& o, dataset const& data)
     std::printf("%s\n", o.json ? run_json(r, budget).c_str() : summary_text(r, budget).c_str());
     return budget_held(r, budget) && r.plan.matches() ? 0 : 1;
   }
+  if (is_lossy(o.codec)) { return check_lossy(o, data, spec, steps, hooks); }
   if (!o.json) {
     std::printf(
         "train_cnn --check: %ld steps without offload, then with %s/%s; weights compared "

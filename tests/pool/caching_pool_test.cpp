@@ -169,4 +169,43 @@ TEST_CASE("caching_pool rejects a free with the wrong size through the misuse ha
   CHECK(pool.stats().in_use_bytes == 0);
 }
 
+// A block freed on another stream whose work has not finished (an offload's copy still running)
+// is the only room under the budget: the request waits for it on the device (a memory stall)
+// instead of failing, so whether it succeeds does not depend on when that copy completes. A
+// request that no pending block can serve still fails, with the pool's figures.
+TEST_CASE(
+    "caching_pool at its budget stalls on a block pending on another stream, not out_of_memory")
+{
+  manual_pool pool(stash::host_upstream{}, with_budget(2 * stash::MiB));
+  void* a = pool.allocate_async(stash::MiB, stream_a);  // a 2 MiB small segment: the whole budget
+  pool.deallocate_async(a, stash::MiB, stream_a);       // pending: stream_a has not finished
+  void* b = pool.allocate_async(stash::MiB, stream_b);
+  CHECK(b == a);
+  CHECK(pool.stalls() == 1);
+  REQUIRE(pool.order().waits().size() == 1);
+  CHECK(pool.order().waits()[0].first == stash::stream_ref{stream_b});
+  CHECK(pool.stats().reserved_bytes == 2 * stash::MiB);
+  // The remainder of a's block keeps a's pending marker: served to stream_b the same way.
+  void* c = pool.allocate_async(stash::MiB, stream_b);
+  CHECK(c == static_cast<char*>(a) + stash::MiB);
+  CHECK(pool.stalls() == 2);
+  CHECK(pool.order().waits().size() == 2);
+  // Nothing free, nothing pending: out_of_memory with the figures, and the pool unchanged.
+  CHECK_THROWS_WITH_AS((void)pool.allocate_async(512, stream_b),
+                       doctest::Contains("in use 2097152 B"), stash::out_of_memory);
+  CHECK(pool.stats().in_use_bytes == 2 * stash::MiB);
+  pool.deallocate_async(b, stash::MiB, stream_b);
+  pool.deallocate_async(c, stash::MiB, stream_b);
+  // Without a budget nothing stalls: another stream's pending block is not waited for while a new
+  // segment can be had (cross-stream reuse waits for the work to finish, as before).
+  manual_pool free_pool;
+  void* x = free_pool.allocate_async(stash::MiB, stream_a);
+  free_pool.deallocate_async(x, stash::MiB, stream_a);
+  void* y = free_pool.allocate_async(stash::MiB, stream_b);
+  CHECK(y != x);
+  CHECK(free_pool.stalls() == 0);
+  CHECK(free_pool.order().waits().empty());
+  free_pool.deallocate_async(y, stash::MiB, stream_b);
+}
+
 }  // namespace STASH_UNITY_ID

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -141,8 +142,9 @@ TEST_CASE("train_cnn cpu vgg: search_swap at 42% of the peak (wrap entries), bit
 TEST_CASE("train_cnn cpu resnet: search_swap at 62-70%, vdnn_all at 80-100% of the peak, bitwise")
 {
   // At 100% nothing needs to leave: search_swap plans no entry, so it runs below. These are
-  // budgets whose plan fits the planner's timed simulation (r.fits); below them a run may hold
-  // the budget or stop at an allocation, depending on when its copies complete.
+  // budgets whose plan fits the planner's timed simulation (r.fits). Below them a run is still
+  // deterministic (the case at 40% below): the emulated device counts a tensor's bytes free when
+  // its offload is queued, and the pool below orders their reuse after the copy (a memory stall).
   check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::none, 70);
   check_run(cnn_arch::resnet, policy_kind::search_swap, codec_kind::auto_, 62);
   check_run(cnn_arch::resnet, policy_kind::vdnn_all, codec_kind::auto_, 100);
@@ -162,6 +164,99 @@ TEST_CASE("train_cnn cpu recompute resnet: search at 60%, checkpoint at 75% of t
 {
   check_run(cnn_arch::resnet, policy_kind::search, codec_kind::auto_, 60, recompute_steps);
   check_run(cnn_arch::resnet, policy_kind::checkpoint, codec_kind::none, 75, recompute_steps);
+}
+
+// The run that used to stop after its training steps: at 40% of the peak search_swap holds the
+// budget by offloading, but the test-set evaluation is a forward pass outside stash's iterations
+// (nothing is planned or offloaded there), and at the training batch its activations alone do not
+// fit. It is evaluated in the largest halving of the batch that fits; a budget that not even one
+// image fits is a deterministic out_of_memory naming the evaluation.
+TEST_CASE(
+    "train_cnn cpu resnet: at 40% of the peak, training offloads and the test set is "
+    "evaluated in batches that fit")
+{
+  fix_threads();
+  options const o            = settings(cnn_arch::resnet);
+  std::uint64_t const budget = percent_of(recorded_peak(o, sample()), 40);
+  CHECK(evaluation_peak(o, sample(), o.batch) > budget);
+  int const n = evaluation_batch(o, sample(), budget);
+  CHECK(n < o.batch);
+  CHECK(evaluation_peak(o, sample(), n) <= budget);
+  cpu_run_result const r = run_cpu(
+      o, sample(), cpu_run_spec{policy_kind::search_swap, codec_kind::auto_, budget}, 3, true);
+  CHECK(r.eval_batch == n);
+  CHECK(budget_held(r, budget));
+  CHECK(r.memory.offloads > 0);
+  CHECK(r.test_accuracy >= 0);
+  CHECK(r.plan.matches());
+  CHECK_THROWS_WITH_AS((void)evaluation_batch(o, sample(), budget / 4),
+                       doctest::Contains("test-set evaluation"), stash::out_of_memory);
+}
+
+// A budget below vgg's floor (61% of the peak: parameters and momentum stay resident until their
+// first use of the step) stops the first replayed step, the same way every run, naming the
+// tensor, the step and the emulated device's figures.
+TEST_CASE("train_cnn cpu vgg: a budget below the floor is an out_of_memory that says where")
+{
+  fix_threads();
+  options const o            = settings(cnn_arch::vgg);
+  std::uint64_t const budget = percent_of(recorded_peak(o, sample()), 50);
+  auto const run             = [&] {
+    (void)run_cpu(o, sample(), cpu_run_spec{policy_kind::search_swap, codec_kind::auto_, budget}, 3,
+                              false);
+  };
+  std::string first;
+  try {
+    run();
+  } catch (stash::out_of_memory const& e) {
+    first = e.what();
+  }
+  INFO(first);
+  CHECK(first.find("train_cnn: allocating '") != std::string::npos);
+  CHECK(first.find(" in step 2 [") != std::string::npos);
+  CHECK(first.find("budget " + std::to_string(budget) + " B") != std::string::npos);
+  CHECK_THROWS_WITH_AS(run(), first.c_str(), stash::out_of_memory);  // deterministic
+}
+
+// --check with a lossy codec passes on test accuracies within the margin, and never on a run
+// that was not evaluated.
+TEST_CASE("train_cnn cpu: a lossy --check compares test accuracies against the margin")
+{
+  cpu_run_result reference;
+  cpu_run_result subject;
+  reference.test_accuracy = 0.75;
+  subject.test_accuracy   = 0.7425;
+  accuracy_check const c  = compare_accuracy(reference, subject, 1.0);
+  CHECK(c.reference == doctest::Approx(75.0));
+  CHECK(c.subject == doctest::Approx(74.25));
+  CHECK(c.difference == doctest::Approx(0.75));
+  CHECK(c.within);
+  CHECK_FALSE(compare_accuracy(reference, subject, 0.5).within);
+  subject.test_accuracy = 0.76;  // better is a difference too
+  CHECK_FALSE(compare_accuracy(reference, subject, 0.5).within);
+  subject.test_accuracy = -1;  // not evaluated
+  CHECK_FALSE(compare_accuracy(reference, subject, 100).within);
+}
+
+// --codec fp16 plans Gist's lossless encodings where they are exact (max-pool indices as a 4-bit
+// argmax, ReLU outputs read only for their sign as a bitmask) and fp16 only for other activations.
+TEST_CASE("train_cnn cpu: fp16 rounds only activations no lossless rule covers")
+{
+  fix_threads();
+  options const o = settings(cnn_arch::vgg);
+  std::map<std::string, std::uint64_t> planned;
+  cpu_run_hooks hooks;
+  hooks.on_recorded = [&](host_memory const& mem) {
+    planned = detail::plan_of(mem, 1).planned_encodings;
+  };
+  cpu_run_result const r =
+      run_cpu(o, sample(), cpu_run_spec{policy_kind::vdnn_all, codec_kind::fp16, std::nullopt}, 2,
+              false, hooks);
+  CHECK(planned["fp16"] > 0);
+  CHECK(planned["bitmask"] > 0);
+  CHECK(r.plan.matches());
+  CHECK(r.memory.decode_failures == 0);
+  CHECK(r.memory.bytes_encoded < r.memory.bytes_encoded_source);
 }
 
 TEST_CASE("train_cnn cpu: the recorded step is a trace that reads back, and plans the same")

@@ -63,7 +63,12 @@ struct caching_pool_options {
 /// same segment. A block freed on stream A is reused on A at once and on another stream only once
 /// `Order` says A's work queued before the free has finished. When a segment would exceed the
 /// budget or the upstream is full, fully free segments are returned to the upstream and the request
-/// retried; if it still does not fit, stash::out_of_memory is thrown and the pool is unchanged.
+/// retried. If it still does not fit but a free block that would is pending on another stream
+/// (its last use not finished yet, e.g. an offload's copy), and `Order` can make a stream wait,
+/// the request stalls instead of failing: `stream` is made to wait for that block's marker (on the
+/// device, the host does not block) and gets the block, counted in stalls(). Whether a request
+/// succeeds then depends on what the caller freed, not on whether a copy happens to have finished
+/// by now. Otherwise stash::out_of_memory is thrown and the pool is unchanged.
 /// While `stream` is being captured into a CUDA graph (where `Order` can tell, e.g.
 /// cuda_event_order) the upstream is not touched: a request the cached blocks cannot serve throws
 /// stash::logic_error and changes nothing; reserve() before capturing. Blocks start on 256 B (the
@@ -122,7 +127,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     auto found             = find_free(size, stream);
     if (found == blocks_.end()) {
       refuse_if_capturing(bytes, stream);
-      found = grow(bytes, size);
+      found = grow_or_stall(bytes, size, stream);
     }
     // The one step of an over-aligned request that can throw, before the block is taken (a
     // segment grown for it stays cached: the pool is consistent either way).
@@ -213,6 +218,11 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     if (bytes == 0) { return; }
     (void)grow(bytes, rounded(bytes, 0));
   }
+
+  /// @brief Requests that found no room and were served a block pending on another stream,
+  /// ordered after it (see the class docs): memory stalls instead of out_of_memory.
+  /// @return The number of such requests.
+  [[nodiscard]] std::uint64_t stalls() const noexcept { return stalls_; }
 
   /// @brief Changes the cap on reserved bytes (a lower cap applies to future growth only).
   /// @param budget The new cap.
@@ -315,6 +325,37 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
       if (b->second.stream == stream || tracked_passed(order_, b->second.marker)) { return b; }
     }
     return blocks_.end();
+  }
+
+  // The smallest free block of at least `size` whose last use is still pending on its stream
+  // (blocks freed while capturing excluded: their marker is never waited for).
+  block_iter find_pending(std::size_t size)
+  {
+    for (auto it = free_.lower_bound({size, 0}); it != free_.end(); ++it) {
+      auto b = blocks_.find(it->second);
+      if (!b->second.marker.captured) { return b; }
+    }
+    return blocks_.end();
+  }
+
+  // A new segment; when the budget or the upstream has none, a block pending on another stream,
+  // with `stream` made to wait for its last use (a memory stall, see the class docs). The wait
+  // is queued before anything is taken: if it throws, the pool is unchanged.
+  block_iter grow_or_stall(std::size_t requested, std::size_t size, stream_ref stream)
+  {
+    if constexpr (stream_order_with_wait<Order>) {
+      try {
+        return grow(requested, size);
+      } catch (out_of_memory const&) {
+        auto const pending = find_pending(size);
+        if (pending == blocks_.end()) { throw; }
+        order_.wait(stream, pending->second.marker.value);
+        ++stalls_;
+        return pending;
+      }
+    } else {
+      return grow(requested, size);
+    }
   }
 
   // cudaHostAlloc / cudaMalloc (and the frees release_cached would do) are illegal while
@@ -487,6 +528,7 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   std::size_t reserved_{0};
   std::size_t peak_reserved_{0};
   std::uint64_t allocations_{0};
+  std::uint64_t stalls_{0};
 };
 
 }  // namespace stash

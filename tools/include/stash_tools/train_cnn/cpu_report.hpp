@@ -54,6 +54,15 @@ namespace train_cnn {
   return buf;
 }
 
+/// @brief Why the test set was evaluated in smaller batches than training's, if it was.
+[[nodiscard]] inline std::string eval_note(cpu_run_result const& r)
+{
+  if (r.test_accuracy < 0 || r.eval_batch <= 0 || r.eval_batch >= r.batch) { return ""; }
+  return " (in batches of " + std::to_string(r.eval_batch) +
+         ": evaluation is not planned by stash, and a forward pass of " + std::to_string(r.batch) +
+         " does not fit the budget)";
+}
+
 /// @brief The end summary (several lines).
 [[nodiscard]] inline std::string summary_text(cpu_run_result const& r,
                                               std::optional<std::uint64_t> budget)
@@ -62,7 +71,8 @@ namespace train_cnn {
   char buf[1024];
   std::snprintf(
       buf, sizeof buf,
-      "done: %ld steps in %.1f s (%.1f ms/step); test accuracy %s\n"
+      "done: %ld steps in %.1f s (%.1f ms/step; CPU %.1f ms/step over all threads, %.1f in "
+      "the training loop's); test accuracy %s%s\n"
       "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s), "
       "peak while the budget held %s of %s%s\n"
       "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
@@ -71,10 +81,12 @@ namespace train_cnn {
       "instead\n"
       "  host pool: peak %s held by offloaded copies (%s reserved from host memory)\n",
       r.steps, r.seconds, 1e3 * r.seconds / double(std::max(1L, r.steps)),
+      1e3 * r.cpu_seconds / double(std::max(1L, r.steps)),
+      1e3 * r.loop_cpu_seconds / double(std::max(1L, r.steps)),
       r.test_accuracy < 0 ? "not measured"
                           : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%").c_str(),
-      stash::format_bytes(r.recorded_peak).c_str(), stash::format_bytes(r.baseline_peak).c_str(),
-      stash::format_bytes(r.planned_peak).c_str(),
+      eval_note(r).c_str(), stash::format_bytes(r.recorded_peak).c_str(),
+      stash::format_bytes(r.baseline_peak).c_str(), stash::format_bytes(r.planned_peak).c_str(),
       stash::format_bytes(r.memory.enforced_peak).c_str(),
       budget ? stash::format_bytes(*budget).c_str() : "no budget",
       budget_held(r, budget) ? "" : " (EXCEEDED)",
@@ -129,8 +141,10 @@ namespace train_cnn {
       << ",\"host_peak_reserved\":" << m.host_peak_reserved << "}";
   };
   o << "{\"policy\":\"" << r.policy_name << "\",\"steps\":" << r.steps
-    << ",\"seconds\":" << r.seconds << ",\"test_accuracy\":" << r.test_accuracy
-    << ",\"recorded_peak\":" << r.recorded_peak << ",\"planned_peak\":" << r.planned_peak
+    << ",\"seconds\":" << r.seconds << ",\"cpu_seconds\":" << r.cpu_seconds
+    << ",\"loop_cpu_seconds\":" << r.loop_cpu_seconds << ",\"test_accuracy\":" << r.test_accuracy
+    << ",\"eval_batch\":" << r.eval_batch << ",\"recorded_peak\":" << r.recorded_peak
+    << ",\"planned_peak\":" << r.planned_peak
     << ",\"budget\":" << (budget ? std::to_string(*budget) : std::string("null"))
     << ",\"budget_held\":" << (budget_held(r, budget) ? "true" : "false") << ",\"progress\":[";
   for (std::size_t i = 0; i < r.log.size(); ++i) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -50,11 +51,26 @@ inline int fix_threads()
 #endif
 }
 
-/// @brief The host codec --codec names (the CPU build runs no lossy codec).
-/// @throws usage_error for fp16, bf16, fp8_e4m3.
+/// @brief CPU seconds of `clock` (CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID): what a run
+/// costs on a machine other work also loads, where wall time measures the share it got.
+[[nodiscard]] inline double cpu_time(clockid_t clock)
+{
+  timespec t{};
+  clock_gettime(clock, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+/// @brief The host codec --codec names (the CPU build runs every one).
+/// @throws usage_error for a value that names no codec.
 [[nodiscard]] inline host_codec host_codec_for(codec_kind k)
 {
   switch (k) {
+    case codec_kind::fp16:
+      return host_codec::fp16;
+    case codec_kind::bf16:
+      return host_codec::bf16;
+    case codec_kind::fp8_e4m3:
+      return host_codec::fp8_e4m3;
     case codec_kind::none:
       return host_codec::raw;
     case codec_kind::zvc:
@@ -63,10 +79,8 @@ inline int fix_threads()
       return host_codec::bitmask;
     case codec_kind::auto_:
       return host_codec::auto_;
-    default:
-      throw usage_error("--codec " + std::string(to_string(k)) +
-                        ": the CPU build runs only lossless codecs (none/raw, zvc, bitmask, auto)");
   }
+  throw usage_error("--codec: unknown codec " + std::to_string(static_cast<int>(k)));
 }
 
 /// @brief What one CPU run is: policy, codec and budget (bytes; none: unlimited).
@@ -121,7 +135,11 @@ struct cpu_run_result {
   std::string policy_name;
   plan_check plan;
   double test_accuracy{-1};  ///< fraction; -1 when not evaluated
+  int eval_batch{0};         ///< the test set's batch (evaluation_batch: below --batch to fit)
   double seconds{0};         ///< training wall time
+  double cpu_seconds{0};  ///< training CPU time of the process (the loop and stash's copy threads)
+  double loop_cpu_seconds{0};  ///< training CPU time of the loop's thread alone
+  int batch{0};                ///< the training batch
   long steps{0};
 };
 
@@ -155,26 +173,82 @@ plan_check plan_of(Mem const& mem, long steps)
   return p;
 }
 
+// The test set's accuracy, in batches of `batch`. Evaluation is a forward pass outside stash's
+// iterations (no plan: nothing is offloaded), so its activations must fit the budget as they are:
+// evaluation_batch() chose `batch` for that, and a refusal here says so.
 template <class Net>
 double evaluate(Net& net, labelled_images const& test, int batch)
 {
-  net.reset_counters();
-  std::vector<std::size_t> index(test.count);
-  std::iota(index.begin(), index.end(), std::size_t{0});
-  for (std::size_t at = 0; at < test.count; at += std::size_t(batch)) {
-    std::size_t const n = std::min<std::size_t>(std::size_t(batch), test.count - at);
-    net.evaluate_batch(test, std::span<std::size_t const>(index).subspan(at, n));
+  try {
+    net.reset_counters();
+    std::vector<std::size_t> index(test.count);
+    std::iota(index.begin(), index.end(), std::size_t{0});
+    for (std::size_t at = 0; at < test.count; at += std::size_t(batch)) {
+      std::size_t const n = std::min<std::size_t>(std::size_t(batch), test.count - at);
+      net.evaluate_batch(test, std::span<std::size_t const>(index).subspan(at, n));
+    }
+    return double(net.counters().second) / double(test.count);
+  } catch (stash::out_of_memory const& e) {
+    throw stash::out_of_memory(
+        "train_cnn's test-set evaluation in batches of " + std::to_string(batch) +
+            " (a forward pass outside stash's iterations: nothing is offloaded there) [" +
+            e.what() + "]",
+        e.requested_bytes(), e.budget_bytes(), e.in_use_bytes(), e.largest_free_bytes());
   }
-  return double(net.counters().second) / double(test.count);
+}
+
+// The first n test images.
+inline std::vector<std::size_t> first_images(labelled_images const& test, int n)
+{
+  std::vector<std::size_t> index(std::min<std::size_t>(std::size_t(n), test.count));
+  std::iota(index.begin(), index.end(), std::size_t{0});
+  return index;
 }
 
 }  // namespace detail
 
+/// @brief Device bytes at the peak of a forward-only test batch of `n` images, the network's
+/// persistent tensors (parameters, momentum, staging for batches of o.batch) included: measured
+/// over plain_memory, whose buffers round up to 64 B, so at least what host_memory holds then.
+[[nodiscard]] inline std::uint64_t evaluation_peak(options const& o, dataset const& data, int n)
+{
+  plain_memory mem;
+  dnnl_ops ops;
+  cnn<plain_memory, dnnl_ops> net(mem, ops, config_of(o, data), o.batch);
+  net.evaluate_batch(data.test, detail::first_images(data.test, n));
+  return mem.report().peak_in_use;
+}
+
+/// @brief The test-set evaluation's batch under `budget`: o.batch, halved (rounding up) until a
+/// forward-only batch fits (evaluation_peak). Evaluation runs outside stash's iterations, where
+/// no plan offloads anything, so a budget that training holds by offloading may be too small
+/// for the evaluation's activations at the training batch. Deterministic: shapes and budget only.
+/// @throws stash::out_of_memory when even a batch of one image does not fit, naming the figures.
+[[nodiscard]] inline int evaluation_batch(options const& o, dataset const& data,
+                                          std::optional<std::uint64_t> budget)
+{
+  int n = o.batch;
+  if (!budget) { return n; }
+  std::uint64_t peak = evaluation_peak(o, data, n);
+  while (peak > *budget && n > 1) {
+    n    = (n + 1) / 2;
+    peak = evaluation_peak(o, data, n);
+  }
+  if (peak > *budget) {
+    throw stash::out_of_memory(
+        "train_cnn's test-set evaluation (a forward pass outside stash's iterations, nothing "
+        "offloaded): one image's forward pass and the persistent tensors need " +
+            std::to_string(peak) + " B at once, more than the --budget",
+        std::size_t(peak), std::size_t(*budget), std::nullopt);
+  }
+  return n;
+}
+
 /// @brief Trains `steps` steps (over as many epochs as they take) over `mem`; evaluates on the
-/// test set when `evaluate_test`.
+/// test set when `evaluate_test`, in batches of `eval_batch` (0: o.batch).
 template <class Mem>
 cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, long steps,
-                            bool evaluate_test, cpu_run_hooks const& hooks)
+                            bool evaluate_test, cpu_run_hooks const& hooks, int eval_batch = 0)
 {
   dnnl_ops ops;
   cnn<Mem, dnnl_ops> net(mem, ops, config_of(o, data), o.batch);
@@ -185,6 +259,8 @@ cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, lon
   long window        = 0;
   double loss_before = 0;  // the loss counter after the previous step
   auto const t0      = std::chrono::steady_clock::now();
+  double const cpu0  = cpu_time(CLOCK_PROCESS_CPUTIME_ID);
+  double const loop0 = cpu_time(CLOCK_THREAD_CPUTIME_ID);
   auto last          = t0;
   for (long step = 0; step < steps; ++step) {
     if (step % per_epoch == 0) {
@@ -228,11 +304,15 @@ cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, lon
     }
   }
   mem.synchronize();
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.steps   = steps;
-  r.plan    = detail::plan_of(mem, steps);
-  r.weights = net.weights();
-  if (evaluate_test) { r.test_accuracy = detail::evaluate(net, data.test, o.batch); }
+  r.seconds          = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.cpu_seconds      = cpu_time(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+  r.loop_cpu_seconds = cpu_time(CLOCK_THREAD_CPUTIME_ID) - loop0;
+  r.batch            = o.batch;
+  r.steps            = steps;
+  r.plan             = detail::plan_of(mem, steps);
+  r.weights          = net.weights();
+  r.eval_batch       = eval_batch > 0 ? eval_batch : o.batch;
+  if (evaluate_test) { r.test_accuracy = detail::evaluate(net, data.test, r.eval_batch); }
   r.memory = mem.report();
   return r;
 }
@@ -243,11 +323,12 @@ inline cpu_run_result run_cpu(options const& o, dataset const& data, cpu_run_spe
                               long steps, bool evaluate_test, cpu_run_hooks const& hooks = {})
 {
   host_memory_config mc;
-  mc.budget = spec.budget;
-  mc.policy = std::string(to_string(spec.policy));
-  mc.codec  = host_codec_for(spec.codec);
+  mc.budget            = spec.budget;
+  mc.policy            = std::string(to_string(spec.policy));
+  mc.codec             = host_codec_for(spec.codec);
+  int const eval_batch = evaluate_test ? evaluation_batch(o, data, spec.budget) : o.batch;
   host_memory mem(mc);
-  return run_cpu_over(mem, o, data, steps, evaluate_test, hooks);
+  return run_cpu_over(mem, o, data, steps, evaluate_test, hooks, eval_batch);
 }
 
 /// @brief The same training without stash (plain_memory): the benchmark's baseline.
@@ -283,6 +364,27 @@ inline cpu_run_result run_cpu_plain(options const& o, dataset const& data, long 
     }
   }
   return {differ, max_diff};
+}
+
+/// @brief --check with a lossy codec: the two runs' test accuracies, in percentage points.
+struct accuracy_check {
+  double reference{0};   ///< without offload
+  double subject{0};     ///< with the policy, codec and budget
+  double difference{0};  ///< |subject - reference|
+  bool within{false};    ///< difference <= the margin
+};
+
+/// @brief Compares the test accuracies of `reference` and `subject` against `margin` points. A
+/// run that was not evaluated never passes.
+[[nodiscard]] inline accuracy_check compare_accuracy(cpu_run_result const& reference,
+                                                     cpu_run_result const& subject, double margin)
+{
+  accuracy_check c;
+  c.reference  = 100.0 * reference.test_accuracy;
+  c.subject    = 100.0 * subject.test_accuracy;
+  c.difference = std::abs(c.subject - c.reference);
+  c.within = reference.test_accuracy >= 0 && subject.test_accuracy >= 0 && c.difference <= margin;
+  return c;
 }
 
 /// @brief The budget held: nothing refused, the peak while enforced within it.

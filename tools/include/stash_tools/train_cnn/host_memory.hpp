@@ -9,6 +9,7 @@
 
 #include <stash/allocator.hpp>
 #include <stash/codec/bitmask.hpp>
+#include <stash/codec/precision.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -45,7 +46,34 @@ enum class host_codec : std::uint8_t {
   zvc,      ///< every tensor zero-value compressed (lossless, bit-exact)
   bitmask,  ///< Gist's 1-bit mask where the planner found a sign-only reader, raw elsewhere
   auto_,    ///< the planner's per-tensor choice: pool_argmax, bitmask, zvc or raw (all lossless)
+  fp16,  ///< auto's lossless choices, and IEEE half for the other activations (lossy, Gist's DPR)
+  bf16,  ///< the same with bfloat16
+  fp8_e4m3,  ///< the same with 8-bit floats (4 exponent, 3 mantissa bits)
 };
+
+/// @brief The lossy encoding `c` gives activations no lossless rule covers (none: lossless).
+[[nodiscard]] constexpr std::optional<stash::swap_encoding> lossy_encoding(host_codec c) noexcept
+{
+  switch (c) {
+    case host_codec::fp16:
+      return stash::swap_encoding::fp16;
+    case host_codec::bf16:
+      return stash::swap_encoding::bf16;
+    case host_codec::fp8_e4m3:
+      return stash::swap_encoding::fp8_e4m3;
+    default:
+      return std::nullopt;
+  }
+}
+
+/// @brief The encodings the planner may choose for `c`: encoding_choice.hpp's rules (the lossless
+/// ones, then `c`'s lossy format for other activations, never for indices, inputs or state).
+[[nodiscard]] inline stash::encoding_options encoding_options_for(host_codec c)
+{
+  stash::encoding_options e;
+  e.lossy_activations = lossy_encoding(c);
+  return e;
+}
 
 /// @brief A policy as stash::allocator runs it: the base schedule (persistent storages too:
 /// parameters, gradients and optimizer state leave between two of their uses inside a step, and
@@ -63,8 +91,8 @@ struct host_policy {
   [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
   {
     stash::schedule out = base.plan(a, budget);
-    if (codec == host_codec::auto_ || codec == host_codec::bitmask) {
-      out = stash::with_encodings(a, std::move(out));
+    if (codec == host_codec::auto_ || codec == host_codec::bitmask || lossy_encoding(codec)) {
+      out = stash::with_encodings(a, std::move(out), encoding_options_for(codec));
     }
     if (codec == host_codec::bitmask) {
       for (auto& e : out.entries) {
@@ -83,12 +111,12 @@ struct host_policy {
   if (name == "search_swap") {
     stash::search_swap s;
     s.wrap = true;  // the allocator runs wrap entries: momentum and parameters across the step
-    if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
+    if (c == host_codec::auto_ || lossy_encoding(c)) { s.encodings = encoding_options_for(c); }
     return host_policy{s, c, "search_swap"};
   }
   if (name == "search") {
     stash::joint_search s;
-    if (c == host_codec::auto_) { s.encodings = stash::encoding_options{}; }
+    if (c == host_codec::auto_ || lossy_encoding(c)) { s.encodings = encoding_options_for(c); }
     return host_policy{s, c, "search"};
   }
   return host_policy{stash::make_swap_policy(name), c, std::string(name)};
@@ -103,7 +131,8 @@ struct host_memory_config {
 };
 
 /// @brief stash::allocator<budget_guard<lifetime_arena<host_upstream>>, any_swap_policy,
-/// transfer_set<zvc, bitmask, pool_argmax>, host_backend> behind ids and pointers. op() returns
+/// transfer_set<zvc, bitmask, pool_argmax, fp16, bf16, fp8_e4m3>, host_backend> behind ids and
+/// pointers. op() returns
 /// pointers that are resident and whose queued transfers are complete, so the caller may compute
 /// on them at once on its own thread. An op given its kernel may be re-run by the allocator to
 /// rematerialise a dropped output: on the calling thread, once the stream's queued work (the
@@ -115,7 +144,9 @@ class host_memory {
   using arena =
       stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
   using pool_type = budget_guard<arena>;
-  using codecs    = stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::pool_argmax>;
+  using codecs    = stash::transfer_set<
+      stash::zvc<float>, stash::bitmask, stash::pool_argmax, stash::precision<float, stash::fp16>,
+      stash::precision<float, stash::bf16>, stash::precision<float, stash::fp8_e4m3>>;
   using alloc_type =
       stash::allocator<pool_type, stash::any_swap_policy, codecs, stash::host_backend>;
 
@@ -143,9 +174,12 @@ class host_memory {
   id allocate(std::size_t bytes, stash::storage_kind kind, std::string label,
               tensor_data const& data = {})
   {
-    return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind,
-                                 std::move(label), stream_,
-                                 descriptor_of<alloc_type::descriptor_type>(data));
+    try {
+      return alloc_.allocate_async(std::max<std::size_t>(16, (bytes + 15) / 16 * 16), kind, label,
+                                   stream_, descriptor_of<alloc_type::descriptor_type>(data));
+    } catch (stash::out_of_memory const& e) {
+      throw where(e, "allocating '" + label + "' (" + std::string(stash::to_string(kind)) + ")");
+    }
   }
   /// @brief What computes an op from its pointers (reads, then writes).
   using kernel = std::function<void(std::span<void* const>)>;
@@ -163,9 +197,13 @@ class host_memory {
         k(p);
       };
     }
-    auto p = alloc_.op(std::move(name), reads, writes, stream_, std::move(fn));
-    backend_.synchronize(stream_);
-    return p;
+    try {
+      auto p = alloc_.op(name, reads, writes, stream_, std::move(fn));
+      backend_.synchronize(stream_);
+      return p;
+    } catch (stash::out_of_memory const& e) {
+      throw where(e, "bringing back the tensors of op '" + name + "'");
+    }
   }
   /// @brief The tensor is dead.
   void deallocate(id t) { alloc_.deallocate_async(t); }
@@ -190,6 +228,15 @@ class host_memory {
   [[nodiscard]] host_memory_config const& config() const noexcept { return config_; }
 
  private:
+  // `e` with what was being done and in which step: an out_of_memory that says where.
+  stash::out_of_memory where(stash::out_of_memory const& e, std::string const& what) const
+  {
+    return stash::out_of_memory(
+        "train_cnn: " + what + " in step " + std::to_string(alloc_.stats().iterations + 1) + " [" +
+            e.what() + "]",
+        e.requested_bytes(), e.budget_bytes(), e.in_use_bytes(), e.largest_free_bytes());
+  }
+
   static stash::allocator_options options_for(host_memory_config const& c)
   {
     stash::allocator_options o;
