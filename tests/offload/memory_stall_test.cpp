@@ -12,9 +12,12 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <thread>
 #include <vector>
 
 namespace STASH_UNITY_ID {
@@ -70,6 +73,35 @@ TEST_CASE("offload_manager at a full device budget: the next allocation stalls o
   backend.synchronize(s);
   m.synchronize();
   CHECK(device.stats().in_use_bytes == 0);
+}
+
+// The default host stream is the calling thread: memory it is handed is used at once. A stall
+// there cannot be a queued wait (there is no queue): the caller blocks until the pending block's
+// last use has run, instead of being handed bytes another stream is still writing (review
+// 2026-11-26, seventh read, G1). The pending work sleeps, so without the wait the allocation
+// returns long before it ran.
+TEST_CASE("caching_pool over host streams: a stall on the default stream waits for the block")
+{
+  host_pool pool(stash::host_upstream{}, [] {
+    stash::caching_pool_options o;
+    o.budget = 2 * stash::MiB;  // one small segment
+    return o;
+  }());
+  stash::host_stream a;
+  void* const p = pool.allocate_async(2 * stash::MiB, a);
+  std::atomic<bool> written{false};
+  a.enqueue([p, &written] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::memset(p, 0x11, 2 * stash::MiB);
+    written.store(true);
+  });
+  pool.deallocate_async(p, 2 * stash::MiB, a);  // pending: a's write has not run
+  void* const q = pool.allocate(2 * stash::MiB, stash::cuda_allocation_alignment);
+  CHECK(q == p);
+  CHECK(pool.stalls() == 1);
+  CHECK(written.load());  // a's last use of the bytes ran before the caller got them
+  pool.deallocate(q, 2 * stash::MiB, stash::cuda_allocation_alignment);
+  a.mark()->wait();
 }
 
 }  // namespace STASH_UNITY_ID

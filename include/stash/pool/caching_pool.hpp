@@ -66,7 +66,8 @@ struct caching_pool_options {
 /// retried. If it still does not fit but a free block that would is pending on another stream
 /// (its last use not finished yet, e.g. an offload's copy), and `Order` can make a stream wait,
 /// the request stalls instead of failing: `stream` is made to wait for that block's marker (on the
-/// device, the host does not block) and gets the block, counted in stalls(). Whether a request
+/// device, the host does not block; host_stream_order's default stream is the calling thread,
+/// which blocks) and gets the block, counted in stalls(). Whether a request
 /// succeeds then depends on what the caller freed, not on whether a copy happens to have finished
 /// by now. Otherwise stash::out_of_memory is thrown and the pool is unchanged.
 /// While `stream` is being captured into a CUDA graph (where `Order` can tell, e.g.

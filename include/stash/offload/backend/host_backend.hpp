@@ -68,13 +68,19 @@ class host_stream_order {
   /// @param s The stream.
   /// @return Whether `s` is a capturing host stream.
   bool capturing(stream_ref s) const noexcept { return s.is_host() && s.host()->capture() != 0; }
-  /// @brief The host stream `s` blocks until the flag is set (what cudaStreamWaitEvent does).
+  /// @brief The host stream `s` blocks until the flag is set (what cudaStreamWaitEvent does). The
+  /// default stream is the calling thread, whose work is not queued but runs at once (a pool's
+  /// synchronous allocate()): the caller itself blocks until the flag is set.
   /// @param s The stream.
   /// @param m The marker.
   void wait(stream_ref s, marker const& m)
   {
     host_stream* const h = host_of(s, "wait");
-    if (h == nullptr || passed(m)) { return; }
+    if (passed(m)) { return; }
+    if (h == nullptr) {
+      m->wait();
+      return;
+    }
     h->enqueue([m] { m->wait(); });
   }
   /// @brief Drops the flag.
