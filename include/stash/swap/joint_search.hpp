@@ -379,6 +379,7 @@ struct joint_search {
     // (d) exchange, dearest per byte first: without it, the greedy covers what it leaves over
     // the budget with the cheapest other entries.
     std::vector<std::pair<double, std::size_t>> per_byte;
+    per_byte.reserve(cost.size());
     for (auto const& [neg, k] : cost) {
       per_byte.emplace_back(
           neg / static_cast<double>(std::max<std::uint64_t>(1, best.recomputes[k].bytes)), k);

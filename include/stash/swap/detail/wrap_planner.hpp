@@ -173,6 +173,7 @@ enum class wrap_choice : std::uint8_t { needed, first, all };
                                                         std::vector<swap_entry> const& wraps)
 {
   std::vector<std::pair<storage_id, std::uint64_t>> first_use;  // (id, the wrap's next use)
+  first_use.reserve(wraps.size());
   for (auto const& w : wraps) { first_use.emplace_back(w.id, w.next_use); }
   std::sort(first_use.begin(), first_use.end());
   for (auto& e : entries) {
