@@ -209,7 +209,13 @@ struct off_window {
 [[nodiscard]] inline off_window planned_off_window(swap_entry const& e, op_index const& ops)
 {
   auto const release_op = e.offload_at == 0 ? e.last_use : std::max(e.last_use, e.offload_at - 1);
-  if (e.wrap) { return off_window{ops.event[release_op], ops.event.back()}; }
+  if (e.wrap) {
+    // make_schedule computes the planned curve before validate_schedule can refuse an entry: a
+    // wrap whose offload_at is past the op count must not read past the op index.
+    if (ops.event.empty()) { return off_window{}; }
+    auto const last = ops.event.size() - 1;
+    return off_window{ops.event[std::min<std::uint64_t>(release_op, last)], ops.event[last]};
+  }
   return off_window{ops.event[release_op], ops.event[e.prefetch_at - 1]};
 }
 
