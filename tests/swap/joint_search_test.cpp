@@ -9,6 +9,7 @@
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/joint_search.hpp>
 #include <stash/swap/policy_registry.hpp>
+#include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/approx.hpp"
@@ -155,6 +156,7 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
         stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
     for (auto const* preset : {"pcie4_x16", "h100_sxm"}) {
       stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(preset)));
+      auto const least = stash::memory_lower_bound_bytes(a);
       for (double const f : {0.9, 0.7, 0.5, 0.4, 0.33}) {
         auto const budget =
             static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
@@ -166,6 +168,7 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
         for (auto const policy : stash::swap_policy_names()) {
           if (policy == "search") { continue; }
           auto const r = stash::simulate(a, stash::plan_by_name(policy, a, budget), {false});
+          if (r.fits) { CHECK(r.device_peak >= least); }  // the bound is one
           if (r.fits && r.iteration_s < best) {
             best      = r.iteration_s;
             best_name = policy;
@@ -173,6 +176,7 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
         }
         auto const s = stash::joint_search{}.plan(a, budget);
         auto const r = stash::simulate(a, s, {false});
+        CHECK((!r.fits || r.device_peak >= least));
         CAPTURE(best_name);
         CAPTURE(s.note);
         if (best < std::numeric_limits<double>::infinity()) {

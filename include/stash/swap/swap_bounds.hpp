@@ -109,57 +109,34 @@ enum class swap_scope : std::uint8_t {
   return bound;
 }
 
-/// @brief Bytes of op i's operands that may still be away when op i's start step peaks, for
-/// every op: every operand with an earlier access (it may have left after it, and a recompute
-/// could restore it after the step's allocations, just before op i).
-/// @param analysis The recorded iteration's facts.
-/// @return Bytes.
-[[nodiscard]] inline std::vector<std::uint64_t> returning_operand_bytes(
-    trace_analysis const& analysis)
-{
-  std::vector<std::uint64_t> back(analysis.op_count(), 0);
-  for (auto const& s : analysis.lifetimes().storages) {
-    for (std::size_t j = 1; j < s.accesses.size(); ++j) { back[s.accesses[j].op] += s.bytes; }
-  }
-  return back;
-}
-
 /// @brief The least device budget any keep / swap / recompute schedule can fit, whatever it
-/// moves (any storage kind) and however it restores it.
+/// moves (any storage kind) and however it restores it: swap_bound_bytes(analysis,
+/// swap_scope::any_kind), or with `wrap` swap_bound_bytes(analysis, swap_scope::any_kind_wrap).
 ///
-/// Model shared by every schedule stash plans (swap entries in sim/schedule.hpp, recompute
-/// entries, DTR-like evictions): a storage can be off the device only inside a gap between two
-/// consecutive accesses u < v with an op between (it is not there before its first access, it is
-/// still needed at v, and after its last access it stays until the trace frees it). So while op
-/// i runs, the device holds at least every storage live at op i's event except those in a gap
-/// u < i < v: its reads and writes, its outputs, and what cannot leave. When op i's start step
-/// peaks (its workspace and outputs allocated), it holds the same less the operands of op i that
-/// may come back only after that peak (returning_operand_bytes). After the last op nothing can be
-/// away. The maximum of those over the iteration is this bound; a swap-only schedule restores
-/// every operand before the step, so swap_bound_bytes(analysis, swap_scope::any_kind) >= it.
-/// With `wrap`, schedules may also use wrap gaps (a persistent storage away across the iteration
-/// boundary, restored by a prefetch, never a recompute): those storages may be away at the ops
-/// their wrap gap holds and after the last op, and swap_bound_bytes(analysis,
-/// swap_scope::any_kind_wrap) >= it.
+/// Rules every schedule obeys (swap entries in sim/schedule.hpp, recompute entries, DTR-like
+/// evictions): a storage can be off the device only inside a gap between two consecutive
+/// accesses u < v with an op between (it is not there before its first access, it is still
+/// needed at v, and after its last access it stays until the trace frees it). An op needs its
+/// reads resident while it runs and its outputs and workspace allocated: the allocations and
+/// frees of op i's start step are op i's own (the trace records an op when it returns, after the
+/// allocations it made), so the storages op i accesses are on the device through its whole step,
+/// restored before it by a prefetch or a re-run (as the simulator and the allocator's replay do).
+/// So at the peak of op i's start step the device holds every storage live then except those in
+/// a gap u < i < v, the figure swap_bound_bytes takes, and after the last op nothing can be away.
+/// A recompute entry therefore frees no more than the swap of its gap would: recomputing buys
+/// time on the link, never memory below the any-kind swap bound. The figure is exact: the swap
+/// schedule that offloads every gap after its last use and prefetches it just before its next
+/// use reaches it (tests/swap/swap_bounds_test.cpp checks both by brute force over every swap
+/// and recompute schedule of small traces). With `wrap`, schedules may also use wrap gaps (a
+/// persistent storage away across the iteration boundary, restored by a prefetch, never a
+/// recompute): those storages may be away at the ops their wrap gap holds and after the last op.
 /// @param analysis The recorded iteration's facts.
 /// @param wrap Whether schedules may use wrap gaps.
 /// @return Bytes.
 [[nodiscard]] inline std::uint64_t memory_lower_bound_bytes(trace_analysis const& analysis,
                                                             bool wrap = false)
 {
-  auto const steps = analysis.memory_steps();
-  auto const n     = analysis.op_count();
-  auto const off =
-      offloadable_bytes(analysis, wrap ? swap_scope::any_kind_wrap : swap_scope::any_kind);
-  auto const back     = returning_operand_bytes(analysis);
-  std::uint64_t bound = steps[n].live_peak - (wrap ? wrappable_bytes(analysis) : 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto const at_peak = steps[i].live_peak - off[i];
-    auto const at_op   = static_cast<std::uint64_t>(
-        static_cast<std::int64_t>(steps[i].live_peak - steps[i].start_peak) + steps[i].start_net);
-    bound = std::max({bound, at_peak - std::min(at_peak, back[i]), at_op - off[i]});
-  }
-  return bound;
+  return swap_bound_bytes(analysis, wrap ? swap_scope::any_kind_wrap : swap_scope::any_kind);
 }
 
 /// @brief What an iteration-time lower bound may assume of the schedules it bounds.
@@ -237,13 +214,13 @@ namespace detail {
 }  // namespace detail
 
 /// @brief A lower bound on the iteration time of any keep / swap / recompute schedule that fits
-/// `budget` (infinite below memory_lower_bound_bytes, or without recompute below
-/// swap_bound_bytes(analysis, swap_scope::any_kind)). Every figure is the cost model's.
+/// `budget` (infinite below memory_lower_bound_bytes, with or without recompute). Every figure is
+/// the cost model's.
 ///
 /// Proof. Every op runs once at its op time on one compute stream, so the time is >= C, the
 /// compute time. Take op i and x = (bytes live at its start step's peak) - budget > 0: at the
 /// moment tau that peak is taken, x bytes of storages live then are off the device, each inside a
-/// gap u < i <= v (memory_lower_bound_bytes). Say s of them were swapped and x - s dropped for
+/// gap u < i < v (memory_lower_bound_bytes). Say s of them were swapped and x - s dropped for
 /// recomputation. Before tau: ops 0..i-1 ran (C_<i), and the s swapped bytes crossed the D2H
 /// link (after their last use, and their release waits for the copy): at least s / (ratio x
 /// D2H bandwidth). After tau: ops i..n-1 run (C_>=i), and so do the re-runs that restore the
@@ -268,11 +245,9 @@ namespace detail {
                                                        std::uint64_t budget,
                                                        time_bound_options const& options = {})
 {
-  auto const least = options.recompute
-                         ? memory_lower_bound_bytes(analysis, options.wrap)
-                         : swap_bound_bytes(analysis, options.wrap ? swap_scope::any_kind_wrap
-                                                                   : swap_scope::any_kind);
-  if (budget < least) { return std::numeric_limits<double>::infinity(); }
+  if (budget < memory_lower_bound_bytes(analysis, options.wrap)) {
+    return std::numeric_limits<double>::infinity();
+  }
   auto const steps  = analysis.memory_steps();
   auto const& model = analysis.model();
   auto const& hw    = model.hw();
