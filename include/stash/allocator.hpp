@@ -19,9 +19,11 @@
  *    (swap_entry::wrap, search_swap::wrap) moves one across the iteration's end instead: it is
  *    offloaded after its last use (by end_iteration() when that is the last op), stays on the host
  *    between iterations, and is prefetched at the planned op of the next one; the recorded
- *    iteration ends by offloading it, so every replayed iteration starts as the schedule plans.
- *    An iteration that deviates or stops early brings it back at its end, as the others (the next
- *    one is recorded with everything resident); one whose offload fails stays resident and its
+ *    iteration ends by offloading it (counted in scheduled_offloads and persistent_offloads, as a
+ *    replayed one's), so every replayed iteration starts as the schedule plans. An iteration that
+ *    deviates or stops early brings it back at its end, as the others, and so does one whose
+ *    pool's end_iteration() throws (the next one is recorded, with everything resident: counted
+ *    in persistent_restores); one whose offload fails stays resident and its
  *    prefetch is skipped. A loop that keeps raw pointers to its parameters across ops sets
  *    allocator_options::keep_persistent.
  * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / deallocate / op
@@ -304,10 +306,13 @@ enum class allocator_state : std::uint8_t {
 
 /// @brief Counters of a stash::allocator.
 struct allocator_stats {
-  std::uint64_t iterations{0};            ///< completed iterations
-  std::uint64_t replanned{0};             ///< schedules planned (the first one included)
-  std::uint64_t deviations{0};            ///< iterations that did not match the recording
-  std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
+  std::uint64_t iterations{0};  ///< completed iterations
+  std::uint64_t replanned{0};   ///< schedules planned (the first one included)
+  std::uint64_t deviations{0};  ///< iterations that did not match the recording
+  /// Offloads issued from the schedule: each replayed iteration's, and the wrap entries' that the
+  /// end of the recorded iteration sends. Every offload the allocator makes is one of these, so
+  /// this equals offload_stats::offloads.
+  std::uint64_t scheduled_offloads{0};
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
   /// apply to the storage's size or descriptor): they travel raw. Plus replayed offloads whose
@@ -333,10 +338,14 @@ struct allocator_stats {
   /// re-run was given no callable (see op()): no storage is dropped without a way back.
   std::uint64_t recompute_fallbacks{0};
   /// Of scheduled_offloads, those of persistent tensors (parameters, optimizer state allocated
-  /// before the first iteration), offloaded between two of their uses inside an iteration.
+  /// before the first iteration): offloaded between two of their uses inside an iteration, or
+  /// after their last use for a wrap entry (by end_iteration() when that is the last op; the
+  /// recorded iteration's end sends every wrapped one, and counts it here too).
   std::uint64_t persistent_offloads{0};
   /// Persistent tensors brought back by end_iteration() because the iteration ended before the
-  /// op that was to prefetch them (a deviating iteration): they are resident between iterations.
+  /// op that was to prefetch them (a deviating iteration), or because the next iteration is
+  /// recorded after all (a pool whose end_iteration() threw; wrapped ones included): they are
+  /// resident between iterations.
   std::uint64_t persistent_restores{0};
   /// What the allocator's offload manager moved (its own tensor_slots included).
   offload_stats offload{};
@@ -651,7 +660,11 @@ class allocator {
       try {
         pool_.end_iteration();
       } catch (...) {
+        // The next iteration is recorded, with everything resident: the wrapped tensors this
+        // iteration's end sent to the host come back now (review 2026-11-26 G2). Their offloads
+        // were issued before the pool could say no; restoring them cannot throw.
         rerecord_ = true;
+        restore_persistent(true);
         throw;
       }
     }
@@ -936,11 +949,13 @@ class allocator {
   // (its iteration stopped before the op that prefetches it) comes back on the last stream the
   // allocator saw. One that cannot (the device pool full) stays away, counted in
   // failed_prefetches, and comes back on demand at its next use: end_iteration() never throws it.
-  void restore_persistent()
+  // A wrapped one stays away after a complete iteration (the next fetches it) unless `wrapped_too`
+  // (the next iteration is recorded after all: the pool's end_iteration() failed).
+  void restore_persistent(bool wrapped_too = false)
   {
     for (storage_id s = 0; s < first_storage_ && s < by_storage_.size(); ++s) {
       tensor* const t = matched(s);
-      if (t == nullptr || (wraps(s) && !deviated_)) { continue; }  // wrapped: the next one fetches
+      if (t == nullptr || (wraps(s) && !deviated_ && !wrapped_too)) { continue; }
       tensor_state const where = manager_.state(t->handle);
       if (where == tensor_state::resident || where == tensor_state::released) { continue; }
       try {
@@ -973,6 +988,8 @@ class allocator {
       try {
         manager_.offload_async(t->handle, last_stream_, transfer_for_tensor(*wrapped_[s], *t),
                                t->desc);
+        ++stats_.scheduled_offloads;  // counted as a replayed iteration's (review G3)
+        ++stats_.persistent_offloads;
       } catch (std::bad_alloc const&) {
         ++stats_.failed_offloads;
       } catch (cuda_error const&) {

@@ -2,7 +2,9 @@
 // trace and schedule on the host backend, so what the GPU test asks of the planner and the
 // allocator is checked here first (review of 2026-11-25, recompute on CUDA: the GPU test's gap
 // op once overwrote an input of y's re-run, and its schedule was refused at the end of step 0).
+// Also the twin of its wrap case (tests/support/wrap_step.hpp), over the same kernels.
 #include "support/recompute_chain.hpp"
+#include "support/wrap_step.hpp"
 
 #include <stash/allocator.hpp>
 #include <stash/core/host_upstream.hpp>
@@ -71,7 +73,35 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats, stash::sche
   return out;
 }
 
+template <class Policy>
+stash::test::wrap_step_result run_wrap(Policy policy)
+{
+  stash::host_backend backend;
+  host_caching pool;
+  stash::allocator<host_caching, Policy, void, stash::host_backend> alloc(backend, pool, {},
+                                                                          policy);
+  return stash::test::run_wrap_step(alloc, backend.create_stream(), host_kernels{&backend});
+}
+
 }  // namespace
+
+TEST_CASE("wrap step (host twin of the gpu test): w and gw away between steps, bitwise")
+{
+  auto const kept = run_wrap(stash::no_swap{});
+  auto const got  = run_wrap(stash::test::wrap_all_policy{});
+  auto const& s   = got.stats;
+  CHECK(s.scheduled_offloads == 4 * 2);  // w and gw at each step's end, the recorded one's too
+  CHECK(s.persistent_offloads == 4 * 2);
+  CHECK(s.offload.offloads == 4 * 2);
+  CHECK(s.scheduled_prefetches == 3 * 2);  // at their first use in each replayed step
+  CHECK(s.offload.demand_prefetches == 0);
+  CHECK(s.failed_offloads + s.failed_prefetches + s.deviations == 0);
+  CHECK(got.away_at_end == 4 * 2);
+  CHECK(kept.away_at_end == 0);
+  CHECK(got.w == kept.w);
+  CHECK(got.gw == kept.gw);
+  CHECK(got.w[1] != got.w[0]);  // the kernels' values, not a constant
+}
 
 TEST_CASE("recompute chain (host twin of the gpu test): y and z rematerialised bitwise")
 {

@@ -7,8 +7,12 @@
 // tests/support/recompute_transient.hpp, host twin recompute_transient_test.cpp): the transient
 // buffer is taken, written by the rebuilding re-run, read by the clone's and given back, all in
 // the compute stream's order on cuda_backend.
+// Third case: wrap entries on cuda_backend (review 2026-11-26 G6; tests/support/wrap_step.hpp,
+// host twin in recompute_chain_test.cpp): a weight and its gradient leave the device at each
+// step's end, after the optimizer's in-place kernel, and come back at their first use of the next.
 #include "support/recompute_chain.hpp"
 #include "support/recompute_transient.hpp"
+#include "support/wrap_step.hpp"
 
 #include <stash/allocator.hpp>
 #include <stash/core/device_upstream.hpp>
@@ -186,7 +190,31 @@ std::vector<float> run(Policy policy, stash::allocator_stats* stats)
   return out;
 }
 
+template <class Policy>
+stash::test::wrap_step_result run_wrap(Policy policy)
+{
+  using device_pool = stash::caching_pool<stash::device_upstream>;
+  stash::cuda_backend backend;
+  device_pool pool;
+  stash::allocator<device_pool, Policy, void, stash::cuda_backend> alloc(backend, pool, {}, policy);
+  return stash::test::run_wrap_step(alloc, backend.create_stream(), cuda_kernels{});
+}
+
 }  // namespace
+
+TEST_CASE("gpu: allocator wraps a weight and its gradient across steps, bitwise as if kept")
+{
+  auto const kept = run_wrap(stash::no_swap{});
+  auto const got  = run_wrap(stash::test::wrap_all_policy{});
+  auto const& s   = got.stats;
+  CHECK(s.scheduled_offloads == 4 * 2);  // the host twin's figures
+  CHECK(s.scheduled_prefetches == 3 * 2);
+  CHECK(s.offload.demand_prefetches == 0);
+  CHECK(s.failed_offloads + s.failed_prefetches + s.deviations == 0);
+  CHECK(got.away_at_end == 4 * 2);
+  CHECK(got.w == kept.w);
+  CHECK(got.gw == kept.gw);
+}
 
 TEST_CASE("gpu: allocator recomputes a dropped y and z (a chain) bitwise as if kept")
 {

@@ -3,13 +3,17 @@
 // of one step to their first of the next. Weights and gradients bitwise those of keeping
 // everything; the wrapped tensors are away between steps and fetched back at the planned op; a
 // failed offload leaves them resident and their prefetch is skipped; a deviating step brings them
-// back; search_swap with wrap entries runs at a budget its any-kind variant cannot reach.
+// back, as does a pool whose end_iteration() throws; search_swap with wrap entries runs at a budget
+// its any-kind variant cannot reach.
 #include "support/recompute_mlp.hpp"
+#include "support/wrap_step.hpp"
 
 #include <stash/allocator.hpp>
+#include <stash/core/error.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/pool/pool.hpp>
 #include <stash/pool/statistics_adaptor.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
@@ -36,21 +40,22 @@ using host_caching  = stash::caching_pool<stash::host_upstream, stash::host_stre
 using counted       = stash::statistics_adaptor<host_caching>;
 constexpr int steps = 4;
 
-// Wraps every storage that may wrap: offloaded after its last use, prefetched at its first.
-struct wrap_all_policy {
-  [[nodiscard]] static constexpr std::string_view name() noexcept { return "wrap_all"; }
-  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+// A pool that learns iterations, whose end_iteration() throws at the iterations listed.
+struct failing_end_pool : host_caching {
+  std::vector<int> fail_at;
+  int ended{0};
+  void begin_iteration() noexcept {}
+  void end_iteration()
   {
-    std::vector<stash::swap_entry> entries;
-    for (auto const& s : a.lifetimes().storages) {
-      if (!stash::may_wrap(a, s.id)) { continue; }
-      auto const first = s.accesses.front().op, last = s.accesses.back().op;
-      entries.push_back(stash::swap_entry{s.id, last, first, last + 1, first, s.bytes,
-                                          stash::swap_encoding::configured, true});
+    int const i = ended++;
+    if (std::find(fail_at.begin(), fail_at.end(), i) != fail_at.end()) {
+      throw stash::logic_error("failing_end_pool: end of iteration " + std::to_string(i));
     }
-    return stash::make_schedule(a, std::string(name()), budget, std::move(entries));
   }
 };
+static_assert(stash::iteration_aware_pool<failing_end_pool>);
+
+using stash::test::wrap_all_policy;
 
 struct run_result {
   stash::test::mlp_state state;  // after the last step (reading it fetches every tensor back)
@@ -62,7 +67,7 @@ struct run_result {
 };
 
 template <class Policy>
-run_result run(Policy policy, stash::allocator_options ao = {})
+run_result run(Policy policy, stash::allocator_options ao = {}, int n_steps = steps)
 {
   stash::host_backend backend;
   auto const s = backend.create_stream();
@@ -72,7 +77,7 @@ run_result run(Policy policy, stash::allocator_options ao = {})
   stash::test::mlp net(alloc, backend, s, {.layers = 4, .n = 256, .batch = 1});
   net.in_use = [&] { return pool.stats().in_use_bytes; };
   run_result r;
-  for (int i = 0; i < steps; ++i) {
+  for (int i = 0; i < n_steps; ++i) {
     net.step(i);
     for (auto h : net.persistent()) {
       if (alloc.where(h) != stash::tensor_state::resident) { ++r.away_at_iteration_end; }
@@ -100,9 +105,10 @@ TEST_CASE("wrap entries: weights and gradients away between steps, bitwise the k
                                     << " (kept run " << kept.peak << ")");
   CHECK(r.state == kept.state);  // float vectors compared bit for bit (no NaN)
   CHECK(r.stats.deviations == 0);
-  // Replayed steps offload each after its last use; the recorded step's end offloads them too.
-  CHECK(r.stats.scheduled_offloads == (steps - 1) * n);
-  CHECK(r.stats.persistent_offloads == (steps - 1) * n);
+  // Replayed steps offload each after its last use; the recorded step's end offloads them too,
+  // counted as theirs (review 2026-11-26 G3: it was counted in neither).
+  CHECK(r.stats.scheduled_offloads == steps * n);
+  CHECK(r.stats.persistent_offloads == steps * n);
   CHECK(r.stats.offload.offloads == steps * n);
   CHECK(r.stats.scheduled_prefetches == (steps - 1) * n);
   CHECK(r.stats.offload.demand_prefetches == 0);
@@ -160,6 +166,45 @@ TEST_CASE("wrap entries: a step that stops early brings the wrapped tensors back
   CHECK(alloc.stats().deviations == 1);
   alloc.synchronize();
   backend.synchronize(s);
+}
+
+TEST_CASE("wrap entries: a pool whose end_iteration() throws gets the wrapped tensors back")
+{
+  // Steps 0 (recorded) and 2 (replayed) end with the pool's throw, after their wrap offloads
+  // were issued: the next step is recorded, with every tensor resident (review 2026-11-26 G2).
+  constexpr int n_steps = 6;
+  auto const kept       = run(stash::no_swap{}, {}, n_steps);
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  failing_end_pool pool;
+  pool.fail_at = {0, 2};
+  stash::allocator<failing_end_pool, wrap_all_policy, void, stash::host_backend> alloc(backend,
+                                                                                       pool);
+  stash::test::mlp net(alloc, backend, s, {.layers = 4, .n = 256, .batch = 1});
+  int away_after_failure = 0;
+  for (int i = 0; i < n_steps; ++i) {
+    if (i != 0 && i != 2) {
+      net.step(i);
+      continue;
+    }
+    CHECK_THROWS_WITH_AS(net.step(i), doctest::Contains("failing_end_pool"), stash::logic_error);
+    for (auto h : net.persistent()) {
+      if (alloc.where(h) != stash::tensor_state::resident) { ++away_after_failure; }
+    }
+  }
+  alloc.synchronize();
+  auto const stats = alloc.stats();
+  auto const n     = alloc.current_schedule().entries.size();
+  REQUIRE(n == 8);
+  CHECK(away_after_failure == 0);
+  CHECK(stats.persistent_restores == 2 * n);  // each failed end brought all 8 back
+  // The restores are acquires (counted as demand prefetches); the recorded steps fetched nothing.
+  CHECK(stats.offload.demand_prefetches == stats.persistent_restores);
+  CHECK(stats.replanned == 3);  // steps 0, 1 and 3 were recorded
+  CHECK(stats.deviations == 0);
+  CHECK(stats.failed_prefetches == 0);
+  CHECK(stats.scheduled_offloads == stats.offload.offloads);
+  CHECK(net.state() == kept.state);
 }
 
 TEST_CASE("wrap entries: search_swap with wrap runs below the budget its any-kind variant needs")

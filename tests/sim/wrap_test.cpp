@@ -71,6 +71,17 @@ TEST_CASE("a wrap entry is valid only for a persistent storage from its last acc
   auto late       = inner;
   late.offload_at = 4;  // past op3: not an entry inside the iteration
   CHECK_FALSE(valid({late, wrap_of(0, 3, 0, 4, 0, 4000)}));
+  // Indices outside the trace: make_schedule's curve skips them (it read and wrote past the op
+  // index before validate_schedule could refuse them; ASan), validate_schedule refuses them.
+  CHECK_FALSE(valid({wrap_of(1, 3, 3, 4, 9, 2000)}));            // the head's prefetch past op3
+  CHECK_FALSE(valid({wrap_of(7, 3, 3, 4, 2, 2000)}));            // no storage 7
+  CHECK_FALSE(valid({stash::swap_entry{0, 0, 3, 1, 0, 4000}}));  // prefetch_at 0: event -1
+  CHECK_FALSE(valid({stash::swap_entry{0, 9, 12, 10, 11, 4000}}));
+  for (auto const r :
+       {stash::recompute_entry{3, 1, 2, 0, 1000}, stash::recompute_entry{3, 9, 12, 11, 1000}}) {
+    CHECK_THROWS_AS(stash::validate_schedule(a, stash::make_schedule(a, "hand", 1u << 30, {}, {r})),
+                    stash::schedule_error);
+  }
 }
 
 TEST_CASE("the planned curve counts a wrapped storage off at the head and the tail")

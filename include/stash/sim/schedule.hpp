@@ -485,10 +485,32 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
   }
 }
 
+namespace detail {
+
+// make_schedule computes the planned curve and peak before validate_schedule can refuse an
+// entry: one whose storage or op indices lie outside the trace (a policy's mistake) counts
+// nothing there, rather than reading and writing past the op index (review 2026-11-26, eighth
+// read), and validate_schedule refuses it.
+[[nodiscard]] inline bool in_trace(trace_analysis const& a, swap_entry const& e) noexcept
+{
+  auto const n       = a.ops().event.size();
+  auto const release = e.offload_at == 0 ? e.last_use : std::max(e.last_use, e.offload_at - 1);
+  return e.id < a.trace().storages().size() && e.prefetch_at <= n &&
+         (e.wrap ? n > 0 : release < n && e.prefetch_at > 0);
+}
+[[nodiscard]] inline bool in_trace(trace_analysis const& a, recompute_entry const& e) noexcept
+{
+  auto const n = a.ops().event.size();
+  return e.id < a.trace().storages().size() && e.last_use < n && e.at > 0 && e.at <= n;
+}
+
+}  // namespace detail
+
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
 /// see the file comment). Entries must be valid (validate_schedule): more bytes away than live
 /// at an event (an entry away past its storage's free, one gap listed twice) is a
-/// stash::schedule_error, never a count wrapped below zero.
+/// stash::schedule_error, never a count wrapped below zero; an entry whose storage or op indices
+/// lie outside the trace is not counted.
 /// @param analysis The recorded iteration's facts.
 /// @param entries Swap entries.
 /// @param recomputes Recompute entries.
@@ -508,6 +530,7 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
     }
   };
   for (auto const& e : entries) {
+    if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
     auto const w = planned_off_window(e, ops);
     off(w.after + 1, e.wrap ? events.size() - 1 : w.last, e.bytes);
     if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
@@ -515,6 +538,7 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
     }
   }
   for (auto const& e : recomputes) {
+    if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
     auto const after = ops.event[e.last_use];
     auto const last  = ops.event[e.at - 1];
     if (after < last) {
@@ -579,6 +603,10 @@ namespace detail {
   std::vector<std::uint64_t> out(recomputes.size());
   std::uint64_t still_to_come = 0;  // bytes of the batch's entries after the current one
   std::uint64_t level         = 0;
+  // An entry outside the trace: validate_schedule refuses the schedule; nothing is counted.
+  for (auto const& e : recomputes) {
+    if (!detail::in_trace(analysis, e)) { return out; }
+  }
   for (std::size_t k = 0; k < recomputes.size(); ++k) {
     auto const& e = recomputes[k];
     if (k == 0 || recomputes[k - 1].at != e.at) {

@@ -105,13 +105,17 @@ namespace train_cnn {
   o << buf;
   auto const& p = r.plan;
   std::snprintf(buf, sizeof buf,
-                "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu; "
+                "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu%s; "
                 "executed %llu offloads, %llu prefetches, %llu recomputes, %llu encoding "
                 "fallbacks, %llu deviations: %s\n",
                 static_cast<unsigned long long>(p.planned_entries + p.planned_recomputes),
                 encodings_text(p).c_str(), static_cast<unsigned long long>(p.replayed_steps),
                 static_cast<unsigned long long>((p.planned_entries + p.planned_recomputes) *
                                                 p.replayed_steps),
+                p.planned_wraps == 0 ? ""
+                                     : (", + " + std::to_string(p.planned_wraps) +
+                                        " wrap offloads at the recorded step's end")
+                                           .c_str(),
                 static_cast<unsigned long long>(p.executed_offloads),
                 static_cast<unsigned long long>(p.executed_prefetches),
                 static_cast<unsigned long long>(p.executed_recomputes),
@@ -163,7 +167,7 @@ namespace train_cnn {
     o << (first ? "" : ",") << "\"" << name << "\":" << n;
     first = false;
   }
-  o << "},\"replayed_steps\":" << p.replayed_steps
+  o << "},\"replayed_steps\":" << p.replayed_steps << ",\"recorded_step_wraps\":" << p.planned_wraps
     << ",\"executed_offloads\":" << p.executed_offloads
     << ",\"executed_prefetches\":" << p.executed_prefetches
     << ",\"encoding_fallbacks\":" << p.encoding_fallbacks
