@@ -19,7 +19,8 @@
  *    (swap_entry::wrap, search_swap::wrap) moves one across the iteration's end instead: it is
  *    offloaded after its last use (by end_iteration() when that is the last op), stays on the host
  *    between iterations, and is prefetched at the planned op of the next one; the recorded
- *    iteration ends by offloading it, so every replayed iteration starts as the schedule plans.
+ *    iteration ends by offloading it (counted in scheduled_offloads and persistent_offloads), so
+ *    every replayed iteration starts as the schedule plans.
  *    An iteration that deviates or stops early brings it back at its end, as the others (the next
  *    one is recorded with everything resident); one whose offload fails stays resident and its
  *    prefetch is skipped. A loop that keeps raw pointers to its parameters across ops sets
@@ -304,10 +305,12 @@ enum class allocator_state : std::uint8_t {
 
 /// @brief Counters of a stash::allocator.
 struct allocator_stats {
-  std::uint64_t iterations{0};            ///< completed iterations
-  std::uint64_t replanned{0};             ///< schedules planned (the first one included)
-  std::uint64_t deviations{0};            ///< iterations that did not match the recording
-  std::uint64_t scheduled_offloads{0};    ///< offloads issued from the schedule
+  std::uint64_t iterations{0};  ///< completed iterations
+  std::uint64_t replanned{0};   ///< schedules planned (the first one included)
+  std::uint64_t deviations{0};  ///< iterations that did not match the recording
+  /// Offloads issued from the schedule (the recorded iteration's closing wrap offloads included:
+  /// one per wrap entry more than the replayed iterations' offloads).
+  std::uint64_t scheduled_offloads{0};
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
   /// apply to the storage's size or descriptor): they travel raw. Plus replayed offloads whose
@@ -333,7 +336,8 @@ struct allocator_stats {
   /// re-run was given no callable (see op()): no storage is dropped without a way back.
   std::uint64_t recompute_fallbacks{0};
   /// Of scheduled_offloads, those of persistent tensors (parameters, optimizer state allocated
-  /// before the first iteration), offloaded between two of their uses inside an iteration.
+  /// before the first iteration), offloaded between two of their uses inside an iteration or,
+  /// for wrap entries, after their last use of an iteration (the recorded one's included).
   std::uint64_t persistent_offloads{0};
   /// Persistent tensors brought back by end_iteration() because the iteration ended before the
   /// op that was to prefetch them (a deviating iteration): they are resident between iterations.
@@ -973,6 +977,8 @@ class allocator {
       try {
         manager_.offload_async(t->handle, last_stream_, transfer_for_tensor(*wrapped_[s], *t),
                                t->desc);
+        ++stats_.scheduled_offloads;  // counted as the replayed iterations' wrap offloads are
+        ++stats_.persistent_offloads;
       } catch (std::bad_alloc const&) {
         ++stats_.failed_offloads;
       } catch (cuda_error const&) {

@@ -107,13 +107,17 @@ namespace train_cnn {
   o << buf;
   auto const& p = r.plan;
   std::snprintf(buf, sizeof buf,
-                "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu; "
+                "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu%s; "
                 "executed %llu offloads, %llu prefetches, %llu recomputes, %llu encoding "
                 "fallbacks, %llu deviations: %s\n",
                 static_cast<unsigned long long>(p.planned_entries + p.planned_recomputes),
                 encodings_text(p).c_str(), static_cast<unsigned long long>(p.replayed_steps),
                 static_cast<unsigned long long>((p.planned_entries + p.planned_recomputes) *
                                                 p.replayed_steps),
+                p.planned_wraps == 0 ? ""
+                                     : (", and " + std::to_string(p.planned_wraps) +
+                                        " wrap offloads closing the recorded step")
+                                           .c_str(),
                 static_cast<unsigned long long>(p.executed_offloads),
                 static_cast<unsigned long long>(p.executed_prefetches),
                 static_cast<unsigned long long>(p.executed_recomputes),
@@ -160,7 +164,8 @@ namespace train_cnn {
   o << "],\"memory\":";
   mem(r.memory);
   auto const& p = r.plan;
-  o << ",\"plan\":{\"entries_per_step\":" << p.planned_entries << ",\"encodings\":{";
+  o << ",\"plan\":{\"entries_per_step\":" << p.planned_entries
+    << ",\"wrap_entries\":" << p.planned_wraps << ",\"encodings\":{";
   bool first = true;
   for (auto const& [name, n] : p.planned_encodings) {
     o << (first ? "" : ",") << "\"" << name << "\":" << n;

@@ -102,6 +102,9 @@ struct step_record {
 /// @brief Plan against what ran: the recorded step's schedule per step, and what executed.
 struct plan_check {
   std::uint64_t planned_entries{0};  ///< schedule entries (persistent storages' included)
+  /// Of those, wrap entries: the recorded step's end offloads each once more (the first replayed
+  /// step starts with them on the host), so executed offloads are entries x replayed + wraps.
+  std::uint64_t planned_wraps{0};
   std::map<std::string, std::uint64_t> planned_encodings;  ///< of those, per encoding
   std::uint64_t replayed_steps{0};                         ///< steps after the recorded one
   std::uint64_t executed_offloads{0};                      ///< scheduled offloads issued
@@ -113,10 +116,11 @@ struct plan_check {
   std::uint64_t executed_recomputes{0};  ///< storages rematerialised
   std::uint64_t recompute_fallbacks{0};  ///< planned recomputes kept resident instead
   /// @brief Executed counts equal planned entries x replayed steps (offloads, prefetches,
-  /// recomputes), nothing fell back or deviated.
+  /// recomputes; offloads plus the wraps closing the recorded step), nothing fell back or
+  /// deviated.
   [[nodiscard]] bool matches() const
   {
-    return executed_offloads == planned_entries * replayed_steps &&
+    return executed_offloads == planned_entries * replayed_steps + planned_wraps &&
            executed_prefetches == planned_entries * replayed_steps &&
            executed_recomputes == planned_recomputes * replayed_steps && encoding_fallbacks == 0 &&
            recompute_fallbacks == 0 && deviations == 0 && demand_prefetches == 0;
@@ -166,6 +170,7 @@ plan_check plan_of(Mem const& mem, long steps)
   plan_check p;
   for (auto const& e : mem.schedule().entries) {
     ++p.planned_entries;
+    p.planned_wraps += e.wrap ? 1 : 0;
     ++p.planned_encodings[std::string(stash::to_string(e.encoding))];
   }
   memory_report const r = mem.report();
