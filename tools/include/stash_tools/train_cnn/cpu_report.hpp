@@ -73,7 +73,8 @@ namespace train_cnn {
       buf, sizeof buf,
       "done: %ld steps in %.1f s (%.1f ms/step; CPU %.1f ms/step over all threads, %.1f in "
       "the training loop's); test accuracy %s%s\n"
-      "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s), "
+      "  device bytes: recorded step %s (planner: no-offload peak %s, planned %s; %s in this "
+      "run's order), "
       "peak while the budget held %s of %s%s\n"
       "  moved: %llu offloads (%s, stored as %s, ratio %s), %llu prefetches "
       "(%llu on demand), %llu decode failures\n"
@@ -87,6 +88,7 @@ namespace train_cnn {
                           : (std::to_string(100.0 * r.test_accuracy).substr(0, 5) + "%").c_str(),
       eval_note(r).c_str(), stash::format_bytes(r.recorded_peak).c_str(),
       stash::format_bytes(r.baseline_peak).c_str(), stash::format_bytes(r.planned_peak).c_str(),
+      stash::format_bytes(r.run_order_peak).c_str(),
       stash::format_bytes(r.memory.enforced_peak).c_str(),
       budget ? stash::format_bytes(*budget).c_str() : "no budget",
       budget_held(r, budget) ? "" : " (EXCEEDED)",
@@ -148,7 +150,8 @@ namespace train_cnn {
     << ",\"seconds\":" << r.seconds << ",\"cpu_seconds\":" << r.cpu_seconds
     << ",\"loop_cpu_seconds\":" << r.loop_cpu_seconds << ",\"test_accuracy\":" << r.test_accuracy
     << ",\"eval_batch\":" << r.eval_batch << ",\"recorded_peak\":" << r.recorded_peak
-    << ",\"planned_peak\":" << r.planned_peak
+    << ",\"planned_peak\":" << r.planned_peak << ",\"run_order_peak\":" << r.run_order_peak
+    << ",\"fits\":" << (r.fits ? "true" : "false")
     << ",\"budget\":" << (budget ? std::to_string(*budget) : std::string("null"))
     << ",\"budget_held\":" << (budget_held(r, budget) ? "true" : "false") << ",\"progress\":[";
   for (std::size_t i = 0; i < r.log.size(); ++i) {
@@ -161,7 +164,8 @@ namespace train_cnn {
   o << "],\"memory\":";
   mem(r.memory);
   auto const& p = r.plan;
-  o << ",\"plan\":{\"entries_per_step\":" << p.planned_entries << ",\"encodings\":{";
+  o << ",\"plan\":{\"entries_per_step\":" << p.planned_entries
+    << ",\"wrap_entries\":" << p.planned_wraps << ",\"encodings\":{";
   bool first = true;
   for (auto const& [name, n] : p.planned_encodings) {
     o << (first ? "" : ",") << "\"" << name << "\":" << n;

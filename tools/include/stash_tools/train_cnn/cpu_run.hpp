@@ -139,9 +139,17 @@ struct cpu_run_result {
   memory_report memory;
   std::vector<step_record> log;
   std::uint64_t recorded_peak{0};  ///< device bytes in use at once in the recorded step
-  std::uint64_t planned_peak{0};
+  std::uint64_t planned_peak{0};   ///< the planner's curve (stash::schedule::device_peak)
   std::uint64_t baseline_peak{0};
+  /// The schedule's peak in the order the emulated device counts bytes (run_order_peak): what
+  /// the run's enforced peak is (tests/train_cnn_cpu checks they are equal).
+  std::uint64_t run_order_peak{0};
+  /// run_order_peak within the budget: the run holds it; otherwise it stops at the first
+  /// replayed step's allocation past it. What "fits" means for train_cnn.
   bool fits{true};
+  /// planned_peak within the budget (stash::schedule::fits()): the planner's model, which
+  /// counts a prefetch before the frees that end the op before it; reported, not required.
+  bool planner_fits{true};
   std::string policy_name;
   plan_check plan;
   double test_accuracy{-1};  ///< fraction; -1 when not evaluated
@@ -290,8 +298,13 @@ cpu_run_result run_cpu_over(Mem& mem, options const& o, dataset const& data, lon
       r.recorded_peak = mem.report().peak_in_use;
       r.planned_peak  = mem.schedule().device_peak;
       r.baseline_peak = mem.schedule().baseline_peak;
-      r.fits          = mem.schedule().fits();
-      r.policy_name   = mem.schedule().policy;
+      r.planner_fits  = mem.schedule().fits();
+      r.fits          = r.planner_fits;
+      if constexpr (std::is_same_v<Mem, host_memory>) {
+        r.run_order_peak = mem.run_order_peak().value_or(0);
+        r.fits           = r.run_order_peak <= mem.schedule().budget;
+      }
+      r.policy_name = mem.schedule().policy;
       if constexpr (std::is_same_v<Mem, host_memory>) {
         if (hooks.on_recorded) { hooks.on_recorded(mem); }
       }

@@ -17,6 +17,8 @@
 #include <stash/offload/tensor_handle.hpp>
 #include <stash/pool/lifetime_arena.hpp>
 #include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/any_swap_policy.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/joint_search.hpp>
@@ -122,6 +124,32 @@ struct host_policy {
   return host_policy{stash::make_swap_policy(name), c, std::string(name)};
 }
 
+/// @brief The device peak of schedule `s` over the recorded step `t` in the order this run's
+/// emulated device (budget_guard) counts bytes: an op's end frees before the next op's prefetches
+/// and allocations, a prefetch's bytes taken when op prefetch_at starts, an offload's bytes free
+/// once it is queued (the pool orders their reuse after the copy: the compute stream waits, a
+/// memory stall, not an error). It is the planner's simulator with copies and codec kernels
+/// taking no time (sim_memory::unconstrained), and it is what the replayed steps' enforced peak
+/// is: a schedule whose run-order peak is within the budget runs within it, one over it stops at
+/// the first replayed step's allocation past it. stash::schedule::device_peak (the planned curve)
+/// counts a prefetch before the frees that end the op before it, and search_swap's timed
+/// simulation holds an offload's bytes until its copy would have crossed PCIe: both may exceed a
+/// budget this run holds (resnet at 40% of its peak: planned 18.7 MiB, run order 16.5 MiB).
+/// @param t The recorded step.
+/// @param s The schedule in force (its encodings do not change device bytes).
+/// @return Bytes.
+[[nodiscard]] inline std::uint64_t run_order_peak(stash::trace const& t, stash::schedule s)
+{
+  stash::hardware instant      = stash::hardware_preset("pcie4_x16");
+  instant.pcie_d2h_bytes_per_s = 1e300;  // a copy takes no time next to any op
+  instant.pcie_h2d_bytes_per_s = 1e300;
+  instant.pcie_latency_s       = 0;
+  for (auto& e : s.entries) { e.encoding = stash::swap_encoding::raw; }  // no codec kernel time
+  stash::trace_analysis const a(t, stash::cost_model(instant));
+  return stash::simulate(a, s, stash::sim_options{false, stash::sim_memory::unconstrained, true})
+      .device_peak;
+}
+
 /// @brief Settings of a host_memory.
 struct host_memory_config {
   std::optional<std::uint64_t> budget;  ///< emulated device bytes; none: unlimited
@@ -222,6 +250,13 @@ class host_memory {
   void reset_peak() { pool_.reset_peak(); }
   /// @brief The schedule in force.
   [[nodiscard]] stash::schedule const& schedule() const { return alloc_.current_schedule(); }
+  /// @brief The schedule's device peak as this run's budget counts it (train_cnn::run_order_peak);
+  /// nullopt before the first step ended.
+  [[nodiscard]] std::optional<std::uint64_t> run_order_peak() const
+  {
+    if (recorded_trace() == nullptr) { return std::nullopt; }
+    return train_cnn::run_order_peak(*recorded_trace(), schedule());
+  }
   /// @brief The recorded step (nullptr before the first step ended).
   [[nodiscard]] stash::trace const* recorded_trace() const { return alloc_.recorded_trace(); }
   /// @brief The settings.
