@@ -10,6 +10,10 @@
 // (a cheap subset of its rows; it also prints the larger traces and the transformer deepened to 8
 // copies, all equal as well). A change to search's DECISIONS changes
 // them: then recompute them with that command and say so; a change to its speed must not.
+// Changed deliberately since: search plans wrap entries where gaps inside the iteration cannot
+// make room (joint_search::wrap, planner branch): alexnet at 50% and 35%, vgg16 and resnet18 at
+// 35% (from this test's output; the other six rows are unchanged, as search plans as before
+// where no wrap is needed).
 #include "support/data.hpp"
 
 #include <stash_tools/deep_trace.hpp>
@@ -46,11 +50,11 @@ struct expected_search {
 // clang-format off
 constexpr expected_search search_before_change[] = {
     {"alexnet_b128", 1, 70, 0x60844d38d2d7de35ULL},
-    {"alexnet_b128", 1, 50, 0x84ceaf561c953775ULL},
-    {"alexnet_b128", 1, 35, 0x48d003eda721f37eULL},
+    {"alexnet_b128", 1, 50, 0xe143c9d0fbac6eabULL},
+    {"alexnet_b128", 1, 35, 0x2e30479249a652a0ULL},
     {"vgg16_b32", 1, 70, 0x4ec10c51b959e580ULL},
-    {"vgg16_b32", 1, 35, 0xb0a5ec5a622b731fULL},
-    {"resnet18_b32", 1, 35, 0x63f39213301f452dULL},
+    {"vgg16_b32", 1, 35, 0x031c41040202c5c7ULL},
+    {"resnet18_b32", 1, 35, 0x239f3b300e78ffe8ULL},
     {"squeezenet1_1_b64", 1, 35, 0x35d56c3dc229e916ULL},
     {"transformer_encoder_b8", 1, 50, 0x9a38f7be721499daULL},
     {"transformer_encoder_b8", 1, 35, 0x04a9782b4c8cb547ULL},

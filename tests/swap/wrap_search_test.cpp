@@ -1,10 +1,12 @@
-// search_swap with wrap entries (search_swap::wrap): persistent storages off the device across
-// the iteration boundary, planned only when asked. Every time here is predicted by the cost model.
+// search_swap and search with wrap entries (search_swap::wrap, joint_search::wrap): persistent
+// storages off the device across the iteration boundary, planned only when asked (search_swap)
+// or needed (search). Every time here is predicted by the cost model.
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/joint_search.hpp>
 #include <stash/swap/search_swap.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace_reader.hpp>
@@ -89,6 +91,38 @@ TEST_CASE("search_swap plans a wrap entry only when asked, and then fits where n
   CHECK(std::any_of(on.entries.begin(), on.entries.end(),
                     [](stash::swap_entry const& e) { return e.wrap && e.id == 1; }));
   CHECK(stash::simulate(a, on).fits);
+}
+
+TEST_CASE(
+    "search plans wrap entries (joint_search::wrap): the wrap trace fits 8000 B only with them")
+{
+  auto const t = stash::parse_trace(stash::test::wrap_trace_text, "wrap");
+  stash::trace_analysis const a(t, pcie3());
+  // Neither swapping nor recomputing inside the iteration takes m off op1 (it has no gap there).
+  REQUIRE(stash::memory_lower_bound_bytes(a) > 8000);
+  REQUIRE(stash::memory_lower_bound_bytes(a, true) <= 8000);
+  stash::joint_search no_wraps;
+  no_wraps.wrap  = false;
+  auto const off = no_wraps.plan(a, 8000);
+  CHECK_FALSE(off.fits());
+  auto const on = stash::joint_search{}.plan(a, 8000);
+  stash::validate_schedule(a, on);
+  CHECK(on.fits());
+  CHECK(std::any_of(on.entries.begin(), on.entries.end(),
+                    [](stash::swap_entry const& e) { return e.wrap && e.id == 1; }));
+  auto const r = stash::simulate(a, on, {false, stash::sim_memory::enforce_budget, false});
+  CHECK(r.fits);
+  // Where no wrap is needed search plans none (its schedules there are those it planned
+  // before wraps), and with also_any_kind off it plans none at all.
+  auto const roomy = stash::joint_search{}.plan(a, 12000);
+  CHECK(roomy.fits());
+  CHECK(std::none_of(roomy.entries.begin(), roomy.entries.end(),
+                     [](stash::swap_entry const& e) { return e.wrap; }));
+  stash::joint_search act_only_planner;
+  act_only_planner.also_any_kind = false;
+  auto const act_only            = act_only_planner.plan(a, 8000);
+  CHECK(std::none_of(act_only.entries.begin(), act_only.entries.end(),
+                     [](stash::swap_entry const& e) { return e.wrap; }));
 }
 
 TEST_CASE("with wrap entries search_swap fits below the any-kind swap bound of a training step")

@@ -19,7 +19,12 @@
  *     fits a tighter budget fits this one, which keeps the plan from getting slower as the budget
  *     grows. The winning construction is rebuilt without the swaps whose prefetch stalled. The
  *     fastest that fits is the incumbent, so `search` is never slower than search_swap,
- *     checkpoint or dtr wherever they fit.
+ *     checkpoint or dtr wherever they fit. With `wrap` (on by default), where gaps inside the
+ *     iteration cannot bring some op within the budget (detail::wrap_choice::needed is not
+ *     empty: optimizer state used once per step, weights allocated long before their first
+ *     use), search_swap's seed plans wrap entries too and the greedy also starts from the
+ *     needed wraps and from every wrap (its pruning drops the redundant ones); elsewhere the
+ *     seeds and starts are those without wraps.
  *  2. Local search from the fastest seed of each kind (policies' seeds and hybrids; greedy with
  *     swaps placed alone; greedy on the link's free room: the fastest seed's neighbourhood is
  *     not always the best one), one simulation per move, a move kept when the
@@ -43,6 +48,7 @@
 #include <stash/swap/checkpoint.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
+#include <stash/swap/detail/wrap_planner.hpp>
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/search_swap.hpp>
@@ -161,6 +167,15 @@ struct joint_search {
   /// Let the search_swap seeds also swap storages of any kind (parameters, gradients, optimizer
   /// state: search_swap::also_any_kind); off for a loop whose persistent storages cannot leave.
   bool also_any_kind = true;
+  /// With also_any_kind, also plan wrap entries (sim/schedule.hpp: a persistent storage off the
+  /// device from its last access of one iteration to its first of the next, the only way out
+  /// for optimizer state used once per step): search_swap's seed plans them
+  /// (search_swap::wrap), and the greedy also starts from wraps (detail::wrap_planner's choices
+  /// `first` and `all`; its pruning drops those the budget does not need). On by default, as
+  /// also_any_kind: a loop whose persistent storages cannot leave sets
+  /// allocator_options::keep_persistent (which drops wraps with the other persistent entries)
+  /// or turns both off.
+  bool wrap = true;
 
   /// @brief Registry name.
   /// @return "search".
@@ -209,7 +224,9 @@ struct joint_search {
   void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
             detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    search_swap const swaps{.also_any_kind = also_any_kind, .encodings = encodings};
+    auto const wraps = needed_wraps(a, budget);
+    search_swap const swaps{
+        .also_any_kind = also_any_kind, .wrap = !wraps.empty(), .encodings = encodings};
     inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
     inc.offer(a, checkpoint{}.plan(a, budget), "seed:checkpoint", encodings, stats);
     inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
@@ -219,6 +236,7 @@ struct joint_search {
       starts.emplace_back("greedy+checkpoint" + std::to_string(segments),
                           detail::greedy_plan{{}, checkpoint{segments}.plan(a, budget).recomputes});
     }
+    add_wrap_starts(a, budget, wraps, starts);
     for (double const f : {1.15, 1.35, 1.7}) {
       auto const higher = static_cast<std::uint64_t>(static_cast<double>(budget) * f);
       if (higher >= a.peak_live_bytes()) { break; }
@@ -233,6 +251,42 @@ struct joint_search {
       inc.offer(a, std::move(hybrid), tag, encodings, stats);
     }
     seed_greedy(a, budget, greedy, starts, inc, stats);
+  }
+
+  [[nodiscard]] bool wraps_on() const noexcept { return wrap && also_any_kind; }
+
+  // The wraps some op needs (wraps_on): detail::wrap_choice::needed, those without which gaps
+  // inside the iteration cannot bring every op within the budget (optimizer state used once per
+  // step, weights allocated long before their first use). Where none is needed, `search` plans
+  // as without wraps: more seeds and starts there cost planning time and move the local
+  // search's starting points without making room that was missing.
+  [[nodiscard]] std::vector<swap_entry> needed_wraps(trace_analysis const& a,
+                                                     std::uint64_t budget) const
+  {
+    if (!wraps_on()) { return {}; }
+    auto const cands = detail::wrap_candidates(a, 0);
+    if (cands.empty()) { return {}; }
+    std::vector<double> nominal(a.op_count());
+    for (std::size_t i = 0; i < nominal.size(); ++i) { nominal[i] = a.op_start(i); }
+    return detail::choose_wraps(a, cands, budget, detail::wrap_choice::needed, nominal);
+  }
+
+  // Greedy starts from the needed wraps, and from every persistent storage that may wrap
+  // ("all"). The greedy covers the rest with gaps inside the iteration and prunes the wraps
+  // that end up redundant.
+  static void add_wrap_starts(trace_analysis const& a, std::uint64_t budget,
+                              std::vector<swap_entry> const& needed,
+                              std::vector<std::pair<std::string, detail::greedy_plan>>& starts)
+  {
+    if (needed.empty()) { return; }
+    std::vector<double> nominal(a.op_count());
+    for (std::size_t i = 0; i < nominal.size(); ++i) { nominal[i] = a.op_start(i); }
+    auto all = detail::choose_wraps(a, detail::wrap_candidates(a, 0), budget,
+                                    detail::wrap_choice::all, nominal);
+    if (needed.size() != all.size()) {
+      starts.emplace_back("greedy+wrap:needed", detail::greedy_plan{needed, {}});
+    }
+    starts.emplace_back("greedy+wrap:all", detail::greedy_plan{std::move(all), {}});
   }
 
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
@@ -339,7 +393,7 @@ struct joint_search {
       if (st.cause == stall_cause::memory || !st.storage) { continue; }
       for (std::size_t j = 0; j < best.entries.size(); ++j) {
         auto const& e = best.entries[j];
-        if (e.id != *st.storage || e.next_use != st.op) { continue; }
+        if (e.wrap || e.id != *st.storage || e.next_use != st.op) { continue; }
         auto sw = best.entries;
         sw.erase(sw.begin() + static_cast<std::ptrdiff_t>(j));
         auto set = detail::set_of(a, sw, best.recomputes);

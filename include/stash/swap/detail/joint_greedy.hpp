@@ -310,9 +310,11 @@ class joint_greedy {
     double const inf = std::numeric_limits<double>::infinity();
     double const off = m.offload_time(e.bytes, e.encoding);
     double const pre = m.prefetch_time(e.bytes, e.encoding);
-    auto const s     = st.d2h.earliest_fit(a_.op_start(e.offload_at), off, inf);
-    auto const p =
-        st.h2d.earliest_fit(std::max(a_.op_start(e.prefetch_at), s ? *s + off : 0.0), pre, inf);
+    auto const s =
+        st.d2h.earliest_fit(a_.op_start(std::min(e.offload_at, a_.op_count())), off, inf);
+    // A wrap's prefetch (the head of the iteration) comes before its offload (the tail).
+    auto const after_off = s && !e.wrap ? *s + off : 0.0;
+    auto const p = st.h2d.earliest_fit(std::max(a_.op_start(e.prefetch_at), after_off), pre, inf);
     if (s) { st.d2h.reserve(*s, *s + off); }
     if (p) { st.h2d.reserve(*p, *p + pre); }
   }

@@ -91,8 +91,7 @@ class recompute_set {
       }
     }
     for (auto const k : readers_of_[e.id]) {
-      auto const at = items_[k].e.at;
-      if (e.last_use < at && at <= e.next_use) { return false; }
+      if (away_at(e.last_use, e.next_use, items_[k].e.at)) { return false; }
     }
     return true;
   }
@@ -126,6 +125,13 @@ class recompute_set {
     return l1 < n2 && l2 < n1;
   }
 
+  // A re-run before op `at` finds a storage swapped over (l, n) away: inside its gap, or for a
+  // wrap entry (l > n: away after its last use and until its first) outside [n, l].
+  static bool away_at(std::uint64_t l, std::uint64_t n, std::uint64_t at)
+  {
+    return l < n ? l < at && at <= n : at > l || at <= n;
+  }
+
   [[nodiscard]] bool gap_free(recompute_entry const& e) const
   {
     for (auto const& [l, n] : swap_gaps_[e.id]) {
@@ -146,7 +152,7 @@ class recompute_set {
   {
     for (auto const r : reads) {
       for (auto const& [l, n] : swap_gaps_[r]) {
-        if (l < at && at <= n) { return false; }
+        if (away_at(l, n, at)) { return false; }
       }
       for (auto const k : drops_of_[r]) {
         auto const& d     = items_[k];

@@ -103,7 +103,7 @@ struct frontier_section {
   f.peak_bytes                   = analysis.peak_live_bytes();
   f.swap_bound_bytes             = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
   f.swap_bound_activations_bytes = stash::swap_bound_bytes(analysis);
-  f.memory_bound_bytes           = stash::memory_lower_bound_bytes(analysis);
+  f.memory_bound_bytes           = stash::memory_lower_bound_bytes(analysis, true);  // search wraps
   f.compute_ms                   = analysis.compute_seconds() * 1e3;
   f.note                         = frontier_note(analysis);
   f.budgets                      = frontier_budgets(

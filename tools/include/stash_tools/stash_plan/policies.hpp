@@ -218,7 +218,7 @@ struct policy_section {
 
 /// @brief What the time bounds may assume of the schedules the tool plans: with --codec auto an
 /// entry may take the most compressing lossless encoding (or --lossy's, if it compresses more),
-/// else the configured codec's ratio.
+/// else the configured codec's ratio; and wrap gaps, which `search` may plan.
 [[nodiscard]] inline stash::time_bound_options time_bound_options_of(options const& opt,
                                                                      stash::cost_model const& model)
 {
@@ -234,6 +234,7 @@ struct policy_section {
     }
   }
   bound.link_ratio = ratio;
+  bound.wrap       = true;  // `search` plans wrap entries (joint_search::wrap, on by default)
   return bound;
 }
 
@@ -250,8 +251,8 @@ struct policy_section {
       resolve_budget(opt, model, section.baseline_peak_bytes, &section.budget_origin);
   section.swap_bound_bytes = stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind);
   section.swap_bound_activations_bytes = stash::swap_bound_bytes(analysis);
-  section.memory_bound_bytes           = stash::memory_lower_bound_bytes(analysis);
-  auto bound_opt                       = time_bound_options_of(opt, model);
+  section.memory_bound_bytes = stash::memory_lower_bound_bytes(analysis, true);  // search wraps
+  auto bound_opt             = time_bound_options_of(opt, model);
   section.time_lower_bound_ms =
       stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
   bound_opt.recompute = false;

@@ -63,7 +63,7 @@ inline void print_frontier_text(std::ostream& out, frontier_section const& f)
 {
   out << format(
       "  %-17s%s; peak %s, swap bound %s (any storage), %s (activations), memory bound %s "
-      "(with recompute); predicted ms, '-' = does not fit\n",
+      "(with recompute and wraps); predicted ms, '-' = does not fit\n",
       "frontier", f.hardware.c_str(), bytes_text(f.peak_bytes).c_str(),
       bytes_text(f.swap_bound_bytes).c_str(), bytes_text(f.swap_bound_activations_bytes).c_str(),
       bytes_text(f.memory_bound_bytes).c_str());
@@ -178,7 +178,7 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
   };
   out << format(
       "  %-17sswap bound %s (any storage), %s (activations only); any schedule with "
-      "recompute needs %s\n",
+      "recompute and wraps needs %s\n",
       "", bytes_text(s.swap_bound_bytes).c_str(),
       bytes_text(s.swap_bound_activations_bytes).c_str(), bytes_text(s.memory_bound_bytes).c_str());
   out << format(
