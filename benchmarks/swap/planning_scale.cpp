@@ -29,6 +29,7 @@
 #include <stash/swap/vdnn.hpp>
 #include <stash/trace/trace_reader.hpp>
 
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -139,9 +140,20 @@ void run_size(bench_options const& o, stash::trace const& base, std::size_t targ
     row("frontier", n, ops, [&] {
       auto const f       = stash_plan::run_frontier(deep, opt);
       std::uint64_t fits = 0;
-      for (auto const& p : f.points) { fits += p.fits ? 1 : 0; }
+      std::uint64_t fp   = 14695981039346656037ULL;  // FNV-1a over every point's figures
+      auto mix           = [&](std::uint64_t x) {
+        for (int k = 0; k < 8; ++k) { fp = (fp ^ ((x >> (8 * k)) & 0xff)) * 1099511628211ULL; }
+      };
+      for (auto const& p : f.points) {
+        fits += p.fits ? 1 : 0;
+        mix(p.fits ? 1 : 0);
+        mix(std::bit_cast<std::uint64_t>(p.iteration_ms));
+        mix(p.offloaded_bytes);
+      }
+      char text[32];
+      std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(fp));
       return std::to_string(f.budgets.size()) + " budgets x " + std::to_string(f.policies.size()) +
-             " policies, " + std::to_string(fits) + " fit";
+             " policies, " + std::to_string(fits) + " fit, points fp " + text;
     });
   }
 }

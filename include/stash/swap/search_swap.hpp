@@ -40,6 +40,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/detail/gap_planner.hpp>
+#include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/wrap_planner.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/swap_bounds.hpp>
@@ -49,6 +50,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -173,16 +175,128 @@ inline void sort_by_prefetch(std::vector<swap_entry>& entries)
   return out;
 }
 
+// The incumbent as refine_swap tries moves on it: which entry move_for_stall would move and
+// where, and the planned peak after the move, without copying the entries or recomputing the
+// curve. Most moves are refused (no move, or over the budget), and each refusal used to copy the
+// entries and rebuild the planned curve: O(entries + events) per stall tried, quadratic at tight
+// budgets where the stalls grow with the trace (issue 24, item 4). Built once per incumbent.
+class refine_view {
+ public:
+  refine_view(trace_analysis const& a, std::vector<swap_entry> const& entries)
+      : a_(a), entries_(entries)
+  {
+    auto const curve = planned_device_curve(a, entries);
+    curve_.assign(std::vector<std::int64_t>(curve.begin(), curve.end()));
+    by_use_.resize(entries.size());
+    by_prefetch_.resize(entries.size());
+    for (std::size_t j = 0; j < entries.size(); ++j) {
+      by_use_[j]      = {entries[j].next_use, j};
+      by_prefetch_[j] = {entries[j].prefetch_at, j};
+    }
+    std::sort(by_use_.begin(), by_use_.end());
+    std::sort(by_prefetch_.begin(), by_prefetch_.end());
+    furthest_.resize(entries.size());  // over by_prefetch_'s prefix: largest next use, lowest j
+    for (std::size_t m = 0; m < entries.size(); ++m) {
+      auto const j = by_prefetch_[m].second;
+      furthest_[m] = j;
+      if (m > 0) {
+        auto const f = furthest_[m - 1];
+        if (entries[f].next_use > entries[j].next_use ||
+            (entries[f].next_use == entries[j].next_use && f < j)) {
+          furthest_[m] = f;
+        }
+      }
+    }
+  }
+
+  /// The entry move_for_stall moves for `stall` and its new prefetch_at (none: no move).
+  [[nodiscard]] std::optional<std::pair<std::size_t, std::uint64_t>> move(
+      stall_record const& stall) const
+  {
+    if (stall.cause != stall_cause::memory) {  // the last entry whose next use is the stall's op
+      auto const it =
+          std::upper_bound(by_use_.begin(), by_use_.end(),
+                           std::pair{stall.op, std::numeric_limits<std::size_t>::max()});
+      if (it == by_use_.begin() || std::prev(it)->first != stall.op) { return std::nullopt; }
+      auto const k  = std::prev(it)->second;
+      auto const& e = entries_[k];
+      auto const lo = std::max(e.last_use, e.offload_at) + 1;
+      if (e.prefetch_at <= lo) { return std::nullopt; }
+      return std::pair{k, lo + (e.prefetch_at - lo) / 2};
+    }
+    auto const m = static_cast<std::size_t>(
+        std::upper_bound(by_prefetch_.begin(), by_prefetch_.end(),
+                         std::pair{stall.op, std::numeric_limits<std::size_t>::max()}) -
+        by_prefetch_.begin());
+    if (m == 0 || entries_[furthest_[m - 1]].next_use <= stall.op) { return std::nullopt; }
+    return std::pair{furthest_[m - 1], stall.op + 1};
+  }
+
+  /// The planned peak (make_schedule's device_peak) with entry k's prefetch_at set to `p`.
+  [[nodiscard]] std::uint64_t peak_with(std::size_t k, std::uint64_t p) const
+  {
+    auto moved        = entries_[k];
+    moved.prefetch_at = p;
+    std::vector<std::pair<std::uint64_t, std::int64_t>> steps;  // (event, change from there on)
+    auto const b = static_cast<std::int64_t>(moved.bytes);
+    off_intervals(entries_[k], [&](std::uint64_t from, std::uint64_t through) {
+      steps.push_back({from, b});  // back on the device
+      steps.push_back({through + 1, -b});
+    });
+    off_intervals(moved, [&](std::uint64_t from, std::uint64_t through) {
+      steps.push_back({from, -b});
+      steps.push_back({through + 1, b});
+    });
+    std::sort(steps.begin(), steps.end());
+    std::int64_t peak = curve_.max(0, curve_.size()), change = 0;
+    if (steps.empty()) { return static_cast<std::uint64_t>(peak); }
+    peak = curve_.max(0, steps.front().first);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      change += steps[i].second;
+      auto const to = i + 1 < steps.size() ? steps[i + 1].first : curve_.size();
+      if (steps[i].first < to) { peak = std::max(peak, curve_.max(steps[i].first, to) + change); }
+    }
+    return static_cast<std::uint64_t>(peak);
+  }
+
+ private:
+  // The event intervals [from, through] planned_device_curve counts `e` off the device over.
+  template <class F>
+  void off_intervals(swap_entry const& e, F&& f) const
+  {
+    auto const& ops  = a_.ops();
+    auto const count = a_.trace().events().size();
+    auto const w     = planned_off_window(e, ops);
+    auto const last  = e.wrap ? count - 1 : w.last;
+    if (w.after + 1 <= last) { f(w.after + 1, last); }
+    if (e.wrap && e.prefetch_at > 0) {
+      auto const from = a_.trace().alloc_event(e.id), through = ops.event[e.prefetch_at - 1];
+      if (from <= through) { f(from, through); }
+    }
+  }
+
+  trace_analysis const& a_;
+  std::vector<swap_entry> const& entries_;
+  range_tree curve_;
+  std::vector<std::pair<std::uint64_t, std::size_t>> by_use_, by_prefetch_;
+  std::vector<std::size_t> furthest_;
+};
+
 // Local search on the incumbent (see the file comment), at most `max_simulations` simulations.
+// A move is tried on a copy only once refine_view says it is one and keeps the planned peak
+// within the budget; make_schedule's peak still decides.
 inline void refine_swap(trace_analysis const& a, std::uint64_t budget, swap_incumbent& inc,
                         std::size_t max_simulations, search_swap_stats& stats)
 {
   if (!inc.best) { return; }
   auto order      = stalls_to_try(a, *inc.sim);
   std::size_t pos = 0;
+  std::optional<refine_view> view(std::in_place, a, inc.best->entries);
   for (std::size_t sims = 0; sims < max_simulations && pos < order.size();) {
     auto const pick = order[pos++];
-    auto entries    = inc.best->entries;
+    auto const mv   = view->move(pick);
+    if (!mv || view->peak_with(mv->first, mv->second) > budget) { continue; }
+    auto entries = inc.best->entries;
     if (!move_for_stall(entries, pick)) { continue; }
     auto s = make_schedule(a, inc.best->policy, budget, std::move(entries));
     if (s.device_peak > budget) { continue; }  // keeps the fit guarantee
@@ -192,6 +306,7 @@ inline void refine_swap(trace_analysis const& a, std::uint64_t budget, swap_incu
     if (inc.offer(a, std::move(s), who, false, stats)) {  // a new incumbent: its stalls afresh
       order = stalls_to_try(a, *inc.sim);
       pos   = 0;
+      view.emplace(a, inc.best->entries);
     }
   }
 }

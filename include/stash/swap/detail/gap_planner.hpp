@@ -282,8 +282,12 @@ class gap_planner {
       auto const& cls  = classes_[c];
       auto const bytes = static_cast<double>(cls.bytes);
       auto const span  = first_u_at_least(cls, worst);
-      for (auto pos = live[c].first_above(first_u_at_least(cls, lo), span, after);
-           pos != range_tree::npos; pos = live[c].first_above(pos + 1, span, after)) {
+      // Only the gaps whose v exceeds every v met before them in the class can win: a later one
+      // (u no earlier, index higher) with v no larger covers no more of the run, so it scores
+      // no more and loses the tie. Raising the threshold to the largest v met skips them.
+      auto floor = after;
+      for (auto pos = live[c].first_above(first_u_at_least(cls, lo), span, floor);
+           pos != range_tree::npos; pos = live[c].first_above(pos + 1, span, floor)) {
         auto const g = cls.gaps[pos];
         // From u >= lo on, a gap covers at most [u + 1, hi], less for each later u: stop once
         // that cannot reach the best.
@@ -292,7 +296,8 @@ class gap_planner {
         }
         double const s = run_score(g, lo, hi, excess, start, end);
         offer(best, g, s);
-        if (s == bound) { break; }  // the rest of the class scores no more and comes later
+        if (s == bound || gaps_[g].v > hi) { break; }  // the rest of the class scores no more
+        floor = static_cast<std::int64_t>(gaps_[g].v);
       }
     }
     if (best.gap) {
