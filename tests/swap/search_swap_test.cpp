@@ -2,6 +2,7 @@
 // every hardware preset and budgets from 100% of the peak down to the swap bound, fits at every
 // budget >= 1.05 x the bound, determinism. Every time here is predicted by the cost model.
 #include "support/data.hpp"
+#include "support/sanitizer.hpp"
 
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
@@ -39,12 +40,13 @@ stash::trace load(char const* name)
   return stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
 }
 
-// Budgets from 100% of the peak down to the swap bound in 5% steps of the peak, then 1.05x and
-// 1x the bound.
+// Budgets from 100% of the peak down to the swap bound in 5% steps of the peak (10% under a
+// sanitizer: support/sanitizer.hpp), then 1.05x and 1x the bound.
 std::vector<std::uint64_t> sweep_budgets(std::uint64_t peak, std::uint64_t bound)
 {
   std::vector<std::uint64_t> budgets;
-  for (int pct = 100; pct > 0; pct -= 5) {
+  int const step = stash::test::sanitizer_build ? 10 : 5;
+  for (int pct = 100; pct > 0; pct -= step) {
     auto const b = static_cast<std::uint64_t>(static_cast<double>(peak) * pct / 100.0);
     if (b < bound) { break; }
     budgets.push_back(b);
