@@ -14,6 +14,7 @@
 
 #include "support/approx.hpp"
 #include "support/data.hpp"
+#include "support/sanitizer.hpp"
 
 #include <doctest/doctest.h>
 
@@ -145,16 +146,22 @@ TEST_CASE("the registry knows search, checkpoint and dtr")
   }
 }
 
-// Kept as one loop (the sweep): ~25 s CPU on data/traces.
+// Kept as one loop (the sweep): ~25 s CPU on data/traces. Under a sanitizer (~200 CPU s there,
+// CI's longest ASan entry) every trace runs on one of the two presets, alternating, at every
+// budget: half the points, the same code (tests/support/sanitizer.hpp).
 TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on data/traces")
 {
   int points = 0, recomputing = 0;
+  std::size_t pair = 0;
   for (auto const* name : {"alexnet_b128", "efficientnet_b0_b32", "mobilenet_v2_b32",
                            "regnet_y_400mf_b64", "resnet18_b32", "shufflenet_v2_x1_0_b64",
                            "squeezenet1_1_b64", "transformer_encoder_b8", "vgg16_b32"}) {
     auto const t =
         stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
     for (auto const* preset : {"pcie4_x16", "h100_sxm"}) {
+      // (trace, preset) pairs 0, 3, 4, 7, ...: each trace on one preset, alternating.
+      std::size_t const k = pair++;
+      if (!stash::test::sampled((k + k / 2) % 2, 2)) { continue; }
       stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(preset)));
       auto const least = stash::memory_lower_bound_bytes(a);
       for (double const f : {0.9, 0.7, 0.5, 0.4, 0.33}) {
@@ -188,8 +195,8 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
       }
     }
   }
-  CHECK(points > 40);
-  CHECK(recomputing > 10);  // the recompute side is used, not only the swap seed
+  CHECK(points > (stash::test::sanitizer_build ? 20 : 40));
+  CHECK(recomputing > (stash::test::sanitizer_build ? 5 : 10));  // not only the swap seed
 }
 
 TEST_CASE("lossy only by consent: search weighs fp16 for activations only when opted in")
