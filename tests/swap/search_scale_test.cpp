@@ -10,6 +10,11 @@
 // (a cheap subset of its rows; it also prints the larger traces and the transformer deepened to 8
 // copies, all equal as well). A change to search's DECISIONS changes
 // them: then recompute them with that command and say so; a change to its speed must not.
+// Recomputed (bound branch) when the planned curve stopped counting a prefetch or re-run back
+// before the frees that end the op before it (sim/schedule.hpp, as simulated): its lower peaks
+// change search's construction at three rows, resnet18 and squeezenet1_1 at 35% (neither fits:
+// the smallest schedule tried changes) and the transformer at 35% (285.21 -> 284.82 ms on
+// pcie3_x16, predicted).
 #include "support/data.hpp"
 
 #include <stash_tools/deep_trace.hpp>
@@ -50,10 +55,10 @@ constexpr expected_search search_before_change[] = {
     {"alexnet_b128", 1, 35, 0x48d003eda721f37eULL},
     {"vgg16_b32", 1, 70, 0x4ec10c51b959e580ULL},
     {"vgg16_b32", 1, 35, 0xb0a5ec5a622b731fULL},
-    {"resnet18_b32", 1, 35, 0x63f39213301f452dULL},
-    {"squeezenet1_1_b64", 1, 35, 0x35d56c3dc229e916ULL},
+    {"resnet18_b32", 1, 35, 0x6fc653714126c1bdULL},
+    {"squeezenet1_1_b64", 1, 35, 0xad64348379b415ceULL},
     {"transformer_encoder_b8", 1, 50, 0x9a38f7be721499daULL},
-    {"transformer_encoder_b8", 1, 35, 0x04a9782b4c8cb547ULL},
+    {"transformer_encoder_b8", 1, 35, 0x45a34e4181e3e195ULL},
     {"transformer_encoder_b8", 4, 70, 0xc39bd9d283d465e8ULL},
 };
 // clang-format on
