@@ -2,7 +2,8 @@
 // storage and op by op (no running sums, no event deltas): a reference for planned_peak.
 //  - After each event: the live storages less those away then. A swap entry keeps its storage
 //    away after op max(last_use, offload_at - 1) (last_use when offload_at is 0) through op
-//    prefetch_at - 1; a recompute entry after op last_use through op at - 1.
+//    prefetch_at - 1 and the frees that end it; a recompute entry after op last_use through op
+//    at - 1 and its end frees.
 //  - While recompute entry k runs (before op `at`, after op at-1's end frees): the storages live
 //    then (their frees up to op `at`'s first allocation done, its allocations not yet), less the
 //    swaps away across that point (released by op at-1, prefetched after op `at` starts), the
@@ -23,6 +24,19 @@ namespace stash::test {
 
 namespace detail {
 
+// The first event after op `op` that is neither a free nor a phase line (op op's end frees end
+// there): a storage prefetched or re-run for op op + 1 is back from it.
+inline std::uint64_t back_event(trace_analysis const& a, std::uint64_t op)
+{
+  auto const events = a.trace().events();
+  auto e            = a.ops().event[op] + 1;
+  while (e < events.size() &&
+         (events[e].kind == event_kind::free || events[e].kind == event_kind::phase)) {
+    ++e;
+  }
+  return e;
+}
+
 // True when storage `id` is away after event `e`: inside an entry's window (see the file comment).
 inline bool away_after_event(trace_analysis const& a, schedule const& s, storage_id id,
                              std::uint64_t e)
@@ -30,10 +44,10 @@ inline bool away_after_event(trace_analysis const& a, schedule const& s, storage
   auto const& ev = a.ops().event;
   for (auto const& w : s.entries) {
     auto const release = w.offload_at == 0 ? w.last_use : std::max(w.last_use, w.offload_at - 1);
-    if (w.id == id && ev[release] < e && e <= ev[w.prefetch_at - 1]) { return true; }
+    if (w.id == id && ev[release] < e && e < back_event(a, w.prefetch_at - 1)) { return true; }
   }
   for (auto const& r : s.recomputes) {
-    if (r.id == id && ev[r.last_use] < e && e <= ev[r.at - 1]) { return true; }
+    if (r.id == id && ev[r.last_use] < e && e < back_event(a, r.at - 1)) { return true; }
   }
   return false;
 }

@@ -46,7 +46,8 @@ TEST_CASE("a valid schedule passes and plans the peak without the storage")
   CHECK(curve[5] == 6000);   // o1: a still there
   CHECK(curve[6] == 8000);   // t3: 12000 - 4000
   CHECK(curve[7] == 8000);   // o2
-  CHECK(curve[8] == 6000);   // f3: the prefetch issued as op3 starts holds a's bytes again
+  CHECK(curve[8] == 2000);   // f3 ends op2: the prefetch issued as op3 starts comes after it
+  CHECK(curve[9] == 2000);   // p (a phase line among op2's end frees)
   CHECK(curve[10] == 7000);  // t4: a back for op3
 }
 
@@ -69,8 +70,7 @@ TEST_CASE("the validator names the entry and the broken rule")
   expect_rejected(t, broken([](auto& e) { e.offload_at = 3; }), "must precede prefetch_at");
 
   auto twice = with(t, {1, 1, 3, 1, 3, 4000});
-  twice.entries.push_back(twice.entries[0]);
-  twice.device_peak = stash::planned_peak(stash::test::analysis_of(t), twice.entries);
+  twice.entries.push_back(twice.entries[0]);  // the overlap is found before the peak is read
   expect_rejected(t, twice, "overlaps entry 0");
 
   auto peak        = with(t, {1, 1, 3, 1, 3, 4000});

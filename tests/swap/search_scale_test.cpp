@@ -14,6 +14,11 @@
 // make room (joint_search::wrap, planner branch): alexnet at 50% and 35%, vgg16 and resnet18 at
 // 35% (from this test's output; the other six rows are unchanged, as search plans as before
 // where no wrap is needed).
+// And (bound branch) when the planned curve stopped counting a prefetch or re-run back
+// before the frees that end the op before it (sim/schedule.hpp, as simulated): its lower peaks
+// change search's construction at three rows, resnet18 and squeezenet1_1 at 35% (neither fits:
+// the smallest schedule tried changes) and the transformer at 35% (285.21 -> 284.82 ms on
+// pcie3_x16, predicted).
 #include "support/data.hpp"
 
 #include <stash_tools/deep_trace.hpp>
@@ -57,7 +62,7 @@ constexpr expected_search search_before_change[] = {
     {"resnet18_b32", 1, 35, 0x239f3b300e78ffe8ULL},
     {"squeezenet1_1_b64", 1, 35, 0x35d56c3dc229e916ULL},
     {"transformer_encoder_b8", 1, 50, 0x9a38f7be721499daULL},
-    {"transformer_encoder_b8", 1, 35, 0x04a9782b4c8cb547ULL},
+    {"transformer_encoder_b8", 1, 35, 0x45a34e4181e3e195ULL},
     {"transformer_encoder_b8", 4, 70, 0xc39bd9d283d465e8ULL},
 };
 // clang-format on

@@ -12,7 +12,9 @@
  *  - the prefetch (H2D, decode) is issued when op `prefetch_at` starts and holds the device bytes
  *    again from when it starts; op `next_use` waits for it.
  * The planned curve treats copies as instantaneous: the storage is off the device after the
- * later of op `last_use` and op `offload_at - 1`, and back from the start of op `prefetch_at`.
+ * later of op `last_use` and op `offload_at - 1`, and back from the start of op `prefetch_at`:
+ * after the frees that end op `prefetch_at - 1` (returned when it ends, before the prefetch is
+ * issued, as simulated).
  *
  * A wrap entry (`wrap` set) moves a persistent storage (allocated before op 0, never freed; see
  * may_wrap) off the device for the gap that crosses the iteration boundary, in steady state:
@@ -23,7 +25,8 @@
  *    [offload_at, last_use] may write it, and it must be done when the iteration ends;
  *  - the storage starts each replayed iteration on the host; the prefetch is issued when op
  *    `prefetch_at` starts, prefetch_at <= next_use (0: at the iteration's start).
- * Planned curve: off from its allocation (before op 0) through op prefetch_at - 1, and again
+ * Planned curve: off from its allocation (before op 0) through op prefetch_at - 1 and its end
+ * frees, and again
  * after the later of op `last_use` and op `offload_at - 1` through the iteration's end. The
  * first (recorded) iteration runs with everything resident; the schedule plans the replayed
  * ones. Another entry of the same storage lies between the two halves: its offload_at is at
@@ -42,8 +45,8 @@
  *    there or rematerialised by an earlier entry of the same batch (a chain). Chains are bounded:
  *    an entry's depth (1 + the largest depth of the same-batch entries it reads) is at most
  *    max_recompute_depth.
- * Planned curve: the storage is off from after op `last_use` through op `at - 1` (back with op
- * at-1's end frees, as a prefetch issued at `at`); while entry k of a batch runs, the planned
+ * Planned curve: the storage is off from after op `last_use` through op `at - 1` and its end
+ * frees (back after them, as a prefetch issued at `at`); while entry k of a batch runs, the planned
  * bytes are the level after op at-1's end frees, less the batch's entries after k, plus k's
  * transient bytes.
  * The simulator (sim/simulator.hpp) times the same schedule. Schedules live in sim/, the lowest
@@ -194,7 +197,8 @@ class schedule_error : public logic_error {
 
 /// @brief The events over which a swap entry keeps its storage off the device in the planned
 /// (instantaneous-copy) model: off from event `after + 1` through event `last`; empty when
-/// after >= last.
+/// after >= last. planned_device_curve also counts it off through the end frees that follow
+/// event `last` (op prefetch_at - 1's).
 struct off_window {
   std::uint64_t after;  ///< off from event after + 1
   std::uint64_t last;   ///< through event last
@@ -529,22 +533,27 @@ namespace detail {
       delta[through + 1] += static_cast<std::int64_t>(bytes);
     }
   };
+  // A prefetch or re-run issued at op p comes back once op p-1 has ended, its end frees returned
+  // (as simulated): the storage is still off through them.
+  auto back_after = [&](std::uint64_t op) {
+    auto j = ops.event[op];
+    while (j + 1 < events.size() &&
+           (events[j + 1].kind == event_kind::free || events[j + 1].kind == event_kind::phase)) {
+      ++j;
+    }
+    return j;
+  };
   for (auto const& e : entries) {
     if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
     auto const w = planned_off_window(e, ops);
-    off(w.after + 1, e.wrap ? events.size() - 1 : w.last, e.bytes);
+    off(w.after + 1, e.wrap ? events.size() - 1 : back_after(e.prefetch_at - 1), e.bytes);
     if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
-      off(t.alloc_event(e.id), ops.event[e.prefetch_at - 1], e.bytes);
+      off(t.alloc_event(e.id), back_after(e.prefetch_at - 1), e.bytes);
     }
   }
   for (auto const& e : recomputes) {
     if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    auto const after = ops.event[e.last_use];
-    auto const last  = ops.event[e.at - 1];
-    if (after < last) {
-      delta[after + 1] -= static_cast<std::int64_t>(e.bytes);
-      delta[last + 1] += static_cast<std::int64_t>(e.bytes);
-    }
+    off(ops.event[e.last_use] + 1, back_after(e.at - 1), e.bytes);
   }
   std::vector<std::uint64_t> curve(events.size());
   std::uint64_t live   = 0;
