@@ -91,9 +91,10 @@ void check_run(cnn_arch arch, policy_kind policy, codec_kind codec, double perce
   CHECK((r.memory.host_peak_in_use > 0) == (r.memory.offloads > 0));
   CHECK(r.memory.host_peak_reserved >= r.memory.host_peak_in_use);
   CHECK(r.plan.matches());
-  // Each entry once per replayed step; wrap entries once more, at the recorded step's end.
+  // The recorded step's end offloads the wrapped parameters and momentum once more.
   CHECK(r.plan.executed_offloads ==
         r.plan.planned_entries * std::uint64_t(n - 1) + r.plan.planned_wraps);
+  CHECK(r.plan.executed_prefetches == r.plan.planned_entries * std::uint64_t(n - 1));
 }
 
 }  // namespace
