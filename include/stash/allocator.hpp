@@ -19,11 +19,10 @@
  *    (swap_entry::wrap, search_swap::wrap) moves one across the iteration's end instead: it is
  *    offloaded after its last use (by end_iteration() when that is the last op), stays on the host
  *    between iterations, and is prefetched at the planned op of the next one; the recorded
- *    iteration ends by offloading it (counted in scheduled_offloads and persistent_offloads, as a
- *    replayed one's), so every replayed iteration starts as the schedule plans. An iteration that
- *    deviates or stops early brings it back at its end, as the others, and so does one whose
- *    pool's end_iteration() throws (the next one is recorded, with everything resident: counted
- *    in persistent_restores); one whose offload fails stays resident and its
+ *    iteration ends by offloading it (counted in scheduled_offloads and persistent_offloads), so
+ *    every replayed iteration starts as the schedule plans.
+ *    An iteration that deviates or stops early brings it back at its end, as the others (the next
+ *    one is recorded with everything resident); one whose offload fails stays resident and its
  *    prefetch is skipped. A loop that keeps raw pointers to its parameters across ops sets
  *    allocator_options::keep_persistent.
  * 2. The first iteration is recorded (a stash::trace_recorder sees every allocate / deallocate / op
@@ -98,7 +97,11 @@
  * op() or end_iteration(), and end_iteration() closes the iteration whatever happens, so the next
  * begin_iteration() works. A size no allocation can have (near 2^64) is stash::out_of_memory from
  * allocate_async() with nothing taken; a device_budget below the recorded iteration's largest
- * storage is stash::out_of_memory from the end_iteration() that plans it, naming both.
+ * storage is stash::out_of_memory from the end_iteration() that plans it, naming both. A pool's
+ * end_iteration() that throws (one that learns iterations) leaves end_iteration() after the
+ * allocator's: the next iteration is recorded afresh, and every persistent tensor still away
+ * (wrapped ones included) is brought back first (allocator_stats::persistent_restores), so it is
+ * recorded with everything resident.
  *
  * Tensors are named by stash::tensor_handle (offload/tensor_handle.hpp): a freed tensor's handle
  * and another allocator's handles are refused with stash::logic_error, and the tables behind them
@@ -309,9 +312,8 @@ struct allocator_stats {
   std::uint64_t iterations{0};  ///< completed iterations
   std::uint64_t replanned{0};   ///< schedules planned (the first one included)
   std::uint64_t deviations{0};  ///< iterations that did not match the recording
-  /// Offloads issued from the schedule: each replayed iteration's, and the wrap entries' that the
-  /// end of the recorded iteration sends. Every offload the allocator makes is one of these, so
-  /// this equals offload_stats::offloads.
+  /// Offloads issued from the schedule (the recorded iteration's closing wrap offloads included:
+  /// one per wrap entry more than the replayed iterations' offloads).
   std::uint64_t scheduled_offloads{0};
   std::uint64_t scheduled_prefetches{0};  ///< prefetches issued from the schedule
   /// Entries of the schedule in force whose encoding the Codec slot does not carry (or cannot
@@ -338,9 +340,8 @@ struct allocator_stats {
   /// re-run was given no callable (see op()): no storage is dropped without a way back.
   std::uint64_t recompute_fallbacks{0};
   /// Of scheduled_offloads, those of persistent tensors (parameters, optimizer state allocated
-  /// before the first iteration): offloaded between two of their uses inside an iteration, or
-  /// after their last use for a wrap entry (by end_iteration() when that is the last op; the
-  /// recorded iteration's end sends every wrapped one, and counts it here too).
+  /// before the first iteration), offloaded between two of their uses inside an iteration or,
+  /// for wrap entries, after their last use of an iteration (the recorded one's included).
   std::uint64_t persistent_offloads{0};
   /// Persistent tensors brought back by end_iteration() because the iteration ended before the
   /// op that was to prefetch them (a deviating iteration), or because the next iteration is
@@ -988,7 +989,7 @@ class allocator {
       try {
         manager_.offload_async(t->handle, last_stream_, transfer_for_tensor(*wrapped_[s], *t),
                                t->desc);
-        ++stats_.scheduled_offloads;  // counted as a replayed iteration's (review G3)
+        ++stats_.scheduled_offloads;  // counted as the replayed iterations' wrap offloads are
         ++stats_.persistent_offloads;
       } catch (std::bad_alloc const&) {
         ++stats_.failed_offloads;

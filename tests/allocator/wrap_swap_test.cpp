@@ -106,7 +106,7 @@ TEST_CASE("wrap entries: weights and gradients away between steps, bitwise the k
   CHECK(r.state == kept.state);  // float vectors compared bit for bit (no NaN)
   CHECK(r.stats.deviations == 0);
   // Replayed steps offload each after its last use; the recorded step's end offloads them too,
-  // counted as theirs (review 2026-11-26 G3: it was counted in neither).
+  // counted as scheduled and persistent offloads like the others.
   CHECK(r.stats.scheduled_offloads == steps * n);
   CHECK(r.stats.persistent_offloads == steps * n);
   CHECK(r.stats.offload.offloads == steps * n);

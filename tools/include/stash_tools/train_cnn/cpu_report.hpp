@@ -115,8 +115,8 @@ namespace train_cnn {
                 static_cast<unsigned long long>((p.planned_entries + p.planned_recomputes) *
                                                 p.replayed_steps),
                 p.planned_wraps == 0 ? ""
-                                     : (", + " + std::to_string(p.planned_wraps) +
-                                        " wrap offloads at the recorded step's end")
+                                     : (", and " + std::to_string(p.planned_wraps) +
+                                        " wrap offloads closing the recorded step")
                                            .c_str(),
                 static_cast<unsigned long long>(p.executed_offloads),
                 static_cast<unsigned long long>(p.executed_prefetches),
@@ -171,7 +171,7 @@ namespace train_cnn {
     o << (first ? "" : ",") << "\"" << name << "\":" << n;
     first = false;
   }
-  o << "},\"replayed_steps\":" << p.replayed_steps << ",\"recorded_step_wraps\":" << p.planned_wraps
+  o << "},\"replayed_steps\":" << p.replayed_steps
     << ",\"executed_offloads\":" << p.executed_offloads
     << ",\"executed_prefetches\":" << p.executed_prefetches
     << ",\"encoding_fallbacks\":" << p.encoding_fallbacks

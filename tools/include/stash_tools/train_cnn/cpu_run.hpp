@@ -102,8 +102,8 @@ struct step_record {
 /// @brief Plan against what ran: the recorded step's schedule per step, and what executed.
 struct plan_check {
   std::uint64_t planned_entries{0};  ///< schedule entries (persistent storages' included)
-  /// Of those, wrap entries: the recorded step's end offloads them once more (counted in
-  /// allocator_stats::scheduled_offloads, as the replayed steps' offloads).
+  /// Of those, wrap entries: the recorded step's end offloads each once more (the first replayed
+  /// step starts with them on the host), so executed offloads are entries x replayed + wraps.
   std::uint64_t planned_wraps{0};
   std::map<std::string, std::uint64_t> planned_encodings;  ///< of those, per encoding
   std::uint64_t replayed_steps{0};                         ///< steps after the recorded one
@@ -115,18 +115,12 @@ struct plan_check {
   std::uint64_t planned_recomputes{0};   ///< recompute entries per step
   std::uint64_t executed_recomputes{0};  ///< storages rematerialised
   std::uint64_t recompute_fallbacks{0};  ///< planned recomputes kept resident instead
-  /// @brief The offloads the plan makes: its entries in each replayed step, and its wrap entries
-  /// at the end of the recorded step.
-  /// @return planned_entries x replayed_steps + planned_wraps.
-  [[nodiscard]] std::uint64_t planned_offloads() const
-  {
-    return planned_entries * replayed_steps + planned_wraps;
-  }
-  /// @brief Executed counts equal the plan's (offloads: planned_offloads(); prefetches and
-  /// recomputes: per-step entries x replayed steps), nothing fell back or deviated.
+  /// @brief Executed counts equal planned entries x replayed steps (offloads, prefetches,
+  /// recomputes; offloads plus the wraps closing the recorded step), nothing fell back or
+  /// deviated.
   [[nodiscard]] bool matches() const
   {
-    return executed_offloads == planned_offloads() &&
+    return executed_offloads == planned_entries * replayed_steps + planned_wraps &&
            executed_prefetches == planned_entries * replayed_steps &&
            executed_recomputes == planned_recomputes * replayed_steps && encoding_fallbacks == 0 &&
            recompute_fallbacks == 0 && deviations == 0 && demand_prefetches == 0;
