@@ -61,6 +61,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -248,22 +249,21 @@ class simulation {
   void index_entries()
   {
     auto const m = entries_.size();
-    offloads_at_.resize(n_ + 1);  // op count: a wrap entry's offload when the last op ends
-    prefetches_at_.resize(n_ + 1);
-    waits_at_.resize(n_);
+    // op count: a wrap entry's offload when the last op ends
+    offloads_at_.build(n_ + 1, m, [&](std::size_t k) { return entries_[k].offload_at; });
+    prefetches_at_.build(n_ + 1, m, [&](std::size_t k) { return entries_[k].prefetch_at; });
+    waits_at_.build(n_, m, [&](std::size_t k) { return entries_[k].next_use; });
     release_after_.resize(n_);
     extra_s_.assign(n_ + 1, 0.0);
     double const share = a_.model().params().codec_compute_share;
     for (std::uint32_t k = 0; k < m; ++k) {
       auto const& e = entries_[k];
-      offloads_at_[e.offload_at].push_back(k);
-      prefetches_at_[e.prefetch_at].push_back(k);
-      waits_at_[e.next_use].push_back(k);
       extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
       extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes, e.encoding);
     }
-    recomputes_at_.resize(n_);
-    rc_release_after_.resize(n_);
+    auto const rm = recomputes_.size();
+    recomputes_at_.build(n_, rm, [&](std::size_t k) { return recomputes_[k].at; });
+    rc_release_after_.build(n_, rm, [&](std::size_t k) { return recomputes_[k].last_use; });
     rc_seconds_.reserve(recomputes_.size());
     rc_transient_.reserve(recomputes_.size());
     for (std::uint32_t k = 0; k < recomputes_.size(); ++k) {
@@ -271,8 +271,6 @@ class simulation {
       auto const chain = recompute_chain_of(a_, e.id, e.last_use, e.at);
       rc_seconds_.push_back(chain.seconds);
       rc_transient_.push_back(chain.transient_bytes);
-      recomputes_at_[e.at].push_back(k);
-      rc_release_after_[e.last_use].push_back(k);
     }
     d2h_end_.assign(m, inf);
     issued_.assign(m, inf);
@@ -498,9 +496,32 @@ class simulation {
   std::uint64_t budget_{};
   sim_result r_;
 
-  std::vector<std::vector<std::uint32_t>> offloads_at_, prefetches_at_, waits_at_, release_after_;
-  std::vector<double> extra_s_;  // codec kernel time charged to each op
-  std::vector<std::vector<std::uint32_t>> recomputes_at_, rc_release_after_;
+  // The entries (or recompute entries) keyed by an op, each key's in index order: one array and
+  // its offsets (a counting sort), not a vector per op, which the planners' thousands of
+  // simulations per plan of a long trace spent a large part of their time allocating and freeing.
+  struct op_buckets {
+    std::vector<std::uint32_t> first, items;  // key i's items: items[first[i], first[i + 1])
+    template <class Key>
+    void build(std::size_t keys, std::size_t m, Key&& key_of)
+    {
+      first.assign(keys + 1, 0);
+      for (std::size_t k = 0; k < m; ++k) { ++first[key_of(k) + 1]; }
+      for (std::size_t i = 0; i < keys; ++i) { first[i + 1] += first[i]; }
+      items.resize(m);
+      std::vector<std::uint32_t> next(first.begin(), first.end() - 1);
+      for (std::size_t k = 0; k < m; ++k) {
+        items[next[key_of(k)]++] = static_cast<std::uint32_t>(k);
+      }
+    }
+    [[nodiscard]] std::span<std::uint32_t const> operator[](std::size_t i) const
+    {
+      return {items.data() + first[i], items.data() + first[i + 1]};
+    }
+  };
+  op_buckets offloads_at_, prefetches_at_, waits_at_;
+  std::vector<std::vector<std::uint32_t>> release_after_;  // filled as offloads are issued
+  std::vector<double> extra_s_;                            // codec kernel time charged to each op
+  op_buckets recomputes_at_, rc_release_after_;
   std::vector<double> rc_seconds_;
   std::vector<std::uint64_t> rc_transient_;
   std::size_t rc_pos_{0};  // recompute entries of op i_ already run
