@@ -183,7 +183,8 @@ TEST_CASE("search fits wherever any policy fits and is never slower (0.5%), on d
         }
         auto const s = stash::joint_search{}.plan(a, budget);
         auto const r = stash::simulate(a, s, {false});
-        CHECK((!r.fits || r.device_peak >= least));
+        // search may plan wrap entries (joint_search::wrap): its floor is the bound with them.
+        CHECK((!r.fits || r.device_peak >= stash::memory_lower_bound_bytes(a, true)));
         CAPTURE(best_name);
         CAPTURE(s.note);
         if (best < std::numeric_limits<double>::infinity()) {
