@@ -16,9 +16,9 @@
 // where no wrap is needed).
 // And (bound branch) when the planned curve stopped counting a prefetch or re-run back
 // before the frees that end the op before it (sim/schedule.hpp, as simulated): its lower peaks
-// change search's construction at three rows, resnet18 and squeezenet1_1 at 35% (neither fits:
-// the smallest schedule tried changes) and the transformer at 35% (285.21 -> 284.82 ms on
-// pcie3_x16, predicted).
+// change search's construction at squeezenet1_1 35% (it does not fit: the smallest schedule
+// tried changes) and the transformer at 35% (285.21 -> 284.82 ms on pcie3_x16, predicted); with
+// both changes merged, the rows that need wraps keep the planner branch's values (checked).
 #include "support/data.hpp"
 
 #include <stash_tools/deep_trace.hpp>
@@ -60,7 +60,7 @@ constexpr expected_search search_before_change[] = {
     {"vgg16_b32", 1, 70, 0x4ec10c51b959e580ULL},
     {"vgg16_b32", 1, 35, 0x031c41040202c5c7ULL},
     {"resnet18_b32", 1, 35, 0x239f3b300e78ffe8ULL},
-    {"squeezenet1_1_b64", 1, 35, 0x35d56c3dc229e916ULL},
+    {"squeezenet1_1_b64", 1, 35, 0xad64348379b415ceULL},
     {"transformer_encoder_b8", 1, 50, 0x9a38f7be721499daULL},
     {"transformer_encoder_b8", 1, 35, 0x45a34e4181e3e195ULL},
     {"transformer_encoder_b8", 4, 70, 0xc39bd9d283d465e8ULL},
