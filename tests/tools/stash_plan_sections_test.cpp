@@ -357,7 +357,10 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
   // prefetch does) and may only lower the time bound. No policy beats the keep/swap/recompute
   // time bound, and none that only swaps beats the swap-only one.
   CHECK(s.swap_bound_bytes <= s.swap_bound_activations_bytes);
-  CHECK(s.memory_bound_bytes == s.swap_bound_bytes);
+  // search also plans wrap entries (persistent storages away across the step boundary), so the
+  // memory bound is the any-kind swap bound with wrap gaps: below the one without them on vgg16,
+  // whose classifier weights and momentum are allocated long before their first use.
+  CHECK(s.memory_bound_bytes < s.swap_bound_bytes);
   CHECK(s.time_lower_bound_ms <= s.swap_time_lower_bound_ms);
   CHECK(s.time_lower_bound_ms >= s.baseline_ms - 1e-9);
   for (auto const& p : s.policies) {

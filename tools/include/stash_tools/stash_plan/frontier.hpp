@@ -221,14 +221,15 @@ inline void draw_bounds(std::ostream& out, frontier_section const& f, frontier_a
         << "\" y=\"" << num(a.top + 12 + dy) << "\" font-size=\"10\">" << label << "</text>\n";
   };
   // Labels stacked downwards from the highest bound: the bounds may be close.
-  // The memory bound equals the any-kind swap bound (swap_bounds.hpp: a re-run, as a prefetch,
-  // restores an op's operands before its step); one line then says both.
+  // The memory bound is the any-kind swap bound with wrap gaps (swap_bounds.hpp: a re-run, as a
+  // prefetch, restores an op's operands before its step; search may plan wrap entries): where no
+  // storage can wrap usefully they coincide, and one line says both.
   bool const same = f.memory_bound_bytes == f.swap_bound_bytes;
   vertical(f.swap_bound_activations_bytes, "swap bound (act)", 0);
   if (f.swap_bound_bytes != f.swap_bound_activations_bytes) {
     vertical(f.swap_bound_bytes, same ? "memory bound = swap bound (any)" : "swap bound (any)", 14);
   }
-  if (!same) { vertical(f.memory_bound_bytes, "memory bound (recompute)", 28); }
+  if (!same) { vertical(f.memory_bound_bytes, "memory bound (with wraps)", 28); }
   auto curve = [&](std::vector<double> const& ms, char const* dash) {
     std::string path;
     for (std::size_t b = 0; b < f.budgets.size(); ++b) {
