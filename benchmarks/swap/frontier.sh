@@ -19,10 +19,11 @@ md="$out/swap_frontier.md"
   echo
   echo "Every time below is **predicted** by stash's cost model with the budget enforced (an"
   echo "allocation or prefetch waits for offloads to release memory; '-' = the iteration cannot"
-  echo "complete within the budget). 'swap lb' is iteration_time_lower_bound without recompute: no"
-  echo "swap schedule at that budget is faster; 'any lb' the same for any keep/swap/recompute schedule."
+  echo "complete within the budget). 'swap lb' is iteration_time_lower_bound without recompute or"
+  echo "wrap entries: no swap-only policy's schedule at that budget is faster; 'any lb' the same for"
+  echo "any keep/swap/recompute schedule, wrap entries included (as `search` plans)."
   echo "Budgets: 100% of the peak down to the lowest bound in 5% steps, plus the swap bounds"
-  echo "(activations only; any storage), the memory bound with recompute, and 1.05x each."
+  echo "(activations only; any storage), the memory bound (recompute and wraps), and 1.05x each."
   echo
 } > "$md"
 # Summary first: the tightest fit per policy and the time at 1.05x the swap bound.

@@ -367,7 +367,9 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
     CAPTURE(p.name);
     if (!p.fits) { continue; }
     CHECK(p.iteration_ms >= s.time_lower_bound_ms * (1 - 1e-9));
-    if (p.recompute_entries == 0) {
+    // The swap-only bound holds for schedules without recompute or wrap entries: every
+    // registered policy but search, which may wrap.
+    if (p.recompute_entries == 0 && p.name != "search") {
       CHECK(p.iteration_ms >= s.swap_time_lower_bound_ms * (1 - 1e-9));
     }
   }

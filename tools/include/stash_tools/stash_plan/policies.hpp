@@ -83,7 +83,7 @@ struct policy_section {
   std::uint64_t memory_bound_bytes{};  ///< least budget any keep/swap/recompute schedule fits
   double
       time_lower_bound_ms{};  ///< no keep/swap/recompute schedule is faster (infinite: none fits)
-  double swap_time_lower_bound_ms{};  ///< no swap schedule is faster (infinite: none fits)
+  double swap_time_lower_bound_ms{};  ///< no swap schedule without wraps is faster (inf: none fits)
   double baseline_ms{};
   std::vector<policy_result> policies;
 };
@@ -256,6 +256,7 @@ struct policy_section {
   section.time_lower_bound_ms =
       stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
   bound_opt.recompute = false;
+  bound_opt.wrap      = false;  // the swap-only policies plan no wrap entries (only search)
   section.swap_time_lower_bound_ms =
       stash::iteration_time_lower_bound(analysis, section.budget_bytes, bound_opt) * 1e3;
   // no_swap with the budget lifted: the iteration on a device with room for everything.

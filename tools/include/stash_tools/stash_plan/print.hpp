@@ -182,7 +182,7 @@ inline void print_policies_text(std::ostream& out, policy_section const& s)
       "", bytes_text(s.swap_bound_bytes).c_str(),
       bytes_text(s.swap_bound_activations_bytes).c_str(), bytes_text(s.memory_bound_bytes).c_str());
   out << format(
-      "  %-17sno swap schedule at this budget beats %s, no keep/swap/recompute "
+      "  %-17sno swap schedule without wraps at this budget beats %s, no keep/swap/recompute "
       "schedule %s\n",
       "", ms(s.swap_time_lower_bound_ms).c_str(), ms(s.time_lower_bound_ms).c_str());
   out << format("    %-15s %-4s %13s %14s %12s %12s %10s %10s\n", "policy", "fits", "planned peak",
