@@ -508,7 +508,44 @@ namespace detail {
   return e.id < a.trace().storages().size() && e.last_use < n && e.at > 0 && e.at <= n;
 }
 
+// The last event of op `op`'s end: its frees (and phase marks) after its event. What a prefetch
+// or re-run issued at op `op` + 1 comes back after, as simulated.
+[[nodiscard]] inline std::uint64_t back_after(trace_analysis const& a, std::uint64_t op)
+{
+  auto const events = a.trace().events();
+  auto j            = a.ops().event[op];
+  while (j + 1 < events.size() &&
+         (events[j + 1].kind == event_kind::free || events[j + 1].kind == event_kind::phase)) {
+    ++j;
+  }
+  return j;
+}
+
 }  // namespace detail
+
+/// @brief Calls `f(from, through)` for each run of events [from, through] over which
+/// planned_device_curve counts swap entry `e` off the device (none for an entry outside the
+/// trace): from after its release to its return (a prefetch issued at op p is back once op p-1
+/// has ended, its end frees returned, as simulated), and for a wrap entry to the iteration's end
+/// and from its allocation to its return.
+/// @param analysis The recorded iteration's facts.
+/// @param e A swap entry.
+/// @param f Called with two event indices, from <= through.
+template <class F>
+void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& e, F&& f)
+{
+  if (!detail::in_trace(analysis, e)) { return; }  // refused by validate_schedule
+  auto const& ops   = analysis.ops();
+  auto const events = analysis.trace().events();
+  auto const back   = detail::back_after(analysis, e.prefetch_at == 0 ? 0 : e.prefetch_at - 1);
+  auto const w      = planned_off_window(e, ops);
+  auto const last   = e.wrap ? events.size() - 1 : back;
+  if (w.after + 1 <= last) { f(w.after + 1, last); }
+  if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
+    auto const from = analysis.trace().alloc_event(e.id);
+    if (from <= back) { f(from, back); }
+  }
+}
 
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
 /// see the file comment). Entries must be valid (validate_schedule): more bytes away than live
@@ -533,27 +570,14 @@ namespace detail {
       delta[through + 1] += static_cast<std::int64_t>(bytes);
     }
   };
-  // A prefetch or re-run issued at op p comes back once op p-1 has ended, its end frees returned
-  // (as simulated): the storage is still off through them.
-  auto back_after = [&](std::uint64_t op) {
-    auto j = ops.event[op];
-    while (j + 1 < events.size() &&
-           (events[j + 1].kind == event_kind::free || events[j + 1].kind == event_kind::phase)) {
-      ++j;
-    }
-    return j;
-  };
   for (auto const& e : entries) {
-    if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    auto const w = planned_off_window(e, ops);
-    off(w.after + 1, e.wrap ? events.size() - 1 : back_after(e.prefetch_at - 1), e.bytes);
-    if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
-      off(t.alloc_event(e.id), back_after(e.prefetch_at - 1), e.bytes);
-    }
+    for_each_planned_off_run(analysis, e, [&](std::uint64_t from, std::uint64_t through) {
+      off(from, through, e.bytes);
+    });
   }
-  for (auto const& e : recomputes) {
+  for (auto const& e : recomputes) {  // a re-run is back as a prefetch issued at `at` is
     if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    off(ops.event[e.last_use] + 1, back_after(e.at - 1), e.bytes);
+    off(ops.event[e.last_use] + 1, detail::back_after(analysis, e.at - 1), e.bytes);
   }
   std::vector<std::uint64_t> curve(events.size());
   std::uint64_t live   = 0;

@@ -260,19 +260,11 @@ class refine_view {
   }
 
  private:
-  // The event intervals [from, through] planned_device_curve counts `e` off the device over.
+  // The event runs planned_device_curve counts `e` off the device over.
   template <class F>
   void off_intervals(swap_entry const& e, F&& f) const
   {
-    auto const& ops  = a_.ops();
-    auto const count = a_.trace().events().size();
-    auto const w     = planned_off_window(e, ops);
-    auto const last  = e.wrap ? count - 1 : w.last;
-    if (w.after + 1 <= last) { f(w.after + 1, last); }
-    if (e.wrap && e.prefetch_at > 0) {
-      auto const from = a_.trace().alloc_event(e.id), through = ops.event[e.prefetch_at - 1];
-      if (from <= through) { f(from, through); }
-    }
+    for_each_planned_off_run(a_, e, std::forward<F>(f));
   }
 
   trace_analysis const& a_;
