@@ -457,13 +457,12 @@ class allocator {
       }
     }
     if (recorded && !planning) { offload_wraps(); }
-    end_pool_iteration(recorded && !planning);
-    if (planning) { std::rethrow_exception(planning); }
-    if (recorded) { return; }
-    if (deviated_) {
+    if (!recorded && deviated_) {  // counted before the pool's end, which may throw (review H2)
       ++stats_.deviations;
       rerecord_ = true;
     }
+    end_pool_iteration(recorded && !planning);
+    if (planning) { std::rethrow_exception(planning); }
   }
 
   /// @brief A new tensor of `bytes`, usable by work queued on `stream`.

@@ -168,6 +168,39 @@ TEST_CASE("wrap entries: a step that stops early brings the wrapped tensors back
   backend.synchronize(s);
 }
 
+TEST_CASE("wrap entries: a deviating step whose pool end throws is counted as deviated")
+{
+  // Review 2026-11-26 H2: the deviation was counted after the pool's end_iteration(), so its throw
+  // skipped the count (the step was recorded afresh all the same).
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  failing_end_pool pool;
+  pool.fail_at = {2};
+  stash::allocator<failing_end_pool, wrap_all_policy, void, stash::host_backend> alloc(backend,
+                                                                                       pool);
+  auto w    = alloc.allocate_async(4096, stash::storage_kind::param, "w", s);
+  auto step = [&](bool whole) {
+    alloc.begin_iteration();
+    auto x = alloc.allocate_async(4096, stash::storage_kind::act, "x", s);
+    (void)alloc.op("fwd", std::vector{w}, std::vector{x}, s);
+    (void)alloc.op("mid", std::vector{x}, {}, s);
+    if (whole) { (void)alloc.op("upd", std::vector{x}, std::vector{w}, s); }
+    alloc.deallocate_async(x);
+    alloc.end_iteration();
+  };
+  step(true);  // recorded
+  step(true);  // replayed
+  CHECK_THROWS_WITH_AS(step(false), doctest::Contains("failing_end_pool"), stash::logic_error);
+  CHECK(alloc.stats().deviations == 1);
+  CHECK(alloc.where(w) == stash::tensor_state::resident);
+  step(true);  // recorded afresh
+  step(true);
+  CHECK(alloc.stats().deviations == 1);
+  CHECK(alloc.stats().replanned == 2);
+  alloc.synchronize();
+  backend.synchronize(s);
+}
+
 TEST_CASE("wrap entries: a pool whose end_iteration() throws gets the wrapped tensors back")
 {
   // Steps 0 (recorded) and 2 (replayed) end with the pool's throw, after their wrap offloads
