@@ -150,7 +150,8 @@ TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each
     for (std::uint64_t const pct : {20, 110, 33, 20}) {
       budgets.push_back(a.peak_live_bytes() / 100 * pct);
     }
-    auto const swaps = stash::search_swap{}.plan_budgets(a, budgets);
+    stash::auto_swap_sweeps shared(a, budgets);  // search_swap's seeds, kept for the policies
+    auto const swaps = stash::search_swap{}.plan_budgets(a, budgets, &shared);
     REQUIRE(swaps.size() == budgets.size());
     std::size_t i = 0;
     for (auto const score : scores) {
@@ -158,9 +159,11 @@ TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each
       stash::auto_swap const policy{.score = score};
       auto const sweep = policy.plan_budgets(a, budgets);
       REQUIRE(sweep.size() == budgets.size());
+      REQUIRE(shared.of(score).size() == budgets.size());
       for (std::size_t b = 0; b < budgets.size(); ++b) {
         CAPTURE(b);
         auto const fp = stash_tools::schedule_fingerprint(sweep[b]);
+        CHECK(fp == stash_tools::schedule_fingerprint(shared.of(score)[b]));
         if (b < recorded) { CHECK(fp == expected[b]->auto_swap[i]); }
         auto const single = policy.plan(a, budgets[b]);
         CHECK(fp == stash_tools::schedule_fingerprint(single));

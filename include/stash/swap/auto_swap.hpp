@@ -32,6 +32,7 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -460,6 +461,40 @@ struct auto_swap {
   {
     return detail::plan_auto_swap_budgets(analysis, budgets, score, name(), min_bytes);
   }
+};
+
+/// @brief AutoSwap's plans over one sweep of budgets, one greedy run per score
+/// (auto_swap::plan_budgets), planned on first use and kept. search_swap's seeds and stash-plan's
+/// AutoSwap policies plan the same sweeps at every frontier budget (stash-plan --frontier): shared,
+/// each greedy runs once instead of once per asker (issue 24, item 4). Not thread-safe.
+class auto_swap_sweeps {
+ public:
+  /// @brief An empty cache for `budgets` on `analysis` (both must outlive it).
+  /// @param analysis The recorded iteration's facts.
+  /// @param budgets Device bytes of the sweep, one plan each (any order).
+  auto_swap_sweeps(trace_analysis const& analysis, std::span<std::uint64_t const> budgets)
+      : analysis_(analysis), budgets_(budgets.begin(), budgets.end())
+  {
+  }
+
+  /// @brief The budgets of the sweep.
+  /// @return Them, in the order given.
+  [[nodiscard]] std::span<std::uint64_t const> budgets() const noexcept { return budgets_; }
+
+  /// @brief auto_swap{.score = score}.plan_budgets(analysis, budgets), planned on first use.
+  /// @param score The AutoSwap score.
+  /// @return The schedules, one per budget in the order of budgets().
+  [[nodiscard]] std::vector<schedule> const& of(auto_swap_score score)
+  {
+    auto& slot = plans_[static_cast<std::size_t>(score)];
+    if (!slot) { slot = auto_swap{.score = score}.plan_budgets(analysis_, budgets_); }
+    return *slot;
+  }
+
+ private:
+  trace_analysis const& analysis_;
+  std::vector<std::uint64_t> budgets_;
+  std::array<std::optional<std::vector<schedule>>, 4> plans_;  // by auto_swap_score
 };
 
 }  // namespace stash

@@ -356,24 +356,28 @@ struct search_swap {
   /// which a sweep of budgets (stash-plan --frontier) would otherwise repeat per budget.
   /// @param analysis The recorded iteration's facts.
   /// @param budgets Device bytes the iteration must fit in, one plan each (any order).
+  /// @param sweeps AutoSwap's sweeps over the same budgets, shared with other askers (planned
+  /// here, and kept there, on first use); when null or over other budgets, planned here.
   /// @return The schedules, one per budget in the order of `budgets`.
   [[nodiscard]] std::vector<schedule> plan_budgets(trace_analysis const& analysis,
-                                                   std::span<std::uint64_t const> budgets) const
+                                                   std::span<std::uint64_t const> budgets,
+                                                   auto_swap_sweeps* sweeps = nullptr) const
   {
-    std::vector<std::vector<schedule>> by_score;  // [score][budget]
-    if (seed_with_policies) {
-      for (auto const score : seed_scores) {
-        by_score.push_back(auto_swap{.score = score}.plan_budgets(analysis, budgets));
-      }
+    std::optional<auto_swap_sweeps> own;
+    if (seed_with_policies &&
+        (sweeps == nullptr || !std::ranges::equal(sweeps->budgets(), budgets))) {
+      sweeps = &own.emplace(analysis, budgets);
     }
     std::vector<schedule> out;
     out.reserve(budgets.size());
     for (std::size_t b = 0; b < budgets.size(); ++b) {
       std::array<schedule, seed_scores.size()> seeds;
-      for (std::size_t k = 0; k < by_score.size(); ++k) { seeds[k] = std::move(by_score[k][b]); }
+      if (seed_with_policies) {
+        for (std::size_t k = 0; k < seeds.size(); ++k) { seeds[k] = sweeps->of(seed_scores[k])[b]; }
+      }
       search_swap_stats ignored;
       out.push_back(
-          plan_seeded(analysis, budgets[b], ignored, by_score.empty() ? nullptr : &seeds));
+          plan_seeded(analysis, budgets[b], ignored, seed_with_policies ? &seeds : nullptr));
     }
     return out;
   }

@@ -32,11 +32,14 @@ class range_tree {
     n_    = values.size();
     size_ = 1;
     while (size_ < n_) { size_ *= 2; }
-    mx_.assign(2 * size_, lowest);
-    mn_.assign(2 * size_, highest);
-    add_.assign(2 * size_, 0);
-    for (std::size_t i = 0; i < n_; ++i) { mx_[size_ + i] = mn_[size_ + i] = values[i]; }
-    for (std::size_t x = size_; x-- > 1;) { pull(x); }
+    t_.resize(2 * size_);
+    for (std::size_t i = 0; i < n_; ++i) { t_[size_ + i] = node{values[i], values[i], 0}; }
+    std::fill(t_.begin() + static_cast<std::ptrdiff_t>(size_ + n_), t_.end(),
+              node{lowest, highest, 0});
+    for (std::size_t x = size_; x-- > 1;) {
+      t_[x].add = 0;
+      pull(x);
+    }
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return n_; }
@@ -44,15 +47,29 @@ class range_tree {
   /// Adds `d` to v[l..r).
   void add(std::size_t l, std::size_t r, std::int64_t d)
   {
-    if (l < r) { add(1, 0, size_, l, std::min(r, n_), d); }
+    r = std::min(r, n_);
+    if (l >= r) { return; }
+    // Bottom-up: the nodes covering [l, r) take d whole, then their ancestors are re-pulled. The
+    // same nodes as a top-down walk, so the same tree (and every answer) without the recursion.
+    std::size_t const first = l + size_, last = r - 1 + size_;
+    for (std::size_t x = first, y = last + 1; x < y; x /= 2, y /= 2) {
+      if ((x & 1) != 0) { apply(x++, d); }
+      if ((y & 1) != 0) { apply(--y, d); }
+    }
+    std::size_t x = first / 2, y = last / 2;  // the same depth: they meet at their common one
+    for (; x != y; x /= 2, y /= 2) {
+      pull(x);
+      pull(y);
+    }
+    for (; x >= 1; x /= 2) { pull(x); }
   }
 
   /// v[i].
   [[nodiscard]] std::int64_t at(std::size_t i) const
   {
     std::size_t x  = size_ + i;
-    std::int64_t v = mx_[x];
-    for (x /= 2; x >= 1; x /= 2) { v += add_[x]; }
+    std::int64_t v = t_[x].mx;
+    for (x /= 2; x >= 1; x /= 2) { v += t_[x].add; }
     return v;
   }
 
@@ -68,7 +85,7 @@ class range_tree {
     if (n_ == 0) { return npos; }
     std::size_t x = 1;
     while (x < size_) {  // the left child holds the max whenever it ties
-      x = mx_[2 * x] + add_[x] == mx_[x] ? 2 * x : 2 * x + 1;
+      x = t_[2 * x].mx + t_[x].add == t_[x].mx ? 2 * x : 2 * x + 1;
     }
     return x - size_;
   }
@@ -101,83 +118,78 @@ class range_tree {
   static constexpr std::int64_t lowest  = std::numeric_limits<std::int64_t>::min() / 4;
   static constexpr std::int64_t highest = std::numeric_limits<std::int64_t>::max() / 4;
 
+  struct node {
+    std::int64_t mx, mn, add;  // max and min of its range, its own add
+  };
+
   void pull(std::size_t x)
   {
-    mx_[x] = std::max(mx_[2 * x], mx_[2 * x + 1]) + add_[x];
-    mn_[x] = std::min(mn_[2 * x], mn_[2 * x + 1]) + add_[x];
+    t_[x].mx = std::max(t_[2 * x].mx, t_[2 * x + 1].mx) + t_[x].add;
+    t_[x].mn = std::min(t_[2 * x].mn, t_[2 * x + 1].mn) + t_[x].add;
   }
 
-  void add(std::size_t x, std::size_t lo, std::size_t hi, std::size_t l, std::size_t r,
-           std::int64_t d)
+  void apply(std::size_t x, std::int64_t d)
   {
-    if (r <= lo || hi <= l) { return; }
-    if (l <= lo && hi <= r) {
-      mx_[x] += d;
-      mn_[x] += d;
-      add_[x] += d;
-      return;
-    }
-    auto const mid = (lo + hi) / 2;
-    add(2 * x, lo, mid, l, r, d);
-    add(2 * x + 1, mid, hi, l, r, d);
-    pull(x);
+    t_[x].mx += d;
+    t_[x].mn += d;
+    t_[x].add += d;
   }
 
   [[nodiscard]] std::int64_t max(std::size_t x, std::size_t lo, std::size_t hi, std::size_t l,
                                  std::size_t r) const
   {
     if (r <= lo || hi <= l) { return lowest; }
-    if (l <= lo && hi <= r) { return mx_[x]; }
+    if (l <= lo && hi <= r) { return t_[x].mx; }
     auto const mid = (lo + hi) / 2;
-    return std::max(max(2 * x, lo, mid, l, r), max(2 * x + 1, mid, hi, l, r)) + add_[x];
+    return std::max(max(2 * x, lo, mid, l, r), max(2 * x + 1, mid, hi, l, r)) + t_[x].add;
   }
 
   // `above` is the sum of the adds of x's ancestors.
   [[nodiscard]] std::size_t last_above(std::size_t x, std::size_t lo, std::size_t hi, std::size_t l,
                                        std::size_t r, std::int64_t t, std::int64_t above) const
   {
-    if (r <= lo || hi <= l || mx_[x] + above <= t) { return npos; }
+    if (r <= lo || hi <= l || t_[x].mx + above <= t) { return npos; }
     if (hi - lo == 1) { return lo; }
     auto const mid = (lo + hi) / 2;
-    auto const got = last_above(2 * x + 1, mid, hi, l, r, t, above + add_[x]);
-    return got != npos ? got : last_above(2 * x, lo, mid, l, r, t, above + add_[x]);
+    auto const got = last_above(2 * x + 1, mid, hi, l, r, t, above + t_[x].add);
+    return got != npos ? got : last_above(2 * x, lo, mid, l, r, t, above + t_[x].add);
   }
 
   [[nodiscard]] std::size_t first_above(std::size_t x, std::size_t lo, std::size_t hi,
                                         std::size_t l, std::size_t r, std::int64_t t,
                                         std::int64_t above) const
   {
-    if (r <= lo || hi <= l || mx_[x] + above <= t) { return npos; }
+    if (r <= lo || hi <= l || t_[x].mx + above <= t) { return npos; }
     if (hi - lo == 1) { return lo; }
     auto const mid = (lo + hi) / 2;
-    auto const got = first_above(2 * x, lo, mid, l, r, t, above + add_[x]);
-    return got != npos ? got : first_above(2 * x + 1, mid, hi, l, r, t, above + add_[x]);
+    auto const got = first_above(2 * x, lo, mid, l, r, t, above + t_[x].add);
+    return got != npos ? got : first_above(2 * x + 1, mid, hi, l, r, t, above + t_[x].add);
   }
 
   [[nodiscard]] std::size_t last_at_most(std::size_t x, std::size_t lo, std::size_t hi,
                                          std::size_t l, std::size_t r, std::int64_t t,
                                          std::int64_t above) const
   {
-    if (r <= lo || hi <= l || mn_[x] + above > t) { return npos; }
+    if (r <= lo || hi <= l || t_[x].mn + above > t) { return npos; }
     if (hi - lo == 1) { return lo; }
     auto const mid = (lo + hi) / 2;
-    auto const got = last_at_most(2 * x + 1, mid, hi, l, r, t, above + add_[x]);
-    return got != npos ? got : last_at_most(2 * x, lo, mid, l, r, t, above + add_[x]);
+    auto const got = last_at_most(2 * x + 1, mid, hi, l, r, t, above + t_[x].add);
+    return got != npos ? got : last_at_most(2 * x, lo, mid, l, r, t, above + t_[x].add);
   }
 
   [[nodiscard]] std::size_t first_at_most(std::size_t x, std::size_t lo, std::size_t hi,
                                           std::size_t l, std::size_t r, std::int64_t t,
                                           std::int64_t above) const
   {
-    if (r <= lo || hi <= l || mn_[x] + above > t) { return npos; }
+    if (r <= lo || hi <= l || t_[x].mn + above > t) { return npos; }
     if (hi - lo == 1) { return lo; }
     auto const mid = (lo + hi) / 2;
-    auto const got = first_at_most(2 * x, lo, mid, l, r, t, above + add_[x]);
-    return got != npos ? got : first_at_most(2 * x + 1, mid, hi, l, r, t, above + add_[x]);
+    auto const got = first_at_most(2 * x, lo, mid, l, r, t, above + t_[x].add);
+    return got != npos ? got : first_at_most(2 * x + 1, mid, hi, l, r, t, above + t_[x].add);
   }
 
   std::size_t n_{0}, size_{1};
-  std::vector<std::int64_t> mx_, mn_, add_;  // per node: max and min of its range, its own add
+  std::vector<node> t_;  // the heap-ordered nodes: 1 the root, size_ + i the leaf of v[i]
 };
 
 }  // namespace stash::detail

@@ -14,6 +14,7 @@
 #include <stash/core/units.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/auto_swap.hpp>
 #include <stash/swap/policy_registry.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace.hpp>
@@ -119,9 +120,10 @@ struct frontier_section {
         stash::iteration_time_lower_bound(analysis, budget, no_recompute) * 1e3);
   }
   f.points.resize(f.budgets.size() * f.policies.size());
+  stash::auto_swap_sweeps sweeps(analysis, f.budgets);   // each AutoSwap greedy once for all
   for (std::size_t p = 0; p < f.policies.size(); ++p) {  // a policy's sweep at once (AutoSwap)
     auto const& name = f.policies[p];
-    auto const plans = plan_policy_budgets(name, analysis, f.budgets, opt);
+    auto const plans = plan_policy_budgets(name, analysis, f.budgets, opt, &sweeps);
     for (std::size_t b = 0; b < f.budgets.size(); ++b) {
       auto const r = stash::simulate(analysis, plans[b], stash::sim_options{false});
       f.points[b * f.policies.size() + p] = frontier_point{

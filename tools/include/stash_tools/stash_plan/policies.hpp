@@ -174,21 +174,26 @@ struct policy_section {
 /// @param analysis The recorded iteration's facts.
 /// @param budgets Device bytes, one plan each.
 /// @param opt stash-plan's options (--codec auto: per-entry encodings).
+/// @param sweeps AutoSwap's sweeps over `budgets`, shared across the policies of one frontier
+/// (search_swap's seeds and the AutoSwap policies), or null.
 /// @return The schedules, one per budget in the order of `budgets`.
 [[nodiscard]] inline std::vector<stash::schedule> plan_policy_budgets(
     std::string const& name, stash::trace_analysis const& analysis,
-    std::vector<std::uint64_t> const& budgets, options const& opt)
+    std::vector<std::uint64_t> const& budgets, options const& opt,
+    stash::auto_swap_sweeps* sweeps = nullptr)
 {
   std::optional<stash::encoding_options> enc;
   if (opt.auto_encodings) { enc = encoding_options_of(opt); }
   if (name == stash::search_swap::name()) {
-    return stash::search_swap{.encodings = enc}.plan_budgets(analysis, budgets);
+    return stash::search_swap{.encodings = enc}.plan_budgets(analysis, budgets, sweeps);
   }
   for (auto const score : {stash::auto_swap_score::swdoa, stash::auto_swap_score::doa,
                            stash::auto_swap_score::aoa, stash::auto_swap_score::wdoa}) {
     stash::auto_swap const policy{.score = score};
     if (name != policy.name()) { continue; }
-    auto out = policy.plan_budgets(analysis, budgets);
+    auto out = sweeps != nullptr && std::ranges::equal(sweeps->budgets(), budgets)
+                   ? sweeps->of(score)
+                   : policy.plan_budgets(analysis, budgets);
     if (enc) {
       for (auto& s : out) { s = stash::with_encodings(analysis, std::move(s), *enc); }
     }
