@@ -30,7 +30,12 @@
  *    its storage's bytes plus its transient bytes free (a memory stall otherwise), runs for its
  *    chain's time (recompute_chain.hpp, priced by the cost model), then keeps the storage's bytes
  *    and returns the transient ones. Its storage's bytes are released when op last_use ends.
- *    sim_result::recompute_s sums their time, apart from compute_s and the stalls.
+ *    sim_result::recompute_s sums their time, apart from compute_s and the stalls. A batch also
+ *    waits for the prefetches of the swap entries whose next_use is one of its re-run uses that
+ *    is not an access of the storage (schedule.hpp, re-run uses): a stall of the prefetch's
+ *    cause, as an op's. A redrop swap entry copies nothing: it occupies no copy engine, charges
+ *    no encode, and releases its bytes when compute reaches op offload_at (op last_use has
+ *    ended); its prefetch waits for no offload.
  *  - Wrap entries (schedule.hpp) model the steady state of a replayed iteration. Their storages
  *    start it on the host: op 0's step leaves them out, and their prefetch, issued at op
  *    prefetch_at (0: at the start), queues on the H2D engine with the others without waiting for
@@ -258,9 +263,23 @@ class simulation {
     double const share = a_.model().params().codec_compute_share;
     for (std::uint32_t k = 0; k < m; ++k) {
       auto const& e = entries_[k];
-      extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
+      if (!e.redrop) {
+        extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
+      }
       extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes, e.encoding);
     }
+    // the prefetches a batch of re-runs waits for: those ending at a re-run use only
+    auto const batch_waits = [&](std::size_t k) {
+      auto const& e = entries_[k];
+      return !e.wrap && e.next_use < n_ && !is_access(a_, e.id, e.next_use);
+    };
+    std::vector<std::uint32_t> waiting;
+    for (std::uint32_t k = 0; k < m; ++k) {
+      if (batch_waits(k)) { waiting.push_back(k); }
+    }
+    rc_waits_at_.build(n_, waiting.size(),
+                       [&](std::size_t j) { return entries_[waiting[j]].next_use; });
+    for (auto& k : rc_waits_at_.items) { k = waiting[k]; }
     auto const rm = recomputes_.size();
     recomputes_at_.build(n_, rm, [&](std::size_t k) { return recomputes_[k].at; });
     rc_release_after_.build(n_, rm, [&](std::size_t k) { return recomputes_[k].last_use; });
@@ -296,7 +315,12 @@ class simulation {
   {
     auto const& model = a_.model();
     for (auto const k : offloads_at_[op]) {
-      auto const& e      = entries_[k];
+      auto const& e = entries_[k];
+      if (e.redrop) {  // nothing copied: dropped now, op last_use (< op) has ended
+        d2h_end_[k] = when;
+        push_release(when, e.bytes);
+        continue;
+      }
       double const start = std::max(when, d2h_free_);
       d2h_end_[k]        = start + model.offload_time(e.bytes, e.encoding);
       d2h_free_          = d2h_end_[k];
@@ -319,7 +343,16 @@ class simulation {
   {
     prefetch_ready_ = c_ready_;
     last_wait_.reset();
-    if (recompute_pending()) { return std::max(c_ready_, c_after_); }
+    if (recompute_pending()) {
+      for (auto const k : rc_waits_at_[i_]) {
+        if (!granted_[k]) { return inf; }
+        if (ready_[k] > prefetch_ready_) {
+          prefetch_ready_ = ready_[k];
+          last_wait_      = k;
+        }
+      }
+      return std::max(prefetch_ready_, c_after_);
+    }
     if (i_ < n_) {
       for (auto const k : waits_at_[i_]) {
         if (!granted_[k]) { return inf; }
@@ -365,7 +398,10 @@ class simulation {
   void grant_recompute(double now)
   {
     auto const k = recomputes_at_[i_][rc_pos_];
-    stall(c_ready_, now, std::nullopt, stall_cause::memory);
+    if (last_wait_) {
+      stall(c_ready_, prefetch_ready_, entries_[*last_wait_].id, cause_[*last_wait_]);
+    }
+    stall(prefetch_ready_, now, std::nullopt, stall_cause::memory);
     r_.device_peak = std::max(r_.device_peak, used_ + recomputes_[k].bytes + rc_transient_[k]);
     used_ += recomputes_[k].bytes;
     double const end = now + rc_seconds_[k];
@@ -522,6 +558,7 @@ class simulation {
   std::vector<std::vector<std::uint32_t>> release_after_;  // filled as offloads are issued
   std::vector<double> extra_s_;                            // codec kernel time charged to each op
   op_buckets recomputes_at_, rc_release_after_;
+  op_buckets rc_waits_at_;  // swap entries a batch of re-runs waits for (index_entries)
   std::vector<double> rc_seconds_;
   std::vector<std::uint64_t> rc_transient_;
   std::size_t rc_pos_{0};  // recompute entries of op i_ already run
