@@ -474,6 +474,27 @@ TEST_CASE("a re-run's read splits the gap: its storage comes back for the re-run
   CHECK(r.d2h_bytes == 1000);  // the redrop copies nothing
   CHECK(r.h2d_bytes == 2000);
   CHECK(r.device_peak == 7000);
+  // Leaving right after the re-run (offload_at = 3, before op3's step): x is off during op3
+  // (a + g = 5000 B there; the re-run itself ran with x, g and a: 6000 B), dropped at 20 us.
+  auto early                  = s;
+  early.entries[1].offload_at = 3;
+  early.device_peak           = stash::planned_peak(a, early.entries, early.recomputes);
+  REQUIRE(error_of(a, early).empty());
+  CHECK(early.device_peak == 7000);
+  auto const curve = stash::planned_device_curve(a, early.entries, early.recomputes);
+  CHECK(curve[a.ops().event[3]] == 5000);
+  CHECK(stash::recompute_run_bytes(a, curve, early.recomputes, early.entries) ==
+        std::vector<std::uint64_t>{6000});
+  early.budget = 6000;  // op4 needs g + h = 7000: does not fit; 7000 does
+  CHECK_FALSE(stash::simulate(a, early).fits);
+  early.budget = 7000;
+  auto const e = stash::simulate(a, early);
+  REQUIRE(e.fits);
+  CHECK(e.iteration_s == stash::test::approx_s(37e-6));
+  CHECK(e.d2h_bytes == 1000);
+  CHECK(stash::splits_gaps(a, s));
+  CHECK(stash::splits_gaps(a, half));  // first's gap (0, 3) ends at a re-run use
+  CHECK_FALSE(stash::splits_gaps(a, stash::make_schedule(a, "hand", 9000, {}, {drop})));
   // Without redrop, the second departure is a second copy of x.
   auto copied              = s;
   copied.entries[1].redrop = false;
@@ -506,10 +527,10 @@ TEST_CASE("the validator's rules for re-run uses and redrop entries")
   auto other_encoding     = again;
   other_encoding.encoding = stash::swap_encoding::raw;
   CHECK(check({first, other_encoding}, {drop}).find("a redrop entry needs") != std::string::npos);
-  // Leaving again is issued after the re-run use.
-  auto early       = again;
-  early.offload_at = 3;
-  CHECK(check({first, early}, {drop}).find("must follow the re-run use at op 3") !=
+  // Leaving again is issued at the re-run use (early) or after it, never before.
+  auto before       = again;
+  before.offload_at = 2;
+  CHECK(check({first, before}, {drop}).find("must not precede the re-run use at op 3") !=
         std::string::npos);
   // A redrop starts at a re-run use only.
   auto at_access   = first;

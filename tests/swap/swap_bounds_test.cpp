@@ -585,7 +585,7 @@ TEST_CASE("with re-run uses the memory bound stays a bound: brute force over sub
 {
   std::mt19937 rng(20261127);
   int split_schedules = 0, redrops = 0, traces = 0;
-  for (int round = 0; round < 28; ++round) {
+  for (int round = 0; round < 20; ++round) {
     CAPTURE(round);
     auto const t = random_trace(rng, 4 + round % 3, true);
     stash::trace_analysis const a(t, model_of(round % 2 ? "pcie3_x16" : "h100_sxm", false));
@@ -666,9 +666,9 @@ TEST_CASE("with re-run uses the memory bound stays a bound: brute force over sub
   }
   MESSAGE(traces << " traces, " << split_schedules << " schedules leaving again after a re-run, "
                  << redrops << " with redrop entries");
-  CHECK(traces >= 20);
-  CHECK(split_schedules > 200);
-  CHECK(redrops > 50);
+  CHECK(traces >= 14);
+  CHECK(split_schedules > 1000);  // 5404, 1918 with redrops, on 18 traces when written
+  CHECK(redrops > 300);
 }
 
 }  // namespace STASH_UNITY_ID

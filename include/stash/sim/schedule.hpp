@@ -60,13 +60,18 @@
  *    of R runs in the batch before the entry that reads R). An entry whose next_use is an access
  *    of R is op next_use's, as before: the re-runs at that op do not wait for it, so R is not
  *    resident for them;
- *  - an entry whose last_use is a re-run use that is not an access of R leaves after op last_use
- *    ends, as if op last_use read R; a swap entry's offload is then issued after it,
- *    offload_at > last_use. With `redrop` set it copies nothing: the host copy of R made for the
- *    previous sub-gap (a swap entry of R whose next_use is this entry's last_use, with the same
- *    encoding) is still valid, since no op writes R inside one gap between accesses; the
- *    storage's device bytes are released when op last_use ends and its prefetch is one more H2D
- *    copy of that host copy.
+ *  - an entry whose last_use p is a re-run use that is not an access of R (early_departure) may
+ *    leave right after the batch of re-runs at p, before op p's step: a recompute entry always
+ *    does, a swap entry with offload_at = p does (its copy is issued when compute reaches op p
+ *    and may overlap the batch, which only reads R; not for an R the batch itself rebuilds,
+ *    whose copy would start before its value exists: then offload_at > p), a swap entry with
+ *    offload_at > p leaves as before, after op offload_at - 1. The planned curve counts an early
+ *    departure off from op p's step on (the first event after op p-1's end frees) and counts it
+ *    back while the batch runs (recompute_run_bytes). With `redrop` set a swap entry copies
+ *    nothing: the host copy of R made for the previous sub-gap (a swap entry of R whose next_use
+ *    is this entry's last_use, with the same encoding) is still valid, since no op writes R
+ *    inside one gap between accesses; the device bytes are released when the batch (early) or
+ *    op offload_at - 1 (late) ends, and its prefetch is one more H2D copy of that host copy.
  * A schedule without re-run-use entries is planned and timed as before.
  * The simulator (sim/simulator.hpp) times the same schedule. Schedules live in sim/, the lowest
  * component that reads them; swap policies (swap/) write them.
@@ -270,6 +275,20 @@ namespace detail {
       std::lower_bound(acc.begin(), acc.end(), op,
                        [](storage_access const& x, std::uint64_t o) { return x.op < o; });
   return it != acc.end() && it->op == op;
+}
+
+// Whether swap entry `e` leaves right after the batch of re-runs at its last_use (see the file
+// comment: last_use is a re-run use only, offload_at = last_use).
+[[nodiscard]] inline bool early_departure(trace_analysis const& a, swap_entry const& e)
+{
+  return !e.wrap && e.offload_at == e.last_use && e.id < a.trace().storages().size() &&
+         e.last_use < a.op_count() && !is_access(a, e.id, e.last_use);
+}
+// Whether recompute entry `e` leaves right after the batch of re-runs at its last_use.
+[[nodiscard]] inline bool early_departure(trace_analysis const& a, recompute_entry const& e)
+{
+  return e.id < a.trace().storages().size() && e.last_use < a.op_count() &&
+         !is_access(a, e.id, e.last_use);
 }
 
 // The re-run uses of a schedule (see the file comment): each recompute entry's chain, computed
@@ -497,9 +516,15 @@ inline void validate_swap_fields(trace_analysis const& a, schedule const& s,
          " starts before the storage is allocated");
   }
   bool const after_rerun = reruns.rerun_only(a, e.id, e.last_use);
-  if (after_rerun && e.offload_at <= e.last_use) {
+  if (after_rerun && e.offload_at < e.last_use) {
     fail(who + ": offload_at " + std::to_string(e.offload_at) +
-         " must follow the re-run use at op " + std::to_string(e.last_use));
+         " must not precede the re-run use at op " + std::to_string(e.last_use));
+  }
+  if (after_rerun && e.offload_at == e.last_use && !e.redrop &&
+      std::any_of(s.recomputes.begin(), s.recomputes.end(),
+                  [&](recompute_entry const& r) { return r.id == e.id && r.at == e.last_use; })) {
+    fail(who + ": rebuilt by the re-runs at op " + std::to_string(e.last_use) +
+         ", its copy must be issued after them (offload_at > " + std::to_string(e.last_use) + ")");
   }
   if (e.redrop && !after_rerun) {
     fail(who +
@@ -656,8 +681,11 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   auto const& ops   = analysis.ops();
   auto const events = analysis.trace().events();
   auto const back   = detail::back_after(analysis, e.prefetch_at == 0 ? 0 : e.prefetch_at - 1);
-  auto const w      = planned_off_window(e, ops);
-  auto const last   = e.wrap ? events.size() - 1 : back;
+  auto w            = planned_off_window(e, ops);
+  if (detail::early_departure(analysis, e) && e.last_use > 0) {  // off from op last_use's step
+    w.after = detail::back_after(analysis, e.last_use - 1);
+  }
+  auto const last = e.wrap ? events.size() - 1 : back;
   if (w.after + 1 <= last) { f(w.after + 1, last); }
   if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
     auto const from = analysis.trace().alloc_event(e.id);
@@ -695,7 +723,10 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   }
   for (auto const& e : recomputes) {  // a re-run is back as a prefetch issued at `at` is
     if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    off(ops.event[e.last_use] + 1, detail::back_after(analysis, e.at - 1), e.bytes);
+    auto const from = detail::early_departure(analysis, e) && e.last_use > 0
+                          ? detail::back_after(analysis, e.last_use - 1) + 1
+                          : ops.event[e.last_use] + 1;
+    off(from, detail::back_after(analysis, e.at - 1), e.bytes);
   }
   std::vector<std::uint64_t> curve(events.size());
   std::uint64_t live   = 0;
@@ -746,11 +777,35 @@ namespace detail {
 /// @param analysis The recorded iteration's facts.
 /// @param curve The planned device bytes per op (planned_device_curve).
 /// @param recomputes Recompute entries.
+/// @param entries The schedule's swap entries: those leaving right after a batch (early
+/// departures, see the file comment) are counted while it runs.
 /// @return Device bytes the recompute runs add at each op.
 [[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
     trace_analysis const& analysis, std::span<std::uint64_t const> curve,
-    std::span<recompute_entry const> recomputes)
+    std::span<recompute_entry const> recomputes, std::span<swap_entry const> entries = {})
 {
+  // bytes that leave right after the batch at each op, resident while it runs
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> leaving;
+  for (auto const& e : entries) {
+    if (detail::in_trace(analysis, e) && detail::early_departure(analysis, e)) {
+      leaving.emplace_back(e.last_use, e.bytes);
+    }
+  }
+  for (auto const& e : recomputes) {
+    if (detail::in_trace(analysis, e) && detail::early_departure(analysis, e)) {
+      leaving.emplace_back(e.last_use, e.bytes);
+    }
+  }
+  std::sort(leaving.begin(), leaving.end());
+  auto leaving_at = [&](std::uint64_t at) {
+    std::uint64_t sum = 0;
+    for (auto it =
+             std::lower_bound(leaving.begin(), leaving.end(), std::make_pair(at, std::uint64_t{0}));
+         it != leaving.end() && it->first == at; ++it) {
+      sum += it->second;
+    }
+    return sum;
+  };
   std::vector<std::uint64_t> out(recomputes.size());
   std::uint64_t still_to_come = 0;  // bytes of the batch's entries after the current one
   std::uint64_t level         = 0;
@@ -761,7 +816,7 @@ namespace detail {
   for (std::size_t k = 0; k < recomputes.size(); ++k) {
     auto const& e = recomputes[k];
     if (k == 0 || recomputes[k - 1].at != e.at) {
-      level         = detail::level_after_end_frees(analysis, curve, e.at - 1);
+      level         = detail::level_after_end_frees(analysis, curve, e.at - 1) + leaving_at(e.at);
       still_to_come = 0;
       for (auto j = k; j < recomputes.size() && recomputes[j].at == e.at; ++j) {
         still_to_come += recomputes[j].bytes;
@@ -791,10 +846,32 @@ namespace detail {
 {
   auto const curve = planned_device_curve(analysis, entries, recomputes);
   auto peak        = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
-  for (auto const b : recompute_run_bytes(analysis, curve, recomputes)) {
+  for (auto const b : recompute_run_bytes(analysis, curve, recomputes, entries)) {
     peak = std::max(peak, b);
   }
   return peak;
+}
+
+/// @brief Whether `s` has an entry that starts or ends at a re-run use that is not an access of
+/// its storage, or a redrop entry (see the file comment): what stash::allocator does not execute
+/// yet, and refuses.
+/// @param analysis The recorded iteration's facts.
+/// @param s A valid schedule (validate_schedule).
+/// @return True when some entry splits a gap at a re-run use.
+[[nodiscard]] inline bool splits_gaps(trace_analysis const& analysis, schedule const& s)
+{
+  auto const n = analysis.op_count();
+  auto sub_gap = [&](storage_id id, std::uint64_t u, std::uint64_t v) {
+    return id < analysis.trace().storages().size() && u < n && v < n &&
+           (!detail::is_access(analysis, id, u) || !detail::is_access(analysis, id, v));
+  };
+  return std::any_of(s.entries.begin(), s.entries.end(),
+                     [&](swap_entry const& e) {
+                       return e.redrop || (!e.wrap && sub_gap(e.id, e.last_use, e.next_use));
+                     }) ||
+         std::any_of(s.recomputes.begin(), s.recomputes.end(), [&](recompute_entry const& e) {
+           return sub_gap(e.id, e.last_use, e.next_use);
+         });
 }
 
 /// @brief A schedule for `entries` with its peaks filled in.
