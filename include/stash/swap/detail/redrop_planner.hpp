@@ -3,19 +3,26 @@
  * @brief Internal: second departures after a re-run's read (issue 22, "one entry per gap"; see
  * sim/schedule.hpp, re-run uses), for `search` (joint_search::redrop).
  *
- * A recompute entry whose re-runs, before op p, read a storage R that is accessed at u < p and
- * next at q > p keeps R resident from u (or from where an entry brought it back) to q, even
- * where the planned curve exceeds the budget. R's use at p splits that gap: R may leave again
- * after p. with_redrops repairs a schedule whose planned peak exceeds its budget, one storage at
- * a time, largest first, while the budget's excess drops and its step budget lasts:
- *  - R leaves after its last re-run use p in the gap with a swap entry over (p, q): offloaded
- *    when op p+1 starts, prefetched at the later of the op the nominal timeline gives the copy
- *    and the op after the last op over the budget in (p, q);
- *  - when ops between u and p are over the budget too, R also leaves after u (a swap entry over
- *    (u, p), back for the re-run) and the second departure is a redrop of that copy: no D2H copy
- *    after p, one more H2D before q.
- * Only storages with no entry over their gap (u, q) are moved, and with `activations_only` only
- * activations and temporaries. Deterministic: a fixed order, at most `max_steps` planned curves.
+ * A recompute entry whose re-runs, before op p, read a storage R that is used before p (at u)
+ * and next at q > p (an access, or another re-run's read) keeps R resident from p to q, even
+ * where the planned curve exceeds the budget. R's use at p splits its gap: R may leave again
+ * right after the batch at p. with_redrops repairs a schedule whose planned peak exceeds its
+ * budget, one candidate (storage, p) at a time, largest first, taking among its options the one
+ * that cuts the budget's excess most (ties: the cheaper on the cost model), while the excess
+ * drops and its step budget (schedules built) lasts:
+ *  - a swap entry over (p, q) with its own copy, leaving right after the batch (offload_at = p;
+ *    p + 1 when the batch itself rebuilt R), prefetched at the later of the op the nominal
+ *    timeline gives the copy and the op after the last op over the budget in [p, q);
+ *  - when a swap entry of R ends at p, a redrop of its host copy instead (no copy);
+ *  - when ops between u and p are over the budget too and nothing covers (u, p), R also leaves
+ *    after u (a swap entry over (u, p), back for the re-run) and the second departure is a
+ *    redrop;
+ *  - for an activation or temporary, one more re-run before q (a recompute entry over (p, q)
+ *    at q, first in its batch).
+ * A recompute entry of R over p that rebuilt it by then is cut to end at p. Candidates with
+ * another entry after p are left alone, and with `activations_only` only activations and
+ * temporaries move. Every schedule built is validated (a re-run whose read the move takes away
+ * is not a choice). Deterministic: a fixed order and at most `max_steps` schedules built.
  */
 #pragma once
 
