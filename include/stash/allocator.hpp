@@ -751,6 +751,7 @@ class allocator {
     try {
       refuse_persistent_recomputes(t, planned);
       validate_schedule(analysis, planned);
+      refuse_split_gaps(analysis, planned);
     } catch (schedule_error const& e) {
       throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
     }
@@ -783,6 +784,18 @@ class allocator {
                  " is persistent (allocated before the first iteration: a parameter or optimizer "
                  "state), which is state and cannot be recomputed; swap it instead");
     }
+  }
+
+  // Entries over a gap split at a re-run use (sim/schedule.hpp: a storage leaving again after a
+  // re-run read it, joint_search::redrop) are planned and simulated, not executed yet: the replay
+  // offloads after an access, and a redrop needs the host copy kept past its prefetch.
+  static void refuse_split_gaps(trace_analysis const& analysis, schedule const& s)
+  {
+    if (!splits_gaps(analysis, s)) { return; }
+    throw schedule_error(std::nullopt,
+                         "it has an entry over a gap split at a re-run use (a storage leaving "
+                         "again after a re-run read it, or a redrop); stash::allocator does not "
+                         "execute those yet: plan with joint_search::redrop off");
   }
 
   // `s` without the entries of persistent storages, its planned peak recomputed

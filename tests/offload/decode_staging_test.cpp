@@ -10,6 +10,7 @@
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/pool/lifetime_arena.hpp>
 #include <stash/testing/fault_injection.hpp>
 
 #include <doctest/doctest.h>
@@ -350,6 +351,55 @@ TEST_CASE("a prefetch whose decode scratch cannot be sized gives the device memo
   m.deallocate_async(h);
   m.synchronize();
   CHECK(host.stats().in_use_bytes == 0);
+}
+
+TEST_CASE("a decode's scratch is taken on the H2D stream: an arena of the compute stream skips it")
+{
+  // GPU review 2026-11-26b W5: the staged decode's scratch is sized by the host copy's encoded
+  // size, which changes with the data. Taken in the order of the stream the prefetch joins, a
+  // lifetime_arena numbering that stream met another size at the same index every iteration and
+  // served it from its fallback as a deviation.
+  scratch_zvc_transfer::asked.clear();
+  scratch_zvc_transfer::given.clear();
+  using arena =
+      stash::lifetime_arena<stash::host_upstream, stash::greedy_planner, stash::host_stream_order>;
+  stash::host_backend backend;
+  arena device{stash::host_upstream{}, stash::lifetime_arena_options{}};
+  host_pool host{stash::host_upstream{}, stash::pinned_host_pool_options()};
+  auto const s = backend.create_stream();
+  stash::offload_manager<stash::host_backend, arena, host_pool, scratch_zvc_transfer> m(
+      backend, device, host);
+  constexpr std::size_t count = 4096;
+  constexpr std::size_t n     = count * sizeof(float);
+  constexpr int steps         = 4;
+  for (int i = 0; i < steps; ++i) {
+    device.begin_iteration();
+    std::vector<float> data(count, 0.0f);  // 64 (i + 1) nonzeros: another encoded size each time
+    for (std::size_t j = 0; j < 64 * std::size_t(i + 1); ++j) {
+      data[j * 7 % count] = float(j + 1);
+    }
+    auto h  = m.allocate_async(n, s);
+    void* p = m.acquire_async(h, s);
+    backend.launch(s, [&data, p] { std::memcpy(p, data.data(), n); });
+    m.offload_async(h, s);
+    m.synchronize();  // the host copy's size is known: the scratch is sized by it
+    m.prefetch_async(h, s);
+    std::vector<float> back(count);
+    void* q = m.acquire_async(h, s);
+    backend.launch(s, [&back, q] { std::memcpy(back.data(), q, n); });
+    backend.synchronize(s);
+    m.synchronize();
+    CHECK(back == data);
+    m.deallocate_async(h);
+    m.synchronize();
+    backend.synchronize(s);
+    device.end_iteration();
+  }
+  REQUIRE(scratch_zvc_transfer::asked.size() == steps);
+  CHECK(scratch_zvc_transfer::asked[1] != scratch_zvc_transfer::asked[2]);
+  CHECK(device.state() == stash::arena_state::replaying);
+  CHECK(device.stats().fallbacks == 0);  // the tensor's bytes at their slots, every replay
+  CHECK(device.replans() == 0);
 }
 
 }  // namespace STASH_UNITY_ID

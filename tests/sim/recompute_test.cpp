@@ -418,4 +418,128 @@ TEST_CASE("a rebuilt input that cannot be rebuilt: the chain is refused, naming 
         std::string::npos);
 }
 
+// Issue 22, one entry per gap: a re-run's read is a use that splits its storage's gap. x (input,
+// 1000 B) is read by op0 and op5; a (4000 B), dropped after op1, is re-run before op3 by
+// re-running op0, which reads x. h (6000 B) is op4's result, freed right after it.
+//   op0 relu x -> a 5 us   op2 bwd b -> g 3 us       op4 bwd g -> h 7 us
+//   op1 mul a -> b 6 us    op3 bwd a,g -> g 6 us     op5 bwd x,g -> g 3 us
+// x swapped over (0, 3) comes back for the re-run; it may leave again at once, over the sub-gap
+// (3, 5), keeping its host copy (redrop): op4 then needs g + h = 7000 B, not 8000.
+std::string const redrop_text = R"(# stash-trace v1 model=redrop dtype=float32
+t 0 1000 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 2000 act b
+o aten::mul.Tensor 1 2
+p backward
+t 3 1000 temp g
+o my::bwd 2 3
+f 2
+o my::bwd 1,3 3
+f 1
+t 4 6000 temp h
+o my::bwd 3 4
+f 4
+o my::bwd 0,3 3
+f 3
+)";
+
+TEST_CASE("a re-run's read splits the gap: its storage comes back for the re-run, leaves again")
+{
+  auto const t = stash::parse_trace(redrop_text, "redrop");
+  stash::trace_analysis const a(t, model());
+  stash::recompute_entry const drop{1, 1, 3, 3, 4000};
+  stash::swap_entry const first{0, 0, 3, 1, 3, 1000};
+  stash::swap_entry again{0, 3, 5, 4, 5, 1000};
+  again.redrop = true;
+  // Only the first half: x stays from op3 to op5, op4 needs x + g + h.
+  auto const half = stash::make_schedule(a, "hand", 7000, {first}, {drop});
+  CHECK(error_of(a, half).empty());
+  CHECK(half.device_peak == 8000);
+  auto const s = stash::make_schedule(a, "hand", 7000, {first, again}, {drop});
+  REQUIRE(error_of(a, s).empty());
+  CHECK(s.device_peak == 7000);
+  CHECK(s.device_peak == stash::test::reference_planned_peak(a, s));
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  // op0 0-5, op1 5-11 (x's copy 5-6), op2 11-14; x back 14-15 (the re-run waits: a transfer
+  // stall), a re-run 15-20, op3 20-26; x dropped at 26 (no copy), op4 26-33; x back 33-34
+  // (stall), op5 34-37.
+  CHECK(r.iteration_s == stash::test::approx_s(37e-6));
+  CHECK(r.recompute_s == stash::test::approx_s(5e-6));
+  CHECK(r.stall_s == stash::test::approx_s(2e-6));
+  CHECK(r.stall_by_cause[static_cast<std::size_t>(stash::stall_cause::transfer)] ==
+        stash::test::approx_s(2e-6));
+  CHECK(r.d2h_bytes == 1000);  // the redrop copies nothing
+  CHECK(r.h2d_bytes == 2000);
+  CHECK(r.device_peak == 7000);
+  // Leaving right after the re-run (offload_at = 3, before op3's step): x is off during op3
+  // (a + g = 5000 B there; the re-run itself ran with x, g and a: 6000 B), dropped at 20 us.
+  auto early                  = s;
+  early.entries[1].offload_at = 3;
+  early.device_peak           = stash::planned_peak(a, early.entries, early.recomputes);
+  REQUIRE(error_of(a, early).empty());
+  CHECK(early.device_peak == 7000);
+  auto const curve = stash::planned_device_curve(a, early.entries, early.recomputes);
+  CHECK(curve[a.ops().event[3]] == 5000);
+  CHECK(stash::recompute_run_bytes(a, curve, early.recomputes, early.entries) ==
+        std::vector<std::uint64_t>{6000});
+  early.budget = 6000;  // op4 needs g + h = 7000: does not fit; 7000 does
+  CHECK_FALSE(stash::simulate(a, early).fits);
+  early.budget = 7000;
+  auto const e = stash::simulate(a, early);
+  REQUIRE(e.fits);
+  CHECK(e.iteration_s == stash::test::approx_s(37e-6));
+  CHECK(e.d2h_bytes == 1000);
+  CHECK(stash::splits_gaps(a, s));
+  CHECK(stash::splits_gaps(a, half));  // first's gap (0, 3) ends at a re-run use
+  CHECK_FALSE(stash::splits_gaps(a, stash::make_schedule(a, "hand", 9000, {}, {drop})));
+  // Without redrop, the second departure is a second copy of x.
+  auto copied              = s;
+  copied.entries[1].redrop = false;
+  auto const c             = stash::simulate(a, copied);
+  REQUIRE(c.fits);
+  CHECK(c.d2h_bytes == 2000);
+}
+
+TEST_CASE("the validator's rules for re-run uses and redrop entries")
+{
+  auto const t = stash::parse_trace(redrop_text, "redrop");
+  stash::trace_analysis const a(t, model());
+  stash::recompute_entry const drop{1, 1, 3, 3, 4000};
+  stash::swap_entry const first{0, 0, 3, 1, 3, 1000};
+  stash::swap_entry again{0, 3, 5, 4, 5, 1000};
+  again.redrop = true;
+  auto check   = [&](std::vector<stash::swap_entry> sw, std::vector<stash::recompute_entry> rc) {
+    auto s        = stash::make_schedule(a, "hand", 9000, sw, rc);
+    s.device_peak = stash::planned_peak(a, s.entries, s.recomputes);
+    return error_of(a, s);
+  };
+  // No re-run reads x at op3: (0, 3) and (3, 5) are no gaps of x.
+  CHECK(check({first}, {}).find("not consecutive accesses") != std::string::npos);
+  // x swapped across the re-run: away for it.
+  CHECK(check({stash::swap_entry{0, 0, 5, 1, 5, 1000}}, {drop})
+            .find("its re-run reads storage 0 'x', which is not resident before op 3") !=
+        std::string::npos);
+  // A redrop needs the swap entry whose host copy it keeps.
+  CHECK(check({again}, {drop}).find("a redrop entry needs a swap entry") != std::string::npos);
+  auto other_encoding     = again;
+  other_encoding.encoding = stash::swap_encoding::raw;
+  CHECK(check({first, other_encoding}, {drop}).find("a redrop entry needs") != std::string::npos);
+  // Leaving again is issued at the re-run use (early) or after it, never before.
+  auto before       = again;
+  before.offload_at = 2;
+  CHECK(check({first, before}, {drop}).find("must not precede the re-run use at op 3") !=
+        std::string::npos);
+  // A redrop starts at a re-run use only.
+  auto at_access   = first;
+  at_access.redrop = true;
+  CHECK(check({at_access}, {drop}).find("must start at a re-run use") != std::string::npos);
+  // Second departure without a first: a copy of the resident x after its re-run use.
+  auto fresh   = again;
+  fresh.redrop = false;
+  CHECK(check({fresh}, {drop}).empty());
+}
+
 }  // namespace STASH_UNITY_ID

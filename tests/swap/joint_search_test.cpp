@@ -234,4 +234,59 @@ TEST_CASE("lossy only by consent: search weighs fp16 for activations only when o
           << " ms with fp16 activations");
 }
 
+// Issue 22, one entry per gap: recomputing a (dropped after op1, re-run before op3 from x) reads
+// x at op3, which then stays until op5 unless it may leave again: op4 needs x + g + h.
+std::string const rerun_read = R"(# stash-trace v1 model=rerun_read dtype=float32
+t 0 1000 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 2000 act b
+o aten::mul.Tensor 1 2
+p backward
+t 3 1000 temp g
+o my::bwd 2 3
+f 2
+o my::bwd 1,3 3
+f 1
+t 4 6000 temp h
+o my::bwd 3 4
+f 4
+o my::bwd 0,3 3
+f 3
+)";
+
+TEST_CASE("search's redrop repair: a storage a re-run reads leaves again right after it")
+{
+  auto const t = stash::parse_trace(rerun_read, "rerun_read");
+  stash::trace_analysis const a(t, round_model());
+  auto const pinned =
+      stash::make_schedule(a, "hand", 7000, {}, {stash::recompute_entry{1, 1, 3, 3, 4000}});
+  CHECK(pinned.device_peak == 8000);
+  auto const s = stash::detail::with_redrops(a, pinned, false);
+  REQUIRE(s.entries.size() == 1);
+  // x leaves right after the re-run (offload_at 3: before op3's step) and comes back after op4,
+  // the last op over the budget.
+  CHECK(s.entries[0] == stash::swap_entry{0, 3, 5, 3, 5, 1000});
+  CHECK(s.device_peak == 7000);
+  CHECK(stash::splits_gaps(a, s));
+  auto const r = stash::simulate(a, s);
+  CHECK(r.fits);
+  // Only activations and temporaries with activations_only: x is an input, nothing to do.
+  CHECK(stash::detail::with_redrops(a, pinned, true).entries.empty());
+  // A schedule that fits is left alone.
+  auto roomy      = pinned;
+  roomy.budget    = 8000;
+  auto const same = stash::detail::with_redrops(a, roomy, false);
+  CHECK(same.entries.empty());
+  CHECK(same.recomputes == roomy.recomputes);
+  // search plans it only when asked (the allocator does not execute it yet).
+  CHECK_FALSE(stash::splits_gaps(a, stash::joint_search{}.plan(a, 7000)));
+  stash::joint_search redrop;
+  redrop.redrop      = true;
+  auto const planned = redrop.plan(a, 7000);
+  CHECK(planned.fits());
+  CHECK_NOTHROW(stash::validate_schedule(a, planned));
+}
+
 }  // namespace STASH_UNITY_ID

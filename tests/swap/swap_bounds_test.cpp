@@ -7,6 +7,7 @@
 
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
+#include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -531,6 +532,143 @@ TEST_CASE("with wrap gaps the bounds stay bounds: brute force over schedules wit
                  << " with wrap entries");
   CHECK(traces >= 20);
   CHECK(wrapping > 1000);
+}
+
+// Issue 22, one entry per gap: a re-run at op p reading r (r's accesses u < p < q) splits r's gap
+// at p; each half may carry an entry, the second a redrop of the first's host copy.
+struct rerun_split {
+  storage_id r;
+  std::uint64_t u, p, q, bytes;
+};
+
+std::vector<rerun_split> rerun_splits(stash::trace_analysis const& a,
+                                      std::vector<stash::recompute_entry> const& recomputes)
+{
+  std::vector<rerun_split> out;
+  for (auto const& e : recomputes) {
+    for (auto const r : stash::recompute_chain_of(a, e.id, e.last_use, e.at).reads) {
+      auto const& acc = a.lifetimes().storages[r].accesses;
+      for (std::size_t j = 0; j + 1 < acc.size(); ++j) {
+        if (acc[j].op < e.at && e.at < acc[j + 1].op) {
+          out.push_back({r, acc[j].op, e.at, acc[j + 1].op, a.trace().storages()[r].bytes});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Every entry over one half (lo, hi) of a split: swaps (and, for the second half, redrops of the
+// first half's copy) and recomputes; `nullopt`-free choices, "none" is added by the caller.
+std::vector<move_choice> half_choices(rerun_split const& sp, bool second,
+                                      std::optional<stash::swap_entry> const& first)
+{
+  auto const lo = second ? sp.p : sp.u, hi = second ? sp.q : sp.p;
+  std::vector<move_choice> out;
+  for (std::uint64_t off = 0; off <= hi; ++off) {
+    for (std::uint64_t pre = lo + 1; pre <= hi; ++pre) {
+      stash::swap_entry e{sp.r, lo, hi, off, pre, sp.bytes};
+      out.push_back({e, std::nullopt});
+      if (second && first) {
+        e.redrop = true;
+        out.push_back({e, std::nullopt});
+      }
+    }
+  }
+  for (std::uint64_t at = lo + 1; at <= hi; ++at) {
+    out.push_back({std::nullopt, stash::recompute_entry{sp.r, lo, hi, at, sp.bytes}});
+  }
+  return out;
+}
+
+TEST_CASE("with re-run uses the memory bound stays a bound: brute force over sub-gap entries")
+{
+  std::mt19937 rng(20261127);
+  int split_schedules = 0, redrops = 0, traces = 0;
+  for (int round = 0; round < 20; ++round) {
+    CAPTURE(round);
+    auto const t = random_trace(rng, 4 + round % 3, true);
+    stash::trace_analysis const a(t, model_of(round % 2 ? "pcie3_x16" : "h100_sxm", false));
+    auto const least = stash::memory_lower_bound_bytes(a);
+    // Each split of a base schedule's re-run reads, each pair of halves over it.
+    auto visit = [&](std::vector<stash::swap_entry> const& entries,
+                     std::vector<stash::recompute_entry> const& recomputes) {
+      for (auto const& sp : rerun_splits(a, recomputes)) {
+        // the base schedule without r's entries inside (u, q), then each pair of halves
+        std::vector<stash::swap_entry> sw;
+        std::vector<stash::recompute_entry> rc;
+        for (auto const& e : entries) {
+          if (e.id != sp.r || e.wrap || e.next_use <= sp.u || e.last_use >= sp.q) {
+            sw.push_back(e);
+          }
+        }
+        for (auto const& e : recomputes) {
+          if (e.id != sp.r || e.next_use <= sp.u || e.last_use >= sp.q) { rc.push_back(e); }
+        }
+        auto firsts = half_choices(sp, false, std::nullopt);
+        firsts.insert(firsts.begin(), move_choice{});
+        for (auto const& f : firsts) {
+          auto seconds = half_choices(sp, true, f.swap);
+          for (auto const& g : seconds) {
+            auto s_sw = sw;
+            auto s_rc = rc;
+            for (auto const* m : {&f, &g}) {
+              if (m->swap) { s_sw.push_back(*m->swap); }
+              if (m->recompute) { s_rc.insert(s_rc.begin(), *m->recompute); }
+            }
+            std::stable_sort(s_rc.begin(), s_rc.end(),
+                             [](auto const& x, auto const& y) { return x.at < y.at; });
+            auto const s = stash::make_schedule(a, "brute", least, s_sw, s_rc);
+            try {
+              stash::validate_schedule(a, s);
+            } catch (stash::schedule_error const&) {
+              continue;
+            }
+            ++split_schedules;
+            redrops += g.swap && g.swap->redrop ? 1 : 0;
+            CHECK(s.device_peak >= least);  // the planned peak is no lower either
+            CHECK_FALSE(fits(a, s_sw, least - 1, nullptr, s_rc));
+            double secs = 0;
+            if (fits(a, s_sw, least, &secs, s_rc)) {
+              CHECK(secs >= stash::iteration_time_lower_bound(a, least) * (1 - 1e-12));
+            }
+          }
+        }
+      }
+    };
+    // The bases: each legal recompute entry, alone and beside each legal entry of another gap.
+    auto const gaps = entry_choices(a, stash::swap_scope::any_kind, true);
+    bool any        = false;
+    for (std::size_t g = 0; g < gaps.size(); ++g) {
+      for (auto const& m : gaps[g]) {
+        if (!m.recompute) { continue; }
+        any = true;
+        visit({}, {*m.recompute});
+        for (std::size_t h = 0; h < gaps.size(); ++h) {
+          for (auto const& o : gaps[h]) {
+            if (h == g) { continue; }
+            std::vector<stash::recompute_entry> rc{*m.recompute};
+            if (o.recompute) { rc.push_back(*o.recompute); }
+            std::stable_sort(rc.begin(), rc.end(),
+                             [](auto const& x, auto const& y) { return x.at < y.at; });
+            auto const sw = o.swap ? std::vector{*o.swap} : std::vector<stash::swap_entry>{};
+            try {
+              stash::validate_schedule(a, stash::make_schedule(a, "base", 0, sw, rc));
+            } catch (stash::schedule_error const&) {
+              continue;
+            }
+            visit(sw, rc);
+          }
+        }
+      }
+    }
+    traces += any ? 1 : 0;
+  }
+  MESSAGE(traces << " traces, " << split_schedules << " schedules leaving again after a re-run, "
+                 << redrops << " with redrop entries");
+  CHECK(traces >= 14);
+  CHECK(split_schedules > 1000);  // 5404, 1918 with redrops, on 18 traces when written
+  CHECK(redrops > 300);
 }
 
 }  // namespace STASH_UNITY_ID

@@ -830,9 +830,10 @@ class offload_manager {
     // While capturing `in` is a capturing stream, which the pools see (see offload_async).
     stream_ref const tag  = backend_.tag(in ? *in : h2d_);
     std::string const why = "prefetch of tensor " + to_string(h) + "; its host copy stays valid";
-    checks_.reserve_one();  // nothing can fail once the decode is queued
-    void* device          = take(device_pool_, e.bytes, tag, "device pool", why);
-    queued_decode const q = queue_prefetch(e, in, device, tag, why);
+    checks_.reserve_one();                            // nothing can fail once the decode is queued
+    stream_ref const scratch = scratch_tag(in, tag);  // may throw: before anything is taken
+    void* device             = take(device_pool_, e.bytes, tag, "device pool", why);
+    queued_decode const q    = queue_prefetch(e, in, device, scratch, why);
     // From here the tensor is on its way back: the entry holds the device bytes first, then the
     // host copy is handed to its status check or given back (give_back never throws).
     void* const host = e.host;
@@ -854,6 +855,17 @@ class offload_manager {
     stats_.bytes_prefetched += e.bytes;
   }
 
+  // Where a decode's scratch is taken: in the H2D stream's order, the decode being its only user.
+  // Its size follows the host copy's (the encoded size, data dependent, or the capacity while the
+  // host has not seen the offload complete, timing dependent), so in `in`'s order a pool that
+  // numbers that stream's allocations (lifetime_arena) would meet another size every iteration
+  // and serve it as a deviation (GPU review 2026-11-26b W5). While `in` is being captured, its
+  // order, which the pools see (they take nothing new while capturing).
+  stream_ref scratch_tag(std::optional<stream_type> in, stream_ref tag)
+  {
+    return in && !backend_.capturing(*in) ? backend_.tag(h2d_) : tag;
+  }
+
   // The host copy's size, when the host knows it: the offload's event has passed (a tensor of a
   // captured graph is never polled, so its size is never known: each launch may differ).
   [[nodiscard]] std::size_t known_encoded_bytes(entry const& e) const noexcept
@@ -871,10 +883,10 @@ class offload_manager {
     event_type decoded{};
   };
 
-  // Queues the decode of `e`'s host copy into `device` (taken in `tag`'s order) on the H2D
-  // stream. On any failure, `device` and the scratch go back in the H2D stream's order (work
-  // queued before the failure may still use them) and the error propagates: the host copy and
-  // the entry are untouched, ready for a retry.
+  // Queues the decode of `e`'s host copy into `device` on the H2D stream, its scratch taken in
+  // `tag`'s order (scratch_tag). On any failure, `device` and the scratch go back in the H2D
+  // stream's order (work queued before the failure may still use them) and the error propagates:
+  // the host copy and the entry are untouched, ready for a retry.
   queued_decode queue_prefetch(entry const& e, std::optional<stream_type> in, void* device,
                                stream_ref tag, std::string const& why)
   {

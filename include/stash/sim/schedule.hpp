@@ -49,6 +49,30 @@
  * frees (back after them, as a prefetch issued at `at`); while entry k of a batch runs, the planned
  * bytes are the level after op at-1's end frees, less the batch's entries after k, plus k's
  * transient bytes.
+ *
+ * Re-run uses (issue 22, "one entry per gap"): a storage R that recompute entry k's re-runs read
+ * (recompute_chain::reads) is used at op k.at too, before op k.at's step. Such a use splits R's
+ * gap between two consecutive accesses into sub-gaps, each of which may carry its own entry: an
+ * entry's last_use and next_use are then uses of R (accesses or re-run uses) with no access of R
+ * strictly between them. So R may come back for the re-run and leave again right after it:
+ *  - an entry whose next_use is a re-run use that is not an access of R is waited for by the
+ *    re-runs of op next_use (a prefetch must be back before the batch starts; a recompute entry
+ *    of R runs in the batch before the entry that reads R). An entry whose next_use is an access
+ *    of R is op next_use's, as before: the re-runs at that op do not wait for it, so R is not
+ *    resident for them;
+ *  - an entry whose last_use p is a re-run use that is not an access of R (early_departure) may
+ *    leave right after the batch of re-runs at p, before op p's step: a recompute entry always
+ *    does, a swap entry with offload_at = p does (its copy is issued when compute reaches op p
+ *    and may overlap the batch, which only reads R; not for an R the batch itself rebuilds,
+ *    whose copy would start before its value exists: then offload_at > p), a swap entry with
+ *    offload_at > p leaves as before, after op offload_at - 1. The planned curve counts an early
+ *    departure off from op p's step on (the first event after op p-1's end frees) and counts it
+ *    back while the batch runs (recompute_run_bytes). With `redrop` set a swap entry copies
+ *    nothing: the host copy of R made for the previous sub-gap (a swap entry of R whose next_use
+ *    is this entry's last_use, with the same encoding) is still valid, since no op writes R
+ *    inside one gap between accesses; the device bytes are released when the batch (early) or
+ *    op offload_at - 1 (late) ends, and its prefetch is one more H2D copy of that host copy.
+ * A schedule without re-run-use entries is planned and timed as before.
  * The simulator (sim/simulator.hpp) times the same schedule. Schedules live in sim/, the lowest
  * component that reads them; swap policies (swap/) write them.
  */
@@ -85,6 +109,10 @@ struct swap_entry {
   /// True for a wrap entry: the gap from the last access of an iteration to the first of the
   /// next (see the file comment); false (the default) for a gap inside one iteration.
   bool wrap{false};
+  /// True when the offload copies nothing (see the file comment, re-run uses): last_use is a
+  /// re-run use and the previous swap entry of the same storage, ending there, left a host copy
+  /// that is still valid; the device bytes are dropped when op last_use ends.
+  bool redrop{false};
 
   /// @brief Field by field.
   friend constexpr bool operator==(swap_entry const&, swap_entry const&) = default;
@@ -239,19 +267,94 @@ namespace detail {
 
 namespace detail {
 
+// Whether op `op` accesses storage `id` (a recorded access, not a re-run use).
+[[nodiscard]] inline bool is_access(trace_analysis const& a, storage_id id, std::uint64_t op)
+{
+  auto const& acc = a.lifetimes().storages[id].accesses;
+  auto const it =
+      std::lower_bound(acc.begin(), acc.end(), op,
+                       [](storage_access const& x, std::uint64_t o) { return x.op < o; });
+  return it != acc.end() && it->op == op;
+}
+
+// Whether swap entry `e` leaves right after the batch of re-runs at its last_use (see the file
+// comment: last_use is a re-run use only, offload_at = last_use).
+[[nodiscard]] inline bool early_departure(trace_analysis const& a, swap_entry const& e)
+{
+  return !e.wrap && e.offload_at == e.last_use && e.id < a.trace().storages().size() &&
+         e.last_use < a.op_count() && !is_access(a, e.id, e.last_use);
+}
+// Whether recompute entry `e` leaves right after the batch of re-runs at its last_use.
+[[nodiscard]] inline bool early_departure(trace_analysis const& a, recompute_entry const& e)
+{
+  return e.id < a.trace().storages().size() && e.last_use < a.op_count() &&
+         !is_access(a, e.id, e.last_use);
+}
+
+// The re-run uses of a schedule (see the file comment): each recompute entry's chain, computed
+// once (nullopt for an entry outside the trace, which validate_schedule refuses), and each
+// storage's re-run uses, sorted and unique (an entry whose chain is not valid adds none).
+struct rerun_index {
+  std::vector<std::optional<recompute_chain>> chains;
+  std::vector<std::vector<std::uint64_t>> uses;
+
+  rerun_index(trace_analysis const& a, std::span<recompute_entry const> recomputes)
+      : chains(recomputes.size()), uses(a.trace().storages().size())
+  {
+    for (std::size_t k = 0; k < recomputes.size(); ++k) {
+      auto const& e = recomputes[k];
+      if (e.id >= uses.size() || e.last_use >= e.at || e.at >= a.op_count()) { continue; }
+      chains[k] = recompute_chain_of(a, e.id, e.last_use, e.at);
+      if (!chains[k]->valid()) { continue; }
+      for (auto const r : chains[k]->reads) { uses[r].push_back(e.at); }
+    }
+    for (auto& u : uses) {
+      std::sort(u.begin(), u.end());
+      u.erase(std::unique(u.begin(), u.end()), u.end());
+    }
+  }
+
+  // Whether `op` is a use of `id`: an access or a re-run use.
+  [[nodiscard]] bool is_use(trace_analysis const& a, storage_id id, std::uint64_t op) const
+  {
+    return is_access(a, id, op) || std::binary_search(uses[id].begin(), uses[id].end(), op);
+  }
+  // Whether `op` is a re-run use of `id` that is not an access of it.
+  [[nodiscard]] bool rerun_only(trace_analysis const& a, storage_id id, std::uint64_t op) const
+  {
+    return std::binary_search(uses[id].begin(), uses[id].end(), op) && !is_access(a, id, op);
+  }
+};
+
+// Empty when ops u < v are consecutive uses of `id` (accesses or re-run uses, no access
+// between); else what is wrong.
+[[nodiscard]] inline std::string gap_fault(trace_analysis const& a, rerun_index const& reruns,
+                                           storage_id id, std::uint64_t u, std::uint64_t v)
+{
+  auto const& acc    = a.lifetimes().storages[id].accesses;
+  auto const after_u = std::upper_bound(
+      acc.begin(), acc.end(), u, [](std::uint64_t o, storage_access const& x) { return o < x.op; });
+  bool const between = after_u != acc.end() && after_u->op < v;
+  if (u < v && !between && reruns.is_use(a, id, u) && reruns.is_use(a, id, v)) { return {}; }
+  return "ops " + std::to_string(u) + " and " + std::to_string(v) +
+         " are not consecutive accesses of it (nor re-run uses with no access between)";
+}
+
 // Where storage `r` is at op `at` for recompute entry `k` of `s`: resident (0), rematerialised by
 // an earlier entry of k's batch (its depth), or away (nullopt). `recompute_depth[j]` holds the
-// depth of entries j < k.
+// depth of entries j < k. A swap entry of r ending at `at` keeps r away unless `at` is a re-run
+// use that is not an access of r (the batch waits for that prefetch: see the file comment).
 [[nodiscard]] inline std::optional<std::size_t> read_depth(
-    schedule const& s, std::span<std::vector<std::size_t> const> swaps_of,
+    trace_analysis const& a, schedule const& s, std::span<std::vector<std::size_t> const> swaps_of,
     std::span<std::vector<std::size_t> const> recomputes_of,
     std::span<std::size_t const> recompute_depth, storage_id r, std::size_t k)
 {
   auto const at = s.recomputes[k].at;
   for (auto const j : swaps_of[r]) {
-    auto const& e = s.entries[j];
-    bool const away =
-        e.wrap ? (e.last_use < at || at <= e.next_use) : (e.last_use < at && at <= e.next_use);
+    auto const& e   = s.entries[j];
+    bool const away = e.wrap ? (e.last_use < at || at <= e.next_use)
+                             : (e.last_use < at &&
+                                (at < e.next_use || (at == e.next_use && is_access(a, r, at))));
     if (away) { return std::nullopt; }
   }
   for (auto const j : recomputes_of[r]) {
@@ -266,7 +369,8 @@ namespace detail {
 }
 
 // Checks recompute entry k's own fields (the rules that need no other entry).
-inline void validate_recompute_fields(trace_analysis const& a, schedule const& s, std::size_t k)
+inline void validate_recompute_fields(trace_analysis const& a, schedule const& s,
+                                      rerun_index const& reruns, std::size_t k)
 {
   auto const& e = s.recomputes[k];
   auto const& t = a.trace();
@@ -284,12 +388,8 @@ inline void validate_recompute_fields(trace_analysis const& a, schedule const& s
   if (e.last_use >= n || e.next_use >= n || e.at >= n) {
     fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
   }
-  auto const& acc = a.lifetimes().storages[e.id].accesses;
-  auto const it   = std::find_if(acc.begin(), acc.end(),
-                                 [&](storage_access const& x) { return x.op == e.last_use; });
-  if (it == acc.end() || it + 1 == acc.end() || (it + 1)->op != e.next_use) {
-    fail(who + ": ops " + std::to_string(e.last_use) + " and " + std::to_string(e.next_use) +
-         " are not consecutive accesses of it");
+  if (auto const fault = gap_fault(a, reruns, e.id, e.last_use, e.next_use); !fault.empty()) {
+    fail(who + ": " + fault);
   }
   if (!(e.last_use < e.at && e.at <= e.next_use)) {
     fail(who + ": at " + std::to_string(e.at) + " must be in (last_use " +
@@ -299,8 +399,9 @@ inline void validate_recompute_fields(trace_analysis const& a, schedule const& s
     fail(who + ": listed after an entry that runs later (at " +
          std::to_string(s.recomputes[k - 1].at) + ")");
   }
-  auto const chain = recompute_chain_of(a, e.id, e.last_use, e.at);
-  if (!chain.valid()) { fail(who + " cannot be recomputed: " + chain.refusal); }
+  if (!reruns.chains[k]->valid()) {
+    fail(who + " cannot be recomputed: " + reruns.chains[k]->refusal);
+  }
 }
 
 // Checks wrap entry k (see the file comment), its id and bytes already checked.
@@ -349,14 +450,15 @@ inline void check_gap_overlap(trace const& t, storage_id id,
 }
 
 // The recompute rules (see the file comment): fields, chain, order, overlaps, resident reads.
-inline void validate_recomputes(trace_analysis const& a, schedule const& s)
+inline void validate_recomputes(trace_analysis const& a, schedule const& s,
+                                rerun_index const& reruns)
 {
   auto const& t = a.trace();
   std::vector<std::vector<std::size_t>> swaps_of(t.storages().size());
   std::vector<std::vector<std::size_t>> recomputes_of(t.storages().size());
   for (std::size_t j = 0; j < s.entries.size(); ++j) { swaps_of[s.entries[j].id].push_back(j); }
   for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
-    validate_recompute_fields(a, s, k);
+    validate_recompute_fields(a, s, reruns, k);
     recomputes_of[s.recomputes[k].id].push_back(k);
   }
   std::vector<std::size_t> depth(s.recomputes.size(), 1);
@@ -370,8 +472,8 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s)
       gaps.emplace_back(s.recomputes[j].last_use, s.recomputes[j].next_use);
     }
     check_gap_overlap(t, e.id, std::move(gaps), k);
-    for (auto const r : recompute_chain_of(a, e.id, e.last_use, e.at).reads) {
-      auto const d = read_depth(s, swaps_of, recomputes_of, depth, r, k);
+    for (auto const r : reruns.chains[k]->reads) {
+      auto const d = read_depth(a, s, swaps_of, recomputes_of, depth, r, k);
       if (!d) {
         throw schedule_error::in_recompute(
             k, describe(t, e.id) + ": its re-run reads " + describe(t, r) +
@@ -387,28 +489,108 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s)
   }
 }
 
+// Checks swap entry k inside one iteration (not a wrap), its id and bytes already checked.
+inline void validate_swap_fields(trace_analysis const& a, schedule const& s,
+                                 rerun_index const& reruns, std::size_t k)
+{
+  auto const& e  = s.entries[k];
+  auto const n   = a.op_count();
+  auto const who = describe(a.trace(), e.id);
+  auto fail      = [&](std::string const& what) { throw schedule_error(k, what); };
+  if (e.last_use >= n || e.next_use >= n || e.offload_at >= n || e.prefetch_at >= n) {
+    fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
+  }
+  if (auto const fault = gap_fault(a, reruns, e.id, e.last_use, e.next_use); !fault.empty()) {
+    fail(who + ": " + fault);
+  }
+  if (!(e.last_use < e.prefetch_at && e.prefetch_at <= e.next_use)) {
+    fail(who + ": prefetch_at " + std::to_string(e.prefetch_at) + " must be in (last_use " +
+         std::to_string(e.last_use) + ", next_use " + std::to_string(e.next_use) + "]");
+  }
+  if (e.offload_at >= e.prefetch_at) {
+    fail(who + ": offload_at " + std::to_string(e.offload_at) + " must precede prefetch_at " +
+         std::to_string(e.prefetch_at));
+  }
+  if (a.trace().alloc_event(e.id) >= a.ops().event[e.offload_at]) {
+    fail(who + ": offload_at " + std::to_string(e.offload_at) +
+         " starts before the storage is allocated");
+  }
+  bool const after_rerun = reruns.rerun_only(a, e.id, e.last_use);
+  if (after_rerun && e.offload_at < e.last_use) {
+    fail(who + ": offload_at " + std::to_string(e.offload_at) +
+         " must not precede the re-run use at op " + std::to_string(e.last_use));
+  }
+  if (after_rerun && e.offload_at == e.last_use && !e.redrop &&
+      std::any_of(s.recomputes.begin(), s.recomputes.end(),
+                  [&](recompute_entry const& r) { return r.id == e.id && r.at == e.last_use; })) {
+    fail(who + ": rebuilt by the re-runs at op " + std::to_string(e.last_use) +
+         ", its copy must be issued after them (offload_at > " + std::to_string(e.last_use) + ")");
+  }
+  if (e.redrop && !after_rerun) {
+    fail(who +
+         ": a redrop entry must start at a re-run use that is not an access of it, not at op " +
+         std::to_string(e.last_use));
+  }
+  for (auto const& x : a.lifetimes().storages[e.id].accesses) {
+    if (x.op <= e.last_use && x.write && x.op >= e.offload_at) {
+      fail(who + ": op " + std::to_string(x.op) + " writes it after its offload starts (op " +
+           std::to_string(e.offload_at) + ")");
+    }
+  }
+}
+
+// Two swap entries of one storage (sorted by last_use) that overlap, a redrop entry without the
+// swap entry whose host copy it keeps, or a wrap entry overlapping the first entry.
+inline void check_swap_sequence(trace const& t, schedule const& s, storage_id id,
+                                std::vector<std::size_t> const& list)
+{
+  for (std::size_t j = 0; j < list.size(); ++j) {
+    auto const& cur = s.entries[list[j]];
+    if (j > 0) {
+      auto const& prev = s.entries[list[j - 1]];
+      if (cur.last_use == prev.last_use || cur.offload_at < prev.next_use) {
+        throw schedule_error(list[j], describe(t, id) + " overlaps entry " +
+                                          std::to_string(list[j - 1]) + " of the same storage");
+      }
+    }
+    if (cur.redrop &&
+        (j == 0 || s.entries[list[j - 1]].wrap || s.entries[list[j - 1]].next_use != cur.last_use ||
+         s.entries[list[j - 1]].encoding != cur.encoding)) {
+      throw schedule_error(list[j],
+                           describe(t, id) +
+                               ": a redrop entry needs a swap entry of it ending at its "
+                               "last_use, with the same encoding, whose host copy it keeps");
+    }
+  }
+  // A wrap entry (the last by last_use) ends where the first one may begin: the ring closes.
+  auto const& wrap = s.entries[list.back()];
+  if (wrap.wrap && list.size() > 1 && s.entries[list.front()].offload_at < wrap.next_use) {
+    throw schedule_error(list.front(), describe(t, id) + " overlaps wrap entry " +
+                                           std::to_string(list.back()) + " of the same storage");
+  }
+}
+
 }  // namespace detail
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
 ///
 /// Rules: the storage exists and its size is `bytes`; last_use and next_use are consecutive
-/// accesses of it; no op in [offload_at, last_use] writes it and it is allocated before
-/// offload_at starts; last_use < prefetch_at <= next_use and offload_at < prefetch_at; two
-/// entries of one storage do not overlap (the later one's offload starts at or after the earlier
-/// one's next use); a wrap entry follows the rules of the file comment; recompute entries follow
-/// the rules of the file comment (the error names the
-/// recompute entry: schedule_error::recompute_entry); device_peak is the planned peak and
-/// baseline_peak the trace's peak.
+/// uses of it (accesses, or re-run uses with no access between: see the file comment); no op in
+/// [offload_at, last_use] writes it and it is allocated before offload_at starts; last_use <
+/// prefetch_at <= next_use and offload_at < prefetch_at, and offload_at > last_use when last_use
+/// is only a re-run use; two entries of one storage do not overlap (the later one's offload
+/// starts at or after the earlier one's next use); a redrop entry starts at a re-run use where
+/// the previous swap entry of its storage ends, with its encoding; a wrap entry follows the
+/// rules of the file comment (and is no redrop); recompute entries follow the rules of the file
+/// comment (the error names the recompute entry: schedule_error::recompute_entry); device_peak
+/// is the planned peak and baseline_peak the trace's peak.
 /// @param analysis The recorded iteration's facts.
 /// @param s The schedule.
-// Kept whole (~70 lines): it is the list of rules in the comment above, in that order, each a
-// check with its own message; splitting would only scatter the list.
 inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 {
   auto const& t    = analysis.trace();
   auto const& life = analysis.lifetimes();
-  auto const& ops  = analysis.ops();
-  auto const n     = t.ops().size();
+  detail::rerun_index const reruns(analysis, s.recomputes);
   std::map<storage_id, std::vector<std::size_t>> by_storage;
   for (std::size_t k = 0; k < s.entries.size(); ++k) {
     auto const& e = s.entries[k];
@@ -417,43 +599,17 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
       fail("storage id " + std::to_string(e.id) + " does not exist (the trace has " +
            std::to_string(t.storages().size()) + " storages)");
     }
-    auto const who = detail::describe(t, e.id);
     if (e.bytes != t.storages()[e.id].bytes) {
-      fail(who + ": bytes " + std::to_string(e.bytes) + " differ from its size " +
-           std::to_string(t.storages()[e.id].bytes));
+      fail(detail::describe(t, e.id) + ": bytes " + std::to_string(e.bytes) +
+           " differ from its size " + std::to_string(t.storages()[e.id].bytes));
+    }
+    if (e.wrap && e.redrop) {
+      fail(detail::describe(t, e.id) + ": a wrap entry cannot be a redrop");
     }
     if (e.wrap) {
       detail::validate_wrap_entry(analysis, s, k);
-      by_storage[e.id].push_back(k);
-      continue;
-    }
-    if (e.last_use >= n || e.next_use >= n || e.offload_at >= n || e.prefetch_at >= n) {
-      fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
-    }
-    auto const& acc = life.storages[e.id].accesses;
-    auto const at   = std::find_if(acc.begin(), acc.end(),
-                                   [&](storage_access const& a) { return a.op == e.last_use; });
-    if (at == acc.end() || at + 1 == acc.end() || (at + 1)->op != e.next_use) {
-      fail(who + ": ops " + std::to_string(e.last_use) + " and " + std::to_string(e.next_use) +
-           " are not consecutive accesses of it");
-    }
-    if (!(e.last_use < e.prefetch_at && e.prefetch_at <= e.next_use)) {
-      fail(who + ": prefetch_at " + std::to_string(e.prefetch_at) + " must be in (last_use " +
-           std::to_string(e.last_use) + ", next_use " + std::to_string(e.next_use) + "]");
-    }
-    if (e.offload_at >= e.prefetch_at) {
-      fail(who + ": offload_at " + std::to_string(e.offload_at) + " must precede prefetch_at " +
-           std::to_string(e.prefetch_at));
-    }
-    if (t.alloc_event(e.id) >= ops.event[e.offload_at]) {
-      fail(who + ": offload_at " + std::to_string(e.offload_at) +
-           " starts before the storage is allocated");
-    }
-    for (auto a = acc.begin(); a != at + 1; ++a) {
-      if (a->write && a->op >= e.offload_at) {
-        fail(who + ": op " + std::to_string(a->op) + " writes it after its offload starts (op " +
-             std::to_string(e.offload_at) + ")");
-      }
+    } else {
+      detail::validate_swap_fields(analysis, s, reruns, k);
     }
     by_storage[e.id].push_back(k);
   }
@@ -461,27 +617,14 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
     std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
       return s.entries[a].last_use < s.entries[b].last_use;
     });
-    for (std::size_t j = 1; j < list.size(); ++j) {
-      auto const& prev = s.entries[list[j - 1]];
-      auto const& cur  = s.entries[list[j]];
-      if (cur.last_use == prev.last_use || cur.offload_at < prev.next_use) {
-        throw schedule_error(list[j], detail::describe(t, id) + " overlaps entry " +
-                                          std::to_string(list[j - 1]) + " of the same storage");
-      }
-    }
-    // A wrap entry (the last by last_use) ends where the first one may begin: the ring closes.
-    auto const& wrap = s.entries[list.back()];
-    if (wrap.wrap && list.size() > 1 && s.entries[list.front()].offload_at < wrap.next_use) {
-      throw schedule_error(list.front(), detail::describe(t, id) + " overlaps wrap entry " +
-                                             std::to_string(list.back()) + " of the same storage");
-    }
+    detail::check_swap_sequence(t, s, id, list);
   }
   if (s.baseline_peak != life.peak_live_bytes) {
     throw schedule_error(std::nullopt, "baseline_peak " + std::to_string(s.baseline_peak) +
                                            " is not the trace's peak " +
                                            std::to_string(life.peak_live_bytes));
   }
-  detail::validate_recomputes(analysis, s);
+  detail::validate_recomputes(analysis, s, reruns);
   auto const peak = planned_peak(analysis, s.entries, s.recomputes);
   if (s.device_peak != peak) {
     throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
@@ -538,8 +681,11 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   auto const& ops   = analysis.ops();
   auto const events = analysis.trace().events();
   auto const back   = detail::back_after(analysis, e.prefetch_at == 0 ? 0 : e.prefetch_at - 1);
-  auto const w      = planned_off_window(e, ops);
-  auto const last   = e.wrap ? events.size() - 1 : back;
+  auto w            = planned_off_window(e, ops);
+  if (detail::early_departure(analysis, e) && e.last_use > 0) {  // off from op last_use's step
+    w.after = detail::back_after(analysis, e.last_use - 1);
+  }
+  auto const last = e.wrap ? events.size() - 1 : back;
   if (w.after + 1 <= last) { f(w.after + 1, last); }
   if (e.wrap && e.prefetch_at > 0) {  // the head: on the host until its prefetch
     auto const from = analysis.trace().alloc_event(e.id);
@@ -577,7 +723,10 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   }
   for (auto const& e : recomputes) {  // a re-run is back as a prefetch issued at `at` is
     if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    off(ops.event[e.last_use] + 1, detail::back_after(analysis, e.at - 1), e.bytes);
+    auto const from = detail::early_departure(analysis, e) && e.last_use > 0
+                          ? detail::back_after(analysis, e.last_use - 1) + 1
+                          : ops.event[e.last_use] + 1;
+    off(from, detail::back_after(analysis, e.at - 1), e.bytes);
   }
   std::vector<std::uint64_t> curve(events.size());
   std::uint64_t live   = 0;
@@ -628,11 +777,35 @@ namespace detail {
 /// @param analysis The recorded iteration's facts.
 /// @param curve The planned device bytes per op (planned_device_curve).
 /// @param recomputes Recompute entries.
+/// @param entries The schedule's swap entries: those leaving right after a batch (early
+/// departures, see the file comment) are counted while it runs.
 /// @return Device bytes the recompute runs add at each op.
 [[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
     trace_analysis const& analysis, std::span<std::uint64_t const> curve,
-    std::span<recompute_entry const> recomputes)
+    std::span<recompute_entry const> recomputes, std::span<swap_entry const> entries = {})
 {
+  // bytes that leave right after the batch at each op, resident while it runs
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> leaving;
+  for (auto const& e : entries) {
+    if (detail::in_trace(analysis, e) && detail::early_departure(analysis, e)) {
+      leaving.emplace_back(e.last_use, e.bytes);
+    }
+  }
+  for (auto const& e : recomputes) {
+    if (detail::in_trace(analysis, e) && detail::early_departure(analysis, e)) {
+      leaving.emplace_back(e.last_use, e.bytes);
+    }
+  }
+  std::sort(leaving.begin(), leaving.end());
+  auto leaving_at = [&](std::uint64_t at) {
+    std::uint64_t sum = 0;
+    for (auto it =
+             std::lower_bound(leaving.begin(), leaving.end(), std::make_pair(at, std::uint64_t{0}));
+         it != leaving.end() && it->first == at; ++it) {
+      sum += it->second;
+    }
+    return sum;
+  };
   std::vector<std::uint64_t> out(recomputes.size());
   std::uint64_t still_to_come = 0;  // bytes of the batch's entries after the current one
   std::uint64_t level         = 0;
@@ -643,7 +816,7 @@ namespace detail {
   for (std::size_t k = 0; k < recomputes.size(); ++k) {
     auto const& e = recomputes[k];
     if (k == 0 || recomputes[k - 1].at != e.at) {
-      level         = detail::level_after_end_frees(analysis, curve, e.at - 1);
+      level         = detail::level_after_end_frees(analysis, curve, e.at - 1) + leaving_at(e.at);
       still_to_come = 0;
       for (auto j = k; j < recomputes.size() && recomputes[j].at == e.at; ++j) {
         still_to_come += recomputes[j].bytes;
@@ -673,10 +846,32 @@ namespace detail {
 {
   auto const curve = planned_device_curve(analysis, entries, recomputes);
   auto peak        = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
-  for (auto const b : recompute_run_bytes(analysis, curve, recomputes)) {
+  for (auto const b : recompute_run_bytes(analysis, curve, recomputes, entries)) {
     peak = std::max(peak, b);
   }
   return peak;
+}
+
+/// @brief Whether `s` has an entry that starts or ends at a re-run use that is not an access of
+/// its storage, or a redrop entry (see the file comment): what stash::allocator does not execute
+/// yet, and refuses.
+/// @param analysis The recorded iteration's facts.
+/// @param s A valid schedule (validate_schedule).
+/// @return True when some entry splits a gap at a re-run use.
+[[nodiscard]] inline bool splits_gaps(trace_analysis const& analysis, schedule const& s)
+{
+  auto const n = analysis.op_count();
+  auto sub_gap = [&](storage_id id, std::uint64_t u, std::uint64_t v) {
+    return id < analysis.trace().storages().size() && u < n && v < n &&
+           (!detail::is_access(analysis, id, u) || !detail::is_access(analysis, id, v));
+  };
+  return std::any_of(s.entries.begin(), s.entries.end(),
+                     [&](swap_entry const& e) {
+                       return e.redrop || (!e.wrap && sub_gap(e.id, e.last_use, e.next_use));
+                     }) ||
+         std::any_of(s.recomputes.begin(), s.recomputes.end(), [&](recompute_entry const& e) {
+           return sub_gap(e.id, e.last_use, e.next_use);
+         });
 }
 
 /// @brief A schedule for `entries` with its peaks filled in.

@@ -30,7 +30,15 @@
  *    its storage's bytes plus its transient bytes free (a memory stall otherwise), runs for its
  *    chain's time (recompute_chain.hpp, priced by the cost model), then keeps the storage's bytes
  *    and returns the transient ones. Its storage's bytes are released when op last_use ends.
- *    sim_result::recompute_s sums their time, apart from compute_s and the stalls.
+ *    sim_result::recompute_s sums their time, apart from compute_s and the stalls. A batch also
+ *    waits for the prefetches of the swap entries whose next_use is one of its re-run uses that
+ *    is not an access of the storage (schedule.hpp, re-run uses): a stall of the prefetch's
+ *    cause, as an op's. An entry leaving right after the batch at its last_use (an early
+ *    departure, schedule.hpp) releases its bytes when the batch has ended (and its copy, if it
+ *    has one, has finished), before op last_use takes its step. A redrop swap entry copies
+ *    nothing: it occupies no copy engine, charges no encode, and releases its bytes when the
+ *    batch ends (early) or when compute reaches op offload_at (late); its prefetch waits for no
+ *    offload.
  *  - Wrap entries (schedule.hpp) model the steady state of a replayed iteration. Their storages
  *    start it on the host: op 0's step leaves them out, and their prefetch, issued at op
  *    prefetch_at (0: at the start), queues on the H2D engine with the others without waiting for
@@ -258,12 +266,35 @@ class simulation {
     double const share = a_.model().params().codec_compute_share;
     for (std::uint32_t k = 0; k < m; ++k) {
       auto const& e = entries_[k];
-      extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
+      if (!e.redrop) {
+        extra_s_[e.offload_at] += share * a_.model().encode_time(e.bytes, e.encoding);
+      }
       extra_s_[e.next_use] += share * a_.model().decode_time(e.bytes, e.encoding);
     }
+    // the prefetches a batch of re-runs waits for: those ending at a re-run use only
+    auto const batch_waits = [&](std::size_t k) {
+      auto const& e = entries_[k];
+      return !e.wrap && e.next_use < n_ && !is_access(a_, e.id, e.next_use);
+    };
+    std::vector<std::uint32_t> waiting;
+    for (std::uint32_t k = 0; k < m; ++k) {
+      if (batch_waits(k)) { waiting.push_back(k); }
+    }
+    build_subset(rc_waits_at_, waiting, [&](std::uint32_t k) { return entries_[k].next_use; });
     auto const rm = recomputes_.size();
     recomputes_at_.build(n_, rm, [&](std::size_t k) { return recomputes_[k].at; });
-    rc_release_after_.build(n_, rm, [&](std::size_t k) { return recomputes_[k].last_use; });
+    // recompute entries released when op last_use ends, or (early departures) after its batch
+    std::vector<std::uint32_t> late_rc, early_rc, early_sw;
+    for (std::uint32_t k = 0; k < rm; ++k) {
+      (early_departure(a_, recomputes_[k]) ? early_rc : late_rc).push_back(k);
+    }
+    for (std::uint32_t k = 0; k < m; ++k) {
+      if (early_departure(a_, entries_[k])) { early_sw.push_back(k); }
+    }
+    build_subset(rc_release_after_, late_rc,
+                 [&](std::uint32_t k) { return recomputes_[k].last_use; });
+    build_subset(rc_early_at_, early_rc, [&](std::uint32_t k) { return recomputes_[k].last_use; });
+    build_subset(sw_early_at_, early_sw, [&](std::uint32_t k) { return entries_[k].last_use; });
     rc_seconds_.reserve(recomputes_.size());
     rc_transient_.reserve(recomputes_.size());
     for (std::uint32_t k = 0; k < recomputes_.size(); ++k) {
@@ -278,6 +309,14 @@ class simulation {
     cause_.assign(m, stall_cause::transfer);
     granted_.assign(m, false);
     h2d_queue_.reserve(m);
+  }
+
+  // `buckets` over the items `subset` (indices), keyed by `key_of(index)`.
+  template <class Buckets, class Key>
+  void build_subset(Buckets& buckets, std::vector<std::uint32_t> const& subset, Key&& key_of) const
+  {
+    buckets.build(n_, subset.size(), [&](std::size_t j) { return key_of(subset[j]); });
+    for (auto& k : buckets.items) { k = subset[k]; }
   }
 
   void span(timeline_span::kind_t kind, sim_resource res, double from, double to, std::uint64_t i)
@@ -296,12 +335,19 @@ class simulation {
   {
     auto const& model = a_.model();
     for (auto const k : offloads_at_[op]) {
-      auto const& e      = entries_[k];
+      auto const& e    = entries_[k];
+      bool const early = early_departure(a_, e);  // released after the batch (grant_recompute)
+      if (e.redrop) {  // nothing copied: dropped now (late) or after the batch (early)
+        d2h_end_[k] = when;
+        if (!early) { push_release(when, e.bytes); }
+        continue;
+      }
       double const start = std::max(when, d2h_free_);
       d2h_end_[k]        = start + model.offload_time(e.bytes, e.encoding);
       d2h_free_          = d2h_end_[k];
       r_.d2h_bytes += model.wire_bytes(e.bytes, e.encoding);
       span(timeline_span::kind_t::offload, sim_resource::d2h, start, d2h_end_[k], k);
+      if (early) { continue; }
       if (e.last_use < op) {
         push_release(std::max(d2h_end_[k], r_.op_end[e.last_use]), e.bytes);
       } else {
@@ -319,7 +365,16 @@ class simulation {
   {
     prefetch_ready_ = c_ready_;
     last_wait_.reset();
-    if (recompute_pending()) { return std::max(c_ready_, c_after_); }
+    if (recompute_pending()) {
+      for (auto const k : rc_waits_at_[i_]) {
+        if (!granted_[k]) { return inf; }
+        if (ready_[k] > prefetch_ready_) {
+          prefetch_ready_ = ready_[k];
+          last_wait_      = k;
+        }
+      }
+      return std::max(prefetch_ready_, c_after_);
+    }
     if (i_ < n_) {
       for (auto const k : waits_at_[i_]) {
         if (!granted_[k]) { return inf; }
@@ -365,7 +420,10 @@ class simulation {
   void grant_recompute(double now)
   {
     auto const k = recomputes_at_[i_][rc_pos_];
-    stall(c_ready_, now, std::nullopt, stall_cause::memory);
+    if (last_wait_) {
+      stall(c_ready_, prefetch_ready_, entries_[*last_wait_].id, cause_[*last_wait_]);
+    }
+    stall(prefetch_ready_, now, std::nullopt, stall_cause::memory);
     r_.device_peak = std::max(r_.device_peak, used_ + recomputes_[k].bytes + rc_transient_[k]);
     used_ += recomputes_[k].bytes;
     double const end = now + rc_seconds_[k];
@@ -375,6 +433,12 @@ class simulation {
     c_after_ = 0;
     h_after_ = std::min(h_after_, now);
     ++rc_pos_;
+    if (rc_pos_ == recomputes_at_[i_].size()) {  // the batch is over: early departures leave
+      for (auto const j : sw_early_at_[i_]) {
+        push_release(std::max(d2h_end_[j], end), entries_[j].bytes);
+      }
+      for (auto const j : rc_early_at_[i_]) { push_release(end, recomputes_[j].bytes); }
+    }
   }
 
   void apply_releases(double now)
@@ -522,6 +586,8 @@ class simulation {
   std::vector<std::vector<std::uint32_t>> release_after_;  // filled as offloads are issued
   std::vector<double> extra_s_;                            // codec kernel time charged to each op
   op_buckets recomputes_at_, rc_release_after_;
+  op_buckets rc_waits_at_;  // swap entries a batch of re-runs waits for (index_entries)
+  op_buckets rc_early_at_, sw_early_at_;  // entries leaving right after the batch at an op
   std::vector<double> rc_seconds_;
   std::vector<std::uint64_t> rc_transient_;
   std::size_t rc_pos_{0};  // recompute entries of op i_ already run

@@ -48,6 +48,7 @@
 #include <stash/swap/checkpoint.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
+#include <stash/swap/detail/redrop_planner.hpp>
 #include <stash/swap/detail/wrap_planner.hpp>
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/encoding_choice.hpp>
@@ -83,6 +84,7 @@ struct joint_incumbent {
   std::optional<sim_result> sim;
   std::optional<schedule> smallest;  // lowest planned peak seen, for "does not fit"
   bool activations_only = false;     // joint_search::also_any_kind off: only act / temp move
+  bool redrop           = false;     // joint_search::redrop: repair with second departures
 
   [[nodiscard]] double time() const noexcept
   {
@@ -93,6 +95,7 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
+    if (redrop && s.device_peak > s.budget) { s = with_redrops(a, std::move(s), activations_only); }
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
@@ -176,6 +179,14 @@ struct joint_search {
   /// allocator_options::keep_persistent (which drops wraps with the other persistent entries)
   /// or turns both off.
   bool wrap = true;
+  /// Let a storage that a re-run reads leave the device again after that read (sim/schedule.hpp,
+  /// re-run uses; detail::with_redrops): a construction whose planned peak exceeds the budget is
+  /// repaired with swap entries over the sub-gap after the re-run (a redrop of the host copy
+  /// when the storage is also swapped before it) before it is timed. Off by default:
+  /// stash::allocator does not execute such entries yet (a redrop would need the offload
+  /// manager to keep a prefetched tensor's host copy), and it must never be given a schedule it
+  /// cannot run; stash-plan's --redrop turns it on for planning studies.
+  bool redrop = false;
 
   /// @brief Registry name.
   /// @return "search".
@@ -207,6 +218,7 @@ struct joint_search {
     }
     detail::joint_incumbent inc;
     inc.activations_only = !also_any_kind;
+    inc.redrop           = redrop;
     detail::joint_greedy const greedy(a);
     seed(a, budget, greedy, inc, stats);
     improve_runners(a, budget, greedy, inc, stats);
@@ -469,6 +481,7 @@ struct joint_search {
       auto& [s, r] = runners[k];
       detail::joint_incumbent local;
       local.activations_only = inc.activations_only;
+      local.redrop           = inc.redrop;
       local.best             = std::move(s);
       local.sim              = std::move(r);
       auto const winner      = stats.winner;

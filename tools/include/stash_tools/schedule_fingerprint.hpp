@@ -34,7 +34,8 @@ namespace stash_tools {
     mix(e.prefetch_at);
     mix(e.bytes);
     mix(static_cast<std::uint64_t>(e.encoding));
-    if (e.wrap) { mix(0x77726170); }  // only when set: the recorded fingerprints stay valid
+    if (e.wrap) { mix(0x77726170); }    // only when set: the recorded fingerprints stay valid
+    if (e.redrop) { mix(0x72656472); }  // likewise
   }
   mix(s.recomputes.size());
   for (auto const& e : s.recomputes) {

@@ -85,7 +85,8 @@ struct options {
   std::string hardware = "pcie3_x16";  ///< --hw
   std::optional<codec_choice> codec;   ///< --codec with --ratio / --activations
   bool auto_encodings = false;         ///< --codec auto: each swapped storage gets its own encoding
-  std::optional<double> zvc_ratio;     ///< --codec auto --activations: zvc's measured ratio
+  bool redrop = false;  ///< --redrop: `search` plans second departures (joint_search::redrop)
+  std::optional<double> zvc_ratio;  ///< --codec auto --activations: zvc's measured ratio
   /// --lossy activations=ENC: the lossy encoding activations may take (implies --codec auto)
   std::optional<stash::swap_encoding> lossy_activations;
   std::optional<std::string> svg;  ///< --svg FILE
@@ -408,6 +409,8 @@ inline std::optional<double> parse_decimal(std::string_view text)
           cap.count() == 0 ? std::nullopt : std::optional<std::chrono::milliseconds>(cap);
     } else if (arg == "--no-times") {
       opt.times = false;
+    } else if (arg == "--redrop") {
+      opt.redrop = true;
     } else if (arg == "--budget") {
       opt.budget = parse_budget(value());
     } else if (arg == "--policy") {

@@ -1,0 +1,247 @@
+/**
+ * @file redrop_planner.hpp
+ * @brief Internal: second departures after a re-run's read (issue 22, "one entry per gap"; see
+ * sim/schedule.hpp, re-run uses), for `search` (joint_search::redrop).
+ *
+ * A recompute entry whose re-runs, before op p, read a storage R that is used before p (at u)
+ * and next at q > p (an access, or another re-run's read) keeps R resident from p to q, even
+ * where the planned curve exceeds the budget. R's use at p splits its gap: R may leave again
+ * right after the batch at p. with_redrops repairs a schedule whose planned peak exceeds its
+ * budget, one candidate (storage, p) at a time, largest first, taking among its options the one
+ * that cuts the budget's excess most (ties: the cheaper on the cost model), while the excess
+ * drops and its step budget (schedules built) lasts:
+ *  - a swap entry over (p, q) with its own copy, leaving right after the batch (offload_at = p;
+ *    p + 1 when the batch itself rebuilt R), prefetched at the later of the op the nominal
+ *    timeline gives the copy and the op after the last op over the budget in [p, q);
+ *  - when a swap entry of R ends at p, a redrop of its host copy instead (no copy);
+ *  - when ops between u and p are over the budget too and nothing covers (u, p), R also leaves
+ *    after u (a swap entry over (u, p), back for the re-run) and the second departure is a
+ *    redrop;
+ *  - for an activation or temporary, one more re-run before q (a recompute entry over (p, q)
+ *    at q, first in its batch).
+ * A recompute entry of R over p that rebuilt it by then is cut to end at p. Candidates with
+ * another entry after p are left alone, and with `activations_only` only activations and
+ * temporaries move. Every schedule built is validated (a re-run whose read the move takes away
+ * is not a choice). Deterministic: a fixed order and at most `max_steps` schedules built.
+ */
+#pragma once
+
+#include <stash/sim/recompute_chain.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace stash::detail {
+
+/// A storage a re-run reads at p, next used at q (an access or a re-run use) and last used
+/// before p at u: it may leave after p.
+struct redrop_candidate {
+  storage_id id{};
+  std::uint64_t u{}, p{}, q{}, bytes{};
+  std::optional<std::size_t> prior_swap;       ///< its swap entry ending at p (a host copy)
+  std::optional<std::size_t> prior_recompute;  ///< its recompute entry over p (to end at p)
+};
+
+/// Each storage's uses in `s` after a re-run read that is not an access of it, with no entry
+/// of it over the sub-gap that follows (at most a swap ending there or a recompute over it that
+/// rebuilt it by then), largest first (ties: by id, then p).
+[[nodiscard]] inline std::vector<redrop_candidate> redrop_candidates(trace_analysis const& a,
+                                                                     schedule const& s,
+                                                                     bool activations_only)
+{
+  auto const& life = a.lifetimes().storages;
+  std::vector<std::pair<storage_id, std::uint64_t>> reads;  // (storage, re-run op)
+  for (auto const& rc : s.recomputes) {
+    for (auto const r : recompute_chain_of(a, rc.id, rc.last_use, rc.at).reads) {
+      auto const kind = a.trace().storages()[r].kind;
+      if (activations_only && kind != storage_kind::act && kind != storage_kind::temp) { continue; }
+      reads.emplace_back(r, rc.at);
+    }
+  }
+  std::sort(reads.begin(), reads.end());
+  reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+  std::vector<redrop_candidate> out;
+  for (std::size_t j = 0; j < reads.size(); ++j) {
+    auto const [r, p] = reads[j];
+    auto const& acc   = life[r].accesses;
+    auto const next   = std::upper_bound(acc.begin(), acc.end(), p,
+                                         [](std::uint64_t o, storage_access const& x) { return o < x.op; });
+    if (next == acc.begin() || next == acc.end() || (next - 1)->op == p) { continue; }
+    auto q = next->op;
+    if (j + 1 < reads.size() && reads[j + 1].first == r) { q = std::min(q, reads[j + 1].second); }
+    auto u = (next - 1)->op;
+    if (j > 0 && reads[j - 1].first == r) { u = std::max(u, reads[j - 1].second); }
+    out.push_back({r, u, p, q, life[r].bytes, {}, {}});
+  }
+  std::erase_if(out, [&](redrop_candidate& c) {
+    for (std::size_t k = 0; k < s.entries.size(); ++k) {
+      auto const& e = s.entries[k];
+      if (e.id != c.id || e.wrap || e.last_use >= c.q || e.next_use <= c.u) { continue; }
+      if (e.next_use > c.p) { return true; }
+      if (e.next_use == c.p) { c.prior_swap = k; }
+    }
+    for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
+      auto const& e = s.recomputes[k];
+      if (e.id != c.id || e.last_use >= c.q || e.next_use <= c.p) { continue; }
+      if (e.last_use >= c.p || e.at > c.p) { return true; }
+      c.prior_recompute = k;
+    }
+    return c.q < c.p + 1;
+  });
+  std::stable_sort(out.begin(), out.end(), [](auto const& x, auto const& y) {
+    return std::tie(y.bytes, x.id, x.p) < std::tie(x.bytes, y.id, y.p);
+  });
+  return out;
+}
+
+/// The last op in (lo, hi] whose step or event the planned `curve` puts over `budget`, if any.
+[[nodiscard]] inline std::optional<std::uint64_t> last_op_over(trace_analysis const& a,
+                                                               std::span<std::uint64_t const> curve,
+                                                               std::uint64_t budget,
+                                                               std::uint64_t lo, std::uint64_t hi)
+{
+  auto const& ev = a.ops().event;
+  for (auto i = hi; i > lo; --i) {
+    for (auto e = ev[i - 1] + 1; e <= ev[i]; ++e) {
+      if (curve[e] > budget) { return i; }
+    }
+  }
+  return std::nullopt;
+}
+
+/// The bytes by which `curve` exceeds `budget`, summed over its events.
+[[nodiscard]] inline std::uint64_t excess_of(std::span<std::uint64_t const> curve,
+                                             std::uint64_t budget)
+{
+  std::uint64_t sum = 0;
+  for (auto const c : curve) { sum += c > budget ? c - budget : 0; }
+  return sum;
+}
+
+/// One way to move a candidate: the schedule's entries and recomputes after it, and its price
+/// on the cost model (link or re-run seconds), to break ties between equal excesses.
+struct redrop_option {
+  std::vector<swap_entry> entries;
+  std::vector<recompute_entry> recomputes;
+  double seconds{};
+};
+
+/// The ways to take candidate `c` off the device after p (see the file comment); none when no
+/// op over the budget lies in (p, q).
+[[nodiscard]] inline std::vector<redrop_option> redrop_options(trace_analysis const& a,
+                                                               schedule const& s,
+                                                               std::span<std::uint64_t const> curve,
+                                                               redrop_candidate const& c)
+{
+  auto const over = last_op_over(a, curve, s.budget, c.p - 1, c.q - 1);  // op p's step too
+  if (!over) { return {}; }
+  auto const& model = a.model();
+  auto const time   = model.prefetch_time(c.bytes, swap_encoding::configured);
+  auto place        = [&](std::uint64_t lo, std::uint64_t hi, std::uint64_t after) {
+    auto p = hi;
+    while (p > lo + 1 && a.op_start(hi) - a.op_start(p) < time) { --p; }
+    return std::clamp<std::uint64_t>(std::max(p, after + 1), lo + 1, hi);
+  };
+  auto base_rc = s.recomputes;
+  bool rebuilt = false;  // by the batch at p: its copy may not start before it
+  if (c.prior_recompute) {
+    base_rc[*c.prior_recompute].next_use = c.p;
+    rebuilt                              = base_rc[*c.prior_recompute].at == c.p;
+  }
+  std::vector<redrop_option> out;
+  auto with_swaps = [&](std::vector<swap_entry> const& added, double seconds) {
+    auto entries = s.entries;
+    entries.insert(entries.end(), added.begin(), added.end());
+    out.push_back({std::move(entries), base_rc, seconds});
+  };
+  swap_entry second{c.id, c.p, c.q, rebuilt ? c.p + 1 : c.p, 0, c.bytes};
+  second.prefetch_at = place(second.offload_at, c.q, *over);
+  if (second.prefetch_at > second.offload_at) {
+    if (c.prior_swap) {  // its host copy is still valid: leave without a copy
+      auto redrop     = second;
+      redrop.encoding = s.entries[*c.prior_swap].encoding;
+      redrop.redrop   = true;
+      with_swaps({redrop}, time);
+    }
+    with_swaps({second}, time + model.offload_time(c.bytes, swap_encoding::configured));
+    auto const first_over = last_op_over(a, curve, s.budget, c.u + 1, c.p - 1);
+    if (!c.prior_swap && !c.prior_recompute && first_over && c.p >= c.u + 2) {
+      swap_entry const first{c.id, c.u, c.p, c.u + 1, place(c.u + 1, c.p, *first_over), c.bytes};
+      auto redrop   = second;
+      redrop.offload_at = c.p;
+      redrop.redrop = true;
+      with_swaps({first, redrop}, 2 * time + model.offload_time(c.bytes, swap_encoding::configured));
+    }
+  }
+  auto const kind = a.trace().storages()[c.id].kind;
+  if (kind == storage_kind::act || kind == storage_kind::temp) {  // re-run it again before q
+    auto const chain = recompute_chain_of(a, c.id, c.p, c.q);
+    if (chain.valid()) {
+      auto rc = base_rc;
+      // first in its batch: a re-run there may read it
+      auto it = std::lower_bound(rc.begin(), rc.end(), c.q,
+                                 [](recompute_entry const& e, std::uint64_t at) { return e.at < at; });
+      rc.insert(it, recompute_entry{c.id, c.p, c.q, c.q, c.bytes});
+      out.push_back({s.entries, std::move(rc), chain.seconds});
+    }
+  }
+  return out;
+}
+
+/// `s` with second departures after re-run reads where they cut its excess over its budget (see
+/// the file comment); `s` itself when it fits or nothing helps.
+[[nodiscard]] inline schedule with_redrops(trace_analysis const& a, schedule s,
+                                           bool activations_only, std::size_t max_steps = 16)
+{
+  if (s.device_peak <= s.budget || s.recomputes.empty()) { return s; }
+  auto curve  = planned_device_curve(a, s.entries, s.recomputes);
+  auto excess = excess_of(curve, s.budget);
+  std::vector<std::pair<storage_id, std::uint64_t>> tried;
+  std::size_t steps = 0;
+  while (steps < max_steps && s.device_peak > s.budget) {
+    std::optional<schedule> next;
+    std::vector<std::uint64_t> next_curve;
+    std::uint64_t next_excess = excess;
+    for (auto const& c : redrop_candidates(a, s, activations_only)) {
+      auto const key = std::make_pair(c.id, c.p);
+      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { continue; }
+      tried.push_back(key);
+      double best_seconds = 0;
+      for (auto& o : redrop_options(a, s, curve, c)) {
+        if (++steps > max_steps) { break; }
+        auto cand = make_schedule(a, s.policy, s.budget, std::move(o.entries), std::move(o.recomputes));
+        try {  // another re-run use inside the first half, a read away for the re-run, ...
+          validate_schedule(a, cand);
+        } catch (schedule_error const&) {
+          continue;
+        }
+        auto cand_curve  = planned_device_curve(a, cand.entries, cand.recomputes);
+        auto cand_excess = excess_of(cand_curve, s.budget);
+        bool const better = cand_excess < next_excess ||
+                            (next && cand_excess == next_excess && o.seconds < best_seconds);
+        if (!better) { continue; }
+        cand.note    = s.note;
+        next         = std::move(cand);
+        next_curve   = std::move(cand_curve);
+        next_excess  = cand_excess;
+        best_seconds = o.seconds;
+      }
+      if (next) { break; }
+    }
+    if (!next) { break; }
+    s      = std::move(*next);
+    curve  = std::move(next_curve);
+    excess = next_excess;
+  }
+  return s;
+}
+
+}  // namespace stash::detail
