@@ -34,7 +34,13 @@
  *     (offload after its last use, prefetch as late as the nominal timeline allows); (d) a
  *     recompute, dearest per byte first, is exchanged: the greedy covers what its removal leaves
  *     over the budget with other entries. From each start until no move helps or
- *     `max_simulations` are spent.
+ *     `max_simulations` are spent. Then, from each start's result, insert and prune
+ *     (detail::joint_greedy::reinsert): a recompute not in the plan, cheapest per byte first, is
+ *     added and the plan's other recomputes are dropped, dearest per byte first, while the planned
+ *     peak stays within the budget, kept when the re-runs' total time drops (a step budget of
+ *     prunes); the moves (a)-(d) again from what it gives when it is faster. The greedy, whose
+ *     benefit counts only the excess a candidate covers, takes several small re-runs dear per
+ *     byte where the excess left is narrow; a large cheap one can replace them.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them.
@@ -486,6 +492,7 @@ struct joint_search {
       local.sim              = std::move(r);
       auto const winner      = stats.winner;
       improve(a, budget, greedy, local, stats, max_simulations);
+      reinsert(a, budget, greedy, local, stats);
       if (local.time() < inc.time()) {
         stats.winner = local.best->note;
         inc.best     = std::move(local.best);
@@ -493,6 +500,25 @@ struct joint_search {
       } else {
         stats.winner = winner;
       }
+    }
+  }
+
+  // Trials of joint_greedy::reinsert (one prune each) per local search.
+  static constexpr std::size_t reinsert_steps = 400;
+
+  // Insert and prune (joint_greedy::reinsert) on `inc`, a local search's result; when what it
+  // gives is faster, the moves again from there.
+  void reinsert(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+                detail::joint_incumbent& inc, joint_search_stats& stats) const
+  {
+    if (!inc.best || inc.best->recomputes.empty()) { return; }
+    auto p = greedy.reinsert(budget, {inc.best->entries, inc.best->recomputes}, reinsert_steps);
+    if (p.recomputes == inc.best->recomputes) { return; }
+    auto const who = inc.best->note + "+reinsert";
+    auto s =
+        make_schedule(a, std::string(name()), budget, std::move(p.swaps), std::move(p.recomputes));
+    if (inc.offer(a, std::move(s), who, encodings, stats)) {
+      improve(a, budget, greedy, inc, stats, max_simulations / 2);
     }
   }
 

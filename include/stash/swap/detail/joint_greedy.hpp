@@ -23,7 +23,8 @@
  * Benefits only shrink as the excess does, so the choice is a lazy greedy over a heap (a
  * candidate is re-scored when it reaches the top). Then every entry, costliest first, is dropped
  * when the planned peak stays within the target (the greedy's early picks are often made
- * redundant by later ones). Deterministic: ties go to the lower candidate index.
+ * redundant by later ones). Deterministic: ties go to the lower candidate index. reinsert() is
+ * the local search's insert-and-prune neighbourhood over the same candidates and pruning.
  */
 #pragma once
 
@@ -110,7 +111,70 @@ class joint_greedy {
     return ex.empty() ? 0 : *std::max_element(ex.begin(), ex.end());
   }
 
+  /// The re-runs' total time in `p` (the compute stream's extra work; swaps cost none here).
+  [[nodiscard]] double recompute_seconds(greedy_plan const& p) const
+  {
+    double sum = 0;
+    for (auto const& e : p.recomputes) { sum += seconds_of(e); }
+    return sum;
+  }
+
+  /// Insert and prune, a neighbourhood the greedy's moves do not reach: one recompute candidate
+  /// not in `p` (cheapest per byte first, and cheaper per byte than `p`'s dearest re-run) is
+  /// added, then `p`'s other recomputes are dropped, dearest per byte first, while the planned
+  /// peak stays within `budget`; kept when the re-runs' total time drops. One large cheap
+  /// re-run can so replace several small dear ones that the greedy took once the excess left was
+  /// too narrow for it (its benefit counts only the excess it covers). The swaps stay as they
+  /// are. Rounds over the candidates until none helps or `steps` trials (one prune each) are
+  /// spent. Deterministic.
+  [[nodiscard]] greedy_plan reinsert(std::uint64_t budget, greedy_plan p, std::size_t steps) const
+  {
+    double cur = recompute_seconds(p);
+    for (bool better = true; better && steps > 0;) {
+      better           = false;
+      double const cap = dearest_rate(p);
+      recompute_set set(a_, p.swaps);
+      for (auto const& e : p.recomputes) {
+        if (!set.try_add(e)) { return p; }
+      }
+      auto over = over_tree(p, budget);
+      for (auto const k : by_rate_) {
+        auto const& c = cands_[k];
+        if (steps == 0 || c.seconds >= cap * static_cast<double>(c.bytes)) { break; }
+        if (!any_droppable(over, p, c)) { continue; }  // the prune would drop nothing
+        auto q = with_recompute(p, set, c);
+        if (!q) { continue; }
+        --steps;
+        auto const n = q->recomputes.size();
+        prune_dearest(*q, budget, c.id, c.u);
+        double const now = recompute_seconds(*q);
+        if (q->recomputes.size() < n && now < cur - 1e-9) {
+          p      = std::move(*q);
+          cur    = now;
+          better = true;
+          break;  // a new plan: its set and its dearest rate again
+        }
+      }
+    }
+    return p;
+  }
+
  private:
+  // Prunes q's recomputes (not its swaps) dearest per byte first, but the entry of gap
+  // (id, u).
+  void prune_dearest(greedy_plan& q, std::uint64_t budget, storage_id id, std::uint64_t u) const
+  {
+    std::vector<std::pair<double, std::size_t>> order;  // (-seconds per byte, index)
+    for (std::size_t j = 0; j < q.recomputes.size(); ++j) {
+      auto const& e = q.recomputes[j];
+      if (e.id == id && e.last_use == u) { continue; }
+      order.emplace_back(-seconds_of(e) / static_cast<double>(std::max<std::uint64_t>(1, e.bytes)),
+                         q.swaps.size() + j);
+    }
+    std::stable_sort(order.begin(), order.end());
+    prune_in_order(q, budget, order);
+  }
+
   struct candidate {
     storage_id id{};
     std::uint64_t u{}, v{}, bytes{};
@@ -198,6 +262,17 @@ class joint_greedy {
         cands_.push_back(std::move(rc));
       }
     }
+    rerun_of_.assign(gap_count_, cands_.size());
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      if (!cands_[k].swap) {
+        by_rate_.push_back(k);
+        rerun_of_[cands_[k].gap] = k;
+      }
+    }
+    std::stable_sort(by_rate_.begin(), by_rate_.end(), [&](std::size_t x, std::size_t y) {
+      return cands_[x].seconds * static_cast<double>(cands_[y].bytes) <
+             cands_[y].seconds * static_cast<double>(cands_[x].bytes);
+    });
   }
 
   // The latest op `at` in (u, v] before which storage `id`, dropped after op u, can be
@@ -317,6 +392,73 @@ class joint_greedy {
     auto const p = st.h2d.earliest_fit(std::max(a_.op_start(e.prefetch_at), after_off), pre, inf);
     if (s) { st.d2h.reserve(*s, *s + off); }
     if (p) { st.h2d.reserve(*p, *p + pre); }
+  }
+
+  // The effective curve of p less `target` at each event (negative: room under it).
+  [[nodiscard]] range_tree over_tree(greedy_plan const& p, std::uint64_t target) const
+  {
+    auto const curve = effective_curve(p.swaps, p.recomputes);
+    std::vector<std::int64_t> over(curve.size());
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+      over[i] = static_cast<std::int64_t>(curve[i]) - static_cast<std::int64_t>(target);
+    }
+    return range_tree(over);
+  }
+
+  // Whether, with recompute candidate c added to p (`over`: p's over_tree), some other
+  // recompute of p passes prune's quick test. Optimistic (c's window as enumerated, no pulls
+  // or transients, which only shrink the room): when it says no, prune_dearest drops nothing.
+  [[nodiscard]] bool any_droppable(range_tree& over, greedy_plan const& p, candidate const& c) const
+  {
+    auto const& ev = a_.ops().event;
+    auto const by  = static_cast<std::int64_t>(c.bytes);
+    over.add(c.after + 1, ev[c.prefetch_at - 1] + 1, -by);
+    bool found = false;
+    for (auto const& e : p.recomputes) {
+      auto const after = ev[e.last_use], last = ev[e.at - 1];
+      if (after >= last || over.max(after + 1, last + 1) <= -static_cast<std::int64_t>(e.bytes)) {
+        found = true;
+        break;
+      }
+    }
+    over.add(c.after + 1, ev[c.prefetch_at - 1] + 1, by);
+    return found;
+  }
+
+  // The re-runs' time of e: its candidate's (cached) when e runs where the candidate does.
+  [[nodiscard]] double seconds_of(recompute_entry const& e) const
+  {
+    auto const it = gap_of_.find({e.id, e.last_use});
+    if (it != gap_of_.end() && rerun_of_[it->second] < cands_.size()) {
+      auto const& c = cands_[rerun_of_[it->second]];
+      if (c.prefetch_at == e.at) { return c.seconds; }
+    }
+    return recompute_chain_of(a_, e.id, e.last_use, e.at).seconds;
+  }
+
+  // The highest re-run seconds per byte among p's recomputes (0 when it has none).
+  [[nodiscard]] double dearest_rate(greedy_plan const& p) const
+  {
+    double rate = 0;
+    for (auto const& e : p.recomputes) {
+      rate =
+          std::max(rate, seconds_of(e) / static_cast<double>(std::max<std::uint64_t>(1, e.bytes)));
+    }
+    return rate;
+  }
+
+  // `p` (whose recomputes are those of `set`) with recompute candidate c added after them (so
+  // its batch pulls what it reads), or nullopt when it cannot be.
+  [[nodiscard]] static std::optional<greedy_plan> with_recompute(greedy_plan const& p,
+                                                                 recompute_set set,
+                                                                 candidate const& c)
+  {
+    recompute_entry e{c.id, c.u, c.v, c.prefetch_at, c.bytes};
+    if (auto const d = set.reader_deadline(e)) { e.at = std::min(e.at, *d); }
+    if (!(e.at == c.prefetch_at ? set.try_add(e, c.chain) : set.try_add(e))) {
+      return std::nullopt;
+    }
+    return greedy_plan{p.swaps, set.entries()};
   }
 
   void mark_gap(state& st, storage_id id, std::uint64_t u) const
@@ -663,30 +805,33 @@ class joint_greedy {
                          p.swaps.size() + k);
     }
     std::stable_sort(order.begin(), order.end());
-    // Room under the target at each event; an entry whose window lacks room for its bytes stays
-    // (a quick test before the exact one, which also counts the re-runs' transient bytes).
-    auto const curve = effective_curve(p.swaps, p.recomputes);
-    std::vector<std::int64_t> room(curve.size());
-    for (std::size_t i = 0; i < curve.size(); ++i) {
-      room[i] = static_cast<std::int64_t>(target) - static_cast<std::int64_t>(curve[i]);
-    }
-    std::vector<char> gone(order.size(), 0);
-    for (auto const& [neg, k] : order) {
+    prune_in_order(p, target, order);
+  }
+
+  // Drops the entries of `order` ((key, index); an index counts the swaps, then the
+  // recomputes), in that order, while the planned peak stays within `target`.
+  void prune_in_order(greedy_plan& p, std::uint64_t target,
+                      std::vector<std::pair<double, std::size_t>> const& order) const
+  {
+    // Bytes over the target at each event (negative: room under it), a range tree; an entry
+    // whose window lacks room for its bytes stays (a quick test before the exact one, which also
+    // counts the re-runs' transient bytes).
+    auto over_target = over_tree(p, target);
+    std::vector<char> gone(p.swaps.size() + p.recomputes.size(), 0);
+    for (auto const& [key, k] : order) {
       bool const swap  = k < p.swaps.size();
       auto const w     = swap ? planned_off_window(effective(p.swaps[k]), a_.ops())
                               : off_window{a_.ops().event[p.recomputes[k - p.swaps.size()].last_use],
                                        a_.ops().event[p.recomputes[k - p.swaps.size()].at - 1]};
       auto const bytes = static_cast<std::int64_t>(swap ? p.swaps[k].bytes
                                                         : p.recomputes[k - p.swaps.size()].bytes);
-      auto const lo    = room.begin() + static_cast<std::ptrdiff_t>(w.after + 1);
-      auto const hi    = room.begin() + static_cast<std::ptrdiff_t>(w.last + 1);
-      if (w.after < w.last && *std::min_element(lo, hi) < bytes) { continue; }
+      if (w.after < w.last && over_target.max(w.after + 1, w.last + 1) > -bytes) { continue; }
       gone[k] = 1;
       if (peak_over(without(p, gone), target)) {
         gone[k] = 0;
         continue;
       }
-      for (auto it = lo; it < hi; ++it) { *it -= bytes; }
+      over_target.add(w.after + 1, w.last + 1, bytes);
     }
     p = without(p, gone);
   }
@@ -720,6 +865,8 @@ class joint_greedy {
 
   trace_analysis const& a_;
   std::vector<candidate> cands_;
+  std::vector<std::size_t> by_rate_;   // recompute candidates, cheapest re-run per byte first
+  std::vector<std::size_t> rerun_of_;  // per gap: its recompute candidate (cands_.size(): none)
   std::size_t gap_count_{0};
   std::map<std::pair<storage_id, std::uint64_t>, std::size_t> gap_of_;
   // Per storage, (u, transient bytes) of its recompute candidates by u: looked up per re-run at
