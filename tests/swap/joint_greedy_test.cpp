@@ -1,7 +1,8 @@
 // search's keep / swap / recompute choice (swap/joint_search.hpp with its greedy construction,
 // swap/detail/joint_greedy.hpp): on a hand trace whose best schedule swaps the tensor that is
-// expensive to re-run and recomputes the one that is cheap, the kinds chosen; on recorded traces,
-// search does not get slower as the budget grows.
+// expensive to re-run and recomputes the one that is cheap, the kinds chosen; on a hand trace
+// where a cheap re-run holds the storage it reads on the device, the greedy's fit repair; on
+// recorded traces, search does not get slower as the budget grows.
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
@@ -15,6 +16,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,44 @@ o my::bwd 4,7 7
 f 4
 f 7
 f 3
+)";
+
+// Y = S * S is cheap to re-run, S (written by an op that may not be re-run) can only be swapped;
+// both are read again at the end of the backward, Y first. H makes the peak: the budget
+// (peak - 12000) needs S and Y both away then. Re-running Y (the greedy's cheapest pick when a
+// link second weighs as a compute second) reads S inside S's gap, so S may not leave: the plan
+// stays over. Swapping both fits (the planned curve; the link then decides the time).
+std::string const pinned = R"(# stash-trace v1 model=pinned dtype=float32
+t 0 1000 input x
+t 1 20000 param V
+t 2 8 temp z
+p forward
+t 3 8000 act S
+o my::make 0 3
+t 4 8000 act Y
+o aten::mul.Tensor 3,3 4
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+t 5 30000 act H
+o aten::mm 0,1 5
+p backward
+t 6 1000 temp g
+o my::bwd 5 6
+f 5
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 4,6 6
+f 4
+o my::bwd 3,6 6
+f 3
+f 6
+f 2
 )";
 
 // 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
@@ -131,6 +171,39 @@ TEST_CASE("the greedy construction brings the planned peak within its target, or
   auto const below = greedy.build(a.peak_live_bytes() / 2, {1.0, 0.3, true}, {});
   CHECK(stash::make_schedule(a, "greedy", a.peak_live_bytes() / 2, below.swaps, below.recomputes)
             .device_peak > a.peak_live_bytes() / 2);
+}
+
+TEST_CASE("the greedy's fit repair takes out the re-run that holds a storage where it is over")
+{
+  auto const t = stash::parse_trace(pinned, "pinned");
+  stash::trace_analysis const a(t, link_bound_model());
+  stash::detail::joint_greedy const greedy(a);
+  auto const budget = a.peak_live_bytes() - 12000;
+  stash::detail::greedy_variant const var{1.0, 1.0, true};
+  auto const missed = greedy.build(budget, var, {});
+  auto const over   = stash::make_schedule(a, "greedy", budget, missed.swaps, missed.recomputes);
+  REQUIRE(over.device_peak > budget);  // Y re-run, S held for it
+  REQUIRE(missed.recomputes.size() == 1);
+  CHECK(missed.recomputes[0].id == 4);
+  auto const fixed = greedy.repair(budget, var, {}, missed);
+  auto const s     = stash::make_schedule(a, "greedy", budget, fixed.swaps, fixed.recomputes);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  CHECK(s.device_peak <= budget);
+  CHECK(fixed.recomputes.empty());  // Y's re-run is banned: S and Y cross the link
+  std::vector<stash::storage_id> ids;
+  for (auto const& e : fixed.swaps) { ids.push_back(e.id); }
+  CHECK(std::find(ids.begin(), ids.end(), 3) != ids.end());
+  CHECK(std::find(ids.begin(), ids.end(), 4) != ids.end());
+  // A plan within its target is left as it is; so is one no re-run holds anything for.
+  auto const loose = a.peak_live_bytes() - 8000;
+  auto const fits  = greedy.build(loose, var, {});
+  auto const same  = greedy.repair(loose, var, {}, fits);
+  CHECK(same.swaps == fits.swaps);
+  CHECK(same.recomputes == fits.recomputes);
+  auto const below    = a.peak_live_bytes() / 2;  // beyond what every gap can free
+  auto const hopeless = greedy.build(below, {1.0, 0.0, false}, {});
+  auto const kept     = greedy.repair(below, {1.0, 0.0, false}, {}, hopeless);
+  CHECK(kept.swaps == hopeless.swaps);
 }
 
 // search's plan for a larger budget is never slower: seeds planned for tighter budgets fit it.

@@ -19,6 +19,11 @@
 // change search's construction at squeezenet1_1 35% (it does not fit: the smallest schedule
 // tried changes) and the transformer at 35% (285.21 -> 284.82 ms on pcie3_x16, predicted); with
 // both changes merged, the rows that need wraps keep the planner branch's values (checked).
+// And (greedy branch) when search rebuilt the constructions left over the budget with the
+// greedy's fit repair (joint_greedy::repair: a re-run that holds the storage it reads where the
+// plan is over is banned): the transformer at 35% now wins with a repaired construction (the
+// re-run of the attention dropout's product held the softmax output and the mask on the device
+// through the next layer's backward); the other rows are unchanged (this test's output).
 #include "support/data.hpp"
 
 #include <stash_tools/deep_trace.hpp>
@@ -62,7 +67,7 @@ constexpr expected_search search_before_change[] = {
     {"resnet18_b32", 1, 35, 0x239f3b300e78ffe8ULL},
     {"squeezenet1_1_b64", 1, 35, 0xad64348379b415ceULL},
     {"transformer_encoder_b8", 1, 50, 0x9a38f7be721499daULL},
-    {"transformer_encoder_b8", 1, 35, 0x45a34e4181e3e195ULL},
+    {"transformer_encoder_b8", 1, 35, 0x5f6fcac31b579fe8ULL},
     {"transformer_encoder_b8", 4, 70, 0xc39bd9d283d465e8ULL},
 };
 // clang-format on

@@ -17,7 +17,11 @@
  *     only what the link can hide is swapped: greedy_variant::link_slots). The
  *     budget-independent starts are also built for 90% (and 80%) of the budget: a schedule that
  *     fits a tighter budget fits this one, which keeps the plan from getting slower as the budget
- *     grows. The winning construction is rebuilt without the swaps whose prefetch stalled. The
+ *     grows. Up to seven constructions that did not fit (in turns over the weightings and
+ *     targets, swaps placed alone) are rebuilt with the greedy's fit repair
+ *     (detail::joint_greedy::repair: the re-runs that hold the storages they read on the device
+ *     where the plan is still over are banned). The winning construction is rebuilt without
+ *     the swaps whose prefetch stalled. The
  *     fastest that fits is the incumbent, so `search` is never slower than search_swap,
  *     checkpoint or dtr wherever they fit. With `wrap` (on by default), where gaps inside the
  *     iteration cannot bring some op within the budget (detail::wrap_choice::needed is not
@@ -307,7 +311,17 @@ struct joint_search {
     starts.emplace_back("greedy+wrap:all", detail::greedy_plan{std::move(all), {}});
   }
 
+  // A construction that did not fit the budget: its start, variant and plan.
+  struct miss {
+    std::size_t start;
+    detail::greedy_variant var;
+    detail::greedy_plan plan;
+  };
+
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
+  // Misses rebuilt with the fit repair (repair_misses): one per weighting and target of the
+  // variants that place swaps alone (3 at the full budget, 3 at 90%, 1 at 80%).
+  static constexpr std::size_t max_repaired = 7;
   static constexpr detail::greedy_variant exchange_variant{1.0, 1.0, true};
   // Swap weights 0, 0.3, 1 with each swap placed alone; and with the swaps placed on the copy
   // engines' free intervals (greedy_variant::link_slots: only what the link can hide), weights
@@ -329,12 +343,19 @@ struct joint_search {
                    detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
     std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
+    std::vector<miss> misses;
     auto run = [&](std::size_t k, detail::greedy_variant const& var,
-                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {}) {
-      auto p         = greedy.build(budget, var, starts[k].second, no_swap);
+                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {},
+                   detail::greedy_plan const* missed                                = nullptr) {
+      auto p = missed ? greedy.repair(budget, var, starts[k].second, *missed)
+                      : greedy.build(budget, var, starts[k].second, no_swap);
+      if (!missed && !var.link_slots && no_swap.empty() && greedy.peak(p) > budget) {
+        misses.push_back(miss{k, var, p});
+      }
       auto s         = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
                                      std::move(p.recomputes));
-      auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed");
+      auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed") +
+                       (missed ? "/repair" : "");
       return inc.offer(a, std::move(s), tag, encodings, stats);
     };
     for (std::size_t k = 0; k < starts.size(); ++k) {
@@ -353,6 +374,43 @@ struct joint_search {
         run(k, var);
       }
       run(k, {0.8, 0.3, true});
+    }
+    repair_misses(misses, run);  // constructions left over the budget, repaired
+  }
+
+  // Constructions that did not fit the budget, built again with the greedy's fit repair
+  // (greedy_variant::repair, up to 1 + max_repairs constructions each): in turns over the
+  // weightings and targets (the first miss of each in the order built, then the second, ...),
+  // skipping a plan equal to one already listed, max_repaired of them. Only the variants that
+  // place each swap alone: with swaps on the link's free room, a re-run taken out has no room
+  // to become a swap, and the repair never fits there.
+  template <typename Run>
+  static void repair_misses(std::vector<miss> const& misses, Run& run)
+  {
+    std::vector<std::pair<double, double>> keys;  // (target share, swap weight), first seen first
+    std::vector<std::size_t> turns;               // per key: misses listed so far
+    std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> order;  // (turn, key, miss)
+    for (std::size_t j = 0; j < misses.size(); ++j) {
+      auto const& m = misses[j];
+      if (std::any_of(order.begin(), order.end(), [&](auto const& o) {
+            auto const& x = misses[std::get<2>(o)].plan;
+            return x.swaps == m.plan.swaps && x.recomputes == m.plan.recomputes;
+          })) {
+        continue;
+      }
+      std::pair const key{m.var.target_share, m.var.swap_weight};
+      auto const k =
+          static_cast<std::size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+      if (k == keys.size()) {
+        keys.push_back(key);
+        turns.push_back(0);
+      }
+      order.emplace_back(turns[k]++, k, j);
+    }
+    std::sort(order.begin(), order.end());
+    for (std::size_t j = 0; j < order.size() && j < max_repaired; ++j) {
+      auto const& m = misses[std::get<2>(order[j])];
+      run(m.start, m.var, {}, &m.plan);
     }
   }
 

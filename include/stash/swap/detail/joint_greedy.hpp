@@ -83,26 +83,46 @@ class joint_greedy {
       std::vector<std::pair<storage_id, std::uint64_t>> const& no_recompute = {}) const
   {
     auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
-    state st(a_, start.swaps, cands_.size(), gap_count_);
-    for (auto const& [id, u] : no_swap) {
-      auto const it = gap_of_.find({id, u});
-      if (it != gap_of_.end()) { st.no_swap.insert(it->second); }
-    }
-    for (auto const& [id, u] : no_recompute) {
-      auto const it = gap_of_.find({id, u});
-      if (it != gap_of_.end()) { st.no_recompute.insert(it->second); }
-    }
-    for (auto const& e : start.recomputes) { (void)st.set.try_add(e); }
-    for (auto const& e : st.swaps) {
-      mark_gap(st, e.id, e.last_use);
-      if (var.link_slots) { reserve_nominal(st, e); }
-    }
-    for (auto const& e : st.set.entries()) { mark_gap(st, e.id, e.last_use); }
-    fill(st, target, var);
-    greedy_plan out{st.swaps, st.set.entries()};
+    auto out          = construct(target, var, start, no_swap, no_recompute, {});
     prune(out, target);
     return out;
   }
+
+  /// The fit repair of a construction: `missed`, what build(budget, var, start) returned, is
+  /// over the target (pruning left it as constructed) where re-runs hold storages on the device
+  /// that could otherwise leave (pinning_reruns): it is constructed again from `start` with
+  /// those re-runs banned (a start's too), up to max_repairs times, while the bans change the
+  /// plan. Returns the one with the least excess over the target, pruned (`missed` when no
+  /// rebuild does better).
+  [[nodiscard]] greedy_plan repair(std::uint64_t budget, greedy_variant const& var,
+                                   greedy_plan const& start, greedy_plan missed) const
+  {
+    auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
+    std::set<std::size_t> banned;  // recompute gaps taken out
+    auto ex      = excess_of(missed.swaps, missed.recomputes, target);
+    auto least   = *std::max_element(ex.begin(), ex.end());
+    auto kept    = missed;
+    auto current = std::move(missed);
+    for (std::size_t attempt = 0; least > 0 && attempt < max_repairs; ++attempt) {
+      if (banned.size() >= max_banned || !pinning_reruns(current, ex, banned)) { break; }
+      auto next = construct(target, var, start, {}, {}, banned);
+      if (next.swaps == current.swaps && next.recomputes == current.recomputes) { break; }
+      current          = std::move(next);
+      ex               = excess_of(current.swaps, current.recomputes, target);
+      auto const worst = *std::max_element(ex.begin(), ex.end());
+      if (worst < least) {
+        least = worst;
+        kept  = current;
+      }
+    }
+    prune(kept, target);
+    return kept;
+  }
+
+  /// Rebuilds a plan left over the target at most this many times (pinning_reruns), and bans
+  /// at most this many re-runs in all: each rebuild is a full construction.
+  static constexpr std::size_t max_repairs = 3;
+  static constexpr std::size_t max_banned  = 64;
 
   /// The planned peak of `p` (schedule.hpp's planned_peak, with cached chains).
   [[nodiscard]] std::uint64_t peak(greedy_plan const& p) const
@@ -459,6 +479,130 @@ class joint_greedy {
       return std::nullopt;
     }
     return greedy_plan{p.swaps, set.entries()};
+  }
+
+  // One construction: the entries of `start` (less the re-runs in `banned`), then the greedy.
+  [[nodiscard]] greedy_plan construct(
+      std::uint64_t target, greedy_variant const& var, greedy_plan const& start,
+      std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap,
+      std::vector<std::pair<storage_id, std::uint64_t>> const& no_recompute,
+      std::set<std::size_t> const& banned) const
+  {
+    state st(a_, start.swaps, cands_.size(), gap_count_);
+    for (auto const& [id, u] : no_swap) {
+      auto const it = gap_of_.find({id, u});
+      if (it != gap_of_.end()) { st.no_swap.insert(it->second); }
+    }
+    for (auto const& [id, u] : no_recompute) {
+      auto const it = gap_of_.find({id, u});
+      if (it != gap_of_.end()) { st.no_recompute.insert(it->second); }
+    }
+    st.no_recompute.insert(banned.begin(), banned.end());
+    for (auto const& e : start.recomputes) {
+      auto const it = gap_of_.find({e.id, e.last_use});
+      if (it != gap_of_.end() && banned.count(it->second) != 0) { continue; }
+      (void)st.set.try_add(e);
+    }
+    for (auto const& e : st.swaps) {
+      mark_gap(st, e.id, e.last_use);
+      if (var.link_slots) { reserve_nominal(st, e); }
+    }
+    for (auto const& e : st.set.entries()) { mark_gap(st, e.id, e.last_use); }
+    fill(st, target, var);
+    return greedy_plan{st.swaps, st.set.entries()};
+  }
+
+  // The fit repair. A re-run (recompute entry x, at op x.at) reads storage r inside one of r's
+  // gaps (u, v): r must then be on the device from x.at on, and when r has no entry in that gap,
+  // over all of it (schedule.hpp: neither a swap nor a drop of r may keep it away across a
+  // re-run that reads it). Where the plan is still over the target while r is held so, x's gap
+  // is banned from recompute (true when one was): the fill then covers x otherwise (a swap, or
+  // a re-run of the gap's other readers), and r becomes free to leave. When r's entry was only
+  // pulled into x's batch, x counts only if it runs where it would alone (its own next use or
+  // latest_rerun): one placed early was itself pulled by the culprit.
+  bool pinning_reruns(greedy_plan const& p, std::vector<std::uint64_t> const& ex,
+                      std::set<std::size_t>& banned) const
+  {
+    auto const pins = pins_of(p, banned);
+    // Held bytes per event, each storage once (its held runs merged).
+    std::vector<std::int64_t> held(ex.size() + 1, 0);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;
+    for (std::size_t j = 0; j < pins.size();) {
+      auto k = j;
+      runs.clear();
+      for (; k < pins.size() && pins[k].r == pins[j].r; ++k) {
+        runs.emplace_back(pins[k].from, pins[k].through);
+      }
+      std::sort(runs.begin(), runs.end());
+      auto const bytes = static_cast<std::int64_t>(a_.lifetimes().storages[pins[j].r].bytes);
+      for (std::size_t q = 0; q < runs.size();) {
+        auto [from, through] = runs[q];
+        for (++q; q < runs.size() && runs[q].first <= through + 1; ++q) {
+          through = std::max(through, runs[q].second);
+        }
+        held[from] += bytes;
+        held[through + 1] -= bytes;
+      }
+      j = k;
+    }
+    // Where what re-runs hold could not cover the excess even if it all left, banning them
+    // cannot bring the plan within the target: no repair.
+    std::int64_t level = 0;
+    for (std::size_t i = 0; i < ex.size(); ++i) {
+      level += held[i];
+      if (ex[i] > static_cast<std::uint64_t>(level)) { return false; }
+    }
+    bool added = false;
+    for (auto const& h : pins) {
+      std::uint64_t most = 0;  // the excess where r is held
+      for (auto i = h.from; i <= h.through; ++i) { most = std::max(most, ex[i]); }
+      // r leaving would matter there: it covers a good part of the excess.
+      if (most == 0 || a_.lifetimes().storages[h.r].bytes * 8 < most) { continue; }
+      added = banned.insert(h.gap).second || added;
+    }
+    return added;
+  }
+
+  // One storage held on the device by a re-run (pinning_reruns): r, over events [from, through],
+  // by the re-run of gap `gap`.
+  struct pin {
+    storage_id r{};
+    std::uint64_t from{}, through{};
+    std::size_t gap{};
+  };
+
+  // The pins of `p`'s re-runs not yet banned, by storage.
+  [[nodiscard]] std::vector<pin> pins_of(greedy_plan const& p,
+                                         std::set<std::size_t> const& banned) const
+  {
+    auto const& ev   = a_.ops().event;
+    auto const& life = a_.lifetimes().storages;
+    std::vector<pin> out;
+    for (auto const& x : p.recomputes) {
+      auto const gx = gap_of_.find({x.id, x.last_use});
+      if (gx == gap_of_.end() || banned.count(gx->second) != 0) { continue; }
+      auto const own   = rerun_of_[gx->second];
+      bool const alone = own < cands_.size() && cands_[own].prefetch_at == x.at;
+      auto const reads =
+          alone ? cands_[own].chain.reads : recompute_chain_of(a_, x.id, x.last_use, x.at).reads;
+      for (auto const r : reads) {
+        auto const& acc = life[r].accesses;
+        auto const next =
+            std::lower_bound(acc.begin(), acc.end(), x.at,
+                             [](storage_access const& y, std::uint64_t op) { return y.op < op; });
+        if (next == acc.begin() || next == acc.end()) { continue; }
+        auto const u = std::prev(next)->op, v = next->op;
+        if (v < u + 2) { continue; }
+        auto const its =
+            std::find_if(p.recomputes.begin(), p.recomputes.end(),
+                         [&](recompute_entry const& y) { return y.id == r && y.last_use == u; });
+        if (its != p.recomputes.end() && (its->at != x.at || !alone)) { continue; }
+        auto const from = its != p.recomputes.end() ? ev[x.at - 1] : ev[u] + 1;
+        if (from <= ev[v - 1]) { out.push_back(pin{r, from, ev[v - 1], gx->second}); }
+      }
+    }
+    std::stable_sort(out.begin(), out.end(), [](pin const& x, pin const& y) { return x.r < y.r; });
+    return out;
   }
 
   void mark_gap(state& st, storage_id id, std::uint64_t u) const

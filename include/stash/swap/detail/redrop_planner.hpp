@@ -72,8 +72,9 @@ struct redrop_candidate {
   for (std::size_t j = 0; j < reads.size(); ++j) {
     auto const [r, p] = reads[j];
     auto const& acc   = life[r].accesses;
-    auto const next   = std::upper_bound(acc.begin(), acc.end(), p,
-                                         [](std::uint64_t o, storage_access const& x) { return o < x.op; });
+    auto const next =
+        std::upper_bound(acc.begin(), acc.end(), p,
+                         [](std::uint64_t o, storage_access const& x) { return o < x.op; });
     if (next == acc.begin() || next == acc.end() || (next - 1)->op == p) { continue; }
     auto q = next->op;
     if (j + 1 < reads.size() && reads[j + 1].first == r) { q = std::min(q, reads[j + 1].second); }
@@ -175,10 +176,11 @@ struct redrop_option {
     auto const first_over = last_op_over(a, curve, s.budget, c.u + 1, c.p - 1);
     if (!c.prior_swap && !c.prior_recompute && first_over && c.p >= c.u + 2) {
       swap_entry const first{c.id, c.u, c.p, c.u + 1, place(c.u + 1, c.p, *first_over), c.bytes};
-      auto redrop   = second;
+      auto redrop       = second;
       redrop.offload_at = c.p;
-      redrop.redrop = true;
-      with_swaps({first, redrop}, 2 * time + model.offload_time(c.bytes, swap_encoding::configured));
+      redrop.redrop     = true;
+      with_swaps({first, redrop},
+                 2 * time + model.offload_time(c.bytes, swap_encoding::configured));
     }
   }
   auto const kind = a.trace().storages()[c.id].kind;
@@ -187,8 +189,9 @@ struct redrop_option {
     if (chain.valid()) {
       auto rc = base_rc;
       // first in its batch: a re-run there may read it
-      auto it = std::lower_bound(rc.begin(), rc.end(), c.q,
-                                 [](recompute_entry const& e, std::uint64_t at) { return e.at < at; });
+      auto it =
+          std::lower_bound(rc.begin(), rc.end(), c.q,
+                           [](recompute_entry const& e, std::uint64_t at) { return e.at < at; });
       rc.insert(it, recompute_entry{c.id, c.p, c.q, c.q, c.bytes});
       out.push_back({s.entries, std::move(rc), chain.seconds});
     }
@@ -217,14 +220,15 @@ struct redrop_option {
       double best_seconds = 0;
       for (auto& o : redrop_options(a, s, curve, c)) {
         if (++steps > max_steps) { break; }
-        auto cand = make_schedule(a, s.policy, s.budget, std::move(o.entries), std::move(o.recomputes));
+        auto cand =
+            make_schedule(a, s.policy, s.budget, std::move(o.entries), std::move(o.recomputes));
         try {  // another re-run use inside the first half, a read away for the re-run, ...
           validate_schedule(a, cand);
         } catch (schedule_error const&) {
           continue;
         }
-        auto cand_curve  = planned_device_curve(a, cand.entries, cand.recomputes);
-        auto cand_excess = excess_of(cand_curve, s.budget);
+        auto cand_curve   = planned_device_curve(a, cand.entries, cand.recomputes);
+        auto cand_excess  = excess_of(cand_curve, s.budget);
         bool const better = cand_excess < next_excess ||
                             (next && cand_excess == next_excess && o.seconds < best_seconds);
         if (!better) { continue; }
