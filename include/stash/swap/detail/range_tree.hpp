@@ -119,6 +119,10 @@ class range_tree {
   static constexpr std::int64_t highest = std::numeric_limits<std::int64_t>::max() / 4;
 
   struct node {
+    // Left uninitialised by the vector's resize (every node is written by assign): the trees of
+    // the planners' curves are rebuilt per plan, and zeroing them first was a pass over memory.
+    node() {}  // not `= default`: value-initialisation would then zero them
+    node(std::int64_t x, std::int64_t n, std::int64_t a) : mx(x), mn(n), add(a) {}
     std::int64_t mx, mn, add;  // max and min of its range, its own add
   };
 
