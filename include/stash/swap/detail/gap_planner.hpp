@@ -92,7 +92,7 @@ class gap_planner {
       base_[i] = static_cast<std::int64_t>(steps[i].live_peak) -
                  (i < held_off.size() ? held_off[i] : std::int64_t{0});
     }
-    base_tree_.assign(base_);
+    scratch_.assign(base_);
     nominal_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) { nominal_[i] = analysis.op_start(i); }
     auto const& hw = analysis.model().hw();
@@ -110,9 +110,12 @@ class gap_planner {
     auto const end = ends_of(start);
     std::vector<char> chosen(gaps_.size(), 0);
     std::vector<std::size_t> picks;
-    range_tree cur(base_tree_);  // planned bytes per op, every chosen gap off over [u + 1, v - 1]
-    select(var, static_cast<std::int64_t>(target), start, end, cur, chosen, picks);
-    prune(static_cast<std::int64_t>(target), cur, chosen, picks);
+    {
+      scratch_use const use(scratch_);
+      auto& cur = scratch_;  // planned bytes per op, every chosen gap off over [u + 1, v - 1]
+      select(var, static_cast<std::int64_t>(target), start, end, cur, chosen, picks);
+      prune(static_cast<std::int64_t>(target), cur, chosen, picks);
+    }
     std::vector<swap_entry> entries;
     for (int round = 0; round < 4; ++round) {
       entries             = build(var, start, end, chosen);
@@ -580,14 +583,11 @@ class gap_planner {
   void pack_prefetches(std::vector<swap_entry>& entries, std::vector<std::uint64_t> const& rel,
                        std::vector<double> const& start, std::vector<double> const& end) const
   {
-    std::vector<std::int64_t> delta(n_ + 1, 0);
+    scratch_use const use(scratch_);
+    auto& cur = scratch_;  // base_ less every entry from its release to its next use
     for (std::size_t k = 0; k < entries.size(); ++k) {
-      if (rel[k] < entries[k].next_use) {
-        delta[rel[k]] -= static_cast<std::int64_t>(entries[k].bytes);
-        delta[entries[k].next_use] += static_cast<std::int64_t>(entries[k].bytes);
-      }
+      cur.add(rel[k], entries[k].next_use, -static_cast<std::int64_t>(entries[k].bytes));
     }
-    range_tree cur(minus_windows(delta));
     std::vector<std::size_t> by_use(entries.size());
     std::iota(by_use.begin(), by_use.end(), std::size_t{0});
     std::stable_sort(by_use.begin(), by_use.end(), [&](std::size_t x, std::size_t y) {
@@ -652,8 +652,17 @@ class gap_planner {
   std::vector<std::size_t> class_of_, rank_;                  // each gap's class and place in it
   static constexpr std::int64_t chosen_mark = std::int64_t{1} << 62;  // sinks a chosen gap's v
   std::vector<std::int64_t> base_;  // live bytes at each op's start peak, nothing swapped
-  range_tree base_tree_;            // base_ as a tree, copied by each plan
-  std::vector<double> nominal_;     // each op's start without swapping
+  // base_ as a tree, the scratch curve of select/prune and of the packing: each use rolls its
+  // adds back (scratch_use), instead of building or copying a tree of every op per plan.
+  mutable range_tree scratch_;
+  struct scratch_use {
+    explicit scratch_use(range_tree& t) : tree(t) { tree.checkpoint(); }
+    ~scratch_use() { tree.rollback(); }
+    scratch_use(scratch_use const&)            = delete;
+    scratch_use& operator=(scratch_use const&) = delete;
+    range_tree& tree;
+  };
+  std::vector<double> nominal_;  // each op's start without swapping
   // nominal_fixed()'s scores and index, for long_gap and slack. Not thread-safe.
   mutable std::array<std::pair<std::vector<double>, std::optional<stab_index>>, 2> nominal_fixed_;
   double lat_bytes_;  // bytes the link would carry during one latency
