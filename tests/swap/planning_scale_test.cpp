@@ -182,14 +182,24 @@ TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each
   }
 }
 
-TEST_CASE("range_tree answers as a scan of the plain array does")
+TEST_CASE("range_tree answers as a scan of the plain array does, and rolls adds back")
 {
   std::mt19937_64 rng(24);
   for (std::size_t n : {1U, 2U, 7U, 64U, 100U}) {
     std::vector<std::int64_t> plain(n);
     for (auto& x : plain) { x = static_cast<std::int64_t>(rng() % 20); }
     stash::detail::range_tree tree(plain);
+    std::vector<std::int64_t> saved;
     for (int step = 0; step < 300; ++step) {
+      if (step == 100) {  // the adds of steps 100-199 are rolled back at 200
+        tree.checkpoint();
+        saved = plain;
+      }
+      if (step == 200) {
+        tree.rollback();
+        plain = saved;
+        for (std::size_t j = 0; j < n; ++j) { REQUIRE(tree.at(j) == plain[j]); }
+      }
       auto l = rng() % n, r = rng() % (n + 1);
       if (l > r) { std::swap(l, r); }
       auto const d = static_cast<std::int64_t>(rng() % 9) - 4;

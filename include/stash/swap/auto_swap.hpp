@@ -33,13 +33,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -244,9 +244,50 @@ class auto_swap_planner {
       windows[k]    = {ops.event[c.u] + 1, ops.event[p - 1] + 1};
     }
     covering_.emplace(base.size(), windows, [](std::size_t) { return true; });
-    due_.assign(cands_.size(), 0.0);
-    prefetch_.assign(cands_.size(), 0);
-    chain_.clear();
+    start_chain();
+  }
+
+  // The chain in build()'s order (latest next use first, then index): each candidate's rank in
+  // it, its data by rank (so that the walk of chain_insert reads forward through memory), and an
+  // empty set of chained ranks.
+  void start_chain()
+  {
+    std::vector<std::size_t> order(cands_.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), later_use_first{&cands_});
+    rank_.resize(cands_.size());
+    links_.resize(cands_.size());
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      rank_[order[r]] = r;
+      links_[r]       = chain_link{order[r], start_[cands_[order[r]].v], 0.0, 0};
+    }
+    chained_.assign(cands_.size() / 64 + 1, 0);
+  }
+
+  // The first chained rank at least r (none: npos).
+  [[nodiscard]] std::size_t next_chained(std::size_t r) const
+  {
+    auto w = r / 64;
+    if (w >= chained_.size()) { return npos; }
+    auto bits = chained_[w] & (~std::uint64_t{0} << (r % 64));
+    while (bits == 0) {
+      if (++w == chained_.size()) { return npos; }
+      bits = chained_[w];
+    }
+    return w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+  }
+
+  // The last chained rank below r (none: npos).
+  [[nodiscard]] std::size_t prev_chained(std::size_t r) const
+  {
+    if (r == 0) { return npos; }
+    auto w    = (r - 1) / 64;
+    auto bits = chained_[w] & (~std::uint64_t{0} >> (63 - (r - 1) % 64));
+    while (bits == 0) {
+      if (w-- == 0) { return npos; }
+      bits = chained_[w];
+    }
+    return w * 64 + 63 - static_cast<std::size_t>(std::countl_zero(bits));
   }
 
   // Candidate x ranks before y: the higher score, the lower index among equals (no NaN).
@@ -271,6 +312,29 @@ class auto_swap_planner {
     return (p == c.v || start_[p + 1] > when) && (p == c.u + 2 || start_[p] <= when);
   }
 
+  // issue_op(c, when) for a swap-in issued at op p before, when it moves (!still_issues): a
+  // search from p outward in growing steps, since a pick moves the swap-ins behind it by a few
+  // ops. The same op: the last in [u + 2, v] starting no later than `when`, else u + 2.
+  [[nodiscard]] std::uint64_t issue_op_near(auto_swap_candidate const& c, std::uint64_t p,
+                                            double when) const
+  {
+    auto const lo = c.u + 2;
+    if (p == lo || start_[p] <= when) { return issue_op(c, when); }  // later (or at the floor)
+    auto last = [&](std::uint64_t from, std::uint64_t to) {          // start_[to] > when
+      auto const it = std::upper_bound(start_.begin() + static_cast<std::ptrdiff_t>(from),
+                                       start_.begin() + static_cast<std::ptrdiff_t>(to), when);
+      auto const q  = static_cast<std::uint64_t>(it - start_.begin());
+      return q == lo ? lo : q - 1;
+    };
+    std::uint64_t hi = p;  // start_[hi] > when: the op is below hi
+    for (std::uint64_t step = 1;; step *= 2) {
+      if (hi - lo <= step) { return last(lo, hi); }
+      auto const m = hi - step;
+      if (start_[m] <= when) { return last(m, hi); }
+      hi = m;
+    }
+  }
+
   // Candidate k's swap-in moves from op `from` to op `to`: its absence ends there instead.
   void move_window_end(std::size_t k, std::uint64_t from, std::uint64_t to)
   {
@@ -290,25 +354,26 @@ class auto_swap_planner {
   // whose slot is unchanged leaves every later one unchanged too.
   void chain_insert(std::size_t k)
   {
-    auto it = chain_.insert(k).first;
-    double free =
-        it == chain_.begin() ? std::numeric_limits<double>::infinity() : due_[*std::prev(it)];
-    for (bool first = true; it != chain_.end(); ++it, first = false) {
-      auto const j     = *it;
-      auto const& c    = cands_[j];
-      double const due = std::min(start_[c.v], free) - c.in_s;
-      if (!first && due == due_[j]) { break; }
+    auto r = rank_[k];
+    chained_[r / 64] |= std::uint64_t{1} << (r % 64);
+    auto const before = prev_chained(r);
+    double free = before == npos ? std::numeric_limits<double>::infinity() : links_[before].due;
+    for (bool first = true; r != npos; r = next_chained(r + 1), first = false) {
+      auto& link       = links_[r];
+      auto const& c    = cands_[link.k];
+      double const due = std::min(link.start_v, free) - c.in_s;
+      if (!first && due == link.due) { break; }
       if (first) {
-        prefetch_[j] = issue_op(c, due);
-        shift_window(j, prefetch_[j], -static_cast<std::int64_t>(c.bytes));
-      } else if (auto const p =
-                     still_issues(c, prefetch_[j], due) ? prefetch_[j] : issue_op(c, due);
-                 p != prefetch_[j]) {
-        move_window_end(j, prefetch_[j], p);
-        prefetch_[j] = p;
+        link.prefetch = issue_op(c, due);
+        shift_window(link.k, link.prefetch, -static_cast<std::int64_t>(c.bytes));
+      } else if (!still_issues(c, link.prefetch, due)) {
+        if (auto const p = issue_op_near(c, link.prefetch, due); p != link.prefetch) {
+          move_window_end(link.k, link.prefetch, p);
+          link.prefetch = p;
+        }
       }
-      due_[j] = due;
-      free    = due;
+      link.due = due;
+      free     = due;
     }
   }
 
@@ -366,8 +431,16 @@ class auto_swap_planner {
   range_tree curve_;
   std::vector<std::int64_t> base_at_op_, op_delta_;
   std::optional<stab_index> covering_;
-  std::vector<double> due_;              // each chained pick's swap-in slot end
-  std::vector<std::uint64_t> prefetch_;  // each chained pick's swap-in op
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  struct chain_link {
+    std::size_t k;           // the candidate
+    double start_v;          // its next use's start
+    double due;              // its swap-in slot end, once chained
+    std::uint64_t prefetch;  // its swap-in op, once chained
+  };
+  std::vector<std::size_t> rank_;       // each candidate's place in the chain's order
+  std::vector<chain_link> links_;       // by rank
+  std::vector<std::uint64_t> chained_;  // bit r: the candidate of rank r is chained
   struct later_use_first {
     std::vector<auto_swap_candidate> const* cands;
     bool operator()(std::size_t a, std::size_t b) const
@@ -376,7 +449,6 @@ class auto_swap_planner {
       return c[a].v != c[b].v ? c[a].v > c[b].v : a < b;
     }
   };
-  std::set<std::size_t, later_use_first> chain_{later_use_first{&cands_}};
   std::vector<std::pair<std::size_t, double>> found_;
 };
 

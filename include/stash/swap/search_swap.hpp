@@ -96,6 +96,12 @@ struct swap_incumbent {
   }
 };
 
+// search_swap's gap planners of the two scopes, kept across a sweep of budgets (plan_budgets):
+// their gaps, size classes and sorted fixed-score indexes do not depend on the budget.
+struct swap_planners {
+  std::optional<gap_planner> narrow, wide;
+};
+
 inline constexpr std::array<gap_variant, 9> search_swap_variants = {{
     {0.00, gap_score::coverage, offload_point::earliest, false},
     {0.00, gap_score::coverage, offload_point::after_last_use, false},
@@ -370,14 +376,15 @@ struct search_swap {
     }
     std::vector<schedule> out;
     out.reserve(budgets.size());
+    detail::swap_planners planners;
     for (std::size_t b = 0; b < budgets.size(); ++b) {
       std::array<schedule, seed_scores.size()> seeds;
       if (seed_with_policies) {
         for (std::size_t k = 0; k < seeds.size(); ++k) { seeds[k] = sweeps->of(seed_scores[k])[b]; }
       }
       search_swap_stats ignored;
-      out.push_back(
-          plan_seeded(analysis, budgets[b], ignored, seed_with_policies ? &seeds : nullptr));
+      out.push_back(plan_seeded(analysis, budgets[b], ignored,
+                                seed_with_policies ? &seeds : nullptr, &planners));
     }
     return out;
   }
@@ -387,10 +394,12 @@ struct search_swap {
   static constexpr std::array<auto_swap_score, 4> seed_scores = {
       auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa, auto_swap_score::wdoa};
 
-  // plan(), with the AutoSwap seeds (by seed_scores) given, or planned here when null.
+  // plan(), with the AutoSwap seeds (by seed_scores) given, or planned here when null, and the
+  // gap planners of an earlier budget of a sweep reused when given.
   [[nodiscard]] schedule plan_seeded(trace_analysis const& analysis, std::uint64_t budget,
                                      search_swap_stats& stats,
-                                     std::array<schedule, seed_scores.size()>* auto_seeds) const
+                                     std::array<schedule, seed_scores.size()>* auto_seeds,
+                                     detail::swap_planners* kept = nullptr) const
   {
     stats = search_swap_stats{};
     if (analysis.peak_live_bytes() <= budget) {
@@ -400,10 +409,21 @@ struct search_swap {
     detail::swap_incumbent inc;
     inc.encodings = encodings;
     if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds); }
-    detail::gap_planner const planner(analysis, budget, scope, min_bytes);
+    detail::swap_planners local;
+    auto& planners    = kept != nullptr ? *kept : local;
+    auto planner_with = [&](std::optional<detail::gap_planner>& slot,
+                            swap_scope sc) -> detail::gap_planner const& {
+      if (!slot) {
+        slot.emplace(analysis, budget, sc, min_bytes);
+      } else {
+        slot->set_budget(budget);
+      }
+      return *slot;
+    };
+    auto const& planner = planner_with(planners.narrow, scope);
     run_variants(analysis, budget, planner, scope, "variant", inc, stats);
     if (scope == swap_scope::activations && also_any_kind) {
-      detail::gap_planner const wide(analysis, budget, swap_scope::any_kind, min_bytes);
+      auto const& wide = planner_with(planners.wide, swap_scope::any_kind);
       run_variants(analysis, budget, wide, swap_scope::any_kind, "variant_any_kind", inc, stats);
     }
     if (wrap && (scope != swap_scope::activations || also_any_kind)) {

@@ -14,6 +14,7 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -91,9 +92,16 @@ class gap_planner {
       base_[i] = static_cast<std::int64_t>(steps[i].live_peak) -
                  (i < held_off.size() ? held_off[i] : std::int64_t{0});
     }
+    scratch_.assign(base_);
+    nominal_.resize(n_);
+    for (std::size_t i = 0; i < n_; ++i) { nominal_[i] = analysis.op_start(i); }
     auto const& hw = analysis.model().hw();
     lat_bytes_     = hw.pcie_latency_s * hw.pcie_d2h_bytes_per_s;
   }
+
+  /// The budget later plans keep within (a planner reused across a sweep of budgets keeps its
+  /// gaps, classes and the sorted indexes of its fixed scores on the nominal timeline).
+  void set_budget(std::uint64_t budget) noexcept { budget_ = budget; }
 
   /// Entries bringing every op under `target`, timed on op start times `start`.
   [[nodiscard]] std::vector<swap_entry> plan(gap_variant const& var, std::uint64_t target,
@@ -102,17 +110,22 @@ class gap_planner {
     auto const end = ends_of(start);
     std::vector<char> chosen(gaps_.size(), 0);
     std::vector<std::size_t> picks;
-    range_tree cur(base_);  // planned bytes per op with every chosen gap off over [u + 1, v - 1]
-    select(var, static_cast<std::int64_t>(target), start, end, cur, chosen, picks);
-    prune(static_cast<std::int64_t>(target), cur, chosen, picks);
+    {
+      scratch_use const use(scratch_);
+      auto& cur = scratch_;  // planned bytes per op, every chosen gap off over [u + 1, v - 1]
+      select(var, static_cast<std::int64_t>(target), start, end, cur, chosen, picks);
+      prune(static_cast<std::int64_t>(target), cur, chosen, picks);
+    }
     std::vector<swap_entry> entries;
     for (int round = 0; round < 4; ++round) {
-      entries = build(var, start, end, chosen);
-      range_tree planned(planned_bytes(entries));
-      bool const over = planned.max(0, n_) > static_cast<std::int64_t>(budget_);
-      if (!over) { break; }
+      entries             = build(var, start, end, chosen);
+      auto const per_op   = planned_bytes(entries);
+      auto const cap      = static_cast<std::int64_t>(budget_);
+      auto const over_cap = [&](std::int64_t x) { return x > cap; };
+      if (std::none_of(per_op.begin(), per_op.end(), over_cap)) { break; }
       // Packing never exceeds the budget, so selection fell short: select against the exact
-      // curve.
+      // curve (its tree built only then: most plans fit here, and the tree is the costlier).
+      range_tree planned(per_op);
       auto const before = picks.size();
       select(var, static_cast<std::int64_t>(budget_), start, end, planned, chosen, picks);
       if (picks.size() == before) { break; }
@@ -417,13 +430,20 @@ class gap_planner {
       });
       return;
     }
-    std::vector<double> fixed;  // scores that do not depend on the worst op
-    if (var.score != gap_score::coverage) {
-      fixed.resize(gaps_.size());
-      for (std::size_t g = 0; g < gaps_.size(); ++g) {
-        fixed[g] = score(var, gaps_[g], 0, 0, 0, start, end);
-      }
+    if (var.score != gap_score::coverage && std::ranges::equal(start, nominal_) &&
+        std::none_of(chosen.begin(), chosen.end(), [](char c) { return c != 0; })) {
+      auto& cached      = nominal_fixed(var, start, end);
+      auto const& fixed = cached.first;
+      auto& index       = *cached.second;
+      index.rewind();
+      cover(target, cur, chosen, picks, [&](std::size_t worst, std::size_t lo, std::size_t hi) {
+        return best_spanning(var, index, fixed, worst, lo, hi, cur.at(worst) - target, start, end,
+                             chosen);
+      });
+      return;
     }
+    std::vector<double> fixed;  // scores that do not depend on the worst op
+    if (var.score != gap_score::coverage) { fixed = fixed_scores(var, start, end); }
     // Only scores above -1 are ever picked (the scan starts from -1): fixed ones below never are.
     stab_index index(n_, windows_, [&](std::size_t g) {
       return chosen[g] == 0 && (fixed.empty() || fixed[g] > -1.0);
@@ -435,6 +455,35 @@ class gap_planner {
       return best_spanning(var, index, fixed, worst, lo, hi, cur.at(worst) - target, start, end,
                            chosen);
     });
+  }
+
+  // Every gap's fixed score (long_gap, slack) on the timeline `start`.
+  [[nodiscard]] std::vector<double> fixed_scores(gap_variant const& var,
+                                                 std::vector<double> const& start,
+                                                 std::vector<double> const& end) const
+  {
+    std::vector<double> fixed(gaps_.size());
+    for (std::size_t g = 0; g < gaps_.size(); ++g) {
+      fixed[g] = score(var, gaps_[g], 0, 0, 0, start, end);
+    }
+    return fixed;
+  }
+
+  // A fixed score's scores and sorted index on the nominal timeline with nothing chosen, as
+  // select() builds them there: the same for every variant with that score and every budget of
+  // a reused planner, so built once and rewound per plan instead of rebuilt (issue 24, item 4).
+  [[nodiscard]] std::pair<std::vector<double>, std::optional<stab_index>>& nominal_fixed(
+      gap_variant const& var, std::vector<double> const& start,
+      std::vector<double> const& end) const
+  {
+    auto& cached = nominal_fixed_[var.score == gap_score::long_gap ? 0 : 1];
+    if (!cached.second) {
+      auto const& fixed = cached.first = fixed_scores(var, start, end);
+      cached.second.emplace(n_, windows_, [&](std::size_t g) { return fixed[g] > -1.0; });
+      cached.second->sort(
+          [&](std::size_t x, std::size_t y) { return before(fixed[x], x, fixed[y], y); });
+    }
+    return cached;
   }
 
   // The greedy loop of select(): `best(worst, lo, hi)` names the gap to pick for the first op of
@@ -534,14 +583,11 @@ class gap_planner {
   void pack_prefetches(std::vector<swap_entry>& entries, std::vector<std::uint64_t> const& rel,
                        std::vector<double> const& start, std::vector<double> const& end) const
   {
-    std::vector<std::int64_t> delta(n_ + 1, 0);
+    scratch_use const use(scratch_);
+    auto& cur = scratch_;  // base_ less every entry from its release to its next use
     for (std::size_t k = 0; k < entries.size(); ++k) {
-      if (rel[k] < entries[k].next_use) {
-        delta[rel[k]] -= static_cast<std::int64_t>(entries[k].bytes);
-        delta[entries[k].next_use] += static_cast<std::int64_t>(entries[k].bytes);
-      }
+      cur.add(rel[k], entries[k].next_use, -static_cast<std::int64_t>(entries[k].bytes));
     }
-    range_tree cur(minus_windows(delta));
     std::vector<std::size_t> by_use(entries.size());
     std::iota(by_use.begin(), by_use.end(), std::size_t{0});
     std::stable_sort(by_use.begin(), by_use.end(), [&](std::size_t x, std::size_t y) {
@@ -606,7 +652,20 @@ class gap_planner {
   std::vector<std::size_t> class_of_, rank_;                  // each gap's class and place in it
   static constexpr std::int64_t chosen_mark = std::int64_t{1} << 62;  // sinks a chosen gap's v
   std::vector<std::int64_t> base_;  // live bytes at each op's start peak, nothing swapped
-  double lat_bytes_;                // bytes the link would carry during one latency
+  // base_ as a tree, the scratch curve of select/prune and of the packing: each use rolls its
+  // adds back (scratch_use), instead of building or copying a tree of every op per plan.
+  mutable range_tree scratch_;
+  struct scratch_use {
+    explicit scratch_use(range_tree& t) : tree(t) { tree.checkpoint(); }
+    ~scratch_use() { tree.rollback(); }
+    scratch_use(scratch_use const&)            = delete;
+    scratch_use& operator=(scratch_use const&) = delete;
+    range_tree& tree;
+  };
+  std::vector<double> nominal_;  // each op's start without swapping
+  // nominal_fixed()'s scores and index, for long_gap and slack. Not thread-safe.
+  mutable std::array<std::pair<std::vector<double>, std::optional<stab_index>>, 2> nominal_fixed_;
+  double lat_bytes_;  // bytes the link would carry during one latency
 };
 
 }  // namespace stash::detail

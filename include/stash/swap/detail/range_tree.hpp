@@ -44,11 +44,29 @@ class range_tree {
 
   [[nodiscard]] std::size_t size() const noexcept { return n_; }
 
+  /// Starts recording the adds, for rollback(): a tree reused as scratch over the same values
+  /// (the planners' base curve) instead of rebuilt or copied per plan.
+  void checkpoint()
+  {
+    journal_.clear();
+    recording_ = true;
+  }
+
+  /// Undoes every add since checkpoint(), latest first: the values, and every node, are exactly
+  /// those of then (integer adds).
+  void rollback()
+  {
+    recording_ = false;
+    for (auto it = journal_.rbegin(); it != journal_.rend(); ++it) { add(it->l, it->r, -it->d); }
+    journal_.clear();
+  }
+
   /// Adds `d` to v[l..r).
   void add(std::size_t l, std::size_t r, std::int64_t d)
   {
     r = std::min(r, n_);
     if (l >= r) { return; }
+    if (recording_) { journal_.push_back({l, r, d}); }
     // Bottom-up: the nodes covering [l, r) take d whole, then their ancestors are re-pulled. The
     // same nodes as a top-down walk, so the same tree (and every answer) without the recursion.
     std::size_t const first = l + size_, last = r - 1 + size_;
@@ -119,6 +137,10 @@ class range_tree {
   static constexpr std::int64_t highest = std::numeric_limits<std::int64_t>::max() / 4;
 
   struct node {
+    // Left uninitialised by the vector's resize (every node is written by assign): the trees of
+    // the planners' curves are rebuilt per plan, and zeroing them first was a pass over memory.
+    node() {}  // not `= default`: value-initialisation would then zero them
+    node(std::int64_t x, std::int64_t n, std::int64_t a) : mx(x), mn(n), add(a) {}
     std::int64_t mx, mn, add;  // max and min of its range, its own add
   };
 
@@ -190,6 +212,12 @@ class range_tree {
 
   std::size_t n_{0}, size_{1};
   std::vector<node> t_;  // the heap-ordered nodes: 1 the root, size_ + i the leaf of v[i]
+  struct logged_add {
+    std::size_t l, r;
+    std::int64_t d;
+  };
+  std::vector<logged_add> journal_;  // the adds since checkpoint(), while recording_
+  bool recording_{false};
 };
 
 }  // namespace stash::detail

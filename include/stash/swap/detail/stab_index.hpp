@@ -61,6 +61,10 @@ class stab_index {
     }
   }
 
+  /// Starts best_at() afresh (each node's cursor back at its first item), for another life in
+  /// which other items are dead: a sorted index reused across plans instead of rebuilt.
+  void rewind() { cursor_.assign(begin_.begin(), begin_.end() - 1); }
+
   /// The best item by `less` (the order sort() was given) whose window contains `pos`, skipping
   /// items with dead(i); dead items must stay dead for the index's life.
   template <class Dead, class Less>

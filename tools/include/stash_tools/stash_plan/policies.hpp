@@ -206,6 +206,7 @@ struct policy_section {
     return out;
   }
   std::vector<stash::schedule> out;
+  out.reserve(budgets.size());
   for (auto const b : budgets) { out.push_back(plan_policy(name, analysis, b, opt)); }
   return out;
 }
