@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The sanitizer and fuzzing checks CI runs after scripts/test.sh (see README.md "Errors"):
-#   asan   the CPU test suite (stash_tests) under AddressSanitizer + UBSan, once
+# The sanitizer and fuzzing checks (see README.md "Errors"); CI runs `tsan fuzz` after
+# scripts/test.sh, whose test preset already builds and runs stash_tests under ASan + UBSan:
+#   asan   the CPU test suite (stash_tests) under AddressSanitizer + UBSan, once, with the asan
+#          preset (-O1, assertions on, the long sweeps sampled; tests/support/sanitizer.hpp)
 #   tsan   the offload, pool and allocator tests under ThreadSanitizer (not the single-threaded
-#          planner tests: nothing for it to see, most of the time), TSAN_RUNS times (default 3:
+#          planner tests: nothing for it to see, most of the time), TSAN_RUNS times (default 2:
 #          races are intermittent)
 #   fuzz   every libFuzzer target in tests/fuzz: its seeds and regression inputs, then
 #          FUZZ_SECONDS (default 30) of fuzzing, FUZZ_JOBS (default: the core count) targets at a
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ ${#steps[@]} -gt 0 ] || steps=(asan tsan fuzz)
-tsan_runs=${TSAN_RUNS:-3}
+tsan_runs=${TSAN_RUNS:-2}
 fuzz_seconds=${only_seconds:-${FUZZ_SECONDS:-30}}
 jobs=$(nproc)
 

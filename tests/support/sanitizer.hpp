@@ -1,8 +1,9 @@
-// Test sizes under the sanitizers. ASan and TSan run the suite 3-10x slower than the test preset,
-// and CI runs both (scripts/sanitize.sh): the few sweeps whose points repeat the same code over
-// more inputs (budgets, traces, hardware presets) check a sample there, the full sweep in the
-// test preset. What a sanitizer looks for (a bad access, a race) is in the code each point runs,
-// not in how many points there are; every assertion stays as it is.
+// Test sizes under the sanitizers. The asan and tsan presets run the suite 3-10x slower than a
+// plain build (scripts/sanitize.sh): the few sweeps whose points repeat the same code over more
+// inputs (budgets, traces, hardware presets) check a sample there. The test preset builds
+// stash_tests under ASan + UBSan with STASH_SANITIZER_BUILD=0: every point, as CI runs it. What a
+// sanitizer looks for (a bad access, a race) is in the code each point runs, not in how many
+// points there are; every assertion stays as it is.
 #pragma once
 
 #include <cstddef>
