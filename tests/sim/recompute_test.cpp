@@ -15,6 +15,7 @@
 
 #include "support/approx.hpp"
 #include "support/planned_reference.hpp"
+#include "support/rerun_read_trace.hpp"
 
 #include <doctest/doctest.h>
 
@@ -418,36 +419,9 @@ TEST_CASE("a rebuilt input that cannot be rebuilt: the chain is refused, naming 
         std::string::npos);
 }
 
-// Issue 22, one entry per gap: a re-run's read is a use that splits its storage's gap. x (input,
-// 1000 B) is read by op0 and op5; a (4000 B), dropped after op1, is re-run before op3 by
-// re-running op0, which reads x. h (6000 B) is op4's result, freed right after it.
-//   op0 relu x -> a 5 us   op2 bwd b -> g 3 us       op4 bwd g -> h 7 us
-//   op1 mul a -> b 6 us    op3 bwd a,g -> g 6 us     op5 bwd x,g -> g 3 us
-// x swapped over (0, 3) comes back for the re-run; it may leave again at once, over the sub-gap
-// (3, 5), keeping its host copy (redrop): op4 then needs g + h = 7000 B, not 8000.
-std::string const redrop_text = R"(# stash-trace v1 model=redrop dtype=float32
-t 0 1000 input x
-p forward
-t 1 4000 act a
-o aten::relu 0 1
-t 2 2000 act b
-o aten::mul.Tensor 1 2
-p backward
-t 3 1000 temp g
-o my::bwd 2 3
-f 2
-o my::bwd 1,3 3
-f 1
-t 4 6000 temp h
-o my::bwd 3 4
-f 4
-o my::bwd 0,3 3
-f 3
-)";
-
 TEST_CASE("a re-run's read splits the gap: its storage comes back for the re-run, leaves again")
 {
-  auto const t = stash::parse_trace(redrop_text, "redrop");
+  auto const t = stash::parse_trace(stash::test::rerun_read_trace_text, "redrop");
   stash::trace_analysis const a(t, model());
   stash::recompute_entry const drop{1, 1, 3, 3, 4000};
   stash::swap_entry const first{0, 0, 3, 1, 3, 1000};
@@ -505,7 +479,7 @@ TEST_CASE("a re-run's read splits the gap: its storage comes back for the re-run
 
 TEST_CASE("the validator's rules for re-run uses and redrop entries")
 {
-  auto const t = stash::parse_trace(redrop_text, "redrop");
+  auto const t = stash::parse_trace(stash::test::rerun_read_trace_text, "redrop");
   stash::trace_analysis const a(t, model());
   stash::recompute_entry const drop{1, 1, 3, 3, 4000};
   stash::swap_entry const first{0, 0, 3, 1, 3, 1000};

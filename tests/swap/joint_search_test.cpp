@@ -14,6 +14,7 @@
 
 #include "support/approx.hpp"
 #include "support/data.hpp"
+#include "support/rerun_read_trace.hpp"
 #include "support/sanitizer.hpp"
 
 #include <doctest/doctest.h>
@@ -234,31 +235,9 @@ TEST_CASE("lossy only by consent: search weighs fp16 for activations only when o
           << " ms with fp16 activations");
 }
 
-// Issue 22, one entry per gap: recomputing a (dropped after op1, re-run before op3 from x) reads
-// x at op3, which then stays until op5 unless it may leave again: op4 needs x + g + h.
-std::string const rerun_read = R"(# stash-trace v1 model=rerun_read dtype=float32
-t 0 1000 input x
-p forward
-t 1 4000 act a
-o aten::relu 0 1
-t 2 2000 act b
-o aten::mul.Tensor 1 2
-p backward
-t 3 1000 temp g
-o my::bwd 2 3
-f 2
-o my::bwd 1,3 3
-f 1
-t 4 6000 temp h
-o my::bwd 3 4
-f 4
-o my::bwd 0,3 3
-f 3
-)";
-
 TEST_CASE("search's redrop repair: a storage a re-run reads leaves again right after it")
 {
-  auto const t = stash::parse_trace(rerun_read, "rerun_read");
+  auto const t = stash::parse_trace(stash::test::rerun_read_trace_text, "rerun_read");
   stash::trace_analysis const a(t, round_model());
   auto const pinned =
       stash::make_schedule(a, "hand", 7000, {}, {stash::recompute_entry{1, 1, 3, 3, 4000}});
