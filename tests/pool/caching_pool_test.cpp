@@ -1,10 +1,18 @@
 
 #include <stash/core/host_upstream.hpp>
 #include <stash/core/limiting_upstream.hpp>
+#include <stash/core/virtual_upstream.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/testing/pool_conformance.hpp>
 
 #include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
 
 namespace STASH_UNITY_ID {
 
@@ -206,6 +214,178 @@ TEST_CASE(
   CHECK(free_pool.stalls() == 0);
   CHECK(free_pool.order().waits().empty());
   free_pool.deallocate_async(y, stash::MiB, stream_b);
+}
+
+namespace {
+// The pool's bookkeeping (map and set nodes) allocates through this: it counts the nodes and
+// throws std::bad_alloc at the armed one, so a test can fail each node a request allocates.
+struct node_faults {
+  static inline std::uint64_t calls   = 0;
+  static inline std::uint64_t fail_at = 0;  // the value of `calls` that throws; 0: none
+};
+
+template <class T>
+struct failing_node_allocator {
+  using value_type                  = T;
+  failing_node_allocator() noexcept = default;
+  template <class U>
+  failing_node_allocator(failing_node_allocator<U> const&) noexcept  // NOLINT: rebinding
+  {
+  }
+  T* allocate(std::size_t n)
+  {
+    if (++node_faults::calls == node_faults::fail_at) { throw std::bad_alloc(); }
+    return std::allocator<T>{}.allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept { std::allocator<T>{}.deallocate(p, n); }
+  bool operator==(failing_node_allocator const&) const noexcept = default;
+};
+
+// Virtual addresses: the same in every run from a fresh upstream, so runs compare pointer by
+// pointer; manual_order keeps a free on another stream pending (the stall path).
+using node_fault_pool = stash::caching_pool<stash::virtual_upstream, stash::manual_order,
+                                            failing_node_allocator<std::byte>>;
+
+struct live_block {
+  void* p;
+  std::size_t bytes;
+  std::size_t alignment;
+  cudaStream_t stream;
+};
+
+// A request (bytes, alignment, stream) made after `setup`, which returns the blocks it left live.
+struct bookkeeping_case {
+  std::string name;
+  std::size_t budget;
+  std::function<std::vector<live_block>(node_fault_pool&)> setup;
+  live_block request;
+};
+
+// What a failed request must leave as it was: the figures, the upstream, the stream waits.
+struct pool_state {
+  stash::pool_stats stats;
+  std::uint64_t stalls;
+  std::size_t waits;
+  std::size_t upstream_in_use;
+};
+
+pool_state state_of(node_fault_pool& pool)
+{
+  return {pool.stats(), pool.stalls(), pool.order().waits().size(), pool.upstream().in_use_bytes()};
+}
+
+void check_same(pool_state const& a, pool_state const& b)
+{
+  CHECK(a.stats.in_use_bytes == b.stats.in_use_bytes);
+  CHECK(a.stats.peak_in_use_bytes == b.stats.peak_in_use_bytes);
+  CHECK(a.stats.reserved_bytes == b.stats.reserved_bytes);
+  CHECK(a.stats.peak_reserved_bytes == b.stats.peak_reserved_bytes);
+  CHECK(a.stats.largest_free_bytes == b.stats.largest_free_bytes);
+  CHECK(a.stats.allocations == b.stats.allocations);
+  CHECK(a.stalls == b.stalls);
+  CHECK(a.waits == b.waits);
+  CHECK(a.upstream_in_use == b.upstream_in_use);
+}
+
+// The run after setup (and, when `fail`, the request failed at its `fail`-th node): the request,
+// then a second one, every block freed, the streams finished, cached segments released; the
+// pointers and states on the way, and the upstream's bytes once the pool is gone.
+struct after_setup {
+  std::vector<void*> pointers;
+  std::vector<pool_state> states;
+  std::size_t upstream_after_destruction;
+};
+
+after_setup run_case(bookkeeping_case const& c, std::uint64_t fail, std::uint64_t* nodes)
+{
+  after_setup out;
+  stash::virtual_upstream upstream;
+  {
+    stash::caching_pool_options options;
+    options.budget = c.budget;
+    node_fault_pool pool(upstream, options);
+    auto live        = c.setup(pool);
+    auto const& r    = c.request;
+    auto const start = node_faults::calls;
+    if (fail != 0) {
+      auto const before    = state_of(pool);
+      node_faults::fail_at = start + fail;
+      CHECK_THROWS_AS((void)pool.allocate_async(r.bytes, r.alignment, r.stream), std::bad_alloc);
+      node_faults::fail_at = 0;
+      check_same(state_of(pool), before);
+    }
+    auto const first = node_faults::calls;
+    for (int i = 0; i < 2; ++i) {
+      live.push_back(
+          {pool.allocate_async(r.bytes, r.alignment, r.stream), r.bytes, r.alignment, r.stream});
+      out.pointers.push_back(live.back().p);
+      out.states.push_back(state_of(pool));
+      if (i == 0 && nodes != nullptr) { *nodes = node_faults::calls - first; }
+    }
+    for (auto const& b : live) { pool.deallocate_async(b.p, b.bytes, b.alignment, b.stream); }
+    pool.order().finish(stream_a);
+    pool.order().finish(stream_b);
+    (void)pool.release_cached();
+    out.states.push_back(state_of(pool));
+  }
+  out.upstream_after_destruction = upstream.in_use_bytes();
+  return out;
+}
+}  // namespace
+
+// "A failed allocation leaves the pool intact" for std::bad_alloc from the pool's own map and
+// set nodes too (GPU review 2026-11-26b, P1 and G4): before, a node that failed after the
+// upstream call lost the segment (never given back), one that failed in a split lost the block
+// from the free index, and an over-aligned stall was counted (and its wait queued) for a request
+// that then failed. Every node of each request is failed in turn; the pool must then look as it
+// did and go on exactly as a pool that never saw the failure.
+TEST_CASE("caching_pool: std::bad_alloc from its bookkeeping leaves the pool intact")
+{
+  auto const none = [](node_fault_pool&) { return std::vector<live_block>{}; };
+  std::vector<bookkeeping_case> const cases{
+      {"a new small segment, split", stash::MiB * 64, none, {nullptr, 1000, 256, stream_a}},
+      {"a new segment, over-aligned", stash::MiB * 64, none, {nullptr, 100, 4096, stream_a}},
+      {"a cached block, split",
+       stash::MiB * 64,
+       [](node_fault_pool& pool) {
+         return std::vector<live_block>{{pool.allocate_async(4096, stream_a), 4096, 256, stream_a}};
+       },
+       {nullptr, 1000, 256, stream_a}},
+      {"a cached block, over-aligned and split",
+       stash::MiB * 64,
+       [](node_fault_pool& pool) {
+         return std::vector<live_block>{{pool.allocate_async(512, stream_a), 512, 256, stream_a}};
+       },
+       {nullptr, 100, 4096, stream_a}},
+      {"a stall on a pending block at the budget, over-aligned",
+       2 * stash::MiB,
+       [](node_fault_pool& pool) {
+         // The pending block starts 512 B into the segment: the request needs an aligned start.
+         std::vector<live_block> live{{pool.allocate_async(512, stream_a), 512, 256, stream_a}};
+         void* pending = pool.allocate_async(stash::MiB, stream_a);
+         pool.deallocate_async(pending, stash::MiB, stream_a);  // pending: stream_a not finished
+         return live;
+       },
+       {nullptr, 100, 4096, stream_b}},
+  };
+  for (auto const& c : cases) {
+    CAPTURE(c.name);
+    std::uint64_t nodes  = 0;
+    auto const reference = run_case(c, 0, &nodes);
+    CHECK(reference.upstream_after_destruction == 0);
+    REQUIRE(nodes >= 2);  // each case inserts at least a split's remainder or a segment
+    for (std::uint64_t k = 1; k <= nodes; ++k) {
+      CAPTURE(k);
+      auto const failed = run_case(c, k, nullptr);
+      CHECK(failed.pointers == reference.pointers);
+      REQUIRE(failed.states.size() == reference.states.size());
+      for (std::size_t i = 0; i < failed.states.size(); ++i) {
+        check_same(failed.states[i], reference.states[i]);
+      }
+      CHECK(failed.upstream_after_destruction == 0);
+    }
+  }
+  CHECK(node_faults::fail_at == 0);
 }
 
 }  // namespace STASH_UNITY_ID

@@ -24,6 +24,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -76,10 +77,20 @@ struct caching_pool_options {
 /// upstream's alignment, or the rounding if smaller); a larger alignment, up to a page, is served
 /// from a block padded by the difference. Freeing never throws and allocates nothing (a wrong free
 /// goes to the misuse handler, core/misuse.hpp). Not thread safe.
+///
+/// Strong guarantee: a request that throws (out_of_memory, logic_error, or std::bad_alloc from
+/// the pool's own bookkeeping) leaves the blocks, the counters and the upstream as they were
+/// (cached segments it gave back to the upstream to make room stay given back). Every bookkeeping
+/// node a request may need is allocated before anything changes, and a new segment's nodes
+/// before the upstream is asked for it.
 /// @tparam Upstream Where blocks come from: a stash::upstream_resource.
 /// @tparam Order How the pool knows a stream's work on a block has finished: a stash::stream_order.
-template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>>
-class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
+/// @tparam NodeAllocator Allocates the bookkeeping's map and set nodes (host memory; rebound per
+///   container; default constructible, all instances equal). std::allocator unless a test
+///   injects a std::bad_alloc.
+template <upstream_resource Upstream, stream_order Order = default_stream_order_t<Upstream>,
+          class NodeAllocator = std::allocator<std::byte>>
+class caching_pool : public pool_resource<caching_pool<Upstream, Order, NodeAllocator>> {
  public:
   /// @brief Whether the host may touch the memory (it may for host and pinned upstreams).
   static constexpr bool is_host_accessible = Upstream::is_host_accessible;
@@ -126,15 +137,17 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     if (bytes == 0) { return nullptr; }
     std::size_t const size = rounded(bytes, padding(alignment));
     auto found             = find_free(size, stream);
+    spare_nodes spare;
     if (found == blocks_.end()) {
       refuse_if_capturing(bytes, stream);
+      // The block is not known yet: every node the request may need, before the upstream call.
+      spare = make_spare(padding(alignment) != 0, true);
       found = grow_or_stall(bytes, size, stream);
+    } else {
+      spare = make_spare(align_up(found->first, alignment) != found->first, splits(found, size));
     }
-    // The one step of an over-aligned request that can throw, before the block is taken (a
-    // segment grown for it stays cached: the pool is consistent either way).
-    auto const user = align_up(found->first, alignment);
-    if (user != found->first) { aligned_.emplace(user, found->first); }
-    return take(found, size, bytes, alignment, stream, user);
+    // Nothing below throws: the pool changes only now.
+    return take(found, size, bytes, alignment, stream, std::move(spare));
   }
 
   /// @brief Returns memory from allocate(); it may be reused once `stream`'s queued work is done.
@@ -243,7 +256,13 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   // A block freed while its stream was being captured keeps a marker that is never queried.
   using marker_type = tracked_marker<Order>;
 
-  using free_set = std::set<std::pair<std::size_t, std::uintptr_t>>;  // (size, address)
+  template <class T>
+  using node_allocator = typename std::allocator_traits<NodeAllocator>::template rebind_alloc<T>;
+  using free_key       = std::pair<std::size_t, std::uintptr_t>;  // (size, address)
+  using free_set       = std::set<free_key, std::less<free_key>, node_allocator<free_key>>;
+  template <class Value>
+  using address_map = std::map<std::uintptr_t, Value, std::less<std::uintptr_t>,
+                               node_allocator<std::pair<std::uintptr_t const, Value>>>;
 
   struct block {
     std::size_t size{0};
@@ -257,8 +276,46 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     // noexcept free cannot report a failed allocation).
     typename free_set::node_type node{};
   };
-  using block_map  = std::map<std::uintptr_t, block>;
+  using block_map  = std::map<std::uintptr_t, block, std::less<std::uintptr_t>,
+                             node_allocator<std::pair<std::uintptr_t const, block>>>;
   using block_iter = typename block_map::iterator;
+
+  // The nodes a request may insert, allocated before the pool changes (inserting a node
+  // allocates nothing): a split's remainder block and its free-set entry, an over-aligned start.
+  struct spare_nodes {
+    typename block_map::node_type block;
+    typename free_set::node_type free;
+    typename address_map<std::uintptr_t>::node_type aligned;
+  };
+
+  // One node of a container like `like`, holding a value made of `args`.
+  template <class Container, class... Args>
+  static typename Container::node_type make_node(Container const& like, Args&&... args)
+  {
+    Container one(like.get_allocator());
+    one.emplace(std::forward<Args>(args)...);
+    return one.extract(one.begin());
+  }
+
+  spare_nodes make_spare(bool aligned, bool split) const
+  {
+    spare_nodes spare;
+    if (split) {
+      spare.block = make_node(blocks_, std::uintptr_t{0}, block{});
+      spare.free  = make_node(free_, free_key{0, 0});
+    }
+    if (aligned) { spare.aligned = make_node(aligned_, std::uintptr_t{0}, std::uintptr_t{0}); }
+    return spare;
+  }
+
+  // Whether taking `size` bytes of the free block `it` splits off its remainder.
+  [[nodiscard]] bool splits(block_iter it, std::size_t size) const
+  {
+    bool const small_segment = segments_.at(it->second.segment) == options_.small_segment;
+    std::size_t const rest   = it->second.size - size;
+    return small_segment || options_.split_large_segments ? rest >= options_.rounding
+                                                          : rest > options_.small_limit;
+  }
 
   // Blocks start at a segment base (aligned to cuda_allocation_alignment by the upstream) plus a
   // multiple of the rounding.
@@ -403,7 +460,11 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
     // Under a tight budget an exact-size segment may still fit where the standard one does not.
     if (seg > headroom() && size <= headroom()) { seg = size; }
     if (seg > headroom()) { throw_oom(requested); }
-    void* p = try_upstream(seg);
+    // The segment's nodes before the upstream is asked: a std::bad_alloc leaks no segment.
+    auto seg_node   = make_node(segments_, std::uintptr_t{0}, std::size_t{0});
+    auto block_node = make_node(blocks_, std::uintptr_t{0}, block{});
+    auto free_node  = make_node(free_, free_key{0, 0});
+    void* p         = try_upstream(seg);
     if (p == nullptr) {
       release_cached();
       p = try_upstream(seg);
@@ -414,16 +475,20 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
       }
       if (p == nullptr) { throw_oom(requested); }
     }
-    auto const base = reinterpret_cast<std::uintptr_t>(p);
-    segments_.emplace(base, seg);
+    auto const base   = reinterpret_cast<std::uintptr_t>(p);
+    seg_node.key()    = base;
+    seg_node.mapped() = seg;
+    block_node.key()  = base;
+    block& b          = block_node.mapped();
+    b.size            = seg;
+    b.segment         = base;
+    b.free            = true;
+    free_node.value() = {seg, base};
+    segments_.insert(std::move(seg_node));
+    auto it = blocks_.insert(std::move(block_node)).position;
+    free_.insert(std::move(free_node));
     reserved_ += seg;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
-    block b;
-    b.size    = seg;
-    b.segment = base;
-    b.free    = true;
-    auto it   = blocks_.emplace(base, std::move(b)).first;
-    free_.insert({seg, base});
     return it;
   }
 
@@ -445,32 +510,37 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
                         in_use_, has_budget ? std::max(largest, headroom()) : largest);
   }
 
-  // Hands out `size` bytes from the free block `it` at `user` (inside it), splitting off the
-  // remainder.
+  // Hands out `size` bytes from the free block `it` (at its start, or at the aligned address
+  // inside it), splitting off the remainder, with the nodes of `spare` (a split needs its block
+  // and free nodes, an over-aligned start its aligned node): inserting a node allocates nothing.
   void* take(block_iter it, std::size_t size, std::size_t requested, std::size_t alignment,
-             stream_ref stream, std::uintptr_t user)
+             stream_ref stream, spare_nodes spare) noexcept
   {
-    block& b                 = it->second;
-    b.node                   = free_.extract({b.size, it->first});
-    bool const small_segment = segments_.at(b.segment) == options_.small_segment;
-    std::size_t const rest   = b.size - size;
-    bool const split = small_segment || options_.split_large_segments ? rest >= options_.rounding
-                                                                      : rest > options_.small_limit;
-    if (split) {
-      block r;
-      r.size           = rest;
-      r.segment        = b.segment;
-      r.free           = true;
-      r.stream         = b.stream;
-      r.marker         = std::move(b.marker);  // the remainder keeps the pending free's marker
-      b.marker         = marker_type{};
-      b.size           = size;
-      auto const raddr = it->first + size;
-      blocks_.emplace(raddr, std::move(r));
-      free_.insert({rest, raddr});
+    block& b = it->second;
+    b.node   = free_.extract({b.size, it->first});
+    if (!spare.block.empty() && splits(it, size)) {
+      auto const raddr   = it->first + size;
+      spare.block.key()  = raddr;
+      block& r           = spare.block.mapped();
+      r.size             = b.size - size;
+      r.segment          = b.segment;
+      r.free             = true;
+      r.stream           = b.stream;
+      r.marker           = std::move(b.marker);  // the remainder keeps the pending free's marker
+      b.marker           = marker_type{};
+      b.size             = size;
+      spare.free.value() = {r.size, raddr};
+      blocks_.insert(std::move(spare.block));
+      free_.insert(std::move(spare.free));
     } else {
       order_.release(b.marker.value);
       b.marker = marker_type{};
+    }
+    auto const user = align_up(it->first, alignment);
+    if (user != it->first) {
+      spare.aligned.key()    = user;
+      spare.aligned.mapped() = it->first;
+      aligned_.insert(std::move(spare.aligned));
     }
     b.free      = false;
     b.requested = requested;
@@ -520,10 +590,10 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order>> {
   Upstream upstream_;
   caching_pool_options options_;
   Order order_;
-  block_map blocks_;                                  // every block, by address
-  free_set free_;                                     // free blocks by (size, address)
-  std::map<std::uintptr_t, std::size_t> segments_;    // segment base -> size
-  std::map<std::uintptr_t, std::uintptr_t> aligned_;  // over-aligned start -> its block
+  block_map blocks_;                     // every block, by address
+  free_set free_;                        // free blocks by (size, address)
+  address_map<std::size_t> segments_;    // segment base -> size
+  address_map<std::uintptr_t> aligned_;  // over-aligned start -> its block
   std::size_t in_use_{0};
   std::size_t peak_in_use_{0};
   std::size_t reserved_{0};
