@@ -853,8 +853,8 @@ namespace detail {
 }
 
 /// @brief Whether `s` has an entry that starts or ends at a re-run use that is not an access of
-/// its storage, or a redrop entry (see the file comment): what stash::allocator does not execute
-/// yet, and refuses.
+/// its storage, or a redrop entry (see the file comment): a schedule whose replay needs
+/// stash::allocator's early departures and kept host copies.
 /// @param analysis The recorded iteration's facts.
 /// @param s A valid schedule (validate_schedule).
 /// @return True when some entry splits a gap at a re-run use.
