@@ -31,10 +31,10 @@
  *    allocator validates (stash::schedule_error naming the policy).
  * 4. Later iterations replay it: the k-th allocation of the iteration is the recording's k-th
  *    storage (if its size matches), the j-th op the recording's j-th op. A scheduled storage is
- *    offloaded once its last use before the gap has been enqueued (at the next op) and prefetched
- *    when the op the schedule names starts; `op()` hands out pointers that are resident for the
- *    work the caller queues on its stream (on-demand prefetch covers anything the schedule
- *    missed).
+ *    offloaded when op `offload_at` starts, once its last use before the gap has been enqueued
+ *    (at the next op at the earliest), and prefetched when the op the schedule names starts;
+ *    `op()` hands out pointers that are resident for the work the caller queues on its stream
+ *    (on-demand prefetch covers anything the schedule missed).
  * 5. An iteration that deviates from the recording (other sizes, more or fewer allocations or
  *    ops) stays correct — unmatched storages are simply not swapped — and the next iteration is
  *    recorded anew and re-planned.
@@ -86,6 +86,18 @@
  * allocate_async() or op() call after op j - 1, where the planner counts it: a drop frees its
  * bytes before op j's outputs are allocated, and a re-run's outputs and transients are not
  * counted on top of them.
+ * Re-run uses (sim/schedule.hpp; joint_search::redrop): a storage the re-runs before op p read
+ * may come back for them (a swap entry whose next_use is p: prefetched before they run) and
+ * leave again over the sub-gap after p. An entry whose last_use p is such a read only, with
+ * offload_at = p (or a recompute entry), leaves right after the re-runs, before op p's pointers
+ * (an early departure); with a later offload_at, when that op starts. A redrop entry
+ * (swap_entry::redrop) copies nothing: the prefetch before it kept the host copy
+ * (offload_manager's host_copy_mode::keep) and the redrop gives the device bytes back to it
+ * (offload_manager::redrop_async; allocator_stats::scheduled_redrops); the last prefetch of the
+ * chain frees it, so the host pool holds one copy of the storage at a time. A tensor written in
+ * between (op() writes it, or acquire_async() hands out its pointer) gives up its kept copy: its
+ * redrop then copies (allocator_stats::redrop_fallbacks), as does one whose kept prefetch failed
+ * or came on demand. Kept copies a deviating iteration left unused are freed at its end.
  * A writer given no callable in the iteration that needs it: stash::logic_error from op() naming
  * both, and the storage stays resident from then on (allocator_stats::recompute_fallbacks). A
  * callable that throws leaves op() with the storage allocated. Counted in allocator_stats:
@@ -348,6 +360,14 @@ struct allocator_stats {
   /// recorded after all (a pool whose end_iteration() threw; wrapped ones included): they are
   /// resident between iterations.
   std::uint64_t persistent_restores{0};
+  /// Redrop entries run (swap_entry::redrop): the storage left again by giving its device bytes
+  /// back to the host copy its prefetch kept, with no device -> host copy (not in
+  /// scheduled_offloads; offload_stats::redrops counts the manager's side).
+  std::uint64_t scheduled_redrops{0};
+  /// Redrop entries whose storage held no kept host copy when it was to leave (its prefetch
+  /// failed or came on demand, a write since): offloaded with a copy instead, counted in
+  /// scheduled_offloads too. Zero when every redrop runs as planned.
+  std::uint64_t redrop_fallbacks{0};
   /// What the allocator's offload manager moved (its own tensor_slots included).
   offload_stats offload{};
 };
@@ -427,6 +447,7 @@ class allocator {
     prepared_        = false;
     deviated_        = false;
     for (auto& f : callables_) { f = nullptr; }
+    kept_.clear();
     if (state_ == allocator_state::persistent || rerecord_) { start_recording(); }
     if constexpr (iteration_aware_pool<Pool>) { pool_.begin_iteration(); }
   }
@@ -444,6 +465,7 @@ class allocator {
     if (state_ == allocator_state::replaying) {
       if (op_index_ != recorded_ops_ || alloc_index_ != recorded_allocs_) { deviated_ = true; }
       issue_offloads_before(end_of_iteration, stream_type{});
+      discard_kept_copies();
       restore_persistent();
     }
     bool const recorded = state_ == allocator_state::recording;
@@ -586,18 +608,23 @@ class allocator {
     }
     std::vector<void*> pointers;
     pointers.reserve(reads.size() + writes.size());
-    for (auto id : reads) { pointers.push_back(acquire_async(id, stream)); }
+    for (auto id : reads) {
+      pointers.push_back(manager_.acquire_async(checked(id, "op").handle, stream));
+    }
     for (auto id : writes) { pointers.push_back(acquire_async(id, stream)); }
     return pointers;
   }
 
-  /// @brief The device pointer of `h` for work queued on `stream` (prefetched on demand).
+  /// @brief The device pointer of `h` for work queued on `stream` (prefetched on demand). The
+  /// caller may write through it: a host copy kept for a redrop of `h` is given up (the redrop
+  /// then copies, counted in allocator_stats::redrop_fallbacks).
   /// @param h The tensor.
   /// @param stream The stream the pointer is used on.
   /// @return The device pointer, valid for work queued on `stream` until the next call.
   [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     tensor& t = checked(h, "acquire_async");
+    if (!kept_.empty()) { manager_.discard_host_copy(t.handle); }
     return manager_.acquire_async(t.handle, stream);
   }
 
@@ -679,6 +706,11 @@ class allocator {
   struct scheduled_offload {
     storage_id storage;
     std::uint8_t transfer;  // member of manager_transfer_type
+    bool redrop;            // swap_entry::redrop: back to the kept host copy, nothing copied
+  };
+  struct scheduled_prefetch {
+    storage_id storage;
+    host_copy_mode copy;  // keep: a redrop entry of the storage starts at this entry's next_use
   };
 
   struct tensor {
@@ -751,7 +783,6 @@ class allocator {
     try {
       refuse_persistent_recomputes(t, planned);
       validate_schedule(analysis, planned);
-      refuse_split_gaps(analysis, planned);
     } catch (schedule_error const& e) {
       throw schedule_error(e.entry(), e.reason(), std::string(policy_.name()));
     }
@@ -784,18 +815,6 @@ class allocator {
                  " is persistent (allocated before the first iteration: a parameter or optimizer "
                  "state), which is state and cannot be recomputed; swap it instead");
     }
-  }
-
-  // Entries over a gap split at a re-run use (sim/schedule.hpp: a storage leaving again after a
-  // re-run read it, joint_search::redrop) are planned and simulated, not executed yet: the replay
-  // offloads after an access, and a redrop needs the host copy kept past its prefetch.
-  static void refuse_split_gaps(trace_analysis const& analysis, schedule const& s)
-  {
-    if (!splits_gaps(analysis, s)) { return; }
-    throw schedule_error(std::nullopt,
-                         "it has an entry over a gap split at a re-run use (a storage leaving "
-                         "again after a re-run read it, or a redrop); stash::allocator does not "
-                         "execute those yet: plan with joint_search::redrop off");
   }
 
   // `s` without the entries of persistent storages, its planned peak recomputed
@@ -840,6 +859,7 @@ class allocator {
     schedule_        = std::move(planned);
     ++stats_.replanned;
     offloads_by_op_.assign(recorded_ops_ + 1, {});
+    departures_by_op_.assign(recorded_ops_ + 1, {});
     prefetches_by_op_.assign(recorded_ops_ + 1, {});
     stats_.encoding_fallbacks  = 0;
     recompute_                 = std::move(table);
@@ -847,19 +867,12 @@ class allocator {
     recompute_kept_.assign(recompute_.steps.size(), false);
     callables_.assign(recompute_.empty() ? 0 : recorded_ops_, nullptr);
     wrapped_.assign(first_storage_, std::nullopt);
+    std::vector<std::pair<storage_id, std::uint64_t>> redrops;  // (storage, last_use)
     for (auto const& e : schedule_.entries) {
-      // Persistent storages too: an entry's gap lies between two accesses of the recorded
-      // iteration (validate_schedule), so it never spans the iteration's end, unless it is a wrap
-      // entry: offloaded after the last op (index recorded_ops_: by end_iteration()) and
-      // prefetched in the next iteration.
-      if (e.last_use < first_op_ || e.prefetch_at < first_op_) { continue; }
-      auto const transfer =
-          transfer_for_entry(e, recording_->storages()[e.id].bytes, desc_of_storage(e.id));
-      if (e.wrap) { wrapped_[e.id] = transfer; }
-      offloads_by_op_[std::min(e.last_use - first_op_ + 1, recorded_ops_)].push_back(
-          {e.id, transfer});
-      prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(e.id);
+      if (e.redrop) { redrops.emplace_back(e.id, e.last_use); }
     }
+    std::sort(redrops.begin(), redrops.end());
+    for (auto const& e : schedule_.entries) { index_entry(e, redrops); }
     by_storage_.assign(recording_->storages().size(), tensor_handle{});
     for (auto& t : tensors_) {  // matches are made anew in each iteration; persistent ones stay
       if (t.alive && t.storage && *t.storage < first_storage_) {
@@ -869,6 +882,44 @@ class allocator {
       }
     }
     state_ = allocator_state::replaying;
+  }
+
+  // Files swap entry `e` of the schedule in force under the op that sends it away and the op that
+  // brings it back. Persistent storages too: an entry's gap lies between two uses in the recorded
+  // iteration (validate_schedule), so it never spans the iteration's end, unless it is a wrap
+  // entry: offloaded after the last op (index recorded_ops_: by end_iteration()) and prefetched
+  // in the next iteration. It leaves when op offload_at starts, not before its last use has been
+  // enqueued (the manager gives the device bytes back once the copy is done; an op still to read
+  // it would fetch it back); an early departure (sim/schedule.hpp: offload_at = last_use, a
+  // re-run use only) right after the re-runs before op last_use. The prefetch of an entry whose
+  // storage a redrop entry sends away again at its next_use (`redrops`: their storages and
+  // last uses, sorted) keeps the host copy.
+  void index_entry(swap_entry const& e,
+                   std::span<std::pair<storage_id, std::uint64_t> const> redrops)
+  {
+    if (e.last_use < first_op_ || e.prefetch_at < first_op_) { return; }
+    auto const transfer =
+        transfer_for_entry(e, recording_->storages()[e.id].bytes, desc_of_storage(e.id));
+    if (e.wrap) { wrapped_[e.id] = transfer; }
+    scheduled_offload const leave{e.id, transfer, e.redrop};
+    if (!e.wrap && e.offload_at == e.last_use && !accessed_at(e.id, e.last_use)) {
+      departures_by_op_[e.last_use - first_op_].push_back(leave);
+    } else {
+      auto const at = std::max(e.last_use + 1, e.offload_at) - first_op_;
+      offloads_by_op_[std::min(at, recorded_ops_)].push_back(leave);
+    }
+    bool const redropped_after =
+        !e.wrap && std::binary_search(redrops.begin(), redrops.end(), std::pair{e.id, e.next_use});
+    prefetches_by_op_[std::min(e.prefetch_at - first_op_, recorded_ops_)].push_back(
+        {e.id, redropped_after ? host_copy_mode::keep : host_copy_mode::release});
+  }
+
+  // Whether op `op` of the recording reads or writes storage `s` (not a re-run use).
+  [[nodiscard]] bool accessed_at(storage_id s, std::uint64_t op) const
+  {
+    auto const& rec = recording_->ops()[op];
+    return std::find(rec.reads.begin(), rec.reads.end(), s) != rec.reads.end() ||
+           std::find(rec.writes.begin(), rec.writes.end(), s) != rec.writes.end();
   }
 
   // The manager_transfer_type member that runs entry `e` of a `bytes`-byte storage: for the
@@ -932,30 +983,71 @@ class allocator {
   void issue_offloads_before(std::uint64_t j, stream_type stream)
   {
     std::uint64_t const end = std::min<std::uint64_t>(j, recorded_ops_);
+    stream_type const after = stream == stream_type{} ? last_stream_ : stream;
     for (; next_offload_op_ <= end && next_offload_op_ < offloads_by_op_.size();
          ++next_offload_op_) {
-      for (auto const [s, transfer] : offloads_by_op_[next_offload_op_]) {
-        tensor* const t = matched(s);
-        if (t == nullptr || manager_.state(t->handle) != tensor_state::resident) { continue; }
+      for (auto const& o : offloads_by_op_[next_offload_op_]) {
         // At the iteration's end (a deviating iteration that stopped early), a persistent tensor
         // would only come back at once (see restore_persistent); a wrapped one of a complete
         // iteration leaves for the next.
-        if (s < first_storage_ && j == end_of_iteration && !(wraps(s) && !deviated_)) { continue; }
-        try {
-          manager_.offload_async(t->handle, stream == stream_type{} ? last_stream_ : stream,
-                                 transfer_for_tensor(transfer, *t), t->desc);
-          ++stats_.scheduled_offloads;
-          if (s < first_storage_) { ++stats_.persistent_offloads; }
-        } catch (std::bad_alloc const&) {  // stash::out_of_memory: the host pool is full
-          ++stats_.failed_offloads;        // the tensor stays resident (the manager's promise)
-        } catch (cuda_error const&) {
-          ++stats_.failed_offloads;
-        } catch (logic_error const&) {  // a pool refusing a request (e.g. while capturing)
-          ++stats_.failed_offloads;
+        if (o.storage < first_storage_ && j == end_of_iteration &&
+            !(wraps(o.storage) && !deviated_)) {
+          continue;
         }
+        depart(o, after);
       }
     }
     if (stream != stream_type{}) { last_stream_ = stream; }
+  }
+
+  // Sends the storage of `o` away after the work queued on `stream`: a redrop gives its device
+  // bytes back to the host copy its prefetch kept (no copy), anything else (a redrop whose copy
+  // was not kept: counted in redrop_fallbacks) is offloaded. One not resident stays where it is;
+  // a failure leaves it resident, counted in failed_offloads (the manager's promise).
+  void depart(scheduled_offload const& o, stream_type stream)
+  {
+    tensor* const t = matched(o.storage);
+    if (t == nullptr) { return; }
+    try {
+      if (o.redrop && manager_.holds_host_copy(t->handle)) {
+        manager_.redrop_async(t->handle);
+        ++stats_.scheduled_redrops;
+        return;
+      }
+      if (manager_.state(t->handle) != tensor_state::resident) { return; }
+      manager_.offload_async(t->handle, stream, transfer_for_tensor(o.transfer, *t), t->desc);
+      ++stats_.scheduled_offloads;
+      if (o.redrop) { ++stats_.redrop_fallbacks; }
+      if (o.storage < first_storage_) { ++stats_.persistent_offloads; }
+    } catch (std::bad_alloc const&) {  // stash::out_of_memory: the host pool is full
+      ++stats_.failed_offloads;
+    } catch (cuda_error const&) {
+      ++stats_.failed_offloads;
+    } catch (logic_error const&) {  // a pool refusing a request (e.g. while capturing)
+      ++stats_.failed_offloads;
+    }
+  }
+
+  // The early departures at op j (sim/schedule.hpp): swap entries and recompute drops whose last
+  // use is a read by the re-runs before op j leave right after them, ordered after `stream`.
+  void depart_after_run(std::uint64_t j, stream_type stream)
+  {
+    if (j >= recorded_ops_) { return; }
+    for (auto const& o : departures_by_op_[j]) { depart(o, stream); }
+    if (!recompute_.empty()) { drop_steps(recompute_.drops_after_run[j]); }
+  }
+
+  // Frees the host copies kept for redrops that did not run (an iteration that deviated or
+  // stopped early): none is held between iterations.
+  void discard_kept_copies() noexcept
+  {
+    for (auto const h : kept_) {
+      try {
+        if (manager_.state(h) != tensor_state::released) { manager_.discard_host_copy(h); }
+      } catch (...) {  // NOLINT(bugprone-empty-catch): only a foreign handle throws; none is kept
+      }
+    }
+    kept_.clear();
   }
 
   // Persistent tensors are resident between iterations: one still away at the iteration's end
@@ -1026,17 +1118,18 @@ class allocator {
   void issue_prefetches_at(std::uint64_t j, stream_type stream)
   {
     if (j >= prefetches_by_op_.size()) { return; }
-    for (storage_id s : prefetches_by_op_[j]) {
+    for (auto const [s, copy] : prefetches_by_op_[j]) {
       tensor* const t = matched(s);
       if (t == nullptr) { continue; }
       // A wrapped tensor whose offload failed (or that came back on demand) is already here.
       if (wraps(s) && manager_.state(t->handle) == tensor_state::resident) { continue; }
       try {
         if constexpr (iteration_aware_pool<Pool>) {
-          manager_.prefetch_async(t->handle, stream);
+          manager_.prefetch_async(t->handle, stream, copy);
         } else {
-          manager_.prefetch_async(t->handle);
+          manager_.prefetch_async(t->handle, copy);
         }
+        if (copy == host_copy_mode::keep) { kept_.push_back(t->handle); }
         ++stats_.scheduled_prefetches;
       } catch (std::bad_alloc const&) {  // the op that needs it brings it back on demand
         ++stats_.failed_prefetches;
@@ -1048,32 +1141,39 @@ class allocator {
     }
   }
 
-  // Before op j: a storage that drops at j whose writers were not all given a callable stays
-  // resident from now on, and this op() is refused naming both (nothing done for op j yet).
+  // Before op j: a storage that drops at j (when op j starts, or right after its re-runs) whose
+  // writers were not all given a callable stays resident from now on, and this op() is refused
+  // naming both (nothing done for op j yet).
   void check_callables_before(std::uint64_t j)
   {
     if (j >= recorded_ops_) { return; }
-    for (auto const k : recompute_.drops_by_op[j]) {
-      auto const& step = recompute_.steps[k];
-      tensor* const t  = matched(step.storage);
-      if (recompute_kept_[k] || t == nullptr) { continue; }
-      for (auto const w : step.ops) {
-        if (callables_[w]) { continue; }
-        recompute_kept_[k] = true;
-        ++stats_.recompute_fallbacks;
-        auto const& name = recording_->ops()[first_op_ + w].name;
-        detail::uncallable_op const u{first_op_ + w, name};
-        if (std::find(uncallable_ops_.begin(), uncallable_ops_.end(), u) == uncallable_ops_.end()) {
-          uncallable_ops_.push_back(u);
-        }
-        STASH_FAIL("stash::allocator::op: " + detail::describe(*recording_, step.storage) +
-                   " is planned for recompute (dropped after op " + std::to_string(step.last_use) +
-                   ", rematerialised before op " + std::to_string(step.at) +
-                   ") but its writer op " + std::to_string(w) + " '" + name +
-                   "' was given no recompute callable in this iteration; it stays resident from "
-                   "now on (allocator_stats::recompute_fallbacks). Nothing was done for op " +
-                   std::to_string(j) + ": call op() again to go on");
+    for (auto const* list : {&recompute_.drops_by_op[j], &recompute_.drops_after_run[j]}) {
+      for (auto const k : *list) { check_callables_of(k, j); }
+    }
+  }
+
+  // Recompute step k, dropping at op j: refused as check_callables_before says.
+  void check_callables_of(std::size_t k, std::uint64_t j)
+  {
+    auto const& step = recompute_.steps[k];
+    tensor* const t  = matched(step.storage);
+    if (recompute_kept_[k] || t == nullptr) { return; }
+    for (auto const w : step.ops) {
+      if (callables_[w]) { continue; }
+      recompute_kept_[k] = true;
+      ++stats_.recompute_fallbacks;
+      auto const& name = recording_->ops()[first_op_ + w].name;
+      detail::uncallable_op const u{first_op_ + w, name};
+      if (std::find(uncallable_ops_.begin(), uncallable_ops_.end(), u) == uncallable_ops_.end()) {
+        uncallable_ops_.push_back(u);
       }
+      STASH_FAIL("stash::allocator::op: " + detail::describe(*recording_, step.storage) +
+                 " is planned for recompute (dropped after op " + std::to_string(step.last_use) +
+                 ", rematerialised before op " + std::to_string(step.at) + ") but its writer op " +
+                 std::to_string(w) + " '" + name +
+                 "' was given no recompute callable in this iteration; it stays resident from "
+                 "now on (allocator_stats::recompute_fallbacks). Nothing was done for op " +
+                 std::to_string(j) + ": call op() again to go on");
     }
   }
 
@@ -1083,16 +1183,17 @@ class allocator {
   {
     issue_offloads_before(j, stream);
     bool const recomputes = !recompute_.empty() && j < recorded_ops_;
-    if (recomputes) { drop_at(j); }
+    if (recomputes) { drop_steps(recompute_.drops_by_op[j]); }
     issue_prefetches_at(j, stream);
     if (recomputes) { rematerialise_at(j, stream); }
+    depart_after_run(j, stream);
   }
 
-  // Drops the storages whose last use before their gap was op j - 1 (stream-ordered after it).
-  // One whose writers were not all given a callable is left for op j's check (it stays).
-  void drop_at(std::uint64_t j)
+  // Drops the storages of recompute `steps` (stream-ordered after their last use). One whose
+  // writers were not all given a callable is left for op j's check (it stays).
+  void drop_steps(std::span<std::size_t const> steps)
   {
-    for (auto const k : recompute_.drops_by_op[j]) {
+    for (auto const k : steps) {
       auto const& step = recompute_.steps[k];
       tensor* const t  = matched(step.storage);
       if (recompute_kept_[k] || t == nullptr ||
@@ -1222,7 +1323,9 @@ class allocator {
   bool prepared_{false};  // the schedule's work before op op_index_ ran (at an allocation)
   stream_type last_stream_{};
   std::vector<std::vector<scheduled_offload>> offloads_by_op_;
-  std::vector<std::vector<storage_id>> prefetches_by_op_;
+  std::vector<std::vector<scheduled_offload>> departures_by_op_;  // right after op j's re-runs
+  std::vector<std::vector<scheduled_prefetch>> prefetches_by_op_;
+  std::vector<tensor_handle> kept_;  // prefetched with host_copy_mode::keep in this iteration
   std::vector<std::optional<std::uint8_t>> wrapped_;  // by persistent storage: its wrap's member
   std::vector<tensor_handle> by_storage_;             // the live tensor matched to each storage
   std::vector<descriptor_type> storage_descs_;  // of the recording's storages (described ones only)

@@ -10,8 +10,6 @@
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/pool/caching_pool.hpp>
-#include <stash/sim/schedule.hpp>
-#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/checkpoint.hpp>
 #include <stash/swap/no_swap.hpp>
 
@@ -19,7 +17,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace STASH_UNITY_ID {
@@ -120,59 +117,6 @@ TEST_CASE("recompute misuse: a callable that throws fails its step; the next ste
   CHECK(alloc.stats().recomputes > before);
   // Steps 0, 1, 3, 4, 5 ran whole (the input of each step but the first is the same).
   CHECK(net.state() == kept_state(5));
-}
-
-// Issue 22, one entry per gap: a storage leaving again after a re-run read it is planned and
-// simulated (sim/schedule.hpp, re-run uses) but not executed; a policy returning such a schedule
-// is refused when the recorded iteration is planned, naming the policy, before anything runs.
-struct split_gap_policy {
-  [[nodiscard]] static constexpr std::string_view name() noexcept { return "split_gap"; }
-  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
-  {
-    auto const& t = a.trace();
-    auto id       = [&](std::string_view label) {
-      for (stash::storage_id k = 0; k < t.storages().size(); ++k) {
-        if (t.storages()[k].label == label) { return k; }
-      }
-      return stash::storage_id{0};
-    };
-    auto const& life = a.lifetimes().storages;
-    auto const x = id("x"), y = id("y");
-    auto const& ya = life[y].accesses;  // written, read, read again after the gap
-    auto const at  = ya[2].op;
-    stash::recompute_entry const drop{y, ya[1].op, at, at, life[y].bytes};
-    stash::swap_entry const leave{
-        x, at, life[x].accesses.back().op, at, life[x].accesses.back().op, life[x].bytes};
-    return stash::make_schedule(a, std::string(name()), budget, {leave}, {drop});
-  }
-};
-
-TEST_CASE("recompute misuse: a schedule leaving again after a re-run read is refused")
-{
-  stash::host_backend backend;
-  auto const s = backend.create_stream();
-  host_caching pool;
-  host_allocator<split_gap_policy> alloc(backend, pool);
-  auto const act = stash::storage_kind::act;
-  alloc.begin_iteration();
-  auto x = alloc.allocate_async(1024, stash::storage_kind::input, "x", s);
-  auto y = alloc.allocate_async(4096, act, "y", s);
-  (void)alloc.op("aten::relu", std::vector{x}, std::vector{y}, s);
-  auto z = alloc.allocate_async(1024, act, "z", s);
-  (void)alloc.op("aten::mul.Tensor", std::vector{y}, std::vector{z}, s);
-  (void)alloc.op("my::gap", std::vector{z}, std::vector{z}, s);
-  (void)alloc.op("my::bwd", std::vector{y, z}, std::vector{z}, s);  // y re-run here reads x
-  (void)alloc.op("my::gap", std::vector{z}, std::vector{z}, s);
-  (void)alloc.op("my::bwd", std::vector{x, z}, std::vector{z}, s);  // x's next use
-  for (auto h : {x, y, z}) { alloc.deallocate_async(h); }
-  std::string what;
-  try {
-    alloc.end_iteration();
-  } catch (stash::schedule_error const& e) {
-    what = e.what();
-  }
-  CHECK(what.find("policy 'split_gap'") != std::string::npos);
-  CHECK(what.find("split at a re-run use") != std::string::npos);
 }
 
 }  // namespace STASH_UNITY_ID

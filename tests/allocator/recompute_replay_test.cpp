@@ -7,6 +7,7 @@
 #include "support/recompute_mlp.hpp"
 
 #include <stash/allocator.hpp>
+#include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -22,7 +23,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -173,6 +177,167 @@ TEST_CASE("recompute replay: a chain (y then z in one batch) is rematerialised i
   CHECK(r.states == kept.states);
   // Two tensors of the layer were off while the layers above ran backward: less in use.
   CHECK(r.peak <= kept.peak);
+}
+
+namespace {
+
+// Issue 22, a second drop per gap, executed: the program of tests/support/rerun_read_trace.hpp
+// with real float kernels. x (1000 B) is read by op0 and op5; a (4000 B), written by op0, is
+// dropped after op1 and re-run before op3 (reading x); h (6000 B) is op4's. The result is g.
+struct rerun_read_result {
+  std::vector<std::vector<float>> g;  // after each step
+  stash::allocator_stats stats;
+  stash::schedule schedule;
+  std::size_t peak{0};  // sampled device in-use bytes of the replayed steps
+  stash::pool_stats host;
+};
+
+// x leaves after op0 and comes back for the re-run at op3 (a re-run use only), then leaves again
+// (early: right after the re-runs; `late`: when op 3 + late starts), as a redrop of its host copy
+// or with a copy of its own, and comes back for op5.
+struct rerun_read_policy {
+  bool redrop        = true;
+  std::uint64_t late = 0;
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "rerun_read"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+  {
+    auto const& st = a.trace().storages();
+    auto id        = [&](std::string_view label) {
+      return stash::storage_id(
+                 std::find_if(st.begin(), st.end(), [&](auto const& r) { return r.label == label; }) -
+                 st.begin());
+    };
+    auto const x = id("x"), act = id("a");
+    stash::swap_entry second{x, 3, 5, 3 + late, 5, st[x].bytes};
+    second.redrop = redrop;
+    return stash::make_schedule(a, std::string(name()), budget,
+                                {stash::swap_entry{x, 0, 3, 1, 3, st[x].bytes}, second},
+                                {stash::recompute_entry{act, 1, 3, 3, st[act].bytes}});
+  }
+};
+
+template <class Codec = void, class Policy>
+rerun_read_result run_rerun_read(Policy policy, int iterations = 4)
+{
+  using stream = stash::host_backend::stream;
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  host_caching base;
+  counted pool(base);
+  stash::allocator<counted, Policy, Codec, stash::host_backend> alloc(backend, pool, {}, policy);
+  rerun_read_result r;
+  auto sample = [&] {
+    if (alloc.state() == stash::allocator_state::replaying) {
+      r.peak = std::max(r.peak, pool.stats().in_use_bytes);
+    }
+  };
+  using kernel = std::function<void(float* const*)>;
+  auto op      = [&](std::string const& name, std::vector<stash::tensor_handle> reads,
+                std::vector<stash::tensor_handle> writes, kernel k) {
+    auto launch = [&backend, k](std::span<void* const> p, stream on) {
+      std::vector<float*> f;
+      for (auto* q : p) { f.push_back(static_cast<float*>(q)); }
+      backend.launch(on, [k, f] { k(f.data()); });
+    };
+    launch(alloc.op(name, reads, writes, s, launch), s);
+    sample();
+  };
+  auto make = [&](std::size_t floats, stash::storage_kind kind, std::string label) {
+    auto h = alloc.allocate_async(floats * sizeof(float), kind, std::move(label), s);
+    sample();
+    return h;
+  };
+  auto const act = stash::storage_kind::act, temp = stash::storage_kind::temp;
+  for (int step = 0; step < iterations; ++step) {
+    alloc.begin_iteration();
+    alloc.phase(stash::phase::forward);
+    auto x   = make(250, stash::storage_kind::input, "x");
+    auto* px = static_cast<float*>(alloc.acquire_async(x, s));
+    backend.launch(s, [px, step] {
+      for (int k = 0; k < 250; ++k) {
+        px[k] = float((k * 7 + step * 3) % 19 == 0 ? 0 : k % 13) - 4;
+      }
+    });
+    auto a = make(1000, act, "a");
+    op("aten::relu", {x}, {a}, [](float* const* p) {
+      for (int k = 0; k < 1000; ++k) { p[1][k] = std::max(0.0f, p[0][k % 250]) * float(1 + k % 3); }
+    });
+    auto b = make(500, act, "b");
+    op("aten::mul.Tensor", {a}, {b}, [](float* const* p) {
+      for (int k = 0; k < 500; ++k) { p[1][k] = p[0][k] * p[0][k + 500] + 0.25f; }
+    });
+    alloc.phase(stash::phase::backward);
+    auto g = make(250, temp, "g");
+    op("my::bwd", {b}, {g}, [](float* const* p) {
+      for (int k = 0; k < 250; ++k) { p[1][k] = p[0][k] - 0.5f * p[0][k + 250]; }
+    });
+    alloc.deallocate_async(b);
+    op("my::bwd", {a, g}, {g}, [](float* const* p) {
+      for (int k = 0; k < 250; ++k) { p[2][k] = p[1][k] + p[0][4 * k] - p[0][4 * k + 3]; }
+    });
+    alloc.deallocate_async(a);
+    auto h = make(1500, temp, "h");
+    op("my::bwd", {g}, {h}, [](float* const* p) {
+      for (int k = 0; k < 1500; ++k) { p[1][k] = 0.5f * p[0][k % 250]; }
+    });
+    alloc.deallocate_async(h);
+    op("my::bwd", {x, g}, {g}, [](float* const* p) {
+      for (int k = 0; k < 250; ++k) { p[2][k] = p[1][k] * p[0][k] + 1.0f; }
+    });
+    auto const* pg = static_cast<float const*>(alloc.acquire_async(g, s));
+    backend.synchronize(s);
+    r.g.emplace_back(pg, pg + 250);
+    alloc.deallocate_async(g);
+    alloc.deallocate_async(x);
+    alloc.end_iteration();
+  }
+  alloc.synchronize();
+  r.stats    = alloc.stats();
+  r.schedule = alloc.current_schedule();
+  r.host     = alloc.host_pool_stats();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("recompute replay: a storage leaves again after a re-run read it (redrop: no copy)")
+{
+  auto const kept = run_rerun_read(stash::no_swap{});
+  REQUIRE(kept.g.size() == 4);
+  auto check = [&](rerun_read_result const& r, std::uint64_t copies, std::uint64_t redrops) {
+    CHECK(r.g == kept.g);  // bit for bit (no NaN)
+    CHECK(r.stats.deviations == 0);
+    CHECK(r.stats.failed_offloads == 0);
+    CHECK(r.stats.failed_prefetches == 0);
+    CHECK(r.stats.recomputes == 3);
+    // The planned number of device -> host copies, none for a redrop.
+    CHECK(r.stats.offload.offloads == 3 * copies);
+    CHECK(r.stats.offload.bytes_offloaded == 3 * copies * 1000);
+    CHECK(r.stats.offload.redrops == 3 * redrops);
+    CHECK(r.stats.scheduled_redrops == 3 * redrops);
+    CHECK(r.stats.redrop_fallbacks == 0);
+    CHECK(r.stats.scheduled_prefetches == 3 * 2);
+    CHECK(r.stats.offload.demand_prefetches == 0);
+    // x is off while op4 runs: g + h, not x + g + h (the planned peak, run in the plan's order).
+    CHECK(r.schedule.device_peak == 7000);
+    CHECK(r.peak == r.schedule.device_peak);
+    CHECK(r.peak < kept.peak);
+    // One host copy of x at a time, none left.
+    CHECK(r.host.in_use_bytes == 0);
+    CHECK(r.host.peak_in_use_bytes > 0);
+    CHECK(r.host.peak_in_use_bytes < 2 * 1000 + 512);
+  };
+  CHECK(kept.peak == 8000);
+  SUBCASE("redrop right after the re-runs") { check(run_rerun_read(rerun_read_policy{}), 1, 1); }
+  SUBCASE("redrop when op4 starts") { check(run_rerun_read(rerun_read_policy{true, 1}), 1, 1); }
+  SUBCASE("a second copy right after the re-runs")
+  {
+    check(run_rerun_read(rerun_read_policy{false, 0}), 2, 0);
+  }
+  SUBCASE("zvc: the kept copy's decodes are checked")
+  {
+    check(run_rerun_read<stash::zvc<float>>(rerun_read_policy{}), 1, 1);
+  }
 }
 
 }  // namespace STASH_UNITY_ID

@@ -696,4 +696,82 @@ TEST_CASE("bench_offload's sizing: a pinned pool reserved for N host slots takes
   m.synchronize();
 }
 
+// Issue 22, a second drop per gap: a prefetch that keeps its host copy (host_copy_mode::keep) lets
+// the tensor leave again with no second device -> host copy (redrop_async), and the copy is freed
+// once: by the last prefetch, a discard, a new offload or the tensor's release.
+template <class Manager>
+void check_redrops(fixture& f)
+{
+  Manager m(f.backend, f.device, f.host);
+  std::size_t const n = 64 * 1024;
+  auto h              = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(h, f.compute), n, 1, 0);
+  m.offload_async(h, f.compute);
+  auto const check_back = [&] {
+    check_async(f.backend, f.compute, m.acquire_async(h, f.compute), n, 1, 0, f.bad);
+    f.backend.synchronize(f.compute);
+    CHECK(f.bad.load() == 0);
+  };
+  for (int round = 0; round < 2; ++round) {
+    m.prefetch_async(h, f.compute, stash::host_copy_mode::keep);
+    check_back();
+    CHECK(m.holds_host_copy(h));
+    m.redrop_async(h);
+    CHECK_FALSE(m.holds_host_copy(h));
+    m.synchronize();
+    CHECK(m.state(h) == stash::tensor_state::offloaded);
+    CHECK(f.device.stats().in_use_bytes == 0);  // the device bytes went back, nothing copied
+  }
+  check_back();  // on demand: the last prefetch frees the copy
+  CHECK_FALSE(m.holds_host_copy(h));
+  CHECK_THROWS_AS(m.redrop_async(h), stash::logic_error);  // no kept copy
+  m.synchronize();
+  CHECK(f.host.stats().in_use_bytes == 0);
+  CHECK(m.stats().offloads == 1);
+  CHECK(m.stats().bytes_offloaded == n);
+  CHECK(m.stats().redrops == 2);
+  CHECK(m.stats().prefetches == 3);
+  CHECK(m.stats().bytes_encoded_source == n);  // the one copy, counted once
+  CHECK(m.stats().decode_failures == 0);
+  // A kept copy is freed by a discard, by a new offload (which replaces it), by the release.
+  m.offload_async(h, f.compute);
+  m.prefetch_async(h, stash::host_copy_mode::keep);
+  check_back();
+  m.discard_host_copy(h);
+  CHECK_FALSE(m.holds_host_copy(h));
+  m.synchronize();
+  CHECK(f.host.stats().in_use_bytes == 0);
+  m.offload_async(h, f.compute);
+  m.prefetch_async(h, f.compute, stash::host_copy_mode::keep);
+  check_back();
+  auto const one_copy = f.host.stats().in_use_bytes;
+  CHECK(one_copy > 0);
+  m.offload_async(h, f.compute);  // the kept copy goes, the new one comes
+  m.synchronize();
+  CHECK(f.host.stats().in_use_bytes == one_copy);
+  m.prefetch_async(h, f.compute, stash::host_copy_mode::keep);
+  check_back();
+  m.deallocate_async(h);
+  m.synchronize();
+  f.backend.synchronize(f.compute);
+  CHECK(f.host.stats().in_use_bytes == 0);
+  CHECK(f.device.stats().in_use_bytes == 0);
+  CHECK(m.stats().discarded_host_copies == 3);
+  CHECK(m.stats().redrops == 2);
+}
+
+TEST_CASE("host_copy_mode::keep: a redrop copies nothing; the kept host copy is freed once")
+{
+  SUBCASE("raw copies")
+  {
+    fixture f;
+    check_redrops<manager>(f);
+  }
+  SUBCASE("zvc: each decode's status is checked, the copy freed after the last one")
+  {
+    fixture f;
+    check_redrops<zvc_manager>(f);
+  }
+}
+
 }  // namespace STASH_UNITY_ID

@@ -57,8 +57,11 @@ struct uncallable_op {
 struct recompute_table {
   std::vector<recompute_step> steps;                  // in the schedule's order
   std::vector<std::vector<std::size_t>> drops_by_op;  // steps whose storage drops when op j starts
-  std::vector<std::vector<std::size_t>> runs_by_op;   // steps that run before op j's pointers
-  std::vector<bool> needs_fn;                         // op j's callable is kept
+  // Steps whose storage drops right after the re-runs before op j (an early departure: their
+  // last_use j is a re-run use only, see sim/schedule.hpp).
+  std::vector<std::vector<std::size_t>> drops_after_run;
+  std::vector<std::vector<std::size_t>> runs_by_op;  // steps that run before op j's pointers
+  std::vector<bool> needs_fn;                        // op j's callable is kept
   std::uint64_t kept{};  // entries left resident (a writer known to have no callable)
 
   [[nodiscard]] bool empty() const noexcept { return steps.empty(); }
@@ -75,6 +78,7 @@ struct recompute_table {
 {
   recompute_table t;
   t.drops_by_op.resize(ops + 1);
+  t.drops_after_run.resize(ops + 1);
   t.runs_by_op.resize(ops + 1);
   t.needs_fn.resize(ops);
   auto const& recorded = a.trace().ops();
@@ -94,7 +98,11 @@ struct recompute_table {
       w -= first_op;
       t.needs_fn[w] = true;
     }
-    t.drops_by_op[e.last_use - first_op + 1].push_back(t.steps.size());
+    if (early_departure(a, e)) {
+      t.drops_after_run[e.last_use - first_op].push_back(t.steps.size());
+    } else {
+      t.drops_by_op[e.last_use - first_op + 1].push_back(t.steps.size());
+    }
     t.runs_by_op[e.at - first_op].push_back(t.steps.size());
     t.steps.push_back({e.id, e.last_use - first_op, e.at - first_op, std::move(chain),
                        std::move(full.transients)});

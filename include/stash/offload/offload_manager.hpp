@@ -109,6 +109,15 @@ enum class tensor_state : std::uint8_t {
   return "unknown";
 }
 
+/// @brief What a prefetch does with the host copy it reads back.
+enum class host_copy_mode : std::uint8_t {
+  release,  ///< freed once the copy back has read it (the default)
+  /// kept and held with the resident tensor, for a caller that will not write the tensor before
+  /// it leaves again: offload_manager::redrop_async() then gives its device bytes back without a
+  /// second device -> host copy (issue 22: a storage leaving again after a re-run read it)
+  keep,
+};
+
 /// @brief Counters of what the manager moved.
 struct offload_stats {
   std::uint64_t offloads{0};    ///< offload_async calls that moved a tensor
@@ -129,6 +138,12 @@ struct offload_stats {
   /// Device or host blocks whose give-back to their pool threw after a copy was queued: kept and
   /// given back at a later call (the copy was already on its way, so the tensor moved anyway).
   std::uint64_t deferred_frees{0};
+  /// redrop_async calls: tensors sent back to the host copy they kept, no copy made (not in
+  /// offloads nor bytes_offloaded).
+  std::uint64_t redrops{0};
+  /// Host copies kept past a prefetch (host_copy_mode::keep) and freed without a redrop using them
+  /// (discard_host_copy, an offload, a drop or a release of the tensor).
+  std::uint64_t discarded_host_copies{0};
 };
 
 /// @brief Streams the manager queues its copies on.
@@ -154,6 +169,10 @@ struct offload_manager_options {
 /// - `deallocate_async(h)`: the tensor is dead; whatever it holds is freed in the order of its last
 /// use.
 /// - `join_async(stream)`: `stream` waits for every copy queued so far (ends a captured region).
+/// - `prefetch_async(h, [stream,] host_copy_mode::keep)` then `redrop_async(h)`: the prefetch
+///   keeps the host copy with the resident tensor; the redrop gives the device bytes back to it
+///   without a copy (the caller did not write the tensor since); the next prefetch reads the same
+///   copy, and the last one frees it (or discard_host_copy(), an offload, a drop, the release).
 ///
 /// Calls can be captured into a CUDA graph under the rules in the file docs.
 ///
@@ -313,6 +332,7 @@ class offload_manager {
     if (e.state != tensor_state::resident) { misuse(h, e, "offload_async", "it is not resident"); }
     // The transfer's limits (and the index) are checked here, before anything is taken.
     std::size_t const capacity = protocol::host_bytes(transfer, e.bytes, desc);
+    if (e.kept) { free_kept_copy(h, e); }  // a new copy replaces it (it is the same value)
     // Asked once, before anything is taken: a device codec's answer is a CUDA call (CUB's query),
     // which must not be repeated where a throw would skip a give-back.
     std::size_t const scratch_n = protocol::scratch_bytes(transfer, e.bytes);
@@ -359,6 +379,7 @@ class offload_manager {
     e.host_ready      = host_ready;
     e.device          = nullptr;
     e.host            = host;
+    e.host_read       = false;
     e.capacity        = capacity;
     e.state           = tensor_state::offloading;
     e.encoded_counted = false;
@@ -379,6 +400,7 @@ class offload_manager {
     entry& e = checked(h, "drop_async");
     (void)check_capture(h, e, "drop_async", std::nullopt);
     if (e.state != tensor_state::resident) { misuse(h, e, "drop_async", "it is not resident"); }
+    if (e.kept) { free_kept_copy(h, e); }
     give_back(pool_side::device, e.device, e.bytes, e.last_stream);
     // The last prefetch's event orders nothing any more (the bytes it brought are gone): released
     // here rather than waited for by every acquire of the rematerialised tensor.
@@ -409,6 +431,16 @@ class offload_manager {
   /// @param h The tensor.
   void prefetch_async(tensor_handle h) { prefetch(h, false, std::nullopt); }
 
+  /// @brief As prefetch_async(h), keeping the host copy when `copy` is host_copy_mode::keep (see
+  /// redrop_async). Ignored (the copy is released) for a tensor of a captured graph or while
+  /// capturing: a graph's host slots are its own.
+  /// @param h The tensor.
+  /// @param copy What becomes of the host copy.
+  void prefetch_async(tensor_handle h, host_copy_mode copy)
+  {
+    prefetch(h, false, std::nullopt, copy);
+  }
+
   /// @brief As prefetch_async(h), but the device memory is taken in `stream`'s order and the
   /// copy starts after the work queued on `stream` so far. A pool that numbers one stream's
   /// allocations (lifetime_arena) then sees the prefetch at the same place every iteration and
@@ -416,6 +448,58 @@ class offload_manager {
   /// @param h The tensor.
   /// @param stream The stream whose order the call joins.
   void prefetch_async(tensor_handle h, stream_type stream) { prefetch(h, false, stream); }
+
+  /// @brief As prefetch_async(h, stream), keeping the host copy when `copy` is host_copy_mode::keep
+  /// (see redrop_async and prefetch_async(h, copy)).
+  /// @param h The tensor.
+  /// @param stream The stream whose order the call joins.
+  /// @param copy What becomes of the host copy.
+  void prefetch_async(tensor_handle h, stream_type stream, host_copy_mode copy)
+  {
+    prefetch(h, false, stream, copy);
+  }
+
+  /// @brief Sends a tensor prefetched with host_copy_mode::keep back to that host copy: its device
+  /// bytes go back to the pool in the order of its last use and nothing is copied (the caller
+  /// promises it did not write the tensor since the prefetch: the host copy is still its value).
+  /// The tensor is offloaded again (tensor_state::offloading until the host has seen its original
+  /// copy complete); its next prefetch reads the same host copy. Refused (stash::logic_error) for
+  /// a tensor holding no kept copy (holds_host_copy()) and while capturing.
+  /// @param h The tensor.
+  void redrop_async(tensor_handle h)
+  {
+    reap();
+    entry& e = checked(h, "redrop_async");
+    (void)check_capture(h, e, "redrop_async", std::nullopt);
+    if (!e.kept) {
+      misuse(
+          h, e, "redrop_async",
+          "it holds no host copy kept by its prefetch (prefetch_async with host_copy_mode::keep)");
+    }
+    // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
+    give_back(pool_side::device, e.device, e.bytes,
+              e.state == tensor_state::prefetching ? h2d_ : e.last_stream);
+    backend_.release(e.ready);
+    e.device = nullptr;
+    e.kept   = false;
+    e.state  = tensor_state::offloading;  // refresh() sees host_ready passed: offloaded
+    ++stats_.redrops;
+  }
+
+  /// @brief Whether the tensor holds a host copy its prefetch kept (host_copy_mode::keep), which
+  /// redrop_async() can send it back to.
+  /// @param h The tensor.
+  /// @return True while such a copy is held.
+  [[nodiscard]] bool holds_host_copy(tensor_handle h) { return checked(h, "holds_host_copy").kept; }
+
+  /// @brief Frees the host copy the tensor's prefetch kept, if it holds one (a caller about to
+  /// write the tensor, or done with the copy). In the order of the copies that read it.
+  /// @param h The tensor.
+  void discard_host_copy(tensor_handle h)
+  {
+    entry& e = checked(h, "discard_host_copy");
+    if (e.kept) { free_kept_copy(h, e); }
+  }
 
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.
   /// @param h The tensor.
@@ -453,8 +537,10 @@ class offload_manager {
     // After a prefetch nobody acquired, the last use of the bytes is the H2D copy.
     give_back(pool_side::device, e.device, e.bytes,
               e.state == tensor_state::prefetching ? h2d_ : e.last_stream);
-    if (e.host != nullptr) {
-      give_back(pool_side::host, e.host, detail::host_slot_bytes(e.capacity), d2h_);
+    if (e.kept) {
+      free_kept_copy(h, e);
+    } else if (e.host != nullptr) {
+      free_host_copy(h, e);
     }
     checks_.orphan(h, release_event(), free_host_slot());
     backend_.release(e.ready);
@@ -573,6 +659,12 @@ class offload_manager {
     std::uint8_t transfer{0};     // the transfer_set member of the last offload
     descriptor_type desc{};       // what the last offload's member was told about the tensor
     bool encoded_counted{false};  // the host copy's size is in stats_ (see count_encoded)
+    // Resident (or prefetching) and `host` still holds its value: host_copy_mode::keep.
+    bool kept{false};
+    // A prefetch read the host copy: its last readers are on the H2D stream (which waited for
+    // the D2H copy), so it is freed in that stream's order, through the decode check if one is
+    // pending (which reads its status record).
+    bool host_read{false};
     std::uint32_t generation{1};  // of the slot: grows at each release (see tensor_handle)
   };
 
@@ -673,6 +765,30 @@ class offload_manager {
     e.last_stream                  = stream;
     e.captured                     = captured;
     return handle_of(i);
+  }
+
+  // Frees the host copy the entry holds, in the order of its last readers: through the decode
+  // check still pending on it (it reads the copy's status record once the decode has run), else
+  // on the H2D stream when a prefetch read it (that stream waited for the D2H copy), else on the
+  // D2H stream (its writer). Never throws.
+  void free_host_copy(tensor_handle h, entry& e) noexcept
+  {
+    if (e.host == nullptr) { return; }
+    if (!e.host_read || !checks_.hand_host(h, e.host)) {
+      give_back(pool_side::host, e.host, detail::host_slot_bytes(e.capacity),
+                e.host_read ? h2d_ : d2h_);
+    }
+    e.host      = nullptr;
+    e.host_read = false;
+  }
+
+  // Frees the host copy a resident tensor kept (host_copy_mode::keep) and no redrop used.
+  void free_kept_copy(tensor_handle h, entry& e) noexcept
+  {
+    backend_.release(e.host_ready);
+    free_host_copy(h, e);
+    e.kept = false;
+    ++stats_.discarded_host_copies;
   }
 
   // Gives `p` back to its pool in `s`'s order; a pool that throws keeps nothing lost: the block
@@ -801,7 +917,7 @@ class offload_manager {
     if (e.captured) { return; }
     if (e.state == tensor_state::offloading && backend_.query(e.host_ready)) {
       e.state = tensor_state::offloaded;
-      count_encoded(e);
+      if (!e.encoded_counted) { count_encoded(e); }  // a redropped tensor's was counted
     }
   }
 
@@ -818,7 +934,10 @@ class offload_manager {
   }
 
   // `in`: the stream whose order the device memory is taken in (default: the H2D stream's).
-  void prefetch(tensor_handle h, bool on_demand, std::optional<stream_type> in)
+  // `copy`: host_copy_mode::keep holds the host copy with the resident tensor (not for a tensor of
+  // a captured graph, whose host slots are the graph's).
+  void prefetch(tensor_handle h, bool on_demand, std::optional<stream_type> in,
+                host_copy_mode copy = host_copy_mode::release)
   {
     entry& e = checked(h, "prefetch_async");
     if (!on_demand) { (void)check_capture(h, e, "prefetch_async", in); }
@@ -835,20 +954,34 @@ class offload_manager {
     void* device             = take(device_pool_, e.bytes, tag, "device pool", why);
     queued_decode const q    = queue_prefetch(e, in, device, scratch, why);
     // From here the tensor is on its way back: the entry holds the device bytes first, then the
-    // host copy is handed to its status check or given back (give_back never throws).
-    void* const host = e.host;
-    e.ready          = q.ready;
-    backend_.release(e.host_ready);
-    e.host   = nullptr;
-    e.device = device;
-    e.state  = tensor_state::prefetching;
+    // host copy is handed to its status check or given back (give_back never throws), or kept.
+    void* const host      = e.host;
+    bool const keep       = copy == host_copy_mode::keep && !e.captured;
+    e.ready               = q.ready;
+    e.device              = device;
+    e.state               = tensor_state::prefetching;
+    std::size_t uncounted = e.encoded_counted ? 0 : e.bytes;
+    // A host copy read before (a kept one): the earlier decodes' checks give way to this one's
+    // (nothing may read its status record while this decode writes it).
+    if (e.host_read) { uncounted += checks_.supersede(h, host, release_event()); }
+    if (!keep) {
+      backend_.release(e.host_ready);
+      e.host = nullptr;
+    }
+    e.kept      = keep;
+    e.host_read = keep;
     if (protocol::reports_status_of[e.transfer]) {
-      // The host copy is kept until the decode's status has been read (and the encoded size,
-      // if the host did not see the offload complete).
-      checks_.add({h, host, e.capacity, q.decoded, e.captured, e.encoded_counted ? 0 : e.bytes});
+      // The host copy stays until the decode's status has been read (and the encoded size, if
+      // the host did not see the offload complete); while the tensor keeps it, the tensor frees
+      // it (free_host_copy hands it to this check if still pending).
+      typename detail::decode_checks<event_type>::pending p{h,         host,       e.capacity,
+                                                            q.decoded, e.captured, uncounted};
+      p.owns_host = !keep;
+      checks_.add(p);
+      e.encoded_counted = true;  // counted by the check
     } else {
       if (!e.encoded_counted) { count_encoded(e); }  // a raw copy is its own size
-      give_back(pool_side::host, host, detail::host_slot_bytes(e.capacity), h2d_);
+      if (!keep) { give_back(pool_side::host, host, detail::host_slot_bytes(e.capacity), h2d_); }
     }
     ++stats_.prefetches;
     if (on_demand) { ++stats_.demand_prefetches; }

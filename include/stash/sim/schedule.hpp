@@ -92,6 +92,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -746,16 +747,27 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   return curve;
 }
 
-namespace detail {
-
-// The planned bytes once op `op`'s end frees are returned and the entries back with them (the
-// recompute entries and prefetches at op + 1) are counted: the curve just before the first
-// allocation or op after op `op`, read at that event less its own allocation. The entries come
-// back at the event right after op `op` (planned_device_curve), which is an end free only when op
-// `op` has one; frees across a phase line are end frees too (trace_analysis::memory_steps).
-[[nodiscard]] inline std::uint64_t level_after_end_frees(trace_analysis const& analysis,
-                                                         std::span<std::uint64_t const> curve,
-                                                         std::uint64_t op)
+/// @brief The planned device bytes once op `op`'s end frees are returned and the entries back
+/// with them (the recompute entries and prefetches at op + 1) are counted: the level a re-run
+/// batch at op + 1 starts from (recompute_run_bytes).
+///
+/// The entries come back at the event right after op `op` (planned_device_curve), which is an end
+/// free only when op `op` has one; frees across a phase line are end frees too
+/// (trace_analysis::memory_steps). So the level is the curve just before the first allocation or
+/// op after op `op`: the curve at that event less its own allocation (0 rather than a wrapped
+/// value where the curve is not this schedule's, i.e. does not count that allocation). The curve
+/// is a callable so that planners which keep it in another form (a range tree) read it the same
+/// way.
+/// @tparam CurveAt A callable taking an event index (std::uint64_t) and returning the planned
+/// device bytes at that event (std::uint64_t).
+/// @param analysis The recorded iteration's facts.
+/// @param curve_at The planned device curve of the schedule, per event (planned_device_curve).
+/// @param op An op index of the trace.
+/// @return The planned device bytes after op `op`'s end frees, the entries back with them counted.
+template <class CurveAt>
+requires std::is_invocable_r_v<std::uint64_t, CurveAt&, std::uint64_t>
+[[nodiscard]] std::uint64_t level_after_end_frees(trace_analysis const& analysis,
+                                                  CurveAt&& curve_at, std::uint64_t op)
 {
   auto const events = analysis.trace().events();
   auto j            = analysis.ops().event[op] + 1;
@@ -763,13 +775,12 @@ namespace detail {
          (events[j].kind == event_kind::free || events[j].kind == event_kind::phase)) {
     ++j;
   }
-  if (j == events.size()) { return curve[j - 1]; }
+  if (j == events.size()) { return curve_at(j - 1); }
   auto const alloc =
       events[j].kind == event_kind::alloc ? analysis.trace().storages()[events[j].index].bytes : 0;
-  return curve[j] >= alloc ? curve[j] - alloc : 0;  // below: not this schedule's curve
+  std::uint64_t const at = curve_at(j);
+  return at >= alloc ? at - alloc : 0;
 }
-
-}  // namespace detail
 
 /// @brief The planned device bytes while each recompute entry's re-run runs (see the file
 /// comment), given `curve`, the planned_device_curve of the same schedule. A curve that does not
@@ -816,7 +827,9 @@ namespace detail {
   for (std::size_t k = 0; k < recomputes.size(); ++k) {
     auto const& e = recomputes[k];
     if (k == 0 || recomputes[k - 1].at != e.at) {
-      level         = detail::level_after_end_frees(analysis, curve, e.at - 1) + leaving_at(e.at);
+      level = level_after_end_frees(
+                  analysis, [&](std::uint64_t i) { return curve[i]; }, e.at - 1) +
+              leaving_at(e.at);
       still_to_come = 0;
       for (auto j = k; j < recomputes.size() && recomputes[j].at == e.at; ++j) {
         still_to_come += recomputes[j].bytes;
@@ -853,8 +866,8 @@ namespace detail {
 }
 
 /// @brief Whether `s` has an entry that starts or ends at a re-run use that is not an access of
-/// its storage, or a redrop entry (see the file comment): what stash::allocator does not execute
-/// yet, and refuses.
+/// its storage, or a redrop entry (see the file comment): a schedule whose replay needs
+/// stash::allocator's early departures and kept host copies.
 /// @param analysis The recorded iteration's facts.
 /// @param s A valid schedule (validate_schedule).
 /// @return True when some entry splits a gap at a re-run use.

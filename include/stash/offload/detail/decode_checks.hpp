@@ -53,6 +53,9 @@ class decode_checks {
     bool captured;             // recorded while capturing: never queried, freed only when orphaned
     std::size_t uncounted{0};  // source bytes whose encoded size is still to be counted
     bool orphan{false};        // the tensor was released: a bad status is counted, not kept
+    // Whether the check frees the host copy once reaped: false while its tensor keeps the copy
+    // (offload_manager's host_copy::keep), until the tensor hands it over (hand_host).
+    bool owns_host{true};
   };
 
   // Room for one more check, taken before the decode is queued (adding then cannot fail).
@@ -80,7 +83,7 @@ class decode_checks {
         stats.bytes_encoded_source += p.uncounted;
       }
       release(p.decoded);
-      free_host(p.host, p.capacity);
+      if (p.owns_host) { free_host(p.host, p.capacity); }
       if (status.code == 0) { continue; }
       ++stats.decode_failures;
       if (p.orphan) { continue; }
@@ -100,7 +103,7 @@ class decode_checks {
       pending& p = pending_[i];
       if (p.handle == h && p.captured) {
         release(p.decoded);
-        free_host(p.host, p.capacity);
+        if (p.owns_host) { free_host(p.host, p.capacity); }
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
@@ -115,9 +118,43 @@ class decode_checks {
   {
     for (auto& p : pending_) {
       release(p.decoded);
-      free_host(p.host, p.capacity);
+      if (p.owns_host) { free_host(p.host, p.capacity); }
     }
     pending_.clear();
+  }
+
+  // Tensor `h` gives up the host copy at `host` that it kept: the latest unchecked decode of it
+  // frees it once reaped (its status is read from that copy) and true is returned; false when
+  // none is pending (the caller frees it).
+  bool hand_host(tensor_handle h, void const* host) noexcept
+  {
+    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+      if (it->handle == h && it->host == host) {
+        it->owns_host = true;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A new decode of the host copy at `host` that tensor `h` kept is about to be queued after the
+  // earlier ones: their checks are dropped (the new one reads the status they would have, since
+  // both decode the same bytes, and reading it while the new decode writes it would race).
+  // Returns the source bytes whose encoded size they were still to count.
+  template <class Release>
+  std::size_t supersede(tensor_handle h, void const* host, Release&& release) noexcept
+  {
+    std::size_t uncounted = 0;
+    for (std::size_t i = 0; i < pending_.size();) {
+      if (pending_[i].handle == h && pending_[i].host == host) {
+        uncounted += pending_[i].uncounted;
+        release(pending_[i].decoded);
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      ++i;
+    }
+    return uncounted;
   }
 
   [[nodiscard]] bool has_failures() const noexcept { return !failures_.empty(); }

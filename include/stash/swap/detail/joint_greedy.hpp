@@ -636,25 +636,6 @@ class joint_greedy {
     return ex;
   }
 
-  // The planned bytes once the end frees of the op whose last event is `event` are returned and
-  // the entries back with them counted, as recompute_run_bytes reads them: the curve at the first
-  // event after those frees (and phase lines) less that event's own allocation.
-  template <class CurveAt>
-  [[nodiscard]] std::uint64_t level_after_end_frees(CurveAt&& curve_at, std::uint64_t event) const
-  {
-    auto const events = a_.trace().events();
-    auto j            = event + 1;
-    while (j < events.size() &&
-           (events[j].kind == event_kind::free || events[j].kind == event_kind::phase)) {
-      ++j;
-    }
-    if (j == events.size()) { return curve_at(j - 1); }
-    auto const alloc =
-        events[j].kind == event_kind::alloc ? a_.trace().storages()[events[j].index].bytes : 0;
-    auto const at = curve_at(j);
-    return at >= alloc ? at - alloc : 0;
-  }
-
   // Calls f(event, bytes) for each entry of `rcs` (sorted as recompute_set::entries sorts them):
   // the planned bytes while its re-run runs (recompute_run_bytes, with cached transients), the
   // curve read through curve_at.
@@ -666,7 +647,7 @@ class joint_greedy {
       auto const& e    = rcs[k];
       auto const event = a_.ops().event[e.at - 1];
       if (k == 0 || rcs[k - 1].at != e.at) {
-        level = level_after_end_frees(curve_at, event);
+        level = stash::level_after_end_frees(a_, curve_at, e.at - 1);
         still = 0;
         for (auto j = k; j < rcs.size() && rcs[j].at == e.at; ++j) { still += rcs[j].bytes; }
       }
