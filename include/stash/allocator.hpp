@@ -822,9 +822,10 @@ class allocator {
   [[nodiscard]] schedule without_persistent(trace_analysis const& analysis, schedule s) const
   {
     std::erase_if(s.entries, [&](swap_entry const& e) { return e.id < first_storage_; });
-    schedule out = make_schedule(analysis, std::move(s.policy), s.budget, std::move(s.entries),
-                                 std::move(s.recomputes));
-    out.note     = std::move(s.note);
+    schedule out      = make_schedule(analysis, std::move(s.policy), s.budget, std::move(s.entries),
+                                      std::move(s.recomputes));
+    out.note          = std::move(s.note);
+    out.shared_reruns = s.shared_reruns;
     return out;
   }
 
@@ -865,6 +866,7 @@ class allocator {
     recompute_                 = std::move(table);
     stats_.recompute_fallbacks = recompute_.kept;
     recompute_kept_.assign(recompute_.steps.size(), false);
+    recompute_adopted_.assign(recompute_.steps.size(), false);
     callables_.assign(recompute_.empty() ? 0 : recorded_ops_, nullptr);
     wrapped_.assign(first_storage_, std::nullopt);
     std::vector<std::pair<storage_id, std::uint64_t>> redrops;  // (storage, last_use)
@@ -1207,17 +1209,35 @@ class allocator {
   }
 
   // Rematerialises the storages recomputed before op j, in the schedule's order, on `stream`.
+  // With shared re-runs (schedule::shared_reruns), a step whose transient input is a later
+  // step's dropped storage rebuilds it into that storage's own bytes (adopt), and the later step
+  // then re-runs only its ops after the shared ones.
   void rematerialise_at(std::uint64_t j, stream_type stream)
   {
     for (auto const k : recompute_.runs_by_op[j]) {
-      auto const& step = recompute_.steps[k];
-      tensor* const t  = matched(step.storage);
-      if (t == nullptr || manager_.state(t->handle) != tensor_state::dropped) { continue; }
+      auto const& step      = recompute_.steps[k];
+      tensor* const t       = matched(step.storage);
+      bool const adopted    = recompute_adopted_[k];
+      recompute_adopted_[k] = false;
+      if (t == nullptr || (!adopted && manager_.state(t->handle) != tensor_state::dropped)) {
+        continue;
+      }
       try {
-        manager_.rematerialize_async(t->handle, stream);
+        if (!adopted) { manager_.rematerialize_async(t->handle, stream); }
         transients rebuilt{*this, stream, {}};  // inputs rebuilt for this chain, freed after it
-        for (auto const r : step.transients) { rebuilt.take(recording_->storages()[r].bytes); }
-        for (auto const w : step.ops) { rerun(w, *t, step, rebuilt.blocks, stream); }
+        std::vector<std::pair<void*, std::size_t>> inputs;  // step.transients[i]'s buffer
+        for (auto const r : step.transients) {
+          std::size_t const bytes = recording_->storages()[r].bytes;
+          void* const own         = adopt(step, r, stream);
+          inputs.emplace_back(own != nullptr ? own : rebuilt.take(bytes), bytes);
+        }
+        for (auto const w : step.ops) {
+          if (adopted &&
+              std::find(step.skipped.begin(), step.skipped.end(), w) != step.skipped.end()) {
+            continue;  // the earlier step of the batch re-ran it into this storage
+          }
+          rerun(w, *t, step, inputs, stream);
+        }
       } catch (...) {
         deviated_ = true;  // as op() promises: the next iteration is recorded afresh
         throw;
@@ -1225,6 +1245,25 @@ class allocator {
       ++stats_.recomputes;
       stats_.recomputed_bytes += t->bytes;
     }
+  }
+
+  // For transient input r of `step`, handed to a later step of the batch whose storage it is
+  // (recompute_step::hands): rematerialises that storage, marks the later step adopted and
+  // returns its bytes; nullptr when r is not handed on or its storage is not dropped (kept).
+  void* adopt(detail::recompute_step const& step, storage_id r, stream_type stream)
+  {
+    for (auto const& [input, k] : step.hands) {
+      if (input != r) { continue; }
+      tensor* const x = matched(r);
+      if (x == nullptr || recompute_kept_[k] ||
+          manager_.state(x->handle) != tensor_state::dropped) {
+        return nullptr;
+      }
+      manager_.rematerialize_async(x->handle, stream);
+      recompute_adopted_[k] = true;
+      return manager_.acquire_async(x->handle, stream);
+    }
+    return nullptr;
   }
 
   // Transient buffers of one re-run, given back in `stream`'s order however it ends.
@@ -1332,6 +1371,7 @@ class allocator {
   std::vector<tensor> tensors_;        // indexed by tensor_handle::index(), as the manager's table
   detail::recompute_table recompute_;  // the schedule's recompute entries, by op
   std::vector<bool> recompute_kept_;   // by step: fell back to resident (no callable)
+  std::vector<bool> recompute_adopted_;  // by step: an earlier step of its batch rebuilt it
   std::vector<recompute_fn> callables_;  // this iteration's, for the ops recomputes re-run
   std::vector<detail::uncallable_op> uncallable_ops_;  // kept across plans (see op())
   allocator_stats stats_;

@@ -108,4 +108,22 @@ TEST_CASE("recompute with a rebuilt input: clone of a value relu_ overwrote, bit
   CHECK(got[1] < 0.0f);
 }
 
+TEST_CASE("shared re-runs: a's entry adopts the rebuild of a that b's chain runs, bitwise")
+{
+  stash::allocator_stats kept_stats, stats;
+  stash::schedule kept_plan, plan;
+  auto const kept = run(stash::no_swap{}, &kept_stats, &kept_plan);
+  auto const got  = run(stash::test::drop_both_shared_policy{}, &stats, &plan);
+  REQUIRE(plan.recomputes.size() == 2);
+  REQUIRE(plan.shared_reruns);
+  CHECK(stats.recomputes == 2 * 2);  // a and b, two replayed steps
+  // Per step: mul into a's own bytes and clone for b, then relu_ for a (not mul again): 3 ops,
+  // where the unshared chains run 4.
+  CHECK(stats.recompute_ops == 2 * 3);
+  CHECK(stats.recompute_fallbacks == 0);
+  CHECK(stats.deviations == 0);
+  CHECK(got == kept);
+  CHECK(got[1] < 0.0f);  // b is the value before relu_, a the value after it
+}
+
 }  // namespace STASH_UNITY_ID

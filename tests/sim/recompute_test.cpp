@@ -19,8 +19,12 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace STASH_UNITY_ID {
 
@@ -385,6 +389,38 @@ TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-pl
   // target is part of its chain, so the post-relu value comes back.
   auto const q = stash::recompute_chain_of(a, 6, 8, 9);
   CHECK(q.ops == std::vector<std::uint64_t>{6, 8});
+}
+
+TEST_CASE("shared re-runs: q's entry adopts the rebuild of q that pre's chain runs before it")
+{
+  auto const t = stash::parse_trace(inplace_text, "inplace");
+  stash::trace_analysis const a(t, model());
+  // pre's chain at op9 rebuilds q (mul z -> q, op6) as a transient; q's own chain is op6 then
+  // op8 (relu_). In one batch, pre first, q adopts the rebuild and re-runs relu_ only.
+  std::vector<stash::recompute_entry> const rc{{7, 7, 9, 9, 1000}, {6, 8, 9, 9, 1000}};
+  auto const shared = stash::shared_reruns_of(a, rc);
+  REQUIRE(shared.size() == 2);
+  CHECK(!shared[0].adopts);
+  CHECK(shared[0].hands == std::vector<std::pair<stash::storage_id, std::size_t>>{{6, 1}});
+  CHECK(shared[1].adopts == std::optional<std::size_t>{0});
+  CHECK(shared[1].skipped == std::vector<std::uint64_t>{6});
+  CHECK(shared[0].seconds == stash::test::approx_s(4e-6));  // mul and mul, as alone
+  CHECK(shared[1].seconds == stash::test::approx_s(2e-6));  // relu_ only
+  // q first: its chain ends with relu_, so pre cannot read q's old value from it.
+  std::vector<stash::recompute_entry> const reversed{rc[1], rc[0]};
+  for (auto const& x : stash::shared_reruns_of(a, reversed)) {
+    CHECK(!x.adopts);
+    CHECK(x.hands.empty());
+  }
+  // The simulator prices the batch so: the shared op6 (2 us) once.
+  auto s = stash::make_schedule(a, "hand", 1u << 20, {}, rc);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const alone = stash::simulate(a, s);
+  s.shared_reruns  = true;
+  auto const once  = stash::simulate(a, s);
+  CHECK(alone.recompute_s == stash::test::approx_s(8e-6));
+  CHECK(once.recompute_s == stash::test::approx_s(6e-6));
+  CHECK(once.iteration_s == stash::test::approx_s(alone.iteration_s - 2e-6));
 }
 
 // A rebuilt input whose own input was overwritten in place too: one level only, refused.

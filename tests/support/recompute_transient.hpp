@@ -45,6 +45,29 @@ inline float* transient_arg(std::span<void* const> p, std::size_t i)
   return static_cast<float*>(p[i]);
 }
 
+/// Drops a after relu_ and b after the clone, both rematerialised before the add, b's entry first,
+/// with shared re-runs (schedule::shared_reruns): b's chain rebuilds a's value before relu_ into
+/// a's own bytes (its transient input), then a re-runs relu_ only.
+struct drop_both_shared_policy {
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "drop_both_shared"; }
+  [[nodiscard]] schedule plan(trace_analysis const& a, std::uint64_t budget) const
+  {
+    auto const& t = a.trace();
+    std::vector<recompute_entry> rs;
+    for (std::string_view const label : {"b", "a"}) {
+      for (storage_id id = 0; id < t.storages().size(); ++id) {
+        if (t.storages()[id].label != label) { continue; }
+        auto const& acc = a.lifetimes().storages[id].accesses;
+        rs.push_back(
+            {id, acc[acc.size() - 2].op, acc.back().op, acc.back().op, t.storages()[id].bytes});
+      }
+    }
+    auto s          = make_schedule(a, std::string(name()), budget, {}, std::move(rs));
+    s.shared_reruns = true;
+    return s;
+  }
+};
+
 /// Runs `steps` transient steps through `alloc` on `s` and returns the last step's output.
 /// `Kernels` queues on a stream: weights(w, s) (w[i] = 0.5 where i % 3 == 0, else -0.5),
 /// input(x, step, s) (x[i] = step + 0.25 (i % 7)), mul(x, w, y, s), clone(x, y, s), relu_(y, s),
@@ -63,6 +86,9 @@ std::vector<float> run_recompute_transient(Allocator& alloc, typename Allocator:
   typename Allocator::recompute_fn const clone = [&k](std::span<void* const> q, stream st) {
     k.clone(transient_arg(q, 0), transient_arg(q, 1), st);
   };
+  typename Allocator::recompute_fn const relu_ = [&k](std::span<void* const> q, stream st) {
+    k.relu_(transient_arg(q, 0), st);
+  };
   auto w = alloc.allocate_async(bytes, storage_kind::param, "w", s);
   k.weights(static_cast<float*>(alloc.acquire_async(w, s)), s);
   std::vector<float> out(transient_elements);
@@ -76,7 +102,7 @@ std::vector<float> run_recompute_transient(Allocator& alloc, typename Allocator:
     k.input(transient_arg(alloc.op("load_batch", {}, std::vector{x}, s), 0), step, s);
     mul(alloc.op("aten::mul.Tensor", std::vector{x, w}, std::vector{a}, s, mul), s);
     clone(alloc.op("aten::clone", std::vector{a}, std::vector{b}, s, clone), s);
-    k.relu_(transient_arg(alloc.op("aten::relu_", std::vector{a}, std::vector{a}, s), 0), s);
+    relu_(alloc.op("aten::relu_", std::vector{a}, std::vector{a}, s, relu_), s);
     auto p = alloc.op("aten::mul.Tensor", std::vector{x}, std::vector{g}, s);  // the gap
     k.twice(transient_arg(p, 0), transient_arg(p, 1), s);
     p = alloc.op("aten::add.Tensor", std::vector{a, b}, std::vector{o}, s);

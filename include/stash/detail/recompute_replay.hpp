@@ -12,6 +12,7 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -44,6 +45,12 @@ struct recompute_step {
   // Inputs whose earlier value the chain rebuilds into a transient buffer
   // (recompute_chain::transients): their writers in `ops` write it, later ops read it.
   std::vector<storage_id> transients;
+  // Shared re-runs (schedule::shared_reruns, shared_reruns_of): the transients this step
+  // rebuilds into a later step's own storage (input, step index), and for a step that adopts
+  // such a rebuild, the ops of `ops` the earlier step already re-ran.
+  std::vector<std::pair<storage_id, std::size_t>> hands;
+  bool adopts{false};
+  std::vector<std::uint64_t> skipped;
 };
 
 // A recording op (index and name) that was given no callable where a recompute needed one: its
@@ -67,6 +74,22 @@ struct recompute_table {
   [[nodiscard]] bool empty() const noexcept { return steps.empty(); }
 };
 
+// Records in `t` the shared re-runs of `shared` (per schedule entry) between entries that both
+// became steps (`step_of`: entry -> step index, or the entry count for none): an entry kept
+// resident or left out runs its chain alone, and so does its partner.
+inline void link_shared(recompute_table& t, std::vector<shared_rerun> const& shared,
+                        std::vector<std::size_t> const& step_of, std::uint64_t first_op)
+{
+  auto const none = step_of.size();
+  for (std::size_t k = 0; k < shared.size(); ++k) {
+    if (!shared[k].adopts || step_of[k] == none || step_of[*shared[k].adopts] == none) { continue; }
+    auto& step  = t.steps[step_of[k]];
+    step.adopts = true;
+    for (auto const w : shared[k].skipped) { step.skipped.push_back(w - first_op); }
+    t.steps[step_of[*shared[k].adopts]].hands.emplace_back(step.storage, step_of[k]);
+  }
+}
+
 // The table of `s`'s recompute entries over storages and ops of the iteration (those from
 // `first_storage` and `first_op` on, `ops` of them); entries re-running an op of `uncallable`
 // stay resident, counted in `kept`.
@@ -82,7 +105,11 @@ struct recompute_table {
   t.runs_by_op.resize(ops + 1);
   t.needs_fn.resize(ops);
   auto const& recorded = a.trace().ops();
-  for (auto const& e : s.recomputes) {
+  auto const shared    = s.shared_reruns ? shared_reruns_of(a, s.recomputes)
+                                         : std::vector<shared_rerun>(s.recomputes.size());
+  std::vector<std::size_t> step_of(s.recomputes.size(), s.recomputes.size());  // entry -> step
+  for (std::size_t i = 0; i < s.recomputes.size(); ++i) {
+    auto const& e = s.recomputes[i];
     if (e.id < first_storage || e.last_use < first_op || e.at > first_op + ops) { continue; }
     auto full  = recompute_chain_of(a, e.id, e.last_use, e.at);  // validated by the schedule
     auto chain = std::move(full.ops);
@@ -98,15 +125,23 @@ struct recompute_table {
       w -= first_op;
       t.needs_fn[w] = true;
     }
+    step_of[i] = t.steps.size();
     if (early_departure(a, e)) {
       t.drops_after_run[e.last_use - first_op].push_back(t.steps.size());
     } else {
       t.drops_by_op[e.last_use - first_op + 1].push_back(t.steps.size());
     }
     t.runs_by_op[e.at - first_op].push_back(t.steps.size());
-    t.steps.push_back({e.id, e.last_use - first_op, e.at - first_op, std::move(chain),
-                       std::move(full.transients)});
+    t.steps.push_back({e.id,
+                       e.last_use - first_op,
+                       e.at - first_op,
+                       std::move(chain),
+                       std::move(full.transients),
+                       {},
+                       false,
+                       {}});
   }
+  link_shared(t, shared, step_of, first_op);
   return t;
 }
 

@@ -38,8 +38,11 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stash {
@@ -222,5 +225,88 @@ namespace detail {
 }
 
 }  // namespace detail
+
+/// @brief How one recompute entry runs when re-runs are shared inside a batch
+/// (schedule::shared_reruns; see shared_reruns_of).
+struct shared_rerun {
+  double seconds{};  ///< its re-run seconds, shared ops not counted
+  /// For an entry that adopts a rebuild: the index of the earlier entry of its batch whose chain
+  /// rebuilt its storage as a transient input, into this entry's own bytes.
+  std::optional<std::size_t> adopts;
+  /// For an adopting entry: its chain's ops that the earlier entry already re-ran (skipped).
+  std::vector<std::uint64_t> skipped;
+  /// For an entry whose chain rebuilds transient inputs: (input, index of the later entry of the
+  /// batch that rematerialises it and adopts that rebuild).
+  std::vector<std::pair<storage_id, std::size_t>> hands;
+};
+
+/// @brief How each entry runs when re-runs are shared inside a batch (schedule::shared_reruns).
+/// Entries are given in the order they run. When entry j's chain rebuilds a storage R into a
+/// transient buffer (recompute_chain::transients: the BatchNorm output a pre-activation `clone`
+/// read before `silu_` or `hardtanh_` overwrote it) and a later entry k of the same batch (same
+/// `at`) rematerialises R itself, j rebuilds R into k's bytes instead and k adopts it: R's
+/// writers that j re-ran (a prefix of k's chain, R's writers in program order; nothing between j
+/// and k writes R, since chains write only their own storage and fresh results) are not re-run
+/// again, and k re-runs only R's writers after them. One BatchNorm then serves both the clone and
+/// the activation it feeds. Every other entry runs its chain (recompute_chain_of) alone.
+/// @tparam Entries A range of recompute entries (fields id, last_use, at).
+/// @param a The recorded iteration's facts.
+/// @param entries The recompute entries in the order they run.
+/// @return Per entry, how it runs.
+template <class Entries>
+[[nodiscard]] std::vector<shared_rerun> shared_reruns_of(trace_analysis const& a,
+                                                         Entries const& entries)
+{
+  std::vector<recompute_chain> chains;
+  std::vector<shared_rerun> out;
+  for (auto const& e : entries) {
+    chains.push_back(recompute_chain_of(a, e.id, e.last_use, e.at));
+    out.push_back(shared_rerun{chains.back().seconds, std::nullopt, {}, {}});
+  }
+  auto const writes = [&](std::uint64_t w, storage_id r) {
+    auto const& ws = a.trace().ops()[w].writes;
+    return std::find(ws.begin(), ws.end(), r) != ws.end();
+  };
+  for (std::size_t j = 0; j < chains.size(); ++j) {
+    if (!chains[j].valid()) { continue; }
+    for (auto const r : chains[j].transients) {
+      for (std::size_t k = j + 1; k < chains.size() && entries[k].at == entries[j].at; ++k) {
+        auto const& ck = chains[k];
+        if (entries[k].id != r) { continue; }
+        if (out[k].adopts || !ck.valid()) { break; }
+        std::vector<std::uint64_t> shared;  // R's writers j re-ran: each must be one of k's
+        for (auto const w : chains[j].ops) {
+          if (writes(w, r)) { shared.push_back(w); }
+        }
+        bool const prefix = std::all_of(shared.begin(), shared.end(), [&](std::uint64_t w) {
+          return std::binary_search(ck.ops.begin(), ck.ops.end(), w);
+        });
+        if (!prefix || shared.size() >= ck.ops.size()) { break; }
+        double saved = 0;
+        for (auto const w : shared) { saved += a.op_seconds()[w]; }
+        out[k].seconds = std::max(0.0, ck.seconds - saved);
+        out[k].adopts  = j;
+        out[k].skipped = std::move(shared);
+        out[j].hands.emplace_back(r, k);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/// @brief Per entry, its re-run seconds under shared_reruns_of.
+/// @tparam Entries A range of recompute entries (fields id, last_use, at).
+/// @param a The recorded iteration's facts.
+/// @param entries The recompute entries in the order they run.
+/// @return Per entry, its re-run seconds.
+template <class Entries>
+[[nodiscard]] std::vector<double> shared_rerun_seconds(trace_analysis const& a,
+                                                       Entries const& entries)
+{
+  std::vector<double> out;
+  for (auto const& x : shared_reruns_of(a, entries)) { out.push_back(x.seconds); }
+  return out;
+}
 
 }  // namespace stash

@@ -73,6 +73,9 @@
  *    inside one gap between accesses; the device bytes are released when the batch (early) or
  *    op offload_at - 1 (late) ends, and its prefetch is one more H2D copy of that host copy.
  * A schedule without re-run-use entries is planned and timed as before.
+ * Shared re-runs (`shared_reruns`): inside one batch, an entry j whose chain rebuilds storage R
+ * as a transient input, followed by R's own entry k, rebuilds R into R's bytes and k re-runs
+ * only R's writers after those j ran (shared_reruns_of); planned as the unshared batch.
  * The simulator (sim/simulator.hpp) times the same schedule. Schedules live in sim/, the lowest
  * component that reads them; swap policies (swap/) write them.
  */
@@ -156,6 +159,13 @@ struct schedule {
   std::uint64_t device_peak{};              ///< planned device peak under this schedule
   std::vector<swap_entry> entries;          ///< in the order the policy issues them
   std::vector<recompute_entry> recomputes;  ///< in the order they run (see the file comment)
+  /// True when re-runs are shared inside a batch (shared_reruns_of, recompute_chain.hpp): an
+  /// entry that rematerialises a storage an earlier entry of its batch rebuilt as a transient
+  /// input adopts that rebuild (made into the storage's own bytes) and re-runs only the ops after
+  /// it. The simulator prices it so and stash::allocator runs it so; validity and the planned
+  /// curve are those of the unshared chains (the shared ones read no more, and the rebuilt input
+  /// holds the same bytes either way). False: every chain runs alone.
+  bool shared_reruns{false};
 
   /// @brief True when the planned peak fits the budget.
   /// @return Whether the planned peak fits the budget.

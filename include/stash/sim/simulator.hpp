@@ -183,6 +183,7 @@ class simulation {
       : a_(a),
         entries_(s.entries),
         recomputes_(s.recomputes),
+        shared_reruns_(s.shared_reruns),
         options_(o),
         steps_(a.memory_steps()),
         n_(a.op_count())
@@ -303,6 +304,7 @@ class simulation {
       rc_seconds_.push_back(chain.seconds);
       rc_transient_.push_back(chain.transient_bytes);
     }
+    if (shared_reruns_) { rc_seconds_ = shared_rerun_seconds(a_, recomputes_); }
     d2h_end_.assign(m, inf);
     issued_.assign(m, inf);
     ready_.assign(m, inf);
@@ -553,6 +555,7 @@ class simulation {
   trace_analysis const& a_;
   std::vector<swap_entry> const& entries_;
   std::vector<recompute_entry> const& recomputes_;
+  bool shared_reruns_;  // schedule::shared_reruns: re-runs priced by shared_rerun_seconds
   sim_options options_;
   std::span<memory_step const> steps_;
   std::vector<memory_step> wrap_steps_;  // steps_ when the schedule has wrap entries

@@ -45,6 +45,12 @@
  *     prunes); the moves (a)-(d) again from what it gives when it is faster. The greedy, whose
  *     benefit counts only the excess a candidate covers, takes several small re-runs dear per
  *     byte where the excess left is narrow; a large cheap one can replace them.
+ *     With `share_reruns` (on by default), a last move (e) on each local search's result: a
+ *     recompute whose chain rebuilds, as a transient input, a storage another recompute entry
+ *     rematerialises in another batch joins that batch (the later of the two runs at the
+ *     earlier's op) when the planned peak stays within the budget, so one re-run serves both
+ *     (schedule::shared_reruns: the clone of a pre-activation and the activation's output,
+ *     one BatchNorm for the two).
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them.
@@ -88,6 +94,49 @@ struct joint_search_stats {
 
 namespace detail {
 
+// Whether recompute entry j of `rc` may run before entries [k, j) of its batch: none of them
+// rematerialises a storage j's re-runs read, and j's storage is not one they read.
+[[nodiscard]] inline bool may_run_before(trace_analysis const& a,
+                                         std::vector<recompute_entry> const& rc,
+                                         std::vector<storage_id> const& reads, std::size_t k,
+                                         std::size_t j)
+{
+  for (std::size_t m = k; m < j; ++m) {
+    if (std::binary_search(reads.begin(), reads.end(), rc[m].id)) { return false; }
+    auto const other = recompute_chain_of(a, rc[m].id, rc[m].last_use, rc[m].at).reads;
+    if (std::binary_search(other.begin(), other.end(), rc[j].id)) { return false; }
+  }
+  return true;
+}
+
+// `s` marked for shared re-runs (schedule::shared_reruns), each batch ordered for them: an entry
+// whose chain rebuilds a storage as a transient input runs right before that storage's own entry
+// of the batch (which adopts the rebuild) when it ran after it and may run earlier; the planned
+// peak recomputed.
+[[nodiscard]] inline schedule sharing_order(trace_analysis const& a, schedule s)
+{
+  auto& rc   = s.recomputes;
+  bool moved = false;
+  for (std::size_t j = 0; j < rc.size(); ++j) {
+    auto const chain = recompute_chain_of(a, rc[j].id, rc[j].last_use, rc[j].at);
+    for (auto const r : chain.transients) {
+      for (std::size_t k = j; k-- > 0 && rc[k].at == rc[j].at;) {
+        if (rc[k].id != r) { continue; }
+        if (may_run_before(a, rc, chain.reads, k, j)) {
+          auto const e = rc[j];
+          rc.erase(rc.begin() + static_cast<std::ptrdiff_t>(j));
+          rc.insert(rc.begin() + static_cast<std::ptrdiff_t>(k), e);
+          moved = true;
+        }
+        break;
+      }
+    }
+  }
+  s.shared_reruns = true;
+  if (moved) { s.device_peak = planned_peak(a, s.entries, s.recomputes); }
+  return s;
+}
+
 /// The fastest fitting schedule so far (joint search).
 struct joint_incumbent {
   std::optional<schedule> best;
@@ -95,6 +144,7 @@ struct joint_incumbent {
   std::optional<schedule> smallest;  // lowest planned peak seen, for "does not fit"
   bool activations_only = false;     // joint_search::also_any_kind off: only act / temp move
   bool redrop           = false;     // joint_search::redrop: repair with second departures
+  bool share            = false;     // joint_search::share_reruns: priced shared in a batch
 
   [[nodiscard]] double time() const noexcept
   {
@@ -106,6 +156,7 @@ struct joint_incumbent {
   {
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
     if (redrop && s.device_peak > s.budget) { s = with_redrops(a, std::move(s), activations_only); }
+    if (share) { s = sharing_order(a, std::move(s)); }
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
@@ -197,6 +248,15 @@ struct joint_search {
   /// manager to keep a prefetched tensor's host copy), and it must never be given a schedule it
   /// cannot run; stash-plan's --redrop turns it on for planning studies.
   bool redrop = false;
+  /// Share re-runs inside a batch (schedule::shared_reruns, shared_reruns_of): where a re-run
+  /// rebuilds a storage as a transient input (the BatchNorm output a pre-activation `clone`
+  /// read before an in-place activation overwrote it) and that storage is recomputed in the same
+  /// batch, the rebuild goes into the storage's own bytes and its entry re-runs only the ops
+  /// after it: one BatchNorm serves both. Every schedule offered is timed so (each batch ordered
+  /// for it: detail::sharing_order), and each local search ends with the (e) moves, which bring
+  /// such a pair into one batch where the planned peak allows. stash::allocator executes it
+  /// (recompute_step::hands); off, every chain runs alone, as before.
+  bool share_reruns = true;
 
   /// @brief Registry name.
   /// @return "search".
@@ -229,6 +289,7 @@ struct joint_search {
     detail::joint_incumbent inc;
     inc.activations_only = !also_any_kind;
     inc.redrop           = redrop;
+    inc.share            = share_reruns;
     detail::joint_greedy const greedy(a);
     seed(a, budget, greedy, inc, stats);
     improve_runners(a, budget, greedy, inc, stats);
@@ -529,6 +590,34 @@ struct joint_search {
     return false;
   }
 
+  // (e) with share_reruns: a recompute whose chain rebuilds a storage that another entry
+  // rematerialises in a different batch moves into that entry's batch when its gap allows (the
+  // later of the two runs at the earlier one's op), so that one re-run serves both.
+  template <typename Attempt>
+  static bool align_pairs(trace_analysis const& a, schedule const& best, Attempt& attempt,
+                          std::size_t& sims, std::size_t limit)
+  {
+    auto const& rc = best.recomputes;
+    for (std::size_t j = 0; j < rc.size(); ++j) {
+      auto const chain = recompute_chain_of(a, rc[j].id, rc[j].last_use, rc[j].at);
+      for (auto const r : chain.transients) {
+        for (std::size_t k = 0; k < rc.size(); ++k) {
+          if (sims >= limit) { return false; }
+          if (rc[k].id != r || rc[k].at == rc[j].at) { continue; }
+          auto moved        = rc;
+          auto const target = std::min(rc[j].at, rc[k].at);
+          auto& late        = rc[j].at > target ? moved[j] : moved[k];
+          if (late.last_use >= target) { continue; }
+          late.at = target;
+          std::stable_sort(moved.begin(), moved.end(),
+                           [](auto const& x, auto const& y) { return x.at < y.at; });
+          if (attempt(4, rc[j].id, rc[j].last_use, best.entries, std::move(moved))) { return true; }
+        }
+      }
+    }
+    return false;
+  }
+
   // The local search from the fastest seed of each kind (the fastest first); the best result wins.
   void improve_runners(trace_analysis const& a, std::uint64_t budget,
                        detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
@@ -546,11 +635,13 @@ struct joint_search {
       detail::joint_incumbent local;
       local.activations_only = inc.activations_only;
       local.redrop           = inc.redrop;
+      local.share            = inc.share;
       local.best             = std::move(s);
       local.sim              = std::move(r);
       auto const winner      = stats.winner;
       improve(a, budget, greedy, local, stats, max_simulations);
       reinsert(a, budget, greedy, local, stats);
+      if (local.share) { align_final(a, budget, local, stats); }
       if (local.time() < inc.time()) {
         stats.winner = local.best->note;
         inc.best     = std::move(local.best);
@@ -559,6 +650,30 @@ struct joint_search {
         stats.winner = winner;
       }
     }
+  }
+
+  // Simulations of the (e) moves on a local search's result (share_reruns).
+  static constexpr std::size_t align_simulations = 16;
+
+  // The (e) moves again on a local search's result, whose own simulation budget may be spent:
+  // each kept pair shares one re-run, a saving the moves before it did not see.
+  void align_final(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+                   joint_search_stats& stats) const
+  {
+    std::vector<std::tuple<int, storage_id, std::uint64_t>> tried;
+    std::size_t sims = 0;
+    auto attempt     = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
+                       std::vector<recompute_entry> rc) {
+      auto const key = std::make_tuple(kind, id, u);
+      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
+      tried.push_back(key);
+      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      if (s.device_peak > budget) { return false; }
+      ++sims;
+      return inc.offer(a, std::move(s), inc.best->note + "+align", encodings, stats);
+    };
+    while (inc.best && sims < align_simulations &&
+           align_pairs(a, *inc.best, attempt, sims, align_simulations)) {}
   }
 
   // Trials of joint_greedy::reinsert (one prune each) per local search.
