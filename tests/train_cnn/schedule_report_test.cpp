@@ -22,8 +22,8 @@ TEST_CASE("train_cnn schedule line: the fit is decided on the run-order peak, th
 {
   auto const t = stash::parse_trace(stash::test::tiny_trace_text, "tiny");
   // a (4000 B) leaves after op1 and comes back for op3.
-  auto s = stash::make_schedule(stash::test::analysis_of(t), "hand", 9000,
-                                {stash::swap_entry{1, 1, 3, 2, 3, 4000}});
+  auto s        = stash::make_schedule(stash::test::analysis_of(t), "hand", 9000,
+                                       {stash::swap_entry{1, 1, 3, 2, 3, 4000}});
   auto const at = train_cnn::run_order_peak(t, s);
   CHECK(at == 8000);  // x + b + c while op2 runs: a left when op2 started
   // A planner's curve over the budget (search_swap's timed one holds an offload's bytes until its
