@@ -91,14 +91,7 @@ int run(options const& o, dataset const& data)
     encodings = encodings_text(detail::plan_of(mem, 1));
     if (!o.trace_out.empty()) { stash::write_trace(o.trace_out, *mem.recorded_trace()); }
     if (!o.json) {
-      auto const& s          = mem.schedule();
-      std::uint64_t const at = mem.run_order_peak().value_or(0);
-      std::printf(
-          "  schedule (%s): %zu tensors leave the device; peak %s in this run's order "
-          "(planner's curve %s), no-offload peak %s, %s\n",
-          s.policy.c_str(), s.entries.size(), stash::format_bytes(at).c_str(),
-          stash::format_bytes(s.device_peak).c_str(), stash::format_bytes(s.baseline_peak).c_str(),
-          budget ? (at <= *budget ? "fits the budget" : "DOES NOT FIT the budget") : "no budget");
+      std::printf("%s", schedule_line(mem.schedule(), mem.run_order_peak().value_or(0)).c_str());
     }
   };
   hooks.on_progress = [&](step_record const& s) {

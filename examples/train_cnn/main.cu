@@ -220,13 +220,7 @@ void check_replicas(trainer& t, collective* dp, std::string const& when)
 
 void print_schedule(activation_memory& mem)
 {
-  auto const& s = mem.schedule();
-  say("  schedule (%s): %zu tensors leave the device; planned peak %s, no-offload peak %s, %s\n",
-      s.policy.c_str(), s.entries.size(), stash::format_bytes(s.device_peak).c_str(),
-      stash::format_bytes(s.baseline_peak).c_str(),
-      s.budget == std::numeric_limits<std::uint64_t>::max()
-          ? "no budget"
-          : (s.fits() ? "fits the budget" : "DOES NOT FIT the budget"));
+  say("%s", schedule_line(mem.schedule(), mem.run_order_peak().value_or(0)).c_str());
 }
 
 int train(options const& o, dataset const& data, rank_info const& ranks, collective* dp)

@@ -7,6 +7,7 @@
 #include <stash_tools/train_cnn/budget_guard.hpp>
 #include <stash_tools/train_cnn/memory_report.hpp>
 #include <stash_tools/train_cnn/options.hpp>
+#include <stash_tools/train_cnn/schedule_report.hpp>
 #include <stash_tools/train_cnn/tensor_data.hpp>
 
 #include <stash/allocator.hpp>
@@ -70,7 +71,16 @@ class activation_memory {
   [[nodiscard]] virtual memory_report report()                  = 0;
   virtual void reset_peak()                                     = 0;
   [[nodiscard]] virtual stash::schedule const& schedule() const = 0;
-  [[nodiscard]] virtual std::string description() const         = 0;
+  /// @brief The recorded step (nullptr before the first step ended).
+  [[nodiscard]] virtual stash::trace const* recorded_trace() const = 0;
+  [[nodiscard]] virtual std::string description() const            = 0;
+  /// @brief The schedule's device peak as the budget counts it (train_cnn::run_order_peak, as
+  /// the CPU build reports it); nullopt before the first step ended.
+  [[nodiscard]] std::optional<std::uint64_t> run_order_peak() const
+  {
+    if (recorded_trace() == nullptr) { return std::nullopt; }
+    return train_cnn::run_order_peak(*recorded_trace(), schedule());
+  }
 };
 
 /// @brief What a run's memory is configured with.
@@ -155,6 +165,10 @@ class stash_memory final : public activation_memory {
   [[nodiscard]] stash::schedule const& schedule() const override
   {
     return alloc_.current_schedule();
+  }
+  [[nodiscard]] stash::trace const* recorded_trace() const override
+  {
+    return alloc_.recorded_trace();
   }
   [[nodiscard]] std::string description() const override { return description_; }
 

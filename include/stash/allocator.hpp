@@ -207,6 +207,44 @@ struct set_encodings<transfer_set<Ts...>> {
       transfer_encoding<Ts>()...};
 };
 
+// The device scratch one transfer of member T takes for a `bytes`-byte tensor: the larger of its
+// offload's (scratch_bytes) and its decode's with the host copy's size not known (the device
+// codecs' staged copy at the slot's capacity: the worst case). A tensor the member refuses (a
+// size it cannot encode), or whose scratch cannot be sized (a failing CUDA query: the CUB temp
+// size), takes none here: the manager refuses that offload before taking anything (it fails,
+// counted, the tensor resident), so planning goes on.
+template <class T>
+std::uint64_t member_scratch_bytes(std::size_t bytes)
+{
+  try {
+    std::uint64_t const offload = T::scratch_bytes(bytes);
+    if constexpr (requires { T::decode_scratch_bytes(bytes, unknown_encoded_bytes); }) {
+      return std::max<std::uint64_t>(offload,
+                                     T::decode_scratch_bytes(bytes, unknown_encoded_bytes));
+    } else {
+      return offload;
+    }
+  } catch (logic_error const&) {
+    return 0;
+  } catch (cuda_error const&) {
+    return 0;
+  }
+}
+
+template <class Set>
+struct set_scratch;
+template <class... Ts>
+struct set_scratch<transfer_set<Ts...>> {
+  // member_scratch_bytes of member `i`.
+  static std::uint64_t bytes(std::size_t i, std::size_t tensor_bytes)
+  {
+    std::uint64_t out = 0;
+    std::size_t k     = 0;
+    ((k++ == i ? (out = member_scratch_bytes<Ts>(tensor_bytes)) : 0), ...);
+    return out;
+  }
+};
+
 // Where a backend's host copies live: pinned memory for CUDA, plain memory for host threads.
 template <class Backend>
 struct staging_for {
@@ -289,7 +327,10 @@ using default_pool_t = typename default_pool<Backend>::type;
 
 /// @brief Settings of a stash::allocator.
 struct allocator_options {
-  /// Device memory the swap policy must fit the iteration into (bytes).
+  /// Device memory the swap policy must fit the iteration into (bytes), a device codec's scratch
+  /// included: the policy plans for this less the most scratch one transfer of its schedule
+  /// takes from the device pool (0 for host codecs and raw copies; for a device codec up to about
+  /// the tensor's size, its staged compressed copy), which schedule::budget then says.
   std::uint64_t device_budget = std::numeric_limits<std::uint64_t>::max();
   /// The machine the policy plans for: a preset (stash::presets::pcie4_x16, ...; from a command
   /// line, stash::hardware_preset(name)) or your own figures (see sim/hardware.hpp).
@@ -779,7 +820,7 @@ class allocator {
   {
     check_budget(t);
     trace_analysis const analysis(t, model_);
-    schedule planned = policy_.plan(analysis, options_.device_budget);
+    schedule planned = plan_with_scratch(analysis, t);
     try {
       refuse_persistent_recomputes(t, planned);
       validate_schedule(analysis, planned);
@@ -790,6 +831,44 @@ class allocator {
     auto table = detail::make_recompute_table(analysis, planned, first_storage_, first_op_,
                                               t.ops().size() - first_op_, uncallable_ops_);
     return {std::move(planned), std::move(table)};
+  }
+
+  // The policy's schedule for the device budget less the device codec scratch its transfers
+  // take (scratch_reserve: a device codec's counts, tables and staged copy come from the budgeted
+  // device pool too), so a schedule that holds the budget still does with a device codec. Planned
+  // again while a schedule's scratch exceeds the room it was planned with (the reserve only
+  // grows; at most 3 replans, the last schedule kept). Host codecs take none: one plan, as before.
+  [[nodiscard]] schedule plan_with_scratch(trace_analysis const& analysis, trace const& t) const
+  {
+    std::uint64_t reserve = 0;
+    schedule planned      = policy_.plan(analysis, options_.device_budget);
+    for (int replans = 0;; ++replans) {
+      std::uint64_t const need = scratch_reserve(t, planned);
+      if (need <= reserve || need >= options_.device_budget || replans == 3) { break; }
+      reserve = need;
+      planned = policy_.plan(analysis, options_.device_budget - reserve);
+    }
+    if (reserve > 0) {
+      planned.note += std::string(planned.note.empty() ? "" : "; ") + std::to_string(reserve) +
+                      " B of the device budget kept for codec scratch";
+    }
+    return planned;
+  }
+
+  // The most device scratch one transfer of `s` takes from the device pool (its member's
+  // set_scratch). The manager gives an offload's or a prefetch's scratch back, in its copy
+  // stream's order, before the call that took it returns, and calls come from one host thread:
+  // the pool never holds two at once, so the budget less this much leaves room for each.
+  [[nodiscard]] std::uint64_t scratch_reserve(trace const& t, schedule const& s) const
+  {
+    std::uint64_t most = 0;
+    for (auto const& e : s.entries) {
+      if (e.id >= t.storages().size()) { continue; }  // validate_schedule names it
+      std::size_t const bytes = t.storages()[e.id].bytes;
+      auto const member       = member_for_entry(e, bytes, desc_of_storage(e.id)).first;
+      most = std::max(most, detail::set_scratch<manager_transfer_type>::bytes(member, bytes));
+    }
+    return most;
   }
 
   // A persistent storage is state (a parameter, optimizer state): its value comes from the
@@ -931,22 +1010,32 @@ class allocator {
   std::uint8_t transfer_for_entry(swap_entry const& e, std::size_t bytes,
                                   descriptor_type const& desc)
   {
+    auto const [member, fallback] = member_for_entry(e, bytes, desc);
+    if (fallback) { ++stats_.encoding_fallbacks; }
+    return member;
+  }
+
+  // transfer_for_entry's member, and whether it is raw copies standing in for an encoding the
+  // slot cannot run for that storage (a fallback).
+  [[nodiscard]] std::pair<std::uint8_t, bool> member_for_entry(swap_entry const& e,
+                                                               std::size_t bytes,
+                                                               descriptor_type const& desc) const
+  {
     constexpr auto encodings = detail::set_encodings<manager_transfer_type>::value;
     constexpr auto raw       = static_cast<std::uint8_t>(encodings.size() - 1);
     auto encodes             = [&](std::size_t i) { return member_encodes(i, bytes, desc); };
     auto wanted              = e.encoding;
     if (wanted == swap_encoding::configured) {
       if (!options_.default_encoding) {
-        if (encodes(0)) { return 0; }
+        if (encodes(0)) { return {std::uint8_t{0}, false}; }
       } else {
         wanted = *options_.default_encoding;
       }
     }
     for (std::size_t i = 0; i < encodings.size(); ++i) {
-      if (encodings[i] == wanted && encodes(i)) { return static_cast<std::uint8_t>(i); }
+      if (encodings[i] == wanted && encodes(i)) { return {static_cast<std::uint8_t>(i), false}; }
     }
-    if (wanted != swap_encoding::raw) { ++stats_.encoding_fallbacks; }
-    return raw;
+    return {raw, wanted != swap_encoding::raw};
   }
 
   // Whether member `i` of manager_transfer_type takes a `bytes`-byte tensor described by `desc`

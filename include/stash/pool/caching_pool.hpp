@@ -283,8 +283,8 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order, NodeAllo
   // The nodes a request may insert, allocated before the pool changes (inserting a node
   // allocates nothing): a split's remainder block and its free-set entry, an over-aligned start.
   struct spare_nodes {
-    typename block_map::node_type block;
-    typename free_set::node_type free;
+    typename block_map::node_type remainder;
+    typename free_set::node_type remainder_free;
     typename address_map<std::uintptr_t>::node_type aligned;
   };
 
@@ -301,8 +301,8 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order, NodeAllo
   {
     spare_nodes spare;
     if (split) {
-      spare.block = make_node(blocks_, std::uintptr_t{0}, block{});
-      spare.free  = make_node(free_, free_key{0, 0});
+      spare.remainder      = make_node(blocks_, std::uintptr_t{0}, block{});
+      spare.remainder_free = make_node(free_, free_key{0, 0});
     }
     if (aligned) { spare.aligned = make_node(aligned_, std::uintptr_t{0}, std::uintptr_t{0}); }
     return spare;
@@ -518,20 +518,20 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order, NodeAllo
   {
     block& b = it->second;
     b.node   = free_.extract({b.size, it->first});
-    if (!spare.block.empty() && splits(it, size)) {
-      auto const raddr   = it->first + size;
-      spare.block.key()  = raddr;
-      block& r           = spare.block.mapped();
-      r.size             = b.size - size;
-      r.segment          = b.segment;
-      r.free             = true;
-      r.stream           = b.stream;
-      r.marker           = std::move(b.marker);  // the remainder keeps the pending free's marker
-      b.marker           = marker_type{};
-      b.size             = size;
-      spare.free.value() = {r.size, raddr};
-      blocks_.insert(std::move(spare.block));
-      free_.insert(std::move(spare.free));
+    if (!spare.remainder.empty() && splits(it, size)) {
+      auto const raddr      = it->first + size;
+      spare.remainder.key() = raddr;
+      block& r              = spare.remainder.mapped();
+      r.size                = b.size - size;
+      r.segment             = b.segment;
+      r.free                = true;
+      r.stream              = b.stream;
+      r.marker              = std::move(b.marker);  // the remainder keeps the pending free's marker
+      b.marker              = marker_type{};
+      b.size                = size;
+      spare.remainder_free.value() = {r.size, raddr};
+      blocks_.insert(std::move(spare.remainder));
+      free_.insert(std::move(spare.remainder_free));
     } else {
       order_.release(b.marker.value);
       b.marker = marker_type{};

@@ -5,6 +5,7 @@
 
 #include <stash_tools/train_cnn/budget_guard.hpp>
 #include <stash_tools/train_cnn/memory_report.hpp>
+#include <stash_tools/train_cnn/schedule_report.hpp>
 #include <stash_tools/train_cnn/tensor_data.hpp>
 
 #include <stash/allocator.hpp>
@@ -122,32 +123,6 @@ struct host_policy {
     return host_policy{s, c, "search"};
   }
   return host_policy{stash::make_swap_policy(name), c, std::string(name)};
-}
-
-/// @brief The device peak of schedule `s` over the recorded step `t` in the order this run's
-/// emulated device (budget_guard) counts bytes: an op's end frees before the next op's prefetches
-/// and allocations, a prefetch's bytes taken when op prefetch_at starts, an offload's bytes free
-/// once it is queued (the pool orders their reuse after the copy: the compute stream waits, a
-/// memory stall, not an error). It is the planner's simulator with copies and codec kernels
-/// taking no time (sim_memory::unconstrained), and it is what the replayed steps' enforced peak
-/// is: a schedule whose run-order peak is within the budget runs within it, one over it stops at
-/// the first replayed step's allocation past it. stash::schedule::device_peak (the planned curve)
-/// counts a prefetch before the frees that end the op before it, and search_swap's timed
-/// simulation holds an offload's bytes until its copy would have crossed PCIe: both may exceed a
-/// budget this run holds (resnet at 40% of its peak: planned 18.7 MiB, run order 16.5 MiB).
-/// @param t The recorded step.
-/// @param s The schedule in force (its encodings do not change device bytes).
-/// @return Bytes.
-[[nodiscard]] inline std::uint64_t run_order_peak(stash::trace const& t, stash::schedule s)
-{
-  stash::hardware instant      = stash::hardware_preset("pcie4_x16");
-  instant.pcie_d2h_bytes_per_s = 1e300;  // a copy takes no time next to any op
-  instant.pcie_h2d_bytes_per_s = 1e300;
-  instant.pcie_latency_s       = 0;
-  for (auto& e : s.entries) { e.encoding = stash::swap_encoding::raw; }  // no codec kernel time
-  stash::trace_analysis const a(t, stash::cost_model(instant));
-  return stash::simulate(a, s, stash::sim_options{false, stash::sim_memory::unconstrained, true})
-      .device_peak;
 }
 
 /// @brief Settings of a host_memory.
