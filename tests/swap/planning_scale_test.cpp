@@ -18,6 +18,7 @@
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/auto_swap.hpp>
+#include <stash/swap/detail/area_sums.hpp>
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/stab_index.hpp>
 #include <stash/swap/search_swap.hpp>
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -264,6 +266,52 @@ TEST_CASE("stab_index finds exactly the windows containing a position, and the b
     REQUIRE(got == expect);
     REQUIRE(best.best_at(pos, is_dead, less) == top);
     if (top) { dead[*top] = 1; }  // dead for good, as the planners' chosen gaps are
+  }
+}
+
+TEST_CASE("area_sums gives the exact load x duration areas of a plain array under range adds")
+{
+  std::mt19937_64 rng(24);
+  for (std::size_t n : {1U, 2U, 9U, 100U}) {
+    CAPTURE(n);
+    std::vector<double> seconds(n);
+    std::vector<std::uint64_t> load(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      seconds[i] = static_cast<double>(rng() % 1000) * 1e-6 + (i % 3 == 0 ? 0.0 : 1e-9);
+      load[i]    = (rng() % 4 == 0) ? (std::uint64_t{1} << 62U) + rng() % 1000 : rng() % 5000;
+    }
+    stash::detail::area_sums sums(seconds, load);
+    double total = 0;
+    for (auto const d : seconds) { total += d; }
+    REQUIRE(sums.duration(0, n) < std::uint64_t{1} << 63U);
+    for (std::size_t i = 0; i < n; ++i) {  // each op's fixed-point duration is its own, closely
+      auto const q = static_cast<double>(sums.duration(i, i + 1));
+      REQUIRE(std::abs(sums.seconds(q) - seconds[i]) <= total * 0x1p-60);
+    }
+    using wide            = stash::detail::area_sums::wide;
+    auto const plain_area = [&](std::size_t first, std::size_t last) {
+      wide a = 0;
+      for (auto i = first; i < last; ++i) {
+        a += static_cast<wide>(load[i]) * sums.duration(i, i + 1);
+      }
+      return a;
+    };
+    for (int step = 0; step < 200; ++step) {
+      auto a = rng() % (n + 1), b = rng() % (n + 1);
+      if (a > b) { std::swap(a, b); }
+      if (step % 2 == 0 && a < b) {  // lower or raise the load, never below 0
+        auto lowest = load[a];
+        for (auto i = a; i < b; ++i) { lowest = std::min(lowest, load[i]); }
+        auto const d = static_cast<std::int64_t>(rng() % 3000) -
+                       static_cast<std::int64_t>(std::min<std::uint64_t>(lowest, 1500));
+        sums.add(a, b, d);
+        for (auto i = a; i < b; ++i) {
+          load[i] = static_cast<std::uint64_t>(static_cast<std::int64_t>(load[i]) + d);
+        }
+      }
+      REQUIRE((sums.area(a, b) == plain_area(a, b)));
+    }
+    REQUIRE((sums.area(0, n) == plain_area(0, n)));
   }
 }
 

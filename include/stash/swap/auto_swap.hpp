@@ -12,7 +12,8 @@
  *    load over the ops that fit wholly between the end of the swap-out and the start of the
  *    swap-in) / (the baseline peak), i.e. AOA weighted by how loaded the absence is; negative
  *    DOA scores DOA / bytes as in AOA. SWDOA recomputes WDOA on the current planned load after
- *    every pick.
+ *    every pick. The integral is exact: op durations in fixed point (within 2^-62 of the
+ *    iteration's time), load x duration summed in integers (detail/area_sums.hpp), rounded once.
  *  - Selection: while the planned peak exceeds the budget, pick the best-scoring candidate whose
  *    absence covers the event where the peak is; stop when none does (the schedule then does not
  *    fit, and its note says so).
@@ -25,6 +26,7 @@
 #include <stash/core/units.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/area_sums.hpp>
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/stab_index.hpp>
 #include <stash/trace/lifetime.hpp>
@@ -74,7 +76,6 @@ class auto_swap_planner {
     }
     find_candidates(min_bytes);
     find_areas();
-    weighted_.resize(n_ + 1);
     taken_.assign(cands_.size(), false);
     scores_.resize(cands_.size());
   }
@@ -97,8 +98,10 @@ class auto_swap_planner {
                      [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
     std::vector<std::size_t> chosen;
     auto const base = planned_device_curve(analysis_, {});
-    reweigh(base);
+    start_areas(base);
     for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(k); }
+    cached_ = scores_;
+    cached_at_.assign(cands_.size(), 0.0);
     if (base.empty()) {
       for (auto& o : out) { o.first = build(chosen); }
       return out;
@@ -118,7 +121,6 @@ class auto_swap_planner {
         out[pending.back()].first = build(chosen);
       }
       if (pending.empty()) { break; }
-      if (dynamic) { reweigh_current(); }
       auto const pick = sorted
                             ? covering_->best_at(
                                   peak_event, [&](std::size_t k) { return taken_[k]; },
@@ -189,14 +191,13 @@ class auto_swap_planner {
     return entries;
   }
 
-  // Prefix sums of load x duration over the ops, for the weighted scores.
-  void reweigh(std::vector<std::uint64_t> const& curve)
+  // The load per op without swapping and its exact areas, for the weighted scores.
+  void start_areas(std::vector<std::uint64_t> const& curve)
   {
     auto const& ops = analysis_.ops();
-    auto const dur  = analysis_.op_seconds();
-    for (std::size_t i = 0; i < n_; ++i) {
-      weighted_[i + 1] = weighted_[i] + static_cast<double>(curve[ops.event[i]]) * dur[i];
-    }
+    std::vector<std::uint64_t> load(n_);
+    for (std::size_t i = 0; i < n_; ++i) { load[i] = curve.empty() ? 0 : curve[ops.event[i]]; }
+    areas_.emplace(analysis_.op_seconds(), load);
   }
 
   [[nodiscard]] double score_of(std::size_t k) const
@@ -207,7 +208,7 @@ class auto_swap_planner {
     if (score_ == auto_swap_score::doa) { return c.doa; }
     if (score_ == auto_swap_score::aoa) { return size * c.doa; }
     auto const [first, last] = area_ops_[k];
-    double const area        = last > first ? weighted_[last] - weighted_[first] : 0.0;
+    double const area        = areas_->seconds(areas_->area(first, last));
     return size * area / static_cast<double>(analysis_.lifetimes().peak_live_bytes);
   }
 
@@ -232,11 +233,6 @@ class auto_swap_planner {
     auto const& ops = analysis_.ops();
     std::vector<std::int64_t> values(base.begin(), base.end());
     curve_.assign(values);
-    base_at_op_.resize(n_);
-    for (std::size_t i = 0; i < n_; ++i) {
-      base_at_op_[i] = static_cast<std::int64_t>(base[ops.event[i]]);
-    }
-    op_delta_.assign(n_ + 1, 0);
     std::vector<std::pair<std::size_t, std::size_t>> windows(cands_.size());
     for (std::size_t k = 0; k < cands_.size(); ++k) {
       auto const& c = cands_[k];
@@ -301,9 +297,8 @@ class auto_swap_planner {
   {
     auto const& ops = analysis_.ops();
     auto const u    = cands_[k].u;
-    curve_.add(ops.event[u] + 1, ops.event[p - 1] + 1, d);  // p >= u + 2: never empty
-    op_delta_[u + 1] += d;
-    op_delta_[p] -= d;
+    curve_.add(ops.event[u] + 1, ops.event[p - 1] + 1, d);               // p >= u + 2: never empty
+    if (score_ == auto_swap_score::swdoa) { areas_->add(u + 1, p, d); }  // d < 0
   }
 
   // issue_op(c, when) is still `p` (saves the search for the swap-ins a pick barely moves).
@@ -345,8 +340,13 @@ class auto_swap_planner {
     } else {
       curve_.add(ops.event[from - 1] + 1, ops.event[to - 1] + 1, -b);
     }
-    op_delta_[from] -= b;
-    op_delta_[to] += b;
+    if (score_ != auto_swap_score::swdoa) { return; }
+    if (to < from) {
+      areas_->add(to, from, b);
+      raised(cands_[k].bytes, to, from);
+    } else {
+      areas_->add(from, to, -b);
+    }
   }
 
   // Adds pick k to the just-in-time chain (latest next use first, as build() packs it): its
@@ -377,17 +377,64 @@ class auto_swap_planner {
     }
   }
 
-  // SWDOA: the weighted prefix sums on the current planned load, as reweigh() computes them
-  // from the whole curve.
-  void reweigh_current()
+  // SWDOA: the load rose by `bytes` over ops [first, last). raised_ grows by at least the area
+  // it gained (rounded up twice), so that no candidate's area grew by more since its score was
+  // cached (see bound_of).
+  void raised(std::uint64_t bytes, std::size_t first, std::size_t last)
   {
-    auto const dur   = analysis_.op_seconds();
-    std::int64_t run = 0;
-    for (std::size_t i = 0; i < n_; ++i) {
-      run += op_delta_[i];
-      auto const load  = static_cast<std::uint64_t>(base_at_op_[i] + run);
-      weighted_[i + 1] = weighted_[i] + static_cast<double>(load) * dur[i];
+    constexpr double up = std::numeric_limits<double>::infinity();
+    auto const gain     = static_cast<area_sums::wide>(bytes) * areas_->duration(first, last);
+    raised_             = std::nextafter(raised_ + std::nextafter(areas_->seconds(gain), up), up);
+  }
+
+  // SWDOA: candidate k's score on the current load, cached with the rise it has seen.
+  [[nodiscard]] double rescore(std::size_t k)
+  {
+    if (cands_[k].doa < 0) { return scores_[k]; }  // not weighted: fixed
+    cached_[k]    = score_of(k);
+    cached_at_[k] = raised_;
+    return cached_[k];
+  }
+
+  // SWDOA: a score no less than rescore(k): the cached one plus the most the load's rises since
+  // could have added to its area. The difference of the two raised_ is taken up by raised_ x
+  // 2^-52 (more than its rounding), and 2^-48 covers the roundings of both sides.
+  [[nodiscard]] double bound_of(std::size_t k) const
+  {
+    auto const& c = cands_[k];
+    if (c.doa < 0) { return scores_[k]; }
+    if (cached_at_[k] == raised_) { return cached_[k]; }
+    double const rise = (raised_ - cached_at_[k]) + raised_ * 0x1p-52;
+    double const peak = static_cast<double>(analysis_.lifetimes().peak_live_bytes);
+    return (cached_[k] + static_cast<double>(c.bytes) * rise / peak) * (1 + 0x1p-48);
+  }
+
+  // SWDOA's pick among `found` (candidate, bound_of): the highest bound rescored first, then
+  // only those whose bounds could still beat the best score (higher, or equal with a lower
+  // index), in decreasing order of their bounds until none left can: the pick is the one
+  // rescoring all of them gives.
+  [[nodiscard]] std::optional<std::size_t> best_by_bounds(
+      std::vector<std::pair<std::size_t, double>>& found)
+  {
+    auto const lower = [](auto const& a, auto const& b) {
+      return a.second != b.second ? a.second < b.second : a.first > b.first;
+    };
+    if (found.empty()) { return std::nullopt; }
+    auto const first = *std::max_element(found.begin(), found.end(), lower);
+    std::pair<std::size_t, double> best{first.first, rescore(first.first)};
+    auto const may_beat = [&](auto const& f) {
+      return f.second > best.second || (f.second == best.second && f.first < best.first);
+    };
+    std::erase_if(found, [&](auto const& f) { return f.first == first.first || !may_beat(f); });
+    std::make_heap(found.begin(), found.end(), lower);
+    while (!found.empty() && may_beat(found.front())) {
+      std::pop_heap(found.begin(), found.end(), lower);
+      auto const k   = found.back().first;
+      double const s = rescore(k);
+      found.pop_back();
+      if (s > best.second || (s == best.second && k < best.first)) { best = {k, s}; }
     }
+    return best.first;
   }
 
   // The best-scoring untaken candidate whose absence covers `peak_event` (the first of equals
@@ -399,9 +446,14 @@ class auto_swap_planner {
     found.clear();
     covering_->for_each_at(
         peak_event, [&](std::size_t k) { return taken_[k]; },
-        [&](std::size_t k) { found.emplace_back(k, dynamic ? score_of(k) : scores_[k]); });
-    bool const nan =
-        std::any_of(found.begin(), found.end(), [](auto const& f) { return std::isnan(f.second); });
+        [&](std::size_t k) { found.emplace_back(k, dynamic ? bound_of(k) : scores_[k]); });
+    auto const is_nan = [](auto const& f) { return std::isnan(f.second); };
+    bool nan          = std::any_of(found.begin(), found.end(), is_nan);
+    if (dynamic && !nan) { return best_by_bounds(found); }
+    if (dynamic) {  // not comparable: every score, as a scan would
+      for (auto& f : found) { f.second = rescore(f.first); }
+      nan = std::any_of(found.begin(), found.end(), is_nan);
+    }
     if (nan) { std::sort(found.begin(), found.end()); }  // the scan's order: by index
     std::optional<std::pair<std::size_t, double>> pick;
     for (auto const& f : found) {
@@ -422,14 +474,15 @@ class auto_swap_planner {
   std::size_t n_;
   std::vector<double> start_, end_;  // each op's start and end without swapping
   std::vector<auto_swap_candidate> cands_;
-  std::vector<double> weighted_;  // see reweigh()
   std::vector<bool> taken_;
   std::vector<double> scores_;
   std::vector<std::pair<std::size_t, std::size_t>> area_ops_;  // see find_areas()
-  // The selection's state (start_selection): the planned curve over the events, its changes
-  // over the ops (for SWDOA's reweighing), the candidates by covered events, the chain.
+  std::optional<area_sums> areas_;          // the load's areas over ops (start_areas)
+  std::vector<double> cached_, cached_at_;  // SWDOA: scores and raised_ when cached
+  double raised_ = 0;                       // SWDOA: see raised()
+  // The selection's state (start_selection): the planned curve over the events, the candidates
+  // by covered events, the chain.
   range_tree curve_;
-  std::vector<std::int64_t> base_at_op_, op_delta_;
   std::optional<stab_index> covering_;
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   struct chain_link {
