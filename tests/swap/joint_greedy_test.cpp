@@ -13,6 +13,7 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/data.hpp"
+#include "support/link_bound_model.hpp"
 
 #include <doctest/doctest.h>
 
@@ -102,14 +103,7 @@ f 2
 )";
 
 // 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
-stash::cost_model link_bound_model()
-{
-  stash::hardware const hw{"kinds", "test", 1e9, 1e9, 0.0, 1e10, 1e12, 0.0, 1u << 30};
-  stash::cost_params p;
-  p.memory_efficiency = 1.0;
-  p.use_flops         = false;
-  return stash::cost_model(hw, p);
-}
+stash::cost_model link_bound_model() { return stash::test::link_bound_model(1e10); }
 
 double time_of(stash::trace_analysis const& a, std::uint64_t budget,
                std::vector<stash::swap_entry> swaps, std::vector<stash::recompute_entry> rcs)
