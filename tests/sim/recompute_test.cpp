@@ -14,6 +14,7 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/approx.hpp"
+#include "support/link_bound_model.hpp"
 #include "support/planned_reference.hpp"
 #include "support/rerun_read_trace.hpp"
 
@@ -49,15 +50,7 @@ f 2
 f 4
 )";
 
-stash::cost_model model()
-{
-  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
-  stash::cost_params p;
-  p.compute_efficiency = 1.0;
-  p.memory_efficiency  = 1.0;
-  p.use_flops          = false;
-  return stash::cost_model(hw, p);
-}
+stash::cost_model model() { return stash::test::link_bound_model(1e9); }
 
 stash::recompute_entry drop_a() { return {1, 1, 4, 4, 4000}; }
 stash::recompute_entry drop_b() { return {2, 2, 4, 4, 2000}; }

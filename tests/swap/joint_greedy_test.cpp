@@ -13,6 +13,7 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/data.hpp"
+#include "support/link_bound_model.hpp"
 
 #include <doctest/doctest.h>
 
@@ -102,14 +103,7 @@ f 2
 )";
 
 // 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
-stash::cost_model link_bound_model()
-{
-  stash::hardware const hw{"kinds", "test", 1e9, 1e9, 0.0, 1e10, 1e12, 0.0, 1u << 30};
-  stash::cost_params p;
-  p.memory_efficiency = 1.0;
-  p.use_flops         = false;
-  return stash::cost_model(hw, p);
-}
+stash::cost_model link_bound_model() { return stash::test::link_bound_model(1e10); }
 
 double time_of(stash::trace_analysis const& a, std::uint64_t budget,
                std::vector<stash::swap_entry> swaps, std::vector<stash::recompute_entry> rcs)
@@ -248,6 +242,53 @@ TEST_CASE("a re-run's planned bytes hold its storage when the op before it frees
   REQUIRE(run.size() == 1);
   CHECK(run[0] == curve[after] + t.storages()[5].bytes);  // relu's re-run needs nothing else
   CHECK(stash::planned_peak(a, {}, rc) >= run[0]);
+}
+
+// joint_greedy::for_each_run (the greedy's fast twin of recompute_run_bytes) reads a batch's level
+// after op at-1's end frees, where the planned curve has the batch back (f5de3dd). Here op 2 ends
+// with a free and a phase line, and a then b (4000 B each) re-run in one batch before op 3: at
+// op 2's last end free the curve is x alone (100 B), so reading the level there (before f5de3dd)
+// left the batch out and a's run, 100 - 4000 B (b still to come), wrapped to ~1.8e19 B of
+// phantom excess. op 1's 20000-B workspace makes b's re-run the planned peak, so the greedy's
+// peak is recompute_run_bytes' value for b (both gaps span an op: the greedy has their chains)
+// and a level read too low anywhere in the batch shows.
+std::string const batch_after_free = R"(# stash-trace v1 model=batch_after_free dtype=float32
+t 0 100 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 20000 temp relu.ws
+f 2
+t 3 4000 act b
+o aten::relu 0 3
+t 4 500 temp z
+o my::fwd 0 4
+f 4
+p backward
+t 5 1000 temp g
+o my::bwd 1,3 5
+f 5
+f 1
+f 3
+)";
+
+TEST_CASE("the greedy reads a re-run batch's level after the end frees, as recompute_run_bytes")
+{
+  auto const t = stash::parse_trace(batch_after_free, "batch_after_free");
+  stash::trace_analysis const a(t, link_bound_model());
+  REQUIRE(a.workspace_bytes()[1] == 20000);
+  std::vector<stash::recompute_entry> const rc{{1, 0, 3, 3, 4000}, {3, 1, 3, 3, 4000}};
+  CHECK_NOTHROW(
+      stash::validate_schedule(a, stash::make_schedule(a, "hand", a.peak_live_bytes(), {}, rc)));
+  auto const curve = stash::planned_device_curve(a, {}, rc);
+  auto const run   = stash::recompute_run_bytes(a, curve, rc);
+  REQUIRE(run.size() == 2);
+  CHECK(run[0] == 100 + 4000);                                      // x, a back; b still to come
+  CHECK(run[1] == 100 + 4000 + 4000 + 20000);                       // x, a, b, op 1's workspace
+  REQUIRE(run[1] > *std::max_element(curve.begin(), curve.end()));  // the peak is b's re-run
+  stash::detail::joint_greedy const greedy(a);
+  CHECK(greedy.peak({{}, rc}) == run[1]);
+  CHECK(greedy.peak({{}, rc}) == stash::planned_peak(a, {}, rc));
 }
 
 }  // namespace STASH_UNITY_ID

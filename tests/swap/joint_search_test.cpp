@@ -14,6 +14,7 @@
 
 #include "support/approx.hpp"
 #include "support/data.hpp"
+#include "support/link_bound_model.hpp"
 #include "support/rerun_read_trace.hpp"
 #include "support/sanitizer.hpp"
 
@@ -69,14 +70,7 @@ f 2
 f 5
 )";
 
-stash::cost_model round_model()
-{
-  stash::hardware const hw{"round", "test", 1e9, 1e9, 0.0, 1e9, 1e12, 0.0, 1u << 30};
-  stash::cost_params p;
-  p.memory_efficiency = 1.0;
-  p.use_flops         = false;
-  return stash::cost_model(hw, p);
-}
+stash::cost_model round_model() { return stash::test::link_bound_model(1e9); }
 
 }  // namespace
 

@@ -9,6 +9,8 @@
 #include <stash/swap/detail/link_line.hpp>
 #include <stash/trace/trace_reader.hpp>
 
+#include "support/link_bound_model.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -128,14 +130,7 @@ f 2
 )";
 
 // 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
-stash::cost_model link_bound_model()
-{
-  stash::hardware const hw{"tail", "test", 1e9, 1e9, 0.0, 1e10, 1e12, 0.0, 1u << 30};
-  stash::cost_params p;
-  p.memory_efficiency = 1.0;
-  p.use_flops         = false;
-  return stash::cost_model(hw, p);
-}
+stash::cost_model link_bound_model() { return stash::test::link_bound_model(1e10); }
 
 // Seconds the compute stream waited for prefetches (any cause but memory).
 double link_stall(stash::sim_result const& r)
