@@ -391,3 +391,58 @@ TEST_CASE("gpu: a tensor past a device codec's size limit is refused before anyt
   CHECK_THROWS_AS((void)zvc_manager::host_slot_bytes((zvc_limit + 1) * sizeof(float)),
                   stash::logic_error);
 }
+
+// Issue 22, a second drop per gap on CUDA streams: a prefetch that keeps its host copy lets the
+// tensor leave again with no second device -> host copy; its device bytes go back to the pool in
+// the order of its last use (another tensor may take them at once: the scribble), the same pinned
+// copy is decoded again, and it is freed once, after the last decode.
+template <class Manager>
+void check_gpu_redrops()
+{
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(64 * stash::MiB));
+  Manager m(backend, device, host);
+  auto const s            = backend.create_stream();
+  std::size_t const n     = 4 * stash::MiB;
+  unsigned long long* bad = nullptr;
+  STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
+  *bad      = 0;
+  auto t    = m.allocate_async(n, s);
+  auto fill = [&](void* p) {
+    fill_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(p), n, 7, 1);
+    STASH_CUDA_TRY(cudaGetLastError());
+  };
+  auto check = [&] {
+    check_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t const*>(m.acquire_async(t, s)),
+                                          n, 7, 1, bad);
+    STASH_CUDA_TRY(cudaGetLastError());
+  };
+  fill(m.acquire_async(t, s));
+  m.offload_async(t, s);
+  for (int round = 0; round < 2; ++round) {
+    m.prefetch_async(t, s, stash::host_copy_mode::keep);
+    check();
+    m.redrop_async(t);
+    auto other = m.allocate_async(n, s);  // may reuse t's device bytes, after the check
+    scribble_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(m.acquire_async(other, s)),
+                                             n);
+    STASH_CUDA_TRY(cudaGetLastError());
+    m.deallocate_async(other);
+  }
+  check();  // on demand: the last prefetch frees the pinned copy
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(*bad == 0);
+  CHECK(m.stats().offloads == 1);
+  CHECK(m.stats().redrops == 2);
+  CHECK(host.stats().in_use_bytes == 0);
+  m.deallocate_async(t);
+  STASH_CUDA_TRY(cudaFree(bad));
+}
+
+TEST_CASE("gpu: a redrop of a kept host copy copies nothing and brings back the same bytes")
+{
+  check_gpu_redrops<manager>();
+  check_gpu_redrops<zvc_manager>();
+}

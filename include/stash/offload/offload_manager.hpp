@@ -493,12 +493,15 @@ class offload_manager {
   [[nodiscard]] bool holds_host_copy(tensor_handle h) { return checked(h, "holds_host_copy").kept; }
 
   /// @brief Frees the host copy the tensor's prefetch kept, if it holds one (a caller about to
-  /// write the tensor, or done with the copy). In the order of the copies that read it.
+  /// write the tensor, or done with the copy). In the order of the copies that read it; refused
+  /// (stash::logic_error) while capturing, when that order is a captured stream's.
   /// @param h The tensor.
   void discard_host_copy(tensor_handle h)
   {
     entry& e = checked(h, "discard_host_copy");
-    if (e.kept) { free_kept_copy(h, e); }
+    if (!e.kept) { return; }
+    (void)check_capture(h, e, "discard_host_copy", std::nullopt);
+    free_kept_copy(h, e);
   }
 
   /// @brief Make `stream` wait until the tensor is resident and return its device pointer.

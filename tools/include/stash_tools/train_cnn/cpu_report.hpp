@@ -108,7 +108,7 @@ namespace train_cnn {
   auto const& p = r.plan;
   std::snprintf(buf, sizeof buf,
                 "  plan vs executed: %llu entries per step (%s) x %llu replayed steps = %llu%s; "
-                "executed %llu offloads, %llu prefetches, %llu recomputes, %llu encoding "
+                "executed %llu offloads%s, %llu prefetches, %llu recomputes, %llu encoding "
                 "fallbacks, %llu deviations: %s\n",
                 static_cast<unsigned long long>(p.planned_entries + p.planned_recomputes),
                 encodings_text(p).c_str(), static_cast<unsigned long long>(p.replayed_steps),
@@ -119,6 +119,14 @@ namespace train_cnn {
                                         " wrap offloads closing the recorded step")
                                            .c_str(),
                 static_cast<unsigned long long>(p.executed_offloads),
+                p.planned_after_rerun == 0 && p.executed_redrops == 0
+                    ? ""
+                    : (" and " + std::to_string(p.executed_redrops) + " redrops (of " +
+                       std::to_string(p.planned_after_rerun) +
+                       " entries per step leaving again after a re-run read, " +
+                       std::to_string(p.planned_redrops) + " redrops: no copy; " +
+                       std::to_string(p.redrop_fallbacks) + " copied instead)")
+                          .c_str(),
                 static_cast<unsigned long long>(p.executed_prefetches),
                 static_cast<unsigned long long>(p.executed_recomputes),
                 static_cast<unsigned long long>(p.encoding_fallbacks),
@@ -173,6 +181,10 @@ namespace train_cnn {
   }
   o << "},\"replayed_steps\":" << p.replayed_steps
     << ",\"executed_offloads\":" << p.executed_offloads
+    << ",\"redrops_per_step\":" << p.planned_redrops
+    << ",\"after_rerun_per_step\":" << p.planned_after_rerun
+    << ",\"executed_redrops\":" << p.executed_redrops
+    << ",\"redrop_fallbacks\":" << p.redrop_fallbacks
     << ",\"executed_prefetches\":" << p.executed_prefetches
     << ",\"encoding_fallbacks\":" << p.encoding_fallbacks
     << ",\"recomputes_per_step\":" << p.planned_recomputes

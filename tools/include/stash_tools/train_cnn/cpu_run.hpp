@@ -115,12 +115,21 @@ struct plan_check {
   std::uint64_t planned_recomputes{0};   ///< recompute entries per step
   std::uint64_t executed_recomputes{0};  ///< storages rematerialised
   std::uint64_t recompute_fallbacks{0};  ///< planned recomputes kept resident instead
-  /// @brief Executed counts equal planned entries x replayed steps (offloads, prefetches,
-  /// recomputes; offloads plus the wraps closing the recorded step), nothing fell back or
-  /// deviated.
+  /// Of planned_entries, redrop entries (swap_entry::redrop): they leave with no copy.
+  std::uint64_t planned_redrops{0};
+  /// Entries (swap, redrop or recompute) over a sub-gap that starts at a re-run's read of their
+  /// storage (sim/schedule.hpp, re-run uses): second departures, redrops included.
+  std::uint64_t planned_after_rerun{0};
+  std::uint64_t executed_redrops{0};  ///< redrops run (no device -> host copy)
+  std::uint64_t redrop_fallbacks{0};  ///< redrops that copied instead (no kept host copy)
+  /// @brief Executed counts equal planned entries x replayed steps (offloads, the redrops apart,
+  /// prefetches, recomputes, redrops; offloads plus the wraps closing the recorded step), nothing
+  /// fell back or deviated.
   [[nodiscard]] bool matches() const
   {
-    return executed_offloads == planned_entries * replayed_steps + planned_wraps &&
+    return executed_offloads ==
+               (planned_entries - planned_redrops) * replayed_steps + planned_wraps &&
+           executed_redrops == planned_redrops * replayed_steps && redrop_fallbacks == 0 &&
            executed_prefetches == planned_entries * replayed_steps &&
            executed_recomputes == planned_recomputes * replayed_steps && encoding_fallbacks == 0 &&
            recompute_fallbacks == 0 && deviations == 0 && demand_prefetches == 0;
@@ -168,10 +177,22 @@ template <class Mem>
 plan_check plan_of(Mem const& mem, long steps)
 {
   plan_check p;
+  auto const* t          = mem.recorded_trace();
+  auto const after_rerun = [&](stash::storage_id id, std::uint64_t op) {
+    if (t == nullptr || op >= t->ops().size()) { return false; }
+    auto const& o = t->ops()[op];
+    return std::find(o.reads.begin(), o.reads.end(), id) == o.reads.end() &&
+           std::find(o.writes.begin(), o.writes.end(), id) == o.writes.end();
+  };
   for (auto const& e : mem.schedule().entries) {
     ++p.planned_entries;
     p.planned_wraps += e.wrap ? 1 : 0;
+    p.planned_redrops += e.redrop ? 1 : 0;
+    p.planned_after_rerun += !e.wrap && after_rerun(e.id, e.last_use) ? 1 : 0;
     ++p.planned_encodings[std::string(stash::to_string(e.encoding))];
+  }
+  for (auto const& e : mem.schedule().recomputes) {
+    p.planned_after_rerun += after_rerun(e.id, e.last_use) ? 1 : 0;
   }
   memory_report const r = mem.report();
   p.replayed_steps      = std::uint64_t(std::max(0L, steps - 1));
@@ -183,6 +204,8 @@ plan_check plan_of(Mem const& mem, long steps)
   p.planned_recomputes  = mem.schedule().recomputes.size();
   p.executed_recomputes = r.recomputes;
   p.recompute_fallbacks = r.recompute_fallbacks;
+  p.executed_redrops    = r.scheduled_redrops;
+  p.redrop_fallbacks    = r.redrop_fallbacks;
   return p;
 }
 

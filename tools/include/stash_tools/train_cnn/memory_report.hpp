@@ -32,6 +32,8 @@ struct memory_report {
   std::uint64_t recompute_ops{0};         ///< op re-runs those took
   std::uint64_t recomputed_bytes{0};      ///< bytes rematerialised
   std::uint64_t recompute_fallbacks{0};   ///< planned recomputes kept resident (no callable)
+  std::uint64_t scheduled_redrops{0};     ///< redrop entries run: back to a kept host copy, no copy
+  std::uint64_t redrop_fallbacks{0};      ///< redrop entries that copied (no kept host copy)
   std::uint64_t host_peak_in_use{0};      ///< host bytes the offloaded copies held at most
   std::uint64_t host_peak_reserved{0};    ///< host bytes the staging pool took at most
 };
@@ -73,6 +75,8 @@ template <class Alloc, class Pool>
   r.recompute_ops        = a.recompute_ops;
   r.recomputed_bytes     = a.recomputed_bytes;
   r.recompute_fallbacks  = a.recompute_fallbacks;
+  r.scheduled_redrops    = a.scheduled_redrops;
+  r.redrop_fallbacks     = a.redrop_fallbacks;
   auto const host        = alloc.host_pool_stats();
   r.host_peak_in_use     = host.peak_in_use_bytes;
   r.host_peak_reserved   = host.peak_reserved_bytes;
