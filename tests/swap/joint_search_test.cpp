@@ -253,11 +253,11 @@ TEST_CASE("search's redrop repair: a storage a re-run reads leaves again right a
   auto const same = stash::detail::with_redrops(a, roomy, false);
   CHECK(same.entries.empty());
   CHECK(same.recomputes == roomy.recomputes);
-  // search plans it only when asked (the allocator does not execute it yet).
-  CHECK_FALSE(stash::splits_gaps(a, stash::joint_search{}.plan(a, 7000)));
-  stash::joint_search redrop;
-  redrop.redrop      = true;
-  auto const planned = redrop.plan(a, 7000);
+  // search plans it by default (stash::allocator runs it); joint_search::redrop off does not.
+  stash::joint_search no_redrop;
+  no_redrop.redrop = false;
+  CHECK_FALSE(stash::splits_gaps(a, no_redrop.plan(a, 7000)));
+  auto const planned = stash::joint_search{}.plan(a, 7000);
   CHECK(planned.fits());
   CHECK_NOTHROW(stash::validate_schedule(a, planned));
 }

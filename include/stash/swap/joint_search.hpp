@@ -243,11 +243,11 @@ struct joint_search {
   /// Let a storage that a re-run reads leave the device again after that read (sim/schedule.hpp,
   /// re-run uses; detail::with_redrops): a construction whose planned peak exceeds the budget is
   /// repaired with swap entries over the sub-gap after the re-run (a redrop of the host copy
-  /// when the storage is also swapped before it) before it is timed. Off by default:
-  /// stash::allocator does not execute such entries yet (a redrop would need the offload
-  /// manager to keep a prefetched tensor's host copy), and it must never be given a schedule it
-  /// cannot run; stash-plan's --redrop turns it on for planning studies.
-  bool redrop = false;
+  /// when the storage is also swapped before it) before it is timed. On by default:
+  /// stash::allocator runs such entries (early departures right after the re-runs; a redrop gives
+  /// the device bytes back to the host copy its prefetch kept, offload_manager's
+  /// host_copy_mode::keep). stash-plan's --no-redrop turns it off.
+  bool redrop = true;
   /// Share re-runs inside a batch (schedule::shared_reruns, shared_reruns_of): where a re-run
   /// rebuilds a storage as a transient input (the BatchNorm output a pre-activation `clone`
   /// read before an in-place activation overwrote it) and that storage is recomputed in the same

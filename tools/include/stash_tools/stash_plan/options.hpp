@@ -85,7 +85,9 @@ struct options {
   std::string hardware = "pcie3_x16";  ///< --hw
   std::optional<codec_choice> codec;   ///< --codec with --ratio / --activations
   bool auto_encodings = false;         ///< --codec auto: each swapped storage gets its own encoding
-  bool redrop = false;  ///< --redrop: `search` plans second departures (joint_search::redrop)
+  /// `search` plans second departures (joint_search::redrop, on by default); --no-redrop
+  /// turns it off (--redrop, the default, is still accepted).
+  bool redrop = true;
   std::optional<double> zvc_ratio;  ///< --codec auto --activations: zvc's measured ratio
   /// --lossy activations=ENC: the lossy encoding activations may take (implies --codec auto)
   std::optional<stash::swap_encoding> lossy_activations;
@@ -411,6 +413,8 @@ inline std::optional<double> parse_decimal(std::string_view text)
       opt.times = false;
     } else if (arg == "--redrop") {
       opt.redrop = true;
+    } else if (arg == "--no-redrop") {
+      opt.redrop = false;
     } else if (arg == "--budget") {
       opt.budget = parse_budget(value());
     } else if (arg == "--policy") {

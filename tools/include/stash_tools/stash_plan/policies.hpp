@@ -156,19 +156,16 @@ struct policy_section {
                                                  stash::trace_analysis const& analysis,
                                                  std::uint64_t budget, options const& opt)
 {
-  if (opt.redrop && name == stash::joint_search::name()) {
+  if (name == stash::joint_search::name()) {
     stash::joint_search search;
     if (opt.auto_encodings) { search.encodings = encoding_options_of(opt); }
-    search.redrop = true;
+    search.redrop = opt.redrop;  // --no-redrop
     return search.plan(analysis, budget);
   }
   if (!opt.auto_encodings) { return stash::plan_by_name(name, analysis, budget); }
   auto const enc = encoding_options_of(opt);
   if (name == stash::search_swap::name()) {
     return stash::search_swap{.encodings = enc}.plan(analysis, budget);
-  }
-  if (name == stash::joint_search::name()) {
-    return stash::joint_search{.encodings = enc}.plan(analysis, budget);
   }
   return stash::with_encodings(analysis, stash::plan_by_name(name, analysis, budget), enc);
 }
