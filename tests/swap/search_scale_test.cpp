@@ -85,8 +85,11 @@ TEST_CASE("search plans what it planned before its excess became an index")
     if (e.copies > 1) { t = stash_tools::deepen_trace(t, e.copies); }
     stash::trace_analysis const a(t, model);
     auto const budget = a.peak_live_bytes() / 100 * static_cast<std::uint64_t>(e.budget_pct);
-    CHECK(stash_tools::schedule_fingerprint(stash::joint_search{}.plan(a, budget)) ==
-          e.fingerprint);
+    // Pinned before joint_search::redrop went on by default (it changes 4 of these plans:
+    // redrops let a re-run's inputs leave again); the index refactor is independent of it.
+    stash::joint_search search;
+    search.redrop = false;
+    CHECK(stash_tools::schedule_fingerprint(search.plan(a, budget)) == e.fingerprint);
   }
 }
 

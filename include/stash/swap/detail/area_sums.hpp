@@ -108,7 +108,7 @@ class area_sums {
 
   std::size_t n_;
   int shift_ = 0;
-  std::vector<std::uint64_t> quantum_;  // q_i
+  std::vector<std::uint64_t> quantum_;   // q_i
   std::vector<std::uint64_t> prefix_q_;  // Q_x
   std::vector<wide> base_;               // the start's areas of ops [0, x)
   std::vector<wide> diff_, diff_q_;      // Fenwick trees over positions 0..n (1-based inside)
