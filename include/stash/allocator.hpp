@@ -665,7 +665,9 @@ class allocator {
   [[nodiscard]] void* acquire_async(tensor_handle h, stream_type stream)
   {
     tensor& t = checked(h, "acquire_async");
-    if (!kept_.empty()) { manager_.discard_host_copy(t.handle); }
+    // Asked of every tensor, not only those kept in this iteration: a copy that outlived its
+    // iteration (discard_kept_copies could not free it) must not be redropped after a write.
+    manager_.discard_host_copy(t.handle);
     return manager_.acquire_async(t.handle, stream);
   }
 
@@ -1129,13 +1131,19 @@ class allocator {
   }
 
   // Frees the host copies kept for redrops that did not run (an iteration that deviated or
-  // stopped early): none is held between iterations.
+  // stopped early), so none is normally held between iterations. discard_host_copy throws only
+  // while the manager's side streams capture (an iteration ended inside a capture; logic_error,
+  // or a cuda_error from the capture query): freeing the pinned slot then would give it back in a
+  // captured stream's order. The copy stays with its tensor instead, and is freed by the tensor's
+  // next offload, drop or release, or by acquire_async ahead of a write (so a later redrop never
+  // sends the tensor back to a stale copy). Pinned bytes are held longer; nothing is lost or
+  // freed twice; end_iteration does not throw for it.
   void discard_kept_copies() noexcept
   {
     for (auto const h : kept_) {
       try {
         if (manager_.state(h) != tensor_state::released) { manager_.discard_host_copy(h); }
-      } catch (...) {  // NOLINT(bugprone-empty-catch): only a foreign handle throws; none is kept
+      } catch (...) {  // NOLINT(bugprone-empty-catch): kept with its tensor (see above)
       }
     }
     kept_.clear();

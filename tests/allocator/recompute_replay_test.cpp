@@ -5,6 +5,7 @@
 // (y and z dropped, y re-run before z) runs in the schedule's order.
 #include "support/planned_reference.hpp"
 #include "support/recompute_mlp.hpp"
+#include "support/rerun_read_trace.hpp"
 
 #include <stash/allocator.hpp>
 #include <stash/codec/zvc.hpp>
@@ -192,32 +193,10 @@ struct rerun_read_result {
   stash::pool_stats host;
 };
 
-// x leaves after op0 and comes back for the re-run at op3 (a re-run use only), then leaves again
-// (early: right after the re-runs; `late`: when op 3 + late starts), as a redrop of its host copy
-// or with a copy of its own, and comes back for op5.
-struct rerun_read_policy {
-  bool redrop        = true;
-  std::uint64_t late = 0;
-  [[nodiscard]] static constexpr std::string_view name() noexcept { return "rerun_read"; }
-  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
-  {
-    auto const& st = a.trace().storages();
-    auto id        = [&](std::string_view label) {
-      return stash::storage_id(
-                 std::find_if(st.begin(), st.end(), [&](auto const& r) { return r.label == label; }) -
-                 st.begin());
-    };
-    auto const x = id("x"), act = id("a");
-    stash::swap_entry second{x, 3, 5, 3 + late, 5, st[x].bytes};
-    second.redrop = redrop;
-    return stash::make_schedule(a, std::string(name()), budget,
-                                {stash::swap_entry{x, 0, 3, 1, 3, st[x].bytes}, second},
-                                {stash::recompute_entry{act, 1, 3, 3, st[act].bytes}});
-  }
-};
-
+// `write_x`: x is written between op3 and op4 (through allocator::acquire_async, outside any
+// op, so the recording does not see it): after its keep-prefetch, before a late redrop.
 template <class Codec = void, class Policy>
-rerun_read_result run_rerun_read(Policy policy, int iterations = 4)
+rerun_read_result run_rerun_read(Policy policy, int iterations = 4, bool write_x = false)
 {
   using stream = stash::host_backend::stream;
   stash::host_backend backend;
@@ -276,6 +255,12 @@ rerun_read_result run_rerun_read(Policy policy, int iterations = 4)
       for (int k = 0; k < 250; ++k) { p[2][k] = p[1][k] + p[0][4 * k] - p[0][4 * k + 3]; }
     });
     alloc.deallocate_async(a);
+    if (write_x) {
+      auto* wx = static_cast<float*>(alloc.acquire_async(x, s));
+      backend.launch(s, [wx] {
+        for (int k = 0; k < 250; ++k) { wx[k] = 2.0f * wx[k] + 1.0f; }
+      });
+    }
     auto h = make(1500, temp, "h");
     op("my::bwd", {g}, {h}, [](float* const* p) {
       for (int k = 0; k < 1500; ++k) { p[1][k] = 0.5f * p[0][k % 250]; }
@@ -328,16 +313,46 @@ TEST_CASE("recompute replay: a storage leaves again after a re-run read it (redr
     CHECK(r.host.peak_in_use_bytes < 2 * 1000 + 512);
   };
   CHECK(kept.peak == 8000);
-  SUBCASE("redrop right after the re-runs") { check(run_rerun_read(rerun_read_policy{}), 1, 1); }
-  SUBCASE("redrop when op4 starts") { check(run_rerun_read(rerun_read_policy{true, 1}), 1, 1); }
+  SUBCASE("redrop right after the re-runs")
+  {
+    check(run_rerun_read(stash::test::rerun_read_policy{}), 1, 1);
+  }
+  SUBCASE("redrop when op4 starts")
+  {
+    check(run_rerun_read(stash::test::rerun_read_policy{true, 1}), 1, 1);
+  }
   SUBCASE("a second copy right after the re-runs")
   {
-    check(run_rerun_read(rerun_read_policy{false, 0}), 2, 0);
+    check(run_rerun_read(stash::test::rerun_read_policy{false, 0}), 2, 0);
   }
   SUBCASE("zvc: the kept copy's decodes are checked")
   {
-    check(run_rerun_read<stash::zvc<float>>(rerun_read_policy{}), 1, 1);
+    check(run_rerun_read<stash::zvc<float>>(stash::test::rerun_read_policy{}), 1, 1);
   }
+}
+
+TEST_CASE("recompute replay: x written after its keep-prefetch leaves with a copy, not a redrop")
+{
+  // GPU review 2026-11-26c (a write after a keep-prefetch): the write gives the kept copy up, the
+  // late redrop falls back to an offload of the new value, and op5 reads that value.
+  auto const check = [](rerun_read_result const& kept, rerun_read_result const& r) {
+    REQUIRE(kept.g.size() == 4);
+    CHECK(r.g == kept.g);  // bit for bit (no NaN): the written x, not the kept copy's
+    CHECK(r.stats.deviations == 0);
+    CHECK(r.stats.failed_offloads == 0);
+    CHECK(r.stats.failed_prefetches == 0);
+    CHECK(r.stats.scheduled_redrops == 0);
+    CHECK(r.stats.redrop_fallbacks == 3);
+    CHECK(r.stats.offload.redrops == 0);
+    CHECK(r.stats.offload.offloads == 3 * 2);
+    CHECK(r.stats.offload.discarded_host_copies == 3);
+    CHECK(r.stats.offload.demand_prefetches == 0);
+    CHECK(r.host.in_use_bytes == 0);
+  };
+  auto const kept = run_rerun_read(stash::no_swap{}, 4, true);
+  CHECK(kept.g != run_rerun_read(stash::no_swap{}).g);  // the write changes the result
+  check(kept, run_rerun_read(stash::test::rerun_read_policy{true, 1}, 4, true));
+  check(kept, run_rerun_read<stash::zvc<float>>(stash::test::rerun_read_policy{true, 1}, 4, true));
 }
 
 }  // namespace STASH_UNITY_ID

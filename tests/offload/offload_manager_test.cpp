@@ -760,6 +760,75 @@ void check_redrops(fixture& f)
   CHECK(m.stats().redrops == 2);
 }
 
+// The two cases GPU review 2026-11-26c found uncovered (RD4, a write after a keep): a redrop while
+// the keep-prefetch is still in flight (nobody acquired: the device bytes go back in the H2D
+// copy's order, and another tensor may take them at once), and a tensor written after a
+// keep-prefetch (its copy is given up, by a discard or by the offload itself, and the departure
+// copies the new value). tests/offload/offload_gpu_test.cu runs the same on CUDA streams.
+template <class Manager>
+void check_redrop_in_flight_and_write(fixture& f)
+{
+  Manager m(f.backend, f.device, f.host);
+  std::size_t const n = 64 * 1024;
+  auto h              = m.allocate_async(n, f.compute);
+  fill_async(f.backend, f.compute, m.acquire_async(h, f.compute), n, 1, 0);
+  m.offload_async(h, f.compute);
+  auto const check_back = [&](std::uint32_t version) {
+    check_async(f.backend, f.compute, m.acquire_async(h, f.compute), n, 1, version, f.bad);
+    f.backend.synchronize(f.compute);
+    CHECK(f.bad.load() == 0);
+  };
+  auto const scribble = [&] {  // may take h's device bytes, in the order they were given back
+    auto o = m.allocate_async(n, f.compute);
+    fill_async(f.backend, f.compute, m.acquire_async(o, f.compute), n, 2, 9);
+    m.deallocate_async(o);
+  };
+  for (int round = 0; round < 2; ++round) {
+    m.prefetch_async(h, f.compute, stash::host_copy_mode::keep);
+    CHECK(m.state(h) == stash::tensor_state::prefetching);
+    m.redrop_async(h);  // no acquire in between
+    CHECK_FALSE(m.holds_host_copy(h));
+    scribble();
+    m.synchronize();
+    f.backend.synchronize(f.compute);
+    CHECK(m.state(h) == stash::tensor_state::offloaded);
+    CHECK(f.device.stats().in_use_bytes == 0);
+  }
+  check_back(0);  // on demand, from the same host copy
+  CHECK(m.stats().offloads == 1);
+  CHECK(m.stats().redrops == 2);
+  CHECK(m.stats().prefetches == 3);
+  // Written after a keep-prefetch: given up by a discard (the allocator's acquire_async), so a
+  // redrop is refused and the departure is a real copy of version 1.
+  m.offload_async(h, f.compute);
+  m.prefetch_async(h, f.compute, stash::host_copy_mode::keep);
+  void* p = m.acquire_async(h, f.compute);
+  m.discard_host_copy(h);
+  CHECK_FALSE(m.holds_host_copy(h));
+  CHECK_THROWS_AS(m.redrop_async(h), stash::logic_error);
+  fill_async(f.backend, f.compute, p, n, 1, 1);
+  m.offload_async(h, f.compute);
+  scribble();
+  check_back(1);
+  // Written with the copy still kept: the offload replaces the copy with version 2.
+  m.offload_async(h, f.compute);
+  m.prefetch_async(h, stash::host_copy_mode::keep);
+  fill_async(f.backend, f.compute, m.acquire_async(h, f.compute), n, 1, 2);
+  CHECK(m.holds_host_copy(h));
+  m.offload_async(h, f.compute);
+  CHECK_FALSE(m.holds_host_copy(h));
+  scribble();
+  check_back(2);
+  CHECK(m.stats().offloads == 5);
+  CHECK(m.stats().redrops == 2);
+  CHECK(m.stats().discarded_host_copies == 2);
+  m.deallocate_async(h);
+  m.synchronize();
+  f.backend.synchronize(f.compute);
+  CHECK(f.host.stats().in_use_bytes == 0);
+  CHECK(f.device.stats().in_use_bytes == 0);
+}
+
 TEST_CASE("host_copy_mode::keep: a redrop copies nothing; the kept host copy is freed once")
 {
   SUBCASE("raw copies")
@@ -771,6 +840,13 @@ TEST_CASE("host_copy_mode::keep: a redrop copies nothing; the kept host copy is 
   {
     fixture f;
     check_redrops<zvc_manager>(f);
+  }
+  SUBCASE("a redrop with the prefetch in flight; a write after a keep copies again")
+  {
+    fixture f;
+    check_redrop_in_flight_and_write<manager>(f);
+    fixture g;
+    check_redrop_in_flight_and_write<zvc_manager>(g);
   }
 }
 

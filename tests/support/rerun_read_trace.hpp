@@ -2,7 +2,13 @@
 // shared by the sim and swap tests.
 #pragma once
 
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace stash::test {
 
@@ -32,5 +38,30 @@ f 4
 o my::bwd 0,3 3
 f 3
 )";
+
+// The schedule stash::allocator executes for that program (recompute_replay_test.cpp, and on
+// CUDA recompute_gpu_test.cu): x leaves after op0 and comes back for the re-run at op3 (a re-run
+// use only), then leaves again (early: right after the re-runs; `late`: when op 3 + late starts),
+// as a redrop of its host copy or with a copy of its own, and comes back for op5.
+struct rerun_read_policy {
+  bool redrop        = true;
+  std::uint64_t late = 0;
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "rerun_read"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+  {
+    auto const& st = a.trace().storages();
+    auto id        = [&](std::string_view label) {
+      return stash::storage_id(
+                 std::find_if(st.begin(), st.end(), [&](auto const& r) { return r.label == label; }) -
+                 st.begin());
+    };
+    auto const x = id("x"), act = id("a");
+    stash::swap_entry second{x, 3, 5, 3 + late, 5, st[x].bytes};
+    second.redrop = redrop;
+    return stash::make_schedule(a, std::string(name()), budget,
+                                {stash::swap_entry{x, 0, 3, 1, 3, st[x].bytes}, second},
+                                {stash::recompute_entry{act, 1, 3, 3, st[act].bytes}});
+  }
+};
 
 }  // namespace stash::test
