@@ -10,8 +10,12 @@
 // Third case: wrap entries on cuda_backend (review 2026-11-26 G6; tests/support/wrap_step.hpp,
 // host twin in recompute_chain_test.cpp): a weight and its gradient leave the device at each
 // step's end, after the optimizer's in-place kernel, and come back at their first use of the next.
+// Fourth case: a redrop on cuda_backend (issue 22, tests/support/rerun_read_trace.hpp, host twin
+// in recompute_replay_test.cpp): x comes back for a re-run and leaves again with no second copy,
+// and, written after its keep-prefetch (GPU review 2026-11-26c), leaves with a copy of its own.
 #include "support/recompute_chain.hpp"
 #include "support/recompute_transient.hpp"
+#include "support/rerun_read_trace.hpp"
 #include "support/wrap_step.hpp"
 
 #include <stash/allocator.hpp>
@@ -24,6 +28,9 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
+#include <span>
+#include <string>
 #include <vector>
 
 namespace {
@@ -200,6 +207,135 @@ stash::test::wrap_step_result run_wrap(Policy policy)
   return stash::test::run_wrap_step(alloc, backend.create_stream(), cuda_kernels{});
 }
 
+// The rerun_read program's kernels (recompute_replay_test.cpp's host lambdas, line for line):
+// x 250 floats, a 1000, b 500, g 250, h 1500.
+__global__ void rr_input_kernel(float* x, int step)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 250) { x[k] = float((k * 7 + step * 3) % 19 == 0 ? 0 : k % 13) - 4; }
+}
+__global__ void rr_relu_kernel(float const* x, float* a)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 1000) { a[k] = fmaxf(0.0f, x[k % 250]) * float(1 + k % 3); }
+}
+__global__ void rr_mul_kernel(float const* a, float* b)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 500) { b[k] = a[k] * a[k + 500] + 0.25f; }
+}
+__global__ void rr_bwd0_kernel(float const* b, float* g)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 250) { g[k] = b[k] - 0.5f * b[k + 250]; }
+}
+__global__ void rr_bwd1_kernel(float const* a, float const* g, float* out)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 250) { out[k] = g[k] + a[4 * k] - a[4 * k + 3]; }
+}
+__global__ void rr_bwd2_kernel(float const* g, float* h)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 1500) { h[k] = 0.5f * g[k % 250]; }
+}
+__global__ void rr_bwd3_kernel(float const* x, float const* g, float* out)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 250) { out[k] = g[k] * x[k] + 1.0f; }
+}
+__global__ void rr_write_kernel(float* x)
+{
+  int const k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < 250) { x[k] = 2.0f * x[k] + 1.0f; }
+}
+
+struct rerun_read_run {
+  std::vector<std::vector<float>> g;  // after each step
+  stash::allocator_stats stats;
+};
+
+// The program of recompute_replay_test.cpp's run_rerun_read on cuda_backend; `write_x` writes x
+// between op3 and op4, outside any op (after its keep-prefetch, before a late redrop).
+template <class Policy>
+rerun_read_run run_rerun_read(Policy policy, bool write_x)
+{
+  using device_pool = stash::caching_pool<stash::device_upstream>;
+  using alloc_type  = stash::allocator<device_pool, Policy, void, stash::cuda_backend>;
+  using kernel      = std::function<void(float* const*, stream)>;
+  stash::cuda_backend backend;
+  device_pool pool;
+  alloc_type alloc(backend, pool, {}, policy);
+  auto const s = backend.create_stream();
+  auto op      = [&](std::string const& name, std::vector<stash::tensor_handle> reads,
+                std::vector<stash::tensor_handle> writes, kernel k) {
+    typename alloc_type::recompute_fn const launch = [k](std::span<void* const> p, stream on) {
+      std::vector<float*> f;
+      for (auto* q : p) { f.push_back(static_cast<float*>(q)); }
+      k(f.data(), on);
+    };
+    launch(alloc.op(name, reads, writes, s, launch), s);
+  };
+  auto make = [&](std::size_t floats, stash::storage_kind kind, std::string label) {
+    return alloc.allocate_async(floats * sizeof(float), kind, std::move(label), s);
+  };
+  auto const act = stash::storage_kind::act, temp = stash::storage_kind::temp;
+  rerun_read_run r;
+  for (int step = 0; step < 4; ++step) {
+    alloc.begin_iteration();
+    alloc.phase(stash::phase::forward);
+    auto x = make(250, stash::storage_kind::input, "x");
+    rr_input_kernel<<<1, 256, 0, s.get()>>>(static_cast<float*>(alloc.acquire_async(x, s)), step);
+    check_launch(cudaGetLastError());
+    auto a = make(1000, act, "a");
+    op("aten::relu", {x}, {a}, [](float* const* p, stream on) {
+      rr_relu_kernel<<<4, 256, 0, on.get()>>>(p[0], p[1]);
+      check_launch(cudaGetLastError());
+    });
+    auto b = make(500, act, "b");
+    op("aten::mul.Tensor", {a}, {b}, [](float* const* p, stream on) {
+      rr_mul_kernel<<<2, 256, 0, on.get()>>>(p[0], p[1]);
+      check_launch(cudaGetLastError());
+    });
+    alloc.phase(stash::phase::backward);
+    auto g = make(250, temp, "g");
+    op("my::bwd", {b}, {g}, [](float* const* p, stream on) {
+      rr_bwd0_kernel<<<1, 256, 0, on.get()>>>(p[0], p[1]);
+      check_launch(cudaGetLastError());
+    });
+    alloc.deallocate_async(b);
+    op("my::bwd", {a, g}, {g}, [](float* const* p, stream on) {
+      rr_bwd1_kernel<<<1, 256, 0, on.get()>>>(p[0], p[1], p[2]);
+      check_launch(cudaGetLastError());
+    });
+    alloc.deallocate_async(a);
+    if (write_x) {
+      rr_write_kernel<<<1, 256, 0, s.get()>>>(static_cast<float*>(alloc.acquire_async(x, s)));
+      check_launch(cudaGetLastError());
+    }
+    auto h = make(1500, temp, "h");
+    op("my::bwd", {g}, {h}, [](float* const* p, stream on) {
+      rr_bwd2_kernel<<<6, 256, 0, on.get()>>>(p[0], p[1]);
+      check_launch(cudaGetLastError());
+    });
+    alloc.deallocate_async(h);
+    op("my::bwd", {x, g}, {g}, [](float* const* p, stream on) {
+      rr_bwd3_kernel<<<1, 256, 0, on.get()>>>(p[0], p[1], p[2]);
+      check_launch(cudaGetLastError());
+    });
+    std::vector<float> out(250);
+    cuda_kernels{}.download(out, static_cast<float const*>(alloc.acquire_async(g, s)), s);
+    r.g.push_back(std::move(out));
+    alloc.deallocate_async(g);
+    alloc.deallocate_async(x);
+    alloc.end_iteration();
+  }
+  alloc.synchronize();
+  REQUIRE(cudaStreamSynchronize(s.get()) == cudaSuccess);
+  r.stats = alloc.stats();
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("gpu: allocator wraps a weight and its gradient across steps, bitwise as if kept")
@@ -239,4 +375,26 @@ TEST_CASE("gpu: allocator re-runs a rebuilt input into a transient buffer, bitwi
   CHECK(stats.deviations == 0);
   CHECK(got == kept);
   CHECK(got[1] < 0.0f);  // b's negative products, which relu_ cleared from a
+}
+
+TEST_CASE("gpu: allocator redrops a kept host copy, and copies x again once it was written")
+{
+  auto const kept = run_rerun_read(stash::no_swap{}, false);
+  auto const got  = run_rerun_read(stash::test::rerun_read_policy{true, 1}, false);
+  CHECK(got.g == kept.g);                   // bit for bit (no NaN)
+  CHECK(got.stats.scheduled_redrops == 3);  // the host twin's figures: three replayed steps
+  CHECK(got.stats.redrop_fallbacks == 0);
+  CHECK(got.stats.offload.offloads == 3);
+  CHECK(got.stats.recomputes == 3);
+  CHECK(got.stats.failed_offloads + got.stats.failed_prefetches + got.stats.deviations == 0);
+  // Written after its keep-prefetch: the copy is given up, the redrop falls back to a copy.
+  auto const kept_w = run_rerun_read(stash::no_swap{}, true);
+  auto const got_w  = run_rerun_read(stash::test::rerun_read_policy{true, 1}, true);
+  CHECK(kept_w.g != kept.g);
+  CHECK(got_w.g == kept_w.g);
+  CHECK(got_w.stats.scheduled_redrops == 0);
+  CHECK(got_w.stats.redrop_fallbacks == 3);
+  CHECK(got_w.stats.offload.offloads == 3 * 2);
+  CHECK(got_w.stats.offload.discarded_host_copies == 3);
+  CHECK(got_w.stats.failed_offloads + got_w.stats.failed_prefetches + got_w.stats.deviations == 0);
 }

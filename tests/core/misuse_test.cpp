@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <string>
 
 namespace STASH_UNITY_ID {
@@ -45,6 +46,21 @@ TEST_CASE("misuse handler: set, scoped, restored; the error carries its figures"
     stash::detail::report_bad_free("my_pool", &x, 100, 512, 100, 256, true);
     CHECK(stash::take_misuse()->kind() == stash::misuse_kind::bad_alignment);
     stash::detail::report_bad_free("my_pool", &x, 100, 256, 0, 0, false);
+    CHECK(stash::take_misuse()->kind() == stash::misuse_kind::unknown_pointer);
+    // free_matches, every pool's check: the record's size member (any name) and alignment.
+    struct record {
+      std::size_t requested;
+      std::size_t alignment;
+    };
+    record const r{100, 256};
+    CHECK(stash::detail::free_matches("my_pool", &x, 100, 256, &r, &record::requested));
+    CHECK_FALSE(stash::take_misuse().has_value());
+    CHECK_FALSE(stash::detail::free_matches("my_pool", &x, 200, 256, &r, &record::requested));
+    CHECK(stash::take_misuse()->kind() == stash::misuse_kind::wrong_size);
+    CHECK_FALSE(stash::detail::free_matches("my_pool", &x, 100, 512, &r, &record::requested));
+    CHECK(stash::take_misuse()->kind() == stash::misuse_kind::bad_alignment);
+    record const* const none = nullptr;
+    CHECK_FALSE(stash::detail::free_matches("my_pool", &x, 100, 256, none, &record::requested));
     CHECK(stash::take_misuse()->kind() == stash::misuse_kind::unknown_pointer);
   }
   CHECK((stash::set_misuse_handler(nullptr) == original));  // nullptr restores the default

@@ -441,8 +441,87 @@ void check_gpu_redrops()
   STASH_CUDA_TRY(cudaFree(bad));
 }
 
+// GPU review 2026-11-26c, RD4 and a write after a keep (as check_redrop_in_flight_and_write in
+// offload_manager_test.cpp): a redrop while the keep-prefetch is still in flight (nobody acquired:
+// the device bytes go back on the H2D stream, after the copy or decode that writes them, and
+// another tensor may take them at once), then a tensor written after a keep-prefetch, its copy
+// given up by a discard or by the offload itself: the departure copies the new value.
+template <class Manager>
+void check_gpu_redrop_in_flight_and_write()
+{
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(64 * stash::MiB));
+  Manager m(backend, device, host);
+  auto const s            = backend.create_stream();
+  std::size_t const n     = 4 * stash::MiB;
+  unsigned long long* bad = nullptr;
+  STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
+  *bad      = 0;
+  auto t    = m.allocate_async(n, s);
+  auto fill = [&](void* p, std::uint32_t version) {
+    fill_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(p), n, 7, version);
+    STASH_CUDA_TRY(cudaGetLastError());
+  };
+  auto check = [&](std::uint32_t version) {
+    check_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t const*>(m.acquire_async(t, s)),
+                                          n, 7, version, bad);
+    STASH_CUDA_TRY(cudaGetLastError());
+  };
+  auto scribble = [&] {  // may take t's device bytes, in the order they were given back
+    auto other = m.allocate_async(n, s);
+    scribble_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(m.acquire_async(other, s)),
+                                             n);
+    STASH_CUDA_TRY(cudaGetLastError());
+    m.deallocate_async(other);
+  };
+  fill(m.acquire_async(t, s), 0);
+  m.offload_async(t, s);
+  for (int round = 0; round < 2; ++round) {
+    m.prefetch_async(t, s, stash::host_copy_mode::keep);
+    CHECK(m.state(t) == stash::tensor_state::prefetching);
+    m.redrop_async(t);  // no acquire in between: the H2D copy may still run
+    scribble();
+  }
+  check(0);  // on demand, from the same pinned copy
+  // Written after a keep-prefetch, the copy discarded first (as stash::allocator::acquire_async).
+  m.offload_async(t, s);
+  m.prefetch_async(t, s, stash::host_copy_mode::keep);
+  void* p = m.acquire_async(t, s);
+  m.discard_host_copy(t);
+  CHECK_FALSE(m.holds_host_copy(t));
+  CHECK_THROWS_AS(m.redrop_async(t), stash::logic_error);
+  fill(p, 1);
+  m.offload_async(t, s);
+  scribble();
+  check(1);
+  // Written with the copy still kept: the offload replaces it.
+  m.offload_async(t, s);
+  m.prefetch_async(t, stash::host_copy_mode::keep);
+  fill(m.acquire_async(t, s), 2);
+  m.offload_async(t, s);
+  scribble();
+  check(2);
+  backend.synchronize(s);
+  m.synchronize();
+  CHECK(*bad == 0);
+  CHECK(m.stats().offloads == 5);
+  CHECK(m.stats().redrops == 2);
+  CHECK(m.stats().discarded_host_copies == 2);
+  m.deallocate_async(t);
+  m.synchronize();
+  CHECK(host.stats().in_use_bytes == 0);
+  STASH_CUDA_TRY(cudaFree(bad));
+}
+
 TEST_CASE("gpu: a redrop of a kept host copy copies nothing and brings back the same bytes")
 {
   check_gpu_redrops<manager>();
   check_gpu_redrops<zvc_manager>();
+}
+
+TEST_CASE("gpu: a redrop with its prefetch in flight; a write after a keep-prefetch copies again")
+{
+  check_gpu_redrop_in_flight_and_write<manager>();
+  check_gpu_redrop_in_flight_and_write<zvc_manager>();
 }

@@ -240,5 +240,24 @@ inline void report_bad_free(char const* who, void* p, std::size_t bytes, std::si
   }
 }
 
+/// @brief Whether a free of `p` with `bytes` and `alignment` matches its allocation; when not,
+/// reports it (report_bad_free, under `who`) and the pool must change nothing. One check for
+/// every pool's do_deallocate.
+/// @tparam Record The pool's record of a live allocation, with an `alignment` member.
+/// @tparam Size The type of its size member.
+/// @param allocated The record of `p`, null when the pool holds no such pointer.
+/// @param size The record's member holding the size `p` was allocated with.
+template <class Record, class Size>
+[[nodiscard]] bool free_matches(char const* who, void* p, std::size_t bytes, std::size_t alignment,
+                                Record const* allocated, Size Record::*size) noexcept
+{
+  if (allocated != nullptr && allocated->*size == bytes && allocated->alignment == alignment) {
+    return true;
+  }
+  report_bad_free(who, p, bytes, alignment, allocated != nullptr ? allocated->*size : 0,
+                  allocated != nullptr ? allocated->alignment : 0, allocated != nullptr);
+  return false;
+}
+
 }  // namespace detail
 }  // namespace stash

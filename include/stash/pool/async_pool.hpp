@@ -124,10 +124,8 @@ class async_pool : public pool_resource<async_pool> {
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = sizes_.find(p);
-    if (it == sizes_.end() || it->second.bytes != bytes || it->second.alignment != alignment) {
-      bool const known = it != sizes_.end();
-      detail::report_bad_free("async_pool", p, bytes, alignment, known ? it->second.bytes : 0,
-                              known ? it->second.alignment : 0, known);
+    if (!detail::free_matches("async_pool", p, bytes, alignment,
+                              it == sizes_.end() ? nullptr : &it->second, &allocation::bytes)) {
       return;
     }
     cudaStream_t cuda_stream = nullptr;

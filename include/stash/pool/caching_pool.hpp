@@ -162,10 +162,8 @@ class caching_pool : public pool_resource<caching_pool<Upstream, Order, NodeAllo
     if (p == nullptr && bytes == 0) { return; }
     auto const user = reinterpret_cast<std::uintptr_t>(p);
     auto it         = find_live(user);
-    if (it == blocks_.end() || it->second.requested != bytes || it->second.alignment != alignment) {
-      bool const known = it != blocks_.end();
-      detail::report_bad_free("caching_pool", p, bytes, alignment, known ? it->second.requested : 0,
-                              known ? it->second.alignment : 0, known);
+    if (!detail::free_matches("caching_pool", p, bytes, alignment,
+                              it == blocks_.end() ? nullptr : &it->second, &block::requested)) {
       return;
     }
     if (user != it->first) { aligned_.erase(user); }

@@ -299,10 +299,8 @@ class lifetime_arena : public pool_resource<lifetime_arena<Upstream, Planner, Or
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = live_.find(p);
-    if (it == live_.end() || it->second.bytes != bytes || it->second.alignment != alignment) {
-      bool const known = it != live_.end();
-      detail::report_bad_free("lifetime_arena", p, bytes, alignment, known ? it->second.bytes : 0,
-                              known ? it->second.alignment : 0, known);
+    if (!detail::free_matches("lifetime_arena", p, bytes, alignment,
+                              it == live_.end() ? nullptr : &it->second, &live_block::bytes)) {
       return;
     }
     live_block const block = it->second;

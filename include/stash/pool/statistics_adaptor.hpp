@@ -87,11 +87,8 @@ class statistics_adaptor : public pool_resource<statistics_adaptor<Resource>> {
   {
     if (p == nullptr && bytes == 0) { return; }
     auto it = live_.find(p);
-    if (it == live_.end() || it->second.bytes != bytes || it->second.alignment != alignment) {
-      bool const known = it != live_.end();
-      detail::report_bad_free("statistics_adaptor", p, bytes, alignment,
-                              known ? it->second.bytes : 0, known ? it->second.alignment : 0,
-                              known);
+    if (!detail::free_matches("statistics_adaptor", p, bytes, alignment,
+                              it == live_.end() ? nullptr : &it->second, &allocation::bytes)) {
       return;
     }
     pool_deallocate(*resource_, stream, p, bytes, alignment);

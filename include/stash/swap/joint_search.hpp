@@ -503,6 +503,22 @@ struct joint_search {
            std::to_string(v.swap_weight).substr(0, 4) + (v.link_slots ? "/link" : "");
   }
 
+  // One move's schedule, offered to `inc` as `who` unless its (kind, storage, use) `key` was
+  // tried before or its planned peak is over `budget` (then not simulated); true when kept.
+  bool attempt_move(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+                    std::vector<std::tuple<int, storage_id, std::uint64_t>>& tried,
+                    joint_search_stats& stats, std::size_t& sims,
+                    std::tuple<int, storage_id, std::uint64_t> key, std::vector<swap_entry> sw,
+                    std::vector<recompute_entry> rc, std::string const& who) const
+  {
+    if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
+    tried.push_back(key);
+    auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+    if (s.device_peak > budget) { return false; }
+    ++sims;
+    return inc.offer(a, std::move(s), who, encodings, stats);
+  }
+
   // One local-search move on the incumbent; true when one was kept.
   bool try_moves(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
                  detail::joint_incumbent& inc,
@@ -512,14 +528,9 @@ struct joint_search {
     auto const& best = *inc.best;
     auto attempt     = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
                        std::vector<recompute_entry> rc) {
-      auto const key = std::make_tuple(kind, id, u);
-      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
-      tried.push_back(key);
-      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
-      if (s.device_peak > budget) { return false; }
-      ++sims;
       auto const who = best.note.ends_with("+moves") ? best.note : best.note + "+moves";
-      return inc.offer(a, std::move(s), who, encodings, stats);
+      return attempt_move(a, budget, inc, tried, stats, sims, {kind, id, u}, std::move(sw),
+                              std::move(rc), who);
     };
     // (a) stalled prefetches become recomputes, longest stall first.
     auto stalls = inc.sim->stalls;
@@ -664,13 +675,8 @@ struct joint_search {
     std::size_t sims = 0;
     auto attempt     = [&](int kind, storage_id id, std::uint64_t u, std::vector<swap_entry> sw,
                        std::vector<recompute_entry> rc) {
-      auto const key = std::make_tuple(kind, id, u);
-      if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
-      tried.push_back(key);
-      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
-      if (s.device_peak > budget) { return false; }
-      ++sims;
-      return inc.offer(a, std::move(s), inc.best->note + "+align", encodings, stats);
+      return attempt_move(a, budget, inc, tried, stats, sims, {kind, id, u}, std::move(sw),
+                              std::move(rc), inc.best->note + "+align");
     };
     while (inc.best && sims < align_simulations &&
            align_pairs(a, *inc.best, attempt, sims, align_simulations)) {}
