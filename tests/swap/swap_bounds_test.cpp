@@ -3,6 +3,7 @@
 // re-run op too) and simulated with the budget enforced; the memory a keep / swap / recompute
 // schedule needs recomputed event by event from its definition; the iteration-time bounds never
 // above a simulated schedule. Every time here is predicted by the cost model.
+#include "support/data.hpp"
 #include "support/tiny_trace.hpp"
 
 #include <stash/sim/cost_model.hpp>
@@ -36,12 +37,13 @@ using stash::storage_kind;
 // A small random iteration: one or two parameters, then ops that each allocate an output
 // (sometimes with a workspace allocated and freed before the op), read one to three live
 // storages, and sometimes free an earlier storage after them. With `recomputable`, the ops are
-// ones the default table lets re-run (the same draws, other names).
-stash::trace random_trace(std::mt19937& rng, int ops, bool recomputable = false)
+// ones the default table lets re-run (the same draws, other names). Sizes are 1 to 9 `unit`s.
+stash::trace random_trace(std::mt19937& rng, int ops, bool recomputable = false,
+                          std::uint64_t unit = 100)
 {
   stash::trace t;
   auto pick  = [&](std::uint32_t n) { return static_cast<std::uint32_t>(rng() % n); };
-  auto bytes = [&] { return std::uint64_t{100} * (1 + pick(9)); };
+  auto bytes = [&] { return unit * (1 + pick(9)); };
   std::vector<storage_id> live;
   for (std::uint32_t k = 0, n = 1 + pick(2); k < n; ++k) {
     live.push_back(t.add_alloc(bytes(), storage_kind::param, "w"));
@@ -669,6 +671,119 @@ TEST_CASE("with re-run uses the memory bound stays a bound: brute force over sub
   CHECK(traces >= 14);
   CHECK(split_schedules > 1000);  // 5404, 1918 with redrops, on 18 traces when written
   CHECK(redrops > 300);
+}
+
+// Issue 22 item 7: the time bound prices each droppable storage at its own writers' re-run
+// (shared in proportion to bytes) and gives each link only its window around the op's peak.
+TEST_CASE("the time bound stays below every schedule: brute force with recompute and wraps")
+{
+  std::mt19937 rng(20261126);
+  int traces = 0, schedules = 0, binding = 0, tight = 0;
+  stash::time_bound_options const wrap_options{std::nullopt, true, true};
+  for (int round = 0; round < 16; ++round) {
+    CAPTURE(round);
+    // MiB-sized storages: the links, not the ops' launch, set the pace.
+    auto const t = random_trace(rng, 3 + round % 3, true, std::uint64_t{100} << 20);
+    stash::trace_analysis const a(t, model_of(round % 2 ? "pcie3_x16" : "h100_sxm", false));
+    auto const least              = stash::memory_lower_bound_bytes(a, true);
+    auto const peak               = a.peak_live_bytes();
+    std::uint64_t const budgets[] = {least, least + (peak - least) / 3};
+    double bounds[2], plain[2],
+        fastest[2] = {std::numeric_limits<double>::infinity(),
+                      std::numeric_limits<double>::infinity()};
+    for (int b = 0; b < 2; ++b) {
+      bounds[b] = stash::iteration_time_lower_bound(a, budgets[b], wrap_options);
+      plain[b]  = stash::iteration_time_lower_bound(a, budgets[b]);
+    }
+    bool const done = for_each_schedule(
+        a, stash::swap_scope::any_kind_wrap, 4000,
+        [&](auto const& entries, auto const& recomputes) {
+          ++schedules;
+          bool const wraps = std::any_of(entries.begin(), entries.end(),
+                                         [](stash::swap_entry const& e) { return e.wrap; });
+          for (int b = 0; b < 2; ++b) {
+            double s = 0;
+            if (!fits(a, entries, budgets[b], &s, recomputes)) { continue; }
+            fastest[b] = std::min(fastest[b], s);
+            CHECK(s >= bounds[b] * (1 - 1e-12));
+            if (!wraps) { CHECK(s >= plain[b] * (1 - 1e-12)); }
+          }
+        },
+        true);
+    if (!done) { continue; }
+    ++traces;
+    for (int b = 0; b < 2; ++b) {
+      binding += bounds[b] > a.compute_seconds() * 1.01 ? 1 : 0;
+      tight += fastest[b] <= bounds[b] * 1.05 ? 1 : 0;
+    }
+  }
+  MESSAGE(traces << " traces, " << schedules << " schedules; the bound above the compute time at "
+                 << binding << " points, within 5% of the fastest at " << tight);
+  CHECK(traces >= 8);  // 22 of 36 rounds within the cap when written
+  CHECK(binding > 0);
+  CHECK(tight > 0);
+}
+
+TEST_CASE("the time bound charges a parameter that must leave late both link crossings")
+{
+  // w (a parameter, 16 MiB) is read by op 0 and updated by op 3; at ops 1 and 2 the budget
+  // leaves no room for it beside two activations (16 + 48, 48 + 16 MiB), and nothing else can
+  // leave (each activation's gap has no op inside, x is freed after op 0): w crosses D2H after
+  // op 0 and H2D before op 3, one after the other. The bound before this one let a wrapped byte
+  // cross either link anywhere in the iteration: max(C, D, H) with nothing to re-run.
+  stash::trace t;
+  std::uint64_t const mib = std::uint64_t{1} << 20;
+  auto const w            = t.add_alloc(16 * mib, storage_kind::param, "w");
+  auto const x            = t.add_alloc(16 * mib, storage_kind::input, "x");
+  auto const y0           = t.add_alloc(16 * mib, storage_kind::act, "y0");
+  t.add_op("aten::mul.Tensor", {w, x}, {y0});
+  t.add_free(x);
+  auto const y1 = t.add_alloc(48 * mib, storage_kind::act, "y1");
+  t.add_op("aten::add.Tensor", {y0}, {y1});
+  t.add_free(y0);
+  auto const y2 = t.add_alloc(16 * mib, storage_kind::act, "y2");
+  t.add_op("aten::add.Tensor", {y1}, {y2});
+  t.add_free(y1);
+  t.add_op("aten::add_.Tensor", {w, y2}, {w});
+  t.add_free(y2);
+  stash::trace_analysis const a(t, model_of("pcie3_x16", false));
+  auto const budget = a.memory_steps()[1].live_peak - 16 * mib;  // all of w away at ops 1, 2
+  REQUIRE(budget == stash::memory_lower_bound_bytes(a, true));
+  auto const& hw     = a.model().hw();
+  double const moved = 16.0 * static_cast<double>(mib);
+  double const d2h = moved / hw.pcie_d2h_bytes_per_s, h2d = moved / hw.pcie_h2d_bytes_per_s;
+  stash::time_bound_options const wrap_options{std::nullopt, true, true};
+  double const bound = stash::iteration_time_lower_bound(a, budget, wrap_options);
+  CHECK(bound >=
+        (std::max(a.op_start(1), d2h) + std::max(a.compute_seconds() - a.op_start(1), h2d)) *
+            (1 - 1e-9));
+  CHECK(bound > std::max({a.compute_seconds(), d2h, h2d}) * 1.2);
+  double fastest = std::numeric_limits<double>::infinity();
+  for_each_schedule(
+      a, stash::swap_scope::any_kind_wrap, 100000,
+      [&](auto const& entries, auto const& recomputes) {
+        double s = 0;
+        if (fits(a, entries, budget, &s, recomputes)) { fastest = std::min(fastest, s); }
+      },
+      true);
+  CHECK(fastest >= bound);
+  CHECK(fastest <= bound * 1.5);  // swapping w over ops 1 and 2 (1.27x when written)
+  MESSAGE("bound " << bound << " s, fastest schedule " << fastest << " s");
+}
+
+TEST_CASE("alexnet at 50% of its peak cannot come within +10% of its compute time")
+{
+  // At op 121 (threshold_backward, 3.3 ms of compute before the end on pcie4_x16) 462 MiB must
+  // be away and only parameters, gradients, the input and momentum (wrap) could be: none can be
+  // re-run, so all of it crosses H2D before the optimizer step that follows.
+  auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
+  for (auto const* preset : {"pcie4_x16", "h100_sxm"}) {
+    CAPTURE(preset);
+    stash::trace_analysis const a(t, model_of(preset, false));
+    auto const budget = a.peak_live_bytes() / 2;
+    stash::time_bound_options const wrap_options{std::nullopt, true, true};
+    CHECK(stash::iteration_time_lower_bound(a, budget, wrap_options) > 1.1 * a.compute_seconds());
+  }
 }
 
 }  // namespace STASH_UNITY_ID

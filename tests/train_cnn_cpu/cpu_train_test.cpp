@@ -197,6 +197,7 @@ TEST_CASE("train_cnn cpu recompute vgg redrop: search at 78% of the peak at batc
       check_run(cnn_arch::vgg, policy_kind::search, codec_kind::none, 78, n, 8);
   REQUIRE(r.plan.planned_redrops > 0);
   CHECK(r.plan.executed_redrops == r.plan.planned_redrops * std::uint64_t(n - 1));
+  CHECK(r.memory.manager_redrops == r.plan.executed_redrops);  // redrop_async ran each
   CHECK(r.memory.redrop_fallbacks == 0);
   CHECK(r.plan.planned_after_rerun >= r.plan.planned_redrops);
 }

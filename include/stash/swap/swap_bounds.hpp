@@ -21,6 +21,7 @@
 
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/time_bound.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -237,6 +238,19 @@ namespace detail {
 /// compute stream runs C plus the re-runs: time >= max(C + rho (x - s), D(s), H(s)). Assumed, as in
 /// the simulator: every swap-out crosses the link (no clean host copy is reused), and a recompute
 /// costs the op times of the ops it re-runs.
+///
+/// Strengthened (issue 22 item 7; detail/time_bound.hpp): the figure above is the floor, and the
+/// bound is the largest, over the ops over the budget, of the least time op i's relaxation
+/// allows, where (1) only storages that may be re-run (act / temp, every writer up to the gap
+/// recomputable) are dropped, each priced at its chain's op times (its writers, and the writers
+/// of an input it must rebuild because its value is gone by then) shared in proportion to the
+/// bytes they restore at op i (cheapest first: a convex R), not at the trace's cheapest seconds
+/// per byte; and (2) wrap gaps give each link its side of tau (a head entry is offloaded
+/// after its last access and prefetched before its first, both after tau for i < first; a tail
+/// entry both before tau for i > last: the simulator starts an iteration with wrapped storages on
+/// the host and ends it once their offloads are done), instead of letting both fall anywhere.
+/// tests/swap/swap_bounds_test.cpp checks it against every schedule of small traces, with
+/// recompute and wrap entries; it is never above the bound with fewer moves allowed.
 /// @param analysis The recorded iteration's facts.
 /// @param budget Device bytes the iteration must fit in.
 /// @param options Which moves the bound allows.
@@ -265,6 +279,11 @@ namespace detail {
     double const before = analysis.op_start(i);
     best                = std::max(best, options.wrap ? detail::split_time_wrap(x, total, d, h, rho)
                                                       : detail::split_time(x, before, total - before, d, h, rho));
+  }
+  best = detail::per_op_time_bound(analysis, budget, d, h, options.recompute, options.wrap, best);
+  if (options.recompute || options.wrap) {  // more moves never raise it, to the last bit
+    best = std::min(best, iteration_time_lower_bound(analysis, budget,
+                                                     time_bound_options{ratio, false, false}));
   }
   return best;
 }

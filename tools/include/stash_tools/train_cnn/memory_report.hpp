@@ -34,6 +34,7 @@ struct memory_report {
   std::uint64_t recompute_fallbacks{0};   ///< planned recomputes kept resident (no callable)
   std::uint64_t scheduled_redrops{0};     ///< redrop entries run: back to a kept host copy, no copy
   std::uint64_t redrop_fallbacks{0};      ///< redrop entries that copied (no kept host copy)
+  std::uint64_t manager_redrops{0};       ///< the manager's redrop_async calls (offload_stats)
   std::uint64_t host_peak_in_use{0};      ///< host bytes the offloaded copies held at most
   std::uint64_t host_peak_reserved{0};    ///< host bytes the staging pool took at most
 };
@@ -77,6 +78,7 @@ template <class Alloc, class Pool>
   r.recompute_fallbacks  = a.recompute_fallbacks;
   r.scheduled_redrops    = a.scheduled_redrops;
   r.redrop_fallbacks     = a.redrop_fallbacks;
+  r.manager_redrops      = o.redrops;
   auto const host        = alloc.host_pool_stats();
   r.host_peak_in_use     = host.peak_in_use_bytes;
   r.host_peak_reserved   = host.peak_reserved_bytes;

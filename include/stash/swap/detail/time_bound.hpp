@@ -1,0 +1,332 @@
+/**
+ * @file time_bound.hpp
+ * @brief The per-op relaxation behind iteration_time_lower_bound (swap/swap_bounds.hpp): at
+ * each op over the budget, which storages could be away, what restoring each by a re-run costs
+ * at least, and the least iteration time that lets enough of them be away.
+ *
+ * At op i over the budget by x bytes, at the moment tau its start step peaks, x bytes of the
+ * storages live then are away, each inside a gap (u, v) of its accesses with u < i < v, or (with
+ * wrap gaps) a persistent storage before its first access (head) or after its last (tail). A
+ * storage away by a swap crossed D2H before tau and crosses H2D after it (a head wrap entry:
+ * H2D after tau and its offload, after its last access, also after tau; a tail wrap entry: D2H
+ * and its prefetch, before its first access, both before tau, as the simulator runs wrap
+ * entries). A storage S away by a drop is restored after tau by re-running S's writers up to u
+ * (recompute_chain.hpp), on the compute stream, and, for each read r of those writers whose
+ * value as read is gone at every re-run after op i (r overwritten after that read and before op
+ * i + 1, or no longer live at op i + 1: recompute_chain_of then rebuilds it as a transient
+ * input, or refuses), r's writers before that read: S's chain at op i. A re-run of op p
+ * restores at most the storages whose chains hold p (a batch shares one BatchNorm between a
+ * `clone` and the output it feeds, shared_reruns_of), so charging op p's time to them in
+ * proportion to their bytes (b_S / B_p, B_p their bytes at op i) never charges more than the
+ * re-runs cost: S costs at least b_S x sum over p in its chain of t_p / B_p. Recomputing y bytes then costs at least R(y), the cheapest-first fractional
+ * knapsack over those per-byte costs (convex, piecewise linear), and only act / temp storages
+ * whose writers are recomputable can be dropped (a relaxation of recompute_chain_of's rules).
+ * Then, with tau in [C_<i, T - C_>=i]: the swapped bytes are at most what the links carry in
+ * their windows, the dropped ones at most R^-1(T - tau - C_>=i), and T is feasible only if some
+ * tau covers x. Every constraint is one any schedule the simulator runs meets, relaxed (which
+ * storages, their own windows, link latency, codec time, transient reads are left out), so the
+ * least feasible T is a lower bound on its iteration time. Coverage is concave in tau, so its
+ * maximum is at an end, a kink of R^-1 or a crossing of the link terms; the least feasible T is
+ * found by bisection, and the largest T found infeasible is returned (never above the least
+ * feasible one).
+ */
+#pragma once
+
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
+#include <stash/trace/lifetime.hpp>
+#include <stash/trace/recompute_semantics.hpp>
+#include <stash/trace/trace.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace stash::detail {
+
+/// One gap (u, v) of one storage's accesses with an op inside: the storage may be away at the
+/// ops u < i < v.
+struct bound_gap {
+  std::uint64_t u{}, v{}, bytes{};
+  std::uint32_t chain_begin{}, chain_end{};  ///< its re-runs, in bound_gaps::chain
+  bool recomputable{};                       ///< whether a drop could restore it (relaxed)
+};
+
+/// One op a gap's re-run runs when the storage is away at op i >= from.
+struct chain_op {
+  std::uint64_t op{}, from{};
+};
+
+/// Every gap of every storage, ordered by u, and the re-runs of each.
+struct bound_gaps {
+  std::vector<bound_gap> gaps;
+  std::vector<chain_op> chain;
+};
+
+/// Whether storage `s`'s gap after op `u` might be dropped and re-run: a relaxation of
+/// recompute_chain_of (kind act or temp, a writer up to u, the first not reading it, every
+/// writer's class recomputable; reads and other writes are not checked).
+[[nodiscard]] inline bool may_rerun(trace_analysis const& a, storage_lifetime const& s,
+                                    std::uint64_t u)
+{
+  if (s.kind != storage_kind::act && s.kind != storage_kind::temp) { return false; }
+  bool first = true;
+  for (auto const& x : s.accesses) {
+    if (x.op > u) { break; }
+    if (!x.write) { continue; }
+    if ((first && x.read) || !recomputable(a.recompute_classes()[x.op])) { return false; }
+    first = false;
+  }
+  return !first;
+}
+
+/// The least op i from which the value of `r` that op `w` read is gone for every re-run after
+/// op i (at >= i + 1): overwritten by an op x with w < x < at, or no longer live at op at
+/// (recompute_chain.hpp's check_read); n when it never is.
+[[nodiscard]] inline std::uint64_t value_gone_from(trace_analysis const& a, std::uint64_t w,
+                                                   storage_lifetime const& r)
+{
+  auto const n  = a.op_count();
+  auto const& e = a.ops().event;
+  // the first op at which it is no longer live: gone for at >= that op, i >= that op - 1
+  auto const dead =
+      static_cast<std::uint64_t>(std::lower_bound(e.begin(), e.end(), r.end_event) - e.begin());
+  std::uint64_t gone = dead >= n ? n : (dead == 0 ? 0 : dead - 1);
+  for (auto const& x : r.accesses) {
+    if (x.write && x.op > w) {
+      gone = std::min(gone, x.op);
+      break;
+    }
+  }
+  return gone;
+}
+
+/// Appends the re-runs of storage `s` dropped after its access j: its writers up to it, and for
+/// each of their reads whose value is gone once the storage is away at op i >= from, that read's
+/// writers before it (the transient input the chain rebuilds); each op once, its least from.
+inline void append_chain(trace_analysis const& a, storage_lifetime const& s, std::size_t j,
+                         std::vector<chain_op>& chain)
+{
+  auto const begin = chain.size();
+  auto add         = [&](std::uint64_t op, std::uint64_t from) {
+    for (auto k = begin; k < chain.size(); ++k) {
+      if (chain[k].op == op) {
+        chain[k].from = std::min(chain[k].from, from);
+        return;
+      }
+    }
+    chain.push_back({op, from});
+  };
+  auto const& life = a.lifetimes().storages;
+  for (std::size_t k = 0; k <= j; ++k) {
+    if (!s.accesses[k].write) { continue; }
+    auto const w = s.accesses[k].op;
+    add(w, 0);
+    for (auto const r : a.trace().ops()[w].reads) {
+      if (r == s.id) { continue; }
+      auto const& rl = life[r];
+      if (rl.kind != storage_kind::act && rl.kind != storage_kind::temp) { continue; }
+      auto const from = value_gone_from(a, w, rl);
+      for (auto const& x : rl.accesses) {
+        if (x.op >= w) { break; }
+        if (x.write) { add(x.op, from); }
+      }
+    }
+  }
+}
+
+/// The gaps of every storage (any kind), with their chains when `recompute`.
+[[nodiscard]] inline bound_gaps collect_bound_gaps(trace_analysis const& a, bool recompute)
+{
+  bound_gaps out;
+  for (auto const& s : a.lifetimes().storages) {
+    for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+      auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+      if (v < u + 2) { continue; }
+      bound_gap g{u, v, s.bytes, static_cast<std::uint32_t>(out.chain.size()), 0, false};
+      g.recomputable = recompute && may_rerun(a, s, u);
+      if (g.recomputable) { append_chain(a, s, j, out.chain); }
+      g.chain_end = static_cast<std::uint32_t>(out.chain.size());
+      out.gaps.push_back(g);
+    }
+  }
+  std::stable_sort(out.gaps.begin(), out.gaps.end(),
+                   [](bound_gap const& x, bound_gap const& y) { return x.u < y.u; });
+  return out;
+}
+
+/// R at one op: the cheapest-first cumulative (bytes, seconds) of re-running its droppable
+/// storages; point 0 is (0, 0).
+struct rerun_curve {
+  std::vector<double> bytes, seconds;
+
+  /// The most bytes re-run within `budget` seconds (R^-1).
+  [[nodiscard]] double bytes_within(double budget) const
+  {
+    if (budget < 0) { return -1; }
+    auto const k = static_cast<std::size_t>(
+        std::upper_bound(seconds.begin(), seconds.end(), budget) - seconds.begin() - 1);
+    if (k + 1 >= bytes.size()) { return bytes.back(); }
+    double const slope = (seconds[k + 1] - seconds[k]) / (bytes[k + 1] - bytes[k]);
+    return std::min(bytes[k + 1], bytes[k] + (budget - seconds[k]) / slope);
+  }
+};
+
+/// Builds R from the gaps `active` at op i (see the file comment); `share` is scratch, one
+/// entry per op, all zero on entry and on return.
+inline void build_rerun_curve(trace_analysis const& a, bound_gaps const& g, std::uint64_t i,
+                              std::span<std::uint32_t const> active, std::vector<double>& share,
+                              rerun_curve& curve)
+{
+  std::vector<std::pair<double, double>> items;  // (seconds per byte, bytes)
+  auto each = [&](std::uint32_t k, auto&& f) {
+    for (auto c = g.gaps[k].chain_begin; c < g.gaps[k].chain_end; ++c) {
+      if (g.chain[c].from <= i) { f(g.chain[c].op); }
+    }
+  };
+  for (auto const k : active) {
+    each(k, [&](std::uint64_t op) { share[op] += static_cast<double>(g.gaps[k].bytes); });
+  }
+  for (auto const k : active) {
+    auto const& gap = g.gaps[k];
+    if (!gap.recomputable || gap.bytes == 0) { continue; }
+    double per_byte = 0;
+    each(k, [&](std::uint64_t op) { per_byte += a.op_seconds()[op] / share[op]; });
+    items.emplace_back(per_byte, static_cast<double>(gap.bytes));
+  }
+  for (auto const k : active) {
+    each(k, [&](std::uint64_t op) { share[op] = 0; });
+  }
+  std::sort(items.begin(), items.end());
+  curve.bytes.assign(1, 0.0);
+  curve.seconds.assign(1, 0.0);
+  for (auto const& [per_byte, bytes] : items) {
+    curve.bytes.push_back(curve.bytes.back() + bytes);
+    curve.seconds.push_back(curve.seconds.back() + per_byte * bytes);
+  }
+}
+
+/// One op's figures: compute before and from it, its excess, the wrap bytes that may be away
+/// there (head: before their first access; tail: after their last), the link's seconds per byte.
+struct op_window {
+  double before{}, after{}, excess{}, head{}, tail{}, d2h{}, h2d{};
+};
+
+/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`.
+[[nodiscard]] inline double coverage_at(op_window const& w, rerun_curve const& r, double t,
+                                        double tau)
+{
+  if (tau < w.before || t - tau < w.after) { return -1; }
+  double const rerun = r.bytes_within(t - tau - w.after);
+  double const a = tau / w.d2h, b = (t - tau) / w.h2d;  // the links' windows, in bytes
+  double const head = std::min(w.head, (t - tau) / w.d2h), tail = std::min(w.tail, tau / w.h2d);
+  return rerun + std::min({a + head, b + tail, a + b, t / w.d2h, t / w.h2d});
+}
+
+/// Whether some tau lets `t` cover op w's excess (coverage is concave in tau: its maximum is at
+/// a candidate below).
+[[nodiscard]] inline bool feasible(op_window const& w, rerun_curve const& r, double t)
+{
+  double const lo = w.before, hi = t - w.after;
+  if (hi < lo) { return false; }
+  // The link terms as lines c0 + c1 tau (a + head, b + tail, a + b and the whole iteration's
+  // link time, coverage_at); their crossings are the kinks of their minimum.
+  double const id = 1 / w.d2h, ih = 1 / w.h2d;
+  std::array<std::array<double, 2>, 5> const lines{
+      {{w.head, id}, {t * id, 0}, {t * ih + w.tail, -ih}, {t * ih, 0}, {t * ih, id - ih}}};
+  auto covers = [&](double tau) {
+    return coverage_at(w, r, t, std::clamp(tau, lo, hi)) >= w.excess;
+  };
+  if (covers(lo) || covers(hi)) { return true; }
+  for (double const s : r.seconds) {
+    if (covers(hi - s)) { return true; }
+  }
+  for (std::size_t p = 0; p < lines.size(); ++p) {
+    for (std::size_t q = p + 1; q < lines.size(); ++q) {
+      double const ds = lines[p][1] - lines[q][1];
+      if (ds != 0 && covers((lines[q][0] - lines[p][0]) / ds)) { return true; }
+    }
+  }
+  return false;
+}
+
+/// The least iteration time op w's relaxation allows, or `floor` when that is feasible already:
+/// the largest time the bisection found infeasible (never above the least feasible one).
+[[nodiscard]] inline double op_time_bound(op_window const& w, rerun_curve const& r, double floor)
+{
+  if (feasible(w, r, floor)) { return floor; }
+  // Swapping all of the excess, each link beside its half of the compute, is feasible.
+  double hi = std::max(floor, std::max(w.before, w.excess * w.d2h) +
+                                  std::max(w.after, w.excess * w.h2d));
+  for (int k = 0; k < 64 && !feasible(w, r, hi); ++k) { hi *= 2; }
+  double lo = floor;
+  for (int k = 0; k < 100 && hi - lo > 1e-13 * hi; ++k) {
+    double const mid = lo + (hi - lo) / 2;
+    (feasible(w, r, mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+/// Bytes of the wrappable storages (may_wrap) that may be away at each op through a wrap entry:
+/// head[i] before their first access, tail[i] after their last. Zero without `wrap`.
+struct wrap_room {
+  std::vector<double> head, tail;
+};
+
+[[nodiscard]] inline wrap_room wrap_room_of(trace_analysis const& a, bool wrap)
+{
+  auto const n = a.op_count();
+  wrap_room out{std::vector<double>(n + 1, 0.0), std::vector<double>(n + 1, 0.0)};
+  if (!wrap) { return out; }
+  for (auto const& s : a.lifetimes().storages) {
+    if (!may_wrap(a, s.id)) { continue; }
+    out.head[0] += static_cast<double>(s.bytes);
+    out.head[s.accesses.front().op] -= static_cast<double>(s.bytes);
+    out.tail[s.accesses.back().op + 1] += static_cast<double>(s.bytes);
+  }
+  for (std::size_t i = 1; i <= n; ++i) {
+    out.head[i] += out.head[i - 1];
+    out.tail[i] += out.tail[i - 1];
+  }
+  return out;
+}
+
+/// The largest op_time_bound over the ops whose start step's peak exceeds `budget`, and `floor`.
+[[nodiscard]] inline double per_op_time_bound(trace_analysis const& a, std::uint64_t budget,
+                                              double d2h, double h2d, bool recompute, bool wrap,
+                                              double floor)
+{
+  auto const steps = a.memory_steps();
+  auto const n     = a.op_count();
+  auto const g     = collect_bound_gaps(a, recompute);
+  auto const room  = wrap_room_of(a, wrap);
+  std::vector<std::uint32_t> active;
+  std::vector<double> share(n, 0.0);
+  rerun_curve curve;
+  std::size_t next = 0;
+  double best      = floor;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (; next < g.gaps.size() && g.gaps[next].u < i; ++next) {
+      active.push_back(static_cast<std::uint32_t>(next));
+    }
+    std::erase_if(active, [&](std::uint32_t k) { return g.gaps[k].v <= i; });
+    if (steps[i].live_peak <= budget) { continue; }
+    build_rerun_curve(a, g, i, active, share, curve);
+    double const before = a.op_start(i);
+    op_window const w{before,
+                      a.compute_seconds() - before,
+                      static_cast<double>(steps[i].live_peak - budget),
+                      room.head[i],
+                      room.tail[i],
+                      d2h,
+                      h2d};
+    best = op_time_bound(w, curve, best);
+  }
+  return best;
+}
+
+}  // namespace stash::detail
