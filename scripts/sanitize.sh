@@ -2,7 +2,7 @@
 # The sanitizer and fuzzing checks (see README.md "Errors"); CI runs `tsan fuzz` after
 # scripts/test.sh, whose test preset already builds and runs stash_tests under ASan + UBSan:
 #   asan   the CPU test suite (stash_tests) under AddressSanitizer + UBSan, once, with the asan
-#          preset (-O1, assertions on, the long sweeps sampled; tests/support/sanitizer.hpp)
+#          preset (-O1, assertions on; the long result sweeps are stash_sweep_tests, not here)
 #   tsan   the offload, pool and allocator tests under ThreadSanitizer (not the single-threaded
 #          planner tests: nothing for it to see, most of the time), TSAN_RUNS times (default 2:
 #          races are intermittent)
