@@ -12,9 +12,11 @@
 set -euo pipefail
 plan=${1:?usage: plan_outputs.sh STASH_PLAN OUT_DIR}
 out=${2:?usage: plan_outputs.sh STASH_PLAN OUT_DIR}
-here=$(cd "$(dirname "$0")" && pwd)
-traces=$(ls "$here"/../../data/traces/*.trace)
+plan=$(realpath "$plan")
 mkdir -p "$out"
+out=$(realpath "$out")
+cd "$(dirname "$0")/../.."  # traces named data/traces/..., the same in any checkout
+traces=$(ls data/traces/*.trace)
 common=(--json --no-times --search-nodes 0)
 policies=(--policy search_swap --policy auto_swap --policy auto_swap_doa --policy auto_swap_aoa
   --policy auto_swap_wdoa)

@@ -298,7 +298,7 @@ class refine_view {
 
   trace_analysis const& a_;
   std::vector<swap_entry> const& entries_;
-  range_tree curve_;
+  max_tree curve_;
   std::vector<std::pair<std::uint64_t, std::size_t>> by_use_, by_prefetch_;
   std::vector<std::size_t> furthest_;
 };
