@@ -184,28 +184,35 @@ TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each
   }
 }
 
-TEST_CASE("range_tree answers as a scan of the plain array does, and rolls adds back")
+TEST_CASE("range_tree and max_tree answer as a scan of the plain array does, and roll adds back")
 {
   std::mt19937_64 rng(24);
   for (std::size_t n : {1U, 2U, 7U, 64U, 100U}) {
     std::vector<std::int64_t> plain(n);
     for (auto& x : plain) { x = static_cast<std::int64_t>(rng() % 20); }
     stash::detail::range_tree tree(plain);
+    stash::detail::max_tree maxes(plain);  // the same without minima (AutoSwap's curve)
     std::vector<std::int64_t> saved;
     for (int step = 0; step < 300; ++step) {
       if (step == 100) {  // the adds of steps 100-199 are rolled back at 200
         tree.checkpoint();
+        maxes.checkpoint();
         saved = plain;
       }
       if (step == 200) {
         tree.rollback();
+        maxes.rollback();
         plain = saved;
-        for (std::size_t j = 0; j < n; ++j) { REQUIRE(tree.at(j) == plain[j]); }
+        for (std::size_t j = 0; j < n; ++j) {
+          REQUIRE(tree.at(j) == plain[j]);
+          REQUIRE(maxes.at(j) == plain[j]);
+        }
       }
       auto l = rng() % n, r = rng() % (n + 1);
       if (l > r) { std::swap(l, r); }
       auto const d = static_cast<std::int64_t>(rng() % 9) - 4;
       tree.add(l, r, d);
+      maxes.add(l, r, d);
       for (auto j = l; j < r; ++j) { plain[j] += d; }
       auto const t           = static_cast<std::int64_t>(rng() % 20);
       auto const npos        = stash::detail::range_tree::npos;
@@ -227,6 +234,11 @@ TEST_CASE("range_tree answers as a scan of the plain array does, and rolls adds 
           static_cast<std::size_t>(std::max_element(plain.begin(), plain.end()) - plain.begin());
       REQUIRE(tree.first_max() == first_max);
       REQUIRE(tree.at(first_max) == plain[first_max]);
+      REQUIRE(maxes.last_above(l, r, t) == last_above);
+      REQUIRE(maxes.first_above(l, r, t) == first_above);
+      REQUIRE(maxes.max(l, r) == mx);
+      REQUIRE(maxes.first_max() == first_max);
+      REQUIRE(maxes.at(first_max) == plain[first_max]);
     }
   }
 }

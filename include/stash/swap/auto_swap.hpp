@@ -482,7 +482,7 @@ class auto_swap_planner {
   double raised_ = 0;                       // SWDOA: see raised()
   // The selection's state (start_selection): the planned curve over the events, the candidates
   // by covered events, the chain.
-  range_tree curve_;
+  max_tree curve_;
   std::optional<stab_index> covering_;
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   struct chain_link {

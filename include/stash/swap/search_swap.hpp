@@ -63,8 +63,10 @@ namespace stash {
 
 /// @brief What one search_swap::plan did.
 struct search_swap_stats {
-  std::size_t simulations{0};  ///< simulations run (the search's unit of work)
-  std::string winner;          ///< what the returned schedule came from
+  /// Schedules timed (the search's unit of work); a variant's schedule equal to one timed before
+  /// in the same pass counts again, its simulation's result reused.
+  std::size_t simulations{0};
+  std::string winner;  ///< what the returned schedule came from
 };
 
 namespace detail {
@@ -95,6 +97,27 @@ struct swap_incumbent {
     return true;
   }
 };
+
+// A variant's schedule as run_variants timed it: its entries (before make_schedule), whether
+// it fit, and its simulated op starts (the timeline of the re-plan). About a third of the
+// variants' plans repeat one planned before for the same budget (variants that differ only in a
+// margin or a score pick the same gaps; a re-plan on the simulated timeline often changes
+// nothing): the same entries make the same schedule and simulation, which is not faster than
+// the incumbent it was offered to, so only its fit and timeline are needed again.
+struct timed_plan {
+  std::vector<swap_entry> entries;
+  bool fits{};
+  std::vector<double> op_start;  // when it fits
+};
+
+[[nodiscard]] inline timed_plan const* timed_before(std::vector<timed_plan> const& timed,
+                                                    std::vector<swap_entry> const& entries)
+{
+  for (auto const& t : timed) {
+    if (t.entries == entries) { return &t; }
+  }
+  return nullptr;
+}
 
 // search_swap's gap planners of the two scopes, kept across a sweep of budgets (plan_budgets):
 // their gaps, size classes and sorted fixed-score indexes do not depend on the budget.
@@ -275,7 +298,7 @@ class refine_view {
 
   trace_analysis const& a_;
   std::vector<swap_entry> const& entries_;
-  range_tree curve_;
+  max_tree curve_;
   std::vector<std::pair<std::uint64_t, std::size_t>> by_use_, by_prefetch_;
   std::vector<std::size_t> furthest_;
 };
@@ -499,16 +522,23 @@ struct search_swap {
     auto const bound   = swap_bound_bytes(a, scope);
     auto const span    = budget > bound ? budget - bound : 0;
     auto const nominal = nominal_starts(a);
+    std::vector<detail::timed_plan> timed;
     for (auto const& var : detail::search_swap_variants) {
       auto const target =
           budget - static_cast<std::uint64_t>(var.margin * static_cast<double>(span));
       auto timeline = nominal;
       for (int feedback = 0; feedback < 2; ++feedback) {  // plan, then re-plan on its timeline
-        auto s = make_schedule(a, std::string(name()), budget,
-                               detail::with_wraps(planner.plan(var, target, timeline), wraps));
-        if (inc.encodings) { s = with_encodings(a, std::move(s), *inc.encodings); }
+        auto entries = detail::with_wraps(planner.plan(var, target, timeline), wraps);
         ++stats.simulations;
+        if (auto const* seen = detail::timed_before(timed, entries)) {
+          if (!seen->fits) { break; }
+          timeline = seen->op_start;  // not faster than the incumbent it was offered to
+          continue;
+        }
+        auto s = make_schedule(a, std::string(name()), budget, entries);
+        if (inc.encodings) { s = with_encodings(a, std::move(s), *inc.encodings); }
         auto r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
+        timed.push_back({std::move(entries), r.fits, r.fits ? r.op_start : std::vector<double>{}});
         if (!r.fits) { break; }
         timeline = r.op_start;
         if (r.iteration_s < inc.time()) {

@@ -224,7 +224,7 @@ class gap_planner {
   // Class c's best live gap spanning `worst` with u < lo (its positions [0, pa)), in O(log^2 n):
   // each covers [lo, min(v - 1, hi)], so its score grows with v (rounding is monotone, the
   // timeline sorted); the winner is the first by u of those scoring as the largest v does.
-  void best_before_run(range_tree const& live, size_class const& cls, std::size_t pa,
+  void best_before_run(max_tree const& live, size_class const& cls, std::size_t pa,
                        std::size_t worst, std::size_t lo, std::size_t hi, std::int64_t excess,
                        std::vector<double> const& start, std::vector<double> const& end,
                        running_best& best) const
@@ -262,7 +262,7 @@ class gap_planner {
   // then the earliest u, then the lowest index, as the scan of every spanning gap finds it.
   // `live[c]` holds the next use of class c's gaps, or less than any op once chosen; the pick
   // is marked there.
-  [[nodiscard]] std::optional<std::size_t> best_by_class(std::vector<range_tree>& live,
+  [[nodiscard]] std::optional<std::size_t> best_by_class(std::vector<max_tree>& live,
                                                          std::size_t worst, std::size_t lo,
                                                          std::size_t hi, std::int64_t excess,
                                                          std::vector<double> const& start,
@@ -327,9 +327,9 @@ class gap_planner {
   }
 
   // Per size class, the next use of each gap (by u, then index), unchosen ones only.
-  [[nodiscard]] std::vector<range_tree> live_classes(std::vector<char> const& chosen) const
+  [[nodiscard]] std::vector<max_tree> live_classes(std::vector<char> const& chosen) const
   {
-    std::vector<range_tree> live(classes_.size());
+    std::vector<max_tree> live(classes_.size());
     std::vector<std::int64_t> values;
     for (std::size_t c = 0; c < classes_.size(); ++c) {
       values.clear();

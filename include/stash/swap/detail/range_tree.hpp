@@ -13,18 +13,23 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace stash::detail {
 
-/// Values v[0..n) with range add; max/min and threshold searches in O(log n).
-class range_tree {
+/// Values v[0..n) with range add; max/min and threshold searches in O(log n). Without
+/// `WithMin` the nodes keep no minimum (16 bytes instead of 24): the curves that are only ever
+/// asked for maxima (AutoSwap's planned curve, the gap planner's classes) take fewer cache lines
+/// per add, where the adds of a long selection spend their time.
+template <bool WithMin>
+class basic_range_tree {
  public:
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
-  range_tree() = default;
+  basic_range_tree() = default;
   /// Builds over `values`.
-  explicit range_tree(std::span<std::int64_t const> values) { assign(values); }
+  explicit basic_range_tree(std::span<std::int64_t const> values) { assign(values); }
 
   /// Replaces every value (O(n)).
   void assign(std::span<std::int64_t const> values)
@@ -33,9 +38,9 @@ class range_tree {
     size_ = 1;
     while (size_ < n_) { size_ *= 2; }
     t_.resize(2 * size_);
-    for (std::size_t i = 0; i < n_; ++i) { t_[size_ + i] = node{values[i], values[i], 0}; }
+    for (std::size_t i = 0; i < n_; ++i) { t_[size_ + i] = leaf(values[i], values[i]); }
     std::fill(t_.begin() + static_cast<std::ptrdiff_t>(size_ + n_), t_.end(),
-              node{lowest, highest, 0});
+              leaf(lowest, highest));
     for (std::size_t x = size_; x-- > 1;) {
       t_[x].add = 0;
       pull(x);
@@ -121,13 +126,15 @@ class range_tree {
   }
 
   /// The last index in [l, r) whose value is <= `t` (npos if none).
-  [[nodiscard]] std::size_t last_at_most(std::size_t l, std::size_t r, std::int64_t t) const
+  [[nodiscard]] std::size_t last_at_most(std::size_t l, std::size_t r,
+                                         std::int64_t t) const requires WithMin
   {
     return l < r ? last_at_most(1, 0, size_, l, std::min(r, n_), t, 0) : npos;
   }
 
   /// The first index in [l, r) whose value is <= `t` (npos if none).
-  [[nodiscard]] std::size_t first_at_most(std::size_t l, std::size_t r, std::int64_t t) const
+  [[nodiscard]] std::size_t first_at_most(std::size_t l, std::size_t r,
+                                          std::int64_t t) const requires WithMin
   {
     return l < r ? first_at_most(1, 0, size_, l, std::min(r, n_), t, 0) : npos;
   }
@@ -136,24 +143,38 @@ class range_tree {
   static constexpr std::int64_t lowest  = std::numeric_limits<std::int64_t>::min() / 4;
   static constexpr std::int64_t highest = std::numeric_limits<std::int64_t>::max() / 4;
 
-  struct node {
-    // Left uninitialised by the vector's resize (every node is written by assign): the trees of
-    // the planners' curves are rebuilt per plan, and zeroing them first was a pass over memory.
-    node() {}  // not `= default`: value-initialisation would then zero them
-    node(std::int64_t x, std::int64_t n, std::int64_t a) : mx(x), mn(n), add(a) {}
+  // Left uninitialised by the vector's resize (every node is written by assign): the trees of
+  // the planners' curves are rebuilt per plan, and zeroing them first was a pass over memory.
+  // Not `= default` constructors: value-initialisation would then zero them.
+  struct node_with_min {
+    node_with_min() {}
     std::int64_t mx, mn, add;  // max and min of its range, its own add
   };
+  struct node_max_only {
+    node_max_only() {}
+    std::int64_t mx, add;
+  };
+  using node = std::conditional_t<WithMin, node_with_min, node_max_only>;
+
+  [[nodiscard]] static node leaf(std::int64_t mx, [[maybe_unused]] std::int64_t mn)
+  {
+    node x;
+    x.mx = mx;
+    if constexpr (WithMin) { x.mn = mn; }
+    x.add = 0;
+    return x;
+  }
 
   void pull(std::size_t x)
   {
     t_[x].mx = std::max(t_[2 * x].mx, t_[2 * x + 1].mx) + t_[x].add;
-    t_[x].mn = std::min(t_[2 * x].mn, t_[2 * x + 1].mn) + t_[x].add;
+    if constexpr (WithMin) { t_[x].mn = std::min(t_[2 * x].mn, t_[2 * x + 1].mn) + t_[x].add; }
   }
 
   void apply(std::size_t x, std::int64_t d)
   {
     t_[x].mx += d;
-    t_[x].mn += d;
+    if constexpr (WithMin) { t_[x].mn += d; }
     t_[x].add += d;
   }
 
@@ -219,5 +240,10 @@ class range_tree {
   std::vector<logged_add> journal_;  // the adds since checkpoint(), while recording_
   bool recording_{false};
 };
+
+/// The curves asked for minima too (the gap planner's scratch curve, joint_greedy's).
+using range_tree = basic_range_tree<true>;
+/// The curves only ever asked for maxima.
+using max_tree = basic_range_tree<false>;
 
 }  // namespace stash::detail
