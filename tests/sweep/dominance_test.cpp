@@ -5,8 +5,8 @@
 // is stash_sweep_tests, built plain (tests/CMakeLists.txt), where they take ~30 CPU s instead of
 // ~280 under ASan + UBSan. stash_tests runs a sample of each through the same point checks
 // (tests/support/dominance.hpp; tests/swap/joint_search_test.cpp, search_swap_test.cpp).
-#include "support/data.hpp"
 #include "support/dominance.hpp"
+#include "support/data.hpp"
 
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>

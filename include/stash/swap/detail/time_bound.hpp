@@ -18,17 +18,17 @@
  * restores at most the storages whose chains hold p (a batch shares one BatchNorm between a
  * `clone` and the output it feeds, shared_reruns_of), so charging op p's time to them in
  * proportion to their bytes (b_S / B_p, B_p their bytes at op i) never charges more than the
- * re-runs cost: S costs at least b_S x sum over p in its chain of t_p / B_p. Recomputing y bytes then costs at least R(y), the cheapest-first fractional
- * knapsack over those per-byte costs (convex, piecewise linear), and only act / temp storages
- * whose writers are recomputable can be dropped (a relaxation of recompute_chain_of's rules).
- * Then, with tau in [C_<i, T - C_>=i]: the swapped bytes are at most what the links carry in
- * their windows, the dropped ones at most R^-1(T - tau - C_>=i), and T is feasible only if some
- * tau covers x. Every constraint is one any schedule the simulator runs meets, relaxed (which
- * storages, their own windows, link latency, codec time, transient reads are left out), so the
- * least feasible T is a lower bound on its iteration time. Coverage is concave in tau, so its
- * maximum is at an end, a kink of R^-1 or a crossing of the link terms; the least feasible T is
- * found by bisection, and the largest T found infeasible is returned (never above the least
- * feasible one).
+ * re-runs cost: S costs at least b_S x sum over p in its chain of t_p / B_p. Recomputing y bytes
+ * then costs at least R(y), the cheapest-first fractional knapsack over those per-byte costs
+ * (convex, piecewise linear), and only act / temp storages whose writers are recomputable can be
+ * dropped (a relaxation of recompute_chain_of's rules). Then, with tau in [C_<i, T - C_>=i]: the
+ * swapped bytes are at most what the links carry in their windows, the dropped ones at most R^-1(T
+ * - tau - C_>=i), and T is feasible only if some tau covers x. Every constraint is one any schedule
+ * the simulator runs meets, relaxed (which storages, their own windows, link latency, codec time,
+ * transient reads are left out), so the least feasible T is a lower bound on its iteration time.
+ * Coverage is concave in tau, so its maximum is at an end, a kink of R^-1 or a crossing of the link
+ * terms; the least feasible T is found by bisection, and the largest T found infeasible is returned
+ * (never above the least feasible one).
  */
 #pragma once
 
@@ -260,12 +260,12 @@ struct op_window {
 {
   if (feasible(w, r, floor)) { return floor; }
   // Swapping all of the excess, each link beside its half of the compute, is feasible.
-  double hi = std::max(floor, std::max(w.before, w.excess * w.d2h) +
-                                  std::max(w.after, w.excess * w.h2d));
+  double hi =
+      std::max(floor, std::max(w.before, w.excess * w.d2h) + std::max(w.after, w.excess * w.h2d));
   for (int k = 0; k < 64 && !feasible(w, r, hi); ++k) { hi *= 2; }
   double lo = floor;
   for (int k = 0; k < 100 && hi - lo > 1e-13 * hi; ++k) {
-    double const mid = lo + (hi - lo) / 2;
+    double const mid                = lo + (hi - lo) / 2;
     (feasible(w, r, mid) ? hi : lo) = mid;
   }
   return lo;
