@@ -2,7 +2,9 @@
 # search on every trace in data/traces x {pcie4_x16, h100_sxm} x {50%, 33%} of the peak: one
 # line per point (trace, preset, budget, fits, predicted iteration ms, slowdown over no_swap,
 # planning CPU seconds: /usr/bin/time's user time, which grows with the machine's load). Every
-# time is the cost model's prediction. Compare two builds with `diff` of their outputs.
+# time is the cost model's prediction. Compare two builds with `diff` of their outputs less the
+# cpu= field (it varies run to run): diff <(sed 's/ cpu=.*//' A) <(sed 's/ cpu=.*//' B).
+# Needs /usr/bin/time (Debian package `time`).
 # Usage: bash benchmarks/swap/search_targets.sh [stash-plan] [traces dir] [budgets...]
 set -euo pipefail
 bin=${1:-build/default/examples/stash-plan}
