@@ -839,16 +839,28 @@ class allocator {
   // take (scratch_reserve: a device codec's counts, tables and staged copy come from the budgeted
   // device pool too), so a schedule that holds the budget still does with a device codec. Planned
   // again while a schedule's scratch exceeds the room it was planned with (the reserve only
-  // grows; at most 3 replans, the last schedule kept). Host codecs take none: one plan, as before.
+  // grows). After 3 replans still growing, one last plan keeps the most any storage's transfer
+  // could take (scratch_bound), which covers whatever that schedule picks (GPU review
+  // 2026-11-26d, W6: the last schedule was kept with more scratch than its reserve). Host codecs
+  // take none: one plan, as before.
   [[nodiscard]] schedule plan_with_scratch(trace_analysis const& analysis, trace const& t) const
   {
-    std::uint64_t reserve = 0;
-    schedule planned      = policy_.plan(analysis, options_.device_budget);
+    std::uint64_t const budget = options_.device_budget;
+    std::uint64_t reserve      = 0;
+    schedule planned           = policy_.plan(analysis, budget);
     for (int replans = 0;; ++replans) {
       std::uint64_t const need = scratch_reserve(t, planned);
-      if (need <= reserve || need >= options_.device_budget || replans == 3) { break; }
+      if (need <= reserve || need >= budget) { break; }
+      if (replans == 3) {
+        std::uint64_t const bound = scratch_bound(t);
+        if (bound > reserve && bound < budget) {
+          reserve = bound;
+          planned = policy_.plan(analysis, budget - reserve);
+        }
+        break;
+      }
       reserve = need;
-      planned = policy_.plan(analysis, options_.device_budget - reserve);
+      planned = policy_.plan(analysis, budget - reserve);
     }
     if (reserve > 0) {
       planned.note += std::string(planned.note.empty() ? "" : "; ") + std::to_string(reserve) +
@@ -869,6 +881,19 @@ class allocator {
       std::size_t const bytes = t.storages()[e.id].bytes;
       auto const member       = member_for_entry(e, bytes, desc_of_storage(e.id)).first;
       most = std::max(most, detail::set_scratch<manager_transfer_type>::bytes(member, bytes));
+    }
+    return most;
+  }
+
+  // The most device scratch any one transfer of a storage of `t` could take, whichever member
+  // moves it: at least scratch_reserve of any schedule of `t`.
+  [[nodiscard]] std::uint64_t scratch_bound(trace const& t) const
+  {
+    std::uint64_t most = 0;
+    for (auto const& s : t.storages()) {
+      for (std::size_t m = 0; m < manager_transfer_type_size; ++m) {
+        most = std::max(most, detail::set_scratch<manager_transfer_type>::bytes(m, s.bytes));
+      }
     }
     return most;
   }

@@ -25,6 +25,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace STASH_UNITY_ID {
@@ -324,6 +327,82 @@ TEST_CASE("allocator: the policy plans for the device budget less a transfer's d
                                             << " B; with scratch of the tensor's size planned for "
                                             << scratch.planned.budget << " B, peak " << scratch.peak
                                             << " B");
+}
+
+namespace {
+// A policy whose schedule grows as the room kept for scratch grows: at budget `full - room` it
+// offloads the smallest storage labelled a* larger than `room` (none when there is none), across
+// the gap of the program below. Its scratch (the tensor's size, scratch_raw_transfer) then always
+// exceeds the reserve it was planned with, the case the replans cannot settle. The budgets it was
+// asked for are noted.
+struct growing_scratch_policy {
+  std::uint64_t full{0};
+  std::shared_ptr<std::vector<std::uint64_t>> asked{std::make_shared<std::vector<std::uint64_t>>()};
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "growing_scratch"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& a, std::uint64_t budget) const
+  {
+    asked->push_back(budget);
+    std::uint64_t const room = full - budget;
+    auto const& st           = a.trace().storages();
+    std::optional<stash::storage_id> pick;
+    for (stash::storage_id id = 0; id < st.size(); ++id) {
+      if (st[id].label.starts_with("a") && st[id].bytes > room &&
+          (!pick || st[id].bytes < st[*pick].bytes)) {
+        pick = id;
+      }
+    }
+    std::vector<stash::swap_entry> entries;
+    if (pick) { entries.push_back(stash::swap_entry{*pick, 0, 2, 1, 2, st[*pick].bytes}); }
+    return stash::make_schedule(a, std::string(name()), budget, std::move(entries));
+  }
+};
+static_assert(stash::swap_policy<growing_scratch_policy>);
+}  // namespace
+
+// GPU review 2026-11-26d, W6: after three replans with the reserve still growing, the allocator
+// kept the last schedule, whose transfers could take more scratch than the budget it kept for
+// them (a device codec's offload or prefetch then out of memory on a GPU). Now one last plan keeps
+// the most any storage's transfer could take.
+TEST_CASE("allocator: a scratch reserve still growing after three replans plans for the most")
+{
+  constexpr std::uint64_t kib    = 1024;
+  constexpr std::uint64_t budget = 72 * kib;  // the program's peak is 64 KiB
+  stash::host_backend backend;
+  auto const s = backend.create_stream();
+  budget_pool pool(budget, stash::host_upstream{}, stash::lifetime_arena_options{});
+  stash::allocator_options o;
+  o.device_budget = budget;
+  growing_scratch_policy const policy{budget};
+  stash::allocator<budget_pool, growing_scratch_policy, scratch_raw_transfer, stash::host_backend>
+      alloc(backend, pool, o, policy);
+  auto step = [&] {  // a1..a5 (4-20 KiB) written by op0, read with x by op2
+    alloc.begin_iteration();
+    std::vector<stash::tensor_handle> a;
+    for (int k = 1; k <= 5; ++k) {
+      a.push_back(
+          alloc.allocate_async(k * 4 * kib, stash::storage_kind::act, "a" + std::to_string(k), s));
+    }
+    (void)alloc.op("make", {}, a, s);
+    auto x = alloc.allocate_async(4 * kib, stash::storage_kind::act, "x", s);
+    (void)alloc.op("mid", {}, std::vector<stash::tensor_handle>{x}, s);
+    a.push_back(x);
+    (void)alloc.op("use", a, {}, s);
+    for (auto h : a) { alloc.deallocate_async(h); }
+    alloc.end_iteration();
+  };
+  step();  // recorded, then planned
+  // Reserves 0, 4, 8, 12 KiB each gave a schedule needing more; the fifth plan keeps 20 KiB (a5's
+  // transfer, the most any storage's takes), where the policy offloads nothing.
+  CHECK(*policy.asked == std::vector<std::uint64_t>{budget, budget - 4 * kib, budget - 8 * kib,
+                                                    budget - 12 * kib, budget - 20 * kib});
+  auto const& planned = alloc.current_schedule();
+  CHECK(planned.budget == budget - 20 * kib);
+  for (auto const& e : planned.entries) { CHECK(e.bytes <= budget - planned.budget); }
+  step();  // replayed within the budget
+  backend.synchronize(s);
+  CHECK(alloc.stats().failed_offloads == 0);
+  CHECK(alloc.stats().failed_prefetches == 0);
+  CHECK(pool.enforced_peak() <= budget);
 }
 
 }  // namespace STASH_UNITY_ID

@@ -392,6 +392,50 @@ TEST_CASE("gpu: a tensor past a device codec's size limit is refused before anyt
                   stash::logic_error);
 }
 
+// A manager on CUDA streams with one tensor `t` of `n` bytes whose contents a kernel writes and
+// checks, and a mismatch counter in managed memory (the redrop cases below).
+template <class Manager>
+struct redrop_fixture {
+  stash::cuda_backend backend;
+  device_pool device;
+  host_pool host{stash::pinned_host_upstream{}, stash::pinned_host_pool_options(64 * stash::MiB)};
+  Manager m{backend, device, host};
+  stash::cuda_backend::stream s{backend.create_stream()};
+  std::size_t n{4 * stash::MiB};
+  unsigned long long* bad{nullptr};
+  stash::tensor_handle t;
+
+  redrop_fixture()
+  {
+    STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
+    *bad = 0;
+    t    = m.allocate_async(n, s);
+  }
+  redrop_fixture(redrop_fixture const&)            = delete;
+  redrop_fixture& operator=(redrop_fixture const&) = delete;
+  ~redrop_fixture() { STASH_CUDA_CHECK_NOTHROW(cudaFree(bad)); }
+
+  void fill(void* p, std::uint32_t version)
+  {
+    fill_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(p), n, 7, version);
+    STASH_CUDA_TRY(cudaGetLastError());
+  }
+  void check(std::uint32_t version)  // acquires t on s (on demand when it is away)
+  {
+    check_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t const*>(m.acquire_async(t, s)),
+                                          n, 7, version, bad);
+    STASH_CUDA_TRY(cudaGetLastError());
+  }
+  void scribble()  // another tensor, which may take t's device bytes in the order they went back
+  {
+    auto other = m.allocate_async(n, s);
+    scribble_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(m.acquire_async(other, s)),
+                                             n);
+    STASH_CUDA_TRY(cudaGetLastError());
+    m.deallocate_async(other);
+  }
+};
+
 // Issue 22, a second drop per gap on CUDA streams: a prefetch that keeps its host copy lets the
 // tensor leave again with no second device -> host copy; its device bytes go back to the pool in
 // the order of its last use (another tensor may take them at once: the scribble), the same pinned
@@ -399,46 +443,24 @@ TEST_CASE("gpu: a tensor past a device codec's size limit is refused before anyt
 template <class Manager>
 void check_gpu_redrops()
 {
-  stash::cuda_backend backend;
-  device_pool device;
-  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(64 * stash::MiB));
-  Manager m(backend, device, host);
-  auto const s            = backend.create_stream();
-  std::size_t const n     = 4 * stash::MiB;
-  unsigned long long* bad = nullptr;
-  STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
-  *bad      = 0;
-  auto t    = m.allocate_async(n, s);
-  auto fill = [&](void* p) {
-    fill_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(p), n, 7, 1);
-    STASH_CUDA_TRY(cudaGetLastError());
-  };
-  auto check = [&] {
-    check_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t const*>(m.acquire_async(t, s)),
-                                          n, 7, 1, bad);
-    STASH_CUDA_TRY(cudaGetLastError());
-  };
-  fill(m.acquire_async(t, s));
-  m.offload_async(t, s);
+  redrop_fixture<Manager> f;
+  auto& m = f.m;
+  f.fill(m.acquire_async(f.t, f.s), 1);
+  m.offload_async(f.t, f.s);
   for (int round = 0; round < 2; ++round) {
-    m.prefetch_async(t, s, stash::host_copy_mode::keep);
-    check();
-    m.redrop_async(t);
-    auto other = m.allocate_async(n, s);  // may reuse t's device bytes, after the check
-    scribble_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(m.acquire_async(other, s)),
-                                             n);
-    STASH_CUDA_TRY(cudaGetLastError());
-    m.deallocate_async(other);
+    m.prefetch_async(f.t, f.s, stash::host_copy_mode::keep);
+    f.check(1);
+    m.redrop_async(f.t);
+    f.scribble();  // after the check
   }
-  check();  // on demand: the last prefetch frees the pinned copy
-  backend.synchronize(s);
+  f.check(1);  // on demand: the last prefetch frees the pinned copy
+  f.backend.synchronize(f.s);
   m.synchronize();
-  CHECK(*bad == 0);
+  CHECK(*f.bad == 0);
   CHECK(m.stats().offloads == 1);
   CHECK(m.stats().redrops == 2);
-  CHECK(host.stats().in_use_bytes == 0);
-  m.deallocate_async(t);
-  STASH_CUDA_TRY(cudaFree(bad));
+  CHECK(f.host.stats().in_use_bytes == 0);
+  m.deallocate_async(f.t);
 }
 
 // GPU review 2026-11-26c, RD4 and a write after a keep (as check_redrop_in_flight_and_write in
@@ -449,69 +471,45 @@ void check_gpu_redrops()
 template <class Manager>
 void check_gpu_redrop_in_flight_and_write()
 {
-  stash::cuda_backend backend;
-  device_pool device;
-  host_pool host(stash::pinned_host_upstream{}, stash::pinned_host_pool_options(64 * stash::MiB));
-  Manager m(backend, device, host);
-  auto const s            = backend.create_stream();
-  std::size_t const n     = 4 * stash::MiB;
-  unsigned long long* bad = nullptr;
-  STASH_CUDA_TRY(cudaMallocManaged(&bad, sizeof(*bad)));
-  *bad      = 0;
-  auto t    = m.allocate_async(n, s);
-  auto fill = [&](void* p, std::uint32_t version) {
-    fill_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(p), n, 7, version);
-    STASH_CUDA_TRY(cudaGetLastError());
-  };
-  auto check = [&](std::uint32_t version) {
-    check_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t const*>(m.acquire_async(t, s)),
-                                          n, 7, version, bad);
-    STASH_CUDA_TRY(cudaGetLastError());
-  };
-  auto scribble = [&] {  // may take t's device bytes, in the order they were given back
-    auto other = m.allocate_async(n, s);
-    scribble_kernel<<<64, 256, 0, s.get()>>>(static_cast<std::uint8_t*>(m.acquire_async(other, s)),
-                                             n);
-    STASH_CUDA_TRY(cudaGetLastError());
-    m.deallocate_async(other);
-  };
-  fill(m.acquire_async(t, s), 0);
-  m.offload_async(t, s);
+  redrop_fixture<Manager> f;
+  auto& m = f.m;
+  auto& t = f.t;
+  f.fill(m.acquire_async(t, f.s), 0);
+  m.offload_async(t, f.s);
   for (int round = 0; round < 2; ++round) {
-    m.prefetch_async(t, s, stash::host_copy_mode::keep);
+    m.prefetch_async(t, f.s, stash::host_copy_mode::keep);
     CHECK(m.state(t) == stash::tensor_state::prefetching);
     m.redrop_async(t);  // no acquire in between: the H2D copy may still run
-    scribble();
+    f.scribble();
   }
-  check(0);  // on demand, from the same pinned copy
+  f.check(0);  // on demand, from the same pinned copy
   // Written after a keep-prefetch, the copy discarded first (as stash::allocator::acquire_async).
-  m.offload_async(t, s);
-  m.prefetch_async(t, s, stash::host_copy_mode::keep);
-  void* p = m.acquire_async(t, s);
+  m.offload_async(t, f.s);
+  m.prefetch_async(t, f.s, stash::host_copy_mode::keep);
+  void* p = m.acquire_async(t, f.s);
   m.discard_host_copy(t);
   CHECK_FALSE(m.holds_host_copy(t));
   CHECK_THROWS_AS(m.redrop_async(t), stash::logic_error);
-  fill(p, 1);
-  m.offload_async(t, s);
-  scribble();
-  check(1);
+  f.fill(p, 1);
+  m.offload_async(t, f.s);
+  f.scribble();
+  f.check(1);
   // Written with the copy still kept: the offload replaces it.
-  m.offload_async(t, s);
+  m.offload_async(t, f.s);
   m.prefetch_async(t, stash::host_copy_mode::keep);
-  fill(m.acquire_async(t, s), 2);
-  m.offload_async(t, s);
-  scribble();
-  check(2);
-  backend.synchronize(s);
+  f.fill(m.acquire_async(t, f.s), 2);
+  m.offload_async(t, f.s);
+  f.scribble();
+  f.check(2);
+  f.backend.synchronize(f.s);
   m.synchronize();
-  CHECK(*bad == 0);
+  CHECK(*f.bad == 0);
   CHECK(m.stats().offloads == 5);
   CHECK(m.stats().redrops == 2);
   CHECK(m.stats().discarded_host_copies == 2);
   m.deallocate_async(t);
   m.synchronize();
-  CHECK(host.stats().in_use_bytes == 0);
-  STASH_CUDA_TRY(cudaFree(bad));
+  CHECK(f.host.stats().in_use_bytes == 0);
 }
 
 TEST_CASE("gpu: a redrop of a kept host copy copies nothing and brings back the same bytes")
