@@ -4,7 +4,7 @@
 // that runs before and after a change can be compared. Prints Markdown rows.
 //
 //   bench_planning_scale [--trace FILE] [--sizes 10000,25000,...] [--budget PCT]
-//                        [--what search_swap,auto_swap,search,frontier]
+//                        [--what search_swap,auto_swap,search,frontier,bounds]
 //                        [--frontier-policies search_swap,auto_swap]
 //   bench_planning_scale --fingerprints DATA_DIR
 //       prints the fingerprint table of tests/swap/planning_scale_test.cpp (see there)
@@ -13,7 +13,8 @@
 //       to 4 and 8 copies) at 70%, 50% and 35% of the peak, with CPU seconds per plan: the table
 //       of tests/swap/search_scale_test.cpp is a cheap subset of it
 // Defaults: data/traces/transformer_encoder_b8.trace, sizes 10000,25000,50000,100000, budget 50
-// (% of the peak), every measurement.
+// (% of the peak), every measurement but `bounds` (the frontier's time lower bounds alone, a part
+// of `frontier`, with a fingerprint of their values).
 #include <stash_tools/deep_trace.hpp>
 #include <stash_tools/schedule_fingerprint.hpp>
 #include <stash_tools/stash_plan/frontier.hpp>
@@ -26,6 +27,7 @@
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/joint_search.hpp>
 #include <stash/swap/search_swap.hpp>
+#include <stash/swap/swap_bounds.hpp>
 #include <stash/swap/vdnn.hpp>
 #include <stash/trace/trace_reader.hpp>
 
@@ -133,6 +135,23 @@ void run_size(bench_options const& o, stash::trace const& base, std::size_t targ
   }
   if (wants(o, "search")) {
     row("search", n, ops, [&] { return describe(a, stash::joint_search{}.plan(a, budget)); });
+  }
+  if (wants(o, "bounds")) {
+    row("bounds", n, ops, [&] {
+      stash_plan::options const opt;
+      auto const f = stash_plan::frontier_lower_bounds(a, stash_plan::frontier_budgets_of(a), opt);
+      std::uint64_t fp = 14695981039346656037ULL;  // FNV-1a over every bound's bits
+      for (auto const* v : {&f.first, &f.second}) {
+        for (double const x : *v) {
+          auto const bits = std::bit_cast<std::uint64_t>(x);
+          for (int k = 0; k < 8; ++k) { fp = (fp ^ ((bits >> (8 * k)) & 0xff)) * 1099511628211ULL; }
+        }
+      }
+      char text[64];
+      std::snprintf(text, sizeof(text), "%zu budgets, bounds fp %016llx", f.first.size(),
+                    static_cast<unsigned long long>(fp));
+      return std::string(text);
+    });
   }
   if (wants(o, "frontier")) {
     stash_plan::options opt;

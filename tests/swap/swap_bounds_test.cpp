@@ -20,11 +20,15 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace STASH_UNITY_ID {
@@ -784,6 +788,151 @@ TEST_CASE("alexnet at 50% of its peak cannot come within +10% of its compute tim
     stash::time_bound_options const wrap_options{std::nullopt, true, true};
     CHECK(stash::iteration_time_lower_bound(a, budget, wrap_options) > 1.1 * a.compute_seconds());
   }
+}
+
+namespace {
+
+// The per-op bound as it was first written (one pass per budget, R rebuilt at every op over it
+// from every active gap, every kink tried first): iteration_time_lower_bounds must give its
+// values bit for bit (issue 24, item 4: the faster pass changes no figure).
+bool reference_feasible(stash::detail::op_window const& w, stash::detail::rerun_curve const& r,
+                        double t)
+{
+  double const lo = w.before, hi = t - w.after;
+  if (hi < lo) { return false; }
+  double const id = 1 / w.d2h, ih = 1 / w.h2d;
+  std::array<std::array<double, 2>, 5> const lines{
+      {{w.head, id}, {t * id, 0}, {t * ih + w.tail, -ih}, {t * ih, 0}, {t * ih, id - ih}}};
+  auto covers = [&](double tau) {
+    return stash::detail::coverage_at(w, r, t, std::clamp(tau, lo, hi)) >= w.excess;
+  };
+  if (covers(lo) || covers(hi)) { return true; }
+  for (double const s : r.seconds) {
+    if (covers(hi - s)) { return true; }
+  }
+  for (std::size_t p = 0; p < lines.size(); ++p) {
+    for (std::size_t q = p + 1; q < lines.size(); ++q) {
+      double const ds = lines[p][1] - lines[q][1];
+      if (ds != 0 && covers((lines[q][0] - lines[p][0]) / ds)) { return true; }
+    }
+  }
+  return false;
+}
+
+double reference_op_bound(stash::detail::op_window const& w, stash::detail::rerun_curve const& r,
+                          double floor)
+{
+  if (reference_feasible(w, r, floor)) { return floor; }
+  double hi =
+      std::max(floor, std::max(w.before, w.excess * w.d2h) + std::max(w.after, w.excess * w.h2d));
+  for (int k = 0; k < 64 && !reference_feasible(w, r, hi); ++k) { hi *= 2; }
+  double lo = floor;
+  for (int k = 0; k < 100 && hi - lo > 1e-13 * hi; ++k) {
+    double const mid                          = lo + (hi - lo) / 2;
+    (reference_feasible(w, r, mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+double reference_per_op(stash::trace_analysis const& a, std::uint64_t budget, double d2h,
+                        double h2d, bool recompute, bool wrap, double floor)
+{
+  auto const steps = a.memory_steps();
+  auto const n     = a.op_count();
+  auto const g     = stash::detail::collect_bound_gaps(a, recompute);
+  auto const room  = stash::detail::wrap_room_of(a, wrap);
+  std::vector<std::uint32_t> active;
+  std::vector<double> share(n, 0.0);
+  stash::detail::rerun_curve curve;
+  std::size_t next = 0;
+  double best      = floor;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (; next < g.gaps.size() && g.gaps[next].u < i; ++next) {
+      active.push_back(static_cast<std::uint32_t>(next));
+    }
+    std::erase_if(active, [&](std::uint32_t k) { return g.gaps[k].v <= i; });
+    if (steps[i].live_peak <= budget) { continue; }
+    stash::detail::build_rerun_curve(a, g, i, active, share, curve);
+    double const before = a.op_start(i);
+    stash::detail::op_window const w{before,
+                                     a.compute_seconds() - before,
+                                     static_cast<double>(steps[i].live_peak - budget),
+                                     room.head[i],
+                                     room.tail[i],
+                                     d2h,
+                                     h2d};
+    best = reference_op_bound(w, curve, best);
+  }
+  return best;
+}
+
+double reference_bound(stash::trace_analysis const& a, std::uint64_t budget,
+                       stash::time_bound_options const& options)
+{
+  if (budget < stash::memory_lower_bound_bytes(a, options.wrap)) {
+    return std::numeric_limits<double>::infinity();
+  }
+  auto const steps   = a.memory_steps();
+  auto const& hw     = a.model().hw();
+  double const ratio = std::max(
+      1.0, options.link_ratio.value_or(a.model().encoding_ratio(stash::swap_encoding::configured)));
+  double const d     = 1.0 / (ratio * hw.pcie_d2h_bytes_per_s);
+  double const h     = 1.0 / (ratio * hw.pcie_h2d_bytes_per_s);
+  double const rho   = options.recompute ? stash::recompute_seconds_per_byte(a)
+                                         : std::numeric_limits<double>::infinity();
+  double const total = a.compute_seconds();
+  double best        = total;
+  for (std::size_t i = 0; i < a.op_count(); ++i) {
+    if (steps[i].live_peak <= budget) { continue; }
+    auto const x        = static_cast<double>(steps[i].live_peak - budget);
+    double const before = a.op_start(i);
+    best                = std::max(best, options.wrap
+                                             ? stash::detail::split_time_wrap(x, total, d, h, rho)
+                                             : stash::detail::split_time(x, before, total - before, d, h, rho));
+  }
+  best = reference_per_op(a, budget, d, h, options.recompute, options.wrap, best);
+  if (options.recompute || options.wrap) {
+    best =
+        std::min(best, reference_bound(a, budget, stash::time_bound_options{ratio, false, false}));
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("iteration_time_lower_bounds: the straightforward pass's values, bit for bit")
+{
+  stash::time_bound_options wrap_any;
+  wrap_any.wrap = true;
+  int compared  = 0;
+  for (auto const* name : {"resnet18_b32", "transformer_encoder_b8", "squeezenet1_1_b64"}) {
+    auto const t =
+        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    for (auto const* hw : {"pcie3_x16", "h100_sxm"}) {
+      stash::trace_analysis const a(t, model_of(hw, false));
+      auto const peak = a.peak_live_bytes();
+      std::vector<std::uint64_t> budgets;  // unsorted, with a repeat and one below every floor
+      for (int const pct : {60, 100, 20, 35, 45, 10, 80, 35, 25, 1}) {
+        budgets.push_back(peak / 100 * static_cast<std::uint64_t>(pct));
+      }
+      for (auto const& options : {stash::time_bound_options{}, wrap_any, swap_only_options,
+                                  stash::time_bound_options{2.0, true, true}}) {
+        auto const all = stash::iteration_time_lower_bounds(a, budgets, options);
+        REQUIRE(all.size() == budgets.size());
+        for (std::size_t b = 0; b < budgets.size(); ++b) {
+          CAPTURE(name);
+          CAPTURE(hw);
+          CAPTURE(budgets[b]);
+          double const want = reference_bound(a, budgets[b], options);
+          CHECK(std::bit_cast<std::uint64_t>(all[b]) == std::bit_cast<std::uint64_t>(want));
+          CHECK(std::bit_cast<std::uint64_t>(stash::iteration_time_lower_bound(
+                    a, budgets[b], options)) == std::bit_cast<std::uint64_t>(want));
+          compared += std::isinf(want) ? 0 : 1;
+        }
+      }
+    }
+  }
+  CHECK(compared > 100);
 }
 
 }  // namespace STASH_UNITY_ID

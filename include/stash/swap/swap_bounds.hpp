@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace stash {
@@ -257,14 +259,22 @@ namespace detail {
 /// @return Seconds.
 [[nodiscard]] inline double iteration_time_lower_bound(trace_analysis const& analysis,
                                                        std::uint64_t budget,
-                                                       time_bound_options const& options = {})
+                                                       time_bound_options const& options = {});
+
+/// @brief iteration_time_lower_bound at each of `budgets` (the same values, bit for bit), in one
+/// pass over the ops for all of them: what a sweep of budgets (stash-plan's --frontier) calls.
+/// @param analysis The recorded iteration's facts.
+/// @param budgets Device bytes the iteration must fit in, any order.
+/// @param options Which moves the bound allows.
+/// @return Seconds, one per budget.
+[[nodiscard]] inline std::vector<double> iteration_time_lower_bounds(
+    trace_analysis const& analysis, std::span<std::uint64_t const> budgets,
+    time_bound_options const& options = {})
 {
-  if (budget < memory_lower_bound_bytes(analysis, options.wrap)) {
-    return std::numeric_limits<double>::infinity();
-  }
-  auto const steps  = analysis.memory_steps();
-  auto const& model = analysis.model();
-  auto const& hw    = model.hw();
+  auto const floor_bytes = memory_lower_bound_bytes(analysis, options.wrap);
+  auto const steps       = analysis.memory_steps();
+  auto const& model      = analysis.model();
+  auto const& hw         = model.hw();
   double const ratio =
       std::max(1.0, options.link_ratio.value_or(model.encoding_ratio(swap_encoding::configured)));
   double const d     = 1.0 / (ratio * hw.pcie_d2h_bytes_per_s);
@@ -272,20 +282,44 @@ namespace detail {
   double const rho   = options.recompute ? recompute_seconds_per_byte(analysis)
                                          : std::numeric_limits<double>::infinity();
   double const total = analysis.compute_seconds();
-  double best        = total;
-  for (std::size_t i = 0; i < analysis.op_count(); ++i) {
-    if (steps[i].live_peak <= budget) { continue; }
-    auto const x        = static_cast<double>(steps[i].live_peak - budget);
-    double const before = analysis.op_start(i);
-    best                = std::max(best, options.wrap ? detail::split_time_wrap(x, total, d, h, rho)
-                                                      : detail::split_time(x, before, total - before, d, h, rho));
+  std::vector<double> out(budgets.size(), std::numeric_limits<double>::infinity());
+  std::vector<std::size_t> open;  // the budgets at or above the memory floor
+  std::vector<std::uint64_t> open_budgets;
+  std::vector<double> floors;
+  for (std::size_t b = 0; b < budgets.size(); ++b) {
+    if (budgets[b] < floor_bytes) { continue; }
+    double best = total;
+    for (std::size_t i = 0; i < analysis.op_count(); ++i) {
+      if (steps[i].live_peak <= budgets[b]) { continue; }
+      auto const x        = static_cast<double>(steps[i].live_peak - budgets[b]);
+      double const before = analysis.op_start(i);
+      best =
+          std::max(best, options.wrap ? detail::split_time_wrap(x, total, d, h, rho)
+                                      : detail::split_time(x, before, total - before, d, h, rho));
+    }
+    open.push_back(b);
+    open_budgets.push_back(budgets[b]);
+    floors.push_back(best);
   }
-  best = detail::per_op_time_bound(analysis, budget, d, h, options.recompute, options.wrap, best);
-  if (options.recompute || options.wrap) {  // more moves never raise it, to the last bit
-    best = std::min(best, iteration_time_lower_bound(analysis, budget,
-                                                     time_bound_options{ratio, false, false}));
+  auto const per_op = detail::per_op_time_bounds(analysis, open_budgets, d, h, options.recompute,
+                                                 options.wrap, std::move(floors));
+  std::vector<double> fewer;  // more moves never raise it, to the last bit
+  if (options.recompute || options.wrap) {
+    fewer = iteration_time_lower_bounds(analysis, open_budgets,
+                                        time_bound_options{ratio, false, false});
   }
-  return best;
+  for (std::size_t k = 0; k < open.size(); ++k) {
+    out[open[k]] = fewer.empty() ? per_op[k] : std::min(per_op[k], fewer[k]);
+  }
+  return out;
+}
+
+[[nodiscard]] inline double iteration_time_lower_bound(trace_analysis const& analysis,
+                                                       std::uint64_t budget,
+                                                       time_bound_options const& options)
+{
+  return iteration_time_lower_bounds(analysis, std::span<std::uint64_t const>(&budget, 1), options)
+      .front();
 }
 
 }  // namespace stash

@@ -42,6 +42,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <numeric>
+#include <queue>
 #include <span>
 #include <utility>
 #include <vector>
@@ -242,14 +245,19 @@ struct op_window {
     return coverage_at(w, r, t, std::clamp(tau, lo, hi)) >= w.excess;
   };
   if (covers(lo) || covers(hi)) { return true; }
-  for (double const s : r.seconds) {
-    if (covers(hi - s)) { return true; }
-  }
+  // The few crossings before the kinks, one per point of R (the answer is the same in any
+  // order; this one rarely reaches the long loop).
   for (std::size_t p = 0; p < lines.size(); ++p) {
     for (std::size_t q = p + 1; q < lines.size(); ++q) {
       double const ds = lines[p][1] - lines[q][1];
       if (ds != 0 && covers((lines[q][0] - lines[p][0]) / ds)) { return true; }
     }
+  }
+  // R's seconds do not decrease (sums of non-negative terms), so neither does hi - s: from the
+  // first kink below lo on, every one clamps to lo, which does not cover.
+  for (double const s : r.seconds) {
+    if (hi - s < lo) { break; }
+    if (covers(hi - s)) { return true; }
   }
   return false;
 }
@@ -295,36 +303,82 @@ struct wrap_room {
   return out;
 }
 
-/// The largest op_time_bound over the ops whose start step's peak exceeds `budget`, and `floor`.
-[[nodiscard]] inline double per_op_time_bound(trace_analysis const& a, std::uint64_t budget,
-                                              double d2h, double h2d, bool recompute, bool wrap,
-                                              double floor)
+/// The gaps active at the current op whose drop could restore bytes (the others have no chain
+/// and add nothing to a rerun_curve), in no particular order: build_rerun_curve's result does not
+/// depend on it (the shares are sums of whole bytes, exact in a double; the items are sorted).
+class active_gaps {
+ public:
+  explicit active_gaps(bound_gaps const& g) : g_(g), pos_(g.gaps.size(), none) {}
+
+  /// Brings the set to op i: the gaps with u < i < v (i not below the last call's).
+  void advance_to(std::uint64_t i)
+  {
+    for (; next_ < g_.gaps.size() && g_.gaps[next_].u < i; ++next_) {
+      auto const& x = g_.gaps[next_];
+      if (!x.recomputable || x.bytes == 0 || x.v <= i) { continue; }
+      pos_[next_] = list_.size();
+      list_.push_back(static_cast<std::uint32_t>(next_));
+      by_end_.push({x.v, static_cast<std::uint32_t>(next_)});
+    }
+    while (!by_end_.empty() && by_end_.top().first <= i) {
+      auto const k = by_end_.top().second;
+      by_end_.pop();
+      auto const at   = pos_[k];
+      list_[at]       = list_.back();
+      pos_[list_[at]] = at;
+      list_.pop_back();
+      pos_[k] = none;
+    }
+  }
+
+  [[nodiscard]] std::span<std::uint32_t const> list() const noexcept { return list_; }
+
+ private:
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  bound_gaps const& g_;
+  std::vector<std::size_t> pos_;
+  std::vector<std::uint32_t> list_;
+  std::size_t next_ = 0;
+  using ending      = std::pair<std::uint64_t, std::uint32_t>;  // (v, gap)
+  std::priority_queue<ending, std::vector<ending>, std::greater<>> by_end_;
+};
+
+/// For each budget b, the largest op_time_bound over the ops whose start step's peak exceeds
+/// budgets[b], and floors[b], the ops taken in order (each op's bound starts from the best so
+/// far), as one pass per budget would: one pass for all, each op's R built once (it does not
+/// depend on the budget) and only when some budget is below the op's peak.
+[[nodiscard]] inline std::vector<double> per_op_time_bounds(trace_analysis const& a,
+                                                            std::span<std::uint64_t const> budgets,
+                                                            double d2h, double h2d, bool recompute,
+                                                            bool wrap, std::vector<double> best)
 {
   auto const steps = a.memory_steps();
   auto const n     = a.op_count();
   auto const g     = collect_bound_gaps(a, recompute);
   auto const room  = wrap_room_of(a, wrap);
-  std::vector<std::uint32_t> active;
+  std::vector<std::size_t> order(budgets.size());  // budgets, least first
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
+  active_gaps active(g);
   std::vector<double> share(n, 0.0);
-  rerun_curve curve;
-  std::size_t next = 0;
-  double best      = floor;
-  for (std::size_t i = 0; i < n; ++i) {
-    for (; next < g.gaps.size() && g.gaps[next].u < i; ++next) {
-      active.push_back(static_cast<std::uint32_t>(next));
-    }
-    std::erase_if(active, [&](std::uint32_t k) { return g.gaps[k].v <= i; });
-    if (steps[i].live_peak <= budget) { continue; }
-    build_rerun_curve(a, g, i, active, share, curve);
+  rerun_curve curve{{0.0}, {0.0}};  // without recompute, R is this point alone at every op
+  for (std::size_t i = 0; i < n && !order.empty(); ++i) {
+    if (recompute) { active.advance_to(i); }
+    if (steps[i].live_peak <= budgets[order.front()]) { continue; }
+    if (recompute) { build_rerun_curve(a, g, i, active.list(), share, curve); }
     double const before = a.op_start(i);
-    op_window const w{before,
-                      a.compute_seconds() - before,
-                      static_cast<double>(steps[i].live_peak - budget),
-                      room.head[i],
-                      room.tail[i],
-                      d2h,
-                      h2d};
-    best = op_time_bound(w, curve, best);
+    for (auto const b : order) {
+      if (steps[i].live_peak <= budgets[b]) { break; }
+      op_window const w{before,
+                        a.compute_seconds() - before,
+                        static_cast<double>(steps[i].live_peak - budgets[b]),
+                        room.head[i],
+                        room.tail[i],
+                        d2h,
+                        h2d};
+      best[b] = op_time_bound(w, curve, best[b]);
+    }
   }
   return best;
 }

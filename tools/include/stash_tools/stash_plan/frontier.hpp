@@ -31,6 +31,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stash_plan {
@@ -94,6 +95,30 @@ struct frontier_section {
   return std::nullopt;
 }
 
+/// @brief The frontier's budgets for `analysis` (frontier_budgets over its peak and bounds).
+[[nodiscard]] inline std::vector<std::uint64_t> frontier_budgets_of(
+    stash::trace_analysis const& analysis)
+{
+  return frontier_budgets(analysis.peak_live_bytes(),
+                          {stash::swap_bound_bytes(analysis),
+                           stash::swap_bound_bytes(analysis, stash::swap_scope::any_kind),
+                           stash::memory_lower_bound_bytes(analysis, true)});
+}
+
+/// @brief The time lower bounds of every budget: with every move `opt` allows (first), and for
+/// the swap-only policies (second: no recompute, no wrap entries), in seconds.
+[[nodiscard]] inline std::pair<std::vector<double>, std::vector<double>> frontier_lower_bounds(
+    stash::trace_analysis const& analysis, std::vector<std::uint64_t> const& budgets,
+    options const& opt)
+{
+  auto bound             = time_bound_options_of(opt, analysis.model());
+  auto no_recompute      = bound;
+  no_recompute.recompute = false;
+  no_recompute.wrap      = false;  // the swap-only policies plan no wrap entries (only search)
+  return {stash::iteration_time_lower_bounds(analysis, budgets, bound),
+          stash::iteration_time_lower_bounds(analysis, budgets, no_recompute)};
+}
+
 /// @brief Plans and simulates every requested policy at every frontier budget of `t`.
 [[nodiscard]] inline frontier_section run_frontier(stash::trace const& t, options const& opt)
 {
@@ -109,15 +134,11 @@ struct frontier_section {
   f.note                         = frontier_note(analysis);
   f.budgets                      = frontier_budgets(
                            f.peak_bytes, {f.swap_bound_activations_bytes, f.swap_bound_bytes, f.memory_bound_bytes});
-  f.policies             = requested_policies(opt);
-  auto bound             = time_bound_options_of(opt, model);
-  auto no_recompute      = bound;
-  no_recompute.recompute = false;
-  no_recompute.wrap      = false;  // the swap-only policies plan no wrap entries (only search)
-  for (auto const budget : f.budgets) {
-    f.lower_bound_ms.push_back(stash::iteration_time_lower_bound(analysis, budget, bound) * 1e3);
-    f.swap_lower_bound_ms.push_back(
-        stash::iteration_time_lower_bound(analysis, budget, no_recompute) * 1e3);
+  f.policies          = requested_policies(opt);
+  auto const [lb, sb] = frontier_lower_bounds(analysis, f.budgets, opt);
+  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+    f.lower_bound_ms.push_back(lb[b] * 1e3);
+    f.swap_lower_bound_ms.push_back(sb[b] * 1e3);
   }
   f.points.resize(f.budgets.size() * f.policies.size());
   stash::auto_swap_sweeps sweeps(analysis, f.budgets);   // each AutoSwap greedy once for all
