@@ -41,7 +41,7 @@ double swap_time(stash::trace_analysis const& a, std::uint64_t i, double x)
 
 }  // namespace
 
-TEST_CASE("time bound: a storage is not away at the op that reads it, nor at its next access")
+TEST_CASE("time bound: a storage is not away at the op that reads it, where its gap starts")
 {
   // p (a parameter, 64 MiB) is read by op0 and op3; q (64 MiB, written by op0) is read by op1
   // and op3; op1 writes t (64 MiB). At op1 only p may be away: q is read there, the start of its
@@ -150,8 +150,8 @@ TEST_CASE("time bound: a re-run restoring a storage runs after the compute that 
   auto const z2 = t.add_alloc(64 * mib, storage_kind::act, "z2");
   t.add_op("aten::mul.Tensor", {o}, {z2});
   stash::trace_analysis const a(t, pcie3());
-  double const x      = 32.0 * mib;
-  auto const budget   = a.memory_steps()[1].live_peak - 32 * mib;
+  double const x    = 32.0 * mib;
+  auto const budget = a.memory_steps()[1].live_peak - 32 * mib;
   REQUIRE(budget >= stash::memory_lower_bound_bytes(a));
   double const c      = a.compute_seconds();
   double const t0     = a.op_seconds()[0];
@@ -163,7 +163,8 @@ TEST_CASE("time bound: a re-run restoring a storage runs after the compute that 
   double const bound    = stash::iteration_time_lower_bound(a, budget);
   CHECK(bound >= expected * (1 - 1e-6));
   CHECK(bound <= expected * (1 + 1e-6));
-  CHECK(bound < swap_time(a, 1, x));  // re-running is cheaper than swapping it all  // re-running is cheaper than swapping it all
+  CHECK(bound < swap_time(a, 1, x));  // re-running is cheaper than swapping it all  // re-running
+                                      // is cheaper than swapping it all
   MESSAGE("bound " << bound << " s, expected " << expected << " s, compute " << c << " s");
 }
 
