@@ -2,7 +2,7 @@
 """stash's mutation campaign: plants one-line bugs in include/stash, one at a time, and runs the
 tests that include the mutated header against each.
 
-NOT RUN IN CI: a full campaign compiles ~70 small test binaries (about an hour on 2 busy cores).
+NOT RUN IN CI: a full campaign compiles ~95 small test binaries (about two hours on 2 busy cores).
 Run it before a release and whenever a component changes shape (a new planner, an API reshape):
 
     nice -n 10 python3 scripts/mutants.py -j 2 --report benchmarks/results/mutation.md
@@ -59,6 +59,16 @@ def m(mid, file, original, replacement, context=None, tests=None, equivalent=Non
 # carry the reason no test can tell them apart from the original.
 ALLOCATOR_TESTS = ["tests/allocator/allocator_test.cpp",
                    "tests/allocator/allocator_deallocate_test.cpp"]
+# Session 14's mutants (recompute execution, redrops, bounds): the test files nearest each, named
+# here because the include graph would pick every test that reaches the public swap/ headers.
+RECOMPUTE_TESTS = ["tests/allocator/recompute_replay_test.cpp",
+                   "tests/allocator/recompute_transient_test.cpp"]
+RSET_TESTS = ["tests/swap/recompute_set_test.cpp", "tests/swap/joint_search_test.cpp",
+              "tests/swap/joint_greedy_test.cpp"]
+REDROP_TESTS = ["tests/swap/joint_search_test.cpp"]
+BOUND_TESTS = ["tests/swap/swap_bounds_test.cpp", "tests/swap/time_bound_cases_test.cpp"]
+SIM_RC_TESTS = ["tests/sim/recompute_test.cpp", "tests/sim/simulator_test.cpp"]
+KEPT_COPY_TESTS = ["tests/offload/offload_manager_test.cpp"]
 MUTANTS = [
     # --- core
     m("core.align_up_plus_one", "core/units.hpp",
@@ -241,6 +251,94 @@ MUTANTS = [
       "cfg.steps_per_epoch  = params.dataset_samples / cfg.global_batch;"),
     m("projection.epochs_interpolation_sign", "projection/projection.hpp",
       "return a.epochs + w * (b.epochs - a.epochs);", "return a.epochs + w * (a.epochs - b.epochs);"),
+    # --- session 14: recompute execution, redrops and kept host copies, recompute sets, bounds,
+    # the simulator's and the validator's recompute handling, issue 24's bookkeeping
+    m("sim.rc_peak_no_transient", "sim/simulator.hpp",
+      "r_.device_peak = std::max(r_.device_peak, used_ + recomputes_[k].bytes + rc_transient_[k]);",
+      "r_.device_peak = std::max(r_.device_peak, used_ + recomputes_[k].bytes);", tests=SIM_RC_TESTS),
+    m("sim.rc_no_wait_rerun_prefetch", "sim/simulator.hpp",
+      "return !e.wrap && e.next_use < n_ && !is_access(a_, e.id, e.next_use);", "return false;", tests=SIM_RC_TESTS),
+    m("sim.redrop_copies", "sim/simulator.hpp",
+      "if (e.redrop) {  // nothing copied: dropped now (late) or after the batch (early)",
+      "if (false) {", tests=SIM_RC_TESTS),
+    m("sim.rc_early_released_late", "sim/simulator.hpp",
+      "(early_departure(a_, recomputes_[k]) ? early_rc : late_rc).push_back(k);",
+      "late_rc.push_back(k);", tests=SIM_RC_TESTS),
+    m("sched.rc_at_last_use", "sim/schedule.hpp",
+      "if (!(e.last_use < e.at && e.at <= e.next_use)) {",
+      "if (!(e.last_use <= e.at && e.at <= e.next_use)) {", tests=SIM_RC_TESTS),
+    m("sched.rc_reads_later_in_batch", "sim/schedule.hpp",
+      "if (j >= k) { return std::nullopt; }", "(void)0;", tests=SIM_RC_TESTS),
+    m("sched.redrop_encoding_unchecked", "sim/schedule.hpp",
+      "s.entries[list[j - 1]].encoding != cur.encoding)) {", "false)) {", tests=SIM_RC_TESTS),
+    m("core.checked_align_up_edge", "core/units.hpp",
+      "if (value > std::numeric_limits<std::uint64_t>::max() - (alignment - 1)) { return std::nullopt; }",
+      "if (value >= std::numeric_limits<std::uint64_t>::max() - (alignment - 1)) { return std::nullopt; }",
+      tests=["tests/core/units_test.cpp", "tests/pool/huge_size_test.cpp"]),
+    m("pool.caching_pad_wraps", "pool/caching_pool.hpp",
+      "if (bytes > std::numeric_limits<std::size_t>::max() - pad) { throw_oom(bytes); }", "(void)0;",
+      tests=["tests/pool/huge_size_test.cpp"]),
+    m("bound.wrap_tail_at_last", "swap/swap_bounds.hpp",
+      "delta[s.accesses.back().op + 1] += static_cast<std::int64_t>(s.bytes);",
+      "delta[s.accesses.back().op] += static_cast<std::int64_t>(s.bytes);", tests=BOUND_TESTS),
+    m("bound.wrap_not_subtracted", "swap/swap_bounds.hpp",
+      "if (scope == swap_scope::any_kind_wrap) { bound -= wrappable_bytes(analysis); }",
+      "(void)0;", tests=BOUND_TESTS),
+    m("bound.time_inf_at_bound", "swap/swap_bounds.hpp",
+      "if (budget < memory_lower_bound_bytes(analysis, options.wrap)) {",
+      "if (budget <= memory_lower_bound_bytes(analysis, options.wrap)) {", tests=BOUND_TESTS),
+    m("tbound.gap_active_at_u", "swap/detail/time_bound.hpp",
+      "for (; next < g.gaps.size() && g.gaps[next].u < i; ++next) {",
+      "for (; next < g.gaps.size() && g.gaps[next].u <= i; ++next) {", tests=BOUND_TESTS),
+    m("tbound.gap_active_at_v", "swap/detail/time_bound.hpp",
+      "std::erase_if(active, [&](std::uint32_t k) { return g.gaps[k].v <= i; });",
+      "std::erase_if(active, [&](std::uint32_t k) { return g.gaps[k].v < i; });",
+      tests=BOUND_TESTS),
+    m("tbound.rerun_ignores_after", "swap/detail/time_bound.hpp",
+      "double const rerun = r.bytes_within(t - tau - w.after);",
+      "double const rerun = r.bytes_within(t - tau);", tests=BOUND_TESTS),
+    m("tbound.first_writer_may_read", "swap/detail/time_bound.hpp",
+      "if ((first && x.read) || !recomputable(a.recompute_classes()[x.op])) { return false; }",
+      "if (!recomputable(a.recompute_classes()[x.op])) { return false; }", tests=BOUND_TESTS),
+    m("rset.overlap_touching", "swap/detail/recompute_set.hpp",
+      "return l1 < n2 && l2 < n1;", "return l1 <= n2 && l2 < n1;", tests=RSET_TESTS),
+    m("rset.away_wrap_at_first_use", "swap/detail/recompute_set.hpp",
+      "return l < n ? l < at && at <= n : at > l || at <= n;",
+      "return l < n ? l < at && at <= n : at > l || at < n;", tests=RSET_TESTS,
+      equivalent="a wrap entry's next_use n is its storage's first access, and away_at is asked "
+                 "only for storages a chain reads, at the chain's `at`: the chain's op that reads "
+                 "the storage comes before `at`, so n < at, and at <= n and at < n are both false"),
+    m("rset.swap_ignores_readers", "swap/detail/recompute_set.hpp",
+      "if (away_at(e.last_use, e.next_use, items_[k].e.at)) { return false; }", "(void)k;",
+      tests=RSET_TESTS),
+    m("rset.same_batch_order", "swap/detail/recompute_set.hpp",
+      "if (x.e.at == e.at && c.ops.front() >= x.first_op) { return false; }",
+      "if (x.e.at == e.at && c.ops.front() > x.first_op) { return false; }", tests=RSET_TESTS),
+    m("redrop.copy_before_rebuild", "swap/detail/redrop_planner.hpp",
+      "swap_entry second{c.id, c.p, c.q, rebuilt ? c.p + 1 : c.p, 0, c.bytes};",
+      "swap_entry second{c.id, c.p, c.q, c.p, 0, c.bytes};", tests=REDROP_TESTS),
+    m("redrop.no_prior_swap", "swap/detail/redrop_planner.hpp",
+      "if (e.next_use == c.p) { c.prior_swap = k; }", "(void)0;", tests=REDROP_TESTS),
+    m("offload.redrop_keeps_kept_flag", "offload/offload_manager.hpp",
+      "e.kept   = false;", "(void)0;", context="backend_.release(e.ready);", tests=KEPT_COPY_TESTS),
+    m("offload.offload_keeps_kept_copy", "offload/offload_manager.hpp",
+      "if (e.kept) { free_kept_copy(h, e); }  // a new copy replaces it (it is the same value)",
+      "(void)0;", tests=KEPT_COPY_TESTS),
+    m("offload.released_slot_not_reused", "offload/offload_manager.hpp",
+      "if (++e.generation != 0) { free_slots_.push_back(h.index()); }", "++e.generation;", tests=["tests/offload/manager_robustness_test.cpp"]),
+    m("facade.table_no_early_departure", "detail/recompute_replay.hpp",
+      "if (early_departure(a, e)) {", "if (false) {", tests=RECOMPUTE_TESTS),
+    m("facade.depart_before_reruns", "allocator.hpp",
+      "if (recomputes) { rematerialise_at(j, stream); }",
+      "if (recomputes) { depart_after_run(j, stream); rematerialise_at(j, stream); }",
+      tests=RECOMPUTE_TESTS),
+    m("facade.adopted_reruns_shared_ops", "allocator.hpp",
+      "if (adopted &&", "if (false &&", tests=RECOMPUTE_TESTS),
+    m("facade.write_keeps_host_copy", "allocator.hpp",
+      "manager_.discard_host_copy(t.handle);", "(void)t.handle;", tests=RECOMPUTE_TESTS),
+    m("facade.foreign_handle_accepted", "allocator.hpp",
+      "if (h.owner() != manager_.owner_tag()) {", "if (h.is_null()) {",
+      tests=["tests/allocator/allocator_robustness_test.cpp"]),
 ]
 
 

@@ -80,6 +80,24 @@ TEST_CASE("caching_pool: a size near 2^64 is out_of_memory and changes nothing")
   CHECK(pool.stats().reserved_bytes == 2 * stash::MiB);  // the small segment of the checks only
 }
 
+TEST_CASE("caching_pool: an aligned request whose padding would wrap 2^64 is out_of_memory")
+{
+  // At 4096-byte alignment a block needs 4096 - 256 bytes of padding beyond the request: near
+  // 2^64 the sum wraps to a few KiB, which must not be served.
+  host_pool pool;
+  auto const before = pool.stats();
+  for (std::size_t const bytes : {size_max - 1000, size_max - 3839, size_max}) {
+    CAPTURE(bytes);
+    CHECK_THROWS_AS((void)stash::pool_allocate(pool, fake_stream, bytes, 4096),
+                    stash::out_of_memory);
+    CHECK(stash::testing::same_pool_stats(before, pool.stats()));
+  }
+  void* small = stash::pool_allocate(pool, fake_stream, 1000, 4096);
+  CHECK(reinterpret_cast<std::uintptr_t>(small) % 4096 == 0);
+  stash::pool_deallocate(pool, fake_stream, small, 1000, 4096);
+  CHECK(pool.stats().in_use_bytes == 0);
+}
+
 TEST_CASE("pinned host pool options (64 MiB steps): a size near 2^64 is out_of_memory")
 {
   host_pinned pool(stash::host_upstream{}, stash::pinned_host_pool_options());

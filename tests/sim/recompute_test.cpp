@@ -374,6 +374,13 @@ TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-pl
   auto const s = stash::make_schedule(a, "hand", 1u << 20, {}, {{7, 7, 9, 9, 1000}});
   CHECK_NOTHROW(stash::validate_schedule(a, s));
   CHECK(s.device_peak == stash::test::reference_planned_peak(a, s));
+  // The re-runs before op9 hold x, running_mean, y, save_mean, id, z and q (5016 B), pre back
+  // (1000 B) and q's rebuilt copy (1000 B): 7016 B, above every op's step (6016 B). The
+  // simulator counts the transient copy at that peak too.
+  CHECK(s.device_peak == 7016);
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(r.device_peak == 7016);
   // Re-run before op8, while q still holds what op7 read: valid.
   auto const early = stash::recompute_chain_of(a, 7, 7, 8);
   REQUIRE(early.valid());
@@ -543,6 +550,59 @@ TEST_CASE("the validator's rules for re-run uses and redrop entries")
   auto fresh   = again;
   fresh.redrop = false;
   CHECK(check({fresh}, {drop}).empty());
+}
+
+// A recompute entry whose last use is a re-run use leaves right after that batch (an early
+// departure), before the op's own step. x (3000 B) is read by op1 and op6; a (4000 B), dropped
+// after op2, is re-run before op4 by re-running op1, which reads x: x's gap splits at op4, and x
+// is dropped over (4, 6) and re-run before op6 (from `in`, kept to the end).
+//   op0 relu in -> x   op2 mul a -> b     op4 bwd a,g -> k (2000 B, freed after it)
+//   op1 relu x -> a    op3 bwd b -> g     op5 bwd g -> g    op6 bwd x,g -> g
+std::string const early_drop_text = R"(# stash-trace v1 model=early_drop dtype=float32
+t 0 100 input in
+p forward
+t 1 3000 act x
+o aten::relu 0 1
+t 2 4000 act a
+o aten::relu 1 2
+t 3 500 act b
+o aten::mul.Tensor 2 3
+p backward
+t 4 100 temp g
+o my::bwd 3 4
+f 3
+t 5 2000 temp k
+o my::bwd 2,4 5
+f 2
+f 5
+o my::bwd 4 4
+o my::bwd 1,4 4
+f 1
+f 4
+)";
+
+TEST_CASE("a recompute entry that starts at a re-run use drops its storage right after the batch")
+{
+  auto const t = stash::parse_trace(early_drop_text, "early_drop");
+  stash::trace_analysis const a(t, model());
+  stash::recompute_entry const drop_a{2, 2, 4, 4, 4000};
+  stash::recompute_entry const drop_x{1, 4, 6, 6, 3000};
+  auto const s = stash::make_schedule(a, "hand", 1u << 20, {}, {drop_a, drop_x});
+  REQUIRE(error_of(a, s).empty());
+  // Peaks: op2 holds in, x, a, b (7600 B); the re-run of op1 before op4 holds in, x, g and a
+  // (7200 B); op4's step, x gone after the batch, holds in, g, a and k (6200 B). Were x released
+  // only when op4 ends, op4 would hold 9200 B.
+  CHECK(s.device_peak == 7600);
+  // (reference_planned_peak releases a recompute entry's storage when op last_use ends: it does
+  // not model early departures, so the curve is checked at op4 instead.)
+  auto const curve = stash::planned_device_curve(a, s.entries, s.recomputes);
+  CHECK(curve[a.ops().event[4]] == 6200);
+  auto run     = s;
+  run.budget   = 7600;
+  auto const r = stash::simulate(a, run);
+  REQUIRE(r.fits);
+  CHECK(r.device_peak == 7600);
+  CHECK(r.recompute_s > 0.0);
 }
 
 }  // namespace STASH_UNITY_ID

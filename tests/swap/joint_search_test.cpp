@@ -22,6 +22,7 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace STASH_UNITY_ID {
 
@@ -237,6 +238,84 @@ TEST_CASE("search's redrop repair: a storage a re-run reads leaves again right a
   auto const planned = stash::joint_search{}.plan(a, 7000);
   CHECK(planned.fits());
   CHECK_NOTHROW(stash::validate_schedule(a, planned));
+}
+
+TEST_CASE("search's redrop repair: after a swap entry ending at the re-run, a redrop of its copy")
+{
+  // x already swapped over (0, 3) for the re-run: its host copy still holds its value, so the
+  // second departure right after the re-run sends x back to that copy (a redrop, no second
+  // copy), the cheaper of the two options that cut the excess equally.
+  auto const t = stash::parse_trace(stash::test::rerun_read_trace_text, "rerun_read");
+  stash::trace_analysis const a(t, round_model());
+  auto const swapped =
+      stash::make_schedule(a, "hand", 7000, {stash::swap_entry{0, 0, 3, 1, 3, 1000}},
+                           {stash::recompute_entry{1, 1, 3, 3, 4000}});
+  CHECK(swapped.device_peak == 8000);
+  auto const s = stash::detail::with_redrops(a, swapped, false);
+  REQUIRE(s.entries.size() == 2);
+  auto expected   = stash::swap_entry{0, 3, 5, 3, 5, 1000};
+  expected.redrop = true;
+  CHECK(s.entries[0] == swapped.entries[0]);
+  CHECK(s.entries[1] == expected);
+  CHECK(s.device_peak == 7000);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const r = stash::simulate(a, s);
+  CHECK(r.fits);
+  CHECK(r.d2h_bytes == 1000);  // one copy of x, kept for the redrop
+}
+
+namespace {
+
+// R (1000 B) is written by op0 from X (8000 B, an input kept to the end) and read by op1 and
+// op5; S (1000 B) is written by op1 from R and read by op3. Both are dropped after op1 and
+// re-run before op3, R first (S's re-run reads it): R is rebuilt at op3, where its next access
+// is op5, and op4 (h, 3000 B) is 1000 B over an 11100-byte budget.
+//   op0 relu X -> R   op2 relu X -> T       op4 bwd g -> h (freed after it)
+//   op1 mul R -> S    op3 bwd S,T -> g      op5 bwd R,g -> g
+std::string const rebuilt_read_text = R"(# stash-trace v1 model=rebuilt_read dtype=float32
+t 0 8000 input X
+p forward
+t 1 1000 act R
+o aten::relu 0 1
+t 2 1000 act S
+o aten::mul.Tensor 1 2
+t 3 500 act T
+o aten::relu 0 3
+p backward
+t 4 100 temp g
+o my::bwd 2,3 4
+f 2
+f 3
+t 5 3000 temp h
+o my::bwd 4 5
+f 5
+o my::bwd 1,4 4
+f 1
+f 4
+)";
+
+}  // namespace
+
+TEST_CASE("search's redrop repair: a storage the batch rebuilt leaves with a copy issued after it")
+{
+  // R, rebuilt by the re-runs before op3, may leave again after them: its recompute entry is cut
+  // to end at op3 and a swap entry takes it over (3, 5). Its copy cannot start before the batch
+  // that rebuilds it (offload_at 4, the validator's rule), and it beats a second re-run of op0
+  // (9 us of op0 against 2 us over the link), which cuts the excess as much.
+  auto const t = stash::parse_trace(rebuilt_read_text, "rebuilt_read");
+  stash::trace_analysis const a(t, round_model());
+  auto const pinned = stash::make_schedule(
+      a, "hand", 11100, {},
+      {stash::recompute_entry{1, 1, 5, 3, 1000}, stash::recompute_entry{2, 1, 3, 3, 1000}});
+  REQUIRE_NOTHROW(stash::validate_schedule(a, pinned));
+  CHECK(pinned.device_peak == 12100);
+  auto const s = stash::detail::with_redrops(a, pinned, false);
+  CHECK(s.entries == std::vector<stash::swap_entry>{stash::swap_entry{1, 3, 5, 4, 5, 1000}});
+  REQUIRE(s.recomputes.size() == 2);
+  CHECK(s.recomputes[0] == stash::recompute_entry{1, 1, 3, 3, 1000});
+  CHECK(s.recomputes[1] == pinned.recomputes[1]);
+  CHECK(s.device_peak == 11100);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
 }
 
 }  // namespace STASH_UNITY_ID
