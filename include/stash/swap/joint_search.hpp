@@ -742,7 +742,7 @@ struct joint_search {
   }
 
   // Candidates the cut-swap re-runs (detail/cut_swap_rerun.hpp) try per pass, and passes.
-  static constexpr std::size_t cut_candidates = 16;
+  static constexpr std::size_t cut_candidates = 8;
   static constexpr std::size_t cut_passes     = 4;
 
   // The cut-swap re-runs on `inc`, a pass at a time while one is kept; true when one was.

@@ -88,27 +88,18 @@ struct cut_rerun_candidate {
   return out;
 }
 
-/// Drops `rc`'s entries other than `keep`, dearest per byte first, while the planned peak of
-/// (`sw`, rc) stays within `budget` and the schedule validates.
-inline void prune_dearest_valid(trace_analysis const& a, std::uint64_t budget,
-                                std::vector<swap_entry> const& sw, std::vector<recompute_entry>& rc,
-                                recompute_entry const& keep)
+/// Drops the entries of `order` ((key, entry), in that order) from `rc` while the planned peak
+/// of (`sw`, rc) stays within `budget` and the schedule validates.
+inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
+                           std::vector<swap_entry> const& sw, std::vector<recompute_entry>& rc,
+                           std::vector<std::pair<double, recompute_entry>> const& order)
 {
-  std::vector<std::pair<double, recompute_entry>> order;
-  for (auto const& e : rc) {
-    if (e == keep) { continue; }
-    double const sec = recompute_chain_of(a, e.id, e.last_use, e.at).seconds;
-    order.emplace_back(-sec / static_cast<double>(std::max<std::uint64_t>(1, e.bytes)), e);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [](auto const& x, auto const& y) { return x.first < y.first; });
   for (auto const& [key, e] : order) {
     auto trial = rc;
     trial.erase(std::find(trial.begin(), trial.end(), e));
-    auto s = make_schedule(a, "", budget, sw, trial);
-    if (s.device_peak > budget) { continue; }
+    if (planned_peak(a, sw, trial) > budget) { continue; }
     try {
-      validate_schedule(a, s);
+      validate_schedule(a, make_schedule(a, "", budget, sw, trial));
     } catch (schedule_error const&) {
       continue;
     }
@@ -125,10 +116,16 @@ bool cut_swap_reruns(trace_analysis const& a, std::uint64_t budget,
                      std::vector<recompute_entry> const& recomputes, std::size_t max_candidates,
                      Offer&& offer)
 {
+  // The plan's re-runs, dearest per byte first (the prune's order), and their total time.
+  std::vector<std::pair<double, recompute_entry>> order;
   double before = 0;
   for (auto const& e : recomputes) {
-    before += recompute_chain_of(a, e.id, e.last_use, e.at).seconds;
+    double const sec = recompute_chain_of(a, e.id, e.last_use, e.at).seconds;
+    before += sec;
+    order.emplace_back(-sec / static_cast<double>(std::max<std::uint64_t>(1, e.bytes)), e);
   }
+  std::stable_sort(order.begin(), order.end(),
+                   [](auto const& x, auto const& y) { return x.first < y.first; });
   auto const cands = cut_rerun_candidates(a, swaps, recomputes);
   for (std::size_t k = 0; k < cands.size() && k < max_candidates; ++k) {
     auto const& c = cands[k];
@@ -147,9 +144,13 @@ bool cut_swap_reruns(trace_analysis const& a, std::uint64_t budget,
         std::lower_bound(rc.begin(), rc.end(), v,
                          [](recompute_entry const& e, std::uint64_t at) { return e.at < at; });
     rc.insert(it, c.entry);
-    prune_dearest_valid(a, budget, sw, rc, c.entry);
-    double after = 0;
-    for (auto const& e : rc) { after += recompute_chain_of(a, e.id, e.last_use, e.at).seconds; }
+    prune_in_order(a, budget, sw, rc, order);
+    double after = c.seconds;
+    for (auto const& [key, e] : order) {
+      if (std::find(rc.begin(), rc.end(), e) != rc.end()) {
+        after -= key * static_cast<double>(std::max<std::uint64_t>(1, e.bytes));
+      }
+    }
     if (after >= before - 1e-12) { continue; }
     if (offer(std::move(sw), std::move(rc))) { return true; }
   }

@@ -38,7 +38,7 @@ namespace stash::detail {
 struct link_exchange_limits {
   std::size_t recomputes = 6;   ///< recompute entries tried per round, dearest per link second
   std::size_t displaced  = 8;   ///< most swaps taken out for one recompute entry
-  std::size_t builds     = 48;  ///< greedy constructions in all (each simulated when it fits)
+  std::size_t builds     = 32;  ///< greedy constructions in all (each simulated when it fits)
 };
 
 /// The plans one exchange (see the file comment) proposes from `swaps` and `recomputes`, in
