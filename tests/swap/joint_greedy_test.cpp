@@ -188,8 +188,9 @@ TEST_CASE("search swaps the tensor that is expensive to re-run and recomputes th
 
 TEST_CASE("the link exchange gives the link to the storage dear to re-run")
 {
-  // From the plan that swaps the cheap Q and re-runs the dear P, one exchange: P crosses the
-  // link, Q is re-run, and the plan is as fast as the hand-made best.
+  // From the plan that swaps the cheap Q and re-runs the dear P, exchanges in rounds (each keeps
+  // the first faster plan, as joint_search's polish runs them): P crosses the link, Q is re-run,
+  // and the plan is as fast as the hand-made best.
   auto const t = stash::parse_trace(kinds, "kinds");
   stash::trace_analysis const a(t, link_bound_model());
   auto const budget  = a.peak_live_bytes() - 16000;
@@ -202,7 +203,7 @@ TEST_CASE("the link exchange gives the link to the storage dear to re-run")
   REQUIRE(start < 1e9);
   stash::detail::joint_greedy const greedy(a);
   double best = start;
-  stash::detail::greedy_plan kept;
+  stash::detail::greedy_plan kept{{swap_q}, {rc_p}};
   std::size_t builds = 0;
   auto offer         = [&](stash::detail::greedy_plan p) {
     double const now = time_of(a, budget, p.swaps, p.recomputes);
@@ -211,7 +212,14 @@ TEST_CASE("the link exchange gives the link to the storage dear to re-run")
     kept = std::move(p);
     return true;
   };
-  CHECK(stash::detail::link_exchange_round(a, budget, greedy, {swap_q}, {rc_p}, {}, builds, offer));
+  std::size_t rounds = 0;
+  for (bool more = true; more && rounds < 8;) {
+    auto const sw = kept.swaps;  // offer replaces `kept`
+    auto const rc = kept.recomputes;
+    more = stash::detail::link_exchange_round(a, budget, greedy, sw, rc, {}, builds, offer);
+    rounds += more ? 1 : 0;
+  }
+  CHECK(rounds >= 1);
   CHECK(builds >= 1);
   CHECK(builds <= stash::detail::link_exchange_limits{}.builds);
   CHECK(best < start);
@@ -221,9 +229,10 @@ TEST_CASE("the link exchange gives the link to the storage dear to re-run")
   REQUIRE(kept.recomputes.size() == 1);
   CHECK(kept.recomputes[0].id == 5);
   // From the best plan there is nothing to gain: no exchange is kept.
-  builds = 0;
-  CHECK_FALSE(stash::detail::link_exchange_round(a, budget, greedy, kept.swaps, kept.recomputes, {},
-                                                 builds, offer));
+  builds         = 0;
+  auto const sw  = kept.swaps;
+  auto const rcs = kept.recomputes;
+  CHECK_FALSE(stash::detail::link_exchange_round(a, budget, greedy, sw, rcs, {}, builds, offer));
 }
 
 TEST_CASE("a swap cut at a re-run lets the storage it feeds be re-run instead of a dear one")
