@@ -6,7 +6,9 @@
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
+#include <stash/swap/detail/cut_swap_rerun.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
+#include <stash/swap/detail/link_exchange.hpp>
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/joint_search.hpp>
 #include <stash/swap/search_swap.hpp>
@@ -102,6 +104,45 @@ f 6
 f 2
 )";
 
+// The input x is read by the first forward op (A = relu(x), cheap to re-run) and by the last
+// backward op; P = mm(W) is dear to re-run (it reads the 100 kB W). H makes the peak: the
+// budget (peak - 16000) needs two of x, A, P away then. With x swapped over its whole gap, A
+// cannot be re-run (its re-run reads x): the plan swaps x and re-runs P. Cut at A's re-run
+// (op 15), x's swap lets A be re-run instead, and P stays.
+std::string const cut = R"(# stash-trace v1 model=cut dtype=float32
+t 0 8000 input x
+t 1 100000 param W
+t 2 8 temp z
+p forward
+t 3 8000 act A
+o aten::relu 0 3
+t 4 8000 act P
+o aten::mm 1 4
+o aten::mm 1 2
+o aten::mm 1 2
+o aten::mm 1 2
+o aten::mm 1 2
+o aten::mm 1 2
+t 5 30000 act H
+o aten::mm 1 5
+p backward
+t 6 1000 temp g
+o my::bwd 5 6
+f 5
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 4,6 6
+f 4
+o my::bwd 3,6 6
+f 3
+o my::bwd 0,6 6
+f 6
+f 2
+)";
+
 // 1 GB/s each way over the link, 10 GB/s device memory, memory-bound ops.
 stash::cost_model link_bound_model() { return stash::test::link_bound_model(1e10); }
 
@@ -143,6 +184,87 @@ TEST_CASE("search swaps the tensor that is expensive to re-run and recomputes th
   auto const rd = stash::simulate(a, stash::dtr{}.plan(a, budget));
   CHECK((!rs.fits || r.iteration_s < rs.iteration_s));
   CHECK((!rd.fits || r.iteration_s < rd.iteration_s));
+}
+
+TEST_CASE("the link exchange gives the link to the storage dear to re-run")
+{
+  // From the plan that swaps the cheap Q and re-runs the dear P, exchanges in rounds (each keeps
+  // the first faster plan, as joint_search's polish runs them): a faster plan where P crosses
+  // the link.
+  auto const t = stash::parse_trace(kinds, "kinds");
+  stash::trace_analysis const a(t, link_bound_model());
+  auto const budget  = a.peak_live_bytes() - 16000;
+  auto const p_bytes = t.storages()[4].bytes, q_bytes = t.storages()[5].bytes;
+  stash::swap_entry const swap_q{5, 1, 14, 2, 9, q_bytes};
+  stash::recompute_entry const rc_p{4, 0, 15, 15, p_bytes};
+  double const start = time_of(a, budget, {swap_q}, {rc_p});
+  REQUIRE(start < 1e9);
+  stash::detail::joint_greedy const greedy(a);
+  double best = start;
+  stash::detail::greedy_plan kept{{swap_q}, {rc_p}};
+  std::size_t builds = 0;
+  auto offer         = [&](stash::detail::greedy_plan p) {
+    double const now = time_of(a, budget, p.swaps, p.recomputes);
+    if (now >= best) { return false; }
+    best = now;
+    kept = std::move(p);
+    return true;
+  };
+  std::size_t rounds = 0;
+  for (bool more = true; more && rounds < 8;) {
+    auto const sw = kept.swaps;  // offer replaces `kept`
+    auto const rc = kept.recomputes;
+    more = stash::detail::link_exchange_round(a, budget, greedy, sw, rc, {}, builds, offer);
+    rounds += more ? 1 : 0;
+  }
+  CHECK(rounds >= 1);
+  CHECK(builds >= 1);
+  CHECK(builds <= stash::detail::link_exchange_limits{}.builds);
+  CHECK(best < start);
+  // P crosses the link and is no longer re-run (the moves of joint_search's local search take
+  // it from there to the hand-made best: Q's stalled swap becomes a re-run).
+  CHECK(std::any_of(kept.swaps.begin(), kept.swaps.end(), [](auto const& e) { return e.id == 4; }));
+  CHECK(std::none_of(kept.recomputes.begin(), kept.recomputes.end(),
+                     [](auto const& e) { return e.id == 4; }));
+}
+
+TEST_CASE("a swap cut at a re-run lets the storage it feeds be re-run instead of a dear one")
+{
+  auto const t = stash::parse_trace(cut, "cut");
+  stash::trace_analysis const a(t, link_bound_model());
+  auto const budget  = a.peak_live_bytes() - 16000;
+  auto const x_bytes = t.storages()[0].bytes, p_bytes = t.storages()[4].bytes;
+  auto const pre = stash::detail::prefetch_op(
+      a, 1, 16, a.model().prefetch_time(x_bytes, stash::swap_encoding::configured));
+  std::vector<stash::swap_entry> const swaps{{0, 0, 16, 1, pre, x_bytes}};
+  std::vector<stash::recompute_entry> const rcs{{4, 1, 14, 14, p_bytes}};
+  double const start = time_of(a, budget, swaps, rcs);
+  REQUIRE(start < 1e9);
+  auto const cands = stash::detail::cut_rerun_candidates(a, swaps, rcs);
+  REQUIRE_FALSE(cands.empty());
+  CHECK(cands[0].entry.id == 3);  // A, whose re-run reads x
+  CHECK(cands[0].entry.at == 15);
+  REQUIRE(cands[0].cuts.size() == 1);
+  CHECK(cands[0].cuts[0] == 0);
+  double best = start;
+  stash::schedule kept;
+  auto offer = [&](std::vector<stash::swap_entry> sw, std::vector<stash::recompute_entry> rc) {
+    auto s = stash::make_schedule(a, "cut", budget, std::move(sw), std::move(rc));
+    stash::validate_schedule(a, s);  // throws (fails the test) on an invalid plan
+    auto const r = stash::simulate(a, s);
+    if (!r.fits || r.iteration_s >= best) { return false; }
+    best = r.iteration_s;
+    kept = std::move(s);
+    return true;
+  };
+  CHECK(stash::detail::cut_swap_reruns(a, budget, swaps, rcs, 16, offer));
+  CHECK(best < start);
+  REQUIRE(kept.entries.size() == 1);
+  CHECK(kept.entries[0].id == 0);
+  CHECK(kept.entries[0].next_use == 15);  // x's swap ends at A's re-run
+  REQUIRE(kept.recomputes.size() == 1);
+  CHECK(kept.recomputes[0].id == 3);  // A is re-run, P stays
+  CHECK(kept.device_peak <= budget);
 }
 
 TEST_CASE("the greedy construction brings the planned peak within its target, or says it cannot")

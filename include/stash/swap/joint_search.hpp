@@ -51,6 +51,13 @@
  *     earlier's op) when the planned peak stays within the budget, so one re-run serves both
  *     (schedule::shared_reruns: the clone of a pre-activation and the activation's output,
  *     one BatchNorm for the two).
+ *  3. Polish of the winner, in rounds while either keeps a faster plan (the moves (a)-(e) again
+ *     after): the link exchange (detail/link_exchange.hpp: a recompute entry dear per transfer
+ *     second becomes a swap, the swaps that save the fewest re-run seconds per transfer second
+ *     make room for it on the link, the greedy covers the rest) and the cut-swap re-runs
+ *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that
+ *     swap ending at the re-run, and dearer re-runs are dropped), each plan simulated, with
+ *     step budgets of constructions and candidates.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them.
@@ -62,7 +69,9 @@
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/checkpoint.hpp>
+#include <stash/swap/detail/cut_swap_rerun.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
+#include <stash/swap/detail/link_exchange.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 #include <stash/swap/detail/redrop_planner.hpp>
 #include <stash/swap/detail/wrap_planner.hpp>
@@ -293,6 +302,7 @@ struct joint_search {
     detail::joint_greedy const greedy(a);
     seed(a, budget, greedy, inc, stats);
     improve_runners(a, budget, greedy, inc, stats);
+    polish(a, budget, greedy, inc, stats);
     if (!inc.best) {
       auto s   = inc.smallest ? std::move(*inc.smallest) : make_schedule(a, "", budget, {});
       s.policy = std::string(name());
@@ -680,6 +690,80 @@ struct joint_search {
     };
     while (inc.best && sims < align_simulations &&
            align_pairs(a, *inc.best, attempt, sims, align_simulations)) {}
+  }
+
+  // Rounds of the polish moves: the link exchange, then the cut-swap re-runs, again while either
+  // keeps a faster plan.
+  static constexpr std::size_t polish_rounds = 3;
+
+  // The polish moves (detail/link_exchange.hpp, detail/cut_swap_rerun.hpp) on the winner of the
+  // local searches, in rounds; the moves (a)-(d), and (e) with share_reruns, again from what they
+  // give. The winner only: the moves cost a construction or a simulation each.
+  void polish(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+              detail::joint_incumbent& inc, joint_search_stats& stats) const
+  {
+    bool kept          = false;
+    std::size_t builds = 0;  // the link exchange's constructions, over the rounds
+    for (std::size_t round = 0; round < polish_rounds; ++round) {
+      bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
+      bool const cut       = cut_reruns(a, budget, inc, stats);
+      if (!exchanged && !cut) { break; }
+      kept = true;
+    }
+    if (!kept) { return; }
+    improve(a, budget, greedy, inc, stats, max_simulations / 2);
+    if (inc.share) { align_final(a, budget, inc, stats); }
+  }
+
+  // The link exchange (detail/link_exchange.hpp) on `inc`, while it finds a faster plan and its
+  // construction budget (`builds` counts them) lasts; true when it kept one.
+  bool exchange_links(trace_analysis const& a, std::uint64_t budget,
+                      detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                      joint_search_stats& stats, std::size_t& builds) const
+  {
+    if (!inc.best || inc.best->recomputes.empty()) { return false; }
+    detail::link_exchange_limits const limits;
+    bool kept = false;
+    while (inc.best && builds < limits.builds) {
+      auto const base = *inc.best;
+      auto const who  = base.note.ends_with("+exchange") ? base.note : base.note + "+exchange";
+      auto offer      = [&](detail::greedy_plan p) {
+        auto s = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
+                                    std::move(p.recomputes));
+        return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
+      };
+      if (!detail::link_exchange_round(a, budget, greedy, base.entries, base.recomputes, limits,
+                                       builds, offer)) {
+        break;
+      }
+      kept = true;
+    }
+    return kept;
+  }
+
+  // Candidates the cut-swap re-runs (detail/cut_swap_rerun.hpp) try per pass, and passes.
+  static constexpr std::size_t cut_candidates = 8;
+  static constexpr std::size_t cut_passes     = 4;
+
+  // The cut-swap re-runs on `inc`, a pass at a time while one is kept; true when one was.
+  bool cut_reruns(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+                  joint_search_stats& stats) const
+  {
+    bool kept = false;
+    for (std::size_t pass = 0; pass < cut_passes && inc.best; ++pass) {
+      auto const base = *inc.best;
+      auto const who  = base.note.ends_with("+cut") ? base.note : base.note + "+cut";
+      auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
+        auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+        return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
+      };
+      if (!detail::cut_swap_reruns(a, budget, base.entries, base.recomputes, cut_candidates,
+                                   offer)) {
+        break;
+      }
+      kept = true;
+    }
+    return kept;
   }
 
   // Trials of joint_greedy::reinsert (one prune each) per local search.
