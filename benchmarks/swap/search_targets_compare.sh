@@ -6,6 +6,7 @@
 # (exit 1) when the second binary's plan stops fitting or is slower anywhere (beyond 1e-6 ms).
 # Every time is predicted by stash's cost model, not measured.
 #   bash benchmarks/swap/search_targets_compare.sh BEFORE_STASH_PLAN AFTER_STASH_PLAN
+# One build alone: give the same binary twice (delta 0 everywhere). Needs /usr/bin/time (`time`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 before=$1

@@ -193,65 +193,82 @@ struct rerun_read_result {
   stash::pool_stats host;
 };
 
-// `write_x`: x is written between op3 and op4 (through allocator::acquire_async, outside any
-// op, so the recording does not see it): after its keep-prefetch, before a late redrop.
-template <class Codec = void, class Policy>
-rerun_read_result run_rerun_read(Policy policy, int iterations = 4, bool write_x = false)
-{
+// Float kernels on the host backend through stash::allocator, the pool's in-use bytes sampled
+// after each allocation and op of the replayed steps (the harness of the re-run-read tests).
+template <class Codec, class Policy>
+struct float_rig {
   using stream = stash::host_backend::stream;
+  using kernel = std::function<void(float* const*)>;
   stash::host_backend backend;
-  auto const s = backend.create_stream();
+  stream s = backend.create_stream();
   host_caching base;
-  counted pool(base);
-  stash::allocator<counted, Policy, Codec, stash::host_backend> alloc(backend, pool, {}, policy);
+  counted pool{base};
+  stash::allocator<counted, Policy, Codec, stash::host_backend> alloc;
   rerun_read_result r;
-  auto sample = [&] {
+
+  explicit float_rig(Policy policy) : alloc(backend, pool, {}, std::move(policy)) {}
+
+  void sample()
+  {
     if (alloc.state() == stash::allocator_state::replaying) {
       r.peak = std::max(r.peak, pool.stats().in_use_bytes);
     }
-  };
-  using kernel = std::function<void(float* const*)>;
-  auto op      = [&](std::string const& name, std::vector<stash::tensor_handle> reads,
-                std::vector<stash::tensor_handle> writes, kernel k) {
-    auto launch = [&backend, k](std::span<void* const> p, stream on) {
+  }
+  void op(std::string const& name, std::vector<stash::tensor_handle> reads,
+          std::vector<stash::tensor_handle> writes, kernel k)
+  {
+    auto launch = [this, k](std::span<void* const> p, stream on) {
       std::vector<float*> f;
       for (auto* q : p) { f.push_back(static_cast<float*>(q)); }
       backend.launch(on, [k, f] { k(f.data()); });
     };
     launch(alloc.op(name, reads, writes, s, launch), s);
     sample();
-  };
-  auto make = [&](std::size_t floats, stash::storage_kind kind, std::string label) {
+  }
+  stash::tensor_handle make(std::size_t floats, stash::storage_kind kind, std::string label)
+  {
     auto h = alloc.allocate_async(floats * sizeof(float), kind, std::move(label), s);
     sample();
     return h;
-  };
+  }
+};
+
+// `write_x`: x is written between op3 and op4 (through allocator::acquire_async, outside any
+// op, so the recording does not see it): after its keep-prefetch, before a late redrop.
+template <class Codec = void, class Policy>
+rerun_read_result run_rerun_read(Policy policy, int iterations = 4, bool write_x = false)
+{
+  float_rig<Codec, Policy> rig(std::move(policy));
+  auto& backend  = rig.backend;
+  auto& alloc    = rig.alloc;
+  auto& r        = rig.r;
+  auto const s   = rig.s;
   auto const act = stash::storage_kind::act, temp = stash::storage_kind::temp;
   for (int step = 0; step < iterations; ++step) {
     alloc.begin_iteration();
     alloc.phase(stash::phase::forward);
-    auto x   = make(250, stash::storage_kind::input, "x");
+    auto x   = rig.make(250, stash::storage_kind::input, "x");
     auto* px = static_cast<float*>(alloc.acquire_async(x, s));
     backend.launch(s, [px, step] {
       for (int k = 0; k < 250; ++k) {
         px[k] = float((k * 7 + step * 3) % 19 == 0 ? 0 : k % 13) - 4;
       }
     });
-    auto a = make(1000, act, "a");
-    op("aten::relu", {x}, {a}, [](float* const* p) {
+    auto a = rig.make(1000, act, "a");
+    rig.op("aten::relu", {x}, {a}, [](float* const* p) {
       for (int k = 0; k < 1000; ++k) { p[1][k] = std::max(0.0f, p[0][k % 250]) * float(1 + k % 3); }
     });
-    auto b = make(500, act, "b");
-    op("aten::mul.Tensor", {a}, {b}, [](float* const* p) {
+    auto b = rig.make(500, act, "b");
+    rig.op("aten::mul.Tensor", {a}, {b}, [](float* const* p) {
       for (int k = 0; k < 500; ++k) { p[1][k] = p[0][k] * p[0][k + 500] + 0.25f; }
     });
     alloc.phase(stash::phase::backward);
-    auto g = make(250, temp, "g");
-    op("my::bwd", {b}, {g}, [](float* const* p) {
+    auto g = rig.make(250, temp, "g");
+    rig.op("my::bwd", {b}, {g}, [](float* const* p) {
       for (int k = 0; k < 250; ++k) { p[1][k] = p[0][k] - 0.5f * p[0][k + 250]; }
     });
     alloc.deallocate_async(b);
-    op("my::bwd", {a, g}, {g}, [](float* const* p) {
+    rig.op("my::bwd", {a, g}, {g}, [](float* const* p) {
       for (int k = 0; k < 250; ++k) { p[2][k] = p[1][k] + p[0][4 * k] - p[0][4 * k + 3]; }
     });
     alloc.deallocate_async(a);
@@ -261,12 +278,12 @@ rerun_read_result run_rerun_read(Policy policy, int iterations = 4, bool write_x
         for (int k = 0; k < 250; ++k) { wx[k] = 2.0f * wx[k] + 1.0f; }
       });
     }
-    auto h = make(1500, temp, "h");
-    op("my::bwd", {g}, {h}, [](float* const* p) {
+    auto h = rig.make(1500, temp, "h");
+    rig.op("my::bwd", {g}, {h}, [](float* const* p) {
       for (int k = 0; k < 1500; ++k) { p[1][k] = 0.5f * p[0][k % 250]; }
     });
     alloc.deallocate_async(h);
-    op("my::bwd", {x, g}, {g}, [](float* const* p) {
+    rig.op("my::bwd", {x, g}, {g}, [](float* const* p) {
       for (int k = 0; k < 250; ++k) { p[2][k] = p[1][k] * p[0][k] + 1.0f; }
     });
     auto const* pg = static_cast<float const*>(alloc.acquire_async(g, s));
@@ -379,71 +396,48 @@ struct early_drop_policy {
 template <class Policy>
 rerun_read_result run_early_drop(Policy policy, int iterations = 4)
 {
-  using stream = stash::host_backend::stream;
-  stash::host_backend backend;
-  auto const s = backend.create_stream();
-  host_caching base;
-  counted pool(base);
-  stash::allocator<counted, Policy, void, stash::host_backend> alloc(backend, pool, {}, policy);
-  rerun_read_result r;
-  auto sample = [&] {
-    if (alloc.state() == stash::allocator_state::replaying) {
-      r.peak = std::max(r.peak, pool.stats().in_use_bytes);
-    }
-  };
-  using kernel = std::function<void(float* const*)>;
-  auto op      = [&](std::string const& name, std::vector<stash::tensor_handle> reads,
-                std::vector<stash::tensor_handle> writes, kernel k) {
-    auto launch = [&backend, k](std::span<void* const> p, stream on) {
-      std::vector<float*> f;
-      for (auto* q : p) { f.push_back(static_cast<float*>(q)); }
-      backend.launch(on, [k, f] { k(f.data()); });
-    };
-    launch(alloc.op(name, reads, writes, s, launch), s);
-    sample();
-  };
-  auto make = [&](std::size_t floats, stash::storage_kind kind, std::string label) {
-    auto h = alloc.allocate_async(floats * sizeof(float), kind, std::move(label), s);
-    sample();
-    return h;
-  };
+  float_rig<void, Policy> rig(std::move(policy));
+  auto& backend  = rig.backend;
+  auto& alloc    = rig.alloc;
+  auto& r        = rig.r;
+  auto const s   = rig.s;
   auto const act = stash::storage_kind::act, temp = stash::storage_kind::temp;
   for (int step = 0; step < iterations; ++step) {
     alloc.begin_iteration();
     alloc.phase(stash::phase::forward);
-    auto in   = make(100, stash::storage_kind::input, "in");
+    auto in   = rig.make(100, stash::storage_kind::input, "in");
     auto* pin = static_cast<float*>(alloc.acquire_async(in, s));
     backend.launch(s, [pin, step] {
       for (int k = 0; k < 100; ++k) { pin[k] = float((k * 5 + step) % 11) - 5; }
     });
-    auto x = make(750, act, "x");
-    op("aten::relu", {in}, {x}, [](float* const* p) {
+    auto x = rig.make(750, act, "x");
+    rig.op("aten::relu", {in}, {x}, [](float* const* p) {
       for (int k = 0; k < 750; ++k) { p[1][k] = std::max(0.0f, p[0][k % 100]) + float(k % 7); }
     });
-    auto a = make(1000, act, "a");
-    op("aten::relu", {x}, {a}, [](float* const* p) {
+    auto a = rig.make(1000, act, "a");
+    rig.op("aten::relu", {x}, {a}, [](float* const* p) {
       for (int k = 0; k < 1000; ++k) { p[1][k] = std::max(0.0f, p[0][k % 750] - 2.0f); }
     });
-    auto b = make(125, act, "b");
-    op("aten::mul.Tensor", {a}, {b}, [](float* const* p) {
+    auto b = rig.make(125, act, "b");
+    rig.op("aten::mul.Tensor", {a}, {b}, [](float* const* p) {
       for (int k = 0; k < 125; ++k) { p[1][k] = p[0][8 * k] * 0.5f + p[0][8 * k + 3]; }
     });
     alloc.phase(stash::phase::backward);
-    auto g = make(25, temp, "g");
-    op("my::bwd", {b}, {g}, [](float* const* p) {
+    auto g = rig.make(25, temp, "g");
+    rig.op("my::bwd", {b}, {g}, [](float* const* p) {
       for (int k = 0; k < 25; ++k) { p[1][k] = p[0][5 * k] - p[0][5 * k + 2]; }
     });
     alloc.deallocate_async(b);
-    auto kk = make(500, temp, "k");
-    op("my::bwd", {a, g}, {kk}, [](float* const* p) {
+    auto kk = rig.make(500, temp, "k");
+    rig.op("my::bwd", {a, g}, {kk}, [](float* const* p) {
       for (int k = 0; k < 500; ++k) { p[2][k] = p[0][2 * k] + p[1][k % 25]; }
     });
     alloc.deallocate_async(kk);
     alloc.deallocate_async(a);
-    op("my::bwd", {g}, {g}, [](float* const* p) {
+    rig.op("my::bwd", {g}, {g}, [](float* const* p) {
       for (int k = 0; k < 25; ++k) { p[1][k] = 2.0f * p[0][k] - 1.0f; }
     });
-    op("my::bwd", {x, g}, {g}, [](float* const* p) {
+    rig.op("my::bwd", {x, g}, {g}, [](float* const* p) {
       for (int k = 0; k < 25; ++k) { p[2][k] = p[1][k] * p[0][30 * k] + p[0][30 * k + 1]; }
     });
     auto const* pg = static_cast<float const*>(alloc.acquire_async(g, s));

@@ -14,6 +14,7 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/approx.hpp"
+#include "support/chain_trace.hpp"
 #include "support/link_bound_model.hpp"
 #include "support/planned_reference.hpp"
 #include "support/rerun_read_trace.hpp"
@@ -31,24 +32,7 @@ namespace STASH_UNITY_ID {
 
 namespace {
 
-std::string const chain_text = R"(# stash-trace v1 model=chain dtype=float32
-t 0 1000 input x
-p forward
-t 1 4000 act a
-o aten::relu 0 1
-t 2 2000 act b
-o aten::mul.Tensor 1 2
-t 3 1000 act c
-o aten::sum.dim_IntList 2 3
-p backward
-t 4 1000 temp g
-o my::bwd 3 4
-f 3
-o my::bwd 1,2,4 4
-f 1
-f 2
-f 4
-)";
+std::string const& chain_text = stash::test::chain_trace_text;
 
 stash::cost_model model() { return stash::test::link_bound_model(1e9); }
 
@@ -593,8 +577,7 @@ TEST_CASE("a recompute entry that starts at a re-run use drops its storage right
   // (7200 B); op4's step, x gone after the batch, holds in, g, a and k (6200 B). Were x released
   // only when op4 ends, op4 would hold 9200 B.
   CHECK(s.device_peak == 7600);
-  // (reference_planned_peak releases a recompute entry's storage when op last_use ends: it does
-  // not model early departures, so the curve is checked at op4 instead.)
+  CHECK(stash::test::reference_planned_peak(a, s) == 7600);
   auto const curve = stash::planned_device_curve(a, s.entries, s.recomputes);
   CHECK(curve[a.ops().event[4]] == 6200);
   auto run     = s;

@@ -3,7 +3,10 @@
 //  - After each event: the live storages less those away then. A swap entry keeps its storage
 //    away after op max(last_use, offload_at - 1) (last_use when offload_at is 0) through op
 //    prefetch_at - 1 and the frees that end it; a recompute entry after op last_use through op
-//    at - 1 and its end frees.
+//    at - 1 and its end frees. An early departure (last_use p > 0 is not an access of the
+//    storage, only a re-run use; a recompute entry, or a swap entry not wrapping with
+//    offload_at = p) is away from op p's step on instead: from the first event after op p-1's
+//    end frees that is neither a free nor a phase line.
 //  - While recompute entry k runs (before op `at`, after op at-1's end frees): the storages live
 //    then (their frees up to op `at`'s first allocation done, its allocations not yet), less the
 //    swaps away across that point (released by op at-1, prefetched after op `at` starts), the
@@ -38,16 +41,36 @@ inline std::uint64_t back_event(trace_analysis const& a, std::uint64_t op)
 }
 
 // True when storage `id` is away after event `e`: inside an entry's window (see the file comment).
+// Whether op `op` reads or writes storage `id` in the recorded trace (not a re-run use).
+inline bool accessed_at(trace_analysis const& a, storage_id id, std::uint64_t op)
+{
+  auto const& acc = a.lifetimes().storages[id].accesses;
+  return std::any_of(acc.begin(), acc.end(), [&](auto const& x) { return x.op == op; });
+}
+
+// Whether an entry leaving after op `last_use` leaves from op last_use's step on instead.
+inline bool leaves_early(trace_analysis const& a, storage_id id, std::uint64_t last_use)
+{
+  return last_use > 0 && !accessed_at(a, id, last_use);
+}
+
+// True when storage `id` is away after event `e`: inside an entry's window (see the file comment).
 inline bool away_after_event(trace_analysis const& a, schedule const& s, storage_id id,
                              std::uint64_t e)
 {
   auto const& ev = a.ops().event;
   for (auto const& w : s.entries) {
+    if (w.id != id) { continue; }
     auto const release = w.offload_at == 0 ? w.last_use : std::max(w.last_use, w.offload_at - 1);
-    if (w.id == id && ev[release] < e && e < back_event(a, w.prefetch_at - 1)) { return true; }
+    bool const early   = !w.wrap && w.offload_at == w.last_use && leaves_early(a, id, w.last_use);
+    bool const gone    = early ? back_event(a, w.last_use - 1) <= e : ev[release] < e;
+    if (gone && e < back_event(a, w.prefetch_at - 1)) { return true; }
   }
   for (auto const& r : s.recomputes) {
-    if (r.id == id && ev[r.last_use] < e && e < back_event(a, r.at - 1)) { return true; }
+    if (r.id != id) { continue; }
+    bool const gone =
+        leaves_early(a, id, r.last_use) ? back_event(a, r.last_use - 1) <= e : ev[r.last_use] < e;
+    if (gone && e < back_event(a, r.at - 1)) { return true; }
   }
   return false;
 }

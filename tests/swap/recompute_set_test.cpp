@@ -9,6 +9,7 @@
 #include <stash/swap/detail/recompute_set.hpp>
 #include <stash/trace/trace_reader.hpp>
 
+#include "support/chain_trace.hpp"
 #include "support/link_bound_model.hpp"
 
 #include <doctest/doctest.h>
@@ -20,26 +21,8 @@ namespace STASH_UNITY_ID {
 
 namespace {
 
-// x (input) is read by op0; a (4000 B) is written by op0 (relu x) and read by op1 and op4.
-//   op0 relu x -> a   op1 mul a -> b   op2 sum b -> c   op3 bwd c -> g   op4 bwd a,b,g -> g
-std::string const two_gaps_text = R"(# stash-trace v1 model=two_gaps dtype=float32
-t 0 1000 input x
-p forward
-t 1 4000 act a
-o aten::relu 0 1
-t 2 2000 act b
-o aten::mul.Tensor 1 2
-t 3 1000 act c
-o aten::sum.dim_IntList 2 3
-p backward
-t 4 1000 temp g
-o my::bwd 3 4
-f 3
-o my::bwd 1,2,4 4
-f 1
-f 2
-f 4
-)";
+// a (4000 B), written by op0, is read by op1 and op4: two gaps (support/chain_trace.hpp).
+std::string const& two_gaps_text = stash::test::chain_trace_text;
 
 }  // namespace
 
