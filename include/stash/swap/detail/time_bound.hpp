@@ -42,7 +42,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <numeric>
 #include <span>
 #include <tuple>
