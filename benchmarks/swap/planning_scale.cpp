@@ -4,7 +4,7 @@
 // that runs before and after a change can be compared. Prints Markdown rows.
 //
 //   bench_planning_scale [--trace FILE] [--sizes 10000,25000,...] [--budget PCT]
-//                        [--what search_swap,auto_swap,search,frontier,bounds]
+//                        [--what search_swap,auto_swap,search,frontier,bounds,frontier_parts]
 //                        [--frontier-policies search_swap,auto_swap]
 //   bench_planning_scale --fingerprints DATA_DIR
 //       prints the fingerprint table of tests/swap/planning_scale_test.cpp (see there)
@@ -14,11 +14,13 @@
 //       of tests/swap/search_scale_test.cpp is a cheap subset of it
 // Defaults: data/traces/transformer_encoder_b8.trace, sizes 10000,25000,50000,100000, budget 50
 // (% of the peak), every measurement but `bounds` (the frontier's time lower bounds alone, a part
-// of `frontier`, with a fingerprint of their values).
+// of `frontier`, with a fingerprint of their values) and `frontier_parts` (the frontier's steps
+// timed one by one).
 #include <stash_tools/deep_trace.hpp>
 #include <stash_tools/schedule_fingerprint.hpp>
 #include <stash_tools/stash_plan/frontier.hpp>
 #include <stash_tools/stash_plan/options.hpp>
+#include <stash_tools/stash_plan/policies.hpp>
 
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
@@ -115,6 +117,51 @@ bool wants(bench_options const& o, std::string const& w)
   return false;
 }
 
+// run_frontier's steps timed one by one (the sum is `frontier` less the note and the budgets):
+// the analysis, the time bounds, each AutoSwap greedy sweep (all budgets at once; search_swap
+// seeds from them), each policy's plans given those sweeps, and the simulations of the points.
+void frontier_parts(bench_options const& o, stash::trace const& deep)
+{
+  stash_plan::options opt;
+  opt.policies = o.frontier_policies;
+  auto const n = deep.storages().size(), ops = deep.ops().size();
+  double t0 = cpu_seconds();
+  auto lap  = [&](char const* what, std::string const& note) {
+    double const t1 = cpu_seconds();
+    std::printf("| %s | %zu | %zu | %.3f | %s |\n", what, n, ops, t1 - t0, note.c_str());
+    std::fflush(stdout);
+    t0 = t1;
+  };
+  auto const model = stash_plan::make_cost_model(opt);
+  stash::trace_analysis const a(deep, model);
+  auto const budgets = stash_plan::frontier_budgets_of(a);
+  lap("frontier: analysis, budgets", std::to_string(budgets.size()) + " budgets");
+  auto const bounds = stash_plan::frontier_lower_bounds(a, budgets, opt);
+  lap("frontier: time bounds", std::to_string(bounds.first.size()) + " x 2");
+  stash::auto_swap_sweeps sweeps(a, budgets);
+  struct named {
+    stash::auto_swap_score score;
+    char const* name;
+  };
+  for (auto const& [score, name] :
+       {named{stash::auto_swap_score::swdoa, "swdoa"}, named{stash::auto_swap_score::doa, "doa"},
+        named{stash::auto_swap_score::aoa, "aoa"}, named{stash::auto_swap_score::wdoa, "wdoa"}}) {
+    auto const& plans = sweeps.of(score);
+    lap((std::string("frontier: auto_swap sweep ") + name).c_str(),
+        std::to_string(plans.size()) + " plans");
+  }
+  std::vector<stash::schedule> all;
+  for (auto const& name : opt.policies) {
+    auto plans = stash_plan::plan_policy_budgets(name, a, budgets, opt, &sweeps);
+    lap(("frontier: " + name + " plans").c_str(), "given the sweeps");
+    for (auto& s : plans) { all.push_back(std::move(s)); }
+  }
+  std::size_t fits = 0;
+  for (auto const& s : all) { fits += stash::simulate(a, s, stash::sim_options{false}).fits; }
+  lap("frontier: simulations",
+      std::to_string(all.size()) + " points, " + std::to_string(fits) + " fit");
+}
+
 void run_size(bench_options const& o, stash::trace const& base, std::size_t target)
 {
   auto const deep = stash_tools::deepen_trace(base, stash_tools::copies_for(base, target));
@@ -153,6 +200,7 @@ void run_size(bench_options const& o, stash::trace const& base, std::size_t targ
       return std::string(text);
     });
   }
+  if (wants(o, "frontier_parts")) { frontier_parts(o, deep); }
   if (wants(o, "frontier")) {
     stash_plan::options opt;
     opt.policies = o.frontier_policies;

@@ -42,10 +42,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <numeric>
-#include <queue>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -230,6 +229,41 @@ struct op_window {
   return rerun + std::min({a + head, b + tail, a + b, t / w.d2h, t / w.h2d});
 }
 
+/// An upper bound on coverage_at(w, r, t, tau) over tau in [tau_min, tau_max], in floating
+/// point: each term at the end of the range where it is largest (every operation is monotone in
+/// its operands under rounding to nearest), so no tau in the range covers when it is below.
+[[nodiscard]] inline double coverage_bound(op_window const& w, rerun_curve const& r, double t,
+                                           double tau_min, double tau_max)
+{
+  double const rerun = r.bytes_within(t - tau_min - w.after);
+  double const a = tau_max / w.d2h, b = (t - tau_min) / w.h2d;
+  double const head = std::min(w.head, (t - tau_min) / w.d2h);
+  double const tail = std::min(w.tail, tau_max / w.h2d);
+  return rerun + std::min({a + head, b + tail, a + b, t / w.d2h, t / w.h2d});
+}
+
+/// Whether any of R's kinks [first, last) covers, at tau = hi - seconds[k] (all at or above lo):
+/// what trying each in turn answers, skipping the runs of kinks whose coverage_bound is below the
+/// excess (at a tight t, all but a few near the best tau).
+template <class Covers>
+[[nodiscard]] bool any_kink_covers(op_window const& w, rerun_curve const& r, double t, double hi,
+                                   std::size_t first, std::size_t last, Covers const& covers)
+{
+  constexpr std::size_t leaf = 8;
+  if (last - first <= leaf) {
+    for (auto k = first; k < last; ++k) {
+      if (covers(hi - r.seconds[k])) { return true; }
+    }
+    return false;
+  }
+  if (coverage_bound(w, r, t, hi - r.seconds[last - 1], hi - r.seconds[first]) < w.excess) {
+    return false;
+  }
+  auto const mid = first + (last - first) / 2;
+  return any_kink_covers(w, r, t, hi, first, mid, covers) ||
+         any_kink_covers(w, r, t, hi, mid, last, covers);
+}
+
 /// Whether some tau lets `t` cover op w's excess (coverage is concave in tau: its maximum is at
 /// a candidate below).
 [[nodiscard]] inline bool feasible(op_window const& w, rerun_curve const& r, double t)
@@ -255,11 +289,11 @@ struct op_window {
   }
   // R's seconds do not decrease (sums of non-negative terms), so neither does hi - s: from the
   // first kink below lo on, every one clamps to lo, which does not cover.
-  for (double const s : r.seconds) {
-    if (hi - s < lo) { break; }
-    if (covers(hi - s)) { return true; }
-  }
-  return false;
+  auto const kinks =
+      static_cast<std::size_t>(std::partition_point(r.seconds.begin(), r.seconds.end(),
+                                                    [&](double s) { return hi - s >= lo; }) -
+                               r.seconds.begin());
+  return any_kink_covers(w, r, t, hi, 0, kinks, covers);
 }
 
 /// The least iteration time op w's relaxation allows, or `floor` when that is feasible already:
@@ -303,44 +337,180 @@ struct wrap_room {
   return out;
 }
 
-/// The gaps active at the current op whose drop could restore bytes (the others have no chain
-/// and add nothing to a rerun_curve), in no particular order: build_rerun_curve's result does not
-/// depend on it (the shares are sums of whole bytes, exact in a double; the items are sorted).
-class active_gaps {
+/// R swept over the ops in order (per_op_time_bounds): the gaps active at the current op whose
+/// drop could restore bytes, each op's share, each gap's cost per byte and the items sorted by
+/// it, kept up to date from one op to the next; R is rebuilt only when something changed, by
+/// merging the unchanged items with the changed ones. The same curve as build_rerun_curve's from
+/// the same gaps, bit for bit: a share is a sum of whole bytes (exact in a double, in any order),
+/// a cost sums the same terms in its chain's order, and the items are the same pairs in the same
+/// non-decreasing order. What changes at an op is only the gaps that start or end there, the
+/// chain entries whose `from` is reached, and the gaps sharing an op with them, so the sweep does
+/// no work per active gap per op beyond the merge, a pass of sequential adds.
+class rerun_sweep {
  public:
-  explicit active_gaps(bound_gaps const& g) : g_(g), pos_(g.gaps.size(), none) {}
+  /// @param a The recorded iteration's facts.
+  /// @param g Its gaps (collect_bound_gaps with recompute).
+  rerun_sweep(trace_analysis const& a, bound_gaps const& g)
+      : a_(a), g_(g), share_(a.op_count(), 0.0), users_(a.op_count()), state_(g.gaps.size())
+  {
+    for (std::uint32_t k = 0; k < g.gaps.size(); ++k) {
+      auto const& x = g.gaps[k];
+      if (!x.recomputable || x.bytes == 0) { continue; }
+      events_.push_back({x.u + 1, k, none_});  // x.v >= x.u + 2: active at u + 1
+      events_.push_back({x.v, k, none_});
+      for (auto c = x.chain_begin; c < x.chain_end; ++c) {
+        if (g.chain[c].from > x.u + 1 && g.chain[c].from < x.v) {
+          events_.push_back({g.chain[c].from, k, c});
+        }
+      }
+    }
+    std::sort(events_.begin(), events_.end(), [](event const& x, event const& y) {
+      return std::tie(x.op, x.gap, x.entry) < std::tie(y.op, y.gap, y.entry);
+    });
+  }
 
-  /// Brings the set to op i: the gaps with u < i < v (i not below the last call's).
+  /// Brings the state to op i (i not below the last call's).
   void advance_to(std::uint64_t i)
   {
-    for (; next_ < g_.gaps.size() && g_.gaps[next_].u < i; ++next_) {
-      auto const& x = g_.gaps[next_];
-      if (!x.recomputable || x.bytes == 0 || x.v <= i) { continue; }
-      pos_[next_] = list_.size();
-      list_.push_back(static_cast<std::uint32_t>(next_));
-      by_end_.push({x.v, static_cast<std::uint32_t>(next_)});
+    for (; next_ < events_.size() && events_[next_].op <= i; ++next_) {
+      auto const& e = events_[next_];
+      auto& st      = state_[e.gap];
+      if (e.entry != none_) {
+        add_entry(e.gap, g_.chain[e.entry].op);
+      } else if (!st.active) {
+        st.active = true;
+        for (auto c = g_.gaps[e.gap].chain_begin; c < g_.gaps[e.gap].chain_end; ++c) {
+          if (g_.chain[c].from <= e.op) { add_entry(e.gap, g_.chain[c].op); }
+        }
+        mark(e.gap);
+      } else {
+        end_gap(e.gap);
+      }
     }
-    while (!by_end_.empty() && by_end_.top().first <= i) {
-      auto const k = by_end_.top().second;
-      by_end_.pop();
-      auto const at   = pos_[k];
-      list_[at]       = list_.back();
-      pos_[list_[at]] = at;
-      list_.pop_back();
-      pos_[k] = none;
+    at_ = i;
+  }
+
+  /// Brings `curve` to R at the current op; it must hold what the last call left in it.
+  void update(rerun_curve& curve)
+  {
+    fresh_.clear();
+    for (auto const k : dirty_) {
+      auto& st = state_[k];
+      st.dirty = false;
+      if (!st.active) { continue; }
+      double per_byte = 0;
+      for (auto c = g_.gaps[k].chain_begin; c < g_.gaps[k].chain_end; ++c) {
+        if (g_.chain[c].from <= at_) {
+          per_byte += a_.op_seconds()[g_.chain[c].op] / share_[g_.chain[c].op];
+        }
+      }
+      if (st.listed && st.per_byte == per_byte) { continue; }
+      if (st.listed) { first_stale_ = std::min(first_stale_, st.pos); }
+      st.per_byte = per_byte;
+      st.listed   = true;
+      ++st.version;
+      fresh_.push_back({per_byte, static_cast<double>(g_.gaps[k].bytes), k, st.version});
+    }
+    dirty_.clear();
+    if (fresh_.empty() && first_stale_ == none_) { return; }  // the same costs: the same R
+    merge(curve);
+  }
+
+ private:
+  static constexpr std::uint32_t none_ = static_cast<std::uint32_t>(-1);
+  struct event {
+    std::uint64_t op{};
+    std::uint32_t gap{}, entry{};  ///< entry: a chain entry whose `from` is reached, or none_
+  };
+  struct gap_state {
+    double per_byte{};
+    std::uint32_t version{}, pos{};  ///< pos: its item's index in items_ while listed
+    bool active{}, dirty{}, listed{};
+  };
+  struct item {
+    double per_byte{}, bytes{};
+    std::uint32_t gap{}, version{};
+  };
+
+  void mark(std::uint32_t k)
+  {
+    if (!state_[k].dirty) {
+      state_[k].dirty = true;
+      dirty_.push_back(k);
     }
   }
 
-  [[nodiscard]] std::span<std::uint32_t const> list() const noexcept { return list_; }
+  void add_entry(std::uint32_t k, std::uint64_t op)
+  {
+    share_[op] += static_cast<double>(g_.gaps[k].bytes);
+    for (auto const other : users_[op]) { mark(other); }
+    users_[op].push_back(k);
+    mark(k);
+  }
 
- private:
-  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  void end_gap(std::uint32_t k)
+  {
+    auto& st = state_[k];
+    if (st.listed) { first_stale_ = std::min(first_stale_, st.pos); }
+    st.active = false;
+    st.listed = false;
+    ++st.version;
+    auto const& x = g_.gaps[k];
+    for (auto c = x.chain_begin; c < x.chain_end; ++c) {
+      if (g_.chain[c].from >= x.v) { continue; }
+      auto const op = g_.chain[c].op;
+      share_[op] -= static_cast<double>(x.bytes);
+      auto& u = users_[op];
+      u.erase(std::find(u.begin(), u.end(), k));
+      for (auto const other : u) { mark(other); }
+    }
+  }
+
+  /// items_ less the stale ones, merged with fresh_, and R's cumulative sums over them, redone
+  /// only from the first item that changes (the sums before it are the same).
+  void merge(rerun_curve& curve)
+  {
+    auto const less = [](item const& x, item const& y) {
+      return std::pair(x.per_byte, x.bytes) < std::pair(y.per_byte, y.bytes);
+    };
+    std::sort(fresh_.begin(), fresh_.end(), less);
+    std::size_t start = std::min<std::size_t>(first_stale_, items_.size());
+    if (!fresh_.empty()) {
+      start = std::min(start, static_cast<std::size_t>(
+                                  std::lower_bound(items_.begin(), items_.end(), fresh_[0], less) -
+                                  items_.begin()));
+    }
+    first_stale_ = none_;
+    merged_.assign(items_.begin() + static_cast<std::ptrdiff_t>(start), items_.end());
+    items_.resize(start);
+    curve.bytes.resize(start + 1);
+    curve.seconds.resize(start + 1);
+    auto push = [&](item const& x) {
+      state_[x.gap].pos = static_cast<std::uint32_t>(items_.size());
+      items_.push_back(x);
+      curve.bytes.push_back(curve.bytes.back() + x.bytes);
+      curve.seconds.push_back(curve.seconds.back() + x.per_byte * x.bytes);
+    };
+    std::size_t f = 0;
+    for (auto const& x : merged_) {
+      if (state_[x.gap].version != x.version) { continue; }
+      for (; f < fresh_.size() && less(fresh_[f], x); ++f) { push(fresh_[f]); }
+      push(x);
+    }
+    for (; f < fresh_.size(); ++f) { push(fresh_[f]); }
+  }
+
+  trace_analysis const& a_;
   bound_gaps const& g_;
-  std::vector<std::size_t> pos_;
-  std::vector<std::uint32_t> list_;
-  std::size_t next_ = 0;
-  using ending      = std::pair<std::uint64_t, std::uint32_t>;  // (v, gap)
-  std::priority_queue<ending, std::vector<ending>, std::greater<>> by_end_;
+  std::vector<double> share_;
+  std::vector<std::vector<std::uint32_t>> users_;  ///< per op: the active gaps whose R counts it
+  std::vector<gap_state> state_;
+  std::vector<event> events_;
+  std::size_t next_          = 0;
+  std::uint64_t at_          = 0;
+  std::uint32_t first_stale_ = none_;  ///< the least index of an item gone since the last update
+  std::vector<std::uint32_t> dirty_;
+  std::vector<item> items_, fresh_, merged_;
 };
 
 /// For each budget b, the largest op_time_bound over the ops whose start step's peak exceeds
@@ -360,13 +530,12 @@ class active_gaps {
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
-  active_gaps active(g);
-  std::vector<double> share(n, 0.0);
+  rerun_sweep sweep(a, g);
   rerun_curve curve{{0.0}, {0.0}};  // without recompute, R is this point alone at every op
   for (std::size_t i = 0; i < n && !order.empty(); ++i) {
-    if (recompute) { active.advance_to(i); }
+    if (recompute) { sweep.advance_to(i); }
     if (steps[i].live_peak <= budgets[order.front()]) { continue; }
-    if (recompute) { build_rerun_curve(a, g, i, active.list(), share, curve); }
+    if (recompute) { sweep.update(curve); }
     double const before = a.op_start(i);
     for (auto const b : order) {
       if (steps[i].live_peak <= budgets[b]) { break; }
