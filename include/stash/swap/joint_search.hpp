@@ -163,6 +163,7 @@ struct joint_incumbent {
   bool offer(trace_analysis const& a, schedule s, std::string const& who,
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
+    if (repeated(s, family_of(who))) { return false; }
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
     if (redrop && s.device_peak > s.budget) { s = with_redrops(a, std::move(s), activations_only); }
     if (share) { s = sharing_order(a, std::move(s)); }
@@ -191,14 +192,69 @@ struct joint_incumbent {
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
 
+  // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
+  // greedy with swaps placed alone, 2 the greedy on the link's free room.
+  [[nodiscard]] static std::size_t family_of(std::string const& who) noexcept
+  {
+    return !who.starts_with("greedy") ? 0 : who.find("/link") == std::string::npos ? 1 : 2;
+  }
+
   void keep_runner(schedule const& s, sim_result const& r)
   {
-    auto const family = !s.note.starts_with("greedy")               ? 0
-                        : s.note.find("/link") == std::string::npos ? 1
-                                                                    : 2;
-    auto& slot        = runners[static_cast<std::size_t>(family)];
+    auto& slot = runners[family_of(s.note)];
     if (!slot || r.iteration_s < slot->second.iteration_s) { slot.emplace(s, r); }
   }
+
+  // Schedules offered so far, as given (before encodings, redrops, sharing order), by a hash of
+  // their entries: many constructions return the same plan (starts whose checkpoint recomputes
+  // the greedy prunes, weightings that agree), and each non-fitting one costs a redrop repair.
+  // Offering one again changes nothing (the same repair and simulation, a time not below the
+  // incumbent's or its runner's), so a repeat of the same family is skipped.
+  struct offered {
+    std::size_t family;
+    std::uint64_t budget;
+    bool shared;
+    std::vector<swap_entry> entries;
+    std::vector<recompute_entry> recomputes;
+  };
+  std::vector<std::pair<std::uint64_t, offered>> seen;  // (hash, schedule), by hash
+
+  [[nodiscard]] static std::uint64_t hash_of(schedule const& s, std::size_t family) noexcept
+  {
+    std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ family;
+    auto const mix  = [&](std::uint64_t x) { h = (h ^ x) * 0x100000001b3ULL + (h >> 29); };
+    mix(s.budget);
+    for (auto const& e : s.entries) {
+      mix(e.id);
+      mix(e.last_use);
+      mix(e.offload_at ^ (e.prefetch_at << 20));
+    }
+    mix(s.recomputes.size());
+    for (auto const& e : s.recomputes) {
+      mix(e.id);
+      mix(e.last_use ^ (e.at << 20));
+    }
+    return h;
+  }
+
+  // True when `s` was offered before for `family` (see `seen`); else it is remembered.
+  bool repeated(schedule const& s, std::size_t family)
+  {
+    auto const h  = hash_of(s, family);
+    auto const lo = std::lower_bound(seen.begin(), seen.end(), h,
+                                     [](auto const& x, std::uint64_t v) { return x.first < v; });
+    for (auto it = lo; it != seen.end() && it->first == h; ++it) {
+      auto const& o = it->second;
+      if (o.family == family && o.budget == s.budget && o.shared == s.shared_reruns &&
+          o.entries == s.entries && o.recomputes == s.recomputes) {
+        ++repeats;
+        return true;
+      }
+    }
+    seen.insert(lo, {h, offered{family, s.budget, s.shared_reruns, s.entries, s.recomputes}});
+    return false;
+  }
+  std::size_t repeats = 0;
 
   [[nodiscard]] static bool moves_state(trace_analysis const& a, schedule const& s) noexcept
   {
