@@ -84,6 +84,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -205,53 +206,54 @@ struct joint_incumbent {
     if (!slot || r.iteration_s < slot->second.iteration_s) { slot.emplace(s, r); }
   }
 
-  // Schedules offered so far, as given (before encodings, redrops, sharing order), by a hash of
-  // their entries: many constructions return the same plan (starts whose checkpoint recomputes
-  // the greedy prunes, weightings that agree), and each non-fitting one costs a redrop repair.
+  // Fingerprints of the schedules offered so far, as given (before encodings, redrops, sharing
+  // order): many constructions return the same plan (starts whose checkpoint recomputes the
+  // greedy prunes, weightings that agree), and each non-fitting one costs a redrop repair.
   // Offering one again changes nothing (the same repair and simulation, a time not below the
-  // incumbent's or its runner's), so a repeat of the same family is skipped.
-  struct offered {
-    std::size_t family;
-    std::uint64_t budget;
-    bool shared;
-    std::vector<swap_entry> entries;
-    std::vector<recompute_entry> recomputes;
-  };
-  std::vector<std::pair<std::uint64_t, offered>> seen;  // (hash, schedule), by hash
+  // incumbent's or its runner's), so a repeat of the same runner family is skipped. Two
+  // independent 64-bit hashes of every field, not copies: a plan of a deep trace holds tens of
+  // thousands of entries and a search offers hundreds of plans (two distinct plans would have
+  // to agree on both hashes, about 2^-128 per pair, for one to be skipped).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;  // sorted
 
-  [[nodiscard]] static std::uint64_t hash_of(schedule const& s, std::size_t family) noexcept
+  [[nodiscard]] static std::pair<std::uint64_t, std::uint64_t> fingerprint(
+      schedule const& s, std::size_t family) noexcept
   {
-    std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ family;
-    auto const mix  = [&](std::uint64_t x) { h = (h ^ x) * 0x100000001b3ULL + (h >> 29); };
+    std::uint64_t h1 = 0xcbf29ce484222325ULL ^ family, h2 = 0x9e3779b97f4a7c15ULL + family;
+    auto const mix = [&](std::uint64_t x) {
+      h1 = (h1 ^ x) * 0x100000001b3ULL;  // FNV-1a style, word at a time
+      x += h2 + 0x9e3779b97f4a7c15ULL;   // splitmix64 over a running sum
+      x  = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      x  = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+      h2 = x ^ (x >> 31);
+    };
     mix(s.budget);
+    mix(s.shared_reruns ? 1 : 0);
+    mix(s.entries.size());
     for (auto const& e : s.entries) {
-      mix(e.id);
-      mix(e.last_use);
-      mix(e.offload_at ^ (e.prefetch_at << 20));
+      for (auto const x :
+           {std::uint64_t{e.id}, e.last_use, e.next_use, e.offload_at, e.prefetch_at, e.bytes}) {
+        mix(x);
+      }
+      mix(static_cast<std::uint64_t>(e.encoding) | (e.wrap ? 256U : 0U) | (e.redrop ? 512U : 0U));
     }
     mix(s.recomputes.size());
     for (auto const& e : s.recomputes) {
-      mix(e.id);
-      mix(e.last_use ^ (e.at << 20));
+      for (auto const x : {std::uint64_t{e.id}, e.last_use, e.next_use, e.at, e.bytes}) { mix(x); }
     }
-    return h;
+    return {h1, h2};
   }
 
   // True when `s` was offered before for `family` (see `seen`); else it is remembered.
   bool repeated(schedule const& s, std::size_t family)
   {
-    auto const h  = hash_of(s, family);
-    auto const lo = std::lower_bound(seen.begin(), seen.end(), h,
-                                     [](auto const& x, std::uint64_t v) { return x.first < v; });
-    for (auto it = lo; it != seen.end() && it->first == h; ++it) {
-      auto const& o = it->second;
-      if (o.family == family && o.budget == s.budget && o.shared == s.shared_reruns &&
-          o.entries == s.entries && o.recomputes == s.recomputes) {
-        ++repeats;
-        return true;
-      }
+    auto const f  = fingerprint(s, family);
+    auto const it = std::lower_bound(seen.begin(), seen.end(), f);
+    if (it != seen.end() && *it == f) {
+      ++repeats;
+      return true;
     }
-    seen.insert(lo, {h, offered{family, s.budget, s.shared_reruns, s.entries, s.recomputes}});
+    seen.insert(it, f);
     return false;
   }
   std::size_t repeats = 0;
