@@ -21,6 +21,7 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -316,6 +317,36 @@ TEST_CASE("search's redrop repair: a storage the batch rebuilt leaves with a cop
   CHECK(s.recomputes[1] == pinned.recomputes[1]);
   CHECK(s.device_peak == 11100);
   CHECK_NOTHROW(stash::validate_schedule(a, s));
+}
+
+TEST_CASE("search offers a schedule once per runner family: a repeat is not simulated again")
+{
+  auto const t = stash::parse_trace(mlp, "mlp");
+  stash::trace_analysis const a(t, round_model());
+  auto const d = stash::dtr{}.plan(a, 10000);
+  REQUIRE(d.fits());
+  stash::detail::joint_incumbent inc;
+  stash::joint_search_stats stats;
+  CHECK(inc.offer(a, d, "greedy:a", std::nullopt, stats));
+  CHECK(stats.simulations == 1);
+  CHECK(inc.runners[1].has_value());
+  // The same entries from another construction of the same family: nothing new to learn.
+  CHECK_FALSE(inc.offer(a, d, "greedy+checkpoint32:b", std::nullopt, stats));
+  CHECK(stats.simulations == 1);
+  CHECK(inc.repeats == 1);
+  // From another family it is simulated: it fills that family's runner slot (a local search
+  // starts there).
+  CHECK_FALSE(inc.runners[0].has_value());
+  CHECK_FALSE(inc.offer(a, d, "seed:dtr", std::nullopt, stats));
+  CHECK(stats.simulations == 2);
+  CHECK(inc.runners[0].has_value());
+  // A schedule that differs in one field is offered.
+  auto other = d;
+  other.recomputes.clear();
+  other.device_peak = a.peak_live_bytes();
+  CHECK_FALSE(inc.offer(a, other, "greedy:c", std::nullopt, stats));
+  CHECK(inc.repeats == 1);
+  CHECK(inc.best->note == "greedy:a");
 }
 
 }  // namespace STASH_UNITY_ID

@@ -391,27 +391,27 @@ inline void validate_recompute_fields(trace_analysis const& a, schedule const& s
     fail("storage id " + std::to_string(e.id) + " does not exist (the trace has " +
          std::to_string(t.storages().size()) + " storages)");
   }
-  auto const who = describe(t, e.id);
+  auto const who = [&] { return describe(t, e.id); };  // built only for a message
   if (e.bytes != t.storages()[e.id].bytes) {
-    fail(who + ": bytes " + std::to_string(e.bytes) + " differ from its size " +
+    fail(who() + ": bytes " + std::to_string(e.bytes) + " differ from its size " +
          std::to_string(t.storages()[e.id].bytes));
   }
   if (e.last_use >= n || e.next_use >= n || e.at >= n) {
-    fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
+    fail(who() + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
   }
   if (auto const fault = gap_fault(a, reruns, e.id, e.last_use, e.next_use); !fault.empty()) {
-    fail(who + ": " + fault);
+    fail(who() + ": " + fault);
   }
   if (!(e.last_use < e.at && e.at <= e.next_use)) {
-    fail(who + ": at " + std::to_string(e.at) + " must be in (last_use " +
+    fail(who() + ": at " + std::to_string(e.at) + " must be in (last_use " +
          std::to_string(e.last_use) + ", next_use " + std::to_string(e.next_use) + "]");
   }
   if (k > 0 && s.recomputes[k - 1].at > e.at) {
-    fail(who + ": listed after an entry that runs later (at " +
+    fail(who() + ": listed after an entry that runs later (at " +
          std::to_string(s.recomputes[k - 1].at) + ")");
   }
   if (!reruns.chains[k]->valid()) {
-    fail(who + " cannot be recomputed: " + reruns.chains[k]->refusal);
+    fail(who() + " cannot be recomputed: " + reruns.chains[k]->refusal);
   }
 }
 
@@ -421,25 +421,25 @@ inline void validate_wrap_entry(trace_analysis const& a, schedule const& s, std:
   auto const& e   = s.entries[k];
   auto const& t   = a.trace();
   auto const n    = a.op_count();
-  auto const who  = describe(t, e.id);
+  auto const who  = [&] { return describe(t, e.id); };  // built only for a message
   auto fail       = [&](std::string const& what) { throw schedule_error(k, what); };
   auto const& acc = a.lifetimes().storages[e.id].accesses;
   if (!may_wrap(a, e.id)) {
-    fail(who + ": a wrap entry needs a persistent storage allocated before op 0 and accessed");
+    fail(who() + ": a wrap entry needs a persistent storage allocated before op 0 and accessed");
   }
   if (e.last_use != acc.back().op || e.next_use != acc.front().op) {
-    fail(who + ": a wrap entry runs from its last access (op " + std::to_string(acc.back().op) +
+    fail(who() + ": a wrap entry runs from its last access (op " + std::to_string(acc.back().op) +
          ") to its first (op " + std::to_string(acc.front().op) + "), not from op " +
          std::to_string(e.last_use) + " to op " + std::to_string(e.next_use));
   }
   if (e.offload_at > n || e.prefetch_at > e.next_use) {
-    fail(who + ": offload_at " + std::to_string(e.offload_at) + " must be at most the op count " +
+    fail(who() + ": offload_at " + std::to_string(e.offload_at) + " must be at most the op count " +
          std::to_string(n) + " and prefetch_at " + std::to_string(e.prefetch_at) +
          " at most next_use " + std::to_string(e.next_use));
   }
   for (auto const& x : acc) {
     if (x.write && x.op >= e.offload_at) {
-      fail(who + ": op " + std::to_string(x.op) + " writes it after its offload starts (op " +
+      fail(who() + ": op " + std::to_string(x.op) + " writes it after its offload starts (op " +
            std::to_string(e.offload_at) + ")");
     }
   }
@@ -506,45 +506,45 @@ inline void validate_swap_fields(trace_analysis const& a, schedule const& s,
 {
   auto const& e  = s.entries[k];
   auto const n   = a.op_count();
-  auto const who = describe(a.trace(), e.id);
+  auto const who = [&] { return describe(a.trace(), e.id); };  // built only for a message
   auto fail      = [&](std::string const& what) { throw schedule_error(k, what); };
   if (e.last_use >= n || e.next_use >= n || e.offload_at >= n || e.prefetch_at >= n) {
-    fail(who + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
+    fail(who() + ": op index out of range (the trace has " + std::to_string(n) + " ops)");
   }
   if (auto const fault = gap_fault(a, reruns, e.id, e.last_use, e.next_use); !fault.empty()) {
-    fail(who + ": " + fault);
+    fail(who() + ": " + fault);
   }
   if (!(e.last_use < e.prefetch_at && e.prefetch_at <= e.next_use)) {
-    fail(who + ": prefetch_at " + std::to_string(e.prefetch_at) + " must be in (last_use " +
+    fail(who() + ": prefetch_at " + std::to_string(e.prefetch_at) + " must be in (last_use " +
          std::to_string(e.last_use) + ", next_use " + std::to_string(e.next_use) + "]");
   }
   if (e.offload_at >= e.prefetch_at) {
-    fail(who + ": offload_at " + std::to_string(e.offload_at) + " must precede prefetch_at " +
+    fail(who() + ": offload_at " + std::to_string(e.offload_at) + " must precede prefetch_at " +
          std::to_string(e.prefetch_at));
   }
   if (a.trace().alloc_event(e.id) >= a.ops().event[e.offload_at]) {
-    fail(who + ": offload_at " + std::to_string(e.offload_at) +
+    fail(who() + ": offload_at " + std::to_string(e.offload_at) +
          " starts before the storage is allocated");
   }
   bool const after_rerun = reruns.rerun_only(a, e.id, e.last_use);
   if (after_rerun && e.offload_at < e.last_use) {
-    fail(who + ": offload_at " + std::to_string(e.offload_at) +
+    fail(who() + ": offload_at " + std::to_string(e.offload_at) +
          " must not precede the re-run use at op " + std::to_string(e.last_use));
   }
   if (after_rerun && e.offload_at == e.last_use && !e.redrop &&
       std::any_of(s.recomputes.begin(), s.recomputes.end(),
                   [&](recompute_entry const& r) { return r.id == e.id && r.at == e.last_use; })) {
-    fail(who + ": rebuilt by the re-runs at op " + std::to_string(e.last_use) +
+    fail(who() + ": rebuilt by the re-runs at op " + std::to_string(e.last_use) +
          ", its copy must be issued after them (offload_at > " + std::to_string(e.last_use) + ")");
   }
   if (e.redrop && !after_rerun) {
-    fail(who +
+    fail(who() +
          ": a redrop entry must start at a re-run use that is not an access of it, not at op " +
          std::to_string(e.last_use));
   }
   for (auto const& x : a.lifetimes().storages[e.id].accesses) {
     if (x.op <= e.last_use && x.write && x.op >= e.offload_at) {
-      fail(who + ": op " + std::to_string(x.op) + " writes it after its offload starts (op " +
+      fail(who() + ": op " + std::to_string(x.op) + " writes it after its offload starts (op " +
            std::to_string(e.offload_at) + ")");
     }
   }

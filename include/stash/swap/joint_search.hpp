@@ -84,6 +84,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -163,6 +164,7 @@ struct joint_incumbent {
   bool offer(trace_analysis const& a, schedule s, std::string const& who,
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
+    if (repeated(s, family_of(who))) { return false; }
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
     if (redrop && s.device_peak > s.budget) { s = with_redrops(a, std::move(s), activations_only); }
     if (share) { s = sharing_order(a, std::move(s)); }
@@ -191,14 +193,70 @@ struct joint_incumbent {
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
 
+  // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
+  // greedy with swaps placed alone, 2 the greedy on the link's free room.
+  [[nodiscard]] static std::size_t family_of(std::string const& who) noexcept
+  {
+    return !who.starts_with("greedy") ? 0 : who.find("/link") == std::string::npos ? 1 : 2;
+  }
+
   void keep_runner(schedule const& s, sim_result const& r)
   {
-    auto const family = !s.note.starts_with("greedy")               ? 0
-                        : s.note.find("/link") == std::string::npos ? 1
-                                                                    : 2;
-    auto& slot        = runners[static_cast<std::size_t>(family)];
+    auto& slot = runners[family_of(s.note)];
     if (!slot || r.iteration_s < slot->second.iteration_s) { slot.emplace(s, r); }
   }
+
+  // Fingerprints of the schedules offered so far, as given (before encodings, redrops, sharing
+  // order): many constructions return the same plan (starts whose checkpoint recomputes the
+  // greedy prunes, weightings that agree), and each non-fitting one costs a redrop repair.
+  // Offering one again changes nothing (the same repair and simulation, a time not below the
+  // incumbent's or its runner's), so a repeat of the same runner family is skipped. Two
+  // independent 64-bit hashes of every field, not copies: a plan of a deep trace holds tens of
+  // thousands of entries and a search offers hundreds of plans (two distinct plans would have
+  // to agree on both hashes, about 2^-128 per pair, for one to be skipped).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;  // sorted
+
+  [[nodiscard]] static std::pair<std::uint64_t, std::uint64_t> fingerprint(
+      schedule const& s, std::size_t family) noexcept
+  {
+    std::uint64_t h1 = 0xcbf29ce484222325ULL ^ family, h2 = 0x9e3779b97f4a7c15ULL + family;
+    auto const mix = [&](std::uint64_t x) {
+      h1 = (h1 ^ x) * 0x100000001b3ULL;  // FNV-1a style, word at a time
+      x += h2 + 0x9e3779b97f4a7c15ULL;   // splitmix64 over a running sum
+      x  = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      x  = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+      h2 = x ^ (x >> 31);
+    };
+    mix(s.budget);
+    mix(s.shared_reruns ? 1 : 0);
+    mix(s.entries.size());
+    for (auto const& e : s.entries) {
+      for (auto const x :
+           {std::uint64_t{e.id}, e.last_use, e.next_use, e.offload_at, e.prefetch_at, e.bytes}) {
+        mix(x);
+      }
+      mix(static_cast<std::uint64_t>(e.encoding) | (e.wrap ? 256U : 0U) | (e.redrop ? 512U : 0U));
+    }
+    mix(s.recomputes.size());
+    for (auto const& e : s.recomputes) {
+      for (auto const x : {std::uint64_t{e.id}, e.last_use, e.next_use, e.at, e.bytes}) { mix(x); }
+    }
+    return {h1, h2};
+  }
+
+  // True when `s` was offered before for `family` (see `seen`); else it is remembered.
+  bool repeated(schedule const& s, std::size_t family)
+  {
+    auto const f  = fingerprint(s, family);
+    auto const it = std::lower_bound(seen.begin(), seen.end(), f);
+    if (it != seen.end() && *it == f) {
+      ++repeats;
+      return true;
+    }
+    seen.insert(it, f);
+    return false;
+  }
+  std::size_t repeats = 0;
 
   [[nodiscard]] static bool moves_state(trace_analysis const& a, schedule const& s) noexcept
   {

@@ -12,9 +12,11 @@
  * transfer second, becomes a swap (offload right after its last use, prefetch as late as the
  * nominal timeline allows); the plan's swaps of re-runnable storages that save the fewest re-run
  * seconds per transfer second, the first d of them, are taken out (their link time is R's); the
- * greedy (a few weightings, R's re-run banned) covers what is left over the budget, then
- * prunes. Each plan within the budget is simulated; the first faster one is kept and the
- * exchanges start again from it. Deterministic: fixed orders, a step budget of constructions.
+ * greedy with re-runs only (R's banned) covers what is left over the budget, then prunes (on
+ * data/traces only such a fill was ever kept; a second weighting with swaps on the link's free
+ * room doubled the constructions). Each plan within the budget is simulated; the first faster one
+ * is kept and the exchanges start again from it. Deterministic: fixed orders, a step budget of
+ * constructions.
  */
 #pragma once
 
@@ -25,7 +27,6 @@
 #include <stash/swap/detail/recompute_set.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -38,12 +39,12 @@ namespace stash::detail {
 struct link_exchange_limits {
   std::size_t recomputes = 6;   ///< recompute entries tried per round, dearest per link second
   std::size_t displaced  = 8;   ///< most swaps taken out for one recompute entry
-  std::size_t builds     = 32;  ///< greedy constructions in all (each simulated when it fits)
+  std::size_t builds     = 16;  ///< greedy constructions in all (each simulated when it fits)
 };
 
 /// The plans one exchange (see the file comment) proposes from `swaps` and `recomputes`, in
 /// order: for each of the `limits.recomputes` entries dearest per transfer second, with 0, 1,
-/// ..., `limits.displaced` swaps taken out, one construction per weighting. `offer(plan)` times
+/// ..., `limits.displaced` swaps taken out, one construction each. `offer(plan)` times
 /// a plan and returns true when it was kept (faster and fitting); the proposals stop there.
 /// Returns whether one was kept; `builds` counts the constructions.
 template <typename Offer>
@@ -74,8 +75,7 @@ bool link_exchange_round(trace_analysis const& a, std::uint64_t budget, joint_gr
     if (c.valid()) { cheap.emplace_back(c.seconds / link_s(e.bytes), k); }
   }
   std::stable_sort(cheap.begin(), cheap.end());
-  static constexpr std::array<greedy_variant, 2> variants{greedy_variant{1.0, -1.0, true},
-                                                          greedy_variant{1.0, 0.05, true, true}};
+  static constexpr greedy_variant fill{1.0, -1.0, true};  // re-runs only
   for (std::size_t j = 0; j < dear.size() && j < limits.recomputes; ++j) {
     auto const r = recomputes[dear[j].second];
     auto rc      = recomputes;
@@ -97,13 +97,11 @@ bool link_exchange_round(trace_analysis const& a, std::uint64_t budget, joint_gr
           std::all_of(rc.begin(), rc.end(), [&](auto const& e) { return set.try_add(e); });
       if (!valid || !set.swap_allowed(moved)) { continue; }
       sw.push_back(moved);
-      for (auto const& var : variants) {
-        if (builds >= limits.builds) { return false; }
-        ++builds;
-        auto p = greedy.build(budget, var, greedy_plan{sw, rc}, {}, {{r.id, r.last_use}});
-        if (greedy.peak(p) > budget) { continue; }
-        if (offer(std::move(p))) { return true; }
-      }
+      if (builds >= limits.builds) { return false; }
+      ++builds;
+      auto p = greedy.build(budget, fill, greedy_plan{sw, rc}, {}, {{r.id, r.last_use}});
+      if (greedy.peak(p) > budget) { continue; }
+      if (offer(std::move(p))) { return true; }
     }
   }
   return false;

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -53,14 +54,25 @@ struct redrop_candidate {
 /// Each storage's uses in `s` after a re-run read that is not an access of it, with no entry
 /// of it over the sub-gap that follows (at most a swap ending there or a recompute over it that
 /// rebuilt it by then), largest first (ties: by id, then p).
+/// The reads of each recompute entry's chain, by (storage, last use, at): with_redrops lists
+/// the candidates again after every step, over recompute entries that mostly stay the same.
+using chain_reads_cache =
+    std::map<std::tuple<storage_id, std::uint64_t, std::uint64_t>, std::vector<storage_id>>;
+
 [[nodiscard]] inline std::vector<redrop_candidate> redrop_candidates(trace_analysis const& a,
                                                                      schedule const& s,
-                                                                     bool activations_only)
+                                                                     bool activations_only,
+                                                                     chain_reads_cache& chains)
 {
   auto const& life = a.lifetimes().storages;
   std::vector<std::pair<storage_id, std::uint64_t>> reads;  // (storage, re-run op)
   for (auto const& rc : s.recomputes) {
-    for (auto const r : recompute_chain_of(a, rc.id, rc.last_use, rc.at).reads) {
+    auto const key = std::make_tuple(rc.id, rc.last_use, rc.at);
+    auto it        = chains.find(key);
+    if (it == chains.end()) {
+      it = chains.emplace(key, recompute_chain_of(a, rc.id, rc.last_use, rc.at).reads).first;
+    }
+    for (auto const r : it->second) {
       auto const kind = a.trace().storages()[r].kind;
       if (activations_only && kind != storage_kind::act && kind != storage_kind::temp) { continue; }
       reads.emplace_back(r, rc.at);
@@ -82,16 +94,34 @@ struct redrop_candidate {
     if (j > 0 && reads[j - 1].first == r) { u = std::max(u, reads[j - 1].second); }
     out.push_back({r, u, p, q, life[r].bytes, {}, {}});
   }
+  // Each storage's entries, by (storage, index): a candidate looks at its own only.
+  auto by_id = [](auto const& list) {
+    std::vector<std::pair<storage_id, std::size_t>> index;
+    index.reserve(list.size());
+    for (std::size_t k = 0; k < list.size(); ++k) { index.emplace_back(list[k].id, k); }
+    std::sort(index.begin(), index.end());
+    return index;
+  };
+  auto const swaps_by = by_id(s.entries), recomputes_by = by_id(s.recomputes);
+  auto of = [](std::vector<std::pair<storage_id, std::size_t>> const& index, storage_id id) {
+    auto const lo =
+        std::lower_bound(index.begin(), index.end(), std::make_pair(id, std::size_t{0}));
+    auto hi = lo;
+    while (hi != index.end() && hi->first == id) { ++hi; }
+    return std::span(lo, hi);
+  };
   std::erase_if(out, [&](redrop_candidate& c) {
-    for (std::size_t k = 0; k < s.entries.size(); ++k) {
+    for (auto const& item : of(swaps_by, c.id)) {
+      auto const k  = item.second;
       auto const& e = s.entries[k];
-      if (e.id != c.id || e.wrap || e.last_use >= c.q || e.next_use <= c.u) { continue; }
+      if (e.wrap || e.last_use >= c.q || e.next_use <= c.u) { continue; }
       if (e.next_use > c.p) { return true; }
       if (e.next_use == c.p) { c.prior_swap = k; }
     }
-    for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
+    for (auto const& item : of(recomputes_by, c.id)) {
+      auto const k  = item.second;
       auto const& e = s.recomputes[k];
-      if (e.id != c.id || e.last_use >= c.q || e.next_use <= c.p) { continue; }
+      if (e.last_use >= c.q || e.next_use <= c.p) { continue; }
       if (e.last_use >= c.p || e.at > c.p) { return true; }
       c.prior_recompute = k;
     }
@@ -199,6 +229,19 @@ struct redrop_option {
   return out;
 }
 
+/// planned_peak(a, entries, recomputes) given their planned curve.
+[[nodiscard]] inline std::uint64_t peak_of(trace_analysis const& a,
+                                           std::vector<std::uint64_t> const& curve,
+                                           std::vector<swap_entry> const& entries,
+                                           std::vector<recompute_entry> const& recomputes)
+{
+  auto peak = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
+  for (auto const b : recompute_run_bytes(a, curve, recomputes, entries)) {
+    peak = std::max(peak, b);
+  }
+  return peak;
+}
+
 /// `s` with second departures after re-run reads where they cut its excess over its budget (see
 /// the file comment); `s` itself when it fits or nothing helps.
 [[nodiscard]] inline schedule with_redrops(trace_analysis const& a, schedule s,
@@ -208,30 +251,38 @@ struct redrop_option {
   auto curve  = planned_device_curve(a, s.entries, s.recomputes);
   auto excess = excess_of(curve, s.budget);
   std::vector<std::pair<storage_id, std::uint64_t>> tried;
+  chain_reads_cache chains;
   std::size_t steps = 0;
   while (steps < max_steps && s.device_peak > s.budget) {
     std::optional<schedule> next;
     std::vector<std::uint64_t> next_curve;
     std::uint64_t next_excess = excess;
-    for (auto const& c : redrop_candidates(a, s, activations_only)) {
+    for (auto const& c : redrop_candidates(a, s, activations_only, chains)) {
       auto const key = std::make_pair(c.id, c.p);
       if (std::find(tried.begin(), tried.end(), key) != tried.end()) { continue; }
       tried.push_back(key);
       double best_seconds = 0;
       for (auto& o : redrop_options(a, s, curve, c)) {
         if (++steps > max_steps) { break; }
-        auto cand =
-            make_schedule(a, s.policy, s.budget, std::move(o.entries), std::move(o.recomputes));
+        // The curve first (as make_schedule, safe on an invalid schedule): only an option that
+        // cuts the excess more is validated, the rest are skipped either way.
+        auto cand_curve   = planned_device_curve(a, o.entries, o.recomputes);
+        auto cand_excess  = excess_of(cand_curve, s.budget);
+        bool const better = cand_excess < next_excess ||
+                            (next && cand_excess == next_excess && o.seconds < best_seconds);
+        if (!better) { continue; }
+        schedule cand;
+        cand.policy        = s.policy;
+        cand.budget        = s.budget;
+        cand.baseline_peak = a.peak_live_bytes();
+        cand.device_peak   = peak_of(a, cand_curve, o.entries, o.recomputes);  // planned_peak
+        cand.entries       = std::move(o.entries);
+        cand.recomputes    = std::move(o.recomputes);
         try {  // another re-run use inside the first half, a read away for the re-run, ...
           validate_schedule(a, cand);
         } catch (schedule_error const&) {
           continue;
         }
-        auto cand_curve   = planned_device_curve(a, cand.entries, cand.recomputes);
-        auto cand_excess  = excess_of(cand_curve, s.budget);
-        bool const better = cand_excess < next_excess ||
-                            (next && cand_excess == next_excess && o.seconds < best_seconds);
-        if (!better) { continue; }
         cand.note    = s.note;
         next         = std::move(cand);
         next_curve   = std::move(cand_curve);
