@@ -231,6 +231,21 @@ struct float_rig {
     sample();
     return h;
   }
+  /// The step's gradient, read back once the stream has run it.
+  void record(stash::tensor_handle g, std::size_t floats)
+  {
+    auto const* pg = static_cast<float const*>(alloc.acquire_async(g, s));
+    backend.synchronize(s);
+    r.g.emplace_back(pg, pg + floats);
+  }
+  rerun_read_result finish()
+  {
+    alloc.synchronize();
+    r.stats    = alloc.stats();
+    r.schedule = alloc.current_schedule();
+    r.host     = alloc.host_pool_stats();
+    return r;
+  }
 };
 
 // `write_x`: x is written between op3 and op4 (through allocator::acquire_async, outside any
@@ -241,7 +256,6 @@ rerun_read_result run_rerun_read(Policy policy, int iterations = 4, bool write_x
   float_rig<Codec, Policy> rig(std::move(policy));
   auto& backend  = rig.backend;
   auto& alloc    = rig.alloc;
-  auto& r        = rig.r;
   auto const s   = rig.s;
   auto const act = stash::storage_kind::act, temp = stash::storage_kind::temp;
   for (int step = 0; step < iterations; ++step) {
@@ -286,18 +300,12 @@ rerun_read_result run_rerun_read(Policy policy, int iterations = 4, bool write_x
     rig.op("my::bwd", {x, g}, {g}, [](float* const* p) {
       for (int k = 0; k < 250; ++k) { p[2][k] = p[1][k] * p[0][k] + 1.0f; }
     });
-    auto const* pg = static_cast<float const*>(alloc.acquire_async(g, s));
-    backend.synchronize(s);
-    r.g.emplace_back(pg, pg + 250);
+    rig.record(g, 250);
     alloc.deallocate_async(g);
     alloc.deallocate_async(x);
     alloc.end_iteration();
   }
-  alloc.synchronize();
-  r.stats    = alloc.stats();
-  r.schedule = alloc.current_schedule();
-  r.host     = alloc.host_pool_stats();
-  return r;
+  return rig.finish();
 }
 
 }  // namespace
@@ -399,7 +407,6 @@ rerun_read_result run_early_drop(Policy policy, int iterations = 4)
   float_rig<void, Policy> rig(std::move(policy));
   auto& backend  = rig.backend;
   auto& alloc    = rig.alloc;
-  auto& r        = rig.r;
   auto const s   = rig.s;
   auto const act = stash::storage_kind::act, temp = stash::storage_kind::temp;
   for (int step = 0; step < iterations; ++step) {
@@ -440,19 +447,13 @@ rerun_read_result run_early_drop(Policy policy, int iterations = 4)
     rig.op("my::bwd", {x, g}, {g}, [](float* const* p) {
       for (int k = 0; k < 25; ++k) { p[2][k] = p[1][k] * p[0][30 * k] + p[0][30 * k + 1]; }
     });
-    auto const* pg = static_cast<float const*>(alloc.acquire_async(g, s));
-    backend.synchronize(s);
-    r.g.emplace_back(pg, pg + 25);
+    rig.record(g, 25);
     alloc.deallocate_async(g);
     alloc.deallocate_async(x);
     alloc.deallocate_async(in);
     alloc.end_iteration();
   }
-  alloc.synchronize();
-  r.stats    = alloc.stats();
-  r.schedule = alloc.current_schedule();
-  r.host     = alloc.host_pool_stats();
-  return r;
+  return rig.finish();
 }
 
 }  // namespace
