@@ -16,6 +16,7 @@
 
 #include "support/data.hpp"
 #include "support/link_bound_model.hpp"
+#include "support/search_results.hpp"
 
 #include <doctest/doctest.h>
 
@@ -322,32 +323,11 @@ TEST_CASE("the greedy's fit repair takes out the re-run that holds a storage whe
   CHECK(kept.swaps == hopeless.swaps);
 }
 
-// search's plan for a larger budget is never slower: seeds planned for tighter budgets fit it.
+// search's plan for a larger budget is never slower: seeds planned for tighter budgets fit it. A
+// sample; the three sweeps in full are tests/sweep/search_results_test.cpp.
 TEST_CASE("search does not get slower as the budget grows, on recorded traces")
 {
-  struct sweep {
-    char const* trace;
-    char const* preset;
-    std::vector<double> fractions;  // descending
-  };
-  for (auto const& sw : {sweep{"squeezenet1_1_b64", "pcie4_x16", {0.7, 0.6, 0.5, 0.45}},
-                         sweep{"squeezenet1_1_b64", "h100_sxm", {0.7, 0.6, 0.5, 0.45}},
-                         sweep{"transformer_encoder_b8", "h100_sxm", {0.55, 0.5, 0.45}}}) {
-    auto const t =
-        stash::read_trace(stash::test::data_path(std::string("traces/") + sw.trace + ".trace"));
-    stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset(sw.preset)));
-    double previous = 0;
-    for (double const f : sw.fractions) {
-      CAPTURE(sw.trace);
-      CAPTURE(sw.preset);
-      CAPTURE(f);
-      auto const budget = static_cast<std::uint64_t>(f * static_cast<double>(a.peak_live_bytes()));
-      auto const r      = stash::simulate(a, stash::joint_search{}.plan(a, budget), {false});
-      REQUIRE(r.fits);
-      CHECK(r.iteration_s >= previous);
-      previous = r.iteration_s;
-    }
-  }
+  stash::test::check_search_monotone({"squeezenet1_1_b64", "h100_sxm", {0.5, 0.45}});
 }
 
 // schedule.hpp: while a batch re-runs before op `at`, its storages are counted back even when op
