@@ -194,12 +194,14 @@ TEST_CASE("range_tree and max_tree answer as a scan of the plain array does, and
     stash::detail::max_tree maxes(plain);  // the same without minima (AutoSwap's curve)
     std::vector<std::int64_t> saved;
     for (int step = 0; step < 300; ++step) {
-      if (step == 100) {  // the adds of steps 100-199 are rolled back at 200
+      // The adds of steps 100-199 are rolled back at 200, those of 220-269 at 270: a second
+      // round on the same tree, which must save afresh every node the first round restored.
+      if (step == 100 || step == 220) {
         tree.checkpoint();
         maxes.checkpoint();
         saved = plain;
       }
-      if (step == 200) {
+      if (step == 200 || step == 270) {
         tree.rollback();
         maxes.rollback();
         plain = saved;

@@ -14,6 +14,7 @@
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace stash::detail {
@@ -45,25 +46,35 @@ class basic_range_tree {
       t_[x].add = 0;
       pull(x);
     }
+    recording_ = false;  // a new tree: nothing to roll back to
+    undo_.clear();
+    saved_.clear();
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return n_; }
 
-  /// Starts recording the adds, for rollback(): a tree reused as scratch over the same values
-  /// (the planners' base curve) instead of rebuilt or copied per plan.
+  /// Starts recording the nodes the adds change, for rollback(): a tree reused as scratch over
+  /// the same values (the planners' base curve) instead of rebuilt or copied per plan.
   void checkpoint()
   {
-    journal_.clear();
+    undo_.clear();
+    if (saved_.size() != t_.size()) { saved_.assign(t_.size(), 0); }  // all 0 after rollback()
     recording_ = true;
   }
 
-  /// Undoes every add since checkpoint(), latest first: the values, and every node, are exactly
-  /// those of then (integer adds).
+  /// Restores every node changed since checkpoint() to its value then: the tree is exactly that
+  /// of then. Each node is saved once, on its first change, so undoing costs one write per node
+  /// changed instead of replaying every add: the upper levels, which every add re-pulls, are
+  /// restored once (issue 24, item 4: the gap planner's packing rolled back as many adds as it
+  /// made).
   void rollback()
   {
     recording_ = false;
-    for (auto it = journal_.rbegin(); it != journal_.rend(); ++it) { add(it->l, it->r, -it->d); }
-    journal_.clear();
+    for (auto const& [x, old] : undo_) {
+      t_[x]     = old;
+      saved_[x] = 0;
+    }
+    undo_.clear();
   }
 
   /// Adds `d` to v[l..r).
@@ -71,20 +82,11 @@ class basic_range_tree {
   {
     r = std::min(r, n_);
     if (l >= r) { return; }
-    if (recording_) { journal_.push_back({l, r, d}); }
-    // Bottom-up: the nodes covering [l, r) take d whole, then their ancestors are re-pulled. The
-    // same nodes as a top-down walk, so the same tree (and every answer) without the recursion.
-    std::size_t const first = l + size_, last = r - 1 + size_;
-    for (std::size_t x = first, y = last + 1; x < y; x /= 2, y /= 2) {
-      if ((x & 1) != 0) { apply(x++, d); }
-      if ((y & 1) != 0) { apply(--y, d); }
+    if (recording_) {
+      add_nodes<true>(l, r, d);
+    } else {
+      add_nodes<false>(l, r, d);
     }
-    std::size_t x = first / 2, y = last / 2;  // the same depth: they meet at their common one
-    for (; x != y; x /= 2, y /= 2) {
-      pull(x);
-      pull(y);
-    }
-    for (; x >= 1; x /= 2) { pull(x); }
   }
 
   /// v[i].
@@ -165,14 +167,46 @@ class basic_range_tree {
     return x;
   }
 
+  // The nodes of add(l, r, d), l < r <= n_; with `Save`, each saved for rollback() first.
+  template <bool Save>
+  void add_nodes(std::size_t l, std::size_t r, std::int64_t d)
+  {
+    // Bottom-up: the nodes covering [l, r) take d whole, then their ancestors are re-pulled. The
+    // same nodes as a top-down walk, so the same tree (and every answer) without the recursion.
+    std::size_t const first = l + size_, last = r - 1 + size_;
+    for (std::size_t x = first, y = last + 1; x < y; x /= 2, y /= 2) {
+      if ((x & 1) != 0) { apply<Save>(x++, d); }
+      if ((y & 1) != 0) { apply<Save>(--y, d); }
+    }
+    std::size_t x = first / 2, y = last / 2;  // the same depth: they meet at their common one
+    for (; x != y; x /= 2, y /= 2) {
+      pull<Save>(x);
+      pull<Save>(y);
+    }
+    for (; x >= 1; x /= 2) { pull<Save>(x); }
+  }
+
+  // Saves node x's value for rollback() unless saved since checkpoint().
+  void save(std::size_t x)
+  {
+    if (saved_[x] == 0) {
+      saved_[x] = 1;
+      undo_.push_back({x, t_[x]});
+    }
+  }
+
+  template <bool Save = false>
   void pull(std::size_t x)
   {
+    if constexpr (Save) { save(x); }
     t_[x].mx = std::max(t_[2 * x].mx, t_[2 * x + 1].mx) + t_[x].add;
     if constexpr (WithMin) { t_[x].mn = std::min(t_[2 * x].mn, t_[2 * x + 1].mn) + t_[x].add; }
   }
 
+  template <bool Save>
   void apply(std::size_t x, std::int64_t d)
   {
+    if constexpr (Save) { save(x); }
     t_[x].mx += d;
     if constexpr (WithMin) { t_[x].mn += d; }
     t_[x].add += d;
@@ -233,11 +267,8 @@ class basic_range_tree {
 
   std::size_t n_{0}, size_{1};
   std::vector<node> t_;  // the heap-ordered nodes: 1 the root, size_ + i the leaf of v[i]
-  struct logged_add {
-    std::size_t l, r;
-    std::int64_t d;
-  };
-  std::vector<logged_add> journal_;  // the adds since checkpoint(), while recording_
+  std::vector<std::pair<std::size_t, node>> undo_;  // nodes changed since checkpoint(), as then
+  std::vector<std::uint8_t> saved_;                 // whether each node is in undo_
   bool recording_{false};
 };
 
