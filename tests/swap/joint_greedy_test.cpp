@@ -387,7 +387,9 @@ TEST_CASE("the greedy's fit repair takes out a re-run whose own batch is over th
   REQUIRE(over.device_peak > budget);  // Y re-run beside T, S rebuilt for it
   REQUIRE(missed.recomputes.size() == 1);
   CHECK(missed.recomputes[0].id == 4);
-  auto const fixed = greedy.repair(budget, var, {}, missed);
+  auto const pins_only = greedy.repair(budget, var, {}, missed);  // no pin: nothing to ban
+  CHECK(pins_only.recomputes == missed.recomputes);
+  auto const fixed = greedy.repair(budget, var, {}, missed, true);
   auto const s     = stash::make_schedule(a, "greedy", budget, fixed.swaps, fixed.recomputes);
   CHECK_NOTHROW(stash::validate_schedule(a, s));
   CHECK(s.device_peak <= budget);

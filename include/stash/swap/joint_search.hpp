@@ -481,6 +481,17 @@ struct joint_search {
       if (!missed && !var.link_slots && no_swap.empty() && greedy.peak(p) > budget) {
         misses.push_back(miss{k, var, p});
       }
+      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
+      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
+      if (missed && greedy.peak(p) > budget) {
+        auto q = greedy.repair(budget, var, starts[k].second, *missed, true);
+        if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
+          inc.offer(a,
+                    make_schedule(a, std::string(name()), budget, std::move(q.swaps),
+                                  std::move(q.recomputes)),
+                    starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
+        }
+      }
       auto s         = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
                                      std::move(p.recomputes));
       auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed") +

@@ -94,8 +94,10 @@ class joint_greedy {
   /// constructed again from `start` with those re-runs banned (a start's too), up to max_repairs
   /// times, while the bans change the plan. Returns the one with the least excess over the target,
   /// pruned (`missed` when no rebuild does better).
+  /// With `batches`, a re-run whose own batch is over is banned too (over_batches).
   [[nodiscard]] greedy_plan repair(std::uint64_t budget, greedy_variant const& var,
-                                   greedy_plan const& start, greedy_plan missed) const
+                                   greedy_plan const& start, greedy_plan missed,
+                                   bool batches = false) const
   {
     auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
     std::set<std::size_t> banned;  // recompute gaps taken out
@@ -104,7 +106,10 @@ class joint_greedy {
     auto kept    = missed;
     auto current = std::move(missed);
     for (std::size_t attempt = 0; least > 0 && attempt < max_repairs; ++attempt) {
-      if (banned.size() >= max_banned || !pinning_reruns(current, ex, banned, target)) { break; }
+      if (banned.size() >= max_banned ||
+          !pinning_reruns(current, ex, banned, batches ? target : 0)) {
+        break;
+      }
       auto next = construct(target, var, start, {}, {}, banned);
       if (next.swaps == current.swaps && next.recomputes == current.recomputes) { break; }
       current          = std::move(next);
@@ -524,7 +529,7 @@ class joint_greedy {
   // pulls back and its transients: a large activation rebuilt from another one beside the
   // backward's large temporaries) is banned too when its storage is a good part of that excess:
   // the fill then swaps it (a long gap hides its transfers) or covers it otherwise, and what it
-  // read may stay away (over_batches).
+  // read may stay away (over_batches). Only with a `target` (0: pins only).
   bool pinning_reruns(greedy_plan const& p, std::vector<std::uint64_t> const& ex,
                       std::set<std::size_t>& banned, std::uint64_t target) const
   {
@@ -553,7 +558,7 @@ class joint_greedy {
     // Where what re-runs hold could not cover the excess even if it all left, banning them
     // cannot bring the plan within the target: no repair, unless a batch is over (its rebuild
     // changes what the fill covers elsewhere too).
-    auto const over    = over_batches(p, banned, target);
+    auto const over    = target > 0 ? over_batches(p, banned, target) : std::vector<std::size_t>{};
     std::int64_t level = 0;
     for (std::size_t i = 0; i < ex.size(); ++i) {
       level += held[i];
