@@ -1,7 +1,8 @@
 // search's keep / swap / recompute choice (swap/joint_search.hpp with its greedy construction,
 // swap/detail/joint_greedy.hpp): on a hand trace whose best schedule swaps the tensor that is
 // expensive to re-run and recomputes the one that is cheap, the kinds chosen; on a hand trace
-// where a cheap re-run holds the storage it reads on the device, the greedy's fit repair; on
+// where a cheap re-run holds the storage it reads on the device, and on one where a re-run's own
+// batch is over the budget, the greedy's fit repair; on
 // recorded traces, search does not get slower as the budget grows.
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/schedule.hpp>
@@ -101,6 +102,58 @@ o my::bwd 4,6 6
 f 4
 o my::bwd 3,6 6
 f 3
+f 6
+f 2
+)";
+
+// Y = relu(S), S = relu(x) freed right after: Y's re-run rebuilds S as a transient. K, a large
+// temporary of the backward, makes the peak: Y must be away then (budget: peak - 8000). Re-running
+// Y (cheap: 2.9 us against a 12 us transfer) brings Y and S back beside T, the backward's large
+// temporary: that batch is 2000 B over, though no re-run holds a storage anywhere (nothing for
+// the pin repair). Swapping Y (the backward's padding hides its prefetch) fits.
+std::string const over_batch = R"(# stash-trace v1 model=over_batch dtype=float32
+t 0 1000 input x
+t 1 20000 param V
+t 2 8 temp z
+p forward
+t 3 8000 act S
+o aten::relu 0 3
+t 4 12000 act Y
+o aten::relu 3 4
+f 3
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+t 5 30000 act H
+o aten::mm 0,1 5
+p backward
+t 6 1000 temp g
+o my::bwd 5 6
+f 5
+t 7 50000 temp K
+o my::bwd 1,6 7
+o my::bwd 7,6 2
+o my::bwd 7,6 2
+o my::bwd 7,6 2
+f 7
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+o my::bwd 1,6 2
+t 8 36000 temp T
+o my::bwd 6 8
+t 9 6000 temp U
+o my::bwd 4,8 9
+f 4
+f 8
+o my::bwd 0,9 6
+f 9
 f 6
 f 2
 )";
@@ -321,6 +374,29 @@ TEST_CASE("the greedy's fit repair takes out the re-run that holds a storage whe
   auto const hopeless = greedy.build(below, {1.0, 0.0, false}, {});
   auto const kept     = greedy.repair(below, {1.0, 0.0, false}, {}, hopeless);
   CHECK(kept.swaps == hopeless.swaps);
+}
+
+TEST_CASE("the greedy's fit repair takes out a re-run whose own batch is over the budget")
+{
+  auto const t = stash::parse_trace(over_batch, "over_batch");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e10));
+  stash::detail::joint_greedy const greedy(a);
+  auto const budget = a.peak_live_bytes() - 8000;
+  stash::detail::greedy_variant const var{1.0, 1.0, true};
+  auto const missed = greedy.build(budget, var, {});
+  auto const over   = stash::make_schedule(a, "greedy", budget, missed.swaps, missed.recomputes);
+  REQUIRE(over.device_peak > budget);  // Y re-run beside T, S rebuilt for it
+  REQUIRE(missed.recomputes.size() == 1);
+  CHECK(missed.recomputes[0].id == 4);
+  auto const pins_only = greedy.repair(budget, var, {}, missed);  // no pin: nothing to ban
+  CHECK(pins_only.recomputes == missed.recomputes);
+  auto const fixed = greedy.repair(budget, var, {}, missed, true);
+  auto const s     = stash::make_schedule(a, "greedy", budget, fixed.swaps, fixed.recomputes);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  CHECK(s.device_peak <= budget);
+  CHECK(fixed.recomputes.empty());  // Y's re-run is banned: Y crosses the link
+  REQUIRE(fixed.swaps.size() == 1);
+  CHECK(fixed.swaps[0].id == 4);
 }
 
 // search's plan for a larger budget is never slower: seeds planned for tighter budgets fit it. A

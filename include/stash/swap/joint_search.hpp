@@ -20,15 +20,15 @@
  *     grows. Up to seven constructions that did not fit (in turns over the weightings and
  *     targets, swaps placed alone) are rebuilt with the greedy's fit repair
  *     (detail::joint_greedy::repair: the re-runs that hold the storages they read on the device
- *     where the plan is still over are banned). The winning construction is rebuilt without
- *     the swaps whose prefetch stalled. The
- *     fastest that fits is the incumbent, so `search` is never slower than search_swap,
- *     checkpoint or dtr wherever they fit. With `wrap` (on by default), where gaps inside the
- *     iteration cannot bring some op within the budget (detail::wrap_choice::needed is not
- *     empty: optimizer state used once per step, weights allocated long before their first
- *     use), search_swap's seed plans wrap entries too and the greedy also starts from the
- *     needed wraps and from every wrap (its pruning drops the redundant ones); elsewhere the
- *     seeds and starts are those without wraps.
+ *     where the plan is still over, and those whose own batch is over, are banned). The
+ *     winning construction is rebuilt without the swaps whose prefetch stalled. The fastest
+ *     that fits is the incumbent, so `search` is never slower than search_swap, checkpoint or
+ *     dtr wherever they fit. With `wrap` (on by default), where gaps inside the iteration cannot
+ *     bring some op within the budget (detail::wrap_choice::needed is not empty: optimizer
+ *     state used once per step, weights allocated long before their first use), search_swap's
+ *     seed plans wrap entries too and the greedy also starts from the needed wraps and from
+ *     every wrap (its pruning drops the redundant ones); elsewhere the seeds and starts are
+ *     those without wraps.
  *  2. Local search from the fastest seed of each kind (policies' seeds and hybrids; greedy with
  *     swaps placed alone; greedy on the link's free room: the fastest seed's neighbourhood is
  *     not always the best one), one simulation per move, a move kept when the
@@ -480,6 +480,17 @@ struct joint_search {
                       : greedy.build(budget, var, starts[k].second, no_swap);
       if (!missed && !var.link_slots && no_swap.empty() && greedy.peak(p) > budget) {
         misses.push_back(miss{k, var, p});
+      }
+      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
+      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
+      if (missed && greedy.peak(p) > budget) {
+        auto q = greedy.repair(budget, var, starts[k].second, *missed, true);
+        if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
+          inc.offer(a,
+                    make_schedule(a, std::string(name()), budget, std::move(q.swaps),
+                                  std::move(q.recomputes)),
+                    starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
+        }
       }
       auto s         = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
                                      std::move(p.recomputes));

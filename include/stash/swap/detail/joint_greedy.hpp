@@ -90,12 +90,14 @@ class joint_greedy {
 
   /// The fit repair of a construction: `missed`, what build(budget, var, start) returned, is
   /// over the target (pruning left it as constructed) where re-runs hold storages on the device
-  /// that could otherwise leave (pinning_reruns): it is constructed again from `start` with
-  /// those re-runs banned (a start's too), up to max_repairs times, while the bans change the
-  /// plan. Returns the one with the least excess over the target, pruned (`missed` when no
-  /// rebuild does better).
+  /// that could otherwise leave, or where a re-run's own batch is over (pinning_reruns): it is
+  /// constructed again from `start` with those re-runs banned (a start's too), up to max_repairs
+  /// times, while the bans change the plan. Returns the one with the least excess over the target,
+  /// pruned (`missed` when no rebuild does better).
+  /// With `batches`, a re-run whose own batch is over is banned too (over_batches).
   [[nodiscard]] greedy_plan repair(std::uint64_t budget, greedy_variant const& var,
-                                   greedy_plan const& start, greedy_plan missed) const
+                                   greedy_plan const& start, greedy_plan missed,
+                                   bool batches = false) const
   {
     auto const target = static_cast<std::uint64_t>(static_cast<double>(budget) * var.target_share);
     std::set<std::size_t> banned;  // recompute gaps taken out
@@ -104,7 +106,10 @@ class joint_greedy {
     auto kept    = missed;
     auto current = std::move(missed);
     for (std::size_t attempt = 0; least > 0 && attempt < max_repairs; ++attempt) {
-      if (banned.size() >= max_banned || !pinning_reruns(current, ex, banned)) { break; }
+      if (banned.size() >= max_banned ||
+          !pinning_reruns(current, ex, banned, batches ? target : 0)) {
+        break;
+      }
       auto next = construct(target, var, start, {}, {}, banned);
       if (next.swaps == current.swaps && next.recomputes == current.recomputes) { break; }
       current          = std::move(next);
@@ -520,8 +525,13 @@ class joint_greedy {
   // a re-run of the gap's other readers), and r becomes free to leave. When r's entry was only
   // pulled into x's batch, x counts only if it runs where it would alone (its own next use or
   // latest_rerun): one placed early was itself pulled by the culprit.
+  // A re-run whose own batch is over the target (its storage back, with the reads its chain
+  // pulls back and its transients: a large activation rebuilt from another one beside the
+  // backward's large temporaries) is banned too when its storage is a good part of that excess:
+  // the fill then swaps it (a long gap hides its transfers) or covers it otherwise, and what it
+  // read may stay away (over_batches). Only with a `target` (0: pins only).
   bool pinning_reruns(greedy_plan const& p, std::vector<std::uint64_t> const& ex,
-                      std::set<std::size_t>& banned) const
+                      std::set<std::size_t>& banned, std::uint64_t target) const
   {
     auto const pins = pins_of(p, banned);
     // Held bytes per event, each storage once (its held runs merged).
@@ -546,13 +556,16 @@ class joint_greedy {
       j = k;
     }
     // Where what re-runs hold could not cover the excess even if it all left, banning them
-    // cannot bring the plan within the target: no repair.
+    // cannot bring the plan within the target: no repair, unless a batch is over (its rebuild
+    // changes what the fill covers elsewhere too).
+    auto const over    = target > 0 ? over_batches(p, banned, target) : std::vector<std::size_t>{};
     std::int64_t level = 0;
     for (std::size_t i = 0; i < ex.size(); ++i) {
       level += held[i];
-      if (ex[i] > static_cast<std::uint64_t>(level)) { return false; }
+      if (over.empty() && ex[i] > static_cast<std::uint64_t>(level)) { return false; }
     }
     bool added = false;
+    for (auto const g : over) { added = banned.insert(g).second || added; }
     for (auto const& h : pins) {
       std::uint64_t most = 0;  // the excess where r is held
       for (auto i = h.from; i <= h.through; ++i) { most = std::max(most, ex[i]); }
@@ -561,6 +574,28 @@ class joint_greedy {
       added = banned.insert(h.gap).second || added;
     }
     return added;
+  }
+
+  // The gaps of the re-runs of `p` not yet banned whose own run (recompute_run_bytes: the batch
+  // back so far, its transients) is over `target` by at most 8x their storage's bytes. Entries
+  // of the batch that ran before it and fit are not: they are what it pulled back, and may stay
+  // (their own gaps are not at fault).
+  [[nodiscard]] std::vector<std::size_t> over_batches(greedy_plan const& p,
+                                                      std::set<std::size_t> const& banned,
+                                                      std::uint64_t target) const
+  {
+    std::vector<std::size_t> out;
+    auto const curve = effective_curve(p.swaps, p.recomputes);
+    std::size_t k    = 0;
+    for_each_run(
+        p.recomputes, [&](std::uint64_t i) { return curve[i]; },
+        [&](std::uint64_t, std::uint64_t run) {
+          auto const& x = p.recomputes[k++];
+          if (run <= target || x.bytes * 8 < run - target) { return; }
+          auto const gx = gap_of_.find({x.id, x.last_use});
+          if (gx != gap_of_.end() && banned.count(gx->second) == 0) { out.push_back(gx->second); }
+        });
+    return out;
   }
 
   // One storage held on the device by a re-run (pinning_reruns): r, over events [from, through],
