@@ -90,11 +90,10 @@ class joint_greedy {
 
   /// The fit repair of a construction: `missed`, what build(budget, var, start) returned, is
   /// over the target (pruning left it as constructed) where re-runs hold storages on the device
-  /// that could otherwise leave, or where a re-run's own batch is over (pinning_reruns): it is
-  /// constructed again from `start` with those re-runs banned (a start's too), up to max_repairs
-  /// times, while the bans change the plan. Returns the one with the least excess over the target,
-  /// pruned (`missed` when no rebuild does better).
-  /// With `batches`, a re-run whose own batch is over is banned too (over_batches).
+  /// that could otherwise leave (pinning_reruns), and, with `batches`, where a re-run's own batch
+  /// is over (over_batches): it is constructed again from `start` with those re-runs banned (a
+  /// start's too), up to max_repairs times, while the bans change the plan. Returns the one with
+  /// the least excess over the target, pruned (`missed` when no rebuild does better).
   [[nodiscard]] greedy_plan repair(std::uint64_t budget, greedy_variant const& var,
                                    greedy_plan const& start, greedy_plan missed,
                                    bool batches = false) const
@@ -570,10 +569,16 @@ class joint_greedy {
       std::uint64_t most = 0;  // the excess where r is held
       for (auto i = h.from; i <= h.through; ++i) { most = std::max(most, ex[i]); }
       // r leaving would matter there: it covers a good part of the excess.
-      if (most == 0 || a_.lifetimes().storages[h.r].bytes * 8 < most) { continue; }
+      if (most == 0 || !eighth_of(a_.lifetimes().storages[h.r].bytes, most)) { continue; }
       added = banned.insert(h.gap).second || added;
     }
     return added;
+  }
+
+  // part * 8 >= whole, without the product (a storage near 2^61 bytes would wrap it).
+  [[nodiscard]] static constexpr bool eighth_of(std::uint64_t part, std::uint64_t whole) noexcept
+  {
+    return part >= whole / 8 + (whole % 8 != 0 ? 1 : 0);
   }
 
   // The gaps of the re-runs of `p` not yet banned whose own run (recompute_run_bytes: the batch
@@ -591,7 +596,7 @@ class joint_greedy {
         p.recomputes, [&](std::uint64_t i) { return curve[i]; },
         [&](std::uint64_t, std::uint64_t run) {
           auto const& x = p.recomputes[k++];
-          if (run <= target || x.bytes * 8 < run - target) { return; }
+          if (run <= target || !eighth_of(x.bytes, run - target)) { return; }
           auto const gx = gap_of_.find({x.id, x.last_use});
           if (gx != gap_of_.end() && banned.count(gx->second) == 0) { out.push_back(gx->second); }
         });
