@@ -1,4 +1,5 @@
-// The doctest main shared by stash_tests and stash_gpu_tests.
+// The doctest main shared by stash_tests, stash_gpu_tests and the other test executables (compiled
+// by the host compiler: nothing in it is device code).
 //
 // `--require-gpu` (consumed here, not passed to doctest) marks a run that needs a CUDA device:
 // without one it prints why and exits with 77, which ctest reports as "skipped" (SKIP_RETURN_CODE).

@@ -1,6 +1,7 @@
 // Swap policies: vDNN's choices on a hand-made three-layer trace, and every policy on the five
 // recorded traces (schedules validate, never raise the peak, and keep their promises).
 #include "support/data.hpp"
+#include "support/sweep_size.hpp"
 
 #include <stash/core/error.hpp>
 #include <stash/sim/cost_model.hpp>
@@ -18,6 +19,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <set>
 #include <string>
 
@@ -183,8 +186,10 @@ TEST_CASE("policies are found by name at run time")
 TEST_CASE("every policy on every recorded trace")
 {
   int auto_swap_fits = 0;
-  for (auto const* name : {"alexnet_b128", "vgg16_b32", "resnet18_b32", "mobilenet_v2_b32",
-                           "transformer_encoder_b8"}) {
+  std::array<char const*, 5> const names{"alexnet_b128", "resnet18_b32", "vgg16_b32",
+                                         "mobilenet_v2_b32", "transformer_encoder_b8"};
+  for (int n = 0; n < stash::test::sweep_size(5, 2); ++n) {
+    auto const* name = names[static_cast<std::size_t>(n)];
     CAPTURE(name);
     auto const t =
         stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
