@@ -8,10 +8,11 @@ namespace {
 struct compile_check_note {
   compile_check_note()
   {
-    std::fputs("note: this benchmark was built unoptimized (-O0, STASH_BENCHMARKS_COMPILE_CHECK: "
-               "the test preset checks that it compiles); its times are not figures: build it "
-               "with the default preset (cmake --preset default)\n",
-               stderr);
+    std::fputs(
+        "note: this benchmark was built unoptimized (-O0, STASH_BENCHMARKS_COMPILE_CHECK: "
+        "the test preset checks that it compiles); its times are not figures: build it "
+        "with the default preset (cmake --preset default)\n",
+        stderr);
   }
 };
 
