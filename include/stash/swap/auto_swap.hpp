@@ -100,8 +100,10 @@ class auto_swap_planner {
     auto const base = planned_device_curve(analysis_, {});
     start_areas(base);
     for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(k); }
-    cached_ = scores_;
-    cached_at_.assign(cands_.size(), 0.0);
+    cached_.resize(cands_.size());
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      cached_[k] = {scores_[k], 0.0, static_cast<double>(cands_[k].bytes), cands_[k].doa < 0};
+    }
     if (base.empty()) {
       for (auto& o : out) { o.first = build(chosen); }
       return out;
@@ -403,10 +405,11 @@ class auto_swap_planner {
   // SWDOA: candidate k's score on the current load, cached with the rise it has seen.
   [[nodiscard]] double rescore(std::size_t k)
   {
-    if (cands_[k].doa < 0) { return scores_[k]; }  // not weighted: fixed
-    cached_[k]    = score_of(k);
-    cached_at_[k] = raised_;
-    return cached_[k];
+    auto& cached = cached_[k];
+    if (cached.fixed) { return cached.score; }  // not weighted: scores_[k] for good
+    cached.score = score_of(k);
+    cached.at    = raised_;
+    return cached.score;
   }
 
   // SWDOA: a score no less than rescore(k): the cached one plus the most the load's rises since
@@ -414,12 +417,11 @@ class auto_swap_planner {
   // 2^-52 (more than its rounding), and 2^-48 covers the roundings of both sides.
   [[nodiscard]] double bound_of(std::size_t k) const
   {
-    auto const& c = cands_[k];
-    if (c.doa < 0) { return scores_[k]; }
-    if (cached_at_[k] == raised_) { return cached_[k]; }
-    double const rise = (raised_ - cached_at_[k]) + raised_ * 0x1p-52;
+    auto const& cached = cached_[k];
+    if (cached.fixed || cached.at == raised_) { return cached.score; }
+    double const rise = (raised_ - cached.at) + raised_ * 0x1p-52;
     double const peak = static_cast<double>(analysis_.lifetimes().peak_live_bytes);
-    return (cached_[k] + static_cast<double>(c.bytes) * rise / peak) * (1 + 0x1p-48);
+    return (cached.score + cached.bytes * rise / peak) * (1 + 0x1p-48);
   }
 
   // SWDOA's pick among `found` (candidate, bound_of): the highest bound rescored first, then
@@ -490,9 +492,15 @@ class auto_swap_planner {
   std::vector<bool> taken_;
   std::vector<double> scores_;
   std::vector<std::pair<std::size_t, std::size_t>> area_ops_;  // see find_areas()
-  std::optional<area_sums> areas_;          // the load's areas over ops (start_areas)
-  std::vector<double> cached_, cached_at_;  // SWDOA: scores and raised_ when cached
-  double raised_ = 0;                       // SWDOA: see raised()
+  std::optional<area_sums> areas_;  // the load's areas over ops (start_areas)
+  // SWDOA, per candidate in one place (the scan of the covering candidates reads one line each):
+  // its score and raised_ when cached, its bytes, whether its score is fixed (negative DOA).
+  struct score_cache {
+    double score, at, bytes;
+    bool fixed;
+  };
+  std::vector<score_cache> cached_;
+  double raised_ = 0;  // SWDOA: see raised()
   // The selection's state (start_selection): the planned curve over the events, the candidates
   // by covered events, the chain.
   max_tree curve_;
