@@ -191,7 +191,9 @@ TEST_CASE("range_tree and max_tree answer as a scan of the plain array does, and
     std::vector<std::int64_t> plain(n);
     for (auto& x : plain) { x = static_cast<std::int64_t>(rng() % 20); }
     stash::detail::range_tree tree(plain);
-    stash::detail::max_tree maxes(plain);  // the same without minima (AutoSwap's curve)
+    stash::detail::max_tree maxes(plain);     // the same without minima (AutoSwap's curve)
+    stash::detail::max_tree deferred(plain);  // every add by add_deferred, flushed in batches
+    auto deferred_plain = plain;              // its values (it is not rolled back)
     std::vector<std::int64_t> saved;
     for (int step = 0; step < 300; ++step) {
       // The adds of steps 100-199 are rolled back at 200, those of 220-269 at 270: a second
@@ -216,6 +218,19 @@ TEST_CASE("range_tree and max_tree answer as a scan of the plain array does, and
       tree.add(l, r, d);
       maxes.add(l, r, d);
       for (auto j = l; j < r; ++j) { plain[j] += d; }
+      deferred.add_deferred(l, r, d);
+      for (auto j = l; j < r; ++j) { deferred_plain[j] += d; }
+      if (rng() % 4 == 0) {  // a batch of 1 to many adds: every answer as the plain array's
+        deferred.flush();
+        for (std::size_t j = 0; j < n; ++j) { REQUIRE(deferred.at(j) == deferred_plain[j]); }
+        auto const top = std::max_element(deferred_plain.begin(), deferred_plain.end());
+        REQUIRE(deferred.first_max() == static_cast<std::size_t>(top - deferred_plain.begin()));
+        if (l < r) {
+          REQUIRE(deferred.max(l, r) ==
+                  *std::max_element(deferred_plain.begin() + static_cast<std::ptrdiff_t>(l),
+                                    deferred_plain.begin() + static_cast<std::ptrdiff_t>(r)));
+        }
+      }
       auto const t           = static_cast<std::int64_t>(rng() % 20);
       auto const npos        = stash::detail::range_tree::npos;
       std::size_t last_above = npos, last_at_most = npos, first_at_most = npos, first_above = npos;
@@ -286,7 +301,7 @@ TEST_CASE("stab_index finds exactly the windows containing a position, and the b
 TEST_CASE("area_sums gives the exact load x duration areas of a plain array under range adds")
 {
   std::mt19937_64 rng(24);
-  for (std::size_t n : {1U, 2U, 9U, 100U}) {
+  for (std::size_t n : {1U, 2U, 9U, 100U, 5000U}) {  // 5000: every level of its block sums
     CAPTURE(n);
     std::vector<double> seconds(n);
     std::vector<std::uint64_t> load(n);

@@ -100,8 +100,10 @@ class auto_swap_planner {
     auto const base = planned_device_curve(analysis_, {});
     start_areas(base);
     for (std::size_t k = 0; k < cands_.size(); ++k) { scores_[k] = score_of(k); }
-    cached_ = scores_;
-    cached_at_.assign(cands_.size(), 0.0);
+    cached_.resize(cands_.size());
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      cached_[k] = {scores_[k], 0.0, static_cast<double>(cands_[k].bytes), cands_[k].doa < 0};
+    }
     if (base.empty()) {
       for (auto& o : out) { o.first = build(chosen); }
       return out;
@@ -141,6 +143,17 @@ class auto_swap_planner {
   }
 
  private:
+  // A candidate's place in the just-in-time chain, with the fields of the candidate that the
+  // walk of chain_insert reads (so that it reads links by rank, forward through memory).
+  struct chain_link {
+    std::size_t k;              // the candidate
+    std::uint64_t u, v, bytes;  // its gap and size (cands_[k])
+    double in_s;
+    double start_v;          // its next use's start
+    double due;              // its swap-in slot end, once chained
+    std::uint64_t prefetch;  // its swap-in op, once chained
+  };
+
   // Per storage of at least min_bytes: its longest gap between two accesses with an op between.
   void find_candidates(std::uint64_t min_bytes)
   {
@@ -161,7 +174,7 @@ class auto_swap_planner {
   }
 
   // The latest op in [u + 2, v] that starts no later than `when` (u + 2 if none does).
-  [[nodiscard]] std::uint64_t issue_op(auto_swap_candidate const& c, double when) const
+  [[nodiscard]] std::uint64_t issue_op(auto const& c, double when) const
   {
     auto const it = std::upper_bound(start_.begin() + static_cast<std::ptrdiff_t>(c.u + 2),
                                      start_.begin() + static_cast<std::ptrdiff_t>(c.v + 1), when);
@@ -255,7 +268,8 @@ class auto_swap_planner {
     links_.resize(cands_.size());
     for (std::size_t r = 0; r < order.size(); ++r) {
       rank_[order[r]] = r;
-      links_[r]       = chain_link{order[r], start_[cands_[order[r]].v], 0.0, 0};
+      auto const& c   = cands_[order[r]];
+      links_[r]       = chain_link{order[r], c.u, c.v, c.bytes, c.in_s, start_[c.v], 0.0, 0};
     }
     chained_.assign(cands_.size() / 64 + 1, 0);
   }
@@ -292,17 +306,18 @@ class auto_swap_planner {
     return scores_[x] != scores_[y] ? scores_[x] > scores_[y] : x < y;
   }
 
-  // Adds `d` bytes to the planned curve over candidate k's absence with swap-in at op p.
-  void shift_window(std::size_t k, std::uint64_t p, std::int64_t d)
+  // Adds `d` bytes to the planned curve over the absence of `link`'s candidate with swap-in at op
+  // p (deferred: chain_insert flushes the curve).
+  void shift_window(chain_link const& link, std::uint64_t p, std::int64_t d)
   {
     auto const& ops = analysis_.ops();
-    auto const u    = cands_[k].u;
-    curve_.add(ops.event[u] + 1, ops.event[p - 1] + 1, d);               // p >= u + 2: never empty
+    auto const u    = link.u;
+    curve_.add_deferred(ops.event[u] + 1, ops.event[p - 1] + 1, d);      // p >= u + 2: not empty
     if (score_ == auto_swap_score::swdoa) { areas_->add(u + 1, p, d); }  // d < 0
   }
 
   // issue_op(c, when) is still `p` (saves the search for the swap-ins a pick barely moves).
-  [[nodiscard]] bool still_issues(auto_swap_candidate const& c, std::uint64_t p, double when) const
+  [[nodiscard]] bool still_issues(auto const& c, std::uint64_t p, double when) const
   {
     return (p == c.v || start_[p + 1] > when) && (p == c.u + 2 || start_[p] <= when);
   }
@@ -310,8 +325,7 @@ class auto_swap_planner {
   // issue_op(c, when) for a swap-in issued at op p before, when it moves (!still_issues): a
   // search from p outward in growing steps, since a pick moves the swap-ins behind it by a few
   // ops. The same op: the last in [u + 2, v] starting no later than `when`, else u + 2.
-  [[nodiscard]] std::uint64_t issue_op_near(auto_swap_candidate const& c, std::uint64_t p,
-                                            double when) const
+  [[nodiscard]] std::uint64_t issue_op_near(auto const& c, std::uint64_t p, double when) const
   {
     auto const lo = c.u + 2;
     if (p == lo || start_[p] <= when) { return issue_op(c, when); }  // later (or at the floor)
@@ -330,20 +344,21 @@ class auto_swap_planner {
     }
   }
 
-  // Candidate k's swap-in moves from op `from` to op `to`: its absence ends there instead.
-  void move_window_end(std::size_t k, std::uint64_t from, std::uint64_t to)
+  // The swap-in of `link`'s candidate moves from op `from` to op `to`: its absence ends there
+  // instead (deferred: chain_insert flushes the curve).
+  void move_window_end(chain_link const& link, std::uint64_t from, std::uint64_t to)
   {
     auto const& ops = analysis_.ops();
-    auto const b    = static_cast<std::int64_t>(cands_[k].bytes);
+    auto const b    = static_cast<std::int64_t>(link.bytes);
     if (to < from) {
-      curve_.add(ops.event[to - 1] + 1, ops.event[from - 1] + 1, b);
+      curve_.add_deferred(ops.event[to - 1] + 1, ops.event[from - 1] + 1, b);
     } else {
-      curve_.add(ops.event[from - 1] + 1, ops.event[to - 1] + 1, -b);
+      curve_.add_deferred(ops.event[from - 1] + 1, ops.event[to - 1] + 1, -b);
     }
     if (score_ != auto_swap_score::swdoa) { return; }
     if (to < from) {
       areas_->add(to, from, b);
-      raised(cands_[k].bytes, to, from);
+      raised(link.bytes, to, from);
     } else {
       areas_->add(from, to, -b);
     }
@@ -360,21 +375,21 @@ class auto_swap_planner {
     double free = before == npos ? std::numeric_limits<double>::infinity() : links_[before].due;
     for (bool first = true; r != npos; r = next_chained(r + 1), first = false) {
       auto& link       = links_[r];
-      auto const& c    = cands_[link.k];
-      double const due = std::min(link.start_v, free) - c.in_s;
+      double const due = std::min(link.start_v, free) - link.in_s;
       if (!first && due == link.due) { break; }
       if (first) {
-        link.prefetch = issue_op(c, due);
-        shift_window(link.k, link.prefetch, -static_cast<std::int64_t>(c.bytes));
-      } else if (!still_issues(c, link.prefetch, due)) {
-        if (auto const p = issue_op_near(c, link.prefetch, due); p != link.prefetch) {
-          move_window_end(link.k, link.prefetch, p);
+        link.prefetch = issue_op(link, due);
+        shift_window(link, link.prefetch, -static_cast<std::int64_t>(link.bytes));
+      } else if (!still_issues(link, link.prefetch, due)) {
+        if (auto const p = issue_op_near(link, link.prefetch, due); p != link.prefetch) {
+          move_window_end(link, link.prefetch, p);
           link.prefetch = p;
         }
       }
       link.due = due;
       free     = due;
     }
+    curve_.flush();
   }
 
   // SWDOA: the load rose by `bytes` over ops [first, last). raised_ grows by at least the area
@@ -390,10 +405,11 @@ class auto_swap_planner {
   // SWDOA: candidate k's score on the current load, cached with the rise it has seen.
   [[nodiscard]] double rescore(std::size_t k)
   {
-    if (cands_[k].doa < 0) { return scores_[k]; }  // not weighted: fixed
-    cached_[k]    = score_of(k);
-    cached_at_[k] = raised_;
-    return cached_[k];
+    auto& cached = cached_[k];
+    if (cached.fixed) { return cached.score; }  // not weighted: scores_[k] for good
+    cached.score = score_of(k);
+    cached.at    = raised_;
+    return cached.score;
   }
 
   // SWDOA: a score no less than rescore(k): the cached one plus the most the load's rises since
@@ -401,12 +417,11 @@ class auto_swap_planner {
   // 2^-52 (more than its rounding), and 2^-48 covers the roundings of both sides.
   [[nodiscard]] double bound_of(std::size_t k) const
   {
-    auto const& c = cands_[k];
-    if (c.doa < 0) { return scores_[k]; }
-    if (cached_at_[k] == raised_) { return cached_[k]; }
-    double const rise = (raised_ - cached_at_[k]) + raised_ * 0x1p-52;
+    auto const& cached = cached_[k];
+    if (cached.fixed || cached.at == raised_) { return cached.score; }
+    double const rise = (raised_ - cached.at) + raised_ * 0x1p-52;
     double const peak = static_cast<double>(analysis_.lifetimes().peak_live_bytes);
-    return (cached_[k] + static_cast<double>(c.bytes) * rise / peak) * (1 + 0x1p-48);
+    return (cached.score + cached.bytes * rise / peak) * (1 + 0x1p-48);
   }
 
   // SWDOA's pick among `found` (candidate, bound_of): the highest bound rescored first, then
@@ -477,20 +492,20 @@ class auto_swap_planner {
   std::vector<bool> taken_;
   std::vector<double> scores_;
   std::vector<std::pair<std::size_t, std::size_t>> area_ops_;  // see find_areas()
-  std::optional<area_sums> areas_;          // the load's areas over ops (start_areas)
-  std::vector<double> cached_, cached_at_;  // SWDOA: scores and raised_ when cached
-  double raised_ = 0;                       // SWDOA: see raised()
+  std::optional<area_sums> areas_;  // the load's areas over ops (start_areas)
+  // SWDOA, per candidate in one place (the scan of the covering candidates reads one line each):
+  // its score and raised_ when cached, its bytes, whether its score is fixed (negative DOA).
+  struct score_cache {
+    double score, at, bytes;
+    bool fixed;
+  };
+  std::vector<score_cache> cached_;
+  double raised_ = 0;  // SWDOA: see raised()
   // The selection's state (start_selection): the planned curve over the events, the candidates
   // by covered events, the chain.
   max_tree curve_;
   std::optional<stab_index> covering_;
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  struct chain_link {
-    std::size_t k;           // the candidate
-    double start_v;          // its next use's start
-    double due;              // its swap-in slot end, once chained
-    std::uint64_t prefetch;  // its swap-in op, once chained
-  };
   std::vector<std::size_t> rank_;       // each candidate's place in the chain's order
   std::vector<chain_link> links_;       // by rank
   std::vector<std::uint64_t> chained_;  // bit r: the candidate of rank r is chained

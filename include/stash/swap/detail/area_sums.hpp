@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +50,9 @@ class area_sums {
       base_[i + 1]     = base_[i] + static_cast<wide>(load[i]) * quantum_[i];
     }
     diff_.assign(n_ + 1, 0);
-    diff_q_.assign(n_ + 1, 0);
+    for (std::size_t level = 0; level < blocks_.size(); ++level) {
+      blocks_[level].assign(((n_ + 1) >> (block_bits * (level + 1))) + 1, {});
+    }
   }
 
   /// Adds `d` to the load of ops [first, last).
@@ -58,6 +61,7 @@ class area_sums {
     if (first >= last) { return; }
     wide w = static_cast<std::uint64_t>(d);  // d modulo 2^128
     if (d < 0) { w -= wide{1} << 64U; }
+    added_ = true;
     point(first, w);
     point(last, -w);
   }
@@ -84,34 +88,59 @@ class area_sums {
   [[nodiscard]] double seconds(wide a) const { return std::ldexp(static_cast<double>(a), -shift_); }
 
  private:
-  // The load's difference array D (load_i - start_i = D_0 + ... + D_i) in two Fenwick trees: D_j
-  // and D_j x Q_j (Q_j = q_0 + ... + q_(j-1)); the area of ops [0, x) is then
-  // Q_x x (D_0 + ... + D_(x-1)) - (D_0 Q_0 + ... + D_(x-1) Q_(x-1)) on top of the start's.
+  // The load's difference array D (load_i - start_i = D_0 + ... + D_i), and per block of 2^6
+  // and of 2^12 positions the sums of D_j and of D_j x Q_j (Q_j = q_0 + ... + q_(j-1)); the area
+  // of ops [0, x) is then Q_x x (D_0 + ... + D_(x-1)) - (D_0 Q_0 + ... + D_(x-1) Q_(x-1)) on top
+  // of the start's. An add (the chain's moves, many per pick) writes three places per end
+  // instead of a Fenwick tree's 2 x log n, and a prefix (a rescored candidate, few per pick)
+  // reads at most 3 x 63 of them, taking D_j x Q_j within its last block from D_j. Sums modulo
+  // 2^128 in any grouping: the same areas.
+  struct pair_sum {
+    wide d = 0, dq = 0;
+  };
+  static constexpr int block_bits = 6;
+
   void point(std::size_t j, wide d)
   {
     wide const dq = d * prefix_q_[j];
-    for (auto x = j + 1; x <= n_ + 1; x += x & (~x + 1)) {
-      diff_[x - 1] += d;
-      diff_q_[x - 1] += dq;
+    diff_[j] += d;
+    for (std::size_t level = 0; level < blocks_.size(); ++level) {
+      auto& slot = blocks_[level][j >> (block_bits * (level + 1))];
+      slot.d += d;
+      slot.dq += dq;
     }
   }
 
+  // Positions [0, x): the whole blocks of 2^12, then those of 2^6 up to x, then the positions.
   [[nodiscard]] wide prefix(std::size_t x) const
   {
+    if (!added_) { return base_[x]; }
     wide s = 0, sq = 0;
-    for (auto y = x; y > 0; y -= y & (~y + 1)) {
-      s += diff_[y - 1];
-      sq += diff_q_[y - 1];
+    std::size_t done = 0;  // positions [0, done) summed
+    for (std::size_t level = blocks_.size(); level-- > 0;) {
+      auto const shift = block_bits * (level + 1);
+      auto const& sums = blocks_[level];
+      for (auto b = done >> shift, e = x >> shift; b < e; ++b) {
+        s += sums[b].d;
+        sq += sums[b].dq;
+      }
+      done = (x >> shift) << shift;
+    }
+    for (; done < x; ++done) {
+      s += diff_[done];
+      sq += diff_[done] * prefix_q_[done];
     }
     return base_[x] + static_cast<wide>(prefix_q_[x]) * s - sq;
   }
 
   std::size_t n_;
   int shift_ = 0;
-  std::vector<std::uint64_t> quantum_;   // q_i
-  std::vector<std::uint64_t> prefix_q_;  // Q_x
-  std::vector<wide> base_;               // the start's areas of ops [0, x)
-  std::vector<wide> diff_, diff_q_;      // Fenwick trees over positions 0..n (1-based inside)
+  std::vector<std::uint64_t> quantum_;           // q_i
+  std::vector<std::uint64_t> prefix_q_;          // Q_x
+  std::vector<wide> base_;                       // the start's areas of ops [0, x)
+  bool added_ = false;                           // whether add() was ever called
+  std::vector<wide> diff_;                       // D_j
+  std::array<std::vector<pair_sum>, 2> blocks_;  // per 2^6 and per 2^12 positions
 };
 
 }  // namespace stash::detail

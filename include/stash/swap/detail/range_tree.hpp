@@ -46,9 +46,11 @@ class basic_range_tree {
       t_[x].add = 0;
       pull(x);
     }
-    recording_ = false;  // a new tree: nothing to roll back to
+    recording_ = false;  // a new tree: nothing to roll back to, nothing stale
     undo_.clear();
     saved_.clear();
+    stale_.clear();
+    stale_mark_.clear();
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return n_; }
@@ -86,6 +88,41 @@ class basic_range_tree {
       add_nodes<true>(l, r, d);
     } else {
       add_nodes<false>(l, r, d);
+    }
+  }
+
+  /// add(l, r, d) with the maxima (and minima) of the ancestors left stale until flush(): a batch
+  /// of adds (AutoSwap's chain moves, hundreds per pick in a narrow part of the curve) pulls each
+  /// ancestor once instead of once per add. No query, checkpoint or add() between the first
+  /// add_deferred and flush(). The tree after flush() is the one add() would have made: the adds
+  /// are integer sums in the same nodes, and each ancestor is pulled after its children.
+  void add_deferred(std::size_t l, std::size_t r, std::int64_t d)
+  {
+    r = std::min(r, n_);
+    if (l >= r) { return; }
+    std::size_t const first = l + size_, last = r - 1 + size_;
+    for (std::size_t x = first, y = last + 1; x < y; x /= 2, y /= 2) {
+      if ((x & 1) != 0) { apply<false>(x++, d); }
+      if ((y & 1) != 0) { apply<false>(--y, d); }
+    }
+    stale(first / 2);  // the leaves' parents: every ancestor add() pulls is above one of them
+    stale(last / 2);
+  }
+
+  /// Pulls the ancestors of every add_deferred since the last flush(), level by level upwards.
+  void flush()
+  {
+    while (!stale_.empty()) {
+      stale_next_.clear();
+      for (auto const x : stale_) {
+        pull(x);
+        stale_mark_[x] = 0;
+        if (x > 1 && stale_mark_[x / 2] == 0) {
+          stale_mark_[x / 2] = 1;
+          stale_next_.push_back(x / 2);
+        }
+      }
+      std::swap(stale_, stale_next_);
     }
   }
 
@@ -186,6 +223,17 @@ class basic_range_tree {
     for (; x >= 1; x /= 2) { pull<Save>(x); }
   }
 
+  // Marks internal node x (all of one level: the leaves' parents) for flush().
+  void stale(std::size_t x)
+  {
+    if (x == 0) { return; }  // a single leaf: no ancestor
+    if (stale_mark_.size() != size_) { stale_mark_.assign(size_, 0); }
+    if (stale_mark_[x] == 0) {
+      stale_mark_[x] = 1;
+      stale_.push_back(x);
+    }
+  }
+
   // Saves node x's value for rollback() unless saved since checkpoint().
   void save(std::size_t x)
   {
@@ -270,6 +318,8 @@ class basic_range_tree {
   std::vector<std::pair<std::size_t, node>> undo_;  // nodes changed since checkpoint(), as then
   std::vector<std::uint8_t> saved_;                 // whether each node is in undo_
   bool recording_{false};
+  std::vector<std::size_t> stale_, stale_next_;  // nodes to pull in flush(), one level each
+  std::vector<std::uint8_t> stale_mark_;         // whether each internal node is in stale_
 };
 
 /// The curves asked for minima too (the gap planner's scratch curve, joint_greedy's).
