@@ -321,6 +321,55 @@ TEST_CASE("a swap cut at a re-run lets the storage it feeds be re-run instead of
   CHECK(kept.device_peak <= budget);
 }
 
+TEST_CASE(
+    "a swap whose re-run is cheaper than its prefetch becomes that re-run, its read's swap cut")
+{
+  auto const t = stash::parse_trace(cut, "cut");
+  stash::trace_analysis const a(t, link_bound_model());
+  auto const budget  = a.peak_live_bytes() - 16000;
+  auto const x_bytes = t.storages()[0].bytes, a_bytes = t.storages()[3].bytes;
+  // x and A both cross the link, prefetched at their next use: the backward waits for both.
+  std::vector<stash::swap_entry> const swaps{{0, 0, 16, 1, 16, x_bytes},
+                                             {3, 0, 15, 1, 15, a_bytes}};
+  double const start = time_of(a, budget, swaps, {});
+  REQUIRE(start < 1e9);
+  // Nothing is kept that a re-run of it could read: no cut-swap re-run, one swap re-run (A's,
+  // relu(x): 1.6 us against its 8 us prefetch; x is an input and cannot be re-run).
+  CHECK(stash::detail::cut_rerun_candidates(a, swaps, {}).empty());
+  auto const cands = stash::detail::swap_rerun_candidates(a, swaps, {});
+  REQUIRE(cands.size() == 1);
+  CHECK(cands[0].entry.id == 3);
+  CHECK(cands[0].entry.at == 15);
+  REQUIRE(cands[0].replaces.has_value());
+  CHECK(*cands[0].replaces == 1);
+  REQUIRE(cands[0].cuts.size() == 1);
+  CHECK(cands[0].cuts[0] == 0);
+  double best = start;
+  stash::schedule kept;
+  auto offer = [&](std::vector<stash::swap_entry> sw, std::vector<stash::recompute_entry> rc) {
+    auto s = stash::make_schedule(a, "cut", budget, std::move(sw), std::move(rc));
+    stash::validate_schedule(a, s);  // throws (fails the test) on an invalid plan
+    auto const r = stash::simulate(a, s);
+    if (!r.fits || r.iteration_s >= best) { return false; }
+    best = r.iteration_s;
+    kept = std::move(s);
+    return true;
+  };
+  CHECK(stash::detail::cut_swap_reruns(a, budget, swaps, {}, 16, offer));
+  CHECK(best < start);
+  REQUIRE(kept.entries.size() == 1);
+  CHECK(kept.entries[0].id == 0);
+  CHECK(kept.entries[0].next_use == 15);  // x's swap ends at A's re-run
+  REQUIRE(kept.recomputes.size() == 1);
+  CHECK(kept.recomputes[0].id == 3);
+  CHECK(kept.recomputes[0].at == 15);
+  CHECK(kept.device_peak <= budget);
+  // P's re-run reads the 100 kB W (10 us), dearer than its 8 us prefetch: not a candidate.
+  auto const p_bytes = t.storages()[4].bytes;
+  std::vector<stash::swap_entry> const dear{{4, 1, 14, 2, 14, p_bytes}};
+  CHECK(stash::detail::swap_rerun_candidates(a, dear, {}).empty());
+}
+
 TEST_CASE("the greedy construction brings the planned peak within its target, or says it cannot")
 {
   auto const t = stash::parse_trace(kinds, "kinds");

@@ -56,8 +56,9 @@
  *     second becomes a swap, the swaps that save the fewest re-run seconds per transfer second
  *     make room for it on the link, the greedy covers the rest) and the cut-swap re-runs
  *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that
- *     swap ending at the re-run, and dearer re-runs are dropped), each plan simulated, with
- *     step budgets of constructions and candidates.
+ *     swap ending at the re-run, and dearer re-runs are dropped; then a swap whose re-run costs
+ *     less than its prefetch becomes that re-run, its reads' swaps cut likewise), each plan
+ *     simulated, with step budgets of constructions and candidates.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them.

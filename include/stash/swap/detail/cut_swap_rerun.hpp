@@ -15,8 +15,12 @@
  * (prefetched as late as the nominal timeline allows); then the plan's other recomputes, dearest
  * per byte first, are dropped while the planned peak stays within the budget and the schedule
  * validates. When the re-runs' total time drops, the plan is offered (timed by the simulator).
- * Candidates are tried cheapest per byte first. Deterministic: a fixed order and a step budget
- * of candidates.
+ * Candidates are tried cheapest per byte first. Then swap re-runs (swap_rerun_candidates): a
+ * swap entry of an activation or temporary whose re-run costs less than its prefetch becomes
+ * that re-run, with the same cuts, and the plan is offered whatever the re-runs' total time (the
+ * simulator weighs the re-run against the copy): the stem convolution's output, swapped twice
+ * across the busy link at the end of the backward for a re-run that reads the input batch.
+ * Deterministic: a fixed order and a step budget of candidates.
  */
 #pragma once
 
@@ -39,7 +43,47 @@ struct cut_rerun_candidate {
   recompute_entry entry;
   std::vector<std::size_t> cuts;  ///< indices into the plan's swap entries
   double seconds{};               ///< the re-run's time
+  /// The plan's swap entry of the same storage and gap that the re-run replaces (swap
+  /// re-runs, swap_rerun_candidates), if any.
+  std::optional<std::size_t> replaces;
 };
+
+// Fills `c.cuts` with the swap entries that keep a read of `chain` away at op v (v not an access
+// of the read, the entry neither a wrap nor a redrop, its offload before v); false when a read
+// cannot be brought back for the re-run (or a recompute entry drops it there).
+[[nodiscard]] inline bool cut_reads(trace_analysis const& a, recompute_chain const& chain,
+                                    std::uint64_t v, std::vector<swap_entry> const& swaps,
+                                    std::vector<recompute_entry> const& recomputes,
+                                    cut_rerun_candidate& c)
+{
+  auto const& life = a.lifetimes().storages;
+  auto accessed_at = [&](storage_id r, std::uint64_t op) {
+    auto const& acc = life[r].accesses;
+    return std::any_of(acc.begin(), acc.end(), [&](auto const& x) { return x.op == op; });
+  };
+  bool ok = true;
+  for (auto const r : chain.reads) {
+    for (std::size_t k = 0; k < swaps.size() && ok; ++k) {
+      auto const& e = swaps[k];
+      if (e.id != r || !(e.last_use < v && v <= e.next_use)) { continue; }
+      ok = !e.wrap && !e.redrop && e.offload_at < v && !accessed_at(r, v);
+      c.cuts.push_back(k);
+    }
+    ok = ok && std::none_of(recomputes.begin(), recomputes.end(), [&](auto const& e) {
+           return e.id == r && e.last_use < v && v <= e.next_use;
+         });
+  }
+  return ok;
+}
+
+// Cheapest re-run per byte first (ties keep order).
+inline void sort_cheapest_per_byte(std::vector<cut_rerun_candidate>& cands)
+{
+  std::stable_sort(cands.begin(), cands.end(), [](auto const& x, auto const& y) {
+    return x.seconds * static_cast<double>(y.entry.bytes) <
+           y.seconds * static_cast<double>(x.entry.bytes);
+  });
+}
 
 /// The candidates of the file comment in `swaps` / `recomputes`, cheapest per byte first.
 [[nodiscard]] inline std::vector<cut_rerun_candidate> cut_rerun_candidates(
@@ -52,10 +96,6 @@ struct cut_rerun_candidate {
     return std::any_of(swaps.begin(), swaps.end(), over) ||
            std::any_of(recomputes.begin(), recomputes.end(), over);
   };
-  auto accessed_at = [&](storage_id r, std::uint64_t op) {
-    auto const& acc = life[r].accesses;
-    return std::any_of(acc.begin(), acc.end(), [&](auto const& x) { return x.op == op; });
-  };
   std::vector<cut_rerun_candidate> out;
   for (auto const& s : life) {
     if (s.bytes == 0 || (s.kind != storage_kind::act && s.kind != storage_kind::temp)) { continue; }
@@ -65,26 +105,47 @@ struct cut_rerun_candidate {
       if (covered(s.id, u, v)) { continue; }
       auto const chain = recompute_chain_of(a, s.id, u, v);
       if (!chain.valid()) { continue; }
-      cut_rerun_candidate c{{s.id, u, v, v, s.bytes}, {}, chain.seconds};
-      bool ok = true;
-      for (auto const r : chain.reads) {
-        for (std::size_t k = 0; k < swaps.size() && ok; ++k) {
-          auto const& e = swaps[k];
-          if (e.id != r || !(e.last_use < v && v <= e.next_use)) { continue; }
-          ok = !e.wrap && !e.redrop && e.offload_at < v && !accessed_at(r, v);
-          c.cuts.push_back(k);
-        }
-        ok = ok && std::none_of(recomputes.begin(), recomputes.end(), [&](auto const& e) {
-               return e.id == r && e.last_use < v && v <= e.next_use;
-             });
+      cut_rerun_candidate c{{s.id, u, v, v, s.bytes}, {}, chain.seconds, std::nullopt};
+      if (cut_reads(a, chain, v, swaps, recomputes, c) && !c.cuts.empty()) {
+        out.push_back(std::move(c));
       }
-      if (ok && !c.cuts.empty()) { out.push_back(std::move(c)); }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](auto const& x, auto const& y) {
-    return x.seconds * static_cast<double>(y.entry.bytes) <
-           y.seconds * static_cast<double>(x.entry.bytes);
-  });
+  sort_cheapest_per_byte(out);
+  return out;
+}
+
+/// Swap re-runs: a swap entry of an activation or temporary S over (u, v) whose re-run at v
+/// costs less than the entry's prefetch (a copy the link must carry, often at the end of the
+/// backward where it is busiest and the compute left to hide it is short) becomes a recompute
+/// entry at v, first in its batch; the swap entries that keep its chain's reads away at v are cut
+/// to end there (as the cut-swap re-runs'). Not for an entry whose host copy a later redrop of S
+/// uses. Cheapest per byte first.
+[[nodiscard]] inline std::vector<cut_rerun_candidate> swap_rerun_candidates(
+    trace_analysis const& a, std::vector<swap_entry> const& swaps,
+    std::vector<recompute_entry> const& recomputes)
+{
+  auto const& storages = a.trace().storages();
+  std::vector<cut_rerun_candidate> out;
+  for (std::size_t k = 0; k < swaps.size(); ++k) {
+    auto const& e    = swaps[k];
+    auto const kind  = storages[e.id].kind;
+    bool const moves = kind == storage_kind::act || kind == storage_kind::temp;
+    if (e.wrap || !moves || e.next_use >= a.op_count()) { continue; }
+    if (std::any_of(swaps.begin(), swaps.end(), [&](swap_entry const& d) {
+          return d.redrop && d.id == e.id && d.last_use == e.next_use;
+        })) {
+      continue;  // a later redrop sends back the host copy this entry makes
+    }
+    auto const chain = recompute_chain_of(a, e.id, e.last_use, e.next_use);
+    if (!chain.valid() || chain.seconds >= a.model().prefetch_time(e.bytes, e.encoding)) {
+      continue;
+    }
+    cut_rerun_candidate c{
+        {e.id, e.last_use, e.next_use, e.next_use, e.bytes}, {}, chain.seconds, k};
+    if (cut_reads(a, chain, e.next_use, swaps, recomputes, c)) { out.push_back(std::move(c)); }
+  }
+  sort_cheapest_per_byte(out);
   return out;
 }
 
@@ -107,9 +168,32 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
   }
 }
 
-/// One pass of the moves of the file comment over the first `max_candidates` candidates;
-/// `offer(swaps, recomputes)` times a plan and returns true when it was kept. Returns whether
-/// one was kept (the pass stops there).
+// Candidate `c` applied to (`sw`, `rc`): its cuts (each cut swap prefetched as late as the
+// nominal timeline allows), the swap it replaces gone, its recompute entry first in its batch.
+inline void apply_cut(trace_analysis const& a, cut_rerun_candidate const& c,
+                      std::vector<swap_entry>& sw, std::vector<recompute_entry>& rc)
+{
+  auto const v = c.entry.at;
+  for (auto const j : c.cuts) {
+    auto& e      = sw[j];
+    auto const t = a.model().prefetch_time(e.bytes, e.encoding);
+    e.next_use   = v;
+    auto p       = v;
+    while (p > e.offload_at + 1 && a.op_start(v) - a.op_start(p) < t) { --p; }
+    e.prefetch_at = std::min(e.prefetch_at, p);
+  }
+  if (c.replaces) { sw.erase(sw.begin() + static_cast<std::ptrdiff_t>(*c.replaces)); }
+  auto it = std::lower_bound(rc.begin(), rc.end(), v,
+                             [](recompute_entry const& e, std::uint64_t at) { return e.at < at; });
+  rc.insert(it, c.entry);
+}
+
+/// One pass of the moves of the file comment over the first `max_candidates` candidates, then
+/// of the swap re-runs (swap_rerun_candidates) over as many; `offer(swaps, recomputes)` times a
+/// plan and returns true when it was kept. A cut-swap re-run is offered when the re-runs' total
+/// time drops after the prune; a swap re-run, unpruned (the swap it replaces had already made
+/// its room), whatever that time (it adds re-run time to take a copy off the link: only the
+/// simulation can tell). Returns whether one was kept (the pass stops there).
 template <typename Offer>
 bool cut_swap_reruns(trace_analysis const& a, std::uint64_t budget,
                      std::vector<swap_entry> const& swaps,
@@ -128,30 +212,24 @@ bool cut_swap_reruns(trace_analysis const& a, std::uint64_t budget,
                    [](auto const& x, auto const& y) { return x.first < y.first; });
   auto const cands = cut_rerun_candidates(a, swaps, recomputes);
   for (std::size_t k = 0; k < cands.size() && k < max_candidates; ++k) {
-    auto const& c = cands[k];
-    auto sw       = swaps;
-    auto const v  = c.entry.at;
-    for (auto const j : c.cuts) {
-      auto& e      = sw[j];
-      auto const t = a.model().prefetch_time(e.bytes, e.encoding);
-      e.next_use   = v;
-      auto p       = v;
-      while (p > e.offload_at + 1 && a.op_start(v) - a.op_start(p) < t) { --p; }
-      e.prefetch_at = std::min(e.prefetch_at, p);
-    }
+    auto sw = swaps;
     auto rc = recomputes;
-    auto it =
-        std::lower_bound(rc.begin(), rc.end(), v,
-                         [](recompute_entry const& e, std::uint64_t at) { return e.at < at; });
-    rc.insert(it, c.entry);
+    apply_cut(a, cands[k], sw, rc);
     prune_in_order(a, budget, sw, rc, order);
-    double after = c.seconds;
+    double after = cands[k].seconds;
     for (auto const& [key, e] : order) {
       if (std::find(rc.begin(), rc.end(), e) != rc.end()) {
         after -= key * static_cast<double>(std::max<std::uint64_t>(1, e.bytes));
       }
     }
     if (after >= before - 1e-12) { continue; }
+    if (offer(std::move(sw), std::move(rc))) { return true; }
+  }
+  auto const replacing = swap_rerun_candidates(a, swaps, recomputes);
+  for (std::size_t k = 0; k < replacing.size() && k < max_candidates; ++k) {
+    auto sw = swaps;
+    auto rc = recomputes;
+    apply_cut(a, replacing[k], sw, rc);
     if (offer(std::move(sw), std::move(rc))) { return true; }
   }
   return false;
