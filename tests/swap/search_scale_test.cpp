@@ -91,4 +91,49 @@ TEST_CASE("clamped_sums keeps exact sums of byte-sized values")
   CHECK(sums.sum_min(0, 5, ~std::uint64_t{0}) == 0);
 }
 
+TEST_CASE("clamped_sums::update sets the values that differ, as set() one by one does")
+{
+  // Byte-sized values (several radix digits in the build) under subtractions, then a vector with
+  // some values changed (raised, lowered, zeroed), as the greedy's excess after a pull.
+  std::mt19937_64 rng(22);
+  for (std::size_t n : {1U, 5U, 70U, 300U}) {
+    CAPTURE(n);
+    std::vector<std::uint64_t> plain(n);
+    for (auto& x : plain) { x = rng() % 5 == 0 ? 0 : rng() % (std::uint64_t{1} << 45); }
+    stash::detail::clamped_sums bulk, single;
+    bulk.assign(plain);
+    single.assign(plain);
+    for (int step = 0; step < 60; ++step) {
+      auto l = rng() % n, r = rng() % (n + 1);
+      if (l > r) { std::swap(l, r); }
+      if (rng() % 3 != 0) {
+        auto const d = rng() % (std::uint64_t{1} << 44);
+        bulk.subtract(l, r, d);
+        single.subtract(l, r, d);
+        for (auto j = l; j < r; ++j) { plain[j] = plain[j] > d ? plain[j] - d : 0; }
+      } else {
+        for (auto& x : plain) {
+          if (rng() % 4 != 0) { continue; }
+          x = rng() % 3 == 0 ? 0 : rng() % (std::uint64_t{1} << 46);
+        }
+        bulk.update(plain);
+        for (std::size_t j = 0; j < n; ++j) {
+          if (single.at(j) != plain[j]) { single.set(j, plain[j]); }
+        }
+      }
+      REQUIRE(bulk.values() == plain);
+      for (int q = 0; q < 4; ++q) {
+        auto ql = rng() % n, qr = rng() % (n + 1);
+        if (ql > qr) { std::swap(ql, qr); }
+        auto const b    = rng() % (std::uint64_t{1} << 45);
+        std::uint64_t s = 0;
+        for (auto j = ql; j < qr; ++j) { s += std::min(b, plain[j]); }
+        REQUIRE(bulk.sum_min(ql, qr, b) == s);
+        REQUIRE(single.sum_min(ql, qr, b) == s);
+      }
+      REQUIRE(bulk.all_zero() == single.all_zero());
+    }
+  }
+}
+
 }  // namespace STASH_UNITY_ID

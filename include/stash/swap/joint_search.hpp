@@ -268,13 +268,14 @@ struct joint_incumbent {
   }
 };
 
-// A recompute set over `swaps` holding every entry of `keep` (valid together already).
-[[nodiscard]] inline recompute_set set_of(trace_analysis const& a,
+// A recompute set over `swaps` holding every entry of `keep` (valid together already), the
+// chains the greedy cached taken from it.
+[[nodiscard]] inline recompute_set set_of(trace_analysis const& a, joint_greedy const& greedy,
                                           std::vector<swap_entry> const& swaps,
                                           std::vector<recompute_entry> const& keep)
 {
   recompute_set set(a, swaps);
-  for (auto const& e : keep) { (void)set.try_add(e); }
+  for (auto const& e : keep) { (void)greedy.add_to(set, e); }
   return set;
 }
 
@@ -624,8 +625,9 @@ struct joint_search {
         if (e.wrap || e.id != *st.storage || e.next_use != st.op) { continue; }
         auto sw = best.entries;
         sw.erase(sw.begin() + static_cast<std::ptrdiff_t>(j));
-        auto set = detail::set_of(a, sw, best.recomputes);
-        if (set.try_add(recompute_entry{e.id, e.last_use, e.next_use, e.next_use, e.bytes}) &&
+        auto set = detail::set_of(a, greedy, sw, best.recomputes);
+        if (greedy.add_to(set,
+                          recompute_entry{e.id, e.last_use, e.next_use, e.next_use, e.bytes}) &&
             attempt(0, e.id, e.last_use, sw, set.entries())) {
           return true;
         }
@@ -635,7 +637,7 @@ struct joint_search {
     std::vector<std::pair<double, std::size_t>> cost;
     for (std::size_t k = 0; k < best.recomputes.size(); ++k) {
       auto const& e = best.recomputes[k];
-      cost.emplace_back(-recompute_chain_of(a, e.id, e.last_use, e.at).seconds, k);
+      cost.emplace_back(-greedy.seconds_of(e), k);
     }
     std::stable_sort(cost.begin(), cost.end());
     for (auto const& [neg, k] : cost) {
@@ -652,7 +654,7 @@ struct joint_search {
                           e.last_use + 1,
                           detail::prefetch_op(a, e.last_use + 1, e.next_use, time),
                           e.bytes};
-      auto set = detail::set_of(a, best.entries, rc);
+      auto set = detail::set_of(a, greedy, best.entries, rc);
       if (set.size() != rc.size() || !set.swap_allowed(sw)) { continue; }
       auto swaps = best.entries;
       swaps.push_back(sw);

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -66,6 +67,38 @@ class clamped_sums {
     set_max(i, base_[i]);
     auto const it = std::lower_bound(overrides_.begin(), overrides_.end(), i);
     if (it == overrides_.end() || *it != i) { overrides_.insert(it, i); }
+    fold_if_due();
+  }
+
+  /// x[i] = v[i] wherever they differ: the values of as many set() calls, in one pass (the
+  /// joint greedy's excess made exact again after a pull changes hundreds of values).
+  void update(std::span<std::uint64_t const> v)
+  {
+    changed_.clear();
+    for (auto p = pieces_.begin(); p != pieces_.end(); ++p) {
+      auto const d = p->second;
+      for (auto i = p->first; i < end_of(p); ++i) {
+        if (clamp(base_[i], d) == v[i]) { continue; }
+        if (v[i] + d < v[i]) {  // (only for values near 2^64) set() folds first: so do we
+          fold();
+          update(v);
+          return;
+        }
+        changed_.push_back(i);
+      }
+    }
+    if (changed_.empty()) { return; }
+    for (auto const i : changed_) {
+      base_[i] = v[i] > 0 ? v[i] + piece_of(i)->second : 0;  // as set(i, v[i])
+    }
+    if (changed_.size() * levels_of(size_) >= size_) {
+      build_max();
+    } else {
+      for (auto const i : changed_) { set_max(i, base_[i]); }
+    }
+    auto const mid = overrides_.insert(overrides_.end(), changed_.begin(), changed_.end());
+    std::inplace_merge(overrides_.begin(), mid, overrides_.end());
+    overrides_.erase(std::unique(overrides_.begin(), overrides_.end()), overrides_.end());
     fold_if_due();
   }
 
@@ -204,6 +237,26 @@ class clamped_sums {
     return {count, sum};
   }
 
+  // cur_, (value, position) by position, sorted by value and then position (as sorting the
+  // pairs does): a stable radix sort over 8-bit digits, those every value shares skipped (a build
+  // sorts thousands of values, and did so with a comparison sort).
+  void sort_by_value()
+  {
+    std::uint64_t any = 0, every = ~std::uint64_t{0};
+    for (auto const& x : cur_) {
+      any |= x.first;
+      every &= x.first;
+    }
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+      if ((((any ^ every) >> shift) & 0xffU) == 0) { continue; }
+      std::array<std::size_t, 257> start{};
+      for (auto const& x : cur_) { ++start[((x.first >> shift) & 0xffU) + 1]; }
+      for (std::size_t d = 1; d < start.size(); ++d) { start[d] += start[d - 1]; }
+      for (auto const& x : cur_) { next_[start[(x.first >> shift) & 0xffU]++] = x; }
+      std::swap(cur_, next_);
+    }
+  }
+
   // The wavelet matrix over the ranks of base_, which become the values as built.
   void build()
   {
@@ -220,7 +273,7 @@ class clamped_sums {
       prefix_[i + 1] = prefix_[i] + base_[i];
       cur[i]         = {base_[i], i};
     }
-    std::sort(cur.begin(), cur.end());  // by value: the ranks, then back to positions
+    sort_by_value();  // the ranks, then back to positions
     sorted_.clear();
     for (auto& [value, i] : cur) {
       if (sorted_.empty() || sorted_.back() != value) { sorted_.push_back(value); }
@@ -229,12 +282,14 @@ class clamped_sums {
     std::swap(cur, next_);  // (rank, value) by position
     levels_ = 0;
     while ((std::size_t{1} << levels_) < sorted_.size()) { ++levels_; }
-    zeros_.assign(levels_ * (n_ + 1), 0);
-    zero_sums_.assign(levels_ * (n_ + 1), 0);
+    zeros_.resize(levels_ * (n_ + 1));  // every one written below
+    zero_sums_.resize(levels_ * (n_ + 1));
     zero_count_.assign(levels_, 0);
     for (std::size_t level = levels_; level-- > 0;) {
       auto* z  = zeros_.data() + level * (n_ + 1);
       auto* zs = zero_sums_.data() + level * (n_ + 1);
+      z[0]     = 0;
+      zs[0]    = 0;
       for (std::size_t i = 0; i < n_; ++i) {
         bool const zero = ((cur[i].first >> level) & 1U) == 0;
         z[i + 1]        = z[i] + (zero ? 1 : 0);
@@ -245,6 +300,13 @@ class clamped_sums {
       for (auto const& x : cur) { next_[((x.first >> level) & 1U) == 0 ? zi++ : oi++] = x; }
       std::swap(cur, next_);
     }
+  }
+
+  [[nodiscard]] static std::size_t levels_of(std::size_t size) noexcept
+  {
+    std::size_t k = 1;
+    while ((std::size_t{1} << k) < size) { ++k; }
+    return k;
   }
 
   // Max of base_ over [l, r) (0 when empty), a plain segment tree.
@@ -285,6 +347,7 @@ class clamped_sums {
   std::vector<std::size_t> zero_count_;
   std::vector<std::uint64_t> max_;                                   // base_max's tree
   std::vector<std::pair<std::uint64_t, std::uint64_t>> cur_, next_;  // build's scratch
+  std::vector<std::size_t> changed_;                                 // update's scratch
   mutable std::size_t work_{0};  // query steps spent on pieces and overrides
 };
 

@@ -45,6 +45,8 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -71,7 +73,10 @@ struct greedy_plan {
 /// The candidates of one trace (built once, reused by every variant).
 class joint_greedy {
  public:
-  explicit joint_greedy(trace_analysis const& a) : a_(a) { enumerate(); }
+  explicit joint_greedy(trace_analysis const& a) : a_(a), live_(planned_device_curve(a, {}, {}))
+  {
+    enumerate();
+  }
 
   /// The entries of `start` plus those the greedy adds to bring the planned peak within
   /// `budget` x var.target_share (as close as it gets when nothing is left to add).
@@ -127,6 +132,33 @@ class joint_greedy {
   /// at most this many re-runs in all: each rebuild is a full construction.
   static constexpr std::size_t max_repairs = 3;
   static constexpr std::size_t max_banned  = 64;
+
+  /// The chain of recompute entry `e` (recompute_chain_of) when a candidate's is that one (its
+  /// gap, re-run where the candidate is), else nullptr: callers that check plans entry by entry
+  /// (the local search's moves) skip recomputing it.
+  [[nodiscard]] recompute_chain const* cached_chain(recompute_entry const& e) const
+  {
+    auto const it = gap_of_.find({e.id, e.last_use});
+    if (it != gap_of_.end() && rerun_of_[it->second] < cands_.size()) {
+      auto const& c = cands_[rerun_of_[it->second]];
+      if (c.prefetch_at == e.at) { return &c.chain; }
+    }
+    return nullptr;
+  }
+
+  /// set.try_add(e), with e's chain cached where it is (cached_chain).
+  bool add_to(recompute_set& set, recompute_entry const& e) const
+  {
+    auto const* c = cached_chain(e);
+    return c ? set.try_add(e, *c) : set.try_add(e);
+  }
+
+  /// The re-runs' time of `e` (its chain's seconds, cached where cached_chain has it).
+  [[nodiscard]] double seconds_of(recompute_entry const& e) const
+  {
+    auto const* c = cached_chain(e);
+    return c ? c->seconds : recompute_chain_of(a_, e.id, e.last_use, e.at).seconds;
+  }
 
   /// The planned peak of `p` (schedule.hpp's planned_peak, with cached chains).
   [[nodiscard]] std::uint64_t peak(greedy_plan const& p) const
@@ -213,19 +245,14 @@ class joint_greedy {
   };
 
   struct state {
-    state(trace_analysis const& a, std::vector<swap_entry> const& s, std::size_t n,
-          std::size_t gaps)
-        : swaps(s),
-          set(a, s),
-          taken(n, 0),
-          gap_taken(gaps, 0),
-          swaps_of(a.trace().storages().size())
+    state(trace_analysis const& a, std::vector<swap_entry> const& s, std::size_t gaps)
+        : swaps(s), set(a, s), gap_taken(gaps, 0), swaps_of(a.trace().storages().size())
     {
       for (std::size_t k = 0; k < swaps.size(); ++k) { swaps_of[swaps[k].id].push_back(k); }
     }
     std::vector<swap_entry> swaps;
+    std::vector<swap_entry> eff;  // swaps as the greedy counts them (effective), for the curve
     recompute_set set;
-    std::vector<char> taken;
     std::vector<char> gap_taken;
     std::vector<std::vector<std::size_t>> swaps_of;  // per storage: its entries in `swaps`
     std::set<std::size_t> no_swap;                   // gaps not to swap
@@ -449,17 +476,6 @@ class joint_greedy {
     return found;
   }
 
-  // The re-runs' time of e: its candidate's (cached) when e runs where the candidate does.
-  [[nodiscard]] double seconds_of(recompute_entry const& e) const
-  {
-    auto const it = gap_of_.find({e.id, e.last_use});
-    if (it != gap_of_.end() && rerun_of_[it->second] < cands_.size()) {
-      auto const& c = cands_[rerun_of_[it->second]];
-      if (c.prefetch_at == e.at) { return c.seconds; }
-    }
-    return recompute_chain_of(a_, e.id, e.last_use, e.at).seconds;
-  }
-
   // The highest re-run seconds per byte among p's recomputes (0 when it has none).
   [[nodiscard]] double dearest_rate(greedy_plan const& p) const
   {
@@ -492,7 +508,7 @@ class joint_greedy {
       std::vector<std::pair<storage_id, std::uint64_t>> const& no_recompute,
       std::set<std::size_t> const& banned) const
   {
-    state st(a_, start.swaps, cands_.size(), gap_count_);
+    state st(a_, start.swaps, gap_count_);
     for (auto const& [id, u] : no_swap) {
       auto const it = gap_of_.find({id, u});
       if (it != gap_of_.end()) { st.no_swap.insert(it->second); }
@@ -505,9 +521,11 @@ class joint_greedy {
     for (auto const& e : start.recomputes) {
       auto const it = gap_of_.find({e.id, e.last_use});
       if (it != gap_of_.end() && banned.count(it->second) != 0) { continue; }
-      (void)st.set.try_add(e);
+      (void)add_to(st.set, e);
     }
+    st.eff.reserve(st.swaps.size());
     for (auto const& e : st.swaps) {
+      st.eff.push_back(effective(e));
       mark_gap(st, e.id, e.last_use);
       if (var.link_slots) { reserve_nominal(st, e); }
     }
@@ -664,7 +682,16 @@ class joint_greedy {
                                                        std::vector<recompute_entry> const& rcs,
                                                        std::uint64_t target) const
   {
-    std::vector<std::uint64_t> ex(curve.size());
+    std::vector<std::uint64_t> ex;
+    excess_into(curve, rcs, target, ex);
+    return ex;
+  }
+
+  // excess_from into `ex`.
+  void excess_into(std::vector<std::uint64_t> const& curve, std::vector<recompute_entry> const& rcs,
+                   std::uint64_t target, std::vector<std::uint64_t>& ex) const
+  {
+    ex.resize(curve.size());
     for (std::size_t i = 0; i < curve.size(); ++i) {
       ex[i] = curve[i] > target ? curve[i] - target : 0;
     }
@@ -673,7 +700,6 @@ class joint_greedy {
         [&](std::uint64_t event, std::uint64_t run) {
           if (run > target) { ex[event] = std::max(ex[event], run - target); }
         });
-    return ex;
   }
 
   // Calls f(event, bytes) for each entry of `rcs` (sorted as recompute_set::entries sorts them):
@@ -707,6 +733,50 @@ class joint_greedy {
     return e;
   }
 
+  // The planned curve under range adds, read one event at a time (refresh): a Fenwick tree over
+  // its differences, built in one pass (a range tree kept maxima no one asked for, three times
+  // the memory to build at every reset).
+  class point_curve {
+   public:
+    void assign(std::vector<std::uint64_t> const& values)
+    {
+      n_ = values.size();
+      t_.resize(n_);
+      std::int64_t prev = 0;
+      for (std::size_t i = 0; i < n_; ++i) {
+        auto const v = static_cast<std::int64_t>(values[i]);
+        t_[i]        = v - prev;
+        prev         = v;
+      }
+      for (std::size_t i = 0; i < n_; ++i) {
+        auto const up = i | (i + 1);
+        if (up < n_) { t_[up] += t_[i]; }
+      }
+    }
+    // Adds d to the values in [l, r).
+    void add(std::size_t l, std::size_t r, std::int64_t d)
+    {
+      r = std::min(r, n_);
+      if (l >= r) { return; }
+      bump(l, d);
+      if (r < n_) { bump(r, -d); }
+    }
+    [[nodiscard]] std::int64_t at(std::size_t i) const
+    {
+      std::int64_t sum = 0;
+      for (auto k = i + 1; k > 0; k &= k - 1) { sum += t_[k - 1]; }
+      return sum;
+    }
+
+   private:
+    void bump(std::size_t i, std::int64_t d)
+    {
+      for (; i < n_; i |= i + 1) { t_[i] += d; }
+    }
+    std::size_t n_{0};
+    std::vector<std::int64_t> t_;  // t_[i]: the sum of the differences at (i & (i + 1)) .. i
+  };
+
   // The excess per event as the greedy lowers it between recomputations: the events with excess
   // (`over`, ascending) and their excess, each take subtracting its bytes (clamped at 0) over its
   // window; a window's benefit is a query, not a walk over the window (clamped_sums.hpp). Beside
@@ -715,13 +785,14 @@ class joint_greedy {
   struct excess_index {
     std::vector<std::uint64_t> over;
     clamped_sums sums;
-    range_tree curve;
+    point_curve curve;
     std::vector<std::uint64_t> runs_at;
+    std::vector<std::uint64_t> values;  // assign's and refresh's scratch
 
     void assign(std::vector<std::uint64_t> const& ex)
     {
       over.clear();
-      std::vector<std::uint64_t> values;
+      values.clear();
       for (std::uint64_t i = 0; i < ex.size(); ++i) {
         if (ex[i] > 0) {
           over.push_back(i);
@@ -730,8 +801,8 @@ class joint_greedy {
       }
       sums.assign(values);
     }
-    // The excess recomputed: where it differs from the lowered one the values are set one by
-    // one; an event newly over assigns them all.
+    // The excess recomputed: where it differs from the lowered one the values are set
+    // (clamped_sums::update); an event newly over assigns them all.
     void refresh(std::vector<std::uint64_t> const& ex)
     {
       std::size_t j = 0;
@@ -743,10 +814,9 @@ class joint_greedy {
           return;
         }
       }
-      auto const now = sums.values();
-      for (j = 0; j < over.size(); ++j) {
-        if (now[j] != ex[over[j]]) { sums.set(j, ex[over[j]]); }
-      }
+      values.resize(over.size());
+      for (j = 0; j < over.size(); ++j) { values[j] = ex[over[j]]; }
+      sums.update(values);
     }
     // Takes `bytes` off the events in (after, last].
     void lower(std::uint64_t after, std::uint64_t last, std::uint64_t bytes)
@@ -770,16 +840,17 @@ class joint_greedy {
   // The excess of the plan in `st`, from scratch (O(events)).
   void reset(excess_index& ex, state const& st, std::uint64_t target, bool fresh) const
   {
-    auto const rcs   = st.set.entries();
-    auto const curve = effective_curve(st.swaps, rcs);
-    auto const exact = excess_from(curve, rcs, target);
+    auto const rcs = st.set.entries();
+    auto& curve    = curve_;
+    curve_into(st.eff, rcs, curve);
+    auto& exact = exact_;
+    excess_into(curve, rcs, target, exact);
     if (fresh) {
       ex.assign(exact);
     } else {
       ex.refresh(exact);
     }
-    std::vector<std::int64_t> signed_curve(curve.begin(), curve.end());
-    ex.curve.assign(signed_curve);
+    ex.curve.assign(curve);
     ex.runs_at.clear();
     for_each_run(
         rcs, [&](std::uint64_t i) { return curve[i]; },
@@ -885,6 +956,7 @@ class joint_greedy {
     if (c.swap) {
       st.swaps_of[c.id].push_back(st.swaps.size());
       st.swaps.push_back(p->e);
+      st.eff.push_back(effective(p->e));
       st.set.add_swap(st.swaps.back());
       st.link_s += c.seconds;
       st.d2h.reserve(p->off_start, p->off_start + c.off_s);
@@ -900,7 +972,7 @@ class joint_greedy {
   void fill(state& st, std::uint64_t target, greedy_variant const& var) const
   {
     for (int round = 0; round < 3; ++round) {
-      excess_index ex;
+      auto& ex = ex_;
       reset(ex, st, target, true);
       if (ex.over.empty()) { return; }
       heap_t heap;
@@ -911,7 +983,10 @@ class joint_greedy {
         if (c > 0) { heap.emplace(b / c, k); }
       }
       if (!drain(st, heap, ex, target, var)) { return; }
-      if (none_over(excess_of(st.swaps, st.set.entries(), target))) { return; }
+      auto const rcs = st.set.entries();
+      curve_into(st.eff, rcs, curve_);
+      excess_into(curve_, rcs, target, exact_);
+      if (none_over(exact_)) { return; }
     }
   }
 
@@ -981,8 +1056,7 @@ class joint_greedy {
     }
     for (std::size_t k = 0; k < p.recomputes.size(); ++k) {
       auto const& e = p.recomputes[k];
-      order.emplace_back(-recompute_chain_of(a_, e.id, e.last_use, e.at).seconds,
-                         p.swaps.size() + k);
+      order.emplace_back(-seconds_of(e), p.swaps.size() + k);
     }
     std::stable_sort(order.begin(), order.end());
     prune_in_order(p, target, order);
@@ -1022,7 +1096,50 @@ class joint_greedy {
     std::vector<swap_entry> eff;
     eff.reserve(swaps.size());
     for (auto const& e : swaps) { eff.push_back(effective(e)); }
-    return planned_device_curve(a_, eff, rcs);
+    std::vector<std::uint64_t> curve;
+    curve_into(eff, rcs, curve);
+    return curve;
+  }
+
+  // planned_device_curve(a_, swaps, rcs) into `out`: the same runs off the device
+  // (for_each_planned_off_run; a re-run's storage as that function counts it) taken from the
+  // curve of no entries (live_, built once) instead of walking the trace's events each time, and
+  // the same refusal of bytes away beyond those live. A construction computes it at every reset.
+  void curve_into(std::span<swap_entry const> swaps, std::span<recompute_entry const> rcs,
+                  std::vector<std::uint64_t>& out) const
+  {
+    auto const n = live_.size();
+    delta_.assign(n + 1, 0);
+    auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
+      if (from <= through) {
+        delta_[from] -= static_cast<std::int64_t>(bytes);
+        delta_[through + 1] += static_cast<std::int64_t>(bytes);
+      }
+    };
+    for (auto const& e : swaps) {
+      for_each_planned_off_run(
+          a_, e, [&](std::uint64_t from, std::uint64_t through) { off(from, through, e.bytes); });
+    }
+    auto const& ev = a_.ops().event;
+    for (auto const& e : rcs) {
+      if (!in_trace(a_, e)) { continue; }
+      auto const from = early_departure(a_, e) && e.last_use > 0
+                            ? back_after(a_, e.last_use - 1) + 1
+                            : ev[e.last_use] + 1;
+      off(from, back_after(a_, e.at - 1), e.bytes);
+    }
+    out.resize(n);
+    std::int64_t removed = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      removed += delta_[i];
+      auto const away = static_cast<std::uint64_t>(-removed);
+      if (away > live_[i]) {  // only an invalid plan: planned_device_curve refuses it so
+        (void)planned_device_curve(a_, swaps, rcs);
+        throw schedule_error(std::nullopt,
+                             "planned device bytes below zero at event " + std::to_string(i));
+      }
+      out[i] = live_[i] - away;
+    }
   }
 
   [[nodiscard]] bool peak_over(greedy_plan const& p, std::uint64_t target) const
@@ -1044,6 +1161,14 @@ class joint_greedy {
   }
 
   trace_analysis const& a_;
+  // The fill's excess, reused by every construction of this greedy (its buffers keep their
+  // capacity; reset() assigns every field): scratch, not state, so `mutable` (one greedy is
+  // built per plan, and a plan runs on one thread).
+  mutable excess_index ex_;
+  std::vector<std::uint64_t> live_;  // the planned curve of no entries: the bytes live per event
+  // curve_into's differences, and the curve and excess of each reset (scratch, as ex_).
+  mutable std::vector<std::int64_t> delta_;
+  mutable std::vector<std::uint64_t> curve_, exact_;
   std::vector<candidate> cands_;
   std::vector<std::size_t> by_rate_;   // recompute candidates, cheapest re-run per byte first
   std::vector<std::size_t> rerun_of_;  // per gap: its recompute candidate (cands_.size(): none)

@@ -21,8 +21,8 @@
  *    at q, first in its batch).
  * A recompute entry of R over p that rebuilt it by then is cut to end at p. Candidates with
  * another entry after p are left alone, and with `activations_only` only activations and
- * temporaries move. Every schedule built is validated (a re-run whose read the move takes away
- * is not a choice). Deterministic: a fixed order and at most `max_steps` schedules built.
+ * temporaries move. A schedule is taken only once validated (a re-run whose read the move takes
+ * away is not a choice). Deterministic: a fixed order and at most `max_steps` schedules built.
  */
 #pragma once
 
@@ -261,21 +261,28 @@ struct redrop_option {
       auto const key = std::make_pair(c.id, c.p);
       if (std::find(tried.begin(), tried.end(), key) != tried.end()) { continue; }
       tried.push_back(key);
-      double best_seconds = 0;
-      for (auto& o : redrop_options(a, s, curve, c)) {
+      // The options that cut the excess, by (excess, price, order): the first of them that
+      // validates is taken. Validating only down to it (a validation is the costly part) takes
+      // what keeping the best validated option in order took.
+      auto options = redrop_options(a, s, curve, c);
+      std::vector<std::tuple<std::uint64_t, double, std::size_t>> better;
+      std::vector<std::vector<std::uint64_t>> curves(options.size());
+      for (std::size_t k = 0; k < options.size(); ++k) {
         if (++steps > max_steps) { break; }
-        // The curve first (as make_schedule, safe on an invalid schedule): only an option that
-        // cuts the excess more is validated, the rest are skipped either way.
-        auto cand_curve   = planned_device_curve(a, o.entries, o.recomputes);
-        auto cand_excess  = excess_of(cand_curve, s.budget);
-        bool const better = cand_excess < next_excess ||
-                            (next && cand_excess == next_excess && o.seconds < best_seconds);
-        if (!better) { continue; }
+        // The curve first (as make_schedule, safe on an invalid schedule).
+        curves[k]              = planned_device_curve(a, options[k].entries, options[k].recomputes);
+        auto const cand_excess = excess_of(curves[k], s.budget);
+        if (cand_excess < excess) { better.emplace_back(cand_excess, options[k].seconds, k); }
+      }
+      std::sort(better.begin(), better.end());
+      for (auto const& item : better) {
+        auto const k = std::get<2>(item);
+        auto& o      = options[k];
         schedule cand;
         cand.policy        = s.policy;
         cand.budget        = s.budget;
         cand.baseline_peak = a.peak_live_bytes();
-        cand.device_peak   = peak_of(a, cand_curve, o.entries, o.recomputes);  // planned_peak
+        cand.device_peak   = peak_of(a, curves[k], o.entries, o.recomputes);  // planned_peak
         cand.entries       = std::move(o.entries);
         cand.recomputes    = std::move(o.recomputes);
         try {  // another re-run use inside the first half, a read away for the re-run, ...
@@ -283,11 +290,11 @@ struct redrop_option {
         } catch (schedule_error const&) {
           continue;
         }
-        cand.note    = s.note;
-        next         = std::move(cand);
-        next_curve   = std::move(cand_curve);
-        next_excess  = cand_excess;
-        best_seconds = o.seconds;
+        cand.note   = s.note;
+        next        = std::move(cand);
+        next_curve  = std::move(curves[k]);
+        next_excess = std::get<0>(item);
+        break;
       }
       if (next) { break; }
     }
