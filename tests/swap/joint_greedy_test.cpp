@@ -208,6 +208,23 @@ double time_of(stash::trace_analysis const& a, std::uint64_t budget,
   return r.fits ? r.iteration_s : 1e9;
 }
 
+// An offer for detail::cut_swap_reruns: validates the plan (an invalid one throws, failing the
+// test) and keeps it in `kept` when it fits and beats `best`.
+auto keep_fastest(stash::trace_analysis const& a, std::uint64_t budget, double& best,
+                  stash::schedule& kept)
+{
+  return [&a, budget, &best, &kept](std::vector<stash::swap_entry> sw,
+                                    std::vector<stash::recompute_entry> rc) {
+    auto s = stash::make_schedule(a, "cut", budget, std::move(sw), std::move(rc));
+    stash::validate_schedule(a, s);
+    auto const r = stash::simulate(a, s);
+    if (!r.fits || r.iteration_s >= best) { return false; }
+    best = r.iteration_s;
+    kept = std::move(s);
+    return true;
+  };
+}
+
 }  // namespace
 
 TEST_CASE("search swaps the tensor that is expensive to re-run and recomputes the cheap one")
@@ -302,15 +319,7 @@ TEST_CASE("a swap cut at a re-run lets the storage it feeds be re-run instead of
   CHECK(cands[0].cuts[0] == 0);
   double best = start;
   stash::schedule kept;
-  auto offer = [&](std::vector<stash::swap_entry> sw, std::vector<stash::recompute_entry> rc) {
-    auto s = stash::make_schedule(a, "cut", budget, std::move(sw), std::move(rc));
-    stash::validate_schedule(a, s);  // throws (fails the test) on an invalid plan
-    auto const r = stash::simulate(a, s);
-    if (!r.fits || r.iteration_s >= best) { return false; }
-    best = r.iteration_s;
-    kept = std::move(s);
-    return true;
-  };
+  auto offer = keep_fastest(a, budget, best, kept);
   CHECK(stash::detail::cut_swap_reruns(a, budget, swaps, rcs, 16, offer));
   CHECK(best < start);
   REQUIRE(kept.entries.size() == 1);
@@ -346,15 +355,7 @@ TEST_CASE(
   CHECK(cands[0].cuts[0] == 0);
   double best = start;
   stash::schedule kept;
-  auto offer = [&](std::vector<stash::swap_entry> sw, std::vector<stash::recompute_entry> rc) {
-    auto s = stash::make_schedule(a, "cut", budget, std::move(sw), std::move(rc));
-    stash::validate_schedule(a, s);  // throws (fails the test) on an invalid plan
-    auto const r = stash::simulate(a, s);
-    if (!r.fits || r.iteration_s >= best) { return false; }
-    best = r.iteration_s;
-    kept = std::move(s);
-    return true;
-  };
+  auto offer = keep_fastest(a, budget, best, kept);
   CHECK(stash::detail::cut_swap_reruns(a, budget, swaps, {}, 16, offer));
   CHECK(best < start);
   REQUIRE(kept.entries.size() == 1);
