@@ -704,6 +704,39 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   }
 }
 
+namespace detail {
+
+// planned_device_curve's bytes off the device as a difference array over the trace's events
+// (`delta`, events + 1 values): each swap entry's runs (for_each_planned_off_run) and each
+// recompute entry's gap, a re-run back as a prefetch issued at `at` is. Shared with
+// joint_greedy's curve, which adds it to the bytes live per event computed once.
+inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_entry const> entries,
+                               std::span<recompute_entry const> recomputes,
+                               std::vector<std::int64_t>& delta)
+{
+  delta.assign(analysis.trace().events().size() + 1, 0);
+  auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
+    if (from <= through) {
+      delta[from] -= static_cast<std::int64_t>(bytes);
+      delta[through + 1] += static_cast<std::int64_t>(bytes);
+    }
+  };
+  for (auto const& e : entries) {
+    for_each_planned_off_run(analysis, e, [&](std::uint64_t from, std::uint64_t through) {
+      off(from, through, e.bytes);
+    });
+  }
+  for (auto const& e : recomputes) {
+    if (!in_trace(analysis, e)) { continue; }  // refused by validate_schedule
+    auto const from = early_departure(analysis, e) && e.last_use > 0
+                          ? back_after(analysis, e.last_use - 1) + 1
+                          : analysis.ops().event[e.last_use] + 1;
+    off(from, back_after(analysis, e.at - 1), e.bytes);
+  }
+}
+
+}  // namespace detail
+
 /// @brief Planned device bytes after each event of `t` under `entries` (copies instantaneous;
 /// see the file comment). Entries must be valid (validate_schedule): more bytes away than live
 /// at an event (an entry away past its storage's free, one gap listed twice) is a
@@ -718,27 +751,9 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
     std::span<recompute_entry const> recomputes = {})
 {
   auto const& t     = analysis.trace();
-  auto const& ops   = analysis.ops();
   auto const events = t.events();
-  std::vector<std::int64_t> delta(events.size() + 1, 0);
-  auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
-    if (from <= through) {
-      delta[from] -= static_cast<std::int64_t>(bytes);
-      delta[through + 1] += static_cast<std::int64_t>(bytes);
-    }
-  };
-  for (auto const& e : entries) {
-    for_each_planned_off_run(analysis, e, [&](std::uint64_t from, std::uint64_t through) {
-      off(from, through, e.bytes);
-    });
-  }
-  for (auto const& e : recomputes) {  // a re-run is back as a prefetch issued at `at` is
-    if (!detail::in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    auto const from = detail::early_departure(analysis, e) && e.last_use > 0
-                          ? detail::back_after(analysis, e.last_use - 1) + 1
-                          : ops.event[e.last_use] + 1;
-    off(from, detail::back_after(analysis, e.at - 1), e.bytes);
-  }
+  std::vector<std::int64_t> delta;
+  detail::planned_off_deltas(analysis, entries, recomputes, delta);
   std::vector<std::uint64_t> curve(events.size());
   std::uint64_t live   = 0;
   std::int64_t removed = 0;

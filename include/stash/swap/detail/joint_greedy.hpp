@@ -1101,33 +1101,15 @@ class joint_greedy {
     return curve;
   }
 
-  // planned_device_curve(a_, swaps, rcs) into `out`: the same runs off the device
-  // (for_each_planned_off_run; a re-run's storage as that function counts it) taken from the
-  // curve of no entries (live_, built once) instead of walking the trace's events each time, and
-  // the same refusal of bytes away beyond those live. A construction computes it at every reset.
+  // planned_device_curve(a_, swaps, rcs) into `out`: the same bytes off the device
+  // (planned_off_deltas) taken from the curve of no entries (live_, built once) instead of
+  // walking the trace's events each time, and the same refusal of bytes away beyond those live.
+  // A construction computes it at every reset.
   void curve_into(std::span<swap_entry const> swaps, std::span<recompute_entry const> rcs,
                   std::vector<std::uint64_t>& out) const
   {
     auto const n = live_.size();
-    delta_.assign(n + 1, 0);
-    auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
-      if (from <= through) {
-        delta_[from] -= static_cast<std::int64_t>(bytes);
-        delta_[through + 1] += static_cast<std::int64_t>(bytes);
-      }
-    };
-    for (auto const& e : swaps) {
-      for_each_planned_off_run(
-          a_, e, [&](std::uint64_t from, std::uint64_t through) { off(from, through, e.bytes); });
-    }
-    auto const& ev = a_.ops().event;
-    for (auto const& e : rcs) {
-      if (!in_trace(a_, e)) { continue; }
-      auto const from = early_departure(a_, e) && e.last_use > 0
-                            ? back_after(a_, e.last_use - 1) + 1
-                            : ev[e.last_use] + 1;
-      off(from, back_after(a_, e.at - 1), e.bytes);
-    }
+    planned_off_deltas(a_, swaps, rcs, delta_);
     out.resize(n);
     std::int64_t removed = 0;
     for (std::size_t i = 0; i < n; ++i) {
