@@ -277,8 +277,10 @@ class simulation {
       auto const& e = entries_[k];
       return !e.wrap && e.next_use < n_ && !is_access(a_, e.id, e.next_use);
     };
+    // Read only while a batch of re-runs is pending: none without recompute entries, where the
+    // access test per entry (a binary search in its storage's accesses) would be wasted.
     std::vector<std::uint32_t> waiting;
-    for (std::uint32_t k = 0; k < m; ++k) {
+    for (std::uint32_t k = 0; k < m && !recomputes_.empty(); ++k) {
       if (batch_waits(k)) { waiting.push_back(k); }
     }
     build_subset(rc_waits_at_, waiting, [&](std::uint32_t k) { return entries_[k].next_use; });
