@@ -177,8 +177,49 @@ TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each
       CAPTURE(b);
       auto const fp = stash_tools::schedule_fingerprint(swaps[b]);
       if (b < recorded) { CHECK(fp == expected[b]->search_swap); }
-      if (b >= recorded) {
-        CHECK(fp == stash_tools::schedule_fingerprint(stash::search_swap{}.plan(a, budgets[b])));
+      // Every budget against plan(), which plans its vDNN seeds and selections afresh.
+      auto const single = stash::search_swap{}.plan(a, budgets[b]);
+      CHECK(fp == stash_tools::schedule_fingerprint(single));
+      CHECK(swaps[b].note == single.note);
+    }
+  }
+}
+
+TEST_CASE("a gap selection planned for one variant plans as the variant's own for its score")
+{
+  // search_swap selects once for the variants that differ only in offload point or releases
+  // (detail::nominal_selections): the selection must not depend on those, on any timeline.
+  stash::cost_model const model(stash::presets::pcie3_x16);
+  for (auto const* name : {"alexnet_b128", "transformer_encoder_b8"}) {
+    CAPTURE(name);
+    auto t = stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    if (std::string_view(name) == "transformer_encoder_b8") { t = stash_tools::deepen_trace(t, 2); }
+    stash::trace_analysis const a(t, model);
+    std::vector<double> nominal(a.op_count());
+    for (std::size_t i = 0; i < nominal.size(); ++i) { nominal[i] = a.op_start(i); }
+    // A timeline with stalls: vdnn_all's, simulated without a budget.
+    auto const stalled =
+        stash::simulate(a, stash::vdnn_all{}.plan(a, a.peak_live_bytes()),
+                        stash::sim_options{false, stash::sim_memory::unconstrained})
+            .op_start;
+    for (auto const scope : {stash::swap_scope::activations, stash::swap_scope::any_kind}) {
+      for (std::uint64_t const pct : {90, 60, 40, 25}) {
+        auto const budget = a.peak_live_bytes() / 100 * pct;
+        stash::detail::gap_planner const planner(a, budget, scope, 0);
+        for (auto const* start : std::array<std::vector<double> const*, 2>{&nominal, &stalled}) {
+          for (auto const& var : stash::detail::search_swap_variants) {
+            for (auto const& other : stash::detail::search_swap_variants) {
+              if (other.score != var.score || other.margin != var.margin) { continue; }
+              CAPTURE(pct);
+              auto const target =
+                  budget - budget / 20 * static_cast<std::uint64_t>(var.margin * 10);
+              auto const own = planner.plan(var, target, *start);
+              auto const shared =
+                  planner.plan(var, planner.select_gaps(other, target, *start), *start);
+              CHECK(own == shared);
+            }
+          }
+        }
       }
     }
   }

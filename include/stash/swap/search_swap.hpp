@@ -43,6 +43,7 @@
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/wrap_planner.hpp>
 #include <stash/swap/encoding_choice.hpp>
+#include <stash/swap/no_swap.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/swap/vdnn.hpp>
 
@@ -118,6 +119,52 @@ struct timed_plan {
   }
   return nullptr;
 }
+
+// The selections (gap_planner::select_gaps) of one planner's variants on the nominal timeline,
+// by score and target: variants that differ only in their offload point or releases select the
+// same gaps there (three of the nine), so each is selected once per budget and scope.
+class nominal_selections {
+ public:
+  [[nodiscard]] gap_planner::selection of(gap_planner const& planner, gap_variant const& var,
+                                          std::uint64_t target, std::vector<double> const& nominal)
+  {
+    for (auto const& k : kept_) {
+      if (k.score == var.score && k.target == target) { return k.sel; }
+    }
+    kept_.push_back({var.score, target, planner.select_gaps(var, target, nominal)});
+    return kept_.back().sel;
+  }
+
+ private:
+  struct kept {
+    gap_score score;
+    std::uint64_t target;
+    gap_planner::selection sel;
+  };
+  std::vector<kept> kept_;
+};
+
+// The vDNN seeds of a sweep of budgets (search_swap::plan_budgets): no_swap's, vdnn_conv's and
+// vdnn_all's plans do not depend on the budget but for the one they record, so a sweep plans
+// them once; and each is validated at its first offer only (validation does not read the
+// budget, and these are the same entries every time).
+struct vdnn_seeds {
+  std::array<schedule, 3> plans;    // no_swap, vdnn_conv, vdnn_all (vdnn_dyn::choice's order)
+  std::array<bool, 3> validated{};  // offered with validation once
+  explicit vdnn_seeds(trace_analysis const& a)
+      : plans{no_swap{}.plan(a, 0), vdnn_conv{}.plan(a, 0), vdnn_all{}.plan(a, 0)}
+  {
+  }
+  // The three plans for `budget`: the same as planned for it.
+  [[nodiscard]] std::array<schedule, 3> at(std::uint64_t budget) const
+  {
+    auto out = plans;
+    for (auto& s : out) { s.budget = budget; }
+    return out;
+  }
+  // Whether plan k's offer validates it (its first), marking it validated.
+  [[nodiscard]] bool validate(std::size_t k) { return !std::exchange(validated[k], true); }
+};
 
 // search_swap's gap planners of the two scopes, kept across a sweep of budgets (plan_budgets):
 // their gaps, size classes and sorted fixed-score indexes do not depend on the budget.
@@ -400,6 +447,8 @@ struct search_swap {
     std::vector<schedule> out;
     out.reserve(budgets.size());
     detail::swap_planners planners;
+    std::optional<detail::vdnn_seeds> vdnn;
+    if (seed_with_policies) { vdnn.emplace(analysis); }
     for (std::size_t b = 0; b < budgets.size(); ++b) {
       std::array<schedule, seed_scores.size()> seeds;
       if (seed_with_policies) {
@@ -407,7 +456,8 @@ struct search_swap {
       }
       search_swap_stats ignored;
       out.push_back(plan_seeded(analysis, budgets[b], ignored,
-                                seed_with_policies ? &seeds : nullptr, &planners));
+                                seed_with_policies ? &seeds : nullptr, &planners,
+                                vdnn ? &*vdnn : nullptr));
     }
     return out;
   }
@@ -418,11 +468,12 @@ struct search_swap {
       auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa, auto_swap_score::wdoa};
 
   // plan(), with the AutoSwap seeds (by seed_scores) given, or planned here when null, and the
-  // gap planners of an earlier budget of a sweep reused when given.
+  // gap planners and vDNN seeds of a sweep reused when given.
   [[nodiscard]] schedule plan_seeded(trace_analysis const& analysis, std::uint64_t budget,
                                      search_swap_stats& stats,
                                      std::array<schedule, seed_scores.size()>* auto_seeds,
-                                     detail::swap_planners* kept = nullptr) const
+                                     detail::swap_planners* kept = nullptr,
+                                     detail::vdnn_seeds* vdnn    = nullptr) const
   {
     stats = search_swap_stats{};
     if (analysis.peak_live_bytes() <= budget) {
@@ -431,7 +482,7 @@ struct search_swap {
     }
     detail::swap_incumbent inc;
     inc.encodings = encodings;
-    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds); }
+    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds, vdnn); }
     detail::swap_planners local;
     auto& planners    = kept != nullptr ? *kept : local;
     auto planner_with = [&](std::optional<detail::gap_planner>& slot,
@@ -470,14 +521,24 @@ struct search_swap {
 
   static void offer_seeds(trace_analysis const& a, std::uint64_t budget,
                           detail::swap_incumbent& inc, search_swap_stats& stats,
-                          std::array<schedule, seed_scores.size()>* auto_seeds)
+                          std::array<schedule, seed_scores.size()>* auto_seeds,
+                          detail::vdnn_seeds* vdnn)
   {
     auto seed = [&](auto const& policy) {
       inc.offer(a, policy.plan(a, budget), "seed:" + std::string(policy.name()), true, stats);
     };
-    seed(vdnn_conv{});
-    seed(vdnn_all{});
-    seed(vdnn_dyn{});
+    if (vdnn == nullptr) {
+      seed(vdnn_conv{});
+      seed(vdnn_all{});
+      seed(vdnn_dyn{});
+    } else {  // the same schedules, planned once per sweep
+      auto plans = vdnn->at(budget);
+      inc.offer(a, plans[1], "seed:" + std::string(vdnn_conv::name()), vdnn->validate(1), stats);
+      inc.offer(a, plans[2], "seed:" + std::string(vdnn_all::name()), vdnn->validate(2), stats);
+      auto const [k, fits] = vdnn_dyn::choice(a, plans);
+      inc.offer(a, vdnn_dyn::chosen(std::move(plans[k]), fits),
+                "seed:" + std::string(vdnn_dyn::name()), vdnn->validate(k), stats);
+    }
     for (std::size_t k = 0; k < seed_scores.size(); ++k) {
       auto const policy = auto_swap{.score = seed_scores[k]};
       if (auto_seeds == nullptr) {
@@ -523,12 +584,16 @@ struct search_swap {
     auto const span    = budget > bound ? budget - bound : 0;
     auto const nominal = nominal_starts(a);
     std::vector<detail::timed_plan> timed;
+    detail::nominal_selections selections;
     for (auto const& var : detail::search_swap_variants) {
       auto const target =
           budget - static_cast<std::uint64_t>(var.margin * static_cast<double>(span));
       auto timeline = nominal;
       for (int feedback = 0; feedback < 2; ++feedback) {  // plan, then re-plan on its timeline
-        auto entries = detail::with_wraps(planner.plan(var, target, timeline), wraps);
+        auto entries = detail::with_wraps(
+            feedback == 0 ? planner.plan(var, selections.of(planner, var, target, nominal), nominal)
+                          : planner.plan(var, target, timeline),
+            wraps);
         ++stats.simulations;
         if (auto const* seen = detail::timed_before(timed, entries)) {
           if (!seen->fits) { break; }

@@ -35,6 +35,7 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -216,8 +217,22 @@ struct vdnn_dyn {
   /// @return The schedule.
   [[nodiscard]] schedule plan(trace_analysis const& analysis, std::uint64_t budget) const
   {
-    schedule options[] = {no_swap{}.plan(analysis, budget), vdnn_conv{}.plan(analysis, budget),
-                          vdnn_all{}.plan(analysis, budget)};
+    std::array<schedule, 3> options = {no_swap{}.plan(analysis, budget),
+                                       vdnn_conv{}.plan(analysis, budget),
+                                       vdnn_all{}.plan(analysis, budget)};
+    auto const [k, fits]            = choice(analysis, options);
+    return chosen(std::move(options[k]), fits);
+  }
+
+  /// @brief plan()'s choice among the schedules of no_swap, vdnn_conv and vdnn_all for one
+  /// budget (those plans do not depend on the budget but for the one they record: a sweep of
+  /// budgets plans them once).
+  /// @param analysis The recorded iteration's facts.
+  /// @param options no_swap's, vdnn_conv's and vdnn_all's schedules for the budget, in that order.
+  /// @return The index of the chosen one, and whether any fits the budget.
+  [[nodiscard]] static std::pair<std::size_t, bool> choice(trace_analysis const& analysis,
+                                                           std::array<schedule, 3> const& options)
+  {
     std::optional<std::size_t> best;
     double best_time = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < 3; ++i) {
@@ -228,18 +243,23 @@ struct vdnn_dyn {
         best      = i;
       }
     }
-    std::size_t chosen = 0;
-    if (best) {
-      chosen = *best;
-    } else {
-      for (std::size_t i = 1; i < 3; ++i) {
-        if (options[i].device_peak < options[chosen].device_peak) { chosen = i; }
-      }
+    if (best) { return {*best, true}; }
+    std::size_t leanest = 0;
+    for (std::size_t i = 1; i < 3; ++i) {
+      if (options[i].device_peak < options[leanest].device_peak) { leanest = i; }
     }
-    schedule result = std::move(options[chosen]);
-    result.note     = "chose " + result.policy + (best ? "" : " (none fits the budget; leanest)");
-    result.policy   = std::string(name());
-    return result;
+    return {leanest, false};
+  }
+
+  /// @brief The schedule plan() returns for its choice.
+  /// @param s The chosen schedule (choice()'s index into its options).
+  /// @param fits choice()'s second: whether any of the options fits the budget.
+  /// @return `s` as vdnn_dyn's.
+  [[nodiscard]] static schedule chosen(schedule s, bool fits)
+  {
+    s.note   = "chose " + s.policy + (fits ? "" : " (none fits the budget; leanest)");
+    s.policy = std::string(name());
+    return s;
   }
 };
 

@@ -103,19 +103,41 @@ class gap_planner {
   /// gaps, classes and the sorted indexes of its fixed scores on the nominal timeline).
   void set_budget(std::uint64_t budget) noexcept { budget_ = budget; }
 
+  /// The gaps a plan's selection keeps: which are chosen, and the picks in their order.
+  struct selection {
+    std::vector<char> chosen;
+    std::vector<std::size_t> picks;
+  };
+
+  /// The greedy cover of `target` on op start times `start`, pruned (plan()'s first step). It
+  /// depends on the variant's score only: variants that differ in their offload point or
+  /// releases share it (search_swap plans it once for them).
+  [[nodiscard]] selection select_gaps(gap_variant const& var, std::uint64_t target,
+                                      std::vector<double> const& start) const
+  {
+    auto const end = ends_of(start);
+    selection out{std::vector<char>(gaps_.size(), 0), {}};
+    scratch_use const use(scratch_);
+    auto& cur = scratch_;  // planned bytes per op, every chosen gap off over [u + 1, v - 1]
+    select(var, static_cast<std::int64_t>(target), start, end, cur, out.chosen, out.picks);
+    prune(static_cast<std::int64_t>(target), cur, out.chosen, out.picks);
+    return out;
+  }
+
   /// Entries bringing every op under `target`, timed on op start times `start`.
   [[nodiscard]] std::vector<swap_entry> plan(gap_variant const& var, std::uint64_t target,
                                              std::vector<double> const& start) const
   {
+    return plan(var, select_gaps(var, target, start), start);
+  }
+
+  /// plan(var, target, start) given its selection, select_gaps(var, target, start).
+  [[nodiscard]] std::vector<swap_entry> plan(gap_variant const& var, selection sel,
+                                             std::vector<double> const& start) const
+  {
     auto const end = ends_of(start);
-    std::vector<char> chosen(gaps_.size(), 0);
-    std::vector<std::size_t> picks;
-    {
-      scratch_use const use(scratch_);
-      auto& cur = scratch_;  // planned bytes per op, every chosen gap off over [u + 1, v - 1]
-      select(var, static_cast<std::int64_t>(target), start, end, cur, chosen, picks);
-      prune(static_cast<std::int64_t>(target), cur, chosen, picks);
-    }
+    auto& chosen   = sel.chosen;
+    auto& picks    = sel.picks;
     std::vector<swap_entry> entries;
     for (int round = 0; round < 4; ++round) {
       entries             = build(var, start, end, chosen);
