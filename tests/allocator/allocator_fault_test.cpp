@@ -5,6 +5,7 @@
 // holds what it held before the iteration, the counters agree, and the next iteration (recorded
 // anew: the failed one deviated) and the one after it (replayed) run to their ends.
 #include "support/data.hpp"
+#include "support/sweep_size.hpp"
 
 #include <stash/allocator.hpp>
 #include <stash/core/host_upstream.hpp>
@@ -198,17 +199,24 @@ TEST_CASE("fault injection: stash::allocator loses nothing at any failure point 
   d.iteration();  // replayed once without failures
   d.check_live();
   std::size_t const device_before = d.device_real.stats().in_use_bytes;
-  std::uint64_t k                 = 0;
+  // Every failure point in stash_sweep_tests; under ASan (stash_tests) the first 20 and every
+  // fifth after them (~1/4 of the time): the kinds of call (event, copy, launch, allocation)
+  // recur with a short period along the step, and a prime stride meets each kind in every part
+  // of it. `walked` counts the points visited: the injector's failures add up over the walk.
+  std::uint64_t k      = 0;
+  std::uint64_t walked = 0;
   for (;; ++k) {
+    if (!stash::test::sweep_visits(k, 20, 5)) { continue; }
+    ++walked;
     d.faults.arm(k);
     try {
       d.iteration();
-      if (d.faults.failures() == k + 1) {  // absorbed (a pool's retry): the iteration still ran
+      if (d.faults.failures() == walked) {  // absorbed (a pool's retry): the iteration still ran
         d.check_live();
         continue;
       }
     } catch (std::exception const& e) {
-      REQUIRE_MESSAGE(d.faults.failures() == k + 1, "not an injected failure: " << e.what());
+      REQUIRE_MESSAGE(d.faults.failures() == walked, "not an injected failure: " << e.what());
       INFO("failure " << k << " (" << stash::testing::to_string(*d.faults.last_failure())
                       << "): " << e.what());
       d.check_live();
@@ -228,7 +236,7 @@ TEST_CASE("fault injection: stash::allocator loses nothing at any failure point 
   d.faults.disarm();
   d.check_live();
   CHECK(d.device_real.stats().in_use_bytes == device_before);
-  MESSAGE("failure points walked: " << k);
+  MESSAGE("failure points walked: " << walked - 1 << " of " << k);
   CHECK(k > 100);
 }
 
@@ -247,6 +255,9 @@ TEST_CASE(
   std::uint64_t thrown       = 0;
   std::uint64_t k            = 0;
   for (;; ++k) {
+    // Every allocation in stash_sweep_tests; under ASan the first 30 (the host pool grows at the
+    // first offloads) and every seventh after them.
+    if (!stash::test::sweep_visits(k, 30, 7)) { continue; }
     driver d(t);
     d.iteration();  // recorded and planned
     d.check_live();

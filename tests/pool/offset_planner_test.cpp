@@ -423,11 +423,11 @@ TEST_CASE("search planner: the work budget stops a search deterministically")
 
 TEST_CASE("search planner: the node budget alone decides the plan, split over targets in nodes")
 {
-  // G within capacity needs ~92k nodes: on 30k the search runs out, always at the same node.
+  // G within capacity needs ~92k nodes: on 10k the search runs out, always at the same node.
   auto const g = stash::read_minimalloc_csv(stash::test::data_path("minimalloc/G.1048576.csv"));
   stash::search_options o;
   o.capacity    = g.capacity;
-  o.node_budget = 30'000;
+  o.node_budget = 10'000;
   stash::search_stats first, second;
   auto const p1 = stash::search_planner(o).plan(g.buffers, 1, first);
   auto const p2 = stash::search_planner(o).plan(g.buffers, 1, second);
