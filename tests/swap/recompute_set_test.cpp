@@ -62,4 +62,29 @@ TEST_CASE("recompute set: no swap entry takes away a storage a planned re-run re
   CHECK_THROWS_AS(stash::validate_schedule(a, s), stash::schedule_error);
 }
 
+TEST_CASE("recompute set: a swap back for a batch at a re-run use leaves that batch's read there")
+{
+  // x swapped over (0, 3) ends at op3, a re-run use of x (op3 does not access it): the batch at
+  // op3 waits for that prefetch (sim/simulator.hpp), so the re-run of a there finds x resident,
+  // whichever is added first. The schedule is valid, and x is off the device at op2 (1000 B less
+  // than the same re-run with x kept). A swap over (0, 5), past the batch, still takes the read
+  // away.
+  auto const t = stash::parse_trace(stash::test::rerun_read_trace_text, "rerun_read");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e9));
+  stash::swap_entry const x_to_rerun{0, 0, 3, 1, 3, 1000};
+  stash::recompute_entry const a_at_3{1, 1, 3, 3, 4000};
+  stash::detail::recompute_set over_swap(a, std::vector<stash::swap_entry>{x_to_rerun});
+  CHECK(over_swap.try_add(a_at_3));
+  stash::detail::recompute_set over_rerun(a, {});
+  REQUIRE(over_rerun.try_add(a_at_3));
+  CHECK(over_rerun.swap_allowed(x_to_rerun));
+  CHECK_FALSE(over_rerun.swap_allowed(stash::swap_entry{0, 0, 5, 1, 5, 1000}));
+  auto const s = stash::make_schedule(a, "hand", 1u << 20, {x_to_rerun}, {a_at_3});
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const op2     = a.ops().event[2];
+  auto const swapped = stash::planned_device_curve(a, std::vector{x_to_rerun}, std::vector{a_at_3});
+  auto const kept    = stash::planned_device_curve(a, {}, std::vector{a_at_3});
+  CHECK(swapped[op2] + 1000 == kept[op2]);
+}
+
 }  // namespace STASH_UNITY_ID

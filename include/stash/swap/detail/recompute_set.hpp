@@ -91,7 +91,7 @@ class recompute_set {
       }
     }
     for (auto const k : readers_of_[e.id]) {
-      if (away_at(e.last_use, e.next_use, items_[k].e.at)) { return false; }
+      if (away_for_batch(e.id, e.last_use, e.next_use, items_[k].e.at)) { return false; }
     }
     return true;
   }
@@ -132,6 +132,15 @@ class recompute_set {
     return l < n ? l < at && at <= n : at > l || at <= n;
   }
 
+  // away_at for a read of the batch of re-runs at `at`, storage `id` swapped over (l, n): a swap
+  // whose next use is that batch's op, a re-run use only (not an access of `id`), is back for it
+  // (the simulator's batch waits for that prefetch; a cut-swap re-run's reads end so).
+  [[nodiscard]] bool away_for_batch(storage_id id, std::uint64_t l, std::uint64_t n,
+                                    std::uint64_t at) const
+  {
+    return away_at(l, n, at) && !(l < n && n == at && !is_access(a_, id, at));
+  }
+
   [[nodiscard]] bool gap_free(recompute_entry const& e) const
   {
     for (auto const& [l, n] : swap_gaps_[e.id]) {
@@ -152,7 +161,7 @@ class recompute_set {
   {
     for (auto const r : reads) {
       for (auto const& [l, n] : swap_gaps_[r]) {
-        if (away_at(l, n, at)) { return false; }
+        if (away_for_batch(r, l, n, at)) { return false; }
       }
       for (auto const k : drops_of_[r]) {
         auto const& d     = items_[k];
