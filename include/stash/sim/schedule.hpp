@@ -706,6 +706,18 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
 
 namespace detail {
 
+// The events [first, second] over which planned_device_curve counts recompute entry `e` (in the
+// trace) off the device: from after its last use (its step, for an early departure) until a
+// re-run back as a prefetch issued at `at` is; empty when first > second.
+[[nodiscard]] inline std::pair<std::uint64_t, std::uint64_t> planned_off_run(
+    trace_analysis const& analysis, recompute_entry const& e)
+{
+  auto const from = early_departure(analysis, e) && e.last_use > 0
+                        ? back_after(analysis, e.last_use - 1) + 1
+                        : analysis.ops().event[e.last_use] + 1;
+  return {from, back_after(analysis, e.at - 1)};
+}
+
 // planned_device_curve's bytes off the device as a difference array over the trace's events
 // (`delta`, events + 1 values): each swap entry's runs (for_each_planned_off_run) and each
 // recompute entry's gap, a re-run back as a prefetch issued at `at` is. Shared with
@@ -728,10 +740,8 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
   }
   for (auto const& e : recomputes) {
     if (!in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    auto const from = early_departure(analysis, e) && e.last_use > 0
-                          ? back_after(analysis, e.last_use - 1) + 1
-                          : analysis.ops().event[e.last_use] + 1;
-    off(from, back_after(analysis, e.at - 1), e.bytes);
+    auto const [from, through] = planned_off_run(analysis, e);
+    off(from, through, e.bytes);
   }
 }
 

@@ -28,6 +28,7 @@
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/range_tree.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -155,7 +156,26 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
                            std::vector<swap_entry> const& sw, std::vector<recompute_entry>& rc,
                            std::vector<std::pair<double, recompute_entry>> const& order)
 {
+  // The planned curve of (sw, rc), kept as entries go: dropping one raises it by its bytes over
+  // its off run (detail::planned_off_run) and nowhere else, so where that puts it over the
+  // budget the planned peak is over too, known without planned_peak's pass over the events.
+  // (A curve planned_device_curve refuses: no shortcut, each entry as planned_peak finds it.)
+  std::optional<max_tree> curve;
+  try {
+    auto const c = planned_device_curve(a, sw, rc);
+    curve.emplace(std::vector<std::int64_t>(c.begin(), c.end()));
+  } catch (schedule_error const&) {
+  }
   for (auto const& [key, e] : order) {
+    // e's off run, empty (first > second) where it has none or the curve is not kept
+    auto const run   = curve && in_trace(a, e) ? planned_off_run(a, e)
+                                               : std::pair<std::uint64_t, std::uint64_t>{1, 0};
+    bool const rises = run.first <= run.second;
+    auto const bytes = static_cast<std::int64_t>(e.bytes);
+    if (rises &&
+        static_cast<std::uint64_t>(curve->max(run.first, run.second + 1) + bytes) > budget) {
+      continue;
+    }
     auto trial = rc;
     trial.erase(std::find(trial.begin(), trial.end(), e));
     if (planned_peak(a, sw, trial) > budget) { continue; }
@@ -165,6 +185,7 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
       continue;
     }
     rc = std::move(trial);
+    if (rises) { curve->add(run.first, run.second + 1, bytes); }
   }
 }
 

@@ -13,12 +13,104 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace stash::detail {
+
+/// Per storage, a list of values in the order they were added: singly linked lists through one
+/// pool. A recompute set keeps three of them over every storage of the trace (thousands) and
+/// holds a few hundred entries, and the local search builds thousands of sets: a vector per
+/// storage cost an allocation per storage used and a destructor per storage.
+template <class T>
+class storage_lists {
+  static constexpr std::uint32_t none = ~std::uint32_t{0};
+  struct node {
+    T value;
+    std::uint32_t next;
+  };
+
+ public:
+  explicit storage_lists(std::size_t storages) : head_(storages, none), tail_(storages, none) {}
+
+  class iterator {
+   public:
+    using value_type        = T;
+    using difference_type   = std::ptrdiff_t;
+    using reference         = T const&;
+    using iterator_category = std::forward_iterator_tag;
+    iterator()              = default;
+    iterator(std::vector<node> const* nodes, std::uint32_t k) : nodes_(nodes), k_(k) {}
+    reference operator*() const { return (*nodes_)[k_].value; }
+    iterator& operator++()
+    {
+      k_ = (*nodes_)[k_].next;
+      return *this;
+    }
+    iterator operator++(int)
+    {
+      auto const old = *this;
+      ++*this;
+      return old;
+    }
+    bool operator==(iterator const& o) const { return k_ == o.k_; }
+
+   private:
+    std::vector<node> const* nodes_{nullptr};
+    std::uint32_t k_{none};
+  };
+
+  /// The list of storage `s`: iterable, and appended to with push_back / emplace_back.
+  class list {
+   public:
+    list(storage_lists& owner, std::size_t s) : owner_(owner), s_(s) {}
+    [[nodiscard]] iterator begin() const { return {&owner_.nodes_, owner_.head_[s_]}; }
+    [[nodiscard]] iterator end() const { return {&owner_.nodes_, none}; }
+    void push_back(T const& v) { owner_.append(s_, v); }
+    template <class... Args>
+    void emplace_back(Args&&... args)
+    {
+      owner_.append(s_, T(std::forward<Args>(args)...));
+    }
+
+   private:
+    storage_lists& owner_;
+    std::size_t s_;
+  };
+  class const_list {
+   public:
+    const_list(storage_lists const& owner, std::size_t s) : owner_(owner), s_(s) {}
+    [[nodiscard]] iterator begin() const { return {&owner_.nodes_, owner_.head_[s_]}; }
+    [[nodiscard]] iterator end() const { return {&owner_.nodes_, none}; }
+
+   private:
+    storage_lists const& owner_;
+    std::size_t s_;
+  };
+
+  [[nodiscard]] list operator[](std::size_t s) { return {*this, s}; }
+  [[nodiscard]] const_list operator[](std::size_t s) const { return {*this, s}; }
+
+ private:
+  void append(std::size_t s, T const& v)
+  {
+    auto const k = static_cast<std::uint32_t>(nodes_.size());
+    nodes_.push_back(node{v, none});
+    if (tail_[s] == none) {
+      head_[s] = k;
+    } else {
+      nodes_[tail_[s]].next = k;
+    }
+    tail_[s] = k;
+  }
+
+  std::vector<std::uint32_t> head_, tail_;  // per storage: its first and last node
+  std::vector<node> nodes_;
+};
 
 /// Recompute entries that stay valid together with a fixed list of swap entries.
 class recompute_set {
@@ -26,8 +118,8 @@ class recompute_set {
   recompute_set(trace_analysis const& a, std::span<swap_entry const> swaps)
       : a_(a),
         drops_of_(a.trace().storages().size()),
-        readers_of_(drops_of_.size()),
-        swap_gaps_(drops_of_.size())
+        readers_of_(a.trace().storages().size()),
+        swap_gaps_(a.trace().storages().size())
   {
     for (auto const& e : swaps) { swap_gaps_[e.id].emplace_back(e.last_use, e.next_use); }
   }
@@ -190,9 +282,9 @@ class recompute_set {
 
   trace_analysis const& a_;
   std::vector<item> items_;
-  std::vector<std::vector<std::size_t>> drops_of_;    // per storage: its entries
-  std::vector<std::vector<std::size_t>> readers_of_;  // per storage: entries whose chain reads it
-  std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> swap_gaps_;
+  storage_lists<std::size_t> drops_of_;    // per storage: its entries
+  storage_lists<std::size_t> readers_of_;  // per storage: entries whose chain reads it
+  storage_lists<std::pair<std::uint64_t, std::uint64_t>> swap_gaps_;  // per storage: (last, next)
 };
 
 /// The first event at which the planned bytes of `swaps` and `recomputes` exceed `budget`
