@@ -301,58 +301,6 @@ TEST_CASE("range_tree and max_tree answer as a scan of the plain array does, and
   }
 }
 
-TEST_CASE("range_tree's deferred adds since a checkpoint answer as add's do and roll back")
-{
-  // The gap planner's packing subtracts every entry by add_deferred and one flush() on its
-  // scratch curve, then rolls the curve back: the batch must be saved node by node as add()
-  // saves it, whatever adds follow it.
-  std::mt19937_64 rng(2411);
-  for (std::size_t n : {1U, 2U, 5U, 64U, 77U, 300U}) {
-    std::vector<std::int64_t> base(n);
-    for (auto& x : base) { x = static_cast<std::int64_t>(rng() % 50); }
-    stash::detail::range_tree tree(base);
-    for (int round = 0; round < 20; ++round) {
-      auto plain = base;
-      tree.checkpoint();
-      auto const batch = 1 + rng() % (2 * n + 3);
-      for (std::size_t b = 0; b < batch; ++b) {
-        auto l = rng() % n, r = rng() % (n + 1);
-        if (l > r) { std::swap(l, r); }
-        auto const d = static_cast<std::int64_t>(rng() % 9) - 6;
-        tree.add_deferred(l, r, d);
-        for (auto j = l; j < r; ++j) { plain[j] += d; }
-      }
-      tree.flush();
-      for (int step = 0; step < 10; ++step) {  // queries and recorded adds after the batch
-        auto l = rng() % n, r = rng() % (n + 1);
-        if (l > r) { std::swap(l, r); }
-        auto const t              = static_cast<std::int64_t>(rng() % 60) - 10;
-        std::size_t last_above    = stash::detail::range_tree::npos;
-        std::size_t first_at_most = stash::detail::range_tree::npos;
-        for (auto j = l; j < r; ++j) {
-          if (plain[j] > t) { last_above = j; }
-          if (plain[j] <= t && first_at_most == stash::detail::range_tree::npos) {
-            first_at_most = j;
-          }
-        }
-        REQUIRE(tree.last_above(l, r, t) == last_above);
-        REQUIRE(tree.first_at_most(l, r, t) == first_at_most);
-        auto const d = static_cast<std::int64_t>(rng() % 9) - 4;
-        tree.add(l, r, d);
-        for (auto j = l; j < r; ++j) { plain[j] += d; }
-      }
-      for (std::size_t j = 0; j < n; ++j) { REQUIRE(tree.at(j) == plain[j]); }
-      auto const top = std::max_element(plain.begin(), plain.end());
-      REQUIRE(tree.first_max() == static_cast<std::size_t>(top - plain.begin()));
-      tree.rollback();
-      for (std::size_t j = 0; j < n; ++j) { REQUIRE(tree.at(j) == base[j]); }
-      REQUIRE(tree.max(0, n) == *std::max_element(base.begin(), base.end()));
-      auto const low = std::min_element(base.begin(), base.end());
-      REQUIRE(tree.first_at_most(0, n, *low) == static_cast<std::size_t>(low - base.begin()));
-    }
-  }
-}
-
 TEST_CASE("stab_index finds exactly the windows containing a position, and the best of them")
 {
   std::mt19937_64 rng(4);

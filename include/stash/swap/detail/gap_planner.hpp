@@ -607,10 +607,9 @@ class gap_planner {
   {
     scratch_use const use(scratch_);
     auto& cur = scratch_;  // base_ less every entry from its release to its next use
-    for (std::size_t k = 0; k < entries.size(); ++k) {  // one pull per ancestor for them all
-      cur.add_deferred(rel[k], entries[k].next_use, -static_cast<std::int64_t>(entries[k].bytes));
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+      cur.add(rel[k], entries[k].next_use, -static_cast<std::int64_t>(entries[k].bytes));
     }
-    cur.flush();
     std::vector<std::size_t> by_use(entries.size());
     std::iota(by_use.begin(), by_use.end(), std::size_t{0});
     std::stable_sort(by_use.begin(), by_use.end(), [&](std::size_t x, std::size_t y) {

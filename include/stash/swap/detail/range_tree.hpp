@@ -92,20 +92,18 @@ class basic_range_tree {
   }
 
   /// add(l, r, d) with the maxima (and minima) of the ancestors left stale until flush(): a batch
-  /// of adds (AutoSwap's chain moves, hundreds per pick in a narrow part of the curve; the gap
-  /// planner's packing, one per entry) pulls each ancestor once instead of once per add. No
-  /// query, checkpoint, rollback or add() between the first add_deferred and flush(). The tree
-  /// after flush() is the one add() would have made: the adds are integer sums in the same nodes,
-  /// and each ancestor is pulled after its children. Since a checkpoint(), every node they change
-  /// is saved first, as add() saves it, so that rollback() restores the tree of then.
+  /// of adds (AutoSwap's chain moves, hundreds per pick in a narrow part of the curve) pulls each
+  /// ancestor once instead of once per add. No query, checkpoint or add() between the first
+  /// add_deferred and flush(). The tree after flush() is the one add() would have made: the adds
+  /// are integer sums in the same nodes, and each ancestor is pulled after its children.
   void add_deferred(std::size_t l, std::size_t r, std::int64_t d)
   {
     r = std::min(r, n_);
     if (l >= r) { return; }
     std::size_t const first = l + size_, last = r - 1 + size_;
     for (std::size_t x = first, y = last + 1; x < y; x /= 2, y /= 2) {
-      if ((x & 1) != 0) { recording_ ? apply<true>(x++, d) : apply<false>(x++, d); }
-      if ((y & 1) != 0) { recording_ ? apply<true>(--y, d) : apply<false>(--y, d); }
+      if ((x & 1) != 0) { apply<false>(x++, d); }
+      if ((y & 1) != 0) { apply<false>(--y, d); }
     }
     stale(first / 2);  // the leaves' parents: every ancestor add() pulls is above one of them
     stale(last / 2);
@@ -117,7 +115,7 @@ class basic_range_tree {
     while (!stale_.empty()) {
       stale_next_.clear();
       for (auto const x : stale_) {
-        recording_ ? pull<true>(x) : pull<false>(x);
+        pull(x);
         stale_mark_[x] = 0;
         if (x > 1 && stale_mark_[x / 2] == 0) {
           stale_mark_[x / 2] = 1;
