@@ -57,7 +57,11 @@
  *     make room for it on the link, the greedy covers the rest) and the cut-swap re-runs
  *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that
  *     swap ending at the re-run, and dearer re-runs are dropped; then a swap whose re-run costs
- *     less than its prefetch becomes that re-run, its reads' swaps cut likewise), each plan
+ *     less than its prefetch becomes that re-run, its reads' swaps cut likewise) and the chained
+ *     swap re-runs (detail/swap_rerun_chain.hpp: the same where a recompute entry drops one of
+ *     the re-run's reads there, that entry's batch moved forward to it; every one of the plan at
+ *     once, the greedy covering what it leaves over the budget: a dropout's product re-run from
+ *     its softmax's re-run and its prefetched mask instead of crossing the link), each plan
  *     simulated, with step budgets of constructions and candidates.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
