@@ -57,7 +57,11 @@
  *     make room for it on the link, the greedy covers the rest) and the cut-swap re-runs
  *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that
  *     swap ending at the re-run, and dearer re-runs are dropped; then a swap whose re-run costs
- *     less than its prefetch becomes that re-run, its reads' swaps cut likewise), each plan
+ *     less than its prefetch becomes that re-run, its reads' swaps cut likewise) and the chained
+ *     swap re-runs (detail/swap_rerun_chain.hpp: the same where a recompute entry drops one of
+ *     the re-run's reads there, that entry's batch moved forward to it; every one of the plan at
+ *     once, the greedy covering what it leaves over the budget: a dropout's product re-run from
+ *     its softmax's re-run and its prefetched mask instead of crossing the link), each plan
  *     simulated, with step budgets of constructions and candidates.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
@@ -75,6 +79,7 @@
 #include <stash/swap/detail/link_exchange.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 #include <stash/swap/detail/redrop_planner.hpp>
+#include <stash/swap/detail/swap_rerun_chain.hpp>
 #include <stash/swap/detail/wrap_planner.hpp>
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/encoding_choice.hpp>
@@ -779,7 +784,8 @@ struct joint_search {
     for (std::size_t round = 0; round < polish_rounds; ++round) {
       bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
       bool const cut       = cut_reruns(a, budget, inc, stats);
-      if (!exchanged && !cut) { break; }
+      bool const chained   = chain_reruns(a, budget, greedy, inc, stats);
+      if (!exchanged && !cut && !chained) { break; }
       kept = true;
     }
     if (!kept) { return; }
@@ -834,6 +840,38 @@ struct joint_search {
         break;
       }
       kept = true;
+    }
+    return kept;
+  }
+
+  // The greedy's weightings that cover what the chained swap re-runs leave over the budget.
+  static constexpr detail::greedy_variant chain_cover_variants[] = {
+      {1.0, 0.0, true}, {1.0, 0.3, true}, {1.0, 1.0, true}};
+
+  // The chained swap re-runs (detail/swap_rerun_chain.hpp) on `inc`: the plan with every one
+  // that applies, offered as it is (the redrop repair where it is over the budget) and, where
+  // its planned peak is over the budget (a re-run moved forward holds its storage longer), with
+  // the greedy covering the rest; true when one was kept.
+  bool chain_reruns(trace_analysis const& a, std::uint64_t budget,
+                    detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                    joint_search_stats& stats) const
+  {
+    if (!inc.best) { return false; }
+    auto const base = *inc.best;
+    auto p          = detail::chained_swap_reruns(a, budget, base.entries, base.recomputes, {});
+    if (!p) { return false; }
+    auto const who  = base.note.ends_with("+chain") ? base.note : base.note + "+chain";
+    auto s          = make_schedule(a, std::string(name()), budget, p->swaps, p->recomputes);
+    bool const over = s.device_peak > budget;
+    bool kept       = inc.offer(a, std::move(s), who, encodings, stats);
+    for (auto const& var : chain_cover_variants) {
+      if (!over) { break; }
+      auto q = greedy.build(budget, var, *p);
+      auto c = make_schedule(a, std::string(name()), budget, std::move(q.swaps),
+                             std::move(q.recomputes));
+      if (c.device_peak <= budget) {
+        kept = inc.offer(a, std::move(c), who, encodings, stats) || kept;
+      }
     }
     return kept;
   }
