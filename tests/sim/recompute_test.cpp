@@ -588,4 +588,24 @@ TEST_CASE("a recompute entry that starts at a re-run use drops its storage right
   CHECK(r.recompute_s > 0.0);
 }
 
+TEST_CASE("recompute_off_run: where the planned curve counts a recompute entry away, none outside")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  auto const run = stash::recompute_off_run(a, drop_a());
+  REQUIRE(run);
+  CHECK(run->first == a.ops().event[1] + 1);  // after a's last use before the gap
+  CHECK(run->first <= run->second);
+  // The curve with a dropped is the curve without, less a's bytes over that run exactly.
+  auto const none    = stash::planned_device_curve(a, {});
+  auto const dropped = stash::planned_device_curve(a, {}, std::vector{drop_a()});
+  REQUIRE(none.size() == dropped.size());
+  for (std::uint64_t i = 0; i < none.size(); ++i) {
+    bool const away = run->first <= i && i <= run->second;
+    CHECK(none[i] - dropped[i] == (away ? 4000U : 0U));
+  }
+  CHECK_FALSE(stash::recompute_off_run(a, {1, 1, 4, 99, 4000}));  // at past the trace's end
+  CHECK_FALSE(stash::recompute_off_run(a, {99, 1, 4, 4, 4000}));  // no such storage
+}
+
 }  // namespace STASH_UNITY_ID

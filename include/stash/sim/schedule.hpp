@@ -704,19 +704,27 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   }
 }
 
-namespace detail {
-
-// The events [first, second] over which planned_device_curve counts recompute entry `e` (in the
-// trace) off the device: from after its last use (its step, for an early departure) until a
-// re-run back as a prefetch issued at `at` is; empty when first > second.
-[[nodiscard]] inline std::pair<std::uint64_t, std::uint64_t> planned_off_run(
+/// @brief The run of events [from, through] over which planned_device_curve counts recompute
+/// entry `e` off the device: from after its last use (its step, for an early departure) until a
+/// re-run back as a prefetch issued at `at` is. None for an entry outside the trace (refused by
+/// validate_schedule) or whose run is empty. The one rule planned_device_curve and the planners
+/// that keep the curve in another form (raising it as entries go) share.
+/// @param analysis The recorded iteration's facts.
+/// @param e A recompute entry.
+/// @return Its run (two event indices, from <= through), or nullopt when it has none.
+[[nodiscard]] inline std::optional<std::pair<std::uint64_t, std::uint64_t>> recompute_off_run(
     trace_analysis const& analysis, recompute_entry const& e)
 {
-  auto const from = early_departure(analysis, e) && e.last_use > 0
-                        ? back_after(analysis, e.last_use - 1) + 1
-                        : analysis.ops().event[e.last_use] + 1;
-  return {from, back_after(analysis, e.at - 1)};
+  if (!detail::in_trace(analysis, e)) { return std::nullopt; }
+  auto const from    = detail::early_departure(analysis, e) && e.last_use > 0
+                           ? detail::back_after(analysis, e.last_use - 1) + 1
+                           : analysis.ops().event[e.last_use] + 1;
+  auto const through = detail::back_after(analysis, e.at - 1);
+  if (from > through) { return std::nullopt; }
+  return std::pair{from, through};
 }
+
+namespace detail {
 
 // planned_device_curve's bytes off the device as a difference array over the trace's events
 // (`delta`, events + 1 values): each swap entry's runs (for_each_planned_off_run) and each
@@ -739,9 +747,7 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
     });
   }
   for (auto const& e : recomputes) {
-    if (!in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    auto const [from, through] = planned_off_run(analysis, e);
-    off(from, through, e.bytes);
+    if (auto const run = recompute_off_run(analysis, e)) { off(run->first, run->second, e.bytes); }
   }
 }
 
