@@ -588,4 +588,46 @@ TEST_CASE("a recompute entry that starts at a re-run use drops its storage right
   CHECK(r.recompute_s > 0.0);
 }
 
+TEST_CASE("recompute_off_run: where the planned curve counts a recompute entry away, none outside")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  auto const run = stash::recompute_off_run(a, drop_a());
+  REQUIRE(run);
+  CHECK(run->first == a.ops().event[1] + 1);  // after a's last use before the gap
+  CHECK(run->first <= run->second);
+  // The curve with a dropped is the curve without, less a's bytes over that run exactly.
+  auto const none    = stash::planned_device_curve(a, {});
+  auto const dropped = stash::planned_device_curve(a, {}, std::vector{drop_a()});
+  REQUIRE(none.size() == dropped.size());
+  for (std::uint64_t i = 0; i < none.size(); ++i) {
+    bool const away = run->first <= i && i <= run->second;
+    CHECK(none[i] - dropped[i] == (away ? 4000U : 0U));
+  }
+  CHECK_FALSE(stash::recompute_off_run(a, {1, 1, 4, 99, 4000}));  // at past the trace's end
+  CHECK_FALSE(stash::recompute_off_run(a, {99, 1, 4, 4, 4000}));  // no such storage
+}
+
+TEST_CASE("chain_memo: recompute_chain_of's chain, computed once; validation but the peak rule")
+{
+  auto const t = stash::parse_trace(chain_text, "chain");
+  stash::trace_analysis const a(t, model());
+  stash::detail::chain_memo memo(a);
+  auto const& c = memo(1, 1, 4);
+  auto const d  = stash::recompute_chain_of(a, 1, 1, 4);
+  CHECK(c.ops == d.ops);
+  CHECK(c.reads == d.reads);
+  CHECK(c.transient_bytes == d.transient_bytes);
+  CHECK(&memo(1, 1, 4) == &c);
+  CHECK(memo(0, 0, 4).refusal == stash::recompute_chain_of(a, 0, 0, 4).refusal);
+  // A device_peak that is not the planned peak: only validate_schedule checks that rule.
+  auto s = stash::make_schedule(a, "hand", 8000, {}, {drop_a()});
+  ++s.device_peak;
+  CHECK(error_of(a, s).find("is not the planned peak") != std::string::npos);
+  CHECK_NOTHROW(stash::detail::validate_schedule_but_peak(a, s, memo));
+  s.recomputes.front().at = 1;  // not after its last use: both refuse it
+  CHECK_FALSE(error_of(a, s).empty());
+  CHECK_THROWS_AS(stash::detail::validate_schedule_but_peak(a, s, memo), stash::schedule_error);
+}
+
 }  // namespace STASH_UNITY_ID

@@ -40,8 +40,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -223,6 +225,30 @@ namespace detail {
   }
   return c;
 }
+
+// recompute_chain_of by (storage, last use, at), each computed once: a planner that checks
+// many schedules over mostly the same recompute entries (the redrop repair's options and their
+// validation) asks for the same chains again and again. Not thread-safe: one per planning call,
+// on its thread. The references it returns live as long as it does.
+class chain_memo {
+ public:
+  explicit chain_memo(trace_analysis const& a) : a_(a) {}
+
+  [[nodiscard]] recompute_chain const& operator()(storage_id id, std::uint64_t last_use,
+                                                  std::uint64_t at)
+  {
+    auto const key = std::make_tuple(id, last_use, at);
+    auto it        = chains_.find(key);
+    if (it == chains_.end()) {
+      it = chains_.emplace(key, recompute_chain_of(a_, id, last_use, at)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  trace_analysis const& a_;
+  std::map<std::tuple<storage_id, std::uint64_t, std::uint64_t>, recompute_chain> chains_;
+};
 
 }  // namespace detail
 

@@ -91,7 +91,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -303,19 +302,26 @@ namespace detail {
 }
 
 // The re-run uses of a schedule (see the file comment): each recompute entry's chain, computed
-// once (nullopt for an entry outside the trace, which validate_schedule refuses), and each
-// storage's re-run uses, sorted and unique (an entry whose chain is not valid adds none).
+// once (null for an entry outside the trace, which validate_schedule refuses), and each
+// storage's re-run uses, sorted and unique (an entry whose chain is not valid adds none). The
+// chains are computed here, or taken from `memo` (kept there) when one is given.
 struct rerun_index {
-  std::vector<std::optional<recompute_chain>> chains;
+  std::vector<recompute_chain const*> chains;
   std::vector<std::vector<std::uint64_t>> uses;
 
-  rerun_index(trace_analysis const& a, std::span<recompute_entry const> recomputes)
-      : chains(recomputes.size()), uses(a.trace().storages().size())
+  rerun_index(trace_analysis const& a, std::span<recompute_entry const> recomputes,
+              chain_memo* memo = nullptr)
+      : chains(recomputes.size(), nullptr), uses(a.trace().storages().size())
   {
+    if (memo == nullptr) { owned_.reserve(recomputes.size()); }  // the pointers stay valid
     for (std::size_t k = 0; k < recomputes.size(); ++k) {
       auto const& e = recomputes[k];
       if (e.id >= uses.size() || e.last_use >= e.at || e.at >= a.op_count()) { continue; }
-      chains[k] = recompute_chain_of(a, e.id, e.last_use, e.at);
+      if (memo != nullptr) {
+        chains[k] = &(*memo)(e.id, e.last_use, e.at);
+      } else {
+        chains[k] = &owned_.emplace_back(recompute_chain_of(a, e.id, e.last_use, e.at));
+      }
       if (!chains[k]->valid()) { continue; }
       for (auto const r : chains[k]->reads) { uses[r].push_back(e.at); }
     }
@@ -335,6 +341,12 @@ struct rerun_index {
   {
     return std::binary_search(uses[id].begin(), uses[id].end(), op) && !is_access(a, id, op);
   }
+
+  rerun_index(rerun_index const&)            = delete;  // `chains` may point into `owned_`
+  rerun_index& operator=(rerun_index const&) = delete;
+
+ private:
+  std::vector<recompute_chain> owned_;  // the chains computed here (no memo)
 };
 
 // Empty when ops u < v are consecutive uses of `id` (accesses or re-run uses, no access
@@ -581,6 +593,61 @@ inline void check_swap_sequence(trace const& t, schedule const& s, storage_id id
   }
 }
 
+// Every rule of validate_schedule but the last (device_peak is the planned peak), given the
+// schedule's re-run uses.
+inline void validate_rules(trace_analysis const& analysis, schedule const& s,
+                           rerun_index const& reruns)
+{
+  auto const& t    = analysis.trace();
+  auto const& life = analysis.lifetimes();
+  std::vector<std::pair<storage_id, std::size_t>> by_storage;  // (storage, entry)
+  by_storage.reserve(s.entries.size());
+  for (std::size_t k = 0; k < s.entries.size(); ++k) {
+    auto const& e = s.entries[k];
+    auto fail     = [&](std::string const& what) { throw schedule_error(k, what); };
+    if (e.id >= t.storages().size()) {
+      fail("storage id " + std::to_string(e.id) + " does not exist (the trace has " +
+           std::to_string(t.storages().size()) + " storages)");
+    }
+    if (e.bytes != t.storages()[e.id].bytes) {
+      fail(describe(t, e.id) + ": bytes " + std::to_string(e.bytes) + " differ from its size " +
+           std::to_string(t.storages()[e.id].bytes));
+    }
+    if (e.wrap && e.redrop) { fail(describe(t, e.id) + ": a wrap entry cannot be a redrop"); }
+    if (e.wrap) {
+      validate_wrap_entry(analysis, s, k);
+    } else {
+      validate_swap_fields(analysis, s, reruns, k);
+    }
+    by_storage.emplace_back(e.id, k);
+  }
+  // Each storage's entries (storages ascending, entries in index order), by last use.
+  std::sort(by_storage.begin(), by_storage.end());
+  std::vector<std::size_t> list;
+  for (std::size_t i = 0; i < by_storage.size();) {
+    auto const id = by_storage[i].first;
+    list.clear();
+    for (; i < by_storage.size() && by_storage[i].first == id; ++i) {
+      list.push_back(by_storage[i].second);
+    }
+    std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
+      return s.entries[a].last_use < s.entries[b].last_use;
+    });
+    check_swap_sequence(t, s, id, list);
+  }
+  if (s.baseline_peak != life.peak_live_bytes) {
+    throw schedule_error(std::nullopt, "baseline_peak " + std::to_string(s.baseline_peak) +
+                                           " is not the trace's peak " +
+                                           std::to_string(life.peak_live_bytes));
+  }
+  validate_recomputes(analysis, s, reruns);
+}
+
+// planned_peak(analysis, s.entries, s.recomputes), the re-runs' chains taken from `reruns`
+// (validate_rules passed: every recompute entry has its chain there).
+[[nodiscard]] inline std::uint64_t planned_peak_of(trace_analysis const& analysis,
+                                                   schedule const& s, rerun_index const& reruns);
+
 }  // namespace detail
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
@@ -599,44 +666,9 @@ inline void check_swap_sequence(trace const& t, schedule const& s, storage_id id
 /// @param s The schedule.
 inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 {
-  auto const& t    = analysis.trace();
-  auto const& life = analysis.lifetimes();
   detail::rerun_index const reruns(analysis, s.recomputes);
-  std::map<storage_id, std::vector<std::size_t>> by_storage;
-  for (std::size_t k = 0; k < s.entries.size(); ++k) {
-    auto const& e = s.entries[k];
-    auto fail     = [&](std::string const& what) { throw schedule_error(k, what); };
-    if (e.id >= t.storages().size()) {
-      fail("storage id " + std::to_string(e.id) + " does not exist (the trace has " +
-           std::to_string(t.storages().size()) + " storages)");
-    }
-    if (e.bytes != t.storages()[e.id].bytes) {
-      fail(detail::describe(t, e.id) + ": bytes " + std::to_string(e.bytes) +
-           " differ from its size " + std::to_string(t.storages()[e.id].bytes));
-    }
-    if (e.wrap && e.redrop) {
-      fail(detail::describe(t, e.id) + ": a wrap entry cannot be a redrop");
-    }
-    if (e.wrap) {
-      detail::validate_wrap_entry(analysis, s, k);
-    } else {
-      detail::validate_swap_fields(analysis, s, reruns, k);
-    }
-    by_storage[e.id].push_back(k);
-  }
-  for (auto& [id, list] : by_storage) {
-    std::sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
-      return s.entries[a].last_use < s.entries[b].last_use;
-    });
-    detail::check_swap_sequence(t, s, id, list);
-  }
-  if (s.baseline_peak != life.peak_live_bytes) {
-    throw schedule_error(std::nullopt, "baseline_peak " + std::to_string(s.baseline_peak) +
-                                           " is not the trace's peak " +
-                                           std::to_string(life.peak_live_bytes));
-  }
-  detail::validate_recomputes(analysis, s, reruns);
-  auto const peak = planned_peak(analysis, s.entries, s.recomputes);
+  detail::validate_rules(analysis, s, reruns);
+  auto const peak = detail::planned_peak_of(analysis, s, reruns);
   if (s.device_peak != peak) {
     throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
                                            " is not the planned peak " + std::to_string(peak));
@@ -644,6 +676,15 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 }
 
 namespace detail {
+
+// validate_schedule but its last rule (device_peak is the planned peak), for a caller that
+// computed device_peak as planned_peak does from the same entries; the chains from `memo`.
+inline void validate_schedule_but_peak(trace_analysis const& analysis, schedule const& s,
+                                       chain_memo& memo)
+{
+  rerun_index const reruns(analysis, s.recomputes, &memo);
+  validate_rules(analysis, s, reruns);
+}
 
 // make_schedule computes the planned curve and peak before validate_schedule can refuse an
 // entry: one whose storage or op indices lie outside the trace (a policy's mistake) counts
@@ -704,19 +745,27 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
   }
 }
 
-namespace detail {
-
-// The events [first, second] over which planned_device_curve counts recompute entry `e` (in the
-// trace) off the device: from after its last use (its step, for an early departure) until a
-// re-run back as a prefetch issued at `at` is; empty when first > second.
-[[nodiscard]] inline std::pair<std::uint64_t, std::uint64_t> planned_off_run(
+/// @brief The run of events [from, through] over which planned_device_curve counts recompute
+/// entry `e` off the device: from after its last use (its step, for an early departure) until a
+/// re-run back as a prefetch issued at `at` is. None for an entry outside the trace (refused by
+/// validate_schedule) or whose run is empty. The one rule planned_device_curve and the planners
+/// that keep the curve in another form (raising it as entries go) share.
+/// @param analysis The recorded iteration's facts.
+/// @param e A recompute entry.
+/// @return Its run (two event indices, from <= through), or nullopt when it has none.
+[[nodiscard]] inline std::optional<std::pair<std::uint64_t, std::uint64_t>> recompute_off_run(
     trace_analysis const& analysis, recompute_entry const& e)
 {
-  auto const from = early_departure(analysis, e) && e.last_use > 0
-                        ? back_after(analysis, e.last_use - 1) + 1
-                        : analysis.ops().event[e.last_use] + 1;
-  return {from, back_after(analysis, e.at - 1)};
+  if (!detail::in_trace(analysis, e)) { return std::nullopt; }
+  auto const from    = detail::early_departure(analysis, e) && e.last_use > 0
+                           ? detail::back_after(analysis, e.last_use - 1) + 1
+                           : analysis.ops().event[e.last_use] + 1;
+  auto const through = detail::back_after(analysis, e.at - 1);
+  if (from > through) { return std::nullopt; }
+  return std::pair{from, through};
 }
+
+namespace detail {
 
 // planned_device_curve's bytes off the device as a difference array over the trace's events
 // (`delta`, events + 1 values): each swap entry's runs (for_each_planned_off_run) and each
@@ -739,9 +788,7 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
     });
   }
   for (auto const& e : recomputes) {
-    if (!in_trace(analysis, e)) { continue; }  // refused by validate_schedule
-    auto const [from, through] = planned_off_run(analysis, e);
-    off(from, through, e.bytes);
+    if (auto const run = recompute_off_run(analysis, e)) { off(run->first, run->second, e.bytes); }
   }
 }
 
@@ -817,18 +864,16 @@ requires std::is_invocable_r_v<std::uint64_t, CurveAt&, std::uint64_t>
   return at >= alloc ? at - alloc : 0;
 }
 
-/// @brief The planned device bytes while each recompute entry's re-run runs (see the file
-/// comment), given `curve`, the planned_device_curve of the same schedule. A curve that does not
-/// count the batch (not the schedule's) is a stash::schedule_error naming the entry.
-/// @param analysis The recorded iteration's facts.
-/// @param curve The planned device bytes per op (planned_device_curve).
-/// @param recomputes Recompute entries.
-/// @param entries The schedule's swap entries: those leaving right after a batch (early
-/// departures, see the file comment) are counted while it runs.
-/// @return Device bytes the recompute runs add at each op.
-[[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
-    trace_analysis const& analysis, std::span<std::uint64_t const> curve,
-    std::span<recompute_entry const> recomputes, std::span<swap_entry const> entries = {})
+namespace detail {
+
+// recompute_run_bytes, entry k's transient bytes (its chain's) given by `transient_of(k)`:
+// called once per entry, in order, once its batch is known to be counted.
+template <class TransientOf>
+[[nodiscard]] std::vector<std::uint64_t> run_bytes(trace_analysis const& analysis,
+                                                   std::span<std::uint64_t const> curve,
+                                                   std::span<recompute_entry const> recomputes,
+                                                   std::span<swap_entry const> entries,
+                                                   TransientOf&& transient_of)
 {
   // bytes that leave right after the batch at each op, resident while it runs
   std::vector<std::pair<std::uint64_t, std::uint64_t>> leaving;
@@ -876,10 +921,53 @@ requires std::is_invocable_r_v<std::uint64_t, CurveAt&, std::uint64_t>
           k, "planned device bytes below zero while it runs: " + std::to_string(still_to_come) +
                  " B of its batch still to come, " + std::to_string(level) + " B planned");
     }
-    out[k] = level - still_to_come +
-             recompute_chain_of(analysis, e.id, e.last_use, e.at).transient_bytes;
+    out[k] = level - still_to_come + transient_of(k);
   }
   return out;
+}
+
+// The planned peak given the curve and each entry's transient bytes (run_bytes).
+template <class TransientOf>
+[[nodiscard]] std::uint64_t peak_with(trace_analysis const& analysis,
+                                      std::span<std::uint64_t const> curve,
+                                      std::span<swap_entry const> entries,
+                                      std::span<recompute_entry const> recomputes,
+                                      TransientOf&& transient_of)
+{
+  auto peak = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
+  for (auto const b : run_bytes(analysis, curve, recomputes, entries, transient_of)) {
+    peak = std::max(peak, b);
+  }
+  return peak;
+}
+
+[[nodiscard]] inline std::uint64_t planned_peak_of(trace_analysis const& analysis,
+                                                   schedule const& s, rerun_index const& reruns)
+{
+  auto const curve = planned_device_curve(analysis, s.entries, s.recomputes);
+  return peak_with(analysis, curve, s.entries, s.recomputes,
+                   [&](std::size_t k) { return reruns.chains[k]->transient_bytes; });
+}
+
+}  // namespace detail
+
+/// @brief The planned device bytes while each recompute entry's re-run runs (see the file
+/// comment), given `curve`, the planned_device_curve of the same schedule. A curve that does not
+/// count the batch (not the schedule's) is a stash::schedule_error naming the entry.
+/// @param analysis The recorded iteration's facts.
+/// @param curve The planned device bytes per op (planned_device_curve).
+/// @param recomputes Recompute entries.
+/// @param entries The schedule's swap entries: those leaving right after a batch (early
+/// departures, see the file comment) are counted while it runs.
+/// @return Device bytes the recompute runs add at each op.
+[[nodiscard]] inline std::vector<std::uint64_t> recompute_run_bytes(
+    trace_analysis const& analysis, std::span<std::uint64_t const> curve,
+    std::span<recompute_entry const> recomputes, std::span<swap_entry const> entries = {})
+{
+  return detail::run_bytes(analysis, curve, recomputes, entries, [&](std::size_t k) {
+    auto const& e = recomputes[k];
+    return recompute_chain_of(analysis, e.id, e.last_use, e.at).transient_bytes;
+  });
 }
 
 /// @brief The planned device peak of `entries` and `recomputes` on `t`: the max of

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -157,23 +158,20 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
                            std::vector<std::pair<double, recompute_entry>> const& order)
 {
   // The planned curve of (sw, rc), kept as entries go: dropping one raises it by its bytes over
-  // its off run (detail::planned_off_run) and nowhere else, so where that puts it over the
-  // budget the planned peak is over too, known without planned_peak's pass over the events.
+  // its off run (recompute_off_run) and nowhere else, so where that puts it over the budget the
+  // planned peak is over too, known without planned_peak's pass over the events.
   // (A curve planned_device_curve refuses: no shortcut, each entry as planned_peak finds it.)
-  std::optional<max_tree> curve;
-  try {
-    auto const c = planned_device_curve(a, sw, rc);
-    curve.emplace(std::vector<std::int64_t>(c.begin(), c.end()));
-  } catch (schedule_error const&) {
-  }
+  auto curve = curve_tree([&] { return planned_device_curve(a, sw, rc); });
   for (auto const& [key, e] : order) {
-    // e's off run, empty (first > second) where it has none or the curve is not kept
-    auto const run   = curve && in_trace(a, e) ? planned_off_run(a, e)
-                                               : std::pair<std::uint64_t, std::uint64_t>{1, 0};
-    bool const rises = run.first <= run.second;
+    // e's off run [from, through] where it has one and the curve is kept (plain values: an
+    // optional read after the trials below draws g++'s -Wmaybe-uninitialized at -O2)
+    std::uint64_t from = 1, through = 0;
+    if (auto const run = curve ? recompute_off_run(a, e) : std::nullopt) {
+      std::tie(from, through) = *run;
+    }
+    bool const rises = from <= through;
     auto const bytes = static_cast<std::int64_t>(e.bytes);
-    if (rises &&
-        static_cast<std::uint64_t>(curve->max(run.first, run.second + 1) + bytes) > budget) {
+    if (rises && static_cast<std::uint64_t>(curve->max(from, through + 1) + bytes) > budget) {
       continue;
     }
     auto trial = rc;
@@ -185,7 +183,7 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
       continue;
     }
     rc = std::move(trial);
-    if (rises) { curve->add(run.first, run.second + 1, bytes); }
+    if (rises) { curve->add(from, through + 1, bytes); }
   }
 }
 

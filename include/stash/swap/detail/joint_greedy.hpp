@@ -1074,12 +1074,7 @@ class joint_greedy {
     std::vector<char> gone(p.swaps.size() + p.recomputes.size(), 0);
     // The effective curve of p less the entries gone, for the exact test (over_without); none
     // when curve_into refuses p (then peak_over, which refuses it as before).
-    std::optional<max_tree> curve;
-    try {
-      auto const c = effective_curve(p.swaps, p.recomputes);
-      curve.emplace(std::vector<std::int64_t>(c.begin(), c.end()));
-    } catch (schedule_error const&) {
-    }
+    auto curve = curve_tree([&] { return effective_curve(p.swaps, p.recomputes); });
     std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;
     std::vector<recompute_entry> left;
     for (auto const& [key, k] : order) {
@@ -1118,10 +1113,9 @@ class joint_greedy {
                                [&](std::uint64_t f, std::uint64_t t) { out.emplace_back(f, t); });
       return;
     }
-    auto const& e = p.recomputes[k - p.swaps.size()];
-    if (!in_trace(a_, e)) { return; }
-    auto const run = planned_off_run(a_, e);
-    if (run.first <= run.second) { out.push_back(run); }
+    if (auto const run = recompute_off_run(a_, p.recomputes[k - p.swaps.size()])) {
+      out.push_back(*run);
+    }
   }
 
   // peak_over(without(p, gone), target), given `curve`, the effective curve of p without the

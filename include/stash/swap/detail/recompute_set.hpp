@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <stash/core/error.hpp>
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -16,7 +17,9 @@
 #include <iterator>
 #include <optional>
 #include <span>
+#include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -64,33 +67,27 @@ class storage_lists {
     std::uint32_t k_{none};
   };
 
-  /// The list of storage `s`: iterable, and appended to with push_back / emplace_back.
-  class list {
+  /// The list of storage `s`: iterable, and (when `Owner` is not const) appended to with
+  /// push_back / emplace_back.
+  template <class Owner>
+  class basic_list {
    public:
-    list(storage_lists& owner, std::size_t s) : owner_(owner), s_(s) {}
+    basic_list(Owner& owner, std::size_t s) : owner_(owner), s_(s) {}
     [[nodiscard]] iterator begin() const { return {&owner_.nodes_, owner_.head_[s_]}; }
     [[nodiscard]] iterator end() const { return {&owner_.nodes_, none}; }
-    void push_back(T const& v) { owner_.append(s_, v); }
+    void push_back(T const& v) requires(!std::is_const_v<Owner>) { owner_.append(s_, v); }
     template <class... Args>
-    void emplace_back(Args&&... args)
+    void emplace_back(Args&&... args) requires(!std::is_const_v<Owner>)
     {
       owner_.append(s_, T(std::forward<Args>(args)...));
     }
 
    private:
-    storage_lists& owner_;
+    Owner& owner_;
     std::size_t s_;
   };
-  class const_list {
-   public:
-    const_list(storage_lists const& owner, std::size_t s) : owner_(owner), s_(s) {}
-    [[nodiscard]] iterator begin() const { return {&owner_.nodes_, owner_.head_[s_]}; }
-    [[nodiscard]] iterator end() const { return {&owner_.nodes_, none}; }
-
-   private:
-    storage_lists const& owner_;
-    std::size_t s_;
-  };
+  using list       = basic_list<storage_lists>;
+  using const_list = basic_list<storage_lists const>;
 
   [[nodiscard]] list operator[](std::size_t s) { return {*this, s}; }
   [[nodiscard]] const_list operator[](std::size_t s) const { return {*this, s}; }
@@ -98,6 +95,9 @@ class storage_lists {
  private:
   void append(std::size_t s, T const& v)
   {
+    // Node indices are 32-bit (`none` marks an end): a set holds a few hundred entries.
+    STASH_EXPECTS(nodes_.size() < none, "storage_lists: " + std::to_string(nodes_.size()) +
+                                            " values already, all its 32-bit node indices address");
     auto const k = static_cast<std::uint32_t>(nodes_.size());
     nodes_.push_back(node{v, none});
     if (tail_[s] == none) {

@@ -33,7 +33,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -54,25 +53,17 @@ struct redrop_candidate {
 /// Each storage's uses in `s` after a re-run read that is not an access of it, with no entry
 /// of it over the sub-gap that follows (at most a swap ending there or a recompute over it that
 /// rebuilt it by then), largest first (ties: by id, then p).
-/// The reads of each recompute entry's chain, by (storage, last use, at): with_redrops lists
-/// the candidates again after every step, over recompute entries that mostly stay the same.
-using chain_reads_cache =
-    std::map<std::tuple<storage_id, std::uint64_t, std::uint64_t>, std::vector<storage_id>>;
-
+/// The chains come from `chains`: with_redrops lists the candidates again after every step,
+/// over recompute entries that mostly stay the same.
 [[nodiscard]] inline std::vector<redrop_candidate> redrop_candidates(trace_analysis const& a,
                                                                      schedule const& s,
                                                                      bool activations_only,
-                                                                     chain_reads_cache& chains)
+                                                                     chain_memo& chains)
 {
   auto const& life = a.lifetimes().storages;
   std::vector<std::pair<storage_id, std::uint64_t>> reads;  // (storage, re-run op)
   for (auto const& rc : s.recomputes) {
-    auto const key = std::make_tuple(rc.id, rc.last_use, rc.at);
-    auto it        = chains.find(key);
-    if (it == chains.end()) {
-      it = chains.emplace(key, recompute_chain_of(a, rc.id, rc.last_use, rc.at).reads).first;
-    }
-    for (auto const r : it->second) {
+    for (auto const r : chains(rc.id, rc.last_use, rc.at).reads) {
       auto const kind = a.trace().storages()[r].kind;
       if (activations_only && kind != storage_kind::act && kind != storage_kind::temp) { continue; }
       reads.emplace_back(r, rc.at);
@@ -229,17 +220,17 @@ struct redrop_option {
   return out;
 }
 
-/// planned_peak(a, entries, recomputes) given their planned curve.
+/// planned_peak(a, entries, recomputes) given their planned curve, the chains from `chains`.
 [[nodiscard]] inline std::uint64_t peak_of(trace_analysis const& a,
                                            std::vector<std::uint64_t> const& curve,
                                            std::vector<swap_entry> const& entries,
-                                           std::vector<recompute_entry> const& recomputes)
+                                           std::vector<recompute_entry> const& recomputes,
+                                           chain_memo& chains)
 {
-  auto peak = curve.empty() ? 0 : *std::max_element(curve.begin(), curve.end());
-  for (auto const b : recompute_run_bytes(a, curve, recomputes, entries)) {
-    peak = std::max(peak, b);
-  }
-  return peak;
+  return peak_with(a, curve, entries, recomputes, [&](std::size_t k) {
+    auto const& e = recomputes[k];
+    return chains(e.id, e.last_use, e.at).transient_bytes;
+  });
 }
 
 /// `s` with second departures after re-run reads where they cut its excess over its budget (see
@@ -251,7 +242,7 @@ struct redrop_option {
   auto curve  = planned_device_curve(a, s.entries, s.recomputes);
   auto excess = excess_of(curve, s.budget);
   std::vector<std::pair<storage_id, std::uint64_t>> tried;
-  chain_reads_cache chains;
+  chain_memo chains(a);
   std::size_t steps = 0;
   while (steps < max_steps && s.device_peak > s.budget) {
     std::optional<schedule> next;
@@ -282,11 +273,12 @@ struct redrop_option {
         cand.policy        = s.policy;
         cand.budget        = s.budget;
         cand.baseline_peak = a.peak_live_bytes();
-        cand.device_peak   = peak_of(a, curves[k], o.entries, o.recomputes);  // planned_peak
+        cand.device_peak   = peak_of(a, curves[k], o.entries, o.recomputes, chains);
         cand.entries       = std::move(o.entries);
         cand.recomputes    = std::move(o.recomputes);
         try {  // another re-run use inside the first half, a read away for the re-run, ...
-          validate_schedule(a, cand);
+          // validate_schedule: device_peak is planned_peak, computed so just above
+          validate_schedule_but_peak(a, cand, chains);
         } catch (schedule_error const&) {
           continue;
         }
