@@ -117,6 +117,30 @@ inline void sort_cheapest_per_byte(std::vector<cut_rerun_candidate>& cands)
   return out;
 }
 
+/// The re-run chain at `e.next_use` of swap entry `e` of `swaps`, where the swap may become that
+/// re-run: `e` keeps an activation or temporary away inside the iteration (not a wrap), no later
+/// redrop of the storage uses the host copy `e` makes, and the chain is valid and costs less than
+/// `e`'s prefetch. Shared by the swap re-runs here and the chained ones (swap_rerun_chain.hpp).
+[[nodiscard]] inline std::optional<recompute_chain> cheaper_rerun_of_swap(
+    trace_analysis const& a, std::vector<swap_entry> const& swaps, swap_entry const& e)
+{
+  auto const kind = a.trace().storages()[e.id].kind;
+  if (e.wrap || e.next_use >= a.op_count() ||
+      (kind != storage_kind::act && kind != storage_kind::temp)) {
+    return std::nullopt;
+  }
+  if (std::any_of(swaps.begin(), swaps.end(), [&](swap_entry const& d) {
+        return d.redrop && d.id == e.id && d.last_use == e.next_use;
+      })) {
+    return std::nullopt;  // a later redrop sends back the host copy this entry makes
+  }
+  auto chain = recompute_chain_of(a, e.id, e.last_use, e.next_use);
+  if (!chain.valid() || chain.seconds >= a.model().prefetch_time(e.bytes, e.encoding)) {
+    return std::nullopt;
+  }
+  return chain;
+}
+
 /// Swap re-runs: a swap entry of an activation or temporary S over (u, v) whose re-run at v
 /// costs less than the entry's prefetch (a copy the link must carry, often at the end of the
 /// backward where it is busiest and the compute left to hide it is short) becomes a recompute
@@ -127,25 +151,14 @@ inline void sort_cheapest_per_byte(std::vector<cut_rerun_candidate>& cands)
     trace_analysis const& a, std::vector<swap_entry> const& swaps,
     std::vector<recompute_entry> const& recomputes)
 {
-  auto const& storages = a.trace().storages();
   std::vector<cut_rerun_candidate> out;
   for (std::size_t k = 0; k < swaps.size(); ++k) {
     auto const& e    = swaps[k];
-    auto const kind  = storages[e.id].kind;
-    bool const moves = kind == storage_kind::act || kind == storage_kind::temp;
-    if (e.wrap || !moves || e.next_use >= a.op_count()) { continue; }
-    if (std::any_of(swaps.begin(), swaps.end(), [&](swap_entry const& d) {
-          return d.redrop && d.id == e.id && d.last_use == e.next_use;
-        })) {
-      continue;  // a later redrop sends back the host copy this entry makes
-    }
-    auto const chain = recompute_chain_of(a, e.id, e.last_use, e.next_use);
-    if (!chain.valid() || chain.seconds >= a.model().prefetch_time(e.bytes, e.encoding)) {
-      continue;
-    }
+    auto const chain = cheaper_rerun_of_swap(a, swaps, e);
+    if (!chain) { continue; }
     cut_rerun_candidate c{
-        {e.id, e.last_use, e.next_use, e.next_use, e.bytes}, {}, chain.seconds, k};
-    if (cut_reads(a, chain, e.next_use, swaps, recomputes, c)) { out.push_back(std::move(c)); }
+        {e.id, e.last_use, e.next_use, e.next_use, e.bytes}, {}, chain->seconds, k};
+    if (cut_reads(a, *chain, e.next_use, swaps, recomputes, c)) { out.push_back(std::move(c)); }
   }
   sort_cheapest_per_byte(out);
   return out;

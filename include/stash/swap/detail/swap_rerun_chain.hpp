@@ -29,6 +29,7 @@
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/cut_swap_rerun.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
 
 #include <algorithm>
@@ -126,24 +127,13 @@ struct swap_rerun_chain_limits {
     trace_analysis const& a, std::uint64_t budget, std::vector<swap_entry> const& swaps,
     std::vector<recompute_entry> const& recomputes, swap_rerun_chain_limits const& limits)
 {
-  auto const& storages = a.trace().storages();
   std::vector<std::pair<double, swap_entry>> order;  // (re-run seconds per byte, entry)
   for (auto const& e : swaps) {
-    auto const kind = storages[e.id].kind;
-    if (e.wrap || e.redrop || e.next_use >= a.op_count() ||
-        (kind != storage_kind::act && kind != storage_kind::temp)) {
-      continue;
-    }
-    if (std::any_of(swaps.begin(), swaps.end(), [&](swap_entry const& d) {
-          return d.redrop && d.id == e.id && d.last_use == e.next_use;
-        })) {
-      continue;  // a later redrop sends back the host copy this entry makes
-    }
-    auto const chain = recompute_chain_of(a, e.id, e.last_use, e.next_use);
-    if (!chain.valid() || chain.seconds >= a.model().prefetch_time(e.bytes, e.encoding)) {
-      continue;
-    }
-    order.emplace_back(chain.seconds / static_cast<double>(std::max<std::uint64_t>(1, e.bytes)), e);
+    if (e.redrop) { continue; }
+    auto const chain = cheaper_rerun_of_swap(a, swaps, e);
+    if (!chain) { continue; }
+    order.emplace_back(chain->seconds / static_cast<double>(std::max<std::uint64_t>(1, e.bytes)),
+                       e);
   }
   std::stable_sort(order.begin(), order.end(),
                    [](auto const& x, auto const& y) { return x.first < y.first; });
