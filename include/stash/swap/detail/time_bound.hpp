@@ -492,20 +492,23 @@ class rerun_sweep {
     first_stale_ = none_;
     merged_.assign(items_.begin() + static_cast<std::ptrdiff_t>(start), items_.end());
     items_.resize(start);
-    curve.bytes.resize(start + 1);
-    curve.seconds.resize(start + 1);
-    auto push = [&](item const& x) {
-      items_.push_back(x);
-      curve.bytes.push_back(curve.bytes.back() + x.bytes);
-      curve.seconds.push_back(curve.seconds.back() + x.per_byte * x.bytes);
-    };
     std::size_t f = 0;
     for (auto const& x : merged_) {
       if (x.gap == none_) { continue; }
-      for (; f < fresh_.size() && less(fresh_[f], x); ++f) { push(fresh_[f]); }
-      push(x);
+      for (; f < fresh_.size() && less(fresh_[f], x); ++f) { items_.push_back(fresh_[f]); }
+      items_.push_back(x);
     }
-    for (; f < fresh_.size(); ++f) { push(fresh_[f]); }
+    items_.insert(items_.end(), fresh_.begin() + static_cast<std::ptrdiff_t>(f), fresh_.end());
+    // The sums from `start` on, in the items' order: the same adds as one push at a time.
+    curve.bytes.resize(items_.size() + 1);
+    curve.seconds.resize(items_.size() + 1);
+    double bytes = curve.bytes[start], seconds = curve.seconds[start];
+    for (std::size_t j = start; j < items_.size(); ++j) {
+      bytes += items_[j].bytes;
+      seconds += items_[j].per_byte * items_[j].bytes;
+      curve.bytes[j + 1]   = bytes;
+      curve.seconds[j + 1] = seconds;
+    }
   }
 
   trace_analysis const& a_;
