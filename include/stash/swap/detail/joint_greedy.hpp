@@ -32,6 +32,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/detail/clamped_sums.hpp>
+#include <stash/swap/detail/curve_tree.hpp>
 #include <stash/swap/detail/link_line.hpp>
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
