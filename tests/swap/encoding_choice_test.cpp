@@ -2,6 +2,7 @@
 // ratios, and search_swap choosing them on a real trace.
 #include "support/data.hpp"
 
+#include <stash/codec/bitmask.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/simulator.hpp>
@@ -12,7 +13,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace STASH_UNITY_ID {
 
@@ -111,6 +116,106 @@ f 3
   stash::trace_analysis const a(t, pcie4());
   stash::swap_entry const e{1, 1, 2, 2, 2, 4000};
   CHECK(stash::choose_encoding(a, e) == stash::swap_encoding::zvc);
+}
+
+namespace {
+
+// A dropout written as a draw: m = bernoulli_(empty_like(x)) holds 0 or 1 in every element; d is
+// the same draw scaled in place by 1/(1-p) (PyTorch's CPU dropout), holding {0, 1/(1-p)}. Both
+// are read by a mul in the forward and again in the backward.
+std::string dropout_trace(std::string const& header)
+{
+  return "# stash-trace v1 model=dropout" + header + R"(
+p forward
+t 0 4000 input x
+t 1 4000 act m
+o aten::empty_like 0 1
+o aten::bernoulli_.float 1 1
+t 2 4000 act y
+o aten::mul.Tensor 0,1 2
+t 3 4000 act d
+o aten::empty_like 2 3
+o aten::bernoulli_.float 3 3
+o aten::div_.Scalar 3 3
+t 4 4000 act z
+o aten::mul.Tensor 2,3 4
+p backward
+t 5 4000 temp g
+o aten::mul.Tensor 4,3 5
+t 6 4000 temp g2
+o aten::mul.Tensor 5,1 6
+f 1
+f 2
+f 3
+f 4
+f 5
+f 6
+)";
+}
+
+}  // namespace
+
+TEST_CASE("a Bernoulli draw (0 or 1 in every element) crosses as one bit per element")
+{
+  auto const t = stash::parse_trace(dropout_trace(" dtype=float32"), "dropout");
+  stash::trace_analysis const a(t, pcie4());
+  // m's values are read after its gap by a mul (not only their sign): Binarize's decoding is
+  // still exact, since every element is 0.0f or 1.0f.
+  stash::swap_entry const m{1, 2, 8, 3, 8, 4000};
+  CHECK(stash::choose_encoding(a, m) == stash::swap_encoding::bitmask);
+  // d was scaled after the draw: {0, 1/(1-p)} would come back as {0, 1}: raw.
+  stash::swap_entry const d{3, 6, 7, 7, 7, 4000};
+  CHECK(stash::choose_encoding(a, d) == stash::swap_encoding::raw);
+  // Lossless codecs off: raw.
+  stash::encoding_options const none{false, std::nullopt};
+  CHECK(stash::choose_encoding(a, m, none) == stash::swap_encoding::raw);
+  // A trace that says its tensors are not float32: Binarize reads float32, so raw.
+  auto const half = stash::parse_trace(dropout_trace(" dtype=float16"), "dropout16");
+  stash::trace_analysis const ah(half, pcie4());
+  CHECK(stash::choose_encoding(ah, m) == stash::swap_encoding::raw);
+  // No dtype in the header: taken as float32, as for the ReLU rules.
+  auto const plain = stash::parse_trace(dropout_trace(""), "dropout_plain");
+  stash::trace_analysis const ap(plain, pcie4());
+  CHECK(stash::choose_encoding(ap, m) == stash::swap_encoding::bitmask);
+
+  // A draw into a quarter-sized tensor (empty_like(x, dtype=bool)) or into one made from a
+  // shape alone (empty): its element type is not known to be float32, so raw.
+  auto const other = stash::parse_trace(R"(# stash-trace v1 model=masks dtype=float32
+p forward
+t 0 4000 input x
+t 1 1000 act b
+o aten::empty_like 0 1
+o aten::bernoulli_.float 1 1
+t 2 4000 act e
+o aten::empty - 2
+o aten::bernoulli_.float 2 2
+t 3 4000 act y
+o aten::mul.Tensor 0,2 3
+p backward
+t 4 4000 temp g
+o aten::mul.Tensor 3,2 4
+o aten::sum 1 -
+f 1
+f 2
+f 3
+f 4
+)",
+                                        "masks");
+  stash::trace_analysis const ao(other, pcie4());
+  CHECK(stash::choose_encoding(ao, stash::swap_entry{1, 1, 6, 2, 6, 1000}) ==
+        stash::swap_encoding::raw);
+  CHECK(stash::choose_encoding(ao, stash::swap_entry{2, 4, 5, 5, 5, 4000}) ==
+        stash::swap_encoding::raw);
+  // ... though the same draw into empty_like(x) of x's size is Binarized (m above).
+
+  // The premise: the host Binarize round-trips a 0/1 float buffer bit for bit.
+  std::vector<float> draw(1000);
+  for (std::size_t i = 0; i < draw.size(); ++i) { draw[i] = (i * 7919 % 10) < 9 ? 1.0f : 0.0f; }
+  std::vector<std::byte> buf(stash::bitmask::max_compressed_bytes(draw.size()));
+  stash::bitmask::host_encode(draw, buf);
+  std::vector<float> back(draw.size(), -1.0f);
+  CHECK(stash::bitmask::host_decode(buf, back) == draw.size());
+  CHECK(std::memcmp(back.data(), draw.data(), draw.size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("the cost model prices each encoding by its ratio")

@@ -36,7 +36,8 @@ enum class swap_encoding : std::uint8_t {
   configured,   ///< as the allocator's Codec slot does (cost_params::use_codec, codec_ratio)
   raw,          ///< no codec: the bytes as they are
   zvc,          ///< zero-value compression (cDMA), lossless: ReLU-like outputs
-  bitmask,      ///< Gist's Binarize, 1 bit per element: exact where readers need only the sign
+  bitmask,      ///< Gist's Binarize, 1 bit per element: exact where readers need only the sign,
+                ///< or where every element is 0.0f or 1.0f (a Bernoulli draw)
   pool_argmax,  ///< Gist: a 4-bit window argmax per output instead of int64 max-pool indices
   fp16,         ///< lossy: IEEE half precision (Gist's DPR; only where the user opts in)
   bf16,         ///< lossy: bfloat16

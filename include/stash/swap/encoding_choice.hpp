@@ -11,6 +11,15 @@
  *    use on reads it as `self` of aten::threshold_backward, which needs only its sign (view ops
  *    that write nothing, such as aten::detach, read no values and do not count; any other op
  *    does, even one that writes no tensor, e.g. aten::_local_scalar_dense).
+ *  - bitmask, as a lossless codec of values: its last write before the gap is a Bernoulli draw
+ *    (aten::bernoulli, bernoulli_ and their overloads: every element 0 or 1 in the tensor's own
+ *    type, as an unscaled dropout mask), the trace does not say its tensors are other than
+ *    float32 (header `dtype`, when present, is float32), and the storage was made from a tensor
+ *    of its own size (its first write reads one: empty_like(x), bernoulli(x); not a bool mask
+ *    made as empty_like(x, dtype=bool), nor one made from a shape alone): Binarize's decoding
+ *    (1.0f where x > 0, else 0.0f) gives back exactly those values, whatever reads them. A mask
+ *    scaled after the draw (PyTorch's CPU dropout divides it by 1 - p in place) holds
+ *    {0, 1/(1-p)}: not covered (no codec stash carries keeps the scale).
  *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
  *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
  *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
@@ -115,6 +124,35 @@ namespace detail {
   return any;
 }
 
+// A Bernoulli draw (aten::bernoulli, aten::bernoulli.p, aten::bernoulli_.float, ...): it
+// writes 0 or 1 into every element of its output.
+[[nodiscard]] inline bool bernoulli_draw(std::string_view op) noexcept
+{
+  return op == "aten::bernoulli" || op.starts_with("aten::bernoulli.") ||
+         op == "aten::bernoulli_" || op.starts_with("aten::bernoulli_.");
+}
+
+// Whether `s` has the element size of a tensor it was made from: its first write is by an op
+// that reads another storage of the same bytes (empty_like(x), bernoulli(x)). A mask made as
+// empty_like(x, dtype=bool) is a quarter of x's bytes, and one made from a shape alone (empty)
+// says nothing of its type: neither is taken to hold floats.
+[[nodiscard]] inline bool sized_like_its_source(trace const& t, storage_lifetime const& s)
+{
+  if (s.accesses.empty() || !s.accesses.front().write) { return false; }
+  auto const& op   = t.ops()[s.accesses.front().op];
+  auto const bytes = t.storages()[s.id].bytes;
+  return std::any_of(op.reads.begin(), op.reads.end(),
+                     [&](storage_id r) { return r != s.id && t.storages()[r].bytes == bytes; });
+}
+
+// Whether the trace's tensors may be taken to be float32 (the element type zvc and bitmask
+// read): its header names no other dtype.
+[[nodiscard]] inline bool float32_trace(trace const& t) noexcept
+{
+  auto const dtype = t.header_value("dtype");
+  return !dtype || *dtype == "float32";
+}
+
 [[nodiscard]] inline bool max_pool_indices(trace const& t, storage_lifetime const& s)
 {
   if (s.accesses.empty() || !s.accesses.front().write) { return false; }
@@ -140,6 +178,10 @@ namespace detail {
   if (options.lossless_codecs) {
     if (indices) { return swap_encoding::pool_argmax; }
     auto const w = detail::last_write(s, e.last_use);
+    if (w && detail::bernoulli_draw(t.ops()[*w].name) && detail::float32_trace(t) &&
+        detail::sized_like_its_source(t, s)) {
+      return swap_encoding::bitmask;
+    }
     if (w && detail::relu_like(t.ops()[*w].name)) {
       return detail::sign_only_after(t, s, e.next_use) ? swap_encoding::bitmask
                                                        : swap_encoding::zvc;
