@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """stash_tests is a unity build (tests/CMakeLists.txt): batches of test files compiled as one
-translation unit. A name one file defines in its anonymous namespace would meet another file's
+translation unit; so is stash_gpu_tests (every tests/<component>/*.cu in one nvcc unit). A name one file defines in its anonymous namespace would meet another file's
 there, as a redefinition or, worse, as a silent extra overload. So every stash_tests source wraps
 its code, after its includes, in
 
@@ -26,7 +26,7 @@ CLOSE = "}  // namespace STASH_UNITY_ID"
 
 
 def sources():
-    for path in sorted((ROOT / "tests").glob("*/**/*.cpp")):
+    for path in sorted([*(ROOT / "tests").glob("*/**/*.cpp"), *(ROOT / "tests").glob("*/**/*.cu")]):
         if not EXCLUDED.search("/" + path.relative_to(ROOT).as_posix()):
             yield path
 

@@ -17,6 +17,8 @@
 
 #include <type_traits>
 
+namespace STASH_UNITY_ID {
+
 // One spelling per codec: on cuda_backend the Codec slot runs its device form.
 static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::zvc<float>>,
                              stash::device_codec_transfer<stash::device_zvc<float>>>);
@@ -64,3 +66,5 @@ TEST_CASE("gpu: allocator with pool_argmax: max-pool indices exact as 4 bits")
   std::uint64_t const n = r.outputs;
   CHECK(r.moved.bytes_encoded == 2 * ((32 + 4 * ((n + 7) / 8)) + 8 * n + (32 + 8 * n) + 8 * n));
 }
+
+}  // namespace STASH_UNITY_ID

@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 constexpr int n = static_cast<int>(stash::test::chain_elements);
@@ -398,3 +400,5 @@ TEST_CASE("gpu: allocator redrops a kept host copy, and copies x again once it w
   CHECK(got_w.stats.offload.discarded_host_copies == 3);
   CHECK(got_w.stats.failed_offloads + got_w.stats.failed_prefetches + got_w.stats.deviations == 0);
 }
+
+}  // namespace STASH_UNITY_ID

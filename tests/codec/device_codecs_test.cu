@@ -22,6 +22,8 @@
 #include <limits>
 #include <random>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using stash::test::device_bytes;
@@ -414,3 +416,5 @@ TEST_CASE("device bitmask applies the mask to a gradient like the host")
       cudaMemcpy(grad.data(), d_grad.as<void>(), grad.size() * 4, cudaMemcpyDeviceToHost));
   CHECK(stash::test::bitwise_equal(grad, expected));
 }
+
+}  // namespace STASH_UNITY_ID

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using stash::test::device_bytes;
@@ -163,3 +165,5 @@ TEST_CASE("gpu: device_pool_argmax reports every corrupted buffer and zeroes the
   CHECK(p.status.code == static_cast<std::uint32_t>(stash::codec_errc::bad_padding));
   CHECK(p.indices == std::vector<std::int64_t>(7, 0));
 }
+
+}  // namespace STASH_UNITY_ID

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 __global__ void fill_kernel(std::uint32_t* data, std::size_t n, std::uint32_t value)
 {
@@ -151,3 +153,5 @@ TEST_CASE("gpu: queries and handled failures leave the caller's pending launch e
   busy.synchronize();
   MESSAGE("queried while spinning: stream idle " << idle << ", event ready " << ready);
 }
+
+}  // namespace STASH_UNITY_ID

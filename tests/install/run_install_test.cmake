@@ -16,6 +16,35 @@ endfunction()
 
 run(${CMAKE_COMMAND} --install "${STASH_BINARY_DIR}" --prefix "${prefix}")
 
+# Every public header is installed, byte for byte, and nothing else under include/stash: with
+# that, each installed header compiles from the install tree because each compiles alone from the
+# source tree (stash_header_check). The consumer built from the install tree below includes a
+# few of them; it used to include the umbrella, an nvcc unit of ~90 CPU s that checked again
+# what the header check and this comparison check (CONTRIBUTING.md "CI").
+file(GLOB_RECURSE source_headers RELATIVE "${STASH_SOURCE_DIR}/include"
+     "${STASH_SOURCE_DIR}/include/stash/*")
+file(GLOB_RECURSE installed_headers RELATIVE "${prefix}/include" "${prefix}/include/stash/*")
+if(NOT source_headers STREQUAL installed_headers)
+  set(missing ${source_headers})
+  list(REMOVE_ITEM missing ${installed_headers})
+  set(extra ${installed_headers})
+  list(REMOVE_ITEM extra ${source_headers})
+  message(FATAL_ERROR "installed include/stash differs from the source tree's: "
+                      "not installed: [${missing}]; installed but not in the source: [${extra}]")
+endif()
+foreach(header IN LISTS source_headers)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${STASH_SOURCE_DIR}/include/${header}"
+                          "${prefix}/include/${header}" RESULT_VARIABLE differs)
+  if(differs)
+    message(FATAL_ERROR "installed ${header} differs from include/${header}")
+  endif()
+endforeach()
+list(LENGTH source_headers header_count)
+message(STATUS "install: ${header_count} headers installed as in the source tree")
+if(header_count LESS 100)
+  message(FATAL_ERROR "install: only ${header_count} headers found under include/stash")
+endif()
+
 foreach(mode IN ITEMS package subdirectory)
   set(build "${WORK_DIR}/build-${mode}")
   run(${CMAKE_COMMAND} -S "${STASH_SOURCE_DIR}/tests/install/consumer" -B "${build}"

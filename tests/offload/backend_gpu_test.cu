@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 TEST_CASE("gpu: the CUDA backend passes the offload_backend conformance kit")
 {
   stash::cuda_backend backend;
@@ -13,3 +15,5 @@ TEST_CASE("gpu: the CUDA backend passes the offload_backend conformance kit")
   auto const r = stash::testing::check_offload_backend(backend, memory);
   CHECK_MESSAGE(r.ok(), r.summary());
 }
+
+}  // namespace STASH_UNITY_ID

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using device_pool = stash::caching_pool<stash::device_upstream>;
@@ -175,3 +177,5 @@ TEST_CASE("gpu: the header-sized copy takes header + declared payload, clamped t
                       [](std::byte b) { return b == std::byte{0xab}; }));
   }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -20,6 +20,8 @@
 #include <span>
 #include <vector>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 
 using device_pool = stash::caching_pool<stash::device_upstream>;
@@ -523,3 +525,5 @@ TEST_CASE("gpu: a redrop with its prefetch in flight; a write after a keep-prefe
   check_gpu_redrop_in_flight_and_write<manager>();
   check_gpu_redrop_in_flight_and_write<zvc_manager>();
 }
+
+}  // namespace STASH_UNITY_ID

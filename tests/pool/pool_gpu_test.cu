@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+namespace STASH_UNITY_ID {
+
 namespace {
 using device_caching_pool = stash::caching_pool<stash::device_upstream>;
 static_assert(stash::pool<device_caching_pool>);
@@ -88,3 +90,5 @@ TEST_CASE("gpu: async_pool's destructor waits on the pool's device and keeps the
   STASH_CUDA_TRY(cudaSetDevice(home));
   if (count < 2) { MESSAGE("one device: the switch of devices was not exercised"); }
 }
+
+}  // namespace STASH_UNITY_ID

@@ -136,4 +136,51 @@ TEST_CASE("clamped_sums::update sets the values that differ, as set() one by one
   }
 }
 
+TEST_CASE("clamped_sums::update_at sets the values given where they differ, as update() does")
+{
+  // As above, each change a few ascending positions with their new values (some unchanged), as
+  // the greedy's excess after a pull where only those events may differ.
+  std::mt19937_64 rng(23);
+  for (std::size_t n : {1U, 5U, 70U, 300U}) {
+    CAPTURE(n);
+    std::vector<std::uint64_t> plain(n);
+    for (auto& x : plain) { x = rng() % 5 == 0 ? 0 : rng() % (std::uint64_t{1} << 45); }
+    stash::detail::clamped_sums some, bulk;
+    some.assign(plain);
+    bulk.assign(plain);
+    for (int step = 0; step < 60; ++step) {
+      auto l = rng() % n, r = rng() % (n + 1);
+      if (l > r) { std::swap(l, r); }
+      if (rng() % 3 != 0) {
+        auto const d = rng() % (std::uint64_t{1} << 44);
+        some.subtract(l, r, d);
+        bulk.subtract(l, r, d);
+        for (auto j = l; j < r; ++j) { plain[j] = plain[j] > d ? plain[j] - d : 0; }
+      } else {
+        std::vector<std::size_t> at;
+        std::vector<std::uint64_t> to;
+        for (std::size_t j = 0; j < n; ++j) {
+          if (rng() % 3 != 0) { continue; }
+          if (rng() % 2 == 0) { plain[j] = rng() % 3 == 0 ? 0 : rng() % (std::uint64_t{1} << 46); }
+          at.push_back(j);  // given whether it changed or not
+          to.push_back(plain[j]);
+        }
+        some.update_at(at, to);
+        bulk.update(plain);
+      }
+      REQUIRE(some.values() == plain);
+      for (int q = 0; q < 4; ++q) {
+        auto ql = rng() % n, qr = rng() % (n + 1);
+        if (ql > qr) { std::swap(ql, qr); }
+        auto const b    = rng() % (std::uint64_t{1} << 45);
+        std::uint64_t s = 0;
+        for (auto j = ql; j < qr; ++j) { s += std::min(b, plain[j]); }
+        REQUIRE(some.sum_min(ql, qr, b) == s);
+        REQUIRE(bulk.sum_min(ql, qr, b) == s);
+      }
+      REQUIRE(some.all_zero() == bulk.all_zero());
+    }
+  }
+}
+
 }  // namespace STASH_UNITY_ID

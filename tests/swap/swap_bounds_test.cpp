@@ -7,6 +7,8 @@
 #include "support/sweep_size.hpp"
 #include "support/tiny_trace.hpp"
 
+#include <stash_tools/deep_trace.hpp>
+
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/recompute_chain.hpp>
@@ -940,6 +942,48 @@ TEST_CASE("iteration_time_lower_bounds: the straightforward pass's values, bit f
     }
   }
   CHECK(compared > stash::test::sweep_size(100, 20));  // squeezenet alone: 32
+}
+
+// rerun_sweep keeps R's items sorted across the ops and finds a changed gap's item by its key
+// (cost per byte, bytes) among equal ones; the deepened transformer's copies are the same
+// blocks, so their gaps give many items of equal keys. R at every op, bit for bit.
+TEST_CASE("rerun_sweep: build_rerun_curve's R at every op, bit for bit, with items of equal keys")
+{
+  auto const base =
+      stash::read_trace(stash::test::data_path("traces/transformer_encoder_b8.trace"));
+  auto const t = stash_tools::deepen_trace(base, 3);
+  stash::trace_analysis const a(t, model_of("pcie3_x16", false));
+  auto const g = stash::detail::collect_bound_gaps(a, true);
+  stash::detail::rerun_sweep sweep(a, g);
+  stash::detail::rerun_curve swept{{0.0}, {0.0}}, built;
+  std::vector<std::uint32_t> active;
+  std::vector<double> share(a.op_count(), 0.0);
+  std::size_t next = 0, compared = 0, ties = 0;
+  for (std::size_t i = 0; i < a.op_count(); ++i) {
+    for (; next < g.gaps.size() && g.gaps[next].u < i; ++next) {
+      active.push_back(static_cast<std::uint32_t>(next));
+    }
+    std::erase_if(active, [&](std::uint32_t k) { return g.gaps[k].v <= i; });
+    sweep.advance_to(i);
+    sweep.update(swept);
+    stash::detail::build_rerun_curve(a, g, i, active, share, built);
+    CAPTURE(i);
+    REQUIRE(swept.bytes.size() == built.bytes.size());
+    for (std::size_t j = 0; j < built.bytes.size(); ++j) {
+      CHECK(std::bit_cast<std::uint64_t>(swept.bytes[j]) ==
+            std::bit_cast<std::uint64_t>(built.bytes[j]));
+      CHECK(std::bit_cast<std::uint64_t>(swept.seconds[j]) ==
+            std::bit_cast<std::uint64_t>(built.seconds[j]));
+      // Two neighbours of the same bytes and seconds: items of equal keys.
+      ties +=
+          j >= 2 &&
+          built.bytes[j] - built.bytes[j - 1] == built.bytes[j - 1] - built.bytes[j - 2] &&
+          built.seconds[j] - built.seconds[j - 1] == built.seconds[j - 1] - built.seconds[j - 2];
+    }
+    compared += built.bytes.size() > 1 ? 1 : 0;
+  }
+  CHECK(compared > 1000);
+  CHECK(ties > 1000);
 }
 
 }  // namespace STASH_UNITY_ID

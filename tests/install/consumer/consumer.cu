@@ -1,18 +1,13 @@
 // A minimal user program: includes stash, compiles a kernel next to it, and uses host-side stash
 // code (runs without a GPU): reads a real trace and replays its storages' sizes through a caching
-// pool over host memory. Installed (find_package), it includes the umbrella header: every
-// installed header is there and compiles from the install tree. Vendored (add_subdirectory), only
-// the headers it uses: the source tree's headers each compile alone in stash_header_check, and
-// nvcc on the umbrella is ~40 CPU-s, three times this unit.
-#ifdef CONSUMER_UMBRELLA
-#include <stash/stash.cuh>
-#else
+// pool over host memory. It includes only the headers it uses, installed (find_package) or
+// vendored (add_subdirectory): run_install_test.cmake checks that every header is installed as in
+// the source tree, where each compiles alone (stash_header_check) and the umbrella under nvcc.
 #include <stash/core/host_upstream.hpp>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/trace/lifetime.hpp>
 #include <stash/trace/trace_reader.hpp>
 #include <stash/version.hpp>
-#endif
 
 #include <cstdio>
 

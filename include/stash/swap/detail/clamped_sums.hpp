@@ -87,19 +87,33 @@ class clamped_sums {
         changed_.push_back(i);
       }
     }
-    if (changed_.empty()) { return; }
     for (auto const i : changed_) {
       base_[i] = v[i] > 0 ? v[i] + piece_of(i)->second : 0;  // as set(i, v[i])
     }
-    if (changed_.size() * levels_of(size_) >= size_) {
-      build_max();
-    } else {
-      for (auto const i : changed_) { set_max(i, base_[i]); }
+    changed(changed_);
+  }
+
+  /// x[at[k]] = v[k] wherever they differ, `at` ascending without repeats: update() where only
+  /// those positions may differ (the joint greedy knows where a pull changed its excess), without
+  /// a pass over every value.
+  void update_at(std::span<std::size_t const> at, std::span<std::uint64_t const> v)
+  {
+    changed_.clear();
+    auto p = pieces_.cbegin();  // the piece of at[k]: `at` ascends
+    for (std::size_t k = 0; k < at.size(); ++k) {
+      auto const i = at[k];
+      while (p + 1 != pieces_.cend() && (p + 1)->first <= i) { ++p; }
+      auto const d = p->second;
+      if (clamp(base_[i], d) == v[k]) { continue; }
+      if (v[k] + d < v[k]) {  // (only for values near 2^64) as update() does
+        fold();
+        update_at(at, v);
+        return;
+      }
+      base_[i] = v[k] > 0 ? v[k] + d : 0;  // as set(i, v[k])
+      changed_.push_back(i);
     }
-    auto const mid = overrides_.insert(overrides_.end(), changed_.begin(), changed_.end());
-    std::inplace_merge(overrides_.begin(), mid, overrides_.end());
-    overrides_.erase(std::unique(overrides_.begin(), overrides_.end()), overrides_.end());
-    fold_if_due();
+    changed(changed_);
   }
 
   /// x[i].
@@ -180,6 +194,21 @@ class clamped_sums {
     auto const it = piece_of(at);
     if (it->first == at) { return; }
     pieces_.insert(it + 1, {at, it->second});
+  }
+
+  // The positions `moved` (ascending) had base_ set: their maxima, and overrides.
+  void changed(std::vector<std::size_t> const& moved)
+  {
+    if (moved.empty()) { return; }
+    if (moved.size() * levels_of(size_) >= size_) {
+      build_max();
+    } else {
+      for (auto const i : moved) { set_max(i, base_[i]); }
+    }
+    auto const mid = overrides_.insert(overrides_.end(), moved.begin(), moved.end());
+    std::inplace_merge(overrides_.begin(), mid, overrides_.end());
+    overrides_.erase(std::unique(overrides_.begin(), overrides_.end()), overrides_.end());
+    fold_if_due();
   }
 
   // Folds the pieces and overrides into the values once the queries spent a rebuild's worth of

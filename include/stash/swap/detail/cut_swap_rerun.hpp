@@ -28,6 +28,7 @@
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/detail/curve_tree.hpp>
 #include <stash/swap/detail/range_tree.hpp>
 
 #include <algorithm>

@@ -32,6 +32,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/detail/clamped_sums.hpp>
+#include <stash/swap/detail/curve_tree.hpp>
 #include <stash/swap/detail/link_line.hpp>
 #include <stash/swap/detail/range_tree.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
@@ -742,10 +743,12 @@ class joint_greedy {
     {
       n_ = values.size();
       t_.resize(n_);
+      diff_.resize(n_);
       std::int64_t prev = 0;
       for (std::size_t i = 0; i < n_; ++i) {
         auto const v = static_cast<std::int64_t>(values[i]);
         t_[i]        = v - prev;
+        diff_[i]     = v - prev;
         prev         = v;
       }
       for (std::size_t i = 0; i < n_; ++i) {
@@ -767,14 +770,29 @@ class joint_greedy {
       for (auto k = i + 1; k > 0; k &= k - 1) { sum += t_[k - 1]; }
       return sum;
     }
+    // Calls f(i, value) for each i in [l, r), in order: one read, then the differences.
+    template <class F>
+    void walk(std::size_t l, std::size_t r, F&& f) const
+    {
+      if (l >= r) { return; }
+      auto v = at(l);
+      f(l, v);
+      for (auto i = l + 1; i < r; ++i) {
+        v += diff_[i];
+        f(i, v);
+      }
+    }
+    [[nodiscard]] std::size_t size() const noexcept { return n_; }
 
    private:
     void bump(std::size_t i, std::int64_t d)
     {
+      diff_[i] += d;
       for (; i < n_; i |= i + 1) { t_[i] += d; }
     }
     std::size_t n_{0};
-    std::vector<std::int64_t> t_;  // t_[i]: the sum of the differences at (i & (i + 1)) .. i
+    std::vector<std::int64_t> t_;     // t_[i]: the sum of the differences at (i & (i + 1)) .. i
+    std::vector<std::int64_t> diff_;  // the differences themselves (value i less value i - 1)
   };
 
   // The excess per event as the greedy lowers it between recomputations: the events with excess
@@ -788,6 +806,28 @@ class joint_greedy {
     point_curve curve;
     std::vector<std::uint64_t> runs_at;
     std::vector<std::uint64_t> values;  // assign's and refresh's scratch
+    // Range adds [from, to) of `bytes` that make `curve` the planned curve of the plan as it is
+    // now (note_take), since the last reset.
+    struct fix {
+      std::uint64_t from, to;
+      std::int64_t bytes;
+    };
+    std::vector<fix> fixes;
+    // pull_reset's scratch: the fixes' ends, the runs of events it recomputes, the batches'
+    // excess, the positions and values it sets.
+    std::vector<std::pair<std::uint64_t, std::int64_t>> ends;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> now;
+    std::vector<std::size_t> set_at;
+    std::vector<std::uint64_t> set_to;
+
+    // Records a range add of `bytes` over [from, to) as curve.add would apply it.
+    void fix_curve(std::uint64_t from, std::uint64_t to, std::int64_t bytes)
+    {
+      to = std::min<std::uint64_t>(to, values_n);
+      if (from < to) { fixes.push_back(fix{from, to, bytes}); }
+    }
+    std::uint64_t values_n{0};  // the curve's size
 
     void assign(std::vector<std::uint64_t> const& ex)
     {
@@ -851,6 +891,8 @@ class joint_greedy {
       ex.refresh(exact);
     }
     ex.curve.assign(curve);
+    ex.values_n = curve.size();
+    ex.fixes.clear();
     ex.runs_at.clear();
     for_each_run(
         rcs, [&](std::uint64_t i) { return curve[i]; },
@@ -896,6 +938,124 @@ class joint_greedy {
     }
     ex.runs_at.clear();
     for (auto const& [event, value] : now) { ex.runs_at.push_back(event); }
+  }
+
+  // Records in ex.fixes what lower() left inexact in ex.curve after taking candidate c (entry
+  // `e` for a recompute) over (after, last]: the planned curve counts it off over its runs
+  // instead (for_each_planned_off_run, recompute_off_run: until its return's end frees, from
+  // its last use's step on an early departure), and the entries it pulled back (`pulled`, as
+  // they were) are off until e.at now.
+  void note_take(excess_index& ex, state const& st, candidate const& c, recompute_entry const& e,
+                 std::uint64_t after, std::uint64_t last,
+                 std::vector<recompute_entry> const& pulled) const
+  {
+    auto const bytes = static_cast<std::int64_t>(c.bytes);
+    ex.fix_curve(after + 1, last + 1, bytes);
+    if (c.swap) {
+      for_each_planned_off_run(a_, st.eff.back(), [&](std::uint64_t f, std::uint64_t t) {
+        ex.fix_curve(f, t + 1, -bytes);
+      });
+    } else if (auto const run = recompute_off_run(a_, e)) {
+      ex.fix_curve(run->first, run->second + 1, -bytes);
+    }
+    for (auto x : pulled) {
+      auto const b = static_cast<std::int64_t>(x.bytes);
+      if (auto const run = recompute_off_run(a_, x)) {
+        ex.fix_curve(run->first, run->second + 1, b);
+      }
+      x.at = e.at;
+      if (auto const run = recompute_off_run(a_, x)) {
+        ex.fix_curve(run->first, run->second + 1, -b);
+      }
+    }
+  }
+
+  // The runs [from, to) of the events where pull_reset recomputes the excess, ascending and
+  // apart, into ex.spans: where the sum of ex.fixes is not 0, and the events of `now` and of
+  // ex.runs_at (the re-run batches now and at the last reset or refresh).
+  static void dirty_spans(excess_index& ex)
+  {
+    auto& ends = ex.ends;
+    ends.clear();
+    for (auto const& f : ex.fixes) {
+      ends.emplace_back(f.from, f.bytes);
+      ends.emplace_back(f.to, -f.bytes);
+    }
+    std::sort(ends.begin(), ends.end());
+    auto& spans = ex.spans;
+    spans.clear();
+    std::int64_t sum = 0;
+    for (std::size_t k = 0; k + 1 < ends.size(); ++k) {
+      sum += ends[k].second;
+      if (sum != 0 && ends[k].first < ends[k + 1].first) {
+        spans.emplace_back(ends[k].first, ends[k + 1].first);
+      }
+    }
+    for (auto const event : ex.runs_at) { spans.emplace_back(event, event + 1); }
+    for (auto const& [event, value] : ex.now) { spans.emplace_back(event, event + 1); }
+    std::sort(spans.begin(), spans.end());
+    std::size_t m = 0;  // merged in place
+    for (auto const& sp : spans) {
+      if (m > 0 && sp.first <= spans[m - 1].second) {
+        spans[m - 1].second = std::max(spans[m - 1].second, sp.second);
+      } else {
+        spans[m++] = sp;
+      }
+    }
+    spans.resize(m);
+  }
+
+  // reset(ex, st, target, false) after a take that pulled entries back, without passes over
+  // every event: ex.curve becomes the planned curve (its fixes applied) and the excess is made
+  // exact where it may differ from the lowered one: where the fixes changed the curve, and at
+  // the re-run batches' events now and at the last reset or refresh (everywhere else the lowered
+  // excess is the curve's, as refresh() argues). An event newly over takes the full reset, as
+  // excess_index::refresh does.
+  void pull_reset(excess_index& ex, state const& st, std::uint64_t target) const
+  {
+    for (auto const& f : ex.fixes) { ex.curve.add(f.from, f.to, f.bytes); }
+    auto const rcs      = st.set.entries();
+    auto const curve_at = [&](std::uint64_t i) {
+      return static_cast<std::uint64_t>(ex.curve.at(i));
+    };
+    auto const over_target = [&](std::uint64_t x) { return x > target ? x - target : 0; };
+    auto& now              = ex.now;  // (event, exact excess there) of each batch
+    now.clear();
+    for_each_run(rcs, curve_at, [&](std::uint64_t event, std::uint64_t run) {
+      if (now.empty() || now.back().first != event) {
+        now.emplace_back(event, over_target(curve_at(event)));
+      }
+      now.back().second = std::max(now.back().second, over_target(run));
+    });
+    dirty_spans(ex);
+    ex.set_at.clear();
+    ex.set_to.clear();
+    std::size_t r = 0, j = 0;  // cursors into `now` and ex.over
+    bool newly_over = false;
+    for (auto const& [from, to] : ex.spans) {
+      ex.curve.walk(from, std::min<std::uint64_t>(to, ex.curve.size()),
+                    [&](std::uint64_t event, std::int64_t level) {
+                      while (r < now.size() && now[r].first < event) { ++r; }
+                      auto const value = r < now.size() && now[r].first == event
+                                             ? now[r].second
+                                             : over_target(static_cast<std::uint64_t>(level));
+                      while (j < ex.over.size() && ex.over[j] < event) { ++j; }
+                      if (j < ex.over.size() && ex.over[j] == event) {
+                        ex.set_at.push_back(j);
+                        ex.set_to.push_back(value);
+                      } else if (value > 0) {
+                        newly_over = true;
+                      }
+                    });
+      if (newly_over) {
+        reset(ex, st, target, false);  // `over` changes
+        return;
+      }
+    }
+    ex.sums.update_at(ex.set_at, ex.set_to);
+    ex.runs_at.clear();
+    for (auto const& [event, value] : now) { ex.runs_at.push_back(event); }
+    ex.fixes.clear();
   }
 
   // The excess c would remove: sum over its window of min(bytes, excess).
@@ -950,7 +1110,8 @@ class joint_greedy {
     return true;
   }
 
-  bool take(state& st, std::size_t k, std::optional<placed_swap> const& p) const
+  bool take(state& st, std::size_t k, std::optional<placed_swap> const& p,
+            std::vector<recompute_entry>& pulled) const
   {
     auto const& c = cands_[k];
     if (c.swap) {
@@ -961,7 +1122,7 @@ class joint_greedy {
       st.link_s += c.seconds;
       st.d2h.reserve(p->off_start, p->off_start + c.off_s);
       st.h2d.reserve(p->pre_start, p->pre_start + c.pre_s);
-    } else if (!st.set.try_add(entry_of(st, c), c.chain)) {
+    } else if (!st.set.try_add(entry_of(st, c), c.chain, &pulled)) {
       return false;
     }
     st.gap_taken[c.gap] = 1;
@@ -1006,13 +1167,15 @@ class joint_greedy {
   }
 
   // Takes candidates off the heap (lazily re-scored) until the excess is gone; true when it took
-  // any. The excess is updated in place over the taken entry's window, and recomputed from the
-  // plan after a pull (other entries come back earlier) and every few takes (re-run transients).
+  // any. The excess is updated in place over the taken entry's window, made exact after a pull
+  // (other entries come back earlier: pull_reset, where the curve changed since the last reset)
+  // and every few takes (re-run transients).
   bool drain(state& st, heap_t& heap, excess_index& ex, std::uint64_t target,
              greedy_variant const& var) const
   {
     bool progress     = false;
     std::size_t since = 0;
+    std::vector<recompute_entry> pulled;  // what a take pulled back, as it was
     while (!heap.empty()) {
       auto const k = heap.top().second;
       heap.pop();
@@ -1027,14 +1190,16 @@ class joint_greedy {
       auto const e     = entry_of(st, cand);
       bool const pulls = !cand.swap && st.set.pulled_bytes(e, cand.chain).value_or(0) > 0;
       auto const p = !cand.swap ? std::nullopt : var.link_slots ? place(st, cand) : nominal(cand);
-      if ((cand.swap && !p) || !take(st, k, p)) { continue; }
+      pulled.clear();
+      if ((cand.swap && !p) || !take(st, k, p, pulled)) { continue; }
       progress         = true;
       auto const after = p ? p->after : cand.after;
       auto const last  = p ? p->last : a_.ops().event[e.at - 1];
       ex.lower(after, last, cand.bytes);
+      note_take(ex, st, cand, e, after, last, pulled);
       if (pulls || ++since >= 8 || ex.sums.all_zero()) {
         if (pulls) {
-          reset(ex, st, target, false);  // entries came back: the curve rose
+          pull_reset(ex, st, target);  // entries came back: the curve rose
         } else {
           refresh(ex, st, target);
         }

@@ -8,13 +8,10 @@
  */
 #pragma once
 
-#include <stash/sim/schedule.hpp>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -329,20 +326,5 @@ class basic_range_tree {
 using range_tree = basic_range_tree<true>;
 /// The curves only ever asked for maxima.
 using max_tree = basic_range_tree<false>;
-
-/// A max_tree over the planned device curve `curve_of()` returns (a vector of std::uint64_t),
-/// or none when it throws stash::schedule_error: a plan whose curve planned_device_curve
-/// refuses, which the callers (the prunes that raise the curve as entries go) then test entry
-/// by entry the slow way, as planned_peak refuses it.
-template <class CurveOf>
-[[nodiscard]] std::optional<max_tree> curve_tree(CurveOf&& curve_of)
-{
-  try {
-    auto const c = curve_of();
-    return max_tree(std::vector<std::int64_t>(c.begin(), c.end()));
-  } catch (schedule_error const&) {
-    return std::nullopt;
-  }
-}
 
 }  // namespace stash::detail

@@ -142,12 +142,17 @@ class recompute_set {
   /// Adds `e` (whose chain is `c`) when every entry stays valid; false (and unchanged) otherwise.
   /// A read of the chain that an entry keeps away at e.at is pulled into e's batch (that entry
   /// then runs at e.at, before e), recursively, as DTR rematerialises an evicted input first.
-  bool try_add(recompute_entry const& e, recompute_chain const& c)
+  /// With `pulled`, each entry so pulled is appended to it as it was before (its `at` later).
+  bool try_add(recompute_entry const& e, recompute_chain const& c,
+               std::vector<recompute_entry>* pulled = nullptr)
   {
     if (!c.valid() || !gap_free(e) || !readers_unharmed(e, c)) { return false; }
     std::vector<std::size_t> pulls;
     if (!reads_resident(e.at, c.reads, c.ops.front(), pulls)) { return false; }
-    for (auto const k : pulls) { items_[k].e.at = e.at; }
+    for (auto const k : pulls) {
+      if (pulled != nullptr) { pulled->push_back(items_[k].e); }
+      items_[k].e.at = e.at;
+    }
     auto const k = items_.size();
     items_.push_back(item{e, c.reads, c.ops.front()});
     drops_of_[e.id].push_back(k);

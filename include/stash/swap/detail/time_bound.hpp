@@ -405,11 +405,10 @@ class rerun_sweep {
         }
       }
       if (st.listed && st.per_byte == per_byte) { continue; }
-      if (st.listed) { first_stale_ = std::min(first_stale_, st.pos); }
+      if (st.listed) { unlist(k); }
       st.per_byte = per_byte;
       st.listed   = true;
-      ++st.version;
-      fresh_.push_back({per_byte, static_cast<double>(g_.gaps[k].bytes), k, st.version});
+      fresh_.push_back({per_byte, static_cast<double>(g_.gaps[k].bytes), k});
     }
     dirty_.clear();
     if (fresh_.empty() && first_stale_ == none_) { return; }  // the same costs: the same R
@@ -423,14 +422,17 @@ class rerun_sweep {
     std::uint32_t gap{}, entry{};  ///< entry: a chain entry whose `from` is reached, or none_
   };
   struct gap_state {
-    double per_byte{};
-    std::uint32_t version{}, pos{};  ///< pos: its item's index in items_ while listed
+    double per_byte{};  ///< its item's cost per byte while listed
     bool active{}, dirty{}, listed{};
   };
   struct item {
     double per_byte{}, bytes{};
-    std::uint32_t gap{}, version{};
+    std::uint32_t gap{};  ///< none_: gone since the last update (merge drops it)
   };
+  [[nodiscard]] static bool less(item const& x, item const& y)
+  {
+    return std::pair(x.per_byte, x.bytes) < std::pair(y.per_byte, y.bytes);
+  }
 
   void mark(std::uint32_t k)
   {
@@ -451,10 +453,9 @@ class rerun_sweep {
   void end_gap(std::uint32_t k)
   {
     auto& st = state_[k];
-    if (st.listed) { first_stale_ = std::min(first_stale_, st.pos); }
-    st.active = false;
-    st.listed = false;
-    ++st.version;
+    if (st.listed) { unlist(k); }
+    st.active     = false;
+    st.listed     = false;
     auto const& x = g_.gaps[k];
     for (auto c = x.chain_begin; c < x.chain_end; ++c) {
       if (g_.chain[c].from >= x.v) { continue; }
@@ -466,13 +467,21 @@ class rerun_sweep {
     }
   }
 
+  /// Marks listed gap k's item in items_ gone, found by its key among the sorted items (a
+  /// search per change instead of each item's index rewritten on every merge).
+  void unlist(std::uint32_t k)
+  {
+    item const key{state_[k].per_byte, static_cast<double>(g_.gaps[k].bytes), k};
+    auto it = std::lower_bound(items_.begin(), items_.end(), key, less);
+    while (it->gap != k) { ++it; }  // among the items of the same key
+    it->gap      = none_;
+    first_stale_ = std::min(first_stale_, static_cast<std::uint32_t>(it - items_.begin()));
+  }
+
   /// items_ less the stale ones, merged with fresh_, and R's cumulative sums over them, redone
   /// only from the first item that changes (the sums before it are the same).
   void merge(rerun_curve& curve)
   {
-    auto const less = [](item const& x, item const& y) {
-      return std::pair(x.per_byte, x.bytes) < std::pair(y.per_byte, y.bytes);
-    };
     std::sort(fresh_.begin(), fresh_.end(), less);
     std::size_t start = std::min<std::size_t>(first_stale_, items_.size());
     if (!fresh_.empty()) {
@@ -483,21 +492,23 @@ class rerun_sweep {
     first_stale_ = none_;
     merged_.assign(items_.begin() + static_cast<std::ptrdiff_t>(start), items_.end());
     items_.resize(start);
-    curve.bytes.resize(start + 1);
-    curve.seconds.resize(start + 1);
-    auto push = [&](item const& x) {
-      state_[x.gap].pos = static_cast<std::uint32_t>(items_.size());
-      items_.push_back(x);
-      curve.bytes.push_back(curve.bytes.back() + x.bytes);
-      curve.seconds.push_back(curve.seconds.back() + x.per_byte * x.bytes);
-    };
     std::size_t f = 0;
     for (auto const& x : merged_) {
-      if (state_[x.gap].version != x.version) { continue; }
-      for (; f < fresh_.size() && less(fresh_[f], x); ++f) { push(fresh_[f]); }
-      push(x);
+      if (x.gap == none_) { continue; }
+      for (; f < fresh_.size() && less(fresh_[f], x); ++f) { items_.push_back(fresh_[f]); }
+      items_.push_back(x);
     }
-    for (; f < fresh_.size(); ++f) { push(fresh_[f]); }
+    items_.insert(items_.end(), fresh_.begin() + static_cast<std::ptrdiff_t>(f), fresh_.end());
+    // The sums from `start` on, in the items' order: the same adds as one push at a time.
+    curve.bytes.resize(items_.size() + 1);
+    curve.seconds.resize(items_.size() + 1);
+    double bytes = curve.bytes[start], seconds = curve.seconds[start];
+    for (std::size_t j = start; j < items_.size(); ++j) {
+      bytes += items_[j].bytes;
+      seconds += items_[j].per_byte * items_[j].bytes;
+      curve.bytes[j + 1]   = bytes;
+      curve.seconds[j + 1] = seconds;
+    }
   }
 
   trace_analysis const& a_;
