@@ -10,6 +10,7 @@
 #include <stash/allocator.hpp>
 #include <stash/codec/bitmask.hpp>
 #include <stash/codec/precision.hpp>
+#include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
@@ -82,7 +83,7 @@ TEST_CASE(
   auto const s = backend.create_stream();
   host_caching pool;
   stash::allocator_options o;
-  using codecs = stash::transfer_set<stash::zvc<float>, stash::bitmask>;
+  using codecs = stash::transfer_set<stash::zvc<float>, stash::bitmask, stash::two_value<float>>;
   stash::allocator<host_caching, vdnn_all_encoded, codecs, stash::host_backend> alloc(backend, pool,
                                                                                       o);
   REQUIRE(stash::test::drive(alloc, backend, s, t, 1) == 0);  // recorded, then planned
@@ -90,7 +91,10 @@ TEST_CASE(
   auto const n = [&](stash::swap_encoding e) { return v.count.contains(e) ? v.count.at(e) : 0; };
   REQUIRE(n(stash::swap_encoding::zvc) > 0);
   REQUIRE(n(stash::swap_encoding::bitmask) > 0);
-  // The slot carries zvc, bitmask and raw copies: only pool_argmax entries fall back.
+  // The classifier's dropout masks (bernoulli_ then div_.Scalar): two_value, whose transfer
+  // writes the driver's data unchanged where it is not two-valued, so it stays exact.
+  REQUIRE(n(stash::swap_encoding::two_value) > 0);
+  // The slot carries zvc, bitmask, two_value and raw copies: only pool_argmax entries fall back.
   CHECK(alloc.stats().encoding_fallbacks == n(stash::swap_encoding::pool_argmax));
 
   std::uint64_t inexact = 0;
@@ -126,7 +130,9 @@ TEST_CASE("allocator<transfer_set<..., fp16>>: lossy only where the policy opted
   auto const n = [&](stash::swap_encoding e) { return v.count.contains(e) ? v.count.at(e) : 0; };
   REQUIRE(n(stash::swap_encoding::fp16) > 0);
   CHECK(n(stash::swap_encoding::zvc) > 0);  // lossless where the trace allows it, still
-  CHECK(alloc.stats().encoding_fallbacks == n(stash::swap_encoding::pool_argmax));
+  // Not in the slot: pool_argmax and two_value (the dropout masks) travel raw.
+  CHECK(alloc.stats().encoding_fallbacks ==
+        n(stash::swap_encoding::pool_argmax) + n(stash::swap_encoding::two_value));
   std::uint64_t inexact = 0;
   CHECK(stash::test::drive(alloc, backend, s, t, 2, v.checks, &inexact) == 0);
   CHECK(inexact > 0);  // fp16 rounded some values (odd integers above 2048)
@@ -175,9 +181,10 @@ TEST_CASE("allocator<zvc>: encodings the Codec slot does not carry travel raw, b
   auto const v = view_of(alloc, t);
   auto const n = [&](stash::swap_encoding e) { return v.count.contains(e) ? v.count.at(e) : 0; };
   REQUIRE(n(stash::swap_encoding::bitmask) > 0);
-  // zvc runs as zvc; bitmask and pool_argmax are not in the slot.
-  CHECK(alloc.stats().encoding_fallbacks ==
-        n(stash::swap_encoding::bitmask) + n(stash::swap_encoding::pool_argmax));
+  // zvc runs as zvc; bitmask, pool_argmax and two_value are not in the slot.
+  CHECK(alloc.stats().encoding_fallbacks == n(stash::swap_encoding::bitmask) +
+                                                n(stash::swap_encoding::pool_argmax) +
+                                                n(stash::swap_encoding::two_value));
   std::uint64_t inexact = 0;
   CHECK(stash::test::drive(alloc, backend, s, t, 2, {}, &inexact) == 0);  // every read exact
   CHECK(inexact == 0);

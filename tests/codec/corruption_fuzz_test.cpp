@@ -9,6 +9,7 @@
 #include <stash/codec/identity.hpp>
 #include <stash/codec/precision.hpp>
 #include <stash/codec/rle.hpp>
+#include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
 
 #include <doctest/doctest.h>
@@ -89,6 +90,22 @@ TEST_CASE_TEMPLATE("decoders survive corrupted and truncated buffers", C, stash:
   CHECK(a.ok + a.rejected == 3000);
   CHECK(b.ok + b.rejected == 2000);
   // Truncations and header damage must be caught: at least a quarter of mutations are rejected.
+  CHECK(a.rejected >= 750);
+}
+
+TEST_CASE("two_value's decoder survives corrupted and truncated buffers")
+{
+  // Its encoder takes only {0, c} data: the activations' positive positions scaled like a dropout
+  // mask (c = 1/(1-0.1)), same slices as above.
+  auto all = stash::test::load_activation("netA_final_relu4.f32");
+  for (auto& x : all) { x = x > 0.0f ? 1.0f / (1.0f - 0.1f) : 0.0f; }
+  std::vector<float> const slice(all.begin() + 1000, all.begin() + 6003);
+  std::vector<float> const small(all.begin() + 20000, all.begin() + 20037);
+  auto const a = fuzz<stash::two_value<float>>(slice, 3000, 1234);
+  auto const b = fuzz<stash::two_value<float>>(small, 2000, 99);
+  MESSAGE("accepted " << a.ok + b.ok << ", rejected " << a.rejected + b.rejected);
+  CHECK(a.ok + a.rejected == 3000);
+  CHECK(b.ok + b.rejected == 2000);
   CHECK(a.rejected >= 750);
 }
 

@@ -2,6 +2,8 @@
 // ratios, and search_swap choosing them on a real trace.
 #include "support/data.hpp"
 
+#include <stash/codec/bitmask.hpp>
+#include <stash/codec/two_value.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/simulator.hpp>
@@ -12,7 +14,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace STASH_UNITY_ID {
 
@@ -113,12 +119,188 @@ f 3
   CHECK(stash::choose_encoding(a, e) == stash::swap_encoding::zvc);
 }
 
+namespace {
+
+// A dropout written as a draw: m = bernoulli_(empty_like(x)) holds 0 or 1 in every element; d is
+// the same draw scaled in place by 1/(1-p) (PyTorch's CPU dropout), holding {0, 1/(1-p)}. Both
+// are read by a mul in the forward and again in the backward.
+std::string dropout_trace(std::string const& header)
+{
+  return "# stash-trace v1 model=dropout" + header + R"(
+p forward
+t 0 4000 input x
+t 1 4000 act m
+o aten::empty_like 0 1
+o aten::bernoulli_.float 1 1
+t 2 4000 act y
+o aten::mul.Tensor 0,1 2
+t 3 4000 act d
+o aten::empty_like 2 3
+o aten::bernoulli_.float 3 3
+o aten::div_.Scalar 3 3
+t 4 4000 act z
+o aten::mul.Tensor 2,3 4
+p backward
+t 5 4000 temp g
+o aten::mul.Tensor 4,3 5
+t 6 4000 temp g2
+o aten::mul.Tensor 5,1 6
+f 1
+f 2
+f 3
+f 4
+f 5
+f 6
+)";
+}
+
+}  // namespace
+
+TEST_CASE("a Bernoulli draw (0 or 1 in every element) crosses as one bit per element")
+{
+  auto const t = stash::parse_trace(dropout_trace(" dtype=float32"), "dropout");
+  stash::trace_analysis const a(t, pcie4());
+  // m's values are read after its gap by a mul (not only their sign): Binarize's decoding is
+  // still exact, since every element is 0.0f or 1.0f.
+  stash::swap_entry const m{1, 2, 8, 3, 8, 4000};
+  CHECK(stash::choose_encoding(a, m) == stash::swap_encoding::bitmask);
+  // d was scaled after the draw: {0, 1/(1-p)} would come back as {0, 1} from Binarize: it
+  // crosses as two_value (one bit per element and the value), never bitmask.
+  stash::swap_entry const d{3, 6, 7, 7, 7, 4000};
+  CHECK(stash::choose_encoding(a, d) == stash::swap_encoding::two_value);
+  // Lossless codecs off: raw.
+  stash::encoding_options const none{false, std::nullopt};
+  CHECK(stash::choose_encoding(a, m, none) == stash::swap_encoding::raw);
+  // A trace that says its tensors are not float32: Binarize reads float32, so raw.
+  auto const half = stash::parse_trace(dropout_trace(" dtype=float16"), "dropout16");
+  stash::trace_analysis const ah(half, pcie4());
+  CHECK(stash::choose_encoding(ah, m) == stash::swap_encoding::raw);
+  // No dtype in the header: taken as float32, as for the ReLU rules.
+  auto const plain = stash::parse_trace(dropout_trace(""), "dropout_plain");
+  stash::trace_analysis const ap(plain, pcie4());
+  CHECK(stash::choose_encoding(ap, m) == stash::swap_encoding::bitmask);
+
+  // A draw into a quarter-sized tensor (empty_like(x, dtype=bool)) or into one made from a
+  // shape alone (empty): its element type is not known to be float32, so raw.
+  auto const other = stash::parse_trace(R"(# stash-trace v1 model=masks dtype=float32
+p forward
+t 0 4000 input x
+t 1 1000 act b
+o aten::empty_like 0 1
+o aten::bernoulli_.float 1 1
+t 2 4000 act e
+o aten::empty - 2
+o aten::bernoulli_.float 2 2
+t 3 4000 act y
+o aten::mul.Tensor 0,2 3
+p backward
+t 4 4000 temp g
+o aten::mul.Tensor 3,2 4
+o aten::sum 1 -
+f 1
+f 2
+f 3
+f 4
+)",
+                                        "masks");
+  stash::trace_analysis const ao(other, pcie4());
+  CHECK(stash::choose_encoding(ao, stash::swap_entry{1, 1, 6, 2, 6, 1000}) ==
+        stash::swap_encoding::raw);
+  CHECK(stash::choose_encoding(ao, stash::swap_entry{2, 4, 5, 5, 5, 4000}) ==
+        stash::swap_encoding::raw);
+  // ... though the same draw into empty_like(x) of x's size is Binarized (m above).
+
+  // The premise: the host Binarize round-trips a 0/1 float buffer bit for bit.
+  std::vector<float> draw(1000);
+  for (std::size_t i = 0; i < draw.size(); ++i) { draw[i] = (i * 7919 % 10) < 9 ? 1.0f : 0.0f; }
+  std::vector<std::byte> buf(stash::bitmask::max_compressed_bytes(draw.size()));
+  stash::bitmask::host_encode(draw, buf);
+  std::vector<float> back(draw.size(), -1.0f);
+  CHECK(stash::bitmask::host_decode(buf, back) == draw.size());
+  CHECK(std::memcmp(back.data(), draw.data(), draw.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("a Bernoulli draw scaled in place by scalars crosses as two_value")
+{
+  // Op indices: 0 empty_like, 1 bernoulli_, 2 div_.Scalar, 3 mul_.Scalar | 4 add_.Tensor |
+  // 5 relu, 6 div_.Scalar | 7 empty_like, 8 bernoulli_, 9 div_.Scalar, 10 mul_.Tensor;
+  // every storage is read after its gap by one mul at 11..14.
+  auto const t = stash::parse_trace(R"(# stash-trace v1 model=scaled dtype=float32
+p forward
+t 0 4000 input x
+t 1 4000 act a
+o aten::empty_like 0 1
+o aten::bernoulli_.float 1 1
+o aten::div_.Scalar 1 1
+o aten::mul_.Scalar 1 1
+t 2 4000 act b
+o aten::add_.Tensor 1,0 1
+t 3 4000 act r
+o aten::relu 0 3
+o aten::div_.Scalar 3 3
+t 4 4000 act c
+o aten::empty_like 0 4
+o aten::bernoulli_.float 4 4
+o aten::div_.Scalar 4 4
+o aten::mul_.Tensor 4,0 4
+p backward
+o aten::mul.Tensor 1,0 2
+o aten::mul.Tensor 1,0 2
+o aten::mul.Tensor 3,0 2
+o aten::mul.Tensor 4,0 2
+f 1
+f 2
+f 3
+f 4
+)",
+                                    "scaled");
+  stash::trace_analysis const a(t, pcie4());
+  auto enc = [&](stash::storage_id id, std::uint64_t last, std::uint64_t next) {
+    return stash::choose_encoding(a, stash::swap_entry{id, last, next, last + 1, next, 4000});
+  };
+  // Drawn, divided, multiplied by scalars: still {0, c}.
+  CHECK(enc(1, 3, 11) == stash::swap_encoding::two_value);
+  CHECK(enc(1, 2, 11) == stash::swap_encoding::two_value);
+  // Before the scaling the draw is 0/1: Binarize is exact there.
+  CHECK(enc(1, 1, 11) == stash::swap_encoding::bitmask);
+  // A tensor added in place after the scaling: any values, raw.
+  CHECK(enc(1, 4, 12) == stash::swap_encoding::raw);
+  // A ReLU output divided by a scalar: no draw, and its last write is not the ReLU: raw.
+  CHECK(enc(3, 6, 13) == stash::swap_encoding::raw);
+  // mul_.Tensor reads another tensor: elementwise, not one scalar: raw.
+  CHECK(enc(4, 10, 14) == stash::swap_encoding::raw);
+  CHECK(enc(4, 9, 14) == stash::swap_encoding::two_value);
+  // Lossless codecs off, or a trace of another dtype: raw.
+  stash::encoding_options const none{false, std::nullopt};
+  CHECK(stash::choose_encoding(a, stash::swap_entry{1, 3, 11, 4, 11, 4000}, none) ==
+        stash::swap_encoding::raw);
+  auto const half = stash::parse_trace(dropout_trace(" dtype=float16"), "dropout16");
+  stash::trace_analysis const ah(half, pcie4());
+  CHECK(stash::choose_encoding(ah, stash::swap_entry{3, 6, 7, 7, 7, 4000}) ==
+        stash::swap_encoding::raw);
+
+  // The premise, checked by the codec: a draw divided by 1 - p round-trips bit for bit; one
+  // scaled by a negative number (0 * k = -0.0: three patterns) is refused, so it travels raw.
+  std::vector<float> draw(1000);
+  for (std::size_t i = 0; i < draw.size(); ++i) { draw[i] = (i * 7919 % 10) < 9 ? 1.0f : 0.0f; }
+  auto scaled = draw;
+  for (auto& x : scaled) { x /= 1.0f - 0.1f; }
+  auto const buf  = stash::host_encode_vector<stash::two_value<float>>(scaled);
+  auto const back = stash::host_decode_vector<stash::two_value<float>>(buf);
+  REQUIRE(back.size() == scaled.size());
+  CHECK(std::memcmp(back.data(), scaled.data(), scaled.size() * sizeof(float)) == 0);
+  CHECK(buf.size() == 40 + 4 * 32);  // 1 bit per element: 4000 B as 168
+  for (auto& x : draw) { x *= -2.0f; }
+  CHECK_FALSE(stash::two_value<float>::two_value_of(draw).has_value());
+}
+
 TEST_CASE("the cost model prices each encoding by its ratio")
 {
   auto const m = pcie4();
   CHECK(m.wire_bytes(32000, stash::swap_encoding::raw) == 32000);
   CHECK(m.wire_bytes(32000, stash::swap_encoding::configured) == 32000);  // no codec configured
   CHECK(m.wire_bytes(32000, stash::swap_encoding::bitmask) == 1000);
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::two_value) == 1000);
   CHECK(m.wire_bytes(32000, stash::swap_encoding::pool_argmax) == 2000);
   CHECK(m.wire_bytes(32000, stash::swap_encoding::fp16) == 16000);
   CHECK(m.wire_bytes(32000, stash::swap_encoding::fp8_e4m3) == 8000);

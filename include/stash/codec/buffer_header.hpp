@@ -26,6 +26,7 @@ inline constexpr std::uint16_t csr         = 0x0500;  ///< stash::csr
 inline constexpr std::uint16_t precision   = 0x0600;  ///< stash::precision (| format code)
 inline constexpr std::uint16_t rle         = 0x0700;  ///< stash::rle
 inline constexpr std::uint16_t chain       = 0x0800;  ///< stash::chain
+inline constexpr std::uint16_t two_value   = 0x0900;  ///< stash::two_value
 }  // namespace codec_ids
 
 /// @brief The decoded header of a compressed buffer.

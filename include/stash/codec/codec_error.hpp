@@ -33,6 +33,7 @@ enum class codec_errc : std::uint32_t {
   checksum_mismatch,      ///< the payload checksum does not match
   bad_inner_buffer,       ///< a chained codec's inner buffer is inconsistent
   bad_index,              ///< a pooling argmax outside its window
+  bad_value,              ///< two_value's value field disagrees with its mask
 };
 
 /// @brief A short English description of `code`.
@@ -79,6 +80,8 @@ enum class codec_errc : std::uint32_t {
       return "inconsistent inner buffer of a chained codec";
     case codec_errc::bad_index:
       return "pooling argmax outside its window";
+    case codec_errc::bad_value:
+      return "value field disagrees with the mask";
   }
   return "unknown codec error";
 }

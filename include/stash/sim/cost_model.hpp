@@ -36,11 +36,14 @@ enum class swap_encoding : std::uint8_t {
   configured,   ///< as the allocator's Codec slot does (cost_params::use_codec, codec_ratio)
   raw,          ///< no codec: the bytes as they are
   zvc,          ///< zero-value compression (cDMA), lossless: ReLU-like outputs
-  bitmask,      ///< Gist's Binarize, 1 bit per element: exact where readers need only the sign
+  bitmask,      ///< Gist's Binarize, 1 bit per element: exact where readers need only the sign,
+                ///< or where every element is 0.0f or 1.0f (a Bernoulli draw)
   pool_argmax,  ///< Gist: a 4-bit window argmax per output instead of int64 max-pool indices
   fp16,         ///< lossy: IEEE half precision (Gist's DPR; only where the user opts in)
   bf16,         ///< lossy: bfloat16
   fp8_e4m3,     ///< lossy: 8-bit float, 4 exponent and 3 mantissa bits
+  two_value,    ///< lossless, 1 bit per element + one value c: data that is all 0 or c (a
+                ///< scaled dropout mask); the encoder refuses other data (it then travels raw)
 };
 
 /// @brief Spelling of a swap encoding.
@@ -65,6 +68,8 @@ enum class swap_encoding : std::uint8_t {
       return "bf16";
     case swap_encoding::fp8_e4m3:
       return "fp8_e4m3";
+    case swap_encoding::two_value:
+      return "two_value";
   }
   return "?";
 }
@@ -91,6 +96,8 @@ enum class swap_encoding : std::uint8_t {
       return swap_encoding::bf16;
     case codec_ids::precision | fp8_e4m3::code:
       return swap_encoding::fp8_e4m3;
+    case codec_ids::two_value:
+      return swap_encoding::two_value;
     default:
       return std::nullopt;
   }
@@ -201,8 +208,9 @@ class cost_model {
     return times;
   }
 
-  /// @brief Uncompressed / compressed bytes of `e`: bitmask and pool_argmax by their formats
-  /// (32 and 16), reduced precision by its width, zvc and `configured` from the parameters.
+  /// @brief Uncompressed / compressed bytes of `e`: bitmask, two_value and pool_argmax by their
+  /// formats (32, 32 and 16), reduced precision by its width, zvc and `configured` from the
+  /// parameters.
   /// @param e How the bytes cross the link.
   /// @return Raw bytes per wire byte.
   [[nodiscard]] double encoding_ratio(swap_encoding e) const noexcept
@@ -215,6 +223,7 @@ class cost_model {
       case swap_encoding::zvc:
         return params_.zvc_ratio;
       case swap_encoding::bitmask:
+      case swap_encoding::two_value:  // 1 bit per float32 element (the value: 8 bytes, ignored)
         return 32.0;
       case swap_encoding::pool_argmax:
         return 16.0;

@@ -11,6 +11,23 @@
  *    use on reads it as `self` of aten::threshold_backward, which needs only its sign (view ops
  *    that write nothing, such as aten::detach, read no values and do not count; any other op
  *    does, even one that writes no tensor, e.g. aten::_local_scalar_dense).
+ *  - bitmask, as a lossless codec of values: its last write before the gap is a Bernoulli draw
+ *    (aten::bernoulli, bernoulli_ and their overloads: every element 0 or 1 in the tensor's own
+ *    type, as an unscaled dropout mask), the trace does not say its tensors are other than
+ *    float32 (header `dtype`, when present, is float32), and the storage was made from a tensor
+ *    of its own size (its first write reads one: empty_like(x), bernoulli(x); not a bool mask
+ *    made as empty_like(x, dtype=bool), nor one made from a shape alone): Binarize's decoding
+ *    (1.0f where x > 0, else 0.0f) gives back exactly those values, whatever reads them. A mask
+ *    scaled after the draw (PyTorch's CPU dropout divides it by 1 - p in place) holds
+ *    {0, 1/(1-p)}: see two_value.
+ *  - two_value (lossless, 1 bit per element + one value): its last write before the gap is an
+ *    in-place scaling by a scalar (aten::mul_.Scalar, aten::div_.Scalar: every element times or
+ *    over one number, reading no other tensor), and its writes since the last Bernoulli draw are
+ *    all such scalings, with the same float32 / own-size guards as above (PyTorch's CPU dropout:
+ *    bernoulli_ then div_ by 1 - p). Every element is then 0 * k or 1 * k: at most two values,
+ *    the trace does not record k, and the codec takes c from the data. This is a prediction the
+ *    codec checks: data with a third bit pattern (a negative k makes 0 * k = -0.0, a k of 0 or
+ *    inf gives NaN) is refused by its encoder and travels raw, so nothing is lost.
  *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
  *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
  *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
@@ -19,7 +36,7 @@
  *    lossless codecs are off);
  *  - raw otherwise.
  * Ratios come from the cost model (cost_model::encoding_ratio): measured (zvc, a parameter) or
- * fixed by the format (bitmask 32, pool_argmax 16, reduced precision by its width).
+ * fixed by the format (bitmask and two_value 32, pool_argmax 16, reduced precision by its width).
  */
 #pragma once
 
@@ -39,7 +56,7 @@ namespace stash {
 
 /// @brief What encodings an encoding choice may use.
 struct encoding_options {
-  /// Use zvc, bitmask and pool_argmax where the trace says they are exact.
+  /// Use zvc, bitmask, two_value and pool_argmax where the trace says they are exact.
   bool lossless_codecs = true;
   /// A lossy encoding (fp16, bf16 or fp8_e4m3) for activations no lossless rule covers; none by
   /// default (lossy formats only where the user opts in).
@@ -115,6 +132,67 @@ namespace detail {
   return any;
 }
 
+// A Bernoulli draw (aten::bernoulli, aten::bernoulli.p, aten::bernoulli_.float, ...): it
+// writes 0 or 1 into every element of its output.
+[[nodiscard]] inline bool bernoulli_draw(std::string_view op) noexcept
+{
+  return op == "aten::bernoulli" || op.starts_with("aten::bernoulli.") ||
+         op == "aten::bernoulli_" || op.starts_with("aten::bernoulli_.");
+}
+
+// Whether `s` has the element size of a tensor it was made from: its first write is by an op
+// that reads another storage of the same bytes (empty_like(x), bernoulli(x)). A mask made as
+// empty_like(x, dtype=bool) is a quarter of x's bytes, and one made from a shape alone (empty)
+// says nothing of its type: neither is taken to hold floats.
+[[nodiscard]] inline bool sized_like_its_source(trace const& t, storage_lifetime const& s)
+{
+  if (s.accesses.empty() || !s.accesses.front().write) { return false; }
+  auto const& op   = t.ops()[s.accesses.front().op];
+  auto const bytes = t.storages()[s.id].bytes;
+  return std::any_of(op.reads.begin(), op.reads.end(),
+                     [&](storage_id r) { return r != s.id && t.storages()[r].bytes == bytes; });
+}
+
+// Whether the trace's tensors may be taken to be float32 (the element type zvc and bitmask
+// read): its header names no other dtype.
+[[nodiscard]] inline bool float32_trace(trace const& t) noexcept
+{
+  auto const dtype = t.header_value("dtype");
+  return !dtype || *dtype == "float32";
+}
+
+// An in-place scaling of `id` by a scalar (aten::mul_.Scalar, aten::div_.Scalar): it reads and
+// writes `id` alone, every element times or over the same number.
+[[nodiscard]] inline bool scalar_scale_in_place(trace const& t, std::uint64_t op_index,
+                                                storage_id id)
+{
+  auto const& op = t.ops()[op_index];
+  if (op.name != "aten::mul_.Scalar" && op.name != "aten::div_.Scalar") { return false; }
+  return op.writes.size() == 1 && op.writes[0] == id &&
+         std::all_of(op.reads.begin(), op.reads.end(), [&](storage_id r) { return r == id; });
+}
+
+// Whether the writes of `s` up to op `u` end with a Bernoulli draw followed by at least one
+// in-place scalar scaling and nothing else: every element then holds 0 * k or 1 * k.
+[[nodiscard]] inline bool scaled_bernoulli(trace const& t, storage_lifetime const& s,
+                                           std::uint64_t u)
+{
+  enum class state { other, drawn, scaled };
+  state st = state::other;
+  for (auto const& acc : s.accesses) {
+    if (acc.op > u) { break; }
+    if (!acc.write) { continue; }
+    if (bernoulli_draw(t.ops()[acc.op].name)) {
+      st = state::drawn;
+    } else if (st != state::other && scalar_scale_in_place(t, acc.op, s.id)) {
+      st = state::scaled;
+    } else {
+      st = state::other;
+    }
+  }
+  return st == state::scaled;
+}
+
 [[nodiscard]] inline bool max_pool_indices(trace const& t, storage_lifetime const& s)
 {
   if (s.accesses.empty() || !s.accesses.front().write) { return false; }
@@ -140,6 +218,14 @@ namespace detail {
   if (options.lossless_codecs) {
     if (indices) { return swap_encoding::pool_argmax; }
     auto const w = detail::last_write(s, e.last_use);
+    if (w && detail::bernoulli_draw(t.ops()[*w].name) && detail::float32_trace(t) &&
+        detail::sized_like_its_source(t, s)) {
+      return swap_encoding::bitmask;
+    }
+    if (w && detail::scaled_bernoulli(t, s, e.last_use) && detail::float32_trace(t) &&
+        detail::sized_like_its_source(t, s)) {
+      return swap_encoding::two_value;
+    }
     if (w && detail::relu_like(t.ops()[*w].name)) {
       return detail::sign_only_after(t, s, e.next_use) ? swap_encoding::bitmask
                                                        : swap_encoding::zvc;

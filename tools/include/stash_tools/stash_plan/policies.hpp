@@ -234,8 +234,9 @@ struct policy_section {
   stash::time_bound_options bound;
   double ratio = model.encoding_ratio(stash::swap_encoding::configured);
   if (opt.auto_encodings) {
-    for (auto const e : {stash::swap_encoding::raw, stash::swap_encoding::zvc,
-                         stash::swap_encoding::bitmask, stash::swap_encoding::pool_argmax}) {
+    for (auto const e :
+         {stash::swap_encoding::raw, stash::swap_encoding::zvc, stash::swap_encoding::bitmask,
+          stash::swap_encoding::pool_argmax, stash::swap_encoding::two_value}) {
       ratio = std::max(ratio, model.encoding_ratio(e));
     }
     if (opt.lossy_activations) {
