@@ -69,9 +69,10 @@
  * slower plan than the search without them (alexnet at 50% on h100_sxm, predicted: 30.11 vs
  * 29.53 ms). So the search without encodings runs first, then the one with them, and the faster
  * plan of the two is returned (a plan without encodings is one with each entry as the Codec slot
- * sends): never slower than either alone. The second shares the first's work where it is the
- * same (detail::seed_memo): the greedy's constructions and fit repairs from equal starts, the
- * redrop repairs of plans equal but for their encodings (the repair reads no encodings:
+ * sends, marked raw where the cost model has no codec; its note starts with "raw:"): never
+ * slower than either alone. The second shares the first's work where it is the same
+ * (detail::seed_memo): the greedy's constructions and fit repairs from equal starts, the redrop
+ * repairs of plans equal but for their encodings (the repair reads no encodings:
  * detail::encode_redropped); its own work is its search_swap seeds (and the constructions from
  * their hybrids' swaps), its simulations and its local search.
  */
@@ -496,8 +497,13 @@ struct joint_search {
       if (raw_inc.time() < inc.time()) {
         stats.winner       = "raw:" + raw_stats.winner;
         raw_inc.best->note = "raw:" + raw_inc.best->note;
-        inc.best           = std::move(raw_inc.best);
-        inc.sim            = std::move(raw_inc.sim);
+        if (!a.model().params().use_codec) {  // the Codec slot sends raw: say so, as encodings do
+          for (auto& e : raw_inc.best->entries) {
+            if (e.encoding == swap_encoding::configured) { e.encoding = swap_encoding::raw; }
+          }
+        }
+        inc.best = std::move(raw_inc.best);
+        inc.sim  = std::move(raw_inc.sim);
       }
     }
     if (!inc.best) {
