@@ -189,7 +189,8 @@ namespace detail {
 
 // What joint_search's two searches with encodings (without them first, then with them) share:
 // the greedy's constructions, by start, variant, banned swaps and the plan a fit repair rebuilt;
-// and the redrop repairs, by the repaired plan's entries without their encodings.
+// and the redrop repairs, by the repaired plan's entries without their encodings. (The starts
+// are kept whatever their size: a few per search.)
 struct seed_memo {
   using banned = std::vector<std::pair<storage_id, std::uint64_t>>;
   struct construction {
@@ -203,6 +204,18 @@ struct seed_memo {
   std::vector<greedy_plan> starts;
   std::vector<construction> constructions;
   std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, schedule>> redrops;  // sorted
+  // Entries and recomputes kept in all (plans of a deep trace hold tens of thousands): past
+  // max_items, what is built is no longer kept (the second search builds it again).
+  std::size_t items                      = 0;
+  static constexpr std::size_t max_items = std::size_t{1} << 20;
+
+  // Whether `n` more entries and recomputes may be kept (counted when so).
+  bool room(std::size_t n)
+  {
+    if (items + n > max_items) { return false; }
+    items += n;
+    return true;
+  }
 
   // The index of start `p` (equal plans share one).
   std::size_t start_id(greedy_plan const& p)
@@ -235,6 +248,10 @@ struct seed_memo {
       return c.plan;
     }
     auto p = make();
+    if (!room(p.swaps.size() + p.recomputes.size() +
+              (missed ? missed->swaps.size() + missed->recomputes.size() : 0))) {
+      return p;
+    }
     constructions.push_back(
         construction{start, var, no_swap,
                      missed ? std::optional<greedy_plan>(*missed) : std::nullopt, batches, p});
@@ -309,7 +326,7 @@ struct joint_incumbent {
     }
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
     s = with_redrops(a, std::move(s), activations_only);
-    memo->redrops.emplace(it, key, s);
+    if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
     return s;
   }
 
