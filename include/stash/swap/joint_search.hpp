@@ -65,7 +65,16 @@
  *     simulated, with step budgets of constructions and candidates.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
- * them.
+ * them. Encodings change which plans the incumbents keep, so that search alone can end on a
+ * slower plan than the search without them (alexnet at 50% on h100_sxm, predicted: 30.11 vs
+ * 29.53 ms). So the search without encodings runs first, then the one with them, and the faster
+ * plan of the two is returned (a plan without encodings is one with each entry as the Codec slot
+ * sends, marked raw where the cost model has no codec; its note starts with "raw:"): never
+ * slower than either alone. The second shares the first's work where it is the same
+ * (detail::seed_memo): the greedy's constructions and fit repairs from equal starts, the redrop
+ * repairs of plans equal but for their encodings (the repair reads no encodings:
+ * detail::encode_redropped); its own work is its search_swap seeds (and the constructions from
+ * their hybrids' swaps), its simulations and its local search.
  */
 #pragma once
 
@@ -153,6 +162,103 @@ namespace detail {
   return s;
 }
 
+// `r` (a redrop repair's result, its first `n` entries those of the plan repaired) with the
+// encodings `enc` allows: the plan's own entries chosen (choose_encoding), the entries the repair
+// added as it made them (own copies as the Codec slot sends), each redrop with the encoding of
+// the entry whose host copy it keeps (the one ending at its gap's start). The repair's choices
+// do not read encodings, so this is the repair of the encoded plan.
+[[nodiscard]] inline schedule encode_redropped(trace_analysis const& a, schedule r, std::size_t n,
+                                               encoding_options const& enc)
+{
+  auto& es = r.entries;
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    if (i < n) {
+      es[i].encoding = choose_encoding(a, es[i], enc);
+      continue;
+    }
+    if (!es[i].redrop) { continue; }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (es[j].id == es[i].id && !es[j].wrap && es[j].next_use == es[i].last_use) {
+        es[i].encoding = es[j].encoding;
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+// What joint_search's two searches with encodings (without them first, then with them) share:
+// the greedy's constructions, by start, variant, banned swaps and the plan a fit repair rebuilt;
+// and the redrop repairs, by the repaired plan's entries without their encodings. (The starts
+// are kept whatever their size: a few per search.)
+struct seed_memo {
+  using banned = std::vector<std::pair<storage_id, std::uint64_t>>;
+  struct construction {
+    std::size_t start;
+    greedy_variant var;
+    banned no_swap;
+    std::optional<greedy_plan> missed;
+    bool batches;
+    greedy_plan plan;
+  };
+  std::vector<greedy_plan> starts;
+  std::vector<construction> constructions;
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, schedule>> redrops;  // sorted
+  // Entries and recomputes kept in all (plans of a deep trace hold tens of thousands): past
+  // max_items, what is built is no longer kept (the second search builds it again).
+  std::size_t items                      = 0;
+  static constexpr std::size_t max_items = std::size_t{1} << 20;
+
+  // Whether `n` more entries and recomputes may be kept (counted when so).
+  bool room(std::size_t n)
+  {
+    if (items + n > max_items) { return false; }
+    items += n;
+    return true;
+  }
+
+  // The index of start `p` (equal plans share one).
+  std::size_t start_id(greedy_plan const& p)
+  {
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      if (starts[k].swaps == p.swaps && starts[k].recomputes == p.recomputes) { return k; }
+    }
+    starts.push_back(p);
+    return starts.size() - 1;
+  }
+
+  // make()'s construction for this key, made once.
+  template <typename Make>
+  greedy_plan construct(std::size_t start, greedy_variant const& var, banned const& no_swap,
+                        greedy_plan const* missed, bool batches, Make&& make)
+  {
+    auto const same_var = [&](greedy_variant const& v) {
+      return v.target_share == var.target_share && v.swap_weight == var.swap_weight &&
+             v.recompute == var.recompute && v.link_slots == var.link_slots;
+    };
+    for (auto const& c : constructions) {
+      if (c.start != start || c.batches != batches || !same_var(c.var) || c.no_swap != no_swap ||
+          c.missed.has_value() != (missed != nullptr)) {
+        continue;
+      }
+      if (missed &&
+          (c.missed->swaps != missed->swaps || c.missed->recomputes != missed->recomputes)) {
+        continue;
+      }
+      return c.plan;
+    }
+    auto p = make();
+    if (!room(p.swaps.size() + p.recomputes.size() +
+              (missed ? missed->swaps.size() + missed->recomputes.size() : 0))) {
+      return p;
+    }
+    constructions.push_back(
+        construction{start, var, no_swap,
+                     missed ? std::optional<greedy_plan>(*missed) : std::nullopt, batches, p});
+    return p;
+  }
+};
+
 /// The fastest fitting schedule so far (joint search).
 struct joint_incumbent {
   std::optional<schedule> best;
@@ -161,6 +267,7 @@ struct joint_incumbent {
   bool activations_only = false;     // joint_search::also_any_kind off: only act / temp move
   bool redrop           = false;     // joint_search::redrop: repair with second departures
   bool share            = false;     // joint_search::share_reruns: priced shared in a batch
+  seed_memo* memo       = nullptr;   // with encodings: the work both searches share
 
   [[nodiscard]] double time() const noexcept
   {
@@ -171,8 +278,14 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (repeated(s, family_of(who))) { return false; }
-    if (enc) { s = with_encodings(a, std::move(s), *enc); }
-    if (redrop && s.device_peak > s.budget) { s = with_redrops(a, std::move(s), activations_only); }
+    if (memo && redrop && s.device_peak > s.budget) {
+      s = memo_redrops(a, std::move(s), enc);
+    } else {
+      if (enc) { s = with_encodings(a, std::move(s), *enc); }
+      if (redrop && s.device_peak > s.budget) {
+        s = with_redrops(a, std::move(s), activations_only);
+      }
+    }
     if (share) { s = sharing_order(a, std::move(s)); }
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
@@ -199,6 +312,24 @@ struct joint_incumbent {
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
 
+  // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
+  // entries but for their encodings was repaired before (encode_redropped).
+  [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
+                                      std::optional<encoding_options> const& enc)
+  {
+    auto const key = fingerprint(s, 0, false);
+    auto const n   = s.entries.size();
+    auto it        = std::lower_bound(memo->redrops.begin(), memo->redrops.end(), key,
+                                      [](auto const& x, auto const& k) { return x.first < k; });
+    if (it != memo->redrops.end() && it->first == key) {
+      return enc ? encode_redropped(a, it->second, n, *enc) : it->second;
+    }
+    if (enc) { s = with_encodings(a, std::move(s), *enc); }
+    s = with_redrops(a, std::move(s), activations_only);
+    if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
+    return s;
+  }
+
   // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
   // greedy with swaps placed alone, 2 the greedy on the link's free room.
   [[nodiscard]] static std::size_t family_of(std::string const& who) noexcept
@@ -222,8 +353,9 @@ struct joint_incumbent {
   // to agree on both hashes, about 2^-128 per pair, for one to be skipped).
   std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;  // sorted
 
+  // (`encodings` false: the entries' encodings left out.)
   [[nodiscard]] static std::pair<std::uint64_t, std::uint64_t> fingerprint(
-      schedule const& s, std::size_t family) noexcept
+      schedule const& s, std::size_t family, bool encodings = true) noexcept
   {
     std::uint64_t h1 = 0xcbf29ce484222325ULL ^ family, h2 = 0x9e3779b97f4a7c15ULL + family;
     auto const mix = [&](std::uint64_t x) {
@@ -241,7 +373,8 @@ struct joint_incumbent {
            {std::uint64_t{e.id}, e.last_use, e.next_use, e.offload_at, e.prefetch_at, e.bytes}) {
         mix(x);
       }
-      mix(static_cast<std::uint64_t>(e.encoding) | (e.wrap ? 256U : 0U) | (e.redrop ? 512U : 0U));
+      mix((encodings ? static_cast<std::uint64_t>(e.encoding) : 0U) | (e.wrap ? 256U : 0U) |
+          (e.redrop ? 512U : 0U));
     }
     mix(s.recomputes.size());
     for (auto const& e : s.recomputes) {
@@ -360,14 +493,36 @@ struct joint_search {
       stats.winner = "no_swap";
       return make_schedule(a, std::string(name()), budget, {});
     }
-    detail::joint_incumbent inc;
-    inc.activations_only = !also_any_kind;
-    inc.redrop           = redrop;
-    inc.share            = share_reruns;
     detail::joint_greedy const greedy(a);
-    seed(a, budget, greedy, inc, stats);
-    improve_runners(a, budget, greedy, inc, stats);
-    polish(a, budget, greedy, inc, stats);
+    auto inc = incumbent(nullptr);
+    if (!encodings) {
+      search(a, budget, greedy, inc, stats);
+    } else {
+      // The search without encodings, then the one with them, sharing their constructions and
+      // repairs (detail::seed_memo); the faster plan of the two. The raw plan is a plan with
+      // encodings too (each entry as the Codec slot sends), so `search` with encodings is never
+      // slower than without.
+      detail::seed_memo memo;
+      joint_search raw = *this;
+      raw.encodings.reset();
+      auto raw_inc = incumbent(&memo);
+      joint_search_stats raw_stats;
+      raw.search(a, budget, greedy, raw_inc, raw_stats);
+      inc.memo = &memo;
+      search(a, budget, greedy, inc, stats);
+      stats.simulations += raw_stats.simulations;
+      if (raw_inc.time() < inc.time()) {
+        stats.winner       = "raw:" + raw_stats.winner;
+        raw_inc.best->note = "raw:" + raw_inc.best->note;
+        if (!a.model().params().use_codec) {  // the Codec slot sends raw: say so, as encodings do
+          for (auto& e : raw_inc.best->entries) {
+            if (e.encoding == swap_encoding::configured) { e.encoding = swap_encoding::raw; }
+          }
+        }
+        inc.best = std::move(raw_inc.best);
+        inc.sim  = std::move(raw_inc.sim);
+      }
+    }
     if (!inc.best) {
       auto s   = inc.smallest ? std::move(*inc.smallest) : make_schedule(a, "", budget, {});
       s.policy = std::string(name());
@@ -379,6 +534,25 @@ struct joint_search {
   }
 
  private:
+  [[nodiscard]] detail::joint_incumbent incumbent(detail::seed_memo* memo) const
+  {
+    detail::joint_incumbent inc;
+    inc.activations_only = !also_any_kind;
+    inc.redrop           = redrop;
+    inc.share            = share_reruns;
+    inc.memo             = memo;
+    return inc;
+  }
+
+  // Seeds, local search and polish into `inc` (the file comment's steps 1-3).
+  void search(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+              detail::joint_incumbent& inc, joint_search_stats& stats) const
+  {
+    seed(a, budget, greedy, inc, stats);
+    improve_runners(a, budget, greedy, inc, stats);
+    polish(a, budget, greedy, inc, stats);
+  }
+
   void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
             detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
@@ -480,18 +654,31 @@ struct joint_search {
   {
     std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
     std::vector<miss> misses;
+    std::vector<std::size_t> ids;  // each start's index in inc.memo
+    if (inc.memo) {
+      for (auto const& st : starts) { ids.push_back(inc.memo->start_id(st.second)); }
+    }
+    // The construction from start k (the greedy's fit repair of `missed`, if given).
+    auto construct = [&](std::size_t k, detail::greedy_variant const& var,
+                         std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap,
+                         detail::greedy_plan const* missed, bool batches) {
+      auto make = [&] {
+        return missed ? greedy.repair(budget, var, starts[k].second, *missed, batches)
+                      : greedy.build(budget, var, starts[k].second, no_swap);
+      };
+      return inc.memo ? inc.memo->construct(ids[k], var, no_swap, missed, batches, make) : make();
+    };
     auto run = [&](std::size_t k, detail::greedy_variant const& var,
                    std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {},
                    detail::greedy_plan const* missed                                = nullptr) {
-      auto p = missed ? greedy.repair(budget, var, starts[k].second, *missed)
-                      : greedy.build(budget, var, starts[k].second, no_swap);
+      auto p = construct(k, var, no_swap, missed, false);
       if (!missed && !var.link_slots && no_swap.empty() && greedy.peak(p) > budget) {
         misses.push_back(miss{k, var, p});
       }
       // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
       // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
       if (missed && greedy.peak(p) > budget) {
-        auto q = greedy.repair(budget, var, starts[k].second, *missed, true);
+        auto q = construct(k, var, no_swap, missed, true);
         if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
           inc.offer(a,
                     make_schedule(a, std::string(name()), budget, std::move(q.swaps),
