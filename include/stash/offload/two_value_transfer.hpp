@@ -9,7 +9,7 @@
  * buffer), as pool_argmax_transfer does for indices outside their window, so nothing is lost and
  * the wire carries 32 + sizeof(T) n bytes (offload_stats::bytes_encoded shows it). That is why
  * the host slot is sized for the elements themselves, not for the 1-bit form. The device twin is
- * not written yet (see docs/codec_format.md, two_value).
+ * device_two_value_transfer (device_two_value_transfer.cuh).
  */
 #pragma once
 
