@@ -97,7 +97,8 @@ class device_two_value {
     detail::expect_device_encode_args("device_two_value::keep_unchanged_async", d_in, n, d_out,
                                       out_capacity, identity<T>::max_compressed_bytes(n),
                                       d_compressed_bytes);
-    STASH_EXPECTS(d_refused != nullptr, "device_two_value::keep_unchanged_async: null refusal word");
+    STASH_EXPECTS(d_refused != nullptr,
+                  "device_two_value::keep_unchanged_async: null refusal word");
     STASH_CUDA_TRY(detail::two_value_keep_unchanged_async(d_in, n, d_out, d_compressed_bytes,
                                                           d_refused, stream.get()));
   }
@@ -120,8 +121,8 @@ class device_two_value {
                            std::size_t out_capacity, codec_status* d_status, void* d_scratch,
                            std::size_t scratch_bytes, cuda::stream_ref stream)
   {
-    decode<false>("device_two_value::decode_async", d_src, src_bytes, d_out, out_capacity,
-                  d_status, d_scratch, scratch_bytes, stream);
+    decode<false>("device_two_value::decode_async", d_src, src_bytes, d_out, out_capacity, d_status,
+                  d_scratch, scratch_bytes, stream);
   }
 
   /// @brief As decode_async, for what device_two_value_transfer writes: a two_value buffer or the

@@ -11,8 +11,8 @@
  * buffer) into the slot, so nothing is lost and the wire carries 32 + sizeof(T) n bytes
  * (offload_stats::bytes_encoded shows it). No host round trip: a CUDA graph may capture either
  * way. The way back reads the pinned slot through the mapping (each mask word and each unchanged
- * element once, as device_pool_argmax_transfer does), with the decoder's state and verdict in device scratch; the
- * verdict is copied to the host slot's status at the end.
+ * element once, as device_pool_argmax_transfer does), with the decoder's state and verdict in
+ * device scratch; the verdict is copied to the host slot's status at the end.
  */
 #pragma once
 
@@ -92,8 +92,8 @@ struct device_two_value_transfer {
     std::size_t const n = bytes / sizeof(T);
     auto const* in      = static_cast<T const*>(device);
     auto* const out     = static_cast<std::byte*>(host);
-    auto* const refused = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(scratch) +
-                                                           refused_offset);
+    auto* const refused =
+        reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(scratch) + refused_offset);
     // Checked before anything is queued: the fallback's needs, then the encoder's.
     detail::expect_device_encode_args("device_two_value_transfer::encode", in, n, out, capacity,
                                       host_bytes(bytes), &status->encoded_bytes);
@@ -102,8 +102,8 @@ struct device_two_value_transfer {
     STASH_CUDA_TRY(cudaGetLastError());
     device_two_value<T>::encode_async(in, n, out, capacity, &status->encoded_bytes, refused,
                                       scratch, refused_offset, s);
-    device_two_value<T>::keep_unchanged_async(in, n, out, capacity, &status->encoded_bytes,
-                                              refused, s);
+    device_two_value<T>::keep_unchanged_async(in, n, out, capacity, &status->encoded_bytes, refused,
+                                              s);
   }
 
   /// @brief Decodes on `s` into `device` from the pinned slot's first `encoded_bytes` (the
@@ -130,8 +130,8 @@ struct device_two_value_transfer {
     STASH_EXPECTS(status != nullptr && scratch != nullptr,
                   "device_two_value_transfer::decode: null status or scratch");
     std::size_t const readable = encoded_bytes < capacity ? encoded_bytes : capacity;
-    auto* const d_status       = reinterpret_cast<codec_status*>(static_cast<std::byte*>(scratch) +
-                                                           status_offset);
+    auto* const d_status =
+        reinterpret_cast<codec_status*>(static_cast<std::byte*>(scratch) + status_offset);
     device_two_value<T>::decode_or_unchanged_async(static_cast<std::byte const*>(host), readable,
                                                    static_cast<T*>(device), bytes / sizeof(T),
                                                    d_status, scratch, status_offset, s);

@@ -214,7 +214,7 @@ __global__ void two_value_expand_kernel(std::byte const* src, T* dst, codec_stat
                                         two_value_decode_state* state)
 {
   if (!block_status_ok(status)) { return; }  // one read per block, the same for the block
-  std::uint64_t const n = state->count;       // device scratch: cheap to read per thread
+  std::uint64_t const n = state->count;      // device scratch: cheap to read per thread
   if (state->unchanged != 0) {
     auto const* from = reinterpret_cast<T const*>(src + header_bytes);
     for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
@@ -285,7 +285,7 @@ cudaError_t two_value_keep_unchanged_async(T const* in, std::uint64_t n, std::by
 {
   two_value_keep_unchanged_kernel<T>
       <<<two_value_grid(two_value_chunks(n)), codec_block_threads, 0, stream>>>(in, n, out, size,
-                                                                               refused);
+                                                                                refused);
   return cudaGetLastError();
 }
 

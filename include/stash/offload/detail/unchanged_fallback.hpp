@@ -10,7 +10,6 @@
 #include <stash/codec/buffer_header.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/codec_status.hpp>
-#include <stash/codec/detail/format.hpp>
 #include <stash/offload/transfer.hpp>
 
 #include <cstddef>
