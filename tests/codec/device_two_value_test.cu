@@ -314,7 +314,18 @@ TEST_CASE("gpu: device_two_value reports corrupted buffers with the host's code 
   // The transfer's decoder wants exactly its tensor's elements, as two_value_transfer does.
   auto const fewer = device_decode<float>(good, n + 1, s, true);
   CHECK(fewer.status.code == static_cast<std::uint32_t>(stash::codec_errc::payload_size_mismatch));
-  CHECK(fewer.status.offset == 16);                               // the header's count
+  CHECK(fewer.status.offset == 16);  // the header's count
+  // Two faults: the value rule is reported before the count, as two_value_transfer's decode does.
+  auto const both = device_decode<float>(no_bits, n + 1, s, true);
+  CHECK(both.status.code == static_cast<std::uint32_t>(stash::codec_errc::bad_value));
+  CHECK(both.status.offset == 32);
+  // An identity header that stash::read_header refuses (a checksum without its flag) is not the
+  // unchanged form: two_value's checks say why (another codec), as on the host.
+  auto odd_identity = stash::host_encode_vector<stash::identity<float>>(std::span<float const>(in));
+  odd_identity[12]  = std::byte{1};
+  auto const odd    = device_decode<float>(odd_identity, n, s, true);
+  CHECK(odd.status.code == static_cast<std::uint32_t>(stash::codec_errc::wrong_codec));
+  CHECK(odd.status.offset == 6);
   auto const more = device_decode<float>(good, n + 1, s, false);  // the plain decoder takes it
   CHECK(more.status.code == 0);
   CHECK(same_bits(std::vector<float>(more.elements.begin(), more.elements.begin() + n), in));

@@ -43,11 +43,12 @@ static_assert(sizeof(two_value_encode_state) == 16);
 
 /// @brief The decoder's device scratch (decode_scratch_bytes), written by the validation kernel.
 struct two_value_decode_state {
-  std::uint64_t count;      ///< elements in the buffer (valid once validation passed)
-  std::uint64_t c_bits;     ///< the value slot (two_value form)
-  std::uint32_t any_bit;    ///< nonzero once a mask word with a set bit was read
-  std::uint32_t unchanged;  ///< nonzero for an identity<T> buffer (the fallback form)
-  std::uint64_t reserved;
+  std::uint64_t count;        ///< elements in the buffer (valid once validation passed)
+  std::uint64_t c_bits;       ///< the value slot (two_value form)
+  std::uint32_t any_bit;      ///< nonzero once a mask word with a set bit was read
+  std::uint32_t unchanged;    ///< nonzero for an identity<T> buffer (the fallback form)
+  std::uint32_t short_count;  ///< nonzero when an exact count was asked for and is not met
+  std::uint32_t reserved;
 };
 static_assert(sizeof(two_value_decode_state) == 32);
 
@@ -58,6 +59,19 @@ inline constexpr std::uint64_t two_value_chunk_elements = 32 * 32;
 STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t two_value_chunks(std::uint64_t n)
 {
   return n / two_value_chunk_elements + (n % two_value_chunk_elements != 0 ? 1 : 0);
+}
+
+/// @brief Whether a buffer is the unchanged (identity) form, decided as two_value_transfer's host
+/// decode decides it (detail::written_unchanged: stash::read_header's checks pass and the header
+/// names identity). A malformed header is not: two_value's checks then say why, as on the host.
+__device__ inline bool two_value_written_unchanged(std::byte const* src, std::uint64_t src_bytes)
+{
+  if (src_bytes < header_bytes) { return false; }
+  header_fields h{};
+  check_result const r = parse_header(src, src_bytes, load_u16(src + off_codec_id),
+                                      static_cast<std::uint8_t>(src[off_type]),
+                                      load_u16(src + off_param), ~std::uint64_t{0}, h);
+  return r.code == codec_errc::ok && h.codec_id == codec_ids::identity;
 }
 
 /// @brief c's pattern: in[first]'s, or 0 when every element is all-zero bits.
@@ -174,15 +188,15 @@ __global__ void two_value_keep_unchanged_kernel(T const* in, std::uint64_t n, st
 
 /// One thread: the header and the O(1) body checks; resets the decoder's state. With
 /// `OrIdentity`, an identity<T> buffer is taken too, and either form must hold exactly
-/// `capacity` elements (device_two_value_transfer's tensor, as two_value_transfer checks).
+/// `capacity` elements (device_two_value_transfer's tensor), checked in two_value_transfer's
+/// order: last, so after the value rule for the two_value form (the check kernel reports it).
 template <class T, bool OrIdentity>
 __global__ void two_value_validate_kernel(std::byte const* src, std::uint64_t src_bytes,
                                           std::uint64_t capacity, codec_status* status,
                                           two_value_decode_state* state)
 {
   header_fields h{};
-  bool const unchanged = OrIdentity && src_bytes >= header_bytes &&
-                         load_u16(src + off_codec_id) == codec_ids::identity;
+  bool const unchanged = OrIdentity && two_value_written_unchanged(src, src_bytes);
   check_result r =
       parse_header(src, src_bytes, unchanged ? codec_ids::identity : codec_ids::two_value,
                    element_type_code<T>, 0, capacity, h);
@@ -196,13 +210,16 @@ __global__ void two_value_validate_kernel(std::byte const* src, std::uint64_t sr
       r = two_value_check_body<T>(src, h.count, h.payload);
     }
   }
-  if (OrIdentity && r.code == codec_errc::ok && h.count != capacity) {
-    r = {codec_errc::payload_size_mismatch, off_count};  // fewer elements than the tensor's
-  }
+  // Fewer elements than the tensor's would leave some undecoded.
+  bool const short_count = OrIdentity && r.code == codec_errc::ok && h.count != capacity;
+  if (short_count && unchanged) { r = {codec_errc::payload_size_mismatch, off_count}; }
   bool const ok = r.code == codec_errc::ok;
   *state        = two_value_decode_state{ok ? h.count : 0,
-                                  ok && !unchanged ? load_u64(src + two_value_value_off) : 0, 0,
-                                  unchanged ? 1u : 0u, 0};
+                                  ok && !unchanged ? load_u64(src + two_value_value_off) : 0,
+                                  0,
+                                  unchanged ? 1u : 0u,
+                                  short_count ? 1u : 0u,
+                                  0};
   store_status(status, r);
 }
 
@@ -245,13 +262,18 @@ __global__ void two_value_expand_kernel(std::byte const* src, T* dst, codec_stat
 }
 
 /// One thread, after the expansion: the canonical value rule (a nonzero value exactly when some
-/// mask bit is set), unless an error is already recorded or the buffer is the fallback form.
+/// mask bit is set), then an exact count asked for and not met, unless an error is already
+/// recorded or the buffer is the fallback form (fully checked by the validation).
 template <int Unused = 0>
 __global__ void two_value_check_value_kernel(codec_status* status,
                                              two_value_decode_state const* state)
 {
   if (status->code != 0 || state->unchanged != 0) { return; }
-  report(status, two_value_check_value(state->c_bits, state->any_bit != 0));
+  check_result r = two_value_check_value(state->c_bits, state->any_bit != 0);
+  if (r.code == codec_errc::ok && state->short_count != 0) {
+    r = {codec_errc::payload_size_mismatch, off_count};
+  }
+  report(status, r);
 }
 
 /// @brief Grid for `items` warp-sized work items (warp_grid_for: capped, at least one block).
