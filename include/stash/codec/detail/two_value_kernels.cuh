@@ -276,9 +276,6 @@ __global__ void two_value_check_value_kernel(codec_status* status,
   report(status, r);
 }
 
-/// @brief Grid for `items` warp-sized work items (warp_grid_for: capped, at least one block).
-inline unsigned int two_value_grid(std::uint64_t items) { return warp_grid_for(items); }
-
 /// Encode of n elements into `out` (16-byte aligned, max_compressed_bytes(n)); `*refused` is 0
 /// after a two_value buffer, 1 after a refusal (size 0). `state` is device scratch.
 template <class T>
@@ -289,10 +286,10 @@ cudaError_t two_value_encode_async(T const* in, std::uint64_t n, std::byte* out,
   two_value_reset_kernel<><<<1, 1, 0, stream>>>(state);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   two_value_find_kernel<T>
-      <<<two_value_grid(words_for_bits(n)), codec_block_threads, 0, stream>>>(in, n, state);
+      <<<warp_grid_for(words_for_bits(n)), codec_block_threads, 0, stream>>>(in, n, state);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   two_value_mask_kernel<T>
-      <<<two_value_grid(two_value_chunks(n)), codec_block_threads, 0, stream>>>(in, n, out, state);
+      <<<warp_grid_for(two_value_chunks(n)), codec_block_threads, 0, stream>>>(in, n, out, state);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   two_value_finish_kernel<T><<<1, 1, 0, stream>>>(in, n, out, size, refused, state);
   return cudaGetLastError();
@@ -306,8 +303,8 @@ cudaError_t two_value_keep_unchanged_async(T const* in, std::uint64_t n, std::by
                                            cudaStream_t stream)
 {
   two_value_keep_unchanged_kernel<T>
-      <<<two_value_grid(two_value_chunks(n)), codec_block_threads, 0, stream>>>(in, n, out, size,
-                                                                                refused);
+      <<<warp_grid_for(two_value_chunks(n)), codec_block_threads, 0, stream>>>(in, n, out, size,
+                                                                               refused);
   return cudaGetLastError();
 }
 
@@ -322,7 +319,7 @@ cudaError_t two_value_decode_async(std::byte const* src, std::uint64_t src_bytes
       <<<1, 1, 0, stream>>>(src, src_bytes, capacity, status, state);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   two_value_expand_kernel<T>
-      <<<two_value_grid(two_value_chunks(capacity)), codec_block_threads, 0, stream>>>(
+      <<<warp_grid_for(two_value_chunks(capacity)), codec_block_threads, 0, stream>>>(
           src, dst, status, state);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   two_value_check_value_kernel<><<<1, 1, 0, stream>>>(status, state);
