@@ -58,9 +58,10 @@
  * round it as floats, so describe a tensor that does not hold floats at allocate_async() (an
  * `element_type`, e.g. element_type::i64 for indices, or its pool_geometry): lossy members refuse
  * it and it travels through a lossless member or raw (offload/transfer.hpp, "What a tensor holds").
- * `two_value<float>` in the slot (two_value_transfer, host backend only for now) carries the
- * entries that choose two_value (scaled dropout masks); data that turns out not two-valued is
- * written unchanged by its encoder, so it still comes back exact.
+ * `two_value<float>` in the slot (two_value_transfer on the host backend; on cuda_backend
+ * device_two_value_transfer, with <stash/offload/device_two_value_transfer.cuh> included)
+ * carries the entries that choose two_value (scaled dropout masks); data that turns out not
+ * two-valued is written unchanged by its encoder, so it still comes back exact.
  * Gist's 4-bit pool argmax (`pool_argmax` in the slot) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
  * allocate_async() (a `pool_geometry`: pool_argmax's per-transfer descriptor, see descriptor_type)

@@ -10,6 +10,7 @@
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/device_pool_argmax_transfer.cuh>
+#include <stash/offload/device_two_value_transfer.cuh>
 #include <stash/pool/caching_pool.hpp>
 #include <stash/swap/vdnn.hpp>
 
@@ -24,6 +25,13 @@ static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::z
                              stash::device_codec_transfer<stash::device_zvc<float>>>);
 static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::pool_argmax>,
                              stash::device_pool_argmax_transfer>);
+// two_value (scaled dropout masks) in a set: its device transfer, with the unchanged fallback.
+static_assert(std::is_same_v<
+              stash::cuda_allocator<
+                  stash::vdnn_conv,
+                  stash::transfer_set<stash::zvc<float>, stash::two_value<float>>>::transfer_type,
+              stash::transfer_set<stash::device_codec_transfer<stash::device_zvc<float>>,
+                                  stash::device_two_value_transfer<float>>>);
 // The README's CUDA spelling.
 static_assert(
     std::is_same_v<stash::cuda_allocator<stash::vdnn_conv, stash::zvc<float>>::transfer_type,

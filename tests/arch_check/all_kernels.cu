@@ -11,9 +11,11 @@
 #include <stash/codec/device_pool_argmax.cuh>
 #include <stash/codec/device_precision.cuh>
 #include <stash/codec/device_rle.cuh>
+#include <stash/codec/device_two_value.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
+#include <stash/offload/device_two_value_transfer.cuh>
 
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +42,24 @@ void enqueue_codecs(stash::cuda_backend& backend, cudaStream_t s)
   (enqueue_codec<D>(backend, s), ...);
 }
 
+// two_value's kernels (not a device_codec: its encoder reports a refusal) and its transfer's.
+template <class... T>
+void enqueue_two_value(stash::cuda_backend& backend, cudaStream_t s)
+{
+  auto one = [&]<class E>(E const* in) {
+    using D = stash::device_two_value<E>;
+    D::encode_async(in, 0, nullptr, 0, nullptr, nullptr, nullptr, 0, s);
+    D::keep_unchanged_async(in, 0, nullptr, 0, nullptr, nullptr, s);
+    D::decode_async(nullptr, 0, static_cast<E*>(nullptr), 0, nullptr, nullptr, 0, s);
+    D::decode_or_unchanged_async(nullptr, 0, static_cast<E*>(nullptr), 0, nullptr, nullptr, 0, s);
+    stash::device_two_value_transfer<E>::encode(backend, s, nullptr, 0, nullptr, 0, nullptr,
+                                                nullptr);
+    stash::device_two_value_transfer<E>::decode(backend, s, nullptr, 0, nullptr, 0, nullptr,
+                                                nullptr);
+  };
+  (one(static_cast<T const*>(nullptr)), ...);
+}
+
 }  // namespace
 
 /// @brief Enqueues every kernel stash defines (never called: the point is that it compiles).
@@ -55,6 +75,7 @@ void stash_arch_check_every_kernel(stash::cuda_backend& backend, cudaStream_t s)
       stash::device_precision<stash::bf16>, stash::device_precision<stash::fp8_e4m3>,
       stash::device_precision<stash::fp8_e5m2>, stash::device_precision<stash::fp10>>(backend, s);
   stash::device_bitmask::apply_mask_to_gradient_async(nullptr, 0, nullptr, 0, nullptr, s);
+  enqueue_two_value<float, double, std::uint16_t, std::uint8_t>(backend, s);
   // Max-pool indices (the geometry is per call, so not in the device_codec list above).
   stash::pool_geometry const g{1, 2, 2, 2, 2, 1, 1};
   stash::device_pool_argmax::encode_indices_async(nullptr, g, nullptr, 0, nullptr, nullptr, 0, s);

@@ -13,6 +13,7 @@
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/codec/precision.hpp>
 #include <stash/codec/rle.hpp>
+#include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
 
 #include <cstddef>
@@ -101,7 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   bytes const src = all.subspan(1);
   using stash::fp10, stash::fp16, stash::bf16, stash::fp8_e4m3, stash::fp8_e5m2;
   try {
-    switch (data[0] % 20) {
+    switch (data[0] % 22) {
       case 0:
         check_header(src);
         break;
@@ -159,8 +160,14 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       case 18:
         decode<stash::identity<double>>(src);
         break;
-      default:
+      case 19:
         decode<stash::rle<std::uint32_t>>(src);
+        break;
+      case 20:
+        decode<stash::two_value<float>>(src);
+        break;
+      default:
+        decode<stash::two_value<std::uint8_t>>(src);
         break;
     }
   } catch (stash::codec_error const&) {

@@ -9,6 +9,7 @@
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/codec/precision.hpp>
 #include <stash/codec/rle.hpp>
+#include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
 
 #include <cmath>
@@ -114,6 +115,18 @@ int main(int argc, char** argv)
   seed<precision<float, fp8_e5m2>>(codec, "fp8_e5m2", 16, f);
   seed<identity<double>>(codec, "identity_f64", 18, d);
   seed<rle<std::uint32_t>>(codec, "rle_u32", 19, u32);
+  // two_value: scaled dropout masks kept where the same ReLU slices are positive, and all zeros.
+  auto const scaled = [](std::vector<float> const& in, float c) {
+    std::vector<float> out;
+    for (float const x : in) { out.push_back(x > 0.0f ? c : 0.0f); }
+    return out;
+  };
+  seed<two_value<float>>(codec, "two_value_f32", 20,
+                         {scaled(f[0], 1.0f / 0.9f), scaled(f[1], 2.0f), scaled(f[2], -0.0f)});
+  seed<two_value<float>>(codec, "two_value_f32_zeros", 20, {std::vector<float>(70, 0.0f)});
+  std::vector<std::uint8_t> bits;
+  for (float const x : f[1]) { bits.push_back(x > 0.0f ? 1 : 0); }
+  seed<two_value<std::uint8_t>>(codec, "two_value_u8", 21, {bits});
   // pool_argmax: the four geometry bytes codec_fuzz.cpp decodes, then the buffer. 2x2 windows,
   // stride 2 (0x55), 2 planes of 14x14.
   pool_geometry const g{2, 14, 14, 2, 2, 2, 2};

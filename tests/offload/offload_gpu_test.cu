@@ -8,6 +8,7 @@
 #include <stash/core/device_upstream.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
+#include <stash/offload/device_two_value_transfer.cuh>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/pool/caching_pool.hpp>
@@ -294,6 +295,10 @@ TEST_CASE("gpu: a captured offload / prefetch / acquire region replays with new 
   {
     capture_offload_round_trip<
         stash::device_codec_transfer<stash::device_zvc<float>, stash::decode_from::mapped>>();
+  }
+  SUBCASE("two_value on data that is not two-valued: the unchanged form, chosen on the device")
+  {
+    capture_offload_round_trip<stash::device_two_value_transfer<float>>();
   }
 }
 

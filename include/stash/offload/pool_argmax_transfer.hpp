@@ -18,16 +18,15 @@
  */
 #pragma once
 
-#include <stash/codec/buffer_header.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/identity.hpp>
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/core/error.hpp>
+#include <stash/offload/detail/unchanged_fallback.hpp>
 #include <stash/offload/transfer.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
@@ -160,32 +159,17 @@ struct pool_argmax_transfer {
       std::span<std::byte const> const src(static_cast<std::byte const*>(host), readable);
       std::span<std::int64_t> const dst(static_cast<std::int64_t*>(device),
                                         bytes / sizeof(std::int64_t));
-      try {
-        if (written_unchanged(src)) {
-          // Fewer indices than the tensor's would leave some undecoded.
-          if (identity<std::int64_t>::host_decode(src, dst) != dst.size()) {
-            throw codec_error(codec_errc::payload_size_mismatch, detail::off_count);
-          }
-        } else {
-          (void)pool_argmax::host_decode_indices(src, g, dst);
-        }
-        status->status = codec_status{0, 0, 0};
-      } catch (codec_error const& e) {
-        std::memset(device, 0, bytes);  // no half-decoded data
-        status->status = codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()};
-      }
+      detail::decode_and_report(
+          [&] {
+            if (detail::written_unchanged(src)) {
+              detail::expect_every_element(identity<std::int64_t>::host_decode(src, dst),
+                                           dst.size());
+            } else {
+              (void)pool_argmax::host_decode_indices(src, g, dst);
+            }
+          },
+          device, bytes, status);
     });
-  }
-
- private:
-  // Whether the encoder wrote the indices unchanged (identity's codec id in the header).
-  static bool written_unchanged(std::span<std::byte const> src)
-  {
-    try {
-      return read_header(src).codec_id == codec_ids::identity;
-    } catch (codec_error const&) {
-      return false;  // malformed: pool_argmax's decoder says why
-    }
   }
 };
 

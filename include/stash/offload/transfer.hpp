@@ -331,8 +331,9 @@ using transfer_descriptor_t = typename detail::descriptor_variant<Set>::type;
 /// itself (a custom transfer); a codec (`zvc<float>`, `bitmask`, `precision<float, fp16>`, ...)
 /// runs its host reference on a host-task backend (host_codec_transfer) and its device codec on
 /// cuda_backend (device_codec_transfer.cuh, with the codec's device header included);
-/// `pool_argmax` is pool_argmax_transfer / device_pool_argmax_transfer; a transfer_set maps each
-/// member so.
+/// `pool_argmax` is pool_argmax_transfer / device_pool_argmax_transfer, `two_value<T>`
+/// two_value_transfer / device_two_value_transfer (both with an unchanged fallback); a
+/// transfer_set maps each member so.
 /// @tparam Backend The offload backend.
 /// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
 template <class Backend, class Codec>
@@ -341,7 +342,8 @@ struct transfer_for {
                 "stash::transfer_for: no transfer carries this codec on this backend. On "
                 "cuda_backend include <stash/offload/device_codec_transfer.cuh> and the codec's "
                 "device header (e.g. <stash/codec/device_zvc.cuh>; for pool_argmax "
-                "<stash/offload/device_pool_argmax_transfer.cuh>)");
+                "<stash/offload/device_pool_argmax_transfer.cuh>, for two_value "
+                "<stash/offload/device_two_value_transfer.cuh>)");
 };
 
 /// @brief Raw copies.

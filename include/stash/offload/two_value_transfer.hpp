@@ -9,21 +9,20 @@
  * buffer), as pool_argmax_transfer does for indices outside their window, so nothing is lost and
  * the wire carries 32 + sizeof(T) n bytes (offload_stats::bytes_encoded shows it). That is why
  * the host slot is sized for the elements themselves, not for the 1-bit form. The device twin is
- * not written yet (see docs/codec_format.md, two_value).
+ * device_two_value_transfer (device_two_value_transfer.cuh).
  */
 #pragma once
 
-#include <stash/codec/buffer_header.hpp>
 #include <stash/codec/codec_error.hpp>
 #include <stash/codec/identity.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/core/error.hpp>
+#include <stash/offload/detail/unchanged_fallback.hpp>
 #include <stash/offload/transfer.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 
 namespace stash {
@@ -104,30 +103,15 @@ struct two_value_transfer {
     b.launch(s, [=] {
       std::span<std::byte const> const src(static_cast<std::byte const*>(host), readable);
       std::span<T> const dst(static_cast<T*>(device), bytes / sizeof(T));
-      try {
-        std::size_t const n = written_unchanged(src) ? identity<T>::host_decode(src, dst)
-                                                     : two_value<T>::host_decode(src, dst);
-        // Fewer elements than the tensor's would leave some undecoded.
-        if (n != dst.size()) {
-          throw codec_error(codec_errc::payload_size_mismatch, detail::off_count);
-        }
-        status->status = codec_status{0, 0, 0};
-      } catch (codec_error const& e) {
-        std::memset(device, 0, bytes);  // no half-decoded data
-        status->status = codec_status{static_cast<std::uint32_t>(e.code()), 0, e.offset()};
-      }
+      detail::decode_and_report(
+          [&] {
+            detail::expect_every_element(detail::written_unchanged(src)
+                                             ? identity<T>::host_decode(src, dst)
+                                             : two_value<T>::host_decode(src, dst),
+                                         dst.size());
+          },
+          device, bytes, status);
     });
-  }
-
- private:
-  // Whether the encoder wrote the elements unchanged (identity's codec id in the header).
-  static bool written_unchanged(std::span<std::byte const> src)
-  {
-    try {
-      return read_header(src).codec_id == codec_ids::identity;
-    } catch (codec_error const&) {
-      return false;  // malformed: two_value's decoder says why
-    }
   }
 };
 

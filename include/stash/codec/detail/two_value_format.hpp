@@ -1,8 +1,8 @@
 /**
  * @file two_value_format.hpp
- * @brief two_value layout (a value slot, then one mask bit per element) and its per-word /
- * per-element logic, shared by the host reference and a future kernel (see
- * docs/codec_format.md).
+ * @brief two_value layout (a value slot, then one mask bit per element) and its per-element /
+ * per-word logic, shared by the host reference (two_value.hpp) and the kernels
+ * (two_value_kernels.cuh; see docs/codec_format.md).
  */
 #pragma once
 
@@ -31,6 +31,20 @@ STASH_HOST_DEVICE STASH_FORCEINLINE std::uint64_t two_value_bits(T v)
   return static_cast<std::uint64_t>(bit_pattern(v));
 }
 
+/// @brief Whether an element of bit pattern `b` has its mask bit set for value `c_bits`: it is c
+/// (never the all-zero pattern, whatever c_bits is).
+STASH_HOST_DEVICE STASH_FORCEINLINE bool two_value_is_value(std::uint64_t b, std::uint64_t c_bits)
+{
+  return b != 0 && b == c_bits;
+}
+
+/// @brief Whether an element of bit pattern `b` is foreign to value `c_bits`: neither the all-zero
+/// pattern nor c (the input is not two-valued: the encoder must refuse it).
+STASH_HOST_DEVICE STASH_FORCEINLINE bool two_value_is_foreign(std::uint64_t b, std::uint64_t c_bits)
+{
+  return b != 0 && b != c_bits;
+}
+
 /// @brief Mask word w for value bit pattern `c_bits`: bit i set iff element 32w+i has exactly the
 /// bit pattern c_bits. `foreign` is set when an element is neither the all-zero pattern nor c
 /// (the input is not two-valued: the encoder must refuse it). With c_bits == 0 (no nonzero
@@ -43,10 +57,9 @@ STASH_HOST_DEVICE inline std::uint32_t two_value_word(T const* in, std::uint64_t
   std::uint64_t const base = w * 32;
   for (std::uint32_t i = 0; i < 32 && base + i < n; ++i) {
     std::uint64_t const b = two_value_bits(in[base + i]);
-    if (b == 0) { continue; }
-    if (b == c_bits) {
+    if (two_value_is_value(b, c_bits)) {
       m |= (std::uint32_t{1} << i);
-    } else {
+    } else if (two_value_is_foreign(b, c_bits)) {
       foreign = true;
     }
   }
@@ -89,14 +102,21 @@ STASH_HOST_DEVICE STASH_FORCEINLINE check_result two_value_check_value(std::uint
   return check_ok();
 }
 
+/// @brief The T whose bit pattern is `c_bits`' low sizeof(T) bytes (a value slot already
+/// checked).
+template <class T>
+STASH_HOST_DEVICE STASH_FORCEINLINE T two_value_from_bits(std::uint64_t c_bits)
+{
+  T v;
+  memcpy(&v, &c_bits, sizeof(T));  // little-endian: the low bytes hold the pattern
+  return v;
+}
+
 /// @brief The value slot as a T (the slot already checked).
 template <class T>
 STASH_HOST_DEVICE STASH_FORCEINLINE T two_value_value(std::byte const* src)
 {
-  std::uint64_t const c_bits = load_u64(src + two_value_value_off);
-  T v;
-  memcpy(&v, &c_bits, sizeof(T));  // little-endian: the low bytes hold the pattern
-  return v;
+  return two_value_from_bits<T>(load_u64(src + two_value_value_off));
 }
 
 /// @brief Element i decoded: c where its mask bit is set, else the all-zero pattern.
