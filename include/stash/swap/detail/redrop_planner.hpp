@@ -260,8 +260,15 @@ struct redrop_option {
       std::vector<std::vector<std::uint64_t>> curves(options.size());
       for (std::size_t k = 0; k < options.size(); ++k) {
         if (++steps > max_steps) { break; }
-        // The curve first (as make_schedule, safe on an invalid schedule).
-        curves[k]              = planned_device_curve(a, options[k].entries, options[k].recomputes);
+        // The curve first (as make_schedule). An option whose entries take more bytes away than
+        // are live somewhere is invalid: planned_device_curve refuses it (schedule_error), and
+        // it is skipped as one that does not validate (stash-plan --frontier on the transformer,
+        // pcie4_x16, met one from the chained swap re-runs' plan and stopped).
+        try {
+          curves[k] = planned_device_curve(a, options[k].entries, options[k].recomputes);
+        } catch (schedule_error const&) {
+          continue;
+        }
         auto const cand_excess = excess_of(curves[k], s.budget);
         if (cand_excess < excess) { better.emplace_back(cand_excess, options[k].seconds, k); }
       }
