@@ -331,4 +331,50 @@ TEST_CASE("gpu: device_two_value reports corrupted buffers with the host's code 
   CHECK(same_bits(std::vector<float>(more.elements.begin(), more.elements.begin() + n), in));
 }
 
+TEST_CASE("gpu: device_two_value's size and refusal words may be mapped host memory")
+{
+  // The public API takes any device-accessible words: here pinned host memory, which the host reads
+  // after the sync with no copy, and which keep_unchanged_async reads once per block.
+  stash::cuda_stream const s;
+  using D               = stash::device_two_value<float>;
+  auto const mask       = mask_of<float>(33 * 1024 + 5, scale_f32);
+  std::size_t const n   = mask.size();
+  std::size_t const cap = std::max(stash::two_value<float>::max_compressed_bytes(n),
+                                   stash::identity<float>::max_compressed_bytes(n));
+  struct words {
+    std::size_t size;
+    std::uint32_t refused;
+  };
+  words* w = nullptr;
+  STASH_CUDA_TRY(cudaMallocHost(&w, sizeof(words)));
+  device_bytes d_in(n * sizeof(float));
+  device_bytes d_out(cap);
+  device_bytes scratch(D::encode_scratch_bytes());
+  auto run = [&](std::vector<float> const& in) {
+    w->size    = 1;
+    w->refused = 7;
+    STASH_CUDA_TRY(
+        cudaMemcpyAsync(d_in.as<void>(), in.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    D::encode_async(d_in.as<float>(), n, d_out.as<std::byte>(), cap, &w->size, &w->refused,
+                    scratch.as<void>(), scratch.size(), s);
+    D::keep_unchanged_async(d_in.as<float>(), n, d_out.as<std::byte>(), cap, &w->size, &w->refused,
+                            s);
+    s.synchronize();
+    REQUIRE(w->size <= cap);
+    std::vector<std::byte> bytes(w->size);
+    STASH_CUDA_TRY(cudaMemcpy(bytes.data(), d_out.as<void>(), w->size, cudaMemcpyDeviceToHost));
+    return bytes;
+  };
+  auto const kept = run(mask);
+  CHECK(w->refused == 0);
+  CHECK(kept == stash::host_encode_vector<stash::two_value<float>>(std::span<float const>(mask)));
+  auto three           = mask;
+  three[17 * 1024 + 3] = 2.5f;
+  auto const unchanged = run(three);
+  CHECK(w->refused == 1);
+  CHECK(unchanged ==
+        stash::host_encode_vector<stash::identity<float>>(std::span<float const>(three)));
+  STASH_CUDA_TRY(cudaFreeHost(w));
+}
+
 }  // namespace STASH_UNITY_ID

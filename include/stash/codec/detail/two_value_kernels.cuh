@@ -171,7 +171,13 @@ template <class T>
 __global__ void two_value_keep_unchanged_kernel(T const* in, std::uint64_t n, std::byte* out,
                                                 std::size_t* size, std::uint32_t const* refused)
 {
-  if (*refused == 0) { return; }  // device memory, the same for every thread
+  // The word read once per block, as block_status_ok reads a status: the public API takes any
+  // device-accessible word, and a per-thread read of a mapped host word would be a bus round trip
+  // for each of up to 2^24 threads. The exit is block-uniform.
+  __shared__ std::uint32_t refused_shared;
+  if (threadIdx.x == 0) { refused_shared = *refused; }
+  __syncthreads();
+  if (refused_shared == 0) { return; }
   std::uint64_t const first = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   auto* const to            = reinterpret_cast<T*>(out + header_bytes);
   for (std::uint64_t i = first; i < n; i += std::uint64_t{gridDim.x} * blockDim.x) {
@@ -258,7 +264,10 @@ __global__ void two_value_expand_kernel(std::byte const* src, T* dst, codec_stat
       if (i < n) { dst[i] = ((word >> lane) & 1u) != 0 ? c : zero; }
     }
   }
-  if (any_bit) { atomicOr(&state->any_bit, 1u); }
+  // One atomic per warp, not per lane (every lane of a mask holding set bits would otherwise hit
+  // the same word). Every lane gets here: the loop above is warp-uniform.
+  bool const warp_any = __any_sync(0xffffffffu, any_bit) != 0;
+  if (lane == 0 && warp_any) { atomicOr(&state->any_bit, 1u); }
 }
 
 /// One thread, after the expansion: the canonical value rule (a nonzero value exactly when some
