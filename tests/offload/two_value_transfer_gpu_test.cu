@@ -7,6 +7,7 @@
 #include <stash/codec/identity.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/core/device_upstream.hpp>
+#include <stash/core/error.hpp>
 #include <stash/core/units.hpp>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_two_value_transfer.cuh>
@@ -203,6 +204,44 @@ TEST_CASE("gpu: a captured two_value offload takes the bits or the unchanged for
   STASH_CUDA_TRY(cudaGraphDestroy(graph));
   STASH_CUDA_TRY(cudaFree(version));
   STASH_CUDA_TRY(cudaFree(bad));
+}
+
+TEST_CASE("gpu: device_two_value_transfer refuses a misaligned scratch before queuing anything")
+{
+  using transfer          = stash::device_two_value_transfer<float>;
+  std::size_t const n     = 100;
+  std::size_t const bytes = n * sizeof(float);
+  std::size_t const cap   = transfer::host_bytes(bytes);
+  std::size_t const at    = (cap + 15) / 16 * 16;  // the status record after the slot
+  std::size_t const total = at + sizeof(stash::transfer_status);
+  stash::cuda_backend backend;
+  cudaStream_t const s = backend.create_stream().get();
+  void* device         = nullptr;
+  void* scratch        = nullptr;
+  void* host           = nullptr;
+  STASH_CUDA_TRY(cudaMalloc(&device, bytes));
+  STASH_CUDA_TRY(cudaMalloc(&scratch, transfer::scratch_bytes(bytes) + 16));
+  STASH_CUDA_TRY(cudaMallocHost(&host, total));
+  STASH_CUDA_TRY(cudaMemsetAsync(device, 0, bytes, s));
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+  std::memset(host, 0x5a, total);
+  auto* const status =
+      reinterpret_cast<stash::transfer_status*>(static_cast<std::byte*>(host) + at);
+  CHECK_THROWS_AS(transfer::encode(backend, s, device, bytes, host, cap,
+                                   static_cast<std::byte*>(scratch) + 4, status),
+                  stash::logic_error);
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+  // Nothing ran: not even the status clear (which used to be queued before the scratch check).
+  std::vector<std::byte> const poison(total, std::byte{0x5a});
+  CHECK(std::memcmp(host, poison.data(), total) == 0);
+  // The same call with the scratch aligned: all-zero data, value 0 and no bit set.
+  transfer::encode(backend, s, device, bytes, host, cap, scratch, status);
+  STASH_CUDA_TRY(cudaStreamSynchronize(s));
+  CHECK(status->status.code == 0);
+  CHECK(status->encoded_bytes == stash::two_value<float>::max_compressed_bytes(n));
+  STASH_CUDA_TRY(cudaFreeHost(host));
+  STASH_CUDA_TRY(cudaFree(scratch));
+  STASH_CUDA_TRY(cudaFree(device));
 }
 
 }  // namespace STASH_UNITY_ID

@@ -89,6 +89,9 @@ struct device_two_value_transfer {
                                       std::to_string(bytes) + " bytes is not whole elements");
     STASH_EXPECTS(status != nullptr && scratch != nullptr,
                   "device_two_value_transfer::encode: null status or scratch");
+    // device_two_value checks this too, but only after the status clear below is queued.
+    STASH_EXPECTS(reinterpret_cast<std::uintptr_t>(scratch) % alignof(std::uint64_t) == 0,
+                  "device_two_value_transfer::encode: scratch must be 8-byte aligned");
     std::size_t const n = bytes / sizeof(T);
     auto const* in      = static_cast<T const*>(device);
     auto* const out     = static_cast<std::byte*>(host);
