@@ -7,6 +7,7 @@
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -166,6 +167,58 @@ TEST_CASE("time bound: a re-run restoring a storage runs after the compute that 
   CHECK(bound < swap_time(a, 1, x));  // re-running is cheaper than swapping it all  // re-running
                                       // is cheaper than swapping it all
   MESSAGE("bound " << bound << " s, expected " << expected << " s, compute " << c << " s");
+}
+
+TEST_CASE("time bound with per-storage encodings: each storage at its own ratio, best first")
+{
+  // z (64 MiB, a ReLU output: zvc, 1.6x) and p (a parameter, 64 MiB: raw) are both in a gap at
+  // op2, which writes t (96 MiB); 96 MiB must be away there. The links carry z's 40 MiB of wire
+  // bytes for its 64 first (the largest ratio first), then 32 MiB of p raw: 72 MiB each way, D2H
+  // inside the compute before op2 and H2D inside the compute from it. The bound before this one
+  // let every byte cross at 32x (3 MiB each way), whether or not an encoding applies to it.
+  stash::trace t;
+  auto const p = t.add_alloc(64 * mib, storage_kind::param, "p");
+  auto const x = t.add_alloc(kib, storage_kind::input, "x");
+  auto const z = t.add_alloc(64 * mib, storage_kind::act, "z");
+  t.add_op("aten::relu", {x}, {z});
+  auto const k = t.add_alloc(kib, storage_kind::act, "k");
+  t.add_op("aten::mul.Tensor", {p, x}, {k});
+  auto const tt = t.add_alloc(96 * mib, storage_kind::act, "t");
+  t.add_op("aten::mul.Tensor", {k}, {tt});
+  t.add_free(tt);
+  auto const v = t.add_alloc(kib, storage_kind::act, "v");
+  t.add_op("aten::add.Tensor", {z, p, k}, {v});
+  stash::trace_analysis const a(t, pcie3());
+  stash::encoding_options const enc;
+  CHECK(stash::choose_encoding(a, stash::swap_entry{z, 0, 3, 1, 3, 64 * mib}, enc) ==
+        stash::swap_encoding::zvc);
+  CHECK(stash::choose_encoding(a, stash::swap_entry{p, 1, 3, 2, 3, 64 * mib}, enc) ==
+        stash::swap_encoding::raw);
+  auto const budget = stash::memory_lower_bound_bytes(a);
+  REQUIRE(a.memory_steps()[2].live_peak > budget);
+  auto const x2 = static_cast<double>(a.memory_steps()[2].live_peak - budget);
+  REQUIRE(x2 > 64.0 * mib);
+  double const zvc      = a.model().encoding_ratio(stash::swap_encoding::zvc);
+  double const wire     = 64.0 * mib / zvc + (x2 - 64.0 * mib);
+  double const expected = swap_time(a, 2, wire);
+  stash::time_bound_options const swaps{std::nullopt, false, false, enc};
+  double const bound = stash::iteration_time_lower_bound(a, budget, swaps);
+  CHECK(bound >= expected * (1 - 1e-6));
+  CHECK(bound <= expected * (1 + 1e-6));
+  // Tighter than every byte at the best ratio of any encoding, looser than every byte raw.
+  double const weak = stash::iteration_time_lower_bound(a, budget, {32.0, false, false});
+  double const raw  = stash::iteration_time_lower_bound(a, budget, {std::nullopt, false, false});
+  CHECK(weak < expected * 0.5);
+  CHECK(raw > expected * 1.2);
+  // With re-runs and wrap entries too (z may be re-run, p may wrap): still above the weak one.
+  stash::time_bound_options const all{std::nullopt, true, true, enc};
+  double const any      = stash::iteration_time_lower_bound(a, budget, all);
+  double const any_weak = stash::iteration_time_lower_bound(a, budget, {32.0, true, true});
+  CHECK(any <= bound);
+  CHECK(any > any_weak * 1.5);
+  MESSAGE("bound " << bound << " s, expected " << expected << " s, weak " << weak << " s, raw "
+                   << raw << " s; with re-runs and wraps " << any << " s (weak " << any_weak
+                   << " s)");
 }
 
 }  // namespace STASH_UNITY_ID

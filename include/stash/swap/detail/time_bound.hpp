@@ -218,12 +218,15 @@ struct op_window {
   double before{}, after{}, excess{}, head{}, tail{}, d2h{}, h2d{};
 };
 
-/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`.
+/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`, tau in
+/// [C_<i, t - C_>=i] (feasible clamps it there). At tau = t - C_>=i computed in floating point,
+/// t - tau may fall an ulp short of C_>=i: that counts as no time for re-runs, not as outside the
+/// range (where the link terms peak at that end, rejecting it made feasibility depend on the
+/// rounding of t, and the bisection could end above the least feasible time).
 [[nodiscard]] inline double coverage_at(op_window const& w, rerun_curve const& r, double t,
                                         double tau)
 {
-  if (tau < w.before || t - tau < w.after) { return -1; }
-  double const rerun = r.bytes_within(t - tau - w.after);
+  double const rerun = r.bytes_within(std::max(0.0, t - tau - w.after));
   double const a = tau / w.d2h, b = (t - tau) / w.h2d;  // the links' windows, in bytes
   double const head = std::min(w.head, (t - tau) / w.d2h), tail = std::min(w.tail, tau / w.h2d);
   return rerun + std::min({a + head, b + tail, a + b, t / w.d2h, t / w.h2d});
@@ -235,7 +238,7 @@ struct op_window {
 [[nodiscard]] inline double coverage_bound(op_window const& w, rerun_curve const& r, double t,
                                            double tau_min, double tau_max)
 {
-  double const rerun = r.bytes_within(t - tau_min - w.after);
+  double const rerun = r.bytes_within(std::max(0.0, t - tau_min - w.after));
   double const a = tau_max / w.d2h, b = (t - tau_min) / w.h2d;
   double const head = std::min(w.head, (t - tau_min) / w.d2h);
   double const tail = std::min(w.tail, tau_max / w.h2d);
@@ -558,6 +561,260 @@ class rerun_sweep {
                         d2h,
                         h2d};
       best[b] = op_time_bound(w, curve, best[b]);
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-storage encodings (time_bound_options::encodings): the same relaxation with the links
+// counted in wire bytes. Each gap (and each wrap entry) of each storage crosses at the best
+// ratio a schedule may give its entry there (link_pools_of), so the swapped bytes a link window
+// of W wire bytes can carry are at most carried(W): the pool's bytes of the largest ratio first
+// (the most removable bytes per link second first), a concave, piecewise linear function of W.
+// At op i with its peak at tau (see the file comment; m = the lesser of the two links' bytes/s):
+//   non-wrap and tail entries cross D2H before tau:  X + Tl <= carried_{N+Tl}(tau x d2h bytes/s)
+//   head entries cross both links after tau:         Hd     <= carried_{Hd}((T - tau) x m)
+//   non-wrap and head entries cross H2D after tau:   X + Hd <= carried_{N+Hd}((T - tau) x h2d)
+//   tail entries cross both links before tau:        Tl     <= carried_{Tl}(tau x m)
+//   every entry crosses each link once:              X + Hd + Tl <= carried_{all}(T x m)
+// so the swapped bytes are at most the least of the three sums, each concave in tau, and the
+// re-run bytes at most R^-1(T - tau - C_>=i) as before. Codec kernels (encode before D2H, decode
+// after H2D, on the copy streams) are left out (0 s), as link latency is, and a pool's bytes are
+// its whole storages (wire_bytes rounds up: never fewer wire bytes than bytes / ratio).
+// ---------------------------------------------------------------------------------------------
+
+/// What may cross the link at each op, per ratio class: the distinct ratios (largest first) and
+/// the changes of each pool's bytes per class, ordered by op. Pools: 0 the gaps u < i < v, 1 the
+/// wrap heads (i < first), 2 the wrap tails (i > last).
+struct link_pools {
+  struct change {
+    std::uint64_t op{};
+    std::uint32_t cls{};
+    std::uint32_t pool{};
+    std::int64_t bytes{};
+  };
+  std::vector<double> ratios;
+  std::vector<change> changes;
+};
+
+/// The pools of `a`'s gaps (and with `wrap`, of its wrappable storages' wrap entries), each at
+/// `ratio_of(entry)`: the entry a schedule would move there (id, last_use, next_use; wrap set for
+/// a wrap entry), its other fields unset.
+template <class RatioOf>
+[[nodiscard]] link_pools link_pools_of(trace_analysis const& a, bool wrap, RatioOf const& ratio_of)
+{
+  link_pools out;
+  auto class_of = [&](double r) {
+    auto const it = std::find(out.ratios.begin(), out.ratios.end(), r);
+    if (it != out.ratios.end()) { return static_cast<std::uint32_t>(it - out.ratios.begin()); }
+    out.ratios.push_back(r);
+    return static_cast<std::uint32_t>(out.ratios.size() - 1);
+  };
+  for (auto const& s : a.lifetimes().storages) {
+    auto const b = static_cast<std::int64_t>(s.bytes);
+    for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+      auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+      if (v < u + 2) { continue; }
+      swap_entry e{};
+      e.id         = s.id;
+      e.last_use   = u;
+      e.next_use   = v;
+      e.bytes      = s.bytes;
+      auto const c = class_of(ratio_of(e));
+      out.changes.push_back({u + 1, c, 0, b});
+      out.changes.push_back({v, c, 0, -b});
+    }
+    if (wrap && may_wrap(a, s.id)) {
+      swap_entry e{};
+      e.id         = s.id;
+      e.last_use   = s.accesses.back().op;
+      e.next_use   = s.accesses.front().op;
+      e.bytes      = s.bytes;
+      e.wrap       = true;
+      auto const c = class_of(ratio_of(e));
+      out.changes.push_back({0, c, 1, b});
+      out.changes.push_back({s.accesses.front().op, c, 1, -b});
+      out.changes.push_back({s.accesses.back().op + 1, c, 2, b});
+    }
+  }
+  // classes by ratio, largest first
+  std::vector<std::uint32_t> order(out.ratios.size());
+  std::iota(order.begin(), order.end(), std::uint32_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::uint32_t x, std::uint32_t y) { return out.ratios[x] > out.ratios[y]; });
+  std::vector<std::uint32_t> rank(order.size());
+  std::vector<double> sorted(order.size());
+  for (std::uint32_t k = 0; k < order.size(); ++k) {
+    rank[order[k]] = k;
+    sorted[k]      = out.ratios[order[k]];
+  }
+  out.ratios = std::move(sorted);
+  for (auto& c : out.changes) { c.cls = rank[c.cls]; }
+  std::stable_sort(
+      out.changes.begin(), out.changes.end(),
+      [](link_pools::change const& x, link_pools::change const& y) { return x.op < y.op; });
+  return out;
+}
+
+/// The pools at one op, raw bytes per class (largest ratio first): the gaps and tails (which
+/// cross D2H before the peak), the wrap heads, the gaps and heads (H2D after it), the tails, all.
+struct op_pools {
+  std::vector<double> gaps_tails, heads, gaps_heads, tails, all;
+};
+
+/// The most raw bytes of `bytes` (per class of `ratios`, largest ratio first) whose wire bytes
+/// fit in `wire`: the classes of the largest ratio first, the last one in part.
+[[nodiscard]] inline double carried(std::span<double const> ratios, std::span<double const> bytes,
+                                    double wire)
+{
+  double raw = 0;
+  for (std::size_t c = 0; c < ratios.size(); ++c) {
+    double const w = bytes[c] / ratios[c];
+    if (wire < w) { return raw + wire * ratios[c]; }
+    raw += bytes[c];
+    wire -= w;
+  }
+  return raw;
+}
+
+/// One op's figures for the encoded relaxation: compute before and from it, its excess, the
+/// links' bytes per second.
+struct op_window_enc {
+  double before{}, after{}, excess{}, d2h_bps{}, h2d_bps{};
+};
+
+/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`, tau in
+/// [C_<i, t - C_>=i] (as coverage_at).
+[[nodiscard]] inline double coverage_enc(op_window_enc const& w, std::span<double const> ratios,
+                                         op_pools const& p, rerun_curve const& r, double t,
+                                         double tau)
+{
+  double const rerun = r.bytes_within(std::max(0.0, t - tau - w.after));
+  double const m     = std::min(w.d2h_bps, w.h2d_bps);
+  double const first =
+      carried(ratios, p.gaps_tails, tau * w.d2h_bps) + carried(ratios, p.heads, (t - tau) * m);
+  double const second =
+      carried(ratios, p.gaps_heads, (t - tau) * w.h2d_bps) + carried(ratios, p.tails, tau * m);
+  return rerun + std::min({first, second, carried(ratios, p.all, t * m)});
+}
+
+/// Whether some tau lets `t` cover op w's excess. Coverage is concave in tau (a sum and minimum
+/// of concave functions), so its maximum over [C_<i, t - C_>=i] is found by golden-section
+/// search; a maximum within 1e-12 of the excess counts as covering, so that rounding can only
+/// make the bound lower.
+[[nodiscard]] inline bool feasible_enc(op_window_enc const& w, std::span<double const> ratios,
+                                       op_pools const& p, rerun_curve const& r, double t)
+{
+  double lo = w.before, hi = t - w.after;
+  if (hi < lo) { return false; }
+  double const need = w.excess * (1 - 1e-12);
+  auto f            = [&](double tau) {
+    return coverage_enc(w, ratios, p, r, t, std::clamp(tau, w.before, t - w.after));
+  };
+  if (f(lo) >= need || f(hi) >= need) { return true; }
+  double const g = 0.5 * (std::sqrt(5.0) - 1);  // 0.618...
+  double c = hi - g * (hi - lo), d = lo + g * (hi - lo);
+  double fc = f(c), fd = f(d);
+  for (int k = 0; k < 200; ++k) {
+    if (fc >= need || fd >= need) { return true; }
+    if (!(hi - lo > 1e-15 * hi)) { break; }
+    if (fc < fd) {
+      lo = c;
+      c  = d;
+      fc = fd;
+      d  = lo + g * (hi - lo);
+      fd = f(d);
+    } else {
+      hi = d;
+      d  = c;
+      fd = fc;
+      c  = hi - g * (hi - lo);
+      fc = f(c);
+    }
+  }
+  return false;
+}
+
+/// op_time_bound for the encoded relaxation.
+[[nodiscard]] inline double op_time_bound_enc(op_window_enc const& w,
+                                              std::span<double const> ratios, op_pools const& p,
+                                              rerun_curve const& r, double floor)
+{
+  if (feasible_enc(w, ratios, p, r, floor)) { return floor; }
+  // Swapping all of the excess raw, each link beside its half of the compute.
+  double hi = std::max(
+      floor, std::max(w.before, w.excess / w.d2h_bps) + std::max(w.after, w.excess / w.h2d_bps));
+  for (int k = 0; k < 64 && !feasible_enc(w, ratios, p, r, hi); ++k) { hi *= 2; }
+  double lo = floor;
+  for (int k = 0; k < 100 && hi - lo > 1e-13 * hi; ++k) {
+    double const mid                               = lo + (hi - lo) / 2;
+    (feasible_enc(w, ratios, p, r, mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+/// Brings `out` to the pools at op `i` from `bytes` (per pool and class, pool-major), applying
+/// `changes[next...]` up to op i.
+inline void advance_pools(link_pools const& lp, std::uint64_t i, std::size_t& next,
+                          std::vector<std::int64_t>& bytes)
+{
+  auto const k = lp.ratios.size();
+  for (; next < lp.changes.size() && lp.changes[next].op <= i; ++next) {
+    auto const& c = lp.changes[next];
+    bytes[c.pool * k + c.cls] += c.bytes;
+  }
+}
+
+inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_pools& p)
+{
+  p.gaps_tails.resize(k);
+  p.heads.resize(k);
+  p.gaps_heads.resize(k);
+  p.tails.resize(k);
+  p.all.resize(k);
+  for (std::size_t c = 0; c < k; ++c) {
+    auto const g = bytes[c], h = bytes[k + c], t = bytes[2 * k + c];
+    p.gaps_tails[c] = static_cast<double>(g + t);
+    p.heads[c]      = static_cast<double>(h);
+    p.gaps_heads[c] = static_cast<double>(g + h);
+    p.tails[c]      = static_cast<double>(t);
+    p.all[c]        = static_cast<double>(g + h + t);
+  }
+}
+
+/// per_op_time_bounds with per-storage encodings (the pools `lp`, link_pools_of with the same
+/// `wrap`): for each budget the largest op_time_bound_enc over the ops over it, and best[b].
+[[nodiscard]] inline std::vector<double> per_op_time_bounds_enc(
+    trace_analysis const& a, std::span<std::uint64_t const> budgets, link_pools const& lp,
+    bool recompute, std::vector<double> best)
+{
+  auto const steps = a.memory_steps();
+  auto const n     = a.op_count();
+  auto const& hw   = a.model().hw();
+  auto const g     = collect_bound_gaps(a, recompute);
+  std::vector<std::size_t> order(budgets.size());  // budgets, least first
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
+  rerun_sweep sweep(a, g);
+  rerun_curve curve{{0.0}, {0.0}};
+  std::vector<std::int64_t> bytes(3 * lp.ratios.size(), 0);
+  std::size_t next = 0;
+  op_pools pools;
+  for (std::size_t i = 0; i < n && !order.empty(); ++i) {
+    if (recompute) { sweep.advance_to(i); }
+    advance_pools(lp, i, next, bytes);
+    if (steps[i].live_peak <= budgets[order.front()]) { continue; }
+    if (recompute) { sweep.update(curve); }
+    pools_at(lp.ratios.size(), bytes, pools);
+    double const before = a.op_start(i);
+    for (auto const b : order) {
+      if (steps[i].live_peak <= budgets[b]) { break; }
+      op_window_enc const w{before, a.compute_seconds() - before,
+                            static_cast<double>(steps[i].live_peak - budgets[b]),
+                            hw.pcie_d2h_bytes_per_s, hw.pcie_h2d_bytes_per_s};
+      best[b] = op_time_bound_enc(w, lp.ratios, pools, curve, best[b]);
     }
   }
   return best;
