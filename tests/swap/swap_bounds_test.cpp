@@ -962,10 +962,10 @@ TEST_CASE("with per-storage encodings and none allowed the time bound is the raw
   CHECK(compared > 20);
 }
 
-// The batched pass gives each budget what a call for it alone gives, bit for bit, and on the
-// recorded traces the bound with per-storage encodings lies between the weak one (every byte at
-// 32) and the raw one where no recompute or wrap is allowed (a raw schedule is one of those it
-// bounds ... and the raw bound's schedules are a subset of its schedules).
+// The batched pass gives each budget what a call for it alone gives, bit for bit. On recorded
+// traces the bound with per-storage encodings is never below the weak one (each storage's ratio
+// is at most 32, so its relaxation covers no more at any time) and, swap-only, never above the
+// raw one (each ratio is at least 1, and what a raw link window carries it carries too).
 TEST_CASE("with per-storage encodings: one budget at a time as in a sweep, between weak and raw")
 {
   int compared = 0, tighter = 0;
