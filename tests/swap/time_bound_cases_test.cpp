@@ -173,9 +173,10 @@ TEST_CASE("time bound with per-storage encodings: each storage at its own ratio,
 {
   // z (64 MiB, a ReLU output: zvc, 1.6x) and p (a parameter, 64 MiB: raw) are both in a gap at
   // op2, which writes t (96 MiB); 96 MiB must be away there. The links carry z's 40 MiB of wire
-  // bytes for its 64 first (the largest ratio first), then 32 MiB of p raw: 72 MiB each way, D2H
-  // inside the compute before op2 and H2D inside the compute from it. The bound before this one
-  // let every byte cross at 32x (3 MiB each way), whether or not an encoding applies to it.
+  // bytes for its 64 first (the fewest link seconds per byte first, its codec kernel included),
+  // then 32 MiB of p raw, D2H inside the compute before op2 and H2D inside the compute from it.
+  // The bound before this one let every byte cross at 32x (3 MiB each way), whether or not an
+  // encoding applies to it.
   stash::trace t;
   auto const p = t.add_alloc(64 * mib, storage_kind::param, "p");
   auto const x = t.add_alloc(kib, storage_kind::input, "x");
@@ -198,9 +199,18 @@ TEST_CASE("time bound with per-storage encodings: each storage at its own ratio,
   REQUIRE(a.memory_steps()[2].live_peak > budget);
   auto const x2 = static_cast<double>(a.memory_steps()[2].live_peak - budget);
   REQUIRE(x2 > 64.0 * mib);
-  double const zvc      = a.model().encoding_ratio(stash::swap_encoding::zvc);
-  double const wire     = 64.0 * mib / zvc + (x2 - 64.0 * mib);
-  double const expected = swap_time(a, 2, wire);
+  // Each link's seconds: z at 1.6x plus its codec kernel's time per byte (encode before D2H,
+  // decode after H2D, on the same copy engine), then the rest of p raw.
+  auto const& hw      = a.model().hw();
+  double const zvc    = a.model().encoding_ratio(stash::swap_encoding::zvc);
+  double const kernel = 1.0 / (hw.device_bytes_per_s * a.model().params().codec_bandwidth_fraction);
+  double const z_bytes = 64.0 * mib, rest = x2 - z_bytes;
+  double const d2h =
+      z_bytes * (1 / (zvc * hw.pcie_d2h_bytes_per_s) + kernel) + rest / hw.pcie_d2h_bytes_per_s;
+  double const h2d =
+      z_bytes * (1 / (zvc * hw.pcie_h2d_bytes_per_s) + kernel) + rest / hw.pcie_h2d_bytes_per_s;
+  double const before = a.op_start(2), after = a.compute_seconds() - before;
+  double const expected = std::max(before, d2h) + std::max(after, h2d);
   stash::time_bound_options const swaps{std::nullopt, false, false, enc};
   double const bound = stash::iteration_time_lower_bound(a, budget, swaps);
   CHECK(bound >= expected * (1 - 1e-6));

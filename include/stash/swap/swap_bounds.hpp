@@ -259,12 +259,16 @@ namespace detail {
 /// tests/swap/swap_bounds_test.cpp checks it against every schedule of small traces, with
 /// recompute and wrap entries; it is never above the bound with fewer moves allowed.
 ///
-/// With options.encodings (issue 22 items 4 and 7) the links carry wire bytes: each gap of each
-/// storage crosses at its own best ratio (the encoding choose_encoding allows its entry there,
-/// raw, or link_ratio), and a link window holds at most the bytes of the largest ratios first
-/// (detail/time_bound.hpp, link_pools). Codec kernels are counted at 0 s. Where every storage
-/// has the same best ratio it is the bound at that ratio, bit for bit; the compute-time floor and
-/// the first proof above take the largest ratio of any storage.
+/// With options.encodings (issue 22 items 4 and 7) each gap of each storage holds each copy
+/// engine for at least its bytes x the engine's seconds per byte at its best encoding there (the
+/// one choose_encoding allows its entry, raw, or link_ratio's): wire bytes over the link's rate,
+/// plus the codec kernel's time per byte where it has one (the simulator runs encode and D2H on
+/// one engine, H2D and decode on the other; per-entry launch and latency are left out, and
+/// link_ratio's encoding is taken to need no kernel). A link window holds at most the bytes of
+/// the fewest seconds per byte first (detail/time_bound.hpp, link_pools). Where every storage has
+/// the same figures it is the bound at its ratio (bit for bit the raw one where no encoding
+/// applies); the compute-time floor and the first proof above take the largest ratio of any
+/// storage.
 /// @param analysis The recorded iteration's facts.
 /// @param budget Device bytes the iteration must fit in.
 /// @param options Which moves the bound allows.
@@ -292,16 +296,26 @@ namespace detail {
   std::optional<detail::link_pools> pools;
   if (options.encodings) {
     auto const& enc = *options.encodings;
-    pools           = detail::link_pools_of(analysis, options.wrap, [&](swap_entry const& e) {
-      return std::max(ratio, model.encoding_ratio(choose_encoding(analysis, e, enc)));
+    // Per byte: the link at ratio r, and a codec kernel's time on the same engine (its launch is
+    // per entry: left out). Raw and link_ratio's encoding are taken to need no kernel.
+    double const kernel = 1.0 / (hw.device_bytes_per_s * model.params().codec_bandwidth_fraction);
+    pools               = detail::link_pools_of(analysis, options.wrap, [&](swap_entry const& e) {
+      auto const chosen = choose_encoding(analysis, e, enc);
+      double const r    = model.encoding_ratio(chosen);
+      double const c    = model.encode_time(e.bytes, chosen) > 0 ? kernel : 0.0;  // raw: no kernel
+      return detail::link_cost{std::min(1.0 / (ratio * hw.pcie_d2h_bytes_per_s),
+                                                      1.0 / (r * hw.pcie_d2h_bytes_per_s) + c),
+                               std::min(1.0 / (ratio * hw.pcie_h2d_bytes_per_s),
+                                                      1.0 / (r * hw.pcie_h2d_bytes_per_s) + c),
+                               std::max(ratio, r)};
     });
-    if (pools->ratios.size() <= 1) {  // one ratio for every storage: the bound at that ratio
+    if (pools->d2h.size() <= 1) {  // one class for every storage: the bound at its ratio
       auto uniform = options;
       uniform.encodings.reset();
-      uniform.link_ratio = pools->ratios.empty() ? ratio : pools->ratios.front();
+      uniform.link_ratio = pools->ratio.empty() ? ratio : pools->ratio.front();
       return iteration_time_lower_bounds(analysis, budgets, uniform);
     }
-    ratio = pools->ratios.front();  // the floor below: every byte at the largest ratio
+    ratio = *std::max_element(pools->ratio.begin(), pools->ratio.end());  // the floor below
   }
   double const d     = 1.0 / (ratio * hw.pcie_d2h_bytes_per_s);
   double const h     = 1.0 / (ratio * hw.pcie_h2d_bytes_per_s);

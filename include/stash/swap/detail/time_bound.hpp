@@ -567,26 +567,29 @@ class rerun_sweep {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-storage encodings (time_bound_options::encodings): the same relaxation with the links
-// counted in wire bytes. Each gap (and each wrap entry) of each storage crosses at the best
-// ratio a schedule may give its entry there (link_pools_of), so the swapped bytes a link window
-// of W wire bytes can carry are at most carried(W): the pool's bytes of the largest ratio first
-// (the most removable bytes per link second first), a concave, piecewise linear function of W.
-// At op i with its peak at tau (see the file comment; m = the lesser of the two links' bytes/s):
-//   non-wrap and tail entries cross D2H before tau:  X + Tl <= carried_{N+Tl}(tau x d2h bytes/s)
-//   head entries cross both links after tau:         Hd     <= carried_{Hd}((T - tau) x m)
-//   non-wrap and head entries cross H2D after tau:   X + Hd <= carried_{N+Hd}((T - tau) x h2d)
-//   tail entries cross both links before tau:        Tl     <= carried_{Tl}(tau x m)
-//   every entry crosses each link once:              X + Hd + Tl <= carried_{all}(T x m)
+// Per-storage encodings (time_bound_options::encodings): the same relaxation with each link's
+// time counted per storage. Each gap (and each wrap entry) of each storage occupies a link for at
+// least its bytes x that link's seconds per byte at the best encoding a schedule may give its
+// entry there (link_pools_of): wire bytes / link bytes/s, plus the codec kernel's time per byte
+// where it has one (the simulator runs encode then D2H on the D2H engine, H2D then decode on the
+// H2D engine; the kernels' launch and the links' latency are per entry, left out). So the swapped
+// bytes a link window of w seconds can hold are at most carried(w): the pool's bytes of the
+// fewest seconds per byte first (the most removable bytes per link second first), a concave,
+// piecewise linear function of w. At op i with its peak at tau (see the file comment):
+//   non-wrap and tail entries use the D2H engine before tau: X + Tl <= carried_d2h_{N+Tl}(tau)
+//   head entries use both engines after tau:  Hd <= min(carried_d2h_{Hd}, carried_h2d_{Hd})(T -
+//   tau) non-wrap and head entries use H2D after tau:     X + Hd <= carried_h2d_{N+Hd}(T - tau)
+//   tail entries use both engines before tau:  Tl <= min(carried_d2h_{Tl}, carried_h2d_{Tl})(tau)
+//   every entry uses each engine once:  X + Hd + Tl <= min(carried_d2h, carried_h2d)_{all}(T)
 // so the swapped bytes are at most the least of the three sums, each concave in tau, and the
-// re-run bytes at most R^-1(T - tau - C_>=i) as before. Codec kernels (encode before D2H, decode
-// after H2D, on the copy streams) are left out (0 s), as link latency is, and a pool's bytes are
-// its whole storages (wire_bytes rounds up: never fewer wire bytes than bytes / ratio).
+// re-run bytes at most R^-1(T - tau - C_>=i) as before. A pool's bytes are whole storages
+// (wire_bytes rounds up: never fewer wire bytes than bytes / ratio).
 // ---------------------------------------------------------------------------------------------
 
-/// What may cross the link at each op, per ratio class: the distinct ratios (largest first) and
-/// the changes of each pool's bytes per class, ordered by op. Pools: 0 the gaps u < i < v, 1 the
-/// wrap heads (i < first), 2 the wrap tails (i > last).
+/// What may cross the links at each op, per class of storages alike on the links: each class's
+/// seconds per byte on the D2H and on the H2D engine, each engine's classes in order (least
+/// seconds per byte first), and the changes of each pool's bytes per class, ordered by op. Pools:
+/// 0 the gaps u < i < v, 1 the wrap heads (i < first), 2 the wrap tails (i > last).
 struct link_pools {
   struct change {
     std::uint64_t op{};
@@ -594,22 +597,35 @@ struct link_pools {
     std::uint32_t pool{};
     std::int64_t bytes{};
   };
-  std::vector<double> ratios;
+  std::vector<double> d2h, h2d, ratio;  ///< per class (ratio: the largest its encodings reach)
+  std::vector<std::uint32_t> d2h_order, h2d_order;
   std::vector<change> changes;
 };
 
+/// A gap's best figures: its seconds per byte on each engine, and the largest ratio of the
+/// encodings allowed to it (for the figures that take one ratio for every storage).
+struct link_cost {
+  double d2h{}, h2d{}, ratio{};
+};
+
 /// The pools of `a`'s gaps (and with `wrap`, of its wrappable storages' wrap entries), each at
-/// `ratio_of(entry)`: the entry a schedule would move there (id, last_use, next_use; wrap set for
-/// a wrap entry), its other fields unset.
-template <class RatioOf>
-[[nodiscard]] link_pools link_pools_of(trace_analysis const& a, bool wrap, RatioOf const& ratio_of)
+/// `cost_of(entry)`: the entry a schedule would move there (id, last_use, next_use, bytes; wrap
+/// set for a wrap entry), its other fields unset.
+template <class CostOf>
+[[nodiscard]] link_pools link_pools_of(trace_analysis const& a, bool wrap, CostOf const& cost_of)
 {
   link_pools out;
-  auto class_of = [&](double r) {
-    auto const it = std::find(out.ratios.begin(), out.ratios.end(), r);
-    if (it != out.ratios.end()) { return static_cast<std::uint32_t>(it - out.ratios.begin()); }
-    out.ratios.push_back(r);
-    return static_cast<std::uint32_t>(out.ratios.size() - 1);
+  auto class_of = [&](link_cost const& c) {
+    for (std::uint32_t k = 0; k < out.d2h.size(); ++k) {
+      if (out.d2h[k] == c.d2h && out.h2d[k] == c.h2d) {
+        out.ratio[k] = std::max(out.ratio[k], c.ratio);
+        return k;
+      }
+    }
+    out.d2h.push_back(c.d2h);
+    out.h2d.push_back(c.h2d);
+    out.ratio.push_back(c.ratio);
+    return static_cast<std::uint32_t>(out.d2h.size() - 1);
   };
   for (auto const& s : a.lifetimes().storages) {
     auto const b = static_cast<std::int64_t>(s.bytes);
@@ -621,7 +637,7 @@ template <class RatioOf>
       e.last_use   = u;
       e.next_use   = v;
       e.bytes      = s.bytes;
-      auto const c = class_of(ratio_of(e));
+      auto const c = class_of(cost_of(e));
       out.changes.push_back({u + 1, c, 0, b});
       out.changes.push_back({v, c, 0, -b});
     }
@@ -632,85 +648,85 @@ template <class RatioOf>
       e.next_use   = s.accesses.front().op;
       e.bytes      = s.bytes;
       e.wrap       = true;
-      auto const c = class_of(ratio_of(e));
+      auto const c = class_of(cost_of(e));
       out.changes.push_back({0, c, 1, b});
       out.changes.push_back({s.accesses.front().op, c, 1, -b});
       out.changes.push_back({s.accesses.back().op + 1, c, 2, b});
     }
   }
-  // classes by ratio, largest first
-  std::vector<std::uint32_t> order(out.ratios.size());
-  std::iota(order.begin(), order.end(), std::uint32_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::uint32_t x, std::uint32_t y) { return out.ratios[x] > out.ratios[y]; });
-  std::vector<std::uint32_t> rank(order.size());
-  std::vector<double> sorted(order.size());
-  for (std::uint32_t k = 0; k < order.size(); ++k) {
-    rank[order[k]] = k;
-    sorted[k]      = out.ratios[order[k]];
-  }
-  out.ratios = std::move(sorted);
-  for (auto& c : out.changes) { c.cls = rank[c.cls]; }
+  auto order = [&](std::vector<double> const& cost) {
+    std::vector<std::uint32_t> o(cost.size());
+    std::iota(o.begin(), o.end(), std::uint32_t{0});
+    std::stable_sort(o.begin(), o.end(),
+                     [&](std::uint32_t x, std::uint32_t y) { return cost[x] < cost[y]; });
+    return o;
+  };
+  out.d2h_order = order(out.d2h);
+  out.h2d_order = order(out.h2d);
   std::stable_sort(
       out.changes.begin(), out.changes.end(),
       [](link_pools::change const& x, link_pools::change const& y) { return x.op < y.op; });
   return out;
 }
 
-/// The pools at one op, raw bytes per class (largest ratio first): the gaps and tails (which
-/// cross D2H before the peak), the wrap heads, the gaps and heads (H2D after it), the tails, all.
+/// The pools at one op, bytes per class: the gaps and tails (which use the D2H engine before the
+/// peak), the wrap heads, the gaps and heads (the H2D engine after it), the tails, all.
 struct op_pools {
   std::vector<double> gaps_tails, heads, gaps_heads, tails, all;
 };
 
-/// The most raw bytes of `bytes` (per class of `ratios`, largest ratio first) whose wire bytes
-/// fit in `wire`: the classes of the largest ratio first, the last one in part.
-[[nodiscard]] inline double carried(std::span<double const> ratios, std::span<double const> bytes,
-                                    double wire)
+/// The most bytes of `bytes` (per class) that one engine can move in `seconds`, at `cost`
+/// seconds per byte per class, the classes in `order` (least seconds per byte first), the last
+/// one in part.
+[[nodiscard]] inline double carried(std::span<double const> cost,
+                                    std::span<std::uint32_t const> order,
+                                    std::span<double const> bytes, double seconds)
 {
-  double raw = 0;
-  for (std::size_t c = 0; c < ratios.size(); ++c) {
-    double const w = bytes[c] / ratios[c];
-    if (wire < w) { return raw + wire * ratios[c]; }
-    raw += bytes[c];
-    wire -= w;
+  double moved = 0;
+  for (auto const c : order) {
+    double const need = bytes[c] * cost[c];
+    if (seconds < need) { return moved + seconds / cost[c]; }
+    moved += bytes[c];
+    seconds -= need;
   }
-  return raw;
+  return moved;
 }
 
-/// One op's figures for the encoded relaxation: compute before and from it, its excess, the
-/// links' bytes per second.
+/// One op's figures for the encoded relaxation: compute before and from it, its excess.
 struct op_window_enc {
-  double before{}, after{}, excess{}, d2h_bps{}, h2d_bps{};
+  double before{}, after{}, excess{};
 };
 
 /// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`, tau in
 /// [C_<i, t - C_>=i] (as coverage_at).
-[[nodiscard]] inline double coverage_enc(op_window_enc const& w, std::span<double const> ratios,
+[[nodiscard]] inline double coverage_enc(op_window_enc const& w, link_pools const& lp,
                                          op_pools const& p, rerun_curve const& r, double t,
                                          double tau)
 {
-  double const rerun = r.bytes_within(std::max(0.0, t - tau - w.after));
-  double const m     = std::min(w.d2h_bps, w.h2d_bps);
-  double const first =
-      carried(ratios, p.gaps_tails, tau * w.d2h_bps) + carried(ratios, p.heads, (t - tau) * m);
-  double const second =
-      carried(ratios, p.gaps_heads, (t - tau) * w.h2d_bps) + carried(ratios, p.tails, tau * m);
-  return rerun + std::min({first, second, carried(ratios, p.all, t * m)});
+  auto d = [&](std::vector<double> const& bytes, double seconds) {
+    return carried(lp.d2h, lp.d2h_order, bytes, seconds);
+  };
+  auto h = [&](std::vector<double> const& bytes, double seconds) {
+    return carried(lp.h2d, lp.h2d_order, bytes, seconds);
+  };
+  double const rerun  = r.bytes_within(std::max(0.0, t - tau - w.after));
+  double const first  = d(p.gaps_tails, tau) + std::min(d(p.heads, t - tau), h(p.heads, t - tau));
+  double const second = h(p.gaps_heads, t - tau) + std::min(d(p.tails, tau), h(p.tails, tau));
+  return rerun + std::min({first, second, d(p.all, t), h(p.all, t)});
 }
 
-/// Whether some tau lets `t` cover op w's excess. Coverage is concave in tau (a sum and minimum
-/// of concave functions), so its maximum over [C_<i, t - C_>=i] is found by golden-section
-/// search; a maximum within 1e-12 of the excess counts as covering, so that rounding can only
-/// make the bound lower.
-[[nodiscard]] inline bool feasible_enc(op_window_enc const& w, std::span<double const> ratios,
+/// Whether some tau lets `t` cover op w's excess. Coverage is concave in tau (sums and minima of
+/// concave functions), so its maximum over [C_<i, t - C_>=i] is found by golden-section search;
+/// a maximum within 1e-12 of the excess counts as covering, so that rounding can only make the
+/// bound lower.
+[[nodiscard]] inline bool feasible_enc(op_window_enc const& w, link_pools const& lp,
                                        op_pools const& p, rerun_curve const& r, double t)
 {
   double lo = w.before, hi = t - w.after;
   if (hi < lo) { return false; }
   double const need = w.excess * (1 - 1e-12);
-  auto f            = [&](double tau) {
-    return coverage_enc(w, ratios, p, r, t, std::clamp(tau, w.before, t - w.after));
+  auto f            = [&, a = lo, b = hi](double tau) {
+    return coverage_enc(w, lp, p, r, t, std::clamp(tau, a, b));
   };
   if (f(lo) >= need || f(hi) >= need) { return true; }
   double const g = 0.5 * (std::sqrt(5.0) - 1);  // 0.618...
@@ -737,42 +753,39 @@ struct op_window_enc {
 }
 
 /// op_time_bound for the encoded relaxation.
-[[nodiscard]] inline double op_time_bound_enc(op_window_enc const& w,
-                                              std::span<double const> ratios, op_pools const& p,
-                                              rerun_curve const& r, double floor)
+[[nodiscard]] inline double op_time_bound_enc(op_window_enc const& w, link_pools const& lp,
+                                              op_pools const& p, rerun_curve const& r, double floor)
 {
-  if (feasible_enc(w, ratios, p, r, floor)) { return floor; }
-  // Swapping all of the excess raw, each link beside its half of the compute.
-  double hi = std::max(
-      floor, std::max(w.before, w.excess / w.d2h_bps) + std::max(w.after, w.excess / w.h2d_bps));
-  for (int k = 0; k < 64 && !feasible_enc(w, ratios, p, r, hi); ++k) { hi *= 2; }
+  if (feasible_enc(w, lp, p, r, floor)) { return floor; }
+  // Swapping all of the excess at the dearest class, each engine beside its half of the compute.
+  double const dd = *std::max_element(lp.d2h.begin(), lp.d2h.end());
+  double const hh = *std::max_element(lp.h2d.begin(), lp.h2d.end());
+  double hi = std::max(floor, std::max(w.before, w.excess * dd) + std::max(w.after, w.excess * hh));
+  for (int k = 0; k < 64 && !feasible_enc(w, lp, p, r, hi); ++k) { hi *= 2; }
   double lo = floor;
   for (int k = 0; k < 100 && hi - lo > 1e-13 * hi; ++k) {
-    double const mid                               = lo + (hi - lo) / 2;
-    (feasible_enc(w, ratios, p, r, mid) ? hi : lo) = mid;
+    double const mid                           = lo + (hi - lo) / 2;
+    (feasible_enc(w, lp, p, r, mid) ? hi : lo) = mid;
   }
   return lo;
 }
 
-/// Brings `out` to the pools at op `i` from `bytes` (per pool and class, pool-major), applying
-/// `changes[next...]` up to op i.
+/// Brings `bytes` (per pool and class, pool-major) to op `i`, applying `lp.changes[next...]` up
+/// to op i.
 inline void advance_pools(link_pools const& lp, std::uint64_t i, std::size_t& next,
                           std::vector<std::int64_t>& bytes)
 {
-  auto const k = lp.ratios.size();
+  auto const k = lp.d2h.size();
   for (; next < lp.changes.size() && lp.changes[next].op <= i; ++next) {
     auto const& c = lp.changes[next];
     bytes[c.pool * k + c.cls] += c.bytes;
   }
 }
 
+/// The pools at the current op from `bytes` (advance_pools).
 inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_pools& p)
 {
-  p.gaps_tails.resize(k);
-  p.heads.resize(k);
-  p.gaps_heads.resize(k);
-  p.tails.resize(k);
-  p.all.resize(k);
+  for (auto* v : {&p.gaps_tails, &p.heads, &p.gaps_heads, &p.tails, &p.all}) { v->resize(k); }
   for (std::size_t c = 0; c < k; ++c) {
     auto const g = bytes[c], h = bytes[k + c], t = bytes[2 * k + c];
     p.gaps_tails[c] = static_cast<double>(g + t);
@@ -791,7 +804,6 @@ inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_p
 {
   auto const steps = a.memory_steps();
   auto const n     = a.op_count();
-  auto const& hw   = a.model().hw();
   auto const g     = collect_bound_gaps(a, recompute);
   std::vector<std::size_t> order(budgets.size());  // budgets, least first
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -799,7 +811,7 @@ inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_p
                    [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
   rerun_sweep sweep(a, g);
   rerun_curve curve{{0.0}, {0.0}};
-  std::vector<std::int64_t> bytes(3 * lp.ratios.size(), 0);
+  std::vector<std::int64_t> bytes(3 * lp.d2h.size(), 0);
   std::size_t next = 0;
   op_pools pools;
   for (std::size_t i = 0; i < n && !order.empty(); ++i) {
@@ -807,14 +819,13 @@ inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_p
     advance_pools(lp, i, next, bytes);
     if (steps[i].live_peak <= budgets[order.front()]) { continue; }
     if (recompute) { sweep.update(curve); }
-    pools_at(lp.ratios.size(), bytes, pools);
+    pools_at(lp.d2h.size(), bytes, pools);
     double const before = a.op_start(i);
     for (auto const b : order) {
       if (steps[i].live_peak <= budgets[b]) { break; }
       op_window_enc const w{before, a.compute_seconds() - before,
-                            static_cast<double>(steps[i].live_peak - budgets[b]),
-                            hw.pcie_d2h_bytes_per_s, hw.pcie_h2d_bytes_per_s};
-      best[b] = op_time_bound_enc(w, lp.ratios, pools, curve, best[b]);
+                            static_cast<double>(steps[i].live_peak - budgets[b])};
+      best[b] = op_time_bound_enc(w, lp, pools, curve, best[b]);
     }
   }
   return best;
