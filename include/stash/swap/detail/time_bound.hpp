@@ -576,12 +576,14 @@ class rerun_sweep {
 // bytes a link window of w seconds can hold are at most carried(w): the pool's bytes of the
 // fewest seconds per byte first (the most removable bytes per link second first), a concave,
 // piecewise linear function of w. At op i with its peak at tau (see the file comment):
-//   non-wrap and tail entries use the D2H engine before tau: X + Tl <= carried_d2h_{N+Tl}(tau)
-//   head entries use both engines after tau:  Hd <= min(carried_d2h_{Hd}, carried_h2d_{Hd})(T -
-//   tau) non-wrap and head entries use H2D after tau:     X + Hd <= carried_h2d_{N+Hd}(T - tau)
+//   non-wrap and tail entries use the D2H engine before tau:  X + Tl <= carried_d2h_{N+Tl}(tau)
+//   head entries use the H2D engine after tau:                Hd <= carried_h2d_{Hd}(T - tau)
+//   and D2H after tau, or before it beside the others (an offload_at before its prefetch):
+//     X + Tl + Hd <= carried_d2h_{all}(tau) + min(carried_d2h_{Hd}, carried_h2d_{Hd})(T - tau)
+//   non-wrap and head entries use the H2D engine after tau:   X + Hd <= carried_h2d_{N+Hd}(T - tau)
 //   tail entries use both engines before tau:  Tl <= min(carried_d2h_{Tl}, carried_h2d_{Tl})(tau)
 //   every entry uses each engine once:  X + Hd + Tl <= min(carried_d2h, carried_h2d)_{all}(T)
-// so the swapped bytes are at most the least of the three sums, each concave in tau, and the
+// so the swapped bytes are at most the least of these sums, each concave in tau, and the
 // re-run bytes at most R^-1(T - tau - C_>=i) as before. A pool's bytes are whole storages
 // (wire_bytes rounds up: never fewer wire bytes than bytes / ratio).
 // ---------------------------------------------------------------------------------------------
@@ -709,10 +711,16 @@ struct op_window_enc {
   auto h = [&](std::vector<double> const& bytes, double seconds) {
     return carried(lp.h2d, lp.h2d_order, bytes, seconds);
   };
-  double const rerun  = r.bytes_within(std::max(0.0, t - tau - w.after));
-  double const first  = d(p.gaps_tails, tau) + std::min(d(p.heads, t - tau), h(p.heads, t - tau));
-  double const second = h(p.gaps_heads, t - tau) + std::min(d(p.tails, tau), h(p.tails, tau));
-  return rerun + std::min({first, second, d(p.all, t), h(p.all, t)});
+  double const rerun = r.bytes_within(std::max(0.0, t - tau - w.after));
+  // A head entry's offload may be issued before tau (offload_at is not bound to follow its
+  // prefetch: its D2H then runs before the storage is back, as the simulator times it), so
+  // either its D2H is left out (first) or the part before tau shares the window with the
+  // others' (first_all).
+  double const late      = std::min(d(p.heads, t - tau), h(p.heads, t - tau));
+  double const first     = d(p.gaps_tails, tau) + h(p.heads, t - tau);
+  double const first_all = d(p.all, tau) + late;
+  double const second    = h(p.gaps_heads, t - tau) + std::min(d(p.tails, tau), h(p.tails, tau));
+  return rerun + std::min({first, first_all, second, d(p.all, t), h(p.all, t)});
 }
 
 /// Whether some tau lets `t` cover op w's excess. Coverage is concave in tau (sums and minima of
