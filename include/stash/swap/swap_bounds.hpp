@@ -154,9 +154,10 @@ struct time_bound_options {
   /// one, and the time bound the weaker one of iteration_time_lower_bound's proof.
   bool wrap = false;
   /// Per-storage encodings (swap/encoding_choice.hpp), as search, search_swap and with_encodings
-  /// give them: each gap of each storage (and each wrap entry) crosses at the best ratio of the
+  /// give them: each gap of each storage (and each wrap entry) crosses at the best of the
   /// encodings a schedule may give its entry there, choose_encoding's under these options, raw or
-  /// link_ratio's, instead of one ratio for every storage. None: every storage at link_ratio.
+  /// link_ratio's (link and codec kernel seconds per byte: iteration_time_lower_bound), instead
+  /// of one ratio for every storage. None: every storage at link_ratio.
   std::optional<encoding_options> encodings{};
 };
 
