@@ -29,9 +29,12 @@ policies=(--policy no_swap --policy vdnn_all --policy search_swap --policy check
     echo "Every policy planned with \`--codec auto\`: each swapped storage crosses with the lossless"
     echo "encoding choose_encoding allows (zvc, bitmask, two_value, ...), priced by the cost model."
     echo "recompute_frontier.md has the same table without encodings (how the targets are measured)."
-    echo "The time bound here is weak: it lets every swapped byte cross at the best ratio of any"
-    echo "lossless encoding (stash-plan's time_bound_options_of), whether or not that encoding"
-    echo "applies to the storage, so 'no' below does not say a target is reachable."
+    echo "The time bound prices each storage's gap at the best encoding a schedule may give it there"
+    echo "(choose_encoding's or raw; time_bound_options::encodings, swap/swap_bounds.hpp): its link"
+    echo "seconds per byte, its codec kernel's per byte included (launch and latency left out), the"
+    echo "links carrying the fewest seconds per byte first. 'unreachable (time bound)' below is proven"
+    echo "for every keep / swap (+ allowed encoding) / recompute / wrap schedule under the cost model;"
+    echo "'no' says only that search missed it, not that it is reachable."
     echo
     echo "Command: \`CODEC_AUTO=1 bash benchmarks/swap/recompute_frontier.sh $plan $out\`. Date: $(date -u +%Y-%m-%d)."
   else

@@ -37,6 +37,7 @@ def main(args):
           " | ".join(POLICIES) + " | time bound | target | met |")
     print("|---|---|---:|---:|" + "---:|" * len(POLICIES) + "---:|---:|---|")
     met = total = infeasible_points = unreachable = cells = below = 0
+    proven, still_open = [], []
     for spec in args:
         pct, path = spec.split("=", 1)
         for name, hw, base, cells_of, infeasible, bound in rows(path, pct):
@@ -54,6 +55,11 @@ def main(args):
                 below += c[0] < bound * (1 - 1e-9)
             out_of_reach = not infeasible and bound > base * (1 + TARGET[pct] / 100)
             unreachable += out_of_reach
+            if not ok and not infeasible:
+                what = "%s %s %s: search %s, bound %+.1f%%" % (
+                    name, hw, pct, "-" if s is None else "%+.1f%%" % s[1],
+                    (bound / base - 1) * 100)
+                (proven if out_of_reach else still_open).append(what)
             verdict = "yes" if ok else ("infeasible (bound)" if infeasible else
                                         "unreachable (time bound)" if out_of_reach else "no")
             cell = "-" if bound == float("inf") else "%.2f (%+.1f%%)" % (bound, (bound / base - 1) * 100)
@@ -69,6 +75,13 @@ def main(args):
           (unreachable, met, total - infeasible_points - unreachable))
     print("Check: %d of the %d fitting policy cells above are below their point's time bound." %
           (below, cells))
+    print()
+    print("Missed points the time bound puts out of reach (no schedule meets the target): " +
+          ("; ".join(proven) if proven else "none") + ".")
+    print()
+    print("Missed points still open (the bound is at or below the target; search may be "
+          "improvable, or the bound loose): " + ("; ".join(still_open) if still_open else "none") +
+          ".")
     print()
 
 

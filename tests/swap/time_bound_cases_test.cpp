@@ -6,7 +6,10 @@
 // merely lower (still a bound) fails here. Every time is predicted by the cost model.
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
+#include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -166,6 +169,117 @@ TEST_CASE("time bound: a re-run restoring a storage runs after the compute that 
   CHECK(bound < swap_time(a, 1, x));  // re-running is cheaper than swapping it all  // re-running
                                       // is cheaper than swapping it all
   MESSAGE("bound " << bound << " s, expected " << expected << " s, compute " << c << " s");
+}
+
+TEST_CASE("time bound with per-storage encodings: each storage at its own ratio, best first")
+{
+  // z (64 MiB, a ReLU output: zvc, 1.6x) and p (a parameter, 64 MiB: raw) are both in a gap at
+  // op2, which writes t (96 MiB); 96 MiB must be away there. The links carry z's 40 MiB of wire
+  // bytes for its 64 first (the fewest link seconds per byte first, its codec kernel included),
+  // then 32 MiB of p raw, D2H inside the compute before op2 and H2D inside the compute from it.
+  // The bound before this one let every byte cross at 32x (3 MiB each way), whether or not an
+  // encoding applies to it.
+  stash::trace t;
+  auto const p = t.add_alloc(64 * mib, storage_kind::param, "p");
+  auto const x = t.add_alloc(kib, storage_kind::input, "x");
+  auto const z = t.add_alloc(64 * mib, storage_kind::act, "z");
+  t.add_op("aten::relu", {x}, {z});
+  auto const k = t.add_alloc(kib, storage_kind::act, "k");
+  t.add_op("aten::mul.Tensor", {p, x}, {k});
+  auto const tt = t.add_alloc(96 * mib, storage_kind::act, "t");
+  t.add_op("aten::mul.Tensor", {k}, {tt});
+  t.add_free(tt);
+  auto const v = t.add_alloc(kib, storage_kind::act, "v");
+  t.add_op("aten::add.Tensor", {z, p, k}, {v});
+  stash::trace_analysis const a(t, pcie3());
+  stash::encoding_options const enc;
+  CHECK(stash::choose_encoding(a, stash::swap_entry{z, 0, 3, 1, 3, 64 * mib}, enc) ==
+        stash::swap_encoding::zvc);
+  CHECK(stash::choose_encoding(a, stash::swap_entry{p, 1, 3, 2, 3, 64 * mib}, enc) ==
+        stash::swap_encoding::raw);
+  auto const budget = stash::memory_lower_bound_bytes(a);
+  REQUIRE(a.memory_steps()[2].live_peak > budget);
+  auto const x2 = static_cast<double>(a.memory_steps()[2].live_peak - budget);
+  REQUIRE(x2 > 64.0 * mib);
+  // Each link's seconds: z at 1.6x plus its codec kernel's time per byte (encode before D2H,
+  // decode after H2D, on the same copy engine), then the rest of p raw.
+  auto const& hw      = a.model().hw();
+  double const zvc    = a.model().encoding_ratio(stash::swap_encoding::zvc);
+  double const kernel = 1.0 / (hw.device_bytes_per_s * a.model().params().codec_bandwidth_fraction);
+  double const z_bytes = 64.0 * mib, rest = x2 - z_bytes;
+  double const d2h =
+      z_bytes * (1 / (zvc * hw.pcie_d2h_bytes_per_s) + kernel) + rest / hw.pcie_d2h_bytes_per_s;
+  double const h2d =
+      z_bytes * (1 / (zvc * hw.pcie_h2d_bytes_per_s) + kernel) + rest / hw.pcie_h2d_bytes_per_s;
+  double const before = a.op_start(2), after = a.compute_seconds() - before;
+  double const expected = std::max(before, d2h) + std::max(after, h2d);
+  stash::time_bound_options const swaps{std::nullopt, false, false, enc};
+  double const bound = stash::iteration_time_lower_bound(a, budget, swaps);
+  CHECK(bound >= expected * (1 - 1e-6));
+  CHECK(bound <= expected * (1 + 1e-6));
+  // Tighter than every byte at the best ratio of any encoding, looser than every byte raw.
+  double const weak = stash::iteration_time_lower_bound(a, budget, {32.0, false, false});
+  double const raw  = stash::iteration_time_lower_bound(a, budget, {std::nullopt, false, false});
+  CHECK(weak < expected * 0.5);
+  CHECK(raw > expected * 1.2);
+  // With re-runs and wrap entries too (z may be re-run, p may wrap): still above the weak one.
+  stash::time_bound_options const all{std::nullopt, true, true, enc};
+  double const any      = stash::iteration_time_lower_bound(a, budget, all);
+  double const any_weak = stash::iteration_time_lower_bound(a, budget, {32.0, true, true});
+  CHECK(any <= bound);
+  CHECK(any > any_weak * 1.5);
+  MESSAGE("bound " << bound << " s, expected " << expected << " s, weak " << weak << " s, raw "
+                   << raw << " s; with re-runs and wraps " << any << " s (weak " << any_weak
+                   << " s)");
+}
+
+TEST_CASE(
+    "time bound with per-storage encodings: a wrap entry's offload may run before its prefetch")
+{
+  // p (a parameter, 64 MiB) is read only by op3: a wrap entry can keep it on the host until op3
+  // and away at op1, over the budget by p's bytes. Its offload may be issued at op0, before its
+  // prefetch (the validator accepts it; the D2H engine is timed as copying), so its D2H overlaps
+  // op0's long product and only its H2D follows op1. On a link whose D2H runs at a third of H2D's
+  // rate, a bound that charged a head entry's D2H after op1's peak would exceed that schedule.
+  stash::trace t;
+  auto const p  = t.add_alloc(64 * mib, storage_kind::param, "p");
+  auto const x  = t.add_alloc(64 * mib, storage_kind::input, "x");
+  auto const y  = t.add_alloc(64 * mib, storage_kind::input, "y");
+  auto const av = t.add_alloc(64 * mib, storage_kind::act, "a");
+  t.add_op("aten::mm", {x, y}, {av});  // ~31 ms on pcie3_x16's device
+  t.add_free(x);
+  t.add_free(y);
+  auto const b = t.add_alloc(128 * mib, storage_kind::act, "b");
+  auto const z = t.add_alloc(kib, storage_kind::act, "z");
+  t.add_op("aten::relu", {av}, {b, z});  // z: a ReLU output in a gap, so a second link class
+  t.add_free(b);
+  auto const c = t.add_alloc(kib, storage_kind::act, "c");
+  t.add_op("aten::add.Tensor", {c}, {c});
+  auto const o = t.add_alloc(kib, storage_kind::act, "o");
+  t.add_op("aten::add.Tensor", {p, av, z}, {o});
+  auto hw = stash::hardware_preset("pcie3_x16");
+  hw.pcie_d2h_bytes_per_s /= 3;
+  stash::trace_analysis const a(t, stash::cost_model(hw));
+  auto const budget = a.memory_steps()[1].live_peak - 64 * mib;
+  REQUIRE(budget >= stash::memory_lower_bound_bytes(a, true));
+  double const d2h = 64.0 * mib / hw.pcie_d2h_bytes_per_s;
+  double const h2d = 64.0 * mib / hw.pcie_h2d_bytes_per_s;
+  REQUIRE(a.op_start(1) > d2h);  // the D2H fits inside op0
+  auto const s = stash::make_schedule(
+      a, "early offload", budget,
+      {stash::swap_entry{p, 3, 3, 0, 2, 64 * mib, stash::swap_encoding::raw, true}});
+  stash::validate_schedule(a, s);
+  auto const r = stash::simulate(a, s, {false});
+  REQUIRE(r.fits);
+  stash::time_bound_options const options{std::nullopt, false, true, stash::encoding_options{}};
+  double const bound = stash::iteration_time_lower_bound(a, budget, options);
+  CHECK(r.iteration_s >= bound);
+  // The raw bound (one ratio for every storage) sums the windows, so it holds here too.
+  CHECK(r.iteration_s >= stash::iteration_time_lower_bound(a, budget, {std::nullopt, false, true}));
+  CHECK(r.iteration_s < a.op_start(1) + d2h);          // the D2H was not after op1's peak
+  CHECK(bound >= (a.op_start(1) + h2d) * (1 - 1e-9));  // the H2D was
+  MESSAGE("simulated " << r.iteration_s << " s, bound " << bound << " s; D2H " << d2h << " s, H2D "
+                       << h2d << " s, compute before op1 " << a.op_start(1) << " s");
 }
 
 }  // namespace STASH_UNITY_ID

@@ -22,6 +22,7 @@
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/detail/time_bound.hpp>
+#include <stash/swap/encoding_choice.hpp>
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
@@ -145,14 +146,19 @@ enum class swap_scope : std::uint8_t {
 /// @brief What an iteration-time lower bound may assume of the schedules it bounds.
 struct time_bound_options {
   /// The largest compression ratio (bytes / wire bytes) any swapped storage may have; default:
-  /// the cost model's configured codec (1 without one). With per-storage encodings, pass the
-  /// largest ratio among those allowed.
+  /// the cost model's configured codec (1 without one).
   std::optional<double> link_ratio;
   /// Whether schedules may recompute (drop a storage and re-run the ops that wrote it).
   bool recompute = true;
   /// Whether schedules may use wrap gaps (sim/schedule.hpp): the memory floor is then the wrap
   /// one, and the time bound the weaker one of iteration_time_lower_bound's proof.
   bool wrap = false;
+  /// Per-storage encodings (swap/encoding_choice.hpp), as search, search_swap and with_encodings
+  /// give them: each gap of each storage (and each wrap entry) crosses at the best of the
+  /// encodings a schedule may give its entry there, choose_encoding's under these options, raw or
+  /// link_ratio's (link and codec kernel seconds per byte: iteration_time_lower_bound), instead
+  /// of one ratio for every storage. None: every storage at link_ratio.
+  std::optional<encoding_options> encodings{};
 };
 
 /// @brief The least seconds per byte of recomputation: min over ops that write something of
@@ -253,6 +259,17 @@ namespace detail {
 /// the host and ends it once their offloads are done), instead of letting both fall anywhere.
 /// tests/swap/swap_bounds_test.cpp checks it against every schedule of small traces, with
 /// recompute and wrap entries; it is never above the bound with fewer moves allowed.
+///
+/// With options.encodings (issue 22 items 4 and 7) each gap of each storage holds each copy
+/// engine for at least its bytes x the engine's seconds per byte at its best encoding there (the
+/// one choose_encoding allows its entry, raw, or link_ratio's): wire bytes over the link's rate,
+/// plus the codec kernel's time per byte where it has one (the simulator runs encode and D2H on
+/// one engine, H2D and decode on the other; per-entry launch and latency are left out, and
+/// link_ratio's encoding is taken to need no kernel). A link window holds at most the bytes of
+/// the fewest seconds per byte first (detail/time_bound.hpp, link_pools). Where every storage has
+/// the same figures it is the bound at its ratio (bit for bit the raw one where no encoding
+/// applies); the compute-time floor and the first proof above take the largest ratio of any
+/// storage.
 /// @param analysis The recorded iteration's facts.
 /// @param budget Device bytes the iteration must fit in.
 /// @param options Which moves the bound allows.
@@ -275,8 +292,32 @@ namespace detail {
   auto const steps       = analysis.memory_steps();
   auto const& model      = analysis.model();
   auto const& hw         = model.hw();
-  double const ratio =
+  double ratio =
       std::max(1.0, options.link_ratio.value_or(model.encoding_ratio(swap_encoding::configured)));
+  std::optional<detail::link_pools> pools;
+  if (options.encodings) {
+    auto const& enc = *options.encodings;
+    // Per byte: the link at ratio r, and a codec kernel's time on the same engine (its launch is
+    // per entry: left out). Raw and link_ratio's encoding are taken to need no kernel.
+    double const kernel = 1.0 / (hw.device_bytes_per_s * model.params().codec_bandwidth_fraction);
+    pools               = detail::link_pools_of(analysis, options.wrap, [&](swap_entry const& e) {
+      auto const chosen = choose_encoding(analysis, e, enc);
+      double const r    = model.encoding_ratio(chosen);
+      double const c    = model.encode_time(e.bytes, chosen) > 0 ? kernel : 0.0;  // raw: no kernel
+      return detail::link_cost{std::min(1.0 / (ratio * hw.pcie_d2h_bytes_per_s),
+                                                      1.0 / (r * hw.pcie_d2h_bytes_per_s) + c),
+                               std::min(1.0 / (ratio * hw.pcie_h2d_bytes_per_s),
+                                                      1.0 / (r * hw.pcie_h2d_bytes_per_s) + c),
+                               std::max(ratio, r)};
+    });
+    if (pools->d2h.size() <= 1) {  // one class for every storage: the bound at its ratio
+      auto uniform = options;
+      uniform.encodings.reset();
+      uniform.link_ratio = pools->ratio.empty() ? ratio : pools->ratio.front();
+      return iteration_time_lower_bounds(analysis, budgets, uniform);
+    }
+    ratio = *std::max_element(pools->ratio.begin(), pools->ratio.end());  // the floor below
+  }
   double const d     = 1.0 / (ratio * hw.pcie_d2h_bytes_per_s);
   double const h     = 1.0 / (ratio * hw.pcie_h2d_bytes_per_s);
   double const rho   = options.recompute ? recompute_seconds_per_byte(analysis)
@@ -301,12 +342,17 @@ namespace detail {
     open_budgets.push_back(budgets[b]);
     floors.push_back(best);
   }
-  auto const per_op = detail::per_op_time_bounds(analysis, open_budgets, d, h, options.recompute,
-                                                 options.wrap, std::move(floors));
+  auto const per_op =
+      pools ? detail::per_op_time_bounds_enc(analysis, open_budgets, *pools, options.recompute,
+                                             std::move(floors))
+            : detail::per_op_time_bounds(analysis, open_budgets, d, h, options.recompute,
+                                         options.wrap, std::move(floors));
   std::vector<double> fewer;  // more moves never raise it, to the last bit
   if (options.recompute || options.wrap) {
-    fewer = iteration_time_lower_bounds(analysis, open_budgets,
-                                        time_bound_options{ratio, false, false});
+    fewer = iteration_time_lower_bounds(
+        analysis, open_budgets,
+        pools ? time_bound_options{options.link_ratio, false, false, options.encodings}
+              : time_bound_options{ratio, false, false});
   }
   for (std::size_t k = 0; k < open.size(); ++k) {
     out[open[k]] = fewer.empty() ? per_op[k] : std::min(per_op[k], fewer[k]);

@@ -218,12 +218,15 @@ struct op_window {
   double before{}, after{}, excess{}, head{}, tail{}, d2h{}, h2d{};
 };
 
-/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`.
+/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`, tau in
+/// [C_<i, t - C_>=i] (feasible clamps it there). At tau = t - C_>=i computed in floating point,
+/// t - tau may fall an ulp short of C_>=i: that counts as no time for re-runs, not as outside the
+/// range (where the link terms peak at that end, rejecting it made feasibility depend on the
+/// rounding of t, and the bisection could end above the least feasible time).
 [[nodiscard]] inline double coverage_at(op_window const& w, rerun_curve const& r, double t,
                                         double tau)
 {
-  if (tau < w.before || t - tau < w.after) { return -1; }
-  double const rerun = r.bytes_within(t - tau - w.after);
+  double const rerun = r.bytes_within(std::max(0.0, t - tau - w.after));
   double const a = tau / w.d2h, b = (t - tau) / w.h2d;  // the links' windows, in bytes
   double const head = std::min(w.head, (t - tau) / w.d2h), tail = std::min(w.tail, tau / w.h2d);
   return rerun + std::min({a + head, b + tail, a + b, t / w.d2h, t / w.h2d});
@@ -235,7 +238,7 @@ struct op_window {
 [[nodiscard]] inline double coverage_bound(op_window const& w, rerun_curve const& r, double t,
                                            double tau_min, double tau_max)
 {
-  double const rerun = r.bytes_within(t - tau_min - w.after);
+  double const rerun = r.bytes_within(std::max(0.0, t - tau_min - w.after));
   double const a = tau_max / w.d2h, b = (t - tau_min) / w.h2d;
   double const head = std::min(w.head, (t - tau_min) / w.d2h);
   double const tail = std::min(w.tail, tau_max / w.h2d);
@@ -558,6 +561,279 @@ class rerun_sweep {
                         d2h,
                         h2d};
       best[b] = op_time_bound(w, curve, best[b]);
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-storage encodings (time_bound_options::encodings): the same relaxation with each link's
+// time counted per storage. Each gap (and each wrap entry) of each storage occupies a link for at
+// least its bytes x that link's seconds per byte at the best encoding a schedule may give its
+// entry there (link_pools_of): wire bytes / link bytes/s, plus the codec kernel's time per byte
+// where it has one (the simulator runs encode then D2H on the D2H engine, H2D then decode on the
+// H2D engine; the kernels' launch and the links' latency are per entry, left out). So the swapped
+// bytes a link window of w seconds can hold are at most carried(w): the pool's bytes of the
+// fewest seconds per byte first (the most removable bytes per link second first), a concave,
+// piecewise linear function of w. At op i with its peak at tau (see the file comment):
+//   non-wrap and tail entries use the D2H engine before tau:  X + Tl <= carried_d2h_{N+Tl}(tau)
+//   head entries use the H2D engine after tau:                Hd <= carried_h2d_{Hd}(T - tau)
+//   and D2H after tau, or before it beside the others (an offload_at before its prefetch):
+//     X + Tl + Hd <= carried_d2h_{all}(tau) + min(carried_d2h_{Hd}, carried_h2d_{Hd})(T - tau)
+//   non-wrap and head entries use the H2D engine after tau:   X + Hd <= carried_h2d_{N+Hd}(T - tau)
+//   tail entries use both engines before tau:  Tl <= min(carried_d2h_{Tl}, carried_h2d_{Tl})(tau)
+//   every entry uses each engine once:  X + Hd + Tl <= min(carried_d2h, carried_h2d)_{all}(T)
+// so the swapped bytes are at most the least of these sums, each concave in tau, and the
+// re-run bytes at most R^-1(T - tau - C_>=i) as before. A pool's bytes are whole storages
+// (wire_bytes rounds up: never fewer wire bytes than bytes / ratio).
+// ---------------------------------------------------------------------------------------------
+
+/// What may cross the links at each op, per class of storages alike on the links: each class's
+/// seconds per byte on the D2H and on the H2D engine, each engine's classes in order (least
+/// seconds per byte first), and the changes of each pool's bytes per class, ordered by op. Pools:
+/// 0 the gaps u < i < v, 1 the wrap heads (i < first), 2 the wrap tails (i > last).
+struct link_pools {
+  struct change {
+    std::uint64_t op{};
+    std::uint32_t cls{};
+    std::uint32_t pool{};
+    std::int64_t bytes{};
+  };
+  std::vector<double> d2h, h2d, ratio;  ///< per class (ratio: the largest its encodings reach)
+  std::vector<std::uint32_t> d2h_order, h2d_order;
+  std::vector<change> changes;
+};
+
+/// A gap's best figures: its seconds per byte on each engine, and the largest ratio of the
+/// encodings allowed to it (for the figures that take one ratio for every storage).
+struct link_cost {
+  double d2h{}, h2d{}, ratio{};
+};
+
+/// The pools of `a`'s gaps (and with `wrap`, of its wrappable storages' wrap entries), each at
+/// `cost_of(entry)`: the entry a schedule would move there (id, last_use, next_use, bytes; wrap
+/// set for a wrap entry), its other fields unset.
+template <class CostOf>
+[[nodiscard]] link_pools link_pools_of(trace_analysis const& a, bool wrap, CostOf const& cost_of)
+{
+  link_pools out;
+  auto class_of = [&](link_cost const& c) {
+    for (std::uint32_t k = 0; k < out.d2h.size(); ++k) {
+      if (out.d2h[k] == c.d2h && out.h2d[k] == c.h2d) {
+        out.ratio[k] = std::max(out.ratio[k], c.ratio);
+        return k;
+      }
+    }
+    out.d2h.push_back(c.d2h);
+    out.h2d.push_back(c.h2d);
+    out.ratio.push_back(c.ratio);
+    return static_cast<std::uint32_t>(out.d2h.size() - 1);
+  };
+  for (auto const& s : a.lifetimes().storages) {
+    auto const b = static_cast<std::int64_t>(s.bytes);
+    for (std::size_t j = 0; j + 1 < s.accesses.size(); ++j) {
+      auto const u = s.accesses[j].op, v = s.accesses[j + 1].op;
+      if (v < u + 2) { continue; }
+      swap_entry e{};
+      e.id         = s.id;
+      e.last_use   = u;
+      e.next_use   = v;
+      e.bytes      = s.bytes;
+      auto const c = class_of(cost_of(e));
+      out.changes.push_back({u + 1, c, 0, b});
+      out.changes.push_back({v, c, 0, -b});
+    }
+    if (wrap && may_wrap(a, s.id)) {
+      swap_entry e{};
+      e.id         = s.id;
+      e.last_use   = s.accesses.back().op;
+      e.next_use   = s.accesses.front().op;
+      e.bytes      = s.bytes;
+      e.wrap       = true;
+      auto const c = class_of(cost_of(e));
+      out.changes.push_back({0, c, 1, b});
+      out.changes.push_back({s.accesses.front().op, c, 1, -b});
+      out.changes.push_back({s.accesses.back().op + 1, c, 2, b});
+    }
+  }
+  auto order = [&](std::vector<double> const& cost) {
+    std::vector<std::uint32_t> o(cost.size());
+    std::iota(o.begin(), o.end(), std::uint32_t{0});
+    std::stable_sort(o.begin(), o.end(),
+                     [&](std::uint32_t x, std::uint32_t y) { return cost[x] < cost[y]; });
+    return o;
+  };
+  out.d2h_order = order(out.d2h);
+  out.h2d_order = order(out.h2d);
+  std::stable_sort(
+      out.changes.begin(), out.changes.end(),
+      [](link_pools::change const& x, link_pools::change const& y) { return x.op < y.op; });
+  return out;
+}
+
+/// The pools at one op, bytes per class: the gaps and tails (which use the D2H engine before the
+/// peak), the wrap heads, the gaps and heads (the H2D engine after it), the tails, all.
+struct op_pools {
+  std::vector<double> gaps_tails, heads, gaps_heads, tails, all;
+};
+
+/// The most bytes of `bytes` (per class) that one engine can move in `seconds`, at `cost`
+/// seconds per byte per class, the classes in `order` (least seconds per byte first), the last
+/// one in part.
+[[nodiscard]] inline double carried(std::span<double const> cost,
+                                    std::span<std::uint32_t const> order,
+                                    std::span<double const> bytes, double seconds)
+{
+  double moved = 0;
+  for (auto const c : order) {
+    double const need = bytes[c] * cost[c];
+    if (seconds < need) { return moved + seconds / cost[c]; }
+    moved += bytes[c];
+    seconds -= need;
+  }
+  return moved;
+}
+
+/// One op's figures for the encoded relaxation: compute before and from it, its excess.
+struct op_window_enc {
+  double before{}, after{}, excess{};
+};
+
+/// The most bytes away at op i for an iteration of `t` seconds with op i's peak at `tau`, tau in
+/// [C_<i, t - C_>=i] (as coverage_at).
+[[nodiscard]] inline double coverage_enc(op_window_enc const& w, link_pools const& lp,
+                                         op_pools const& p, rerun_curve const& r, double t,
+                                         double tau)
+{
+  auto d = [&](std::vector<double> const& bytes, double seconds) {
+    return carried(lp.d2h, lp.d2h_order, bytes, seconds);
+  };
+  auto h = [&](std::vector<double> const& bytes, double seconds) {
+    return carried(lp.h2d, lp.h2d_order, bytes, seconds);
+  };
+  double const rerun = r.bytes_within(std::max(0.0, t - tau - w.after));
+  // A head entry's offload may be issued before tau (offload_at is not bound to follow its
+  // prefetch: its D2H then runs before the storage is back, as the simulator times it), so
+  // either its D2H is left out (first) or the part before tau shares the window with the
+  // others' (first_all).
+  double const late      = std::min(d(p.heads, t - tau), h(p.heads, t - tau));
+  double const first     = d(p.gaps_tails, tau) + h(p.heads, t - tau);
+  double const first_all = d(p.all, tau) + late;
+  double const second    = h(p.gaps_heads, t - tau) + std::min(d(p.tails, tau), h(p.tails, tau));
+  return rerun + std::min({first, first_all, second, d(p.all, t), h(p.all, t)});
+}
+
+/// Whether some tau lets `t` cover op w's excess. Coverage is concave in tau (sums and minima of
+/// concave functions), so its maximum over [C_<i, t - C_>=i] is found by golden-section search;
+/// a maximum within 1e-12 of the excess counts as covering, so that rounding can only make the
+/// bound lower.
+[[nodiscard]] inline bool feasible_enc(op_window_enc const& w, link_pools const& lp,
+                                       op_pools const& p, rerun_curve const& r, double t)
+{
+  double lo = w.before, hi = t - w.after;
+  if (hi < lo) { return false; }
+  double const need = w.excess * (1 - 1e-12);
+  auto f            = [&, a = lo, b = hi](double tau) {
+    return coverage_enc(w, lp, p, r, t, std::clamp(tau, a, b));
+  };
+  if (f(lo) >= need || f(hi) >= need) { return true; }
+  double const g = 0.5 * (std::sqrt(5.0) - 1);  // 0.618...
+  double c = hi - g * (hi - lo), d = lo + g * (hi - lo);
+  double fc = f(c), fd = f(d);
+  for (int k = 0; k < 200; ++k) {
+    if (fc >= need || fd >= need) { return true; }
+    if (!(hi - lo > 1e-15 * hi)) { break; }
+    if (fc < fd) {
+      lo = c;
+      c  = d;
+      fc = fd;
+      d  = lo + g * (hi - lo);
+      fd = f(d);
+    } else {
+      hi = d;
+      d  = c;
+      fd = fc;
+      c  = hi - g * (hi - lo);
+      fc = f(c);
+    }
+  }
+  return false;
+}
+
+/// op_time_bound for the encoded relaxation.
+[[nodiscard]] inline double op_time_bound_enc(op_window_enc const& w, link_pools const& lp,
+                                              op_pools const& p, rerun_curve const& r, double floor)
+{
+  if (feasible_enc(w, lp, p, r, floor)) { return floor; }
+  // Swapping all of the excess at the dearest class, each engine beside its half of the compute.
+  double const dd = *std::max_element(lp.d2h.begin(), lp.d2h.end());
+  double const hh = *std::max_element(lp.h2d.begin(), lp.h2d.end());
+  double hi = std::max(floor, std::max(w.before, w.excess * dd) + std::max(w.after, w.excess * hh));
+  for (int k = 0; k < 64 && !feasible_enc(w, lp, p, r, hi); ++k) { hi *= 2; }
+  double lo = floor;
+  for (int k = 0; k < 100 && hi - lo > 1e-13 * hi; ++k) {
+    double const mid                           = lo + (hi - lo) / 2;
+    (feasible_enc(w, lp, p, r, mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+/// Brings `bytes` (per pool and class, pool-major) to op `i`, applying `lp.changes[next...]` up
+/// to op i.
+inline void advance_pools(link_pools const& lp, std::uint64_t i, std::size_t& next,
+                          std::vector<std::int64_t>& bytes)
+{
+  auto const k = lp.d2h.size();
+  for (; next < lp.changes.size() && lp.changes[next].op <= i; ++next) {
+    auto const& c = lp.changes[next];
+    bytes[c.pool * k + c.cls] += c.bytes;
+  }
+}
+
+/// The pools at the current op from `bytes` (advance_pools).
+inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_pools& p)
+{
+  for (auto* v : {&p.gaps_tails, &p.heads, &p.gaps_heads, &p.tails, &p.all}) { v->resize(k); }
+  for (std::size_t c = 0; c < k; ++c) {
+    auto const g = bytes[c], h = bytes[k + c], t = bytes[2 * k + c];
+    p.gaps_tails[c] = static_cast<double>(g + t);
+    p.heads[c]      = static_cast<double>(h);
+    p.gaps_heads[c] = static_cast<double>(g + h);
+    p.tails[c]      = static_cast<double>(t);
+    p.all[c]        = static_cast<double>(g + h + t);
+  }
+}
+
+/// per_op_time_bounds with per-storage encodings (the pools `lp`, link_pools_of with the same
+/// `wrap`): for each budget the largest op_time_bound_enc over the ops over it, and best[b].
+[[nodiscard]] inline std::vector<double> per_op_time_bounds_enc(
+    trace_analysis const& a, std::span<std::uint64_t const> budgets, link_pools const& lp,
+    bool recompute, std::vector<double> best)
+{
+  auto const steps = a.memory_steps();
+  auto const n     = a.op_count();
+  auto const g     = collect_bound_gaps(a, recompute);
+  std::vector<std::size_t> order(budgets.size());  // budgets, least first
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
+  rerun_sweep sweep(a, g);
+  rerun_curve curve{{0.0}, {0.0}};
+  std::vector<std::int64_t> bytes(3 * lp.d2h.size(), 0);
+  std::size_t next = 0;
+  op_pools pools;
+  for (std::size_t i = 0; i < n && !order.empty(); ++i) {
+    if (recompute) { sweep.advance_to(i); }
+    advance_pools(lp, i, next, bytes);
+    if (steps[i].live_peak <= budgets[order.front()]) { continue; }
+    if (recompute) { sweep.update(curve); }
+    pools_at(lp.d2h.size(), bytes, pools);
+    double const before = a.op_start(i);
+    for (auto const b : order) {
+      if (steps[i].live_peak <= budgets[b]) { break; }
+      op_window_enc const w{before, a.compute_seconds() - before,
+                            static_cast<double>(steps[i].live_peak - budgets[b])};
+      best[b] = op_time_bound_enc(w, lp, pools, curve, best[b]);
     }
   }
   return best;

@@ -225,26 +225,17 @@ struct policy_section {
   return uses;
 }
 
-/// @brief What the time bounds may assume of the schedules the tool plans: with --codec auto an
-/// entry may take the most compressing lossless encoding (or --lossy's, if it compresses more),
-/// else the configured codec's ratio; and wrap gaps, which `search` may plan.
+/// @brief What the time bounds may assume of the schedules the tool plans: every entry at the
+/// configured codec's ratio, or with --codec auto each storage's gap at the best ratio of the
+/// encodings it may take there (choose_encoding under --lossy's options, or raw); and wrap gaps,
+/// which `search` may plan.
 [[nodiscard]] inline stash::time_bound_options time_bound_options_of(options const& opt,
                                                                      stash::cost_model const& model)
 {
   stash::time_bound_options bound;
-  double ratio = model.encoding_ratio(stash::swap_encoding::configured);
-  if (opt.auto_encodings) {
-    for (auto const e :
-         {stash::swap_encoding::raw, stash::swap_encoding::zvc, stash::swap_encoding::bitmask,
-          stash::swap_encoding::pool_argmax, stash::swap_encoding::two_value}) {
-      ratio = std::max(ratio, model.encoding_ratio(e));
-    }
-    if (opt.lossy_activations) {
-      ratio = std::max(ratio, model.encoding_ratio(*opt.lossy_activations));
-    }
-  }
-  bound.link_ratio = ratio;
-  bound.wrap       = true;  // `search` plans wrap entries (joint_search::wrap, on by default)
+  bound.link_ratio = model.encoding_ratio(stash::swap_encoding::configured);
+  if (opt.auto_encodings) { bound.encodings = encoding_options_of(opt); }
+  bound.wrap = true;  // `search` plans wrap entries (joint_search::wrap, on by default)
   return bound;
 }
 
