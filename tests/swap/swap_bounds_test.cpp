@@ -148,18 +148,17 @@ std::vector<std::vector<move_choice>> entry_choices(stash::trace_analysis const&
 using visitor = std::function<void(std::vector<stash::swap_entry> const&,
                                    std::vector<stash::recompute_entry> const&)>;
 
-// Calls `visit` with every valid schedule (each gap left alone or given one of its entries;
-// with `recompute`, recompute entries among them); false when there would be more than `cap`.
-bool for_each_schedule(stash::trace_analysis const& a, stash::swap_scope scope, std::size_t cap,
-                       visitor const& visit, bool recompute = false)
+// Calls `visit` with every valid schedule of `gaps` (each gap left alone or given one of its
+// choices); false when there would be more than `cap`.
+bool for_each_choice(stash::trace_analysis const& a,
+                     std::vector<std::vector<move_choice>> const& gaps, std::size_t cap,
+                     visitor const& visit)
 {
-  auto const gaps   = entry_choices(a, scope, recompute);
   std::size_t count = 1;
   for (auto const& g : gaps) {
     count *= g.size() + 1;
     if (count > cap) { return false; }
   }
-  std::vector<std::size_t> pick(gaps.size(), 0);
   for (std::size_t n = 0; n < count; ++n) {
     std::vector<stash::swap_entry> entries;
     std::vector<stash::recompute_entry> recomputes;
@@ -180,6 +179,13 @@ bool for_each_schedule(stash::trace_analysis const& a, stash::swap_scope scope, 
     visit(entries, recomputes);
   }
   return true;
+}
+
+// for_each_choice over every gap's entries (with `recompute`, recompute entries among them).
+bool for_each_schedule(stash::trace_analysis const& a, stash::swap_scope scope, std::size_t cap,
+                       visitor const& visit, bool recompute = false)
+{
+  return for_each_choice(a, entry_choices(a, scope, recompute), cap, visit);
 }
 
 bool fits(stash::trace_analysis const& a, std::vector<stash::swap_entry> const& entries,
@@ -806,31 +812,7 @@ bool for_each_encoded_schedule(stash::trace_analysis const& a, std::size_t cap,
     }
     g = std::move(more);
   }
-  std::size_t count = 1;
-  for (auto const& g : gaps) {
-    count *= g.size() + 1;
-    if (count > cap) { return false; }
-  }
-  for (std::size_t n = 0; n < count; ++n) {
-    std::vector<stash::swap_entry> entries;
-    std::vector<stash::recompute_entry> recomputes;
-    for (std::size_t g = 0, rest = n; g < gaps.size(); rest /= gaps[g].size() + 1, ++g) {
-      auto const c = rest % (gaps[g].size() + 1);
-      if (c == 0) { continue; }
-      auto const& m = gaps[g][c - 1];
-      if (m.swap) { entries.push_back(*m.swap); }
-      if (m.recompute) { recomputes.push_back(*m.recompute); }
-    }
-    std::stable_sort(recomputes.begin(), recomputes.end(),
-                     [](auto const& x, auto const& y) { return x.at < y.at; });
-    try {
-      stash::validate_schedule(a, stash::make_schedule(a, "brute", 0, entries, recomputes));
-    } catch (stash::schedule_error const&) {
-      continue;
-    }
-    visit(entries, recomputes);
-  }
-  return true;
+  return for_each_choice(a, gaps, cap, visit);
 }
 
 // The bound before per-storage encodings: every swapped byte at the best ratio of any lossless
