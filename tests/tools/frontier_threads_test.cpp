@@ -61,8 +61,8 @@ TEST_CASE("--frontier plans the same section on one thread and on several")
   // search_swap (seeded from AutoSwap's sweeps), two AutoSwap policies (their points read the
   // sweeps), and policies planned budget by budget; `search` (joint_search) is left out for its
   // time under the sanitizers.
-  opt.policies = {"no_swap", "vdnn_all", "auto_swap", "auto_swap_aoa", "search_swap", "dtr",
-                  "checkpoint"};
+  opt.policies = {"no_swap",     "vdnn_all", "auto_swap", "auto_swap_aoa",
+                  "search_swap", "dtr",      "checkpoint"};
   struct input {
     char const* trace;
     std::vector<unsigned> threads;  // 3 on two cores too: more threads than cores
@@ -70,8 +70,9 @@ TEST_CASE("--frontier plans the same section on one thread and on several")
   for (auto const& [name, counts] :
        {input{"alexnet_b128", {2, 3}}, input{"transformer_encoder_b8", {2}}}) {
     CAPTURE(name);
-    auto const t = stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
-    opt.threads  = 1;
+    auto const t =
+        stash::read_trace(stash::test::data_path(std::string("traces/") + name + ".trace"));
+    opt.threads    = 1;
     auto const one = stash_plan::run_frontier(t, opt);
     REQUIRE(one.points.size() == one.budgets.size() * opt.policies.size());
     REQUIRE(one.budgets.size() > 10);
@@ -113,7 +114,9 @@ TEST_CASE("run_tasks rethrows the failure of the first failed task in order")
     auto const run = [&] {
       stash_tools::run_tasks(threads, 100, [&](std::size_t i, std::size_t) {
         ++ran;
-        if (i == 37 || i == 12 || i == 90) { throw std::runtime_error("task " + std::to_string(i)); }
+        if (i == 37 || i == 12 || i == 90) {
+          throw std::runtime_error("task " + std::to_string(i));
+        }
       });
     };
     CHECK_THROWS_WITH_AS(run(), "task 12", std::runtime_error);

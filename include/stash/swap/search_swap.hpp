@@ -31,7 +31,9 @@
  * the enforced simulator (offloads never wait for memory, and the prefetches holding memory at an
  * op are among those the planned curve counts there), so construction plans feasibility exactly
  * and simulation ranks by time. The schedule's note names what won ("seed:vdnn_all", "variant",
- * "variant_any_kind", with "+refined" when local search improved it).
+ * "variant_any_kind", with "+refined" when local search improved it). Below the any-kind swap
+ * bound (swap_bounds.hpp; with `wrap`, the bound with wrap gaps) no schedule fits: the schedule
+ * that moves every gap is returned at once, as the search would end there, with nothing timed.
  */
 #pragma once
 
@@ -443,6 +445,10 @@ struct search_swap {
  private:
   friend class search_swap_sweep;
 
+  /// The note of the schedule returned when nothing fits.
+  static constexpr char const* does_not_fit =
+      "does not fit: even moving every gap leaves an op over the budget";
+
   /// The AutoSwap scores whose schedules seed the search, in the order they are offered.
   static constexpr std::array<auto_swap_score, 4> seed_scores = {
       auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa, auto_swap_score::wdoa};
@@ -460,9 +466,6 @@ struct search_swap {
       stats.winner = "no_swap";
       return make_schedule(analysis, std::string(name()), budget, {});
     }
-    detail::swap_incumbent inc;
-    inc.encodings = encodings;
-    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds, vdnn); }
     detail::swap_planners local;
     auto& planners    = kept != nullptr ? *kept : local;
     auto planner_with = [&](std::optional<detail::gap_planner>& slot,
@@ -475,6 +478,21 @@ struct search_swap {
       return *slot;
     };
     auto const& planner = planner_with(planners.narrow, scope);
+    auto const nominal  = nominal_starts(analysis);
+    // Below the least budget any swap schedule fits under the enforced simulator (swap_bounds.hpp:
+    // exact, and checked by brute force; with wraps, the bound with wrap gaps), no seed, variant
+    // or refinement can fit, nor the schedule that moves every gap: the search would end as
+    // below, after every one of them was timed and refused (issue 24, item 4: the frontier's
+    // lowest budgets, a few s each at 200k storages).
+    if (budget <
+        swap_bound_bytes(analysis, wrap ? swap_scope::any_kind_wrap : swap_scope::any_kind)) {
+      auto s = make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal));
+      s.note = does_not_fit;
+      return s;
+    }
+    detail::swap_incumbent inc;
+    inc.encodings = encodings;
+    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds, vdnn); }
     run_variants(analysis, budget, planner, scope, "variant", inc, stats);
     if (scope == swap_scope::activations && also_any_kind) {
       auto const& wide = planner_with(planners.wide, swap_scope::any_kind);
@@ -484,7 +502,6 @@ struct search_swap {
       run_wrap_variants(analysis, budget, inc, stats);
     }
     detail::refine_swap(analysis, budget, inc, max_refinements, stats);
-    auto const nominal = nominal_starts(analysis);
     if (!inc.best) {
       inc.offer(analysis,
                 make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal)),
@@ -492,7 +509,7 @@ struct search_swap {
     }
     if (!inc.best) {
       auto s = make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal));
-      s.note = "does not fit: even moving every gap leaves an op over the budget";
+      s.note = does_not_fit;
       return s;
     }
     inc.best->policy = std::string(name());
