@@ -3,8 +3,9 @@
 # scripts/test.sh, whose test preset already builds and runs stash_tests under ASan + UBSan:
 #   asan   the CPU test suite (stash_tests) under AddressSanitizer + UBSan, once, with the asan
 #          preset (-O1, assertions on; the long result sweeps are stash_sweep_tests, not here)
-#   tsan   the offload and allocator tests and the pool's threaded ones under ThreadSanitizer
-#          (not the single-threaded pool and planner tests: nothing for it to see), TSAN_RUNS times
+#   tsan   the offload and allocator tests, the pool's threaded ones and stash-plan's threaded
+#          frontier (tests/tools/frontier_threads_test.cpp) under ThreadSanitizer (not the
+#          single-threaded pool and planner tests: nothing for it to see), TSAN_RUNS times
 #          (default 2: races are intermittent)
 #   fuzz   every libFuzzer target in tests/fuzz: its seeds and regression inputs, then
 #          FUZZ_SECONDS (default 30) of fuzzing, FUZZ_JOBS (default: the core count) targets at a

@@ -1,11 +1,13 @@
-// Planning at scale: CPU seconds (one thread) of search_swap, auto_swap, `search` (joint_search)
-// and stash-plan's --frontier on deepened copies of a recorded trace (stash_tools/deep_trace.hpp)
-// at growing storage counts, with a fingerprint of each schedule (schedule_fingerprint.hpp) so
-// that runs before and after a change can be compared. Prints Markdown rows.
+// Planning at scale: CPU seconds of the process and wall seconds of search_swap, auto_swap,
+// `search` (joint_search) and stash-plan's --frontier on deepened copies of a recorded trace
+// (stash_tools/deep_trace.hpp) at growing storage counts, with a fingerprint of each schedule
+// (schedule_fingerprint.hpp) so that runs before and after a change can be compared. Prints
+// Markdown rows. Everything runs on one thread but `frontier` with --threads N (stash-plan
+// --frontier --threads: the same points on N threads; CPU s is then the sum over the threads).
 //
 //   bench_planning_scale [--trace FILE] [--sizes 10000,25000,...] [--budget PCT]
 //                        [--what search_swap,auto_swap,search,frontier,bounds,frontier_parts]
-//                        [--frontier-policies search_swap,auto_swap]
+//                        [--frontier-policies search_swap,auto_swap] [--threads N]
 //   bench_planning_scale --fingerprints DATA_DIR
 //       prints the fingerprint table of tests/swap/planning_scale_test.cpp (see there)
 //   bench_planning_scale --search-fingerprints DATA_DIR
@@ -13,9 +15,9 @@
 //       to 4 and 8 copies) at 70%, 50% and 35% of the peak, with CPU seconds per plan: the table
 //       of tests/swap/search_scale_test.cpp is a cheap subset of it
 // Defaults: data/traces/transformer_encoder_b8.trace, sizes 10000,25000,50000,100000, budget 50
-// (% of the peak), every measurement but `bounds` (the frontier's time lower bounds alone, a part
-// of `frontier`, with a fingerprint of their values) and `frontier_parts` (the frontier's steps
-// timed one by one).
+// (% of the peak), threads 1, every measurement but `bounds` (the frontier's time lower bounds
+// alone, a part of `frontier`, with a fingerprint of their values) and `frontier_parts` (the
+// frontier's steps timed one by one).
 #include <stash_tools/deep_trace.hpp>
 #include <stash_tools/schedule_fingerprint.hpp>
 #include <stash_tools/stash_plan/frontier.hpp>
@@ -34,6 +36,7 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +55,7 @@ struct bench_options {
   double budget_pct = 50;
   std::vector<std::string> what{"search_swap", "auto_swap", "search", "frontier"};
   std::vector<std::string> frontier_policies{"search_swap", "auto_swap"};
+  unsigned threads = 1;  // of `frontier`
 };
 
 std::vector<std::string> split(std::string const& text)
@@ -80,6 +84,9 @@ bench_options parse(int argc, char** argv)
       o.what = split(value);
     } else if (key == "--frontier-policies") {
       o.frontier_policies = split(value);
+    } else if (key == "--threads") {
+      o.threads = static_cast<unsigned>(std::stoul(value));
+      if (o.threads == 0) { throw std::runtime_error("--threads: at least 1"); }
     } else {
       throw std::runtime_error("unknown option " + key);
     }
@@ -89,13 +96,18 @@ bench_options parse(int argc, char** argv)
 
 double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
+double wall_seconds()
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 template <class F>
 void row(char const* what, std::size_t storages, std::size_t ops, F&& f)
 {
-  double const t0 = cpu_seconds();
+  double const t0 = cpu_seconds(), w0 = wall_seconds();
   auto const note = f();
-  std::printf("| %s | %zu | %zu | %.3f | %s |\n", what, storages, ops, cpu_seconds() - t0,
-              note.c_str());
+  std::printf("| %s | %zu | %zu | %.3f | %.3f | %s |\n", what, storages, ops, cpu_seconds() - t0,
+              wall_seconds() - w0, note.c_str());
   std::fflush(stdout);
 }
 
@@ -124,13 +136,16 @@ void frontier_parts(bench_options const& o, stash::trace const& deep)
 {
   stash_plan::options opt;
   opt.policies = o.frontier_policies;
+  opt.threads  = 1;
   auto const n = deep.storages().size(), ops = deep.ops().size();
-  double t0 = cpu_seconds();
-  auto lap  = [&](char const* what, std::string const& note) {
-    double const t1 = cpu_seconds();
-    std::printf("| %s | %zu | %zu | %.3f | %s |\n", what, n, ops, t1 - t0, note.c_str());
+  double t0 = cpu_seconds(), w0 = wall_seconds();
+  auto lap = [&](char const* what, std::string const& note) {
+    double const t1 = cpu_seconds(), w1 = wall_seconds();
+    std::printf("| %s | %zu | %zu | %.3f | %.3f | %s |\n", what, n, ops, t1 - t0, w1 - w0,
+                note.c_str());
     std::fflush(stdout);
     t0 = t1;
+    w0 = w1;
   };
   auto const model = stash_plan::make_cost_model(opt);
   stash::trace_analysis const a(deep, model);
@@ -204,6 +219,7 @@ void run_size(bench_options const& o, stash::trace const& base, std::size_t targ
   if (wants(o, "frontier")) {
     stash_plan::options opt;
     opt.policies = o.frontier_policies;
+    opt.threads  = o.threads;
     row("frontier", n, ops, [&] {
       auto const f       = stash_plan::run_frontier(deep, opt);
       std::uint64_t fits = 0;
@@ -308,7 +324,8 @@ int main(int argc, char** argv)
     }
     auto const o    = parse(argc, argv);
     auto const base = stash::read_trace(o.trace);
-    std::printf("| what | storages | ops | CPU s | result |\n|---|---:|---:|---:|---|\n");
+    std::printf(
+        "| what | storages | ops | CPU s | wall s | result |\n|---|---:|---:|---:|---:|---|\n");
     for (auto const size : o.sizes) { run_size(o, base, size); }
     return 0;
   } catch (std::exception const& e) {

@@ -14,6 +14,7 @@
 #include <stash_tools/deep_trace.hpp>
 #include <stash_tools/schedule_fingerprint.hpp>
 
+#include <stash/core/error.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -155,6 +156,20 @@ TEST_CASE("plan_budgets plans at every budget of a sweep what plan plans at each
     stash::auto_swap_sweeps shared(a, budgets);  // search_swap's seeds, kept for the policies
     auto const swaps = stash::search_swap{}.plan_budgets(a, budgets, &shared);
     REQUIRE(swaps.size() == budgets.size());
+    // One budget at a time from the last, as a thread of stash-plan --frontier --threads plans
+    // its share (search_swap_sweep): the same schedules whatever the budgets planned before.
+    stash::search_swap_sweep backwards(stash::search_swap{}, a, budgets, &shared);
+    for (std::size_t b = budgets.size(); b-- > 0;) {
+      CAPTURE(b);
+      auto const s = backwards.plan(b);
+      CHECK(stash_tools::schedule_fingerprint(s) == stash_tools::schedule_fingerprint(swaps[b]));
+      CHECK(s.note == swaps[b].note);
+    }
+    CHECK_THROWS_AS((void)backwards.plan(budgets.size()), stash::logic_error);
+    stash::auto_swap_sweeps const unplanned(a, budgets);
+    CHECK_THROWS_AS((void)unplanned.planned(stash::auto_swap_score::doa), stash::logic_error);
+    CHECK_THROWS_AS(stash::search_swap_sweep(stash::search_swap{}, a, budgets, nullptr),
+                    stash::logic_error);
     std::size_t i = 0;
     for (auto const score : scores) {
       CAPTURE(i);

@@ -56,7 +56,7 @@ TEST_CASE("swap bounds on a hand-made trace")
   CHECK(stash::simulate(a, at_bound).fits);
   // Below the bound nothing fits, and the time bound says so.
   auto const below = stash::search_swap{}.plan(a, 7999);
-  CHECK_FALSE(stash::simulate(a, below).fits);
+  CHECK_FALSE(stash::simulate(a, below, stash::sim_options{false}).fits);
   CHECK(stash::iteration_time_lower_bound(a, 7999) == std::numeric_limits<double>::infinity());
   CHECK(stash::iteration_time_lower_bound(a, 12000) == doctest::Approx(a.compute_seconds()));
   CHECK(stash::iteration_time_lower_bound(a, 8000) >= a.compute_seconds());
@@ -68,7 +68,9 @@ TEST_CASE("search_swap is deterministic and names what won")
 {
   auto const t = load("resnet18_b32");
   stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie4_x16")));
-  auto const budget = a.peak_live_bytes() / 2;
+  // 70% of the peak: above the any-kind swap bound (55% on resnet18), so something fits.
+  auto const budget = a.peak_live_bytes() / 10 * 7;
+  REQUIRE(budget >= stash::swap_bound_bytes(a, stash::swap_scope::any_kind));
   stash::search_swap_stats first_stats, second_stats;
   auto const first  = stash::search_swap{}.plan(a, budget, first_stats);
   auto const second = stash::search_swap{}.plan(a, budget, second_stats);
@@ -81,6 +83,15 @@ TEST_CASE("search_swap is deterministic and names what won")
   CHECK_NOTHROW(stash::validate_schedule(a, first));
   // Through the registry too.
   CHECK(stash::plan_by_name("search_swap", a, budget).entries == first.entries);
+  // Below the bound nothing can fit (swap_bounds.hpp): the schedule that moves every gap, with
+  // its note, and nothing timed.
+  stash::search_swap_stats below_stats;
+  auto const below_budget = stash::swap_bound_bytes(a, stash::swap_scope::any_kind) - 1;
+  auto const below        = stash::search_swap{}.plan(a, below_budget, below_stats);
+  CHECK(below.note == "does not fit: even moving every gap leaves an op over the budget");
+  CHECK(below.device_peak > below_budget);
+  CHECK(below_stats.simulations == 0);
+  CHECK_FALSE(stash::simulate(a, below, stash::sim_options{false}).fits);
 }
 
 // The sweep over every trace and preset is tests/sweep (stash_sweep_tests, built plain: it

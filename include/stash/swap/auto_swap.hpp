@@ -23,6 +23,7 @@
  */
 #pragma once
 
+#include <stash/core/error.hpp>
 #include <stash/core/units.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -606,7 +607,9 @@ struct auto_swap {
 /// @brief AutoSwap's plans over one sweep of budgets, one greedy run per score
 /// (auto_swap::plan_budgets), planned on first use and kept. search_swap's seeds and stash-plan's
 /// AutoSwap policies plan the same sweeps at every frontier budget (stash-plan --frontier): shared,
-/// each greedy runs once instead of once per asker (issue 24, item 4). Not thread-safe.
+/// each greedy runs once instead of once per asker (issue 24, item 4). Not thread-safe, but for
+/// this: of() for different scores may run on different threads at once (each writes its own
+/// slot only), and once a score is planned, planned() may be read from any number of threads.
 class auto_swap_sweeps {
  public:
   /// @brief An empty cache for `budgets` on `analysis` (both must outlive it).
@@ -628,6 +631,16 @@ class auto_swap_sweeps {
   {
     auto& slot = plans_[static_cast<std::size_t>(score)];
     if (!slot) { slot = auto_swap{.score = score}.plan_budgets(analysis_, budgets_); }
+    return *slot;
+  }
+
+  /// @brief The schedules of `score` planned by of(); stash::logic_error when not planned yet.
+  /// @param score The AutoSwap score.
+  /// @return The schedules, one per budget in the order of budgets().
+  [[nodiscard]] std::vector<schedule> const& planned(auto_swap_score score) const
+  {
+    auto const& slot = plans_[static_cast<std::size_t>(score)];
+    STASH_EXPECTS(slot.has_value(), "auto_swap_sweeps::planned: this score's sweep is not planned");
     return *slot;
   }
 

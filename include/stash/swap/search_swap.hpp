@@ -31,10 +31,13 @@
  * the enforced simulator (offloads never wait for memory, and the prefetches holding memory at an
  * op are among those the planned curve counts there), so construction plans feasibility exactly
  * and simulation ranks by time. The schedule's note names what won ("seed:vdnn_all", "variant",
- * "variant_any_kind", with "+refined" when local search improved it).
+ * "variant_any_kind", with "+refined" when local search improved it). Below the any-kind swap
+ * bound (swap_bounds.hpp; with `wrap`, the bound with wrap gaps) no schedule fits: the schedule
+ * that moves every gap is returned at once, as the search would end there, with nothing timed.
  */
 #pragma once
 
+#include <stash/core/error.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -437,32 +440,15 @@ struct search_swap {
   /// @return The schedules, one per budget in the order of `budgets`.
   [[nodiscard]] std::vector<schedule> plan_budgets(trace_analysis const& analysis,
                                                    std::span<std::uint64_t const> budgets,
-                                                   auto_swap_sweeps* sweeps = nullptr) const
-  {
-    std::optional<auto_swap_sweeps> own;
-    if (seed_with_policies &&
-        (sweeps == nullptr || !std::ranges::equal(sweeps->budgets(), budgets))) {
-      sweeps = &own.emplace(analysis, budgets);
-    }
-    std::vector<schedule> out;
-    out.reserve(budgets.size());
-    detail::swap_planners planners;
-    std::optional<detail::vdnn_seeds> vdnn;
-    if (seed_with_policies) { vdnn.emplace(analysis); }
-    for (std::size_t b = 0; b < budgets.size(); ++b) {
-      std::array<schedule, seed_scores.size()> seeds;
-      if (seed_with_policies) {
-        for (std::size_t k = 0; k < seeds.size(); ++k) { seeds[k] = sweeps->of(seed_scores[k])[b]; }
-      }
-      search_swap_stats ignored;
-      out.push_back(plan_seeded(analysis, budgets[b], ignored,
-                                seed_with_policies ? &seeds : nullptr, &planners,
-                                vdnn ? &*vdnn : nullptr));
-    }
-    return out;
-  }
+                                                   auto_swap_sweeps* sweeps = nullptr) const;
 
  private:
+  friend class search_swap_sweep;
+
+  /// The note of the schedule returned when nothing fits.
+  static constexpr char const* does_not_fit =
+      "does not fit: even moving every gap leaves an op over the budget";
+
   /// The AutoSwap scores whose schedules seed the search, in the order they are offered.
   static constexpr std::array<auto_swap_score, 4> seed_scores = {
       auto_swap_score::swdoa, auto_swap_score::doa, auto_swap_score::aoa, auto_swap_score::wdoa};
@@ -480,9 +466,6 @@ struct search_swap {
       stats.winner = "no_swap";
       return make_schedule(analysis, std::string(name()), budget, {});
     }
-    detail::swap_incumbent inc;
-    inc.encodings = encodings;
-    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds, vdnn); }
     detail::swap_planners local;
     auto& planners    = kept != nullptr ? *kept : local;
     auto planner_with = [&](std::optional<detail::gap_planner>& slot,
@@ -495,6 +478,21 @@ struct search_swap {
       return *slot;
     };
     auto const& planner = planner_with(planners.narrow, scope);
+    auto const nominal  = nominal_starts(analysis);
+    // Below the least budget any swap schedule fits under the enforced simulator (swap_bounds.hpp:
+    // exact, and checked by brute force; with wraps, the bound with wrap gaps), no seed, variant
+    // or refinement can fit, nor the schedule that moves every gap: the search would end as
+    // below, after every one of them was timed and refused (issue 24, item 4: the frontier's
+    // lowest budgets, a few s each at 200k storages).
+    if (budget <
+        swap_bound_bytes(analysis, wrap ? swap_scope::any_kind_wrap : swap_scope::any_kind)) {
+      auto s = make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal));
+      s.note = does_not_fit;
+      return s;
+    }
+    detail::swap_incumbent inc;
+    inc.encodings = encodings;
+    if (seed_with_policies) { offer_seeds(analysis, budget, inc, stats, auto_seeds, vdnn); }
     run_variants(analysis, budget, planner, scope, "variant", inc, stats);
     if (scope == swap_scope::activations && also_any_kind) {
       auto const& wide = planner_with(planners.wide, swap_scope::any_kind);
@@ -504,7 +502,6 @@ struct search_swap {
       run_wrap_variants(analysis, budget, inc, stats);
     }
     detail::refine_swap(analysis, budget, inc, max_refinements, stats);
-    auto const nominal = nominal_starts(analysis);
     if (!inc.best) {
       inc.offer(analysis,
                 make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal)),
@@ -512,7 +509,7 @@ struct search_swap {
     }
     if (!inc.best) {
       auto s = make_schedule(analysis, std::string(name()), budget, planner.all_gaps(nominal));
-      s.note = "does not fit: even moving every gap leaves an op over the budget";
+      s.note = does_not_fit;
       return s;
     }
     inc.best->policy = std::string(name());
@@ -616,5 +613,87 @@ struct search_swap {
     }
   }
 };
+
+/// @brief search_swap::plan_budgets one budget at a time, in any order: the planning state a
+/// sweep keeps across its budgets (the gap planners of both scopes, the vDNN seeds), with the
+/// AutoSwap seeds read from sweeps planned beforehand. Single-threaded, like the planner; several
+/// of these over the same analysis and AutoSwap sweeps may plan on different threads at once
+/// (stash-plan --frontier --threads), each owning its state: a budget's schedule is the same
+/// whichever of them plans it, and after whichever budgets (plan_budgets' schedules are plan()'s).
+class search_swap_sweep {
+ public:
+  /// @brief A sweep of `policy` over `budgets`.
+  /// @param policy The planner's settings (copied).
+  /// @param analysis The recorded iteration's facts (outlives the sweep).
+  /// @param budgets Device bytes the iteration must fit in, one plan each (any order; copied).
+  /// @param sweeps AutoSwap's sweeps over the same budgets with every score planned
+  /// (auto_swap_sweeps::of), read only (outlives the sweep); unused, and may be null, when
+  /// `policy.seed_with_policies` is off. stash::logic_error when needed and missing or over
+  /// other budgets.
+  search_swap_sweep(search_swap policy, trace_analysis const& analysis,
+                    std::span<std::uint64_t const> budgets, auto_swap_sweeps const* sweeps)
+      : policy_(std::move(policy)),
+        analysis_(analysis),
+        budgets_(budgets.begin(), budgets.end()),
+        sweeps_(sweeps)
+  {
+    if (policy_.seed_with_policies) {
+      STASH_EXPECTS(sweeps_ != nullptr && std::ranges::equal(sweeps_->budgets(), budgets_),
+                    "search_swap_sweep: the AutoSwap sweeps must be over the same budgets");
+      vdnn_.emplace(analysis_);
+    }
+  }
+
+  /// @brief The budgets of the sweep.
+  /// @return Them, in the order given.
+  [[nodiscard]] std::span<std::uint64_t const> budgets() const noexcept { return budgets_; }
+
+  /// @brief search_swap::plan(analysis, budgets()[b]) with the policy's settings.
+  /// @param b The budget's place in budgets(); stash::logic_error when out of range.
+  /// @return The schedule.
+  [[nodiscard]] schedule plan(std::size_t b)
+  {
+    STASH_EXPECTS(b < budgets_.size(), "search_swap_sweep::plan: no budget " + std::to_string(b));
+    std::array<schedule, search_swap::seed_scores.size()> seeds;
+    if (policy_.seed_with_policies) {
+      for (std::size_t k = 0; k < seeds.size(); ++k) {
+        seeds[k] = sweeps_->planned(search_swap::seed_scores[k])[b];
+      }
+    }
+    search_swap_stats ignored;
+    return policy_.plan_seeded(analysis_, budgets_[b], ignored,
+                               policy_.seed_with_policies ? &seeds : nullptr, &planners_,
+                               vdnn_ ? &*vdnn_ : nullptr);
+  }
+
+ private:
+  search_swap policy_;
+  trace_analysis const& analysis_;
+  std::vector<std::uint64_t> budgets_;
+  auto_swap_sweeps const* sweeps_;
+  detail::swap_planners planners_;
+  std::optional<detail::vdnn_seeds> vdnn_;
+};
+
+// search_swap::plan_budgets (declared in the class): the seed scores' sweeps planned first, then
+// one search_swap_sweep over the budgets in order.
+inline std::vector<schedule> search_swap::plan_budgets(trace_analysis const& analysis,
+                                                       std::span<std::uint64_t const> budgets,
+                                                       auto_swap_sweeps* sweeps) const
+{
+  if (budgets.empty()) { return {}; }
+  std::optional<auto_swap_sweeps> own;
+  if (seed_with_policies) {
+    if (sweeps == nullptr || !std::ranges::equal(sweeps->budgets(), budgets)) {
+      sweeps = &own.emplace(analysis, budgets);
+    }
+    for (auto const score : seed_scores) { (void)sweeps->of(score); }
+  }
+  search_swap_sweep sweep(*this, analysis, budgets, sweeps);
+  std::vector<schedule> out;
+  out.reserve(budgets.size());
+  for (std::size_t b = 0; b < budgets.size(); ++b) { out.push_back(sweep.plan(b)); }
+  return out;
+}
 
 }  // namespace stash

@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <stash_tools/parallel_tasks.hpp>
 #include <stash_tools/stash_plan/options.hpp>
 #include <stash_tools/stash_plan/policies.hpp>
 #include <stash_tools/stash_plan/svg.hpp>
@@ -16,6 +17,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/auto_swap.hpp>
 #include <stash/swap/policy_registry.hpp>
+#include <stash/swap/search_swap.hpp>
 #include <stash/swap/swap_bounds.hpp>
 #include <stash/trace/trace.hpp>
 
@@ -31,6 +33,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -119,7 +122,115 @@ struct frontier_section {
           stash::iteration_time_lower_bounds(analysis, budgets, no_recompute)};
 }
 
-/// @brief Plans and simulates every requested policy at every frontier budget of `t`.
+namespace frontier_detail {
+
+/// The frontier's point of `name` at `budget` with plan `s`, simulated with the budget enforced.
+[[nodiscard]] inline frontier_point point_of(stash::trace_analysis const& analysis,
+                                             std::string const& name, std::uint64_t budget,
+                                             stash::schedule const& s)
+{
+  auto const r = stash::simulate(analysis, s, stash::sim_options{false});
+  return frontier_point{name, budget, r.fits, r.iteration_s * 1e3, s.offloaded_bytes()};
+}
+
+/// run_frontier's plans, simulations and time bounds on opt.threads threads
+/// (stash_tools::run_tasks), the same values as the sequential code's: every task reads the
+/// analysis and writes its own point or bound. First AutoSwap's sweeps (one task per score, the
+/// longest first) with the policies that do not read them (a task per policy and budget); then
+/// the bounds (two tasks), search_swap (a task per budget, seeded from the sweeps, each thread
+/// with its own search_swap_sweep) and the AutoSwap policies' points.
+inline void plan_parallel(stash::trace_analysis const& analysis, options const& opt,
+                          frontier_section& f)
+{
+  std::optional<stash::encoding_options> enc;
+  if (opt.auto_encodings) { enc = encoding_options_of(opt); }
+  auto const& budgets = f.budgets;
+  auto const policies = f.policies.size();
+  auto const wanted   = [&](std::string_view name) {
+    return std::find(f.policies.begin(), f.policies.end(), name) != f.policies.end();
+  };
+  auto const auto_score = [](std::string const& name) -> std::optional<stash::auto_swap_score> {
+    for (auto const score : {stash::auto_swap_score::swdoa, stash::auto_swap_score::doa,
+                             stash::auto_swap_score::aoa, stash::auto_swap_score::wdoa}) {
+      if (name == stash::auto_swap{.score = score}.name()) { return score; }
+    }
+    return std::nullopt;
+  };
+  bool const search = wanted(stash::search_swap::name());
+  stash::auto_swap_sweeps sweeps(analysis, budgets);
+  std::vector<stash::auto_swap_score> scores;  // SWDOA's sweep takes longest, DOA's least
+  for (auto const score : {stash::auto_swap_score::swdoa, stash::auto_swap_score::wdoa,
+                           stash::auto_swap_score::aoa, stash::auto_swap_score::doa}) {
+    if (search || wanted(stash::auto_swap{.score = score}.name())) { scores.push_back(score); }
+  }
+  std::vector<std::size_t> others;  // policies planned budget by budget (plan_policy)
+  for (std::size_t p = 0; p < policies; ++p) {
+    if (f.policies[p] != stash::search_swap::name() && !auto_score(f.policies[p])) {
+      others.push_back(p);
+    }
+  }
+  auto const threads = static_cast<std::size_t>(opt.threads);
+  auto const nb      = budgets.size();
+  stash_tools::run_tasks(
+      threads, scores.size() + others.size() * nb, [&](std::size_t i, std::size_t) {
+        if (i < scores.size()) {
+          (void)sweeps.of(scores[i]);  // each task its own score's slot
+          return;
+        }
+        i -= scores.size();
+        auto const p = others[i / nb], b = i % nb;
+        auto const& name = f.policies[p];
+        f.points[b * policies + p] =
+            point_of(analysis, name, budgets[b], plan_policy(name, analysis, budgets[b], opt));
+      });
+  auto const bound       = time_bound_options_of(opt, analysis.model());
+  auto no_recompute      = bound;
+  no_recompute.recompute = false;
+  no_recompute.wrap      = false;  // as frontier_lower_bounds
+  std::vector<double> lb, sb;
+  std::vector<std::optional<stash::search_swap_sweep>> by_worker(threads);
+  std::vector<std::size_t> searched;  // search_swap's place among the policies, if asked
+  std::vector<std::size_t> autos;     // the AutoSwap policies' places
+  for (std::size_t p = 0; p < policies; ++p) {
+    if (f.policies[p] == stash::search_swap::name()) { searched.push_back(p); }
+    if (auto_score(f.policies[p])) { autos.push_back(p); }
+  }
+  auto const& done = sweeps;  // read only from here on, by every thread
+  stash_tools::run_tasks(
+      threads, 2 + (searched.size() + autos.size()) * nb, [&](std::size_t i, std::size_t worker) {
+        if (i < 2) {
+          (i == 0 ? lb : sb) =
+              stash::iteration_time_lower_bounds(analysis, budgets, i == 0 ? bound : no_recompute);
+          return;
+        }
+        i -= 2;
+        if (i < searched.size() * nb) {  // the lowest budgets first: the highest, quickest last
+          auto const p = searched[i / nb], b = nb - 1 - i % nb;
+          auto& sweep = by_worker[worker];
+          if (!sweep) {
+            sweep.emplace(stash::search_swap{.encodings = enc}, analysis, budgets, &done);
+          }
+          f.points[b * policies + p] =
+              point_of(analysis, f.policies[p], budgets[b], sweep->plan(b));
+          return;
+        }
+        i -= searched.size() * nb;
+        auto const p = autos[i / nb], b = i % nb;
+        auto s = done.planned(*auto_score(f.policies[p]))[b];
+        if (enc) { s = stash::with_encodings(analysis, std::move(s), *enc); }
+        f.points[b * policies + p] = point_of(analysis, f.policies[p], budgets[b], s);
+      });
+  for (std::size_t b = 0; b < nb; ++b) {
+    f.lower_bound_ms.push_back(lb[b] * 1e3);
+    f.swap_lower_bound_ms.push_back(sb[b] * 1e3);
+  }
+}
+
+}  // namespace frontier_detail
+
+/// @brief Plans and simulates every requested policy at every frontier budget of `t`, on
+/// opt.threads threads (1: one after the other, on the calling thread); the same section for any
+/// thread count.
 [[nodiscard]] inline frontier_section run_frontier(stash::trace const& t, options const& opt)
 {
   auto const model = make_cost_model(opt);
@@ -134,13 +245,17 @@ struct frontier_section {
   f.note                         = frontier_note(analysis);
   f.budgets                      = frontier_budgets(
                            f.peak_bytes, {f.swap_bound_activations_bytes, f.swap_bound_bytes, f.memory_bound_bytes});
-  f.policies          = requested_policies(opt);
+  f.policies = requested_policies(opt);
+  f.points.resize(f.budgets.size() * f.policies.size());
+  if (opt.threads > 1) {
+    frontier_detail::plan_parallel(analysis, opt, f);
+    return f;
+  }
   auto const [lb, sb] = frontier_lower_bounds(analysis, f.budgets, opt);
   for (std::size_t b = 0; b < f.budgets.size(); ++b) {
     f.lower_bound_ms.push_back(lb[b] * 1e3);
     f.swap_lower_bound_ms.push_back(sb[b] * 1e3);
   }
-  f.points.resize(f.budgets.size() * f.policies.size());
   stash::auto_swap_sweeps sweeps(analysis, f.budgets);   // each AutoSwap greedy once for all
   for (std::size_t p = 0; p < f.policies.size(); ++p) {  // a policy's sweep at once (AutoSwap)
     auto const& name = f.policies[p];

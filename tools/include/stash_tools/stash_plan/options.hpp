@@ -20,6 +20,7 @@
 #include <stash/sim/hardware.hpp>
 #include <stash/swap/policy_registry.hpp>
 
+#include <stash_tools/parallel_tasks.hpp>
 #include <stash_tools/size.hpp>
 
 #include <algorithm>
@@ -93,6 +94,9 @@ struct options {
   std::optional<stash::swap_encoding> lossy_activations;
   std::optional<std::string> svg;  ///< --svg FILE
   bool frontier = false;           ///< --frontier: every policy from the swap bound to 100%
+  /// --threads: --frontier's worker threads (1: one plan after the other); the output is the same
+  /// for any count. Default: the machine's hardware threads, at most 8.
+  unsigned threads = stash_tools::default_threads();
   std::optional<projection_request> projection;  ///< --cluster with its efficiency model
   bool help = false;                             ///< -h / --help
   bool planners =
@@ -380,8 +384,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
   std::optional<std::string> codec_name;
   std::optional<double> ratio;
   std::vector<std::string> activations;
-  bool hw_given     = false;
-  bool options_done = false;
+  bool hw_given      = false;
+  bool threads_given = false;
+  bool options_done  = false;
   std::optional<std::string> cluster_spec;
   std::optional<stash::cluster> cluster;
   std::optional<stash::statistical_efficiency> efficiency;
@@ -458,6 +463,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
       opt.svg = value();
     } else if (arg == "--frontier") {
       opt.frontier = true;
+    } else if (arg == "--threads") {
+      opt.threads   = static_cast<unsigned>(parse_count(value(), arg, 256));
+      threads_given = true;
     } else if (arg == "--cluster") {
       cluster_spec = value();
       cluster      = parse_cluster(*cluster_spec);
@@ -547,6 +555,9 @@ inline std::optional<double> parse_decimal(std::string_view text)
     throw usage_error(
         "--hw sets the simulated device, not the cluster's: give hw=PRESET in the "
         "--cluster SPEC");
+  }
+  if (threads_given && !opt.frontier) {
+    throw usage_error("--threads sets the worker threads of --frontier: add --frontier");
   }
   // The cost model only feeds the simulator, which runs for the policy section and --svg (and
   // the codec also the projection's offloads).
