@@ -632,7 +632,7 @@ class search_swap_sweep {
   /// other budgets.
   search_swap_sweep(search_swap policy, trace_analysis const& analysis,
                     std::span<std::uint64_t const> budgets, auto_swap_sweeps const* sweeps)
-      : policy_(std::move(policy)),
+      : policy_(policy),
         analysis_(analysis),
         budgets_(budgets.begin(), budgets.end()),
         sweeps_(sweeps)
