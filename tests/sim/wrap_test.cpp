@@ -41,6 +41,39 @@ stash::swap_entry wrap_of(stash::storage_id id, std::uint64_t last, std::uint64_
 
 }  // namespace
 
+TEST_CASE("a wrap entry's copy-out follows its copy-in")
+{
+  // f is a frozen weight: persistent and only read (ops 1 and 2), so no write forbids an early
+  // offload; before op 1 (its first access, which its prefetch must precede) the device holds
+  // nothing of it to copy.
+  auto const t = stash::parse_trace(R"(# stash-trace v1 model=frozen dtype=float32
+t 0 4000 param f
+p forward
+t 1 1000 input x
+t 2 1000 act y
+o aten::relu 1 2
+o aten::mm 0,2 2
+o aten::mm 0,2 2
+f 1
+f 2
+)",
+                                    "frozen");
+  stash::trace_analysis const a(t, model());
+  REQUIRE(stash::may_wrap(a, 0));
+  auto valid = [&](std::uint64_t offload_at) {
+    try {
+      stash::validate_schedule(
+          a, stash::make_schedule(a, "hand", 1u << 30, {wrap_of(0, 2, 1, offload_at, 0, 4000)}));
+      return true;
+    } catch (stash::schedule_error const&) {
+      return false;
+    }
+  };
+  CHECK_FALSE(valid(0));  // issued at the iteration's start, beside its own prefetch
+  CHECK(valid(1));        // early, while it is still read: allowed, nothing writes it
+  CHECK(valid(3));        // when the last op ends
+}
+
 TEST_CASE("a wrap entry is valid only for a persistent storage from its last access to its first")
 {
   auto const t = stash::parse_trace(wrap_trace, "wrap");

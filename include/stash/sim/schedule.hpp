@@ -24,7 +24,8 @@
  *    for offload_at = the op count (an optimizer update is often the last op); no op in
  *    [offload_at, last_use] may write it, and it must be done when the iteration ends;
  *  - the storage starts each replayed iteration on the host; the prefetch is issued when op
- *    `prefetch_at` starts, prefetch_at <= next_use (0: at the iteration's start).
+ *    `prefetch_at` starts, prefetch_at <= next_use (0: at the iteration's start);
+ *  - next_use <= offload_at: the copy-out follows the copy-in.
  * Planned curve: off from its allocation (before op 0) through op prefetch_at - 1 and its end
  * frees, and again
  * after the later of op `last_use` and op `offload_at - 1` through the iteration's end. The
@@ -448,6 +449,13 @@ inline void validate_wrap_entry(trace_analysis const& a, schedule const& s, std:
     fail(who() + ": offload_at " + std::to_string(e.offload_at) + " must be at most the op count " +
          std::to_string(n) + " and prefetch_at " + std::to_string(e.prefetch_at) +
          " at most next_use " + std::to_string(e.next_use));
+  }
+  // The copy-out follows the copy-in: before op next_use the device holds nothing to copy (the
+  // prefetch is waited for there), so an earlier offload would copy bytes not yet brought in.
+  if (e.offload_at < e.next_use) {
+    fail(who() + ": offload_at " + std::to_string(e.offload_at) +
+         " comes before the first access (op " + std::to_string(e.next_use) +
+         "), which its prefetch must precede: the copy-out would run before the copy-in");
   }
   for (auto const& x : acc) {
     if (x.write && x.op >= e.offload_at) {
