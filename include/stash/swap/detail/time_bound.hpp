@@ -69,6 +69,17 @@ struct bound_gaps {
   std::vector<chain_op> chain;
 };
 
+/// The indices of `values`, the least value first, equal values in index order (deterministic).
+template <class Index, class T>
+[[nodiscard]] std::vector<Index> least_first(std::span<T const> values)
+{
+  std::vector<Index> order(values.size());
+  std::iota(order.begin(), order.end(), Index{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](Index x, Index y) { return values[x] < values[y]; });
+  return order;
+}
+
 /// Whether storage `s`'s gap after op `u` might be dropped and re-run: a relaxation of
 /// recompute_chain_of (kind act or temp, a writer up to u, the first not reading it, every
 /// writer's class recomputable; reads and other writes are not checked).
@@ -540,10 +551,7 @@ class rerun_sweep {
   auto const n     = a.op_count();
   auto const g     = collect_bound_gaps(a, recompute);
   auto const room  = wrap_room_of(a, wrap);
-  std::vector<std::size_t> order(budgets.size());  // budgets, least first
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
+  auto const order = least_first<std::size_t>(budgets);
   rerun_sweep sweep(a, g);
   rerun_curve curve{{0.0}, {0.0}};  // without recompute, R is this point alone at every op
   for (std::size_t i = 0; i < n && !order.empty(); ++i) {
@@ -656,15 +664,8 @@ template <class CostOf>
       out.changes.push_back({s.accesses.back().op + 1, c, 2, b});
     }
   }
-  auto order = [&](std::vector<double> const& cost) {
-    std::vector<std::uint32_t> o(cost.size());
-    std::iota(o.begin(), o.end(), std::uint32_t{0});
-    std::stable_sort(o.begin(), o.end(),
-                     [&](std::uint32_t x, std::uint32_t y) { return cost[x] < cost[y]; });
-    return o;
-  };
-  out.d2h_order = order(out.d2h);
-  out.h2d_order = order(out.h2d);
+  out.d2h_order = least_first<std::uint32_t>(std::span<double const>(out.d2h));
+  out.h2d_order = least_first<std::uint32_t>(std::span<double const>(out.h2d));
   std::stable_sort(
       out.changes.begin(), out.changes.end(),
       [](link_pools::change const& x, link_pools::change const& y) { return x.op < y.op; });
@@ -813,10 +814,7 @@ inline void pools_at(std::size_t k, std::vector<std::int64_t> const& bytes, op_p
   auto const steps = a.memory_steps();
   auto const n     = a.op_count();
   auto const g     = collect_bound_gaps(a, recompute);
-  std::vector<std::size_t> order(budgets.size());  // budgets, least first
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return budgets[x] < budgets[y]; });
+  auto const order = least_first<std::size_t>(budgets);
   rerun_sweep sweep(a, g);
   rerun_curve curve{{0.0}, {0.0}};
   std::vector<std::int64_t> bytes(3 * lp.d2h.size(), 0);
