@@ -61,8 +61,11 @@
  *     swap re-runs (detail/swap_rerun_chain.hpp: the same where a recompute entry drops one of
  *     the re-run's reads there, that entry's batch moved forward to it; every one of the plan at
  *     once, the greedy covering what it leaves over the budget: a dropout's product re-run from
- *     its softmax's re-run and its prefetched mask instead of crossing the link), each plan
- *     simulated, with step budgets of constructions and candidates.
+ *     its softmax's re-run and its prefetched mask instead of crossing the link) and the held
+ *     re-run splits (detail/hold_split.hpp: a recompute entry whose batch runs before its next
+ *     use, held on the device in between, is re-run again at that use instead, the swaps that
+ *     stalled inside the hold dropped and what is left over the budget covered by later
+ *     prefetches), each plan simulated, with step budgets of constructions and candidates.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them. Encodings change which plans the incumbents keep, so that search alone can end on a
@@ -84,6 +87,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/checkpoint.hpp>
 #include <stash/swap/detail/cut_swap_rerun.hpp>
+#include <stash/swap/detail/hold_split.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
 #include <stash/swap/detail/link_exchange.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
@@ -956,8 +960,8 @@ struct joint_search {
            align_pairs(a, *inc.best, attempt, sims, align_simulations)) {}
   }
 
-  // Rounds of the polish moves: the link exchange, then the cut-swap re-runs, again while either
-  // keeps a faster plan.
+  // Rounds of the polish moves: the link exchange, the cut-swap re-runs, the chained swap re-runs
+  // and the held re-run splits, again while one keeps a faster plan.
   static constexpr std::size_t polish_rounds = 3;
 
   // The polish moves (detail/link_exchange.hpp, detail/cut_swap_rerun.hpp) on the winner of the
@@ -972,7 +976,8 @@ struct joint_search {
       bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
       bool const cut       = cut_reruns(a, budget, inc, stats);
       bool const chained   = chain_reruns(a, budget, greedy, inc, stats);
-      if (!exchanged && !cut && !chained) { break; }
+      bool const split     = split_reruns(a, budget, inc, stats);
+      if (!exchanged && !cut && !chained && !split) { break; }
       kept = true;
     }
     if (!kept) { return; }
@@ -1029,6 +1034,21 @@ struct joint_search {
       kept = true;
     }
     return kept;
+  }
+
+  // The held re-run splits (detail/hold_split.hpp) on `inc`; true when one was kept.
+  bool split_reruns(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
+                    joint_search_stats& stats) const
+  {
+    if (!inc.best || !inc.sim) { return false; }
+    auto const base = *inc.best;
+    auto const sim  = *inc.sim;
+    auto const who  = base.note.ends_with("+split") ? base.note : base.note + "+split";
+    auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
+      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      return inc.offer(a, std::move(s), who, encodings, stats);
+    };
+    return detail::split_holds(a, budget, base.entries, base.recomputes, sim, {}, offer);
   }
 
   // The greedy's weightings that cover what the chained swap re-runs leave over the budget.
