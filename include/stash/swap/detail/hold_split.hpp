@@ -32,6 +32,7 @@
 #include <stash/swap/detail/recompute_set.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -56,6 +57,30 @@ struct hold_split_limits {
   auto const it = std::lower_bound(e.begin(), e.end(), ev);
   if (it == e.end()) { return std::nullopt; }
   return static_cast<std::uint64_t>(it - e.begin());
+}
+
+/// The gaps (storage, last_use, next_use) of `sw` and `rc`, sorted: looked up per storage, so
+/// that late_cover's scan of the storages is not storages x entries.
+[[nodiscard]] inline std::vector<std::array<std::uint64_t, 3>> covered_gaps(
+    std::vector<swap_entry> const& sw, std::vector<recompute_entry> const& rc)
+{
+  std::vector<std::array<std::uint64_t, 3>> out;
+  out.reserve(sw.size() + rc.size());
+  for (auto const& e : sw) { out.push_back({e.id, e.last_use, e.next_use}); }
+  for (auto const& e : rc) { out.push_back({e.id, e.last_use, e.next_use}); }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Whether a gap of `gaps` (covered_gaps) of storage `id` overlaps its gap (u, v).
+[[nodiscard]] inline bool covers_gap(std::vector<std::array<std::uint64_t, 3>> const& gaps,
+                                     storage_id id, std::uint64_t u, std::uint64_t v)
+{
+  auto it = std::lower_bound(gaps.begin(), gaps.end(), std::array<std::uint64_t, 3>{id, 0, 0});
+  for (; it != gaps.end() && (*it)[0] == id; ++it) {
+    if ((*it)[1] < v && u < (*it)[2]) { return true; }
+  }
+  return false;
 }
 
 /// Covers what `sw` / `rc` leave over `budget` on the planned curve, the first event over it
@@ -101,6 +126,7 @@ inline void late_cover(trace_analysis const& a, std::uint64_t budget, std::vecto
       set.emplace(a, sw);
       for (auto const& e : rc) { (void)set->try_add(e); }
     }
+    auto const gaps = covered_gaps(sw, rc);
     for (auto const& s : life) {
       if (s.bytes == 0 || (s.kind != storage_kind::act && s.kind != storage_kind::temp)) {
         continue;
@@ -112,10 +138,7 @@ inline void late_cover(trace_analysis const& a, std::uint64_t budget, std::vecto
       if (next == acc.begin() || next == acc.end()) { continue; }
       auto const u = std::prev(next)->op, v = next->op;
       if (u >= *i || v <= p) { continue; }
-      auto covers = [&](auto const& e) { return e.id == s.id && e.last_use < v && u < e.next_use; };
-      if (std::any_of(sw.begin(), sw.end(), covers) || std::any_of(rc.begin(), rc.end(), covers)) {
-        continue;
-      }
+      if (covers_gap(gaps, s.id, u, v)) { continue; }
       swap_entry const c{s.id, u, v, u + 1, p, s.bytes};
       if (!set->swap_allowed(c)) { continue; }
       auto const slack =
@@ -144,6 +167,12 @@ bool split_holds(trace_analysis const& a, std::uint64_t budget, std::vector<swap
   }
   std::stable_sort(held.begin(), held.end(),
                    [&](std::size_t x, std::size_t y) { return rc[x].bytes > rc[y].bytes; });
+  // The (storage, op) of the stalls waiting for a storage (not for memory), sorted.
+  std::vector<std::pair<storage_id, std::uint64_t>> stalled;
+  for (auto const& st : sim.stalls) {
+    if (st.cause != stall_cause::memory && st.storage) { stalled.emplace_back(*st.storage, st.op); }
+  }
+  std::sort(stalled.begin(), stalled.end());
   bool kept         = false;
   std::size_t tries = 0;
   for (auto const k : held) {
@@ -171,9 +200,7 @@ bool split_holds(trace_analysis const& a, std::uint64_t budget, std::vector<swap
     auto swaps = sw;
     std::erase_if(swaps, [&](swap_entry const& s) {
       if (s.wrap || s.last_use < e.at || s.last_use >= e.next_use) { return false; }
-      return std::any_of(sim.stalls.begin(), sim.stalls.end(), [&](stall_record const& st) {
-        return st.storage == s.id && st.op == s.next_use && st.cause != stall_cause::memory;
-      });
+      return std::binary_search(stalled.begin(), stalled.end(), std::pair{s.id, s.next_use});
     });
     late_cover(a, budget, swaps, out, limits.cover_steps);
     ++tries;
