@@ -108,16 +108,28 @@ struct frontier_section {
                            stash::memory_lower_bound_bytes(analysis, true)});
 }
 
+/// @brief The options of the frontier's two time bounds: any keep / swap / recompute schedule's,
+/// and the swap-only policies' (no recompute, no wrap entries: only search plans them).
+/// @param analysis The trace's analysis (its cost model).
+/// @param opt stash-plan's options.
+/// @return {any schedule's, swap-only}.
+[[nodiscard]] inline std::pair<stash::time_bound_options, stash::time_bound_options>
+frontier_bound_options(stash::trace_analysis const& analysis, options const& opt)
+{
+  auto bound             = time_bound_options_of(opt, analysis.model());
+  auto no_recompute      = bound;
+  no_recompute.recompute = false;
+  no_recompute.wrap      = false;
+  return {bound, no_recompute};
+}
+
 /// @brief The time lower bounds of every budget: with every move `opt` allows (first), and for
 /// the swap-only policies (second: no recompute, no wrap entries), in seconds.
 [[nodiscard]] inline std::pair<std::vector<double>, std::vector<double>> frontier_lower_bounds(
     stash::trace_analysis const& analysis, std::vector<std::uint64_t> const& budgets,
     options const& opt)
 {
-  auto bound             = time_bound_options_of(opt, analysis.model());
-  auto no_recompute      = bound;
-  no_recompute.recompute = false;
-  no_recompute.wrap      = false;  // the swap-only policies plan no wrap entries (only search)
+  auto const [bound, no_recompute] = frontier_bound_options(analysis, opt);
   return {stash::iteration_time_lower_bounds(analysis, budgets, bound),
           stash::iteration_time_lower_bounds(analysis, budgets, no_recompute)};
 }
@@ -131,6 +143,16 @@ namespace frontier_detail {
 {
   auto const r = stash::simulate(analysis, s, stash::sim_options{false});
   return frontier_point{name, budget, r.fits, r.iteration_s * 1e3, s.offloaded_bytes()};
+}
+
+/// The section's bounds in ms from the bounds `lb` (any schedule) and `sb` (swap-only) in s.
+inline void set_lower_bounds(frontier_section& f, std::vector<double> const& lb,
+                             std::vector<double> const& sb)
+{
+  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
+    f.lower_bound_ms.push_back(lb[b] * 1e3);
+    f.swap_lower_bound_ms.push_back(sb[b] * 1e3);
+  }
 }
 
 /// run_frontier's plans, simulations and time bounds on opt.threads threads
@@ -183,10 +205,8 @@ inline void plan_parallel(stash::trace_analysis const& analysis, options const& 
         f.points[b * policies + p] =
             point_of(analysis, name, budgets[b], plan_policy(name, analysis, budgets[b], opt));
       });
-  auto const bound       = time_bound_options_of(opt, analysis.model());
-  auto no_recompute      = bound;
-  no_recompute.recompute = false;
-  no_recompute.wrap      = false;  // as frontier_lower_bounds
+  auto const bounds =
+      frontier_bound_options(analysis, opt);  // a pair: the lambda below captures it
   std::vector<double> lb, sb;
   std::vector<std::optional<stash::search_swap_sweep>> by_worker(threads);
   std::vector<std::size_t> searched;  // search_swap's place among the policies, if asked
@@ -199,8 +219,8 @@ inline void plan_parallel(stash::trace_analysis const& analysis, options const& 
   stash_tools::run_tasks(
       threads, 2 + (searched.size() + autos.size()) * nb, [&](std::size_t i, std::size_t worker) {
         if (i < 2) {
-          (i == 0 ? lb : sb) =
-              stash::iteration_time_lower_bounds(analysis, budgets, i == 0 ? bound : no_recompute);
+          (i == 0 ? lb : sb) = stash::iteration_time_lower_bounds(
+              analysis, budgets, i == 0 ? bounds.first : bounds.second);
           return;
         }
         i -= 2;
@@ -220,10 +240,7 @@ inline void plan_parallel(stash::trace_analysis const& analysis, options const& 
         if (enc) { s = stash::with_encodings(analysis, std::move(s), *enc); }
         f.points[b * policies + p] = point_of(analysis, f.policies[p], budgets[b], s);
       });
-  for (std::size_t b = 0; b < nb; ++b) {
-    f.lower_bound_ms.push_back(lb[b] * 1e3);
-    f.swap_lower_bound_ms.push_back(sb[b] * 1e3);
-  }
+  set_lower_bounds(f, lb, sb);
 }
 
 }  // namespace frontier_detail
@@ -252,18 +269,14 @@ inline void plan_parallel(stash::trace_analysis const& analysis, options const& 
     return f;
   }
   auto const [lb, sb] = frontier_lower_bounds(analysis, f.budgets, opt);
-  for (std::size_t b = 0; b < f.budgets.size(); ++b) {
-    f.lower_bound_ms.push_back(lb[b] * 1e3);
-    f.swap_lower_bound_ms.push_back(sb[b] * 1e3);
-  }
+  frontier_detail::set_lower_bounds(f, lb, sb);
   stash::auto_swap_sweeps sweeps(analysis, f.budgets);   // each AutoSwap greedy once for all
   for (std::size_t p = 0; p < f.policies.size(); ++p) {  // a policy's sweep at once (AutoSwap)
     auto const& name = f.policies[p];
     auto const plans = plan_policy_budgets(name, analysis, f.budgets, opt, &sweeps);
     for (std::size_t b = 0; b < f.budgets.size(); ++b) {
-      auto const r = stash::simulate(analysis, plans[b], stash::sim_options{false});
-      f.points[b * f.policies.size() + p] = frontier_point{
-          name, f.budgets[b], r.fits, r.iteration_s * 1e3, plans[b].offloaded_bytes()};
+      f.points[b * f.policies.size() + p] =
+          frontier_detail::point_of(analysis, name, f.budgets[b], plans[b]);
     }
   }
   return f;
