@@ -64,7 +64,10 @@ std::vector<stash::swap_entry> late_plan(stash::trace const& t)
           {b_id, 1, b_use, 2, 13, t.storages()[b_id].bytes}};
 }
 
+// The offer callable: simulates each plan offered and keeps it when faster than the best so far.
 struct kept_plans {
+  kept_plans(stash::trace_analysis const& analysis, double time) : a(analysis), best(time) {}
+
   stash::trace_analysis const& a;
   double best;
   std::size_t offers = 0, kept = 0;
