@@ -65,7 +65,10 @@
  *     re-run splits (detail/hold_split.hpp: a recompute entry whose batch runs before its next
  *     use, held on the device in between, is re-run again at that use instead, the swaps that
  *     stalled inside the hold dropped and what is left over the budget covered by later
- *     prefetches), each plan simulated, with step budgets of constructions and candidates.
+ *     prefetches) and the prefetch advances (detail/prefetch_advance.hpp: where the plan waited
+ *     for copies, a swap entry's prefetch issued 1 to 64 ops earlier, one entry at a time, so
+ *     that a storage needed first does not queue behind one needed later on the H2D engine),
+ *     each plan simulated, with step budgets of constructions, candidates and work.
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them. Encodings change which plans the incumbents keep, so that search alone can end on a
@@ -90,6 +93,7 @@
 #include <stash/swap/detail/hold_split.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
 #include <stash/swap/detail/link_exchange.hpp>
+#include <stash/swap/detail/prefetch_advance.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 #include <stash/swap/detail/redrop_planner.hpp>
 #include <stash/swap/detail/swap_rerun_chain.hpp>
@@ -972,12 +976,14 @@ struct joint_search {
   {
     bool kept          = false;
     std::size_t builds = 0;  // the link exchange's constructions, over the rounds
+    std::size_t work   = 0;  // the prefetch advances' work, over the rounds
     for (std::size_t round = 0; round < polish_rounds; ++round) {
       bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
       bool const cut       = cut_reruns(a, budget, inc, stats);
       bool const chained   = chain_reruns(a, budget, greedy, inc, stats);
       bool const split     = split_reruns(a, budget, inc, stats);
-      if (!exchanged && !cut && !chained && !split) { break; }
+      bool const advanced  = advance_prefetches(a, budget, inc, stats, work);
+      if (!exchanged && !cut && !chained && !split && !advanced) { break; }
       kept = true;
     }
     if (!kept) { return; }
@@ -1049,6 +1055,21 @@ struct joint_search {
       return inc.offer(a, std::move(s), who, encodings, stats);
     };
     return detail::split_holds(a, budget, base.entries, base.recomputes, sim, {}, offer);
+  }
+
+  // The prefetch advances (detail/prefetch_advance.hpp) on `inc`, within the work `work` counts
+  // over the polish's rounds; true when one was kept.
+  bool advance_prefetches(trace_analysis const& a, std::uint64_t budget,
+                          detail::joint_incumbent& inc, joint_search_stats& stats,
+                          std::size_t& work) const
+  {
+    if (!inc.best || !inc.sim) { return false; }
+    auto const base = *inc.best;
+    auto const sim  = *inc.sim;
+    auto const who  = base.note.ends_with("+prefetch") ? base.note : base.note + "+prefetch";
+    auto offer      = [&](schedule s) { return inc.offer(a, std::move(s), who, encodings, stats); };
+    return detail::advance_prefetches(a, budget, std::string(name()), base.entries, base.recomputes,
+                                      base.shared_reruns, sim, {}, work, offer);
   }
 
   // The greedy's weightings that cover what the chained swap re-runs leave over the budget.
