@@ -89,6 +89,7 @@
 #include <stash/swap/detail/cut_swap_rerun.hpp>
 #include <stash/swap/detail/hold_split.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
+#include <stash/swap/detail/latency_swaps.hpp>
 #include <stash/swap/detail/link_exchange.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
 #include <stash/swap/detail/redrop_planner.hpp>
@@ -980,9 +981,31 @@ struct joint_search {
       if (!exchanged && !cut && !chained && !split) { break; }
       kept = true;
     }
-    if (!kept) { return; }
-    improve(a, budget, greedy, inc, stats, max_simulations / 2);
-    if (inc.share) { align_final(a, budget, inc, stats); }
+    if (kept) {
+      improve(a, budget, greedy, inc, stats, max_simulations / 2);
+      if (inc.share) { align_final(a, budget, inc, stats); }
+    }
+    // Last, on what the moves above left (so that no plan they reach gets slower): the
+    // latency-bound swap drops, and the moves again from what they keep.
+    if (drop_latency_swaps(a, budget, greedy, inc, stats)) {
+      improve(a, budget, greedy, inc, stats, max_simulations / 2);
+      if (inc.share) { align_final(a, budget, inc, stats); }
+    }
+  }
+
+  // The latency-bound swap drops (detail/latency_swaps.hpp) on `inc`; true when one was kept.
+  bool drop_latency_swaps(trace_analysis const& a, std::uint64_t budget,
+                          detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                          joint_search_stats& stats) const
+  {
+    if (!inc.best) { return false; }
+    auto const base = *inc.best;
+    auto const who  = base.note + "+latency";
+    auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
+      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
+    };
+    return detail::drop_latency_swaps(a, budget, greedy, base.entries, base.recomputes, {}, offer);
   }
 
   // The link exchange (detail/link_exchange.hpp) on `inc`, while it finds a faster plan and its
