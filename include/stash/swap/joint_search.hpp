@@ -66,6 +66,10 @@
  *     use, held on the device in between, is re-run again at that use instead, the swaps that
  *     stalled inside the hold dropped and what is left over the budget covered by later
  *     prefetches), each plan simulated, with step budgets of constructions and candidates.
+ *     Last, on what those rounds and the moves after them left (so that no plan they reach gets
+ *     slower), the latency-bound swap drops (detail/latency_swaps.hpp: the swaps whose wire time
+ *     is a small share of the link's latency per copy leave the plan, in four tiers, and the
+ *     greedy covers and prunes the rest; the moves (a)-(e) again from what is kept).
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them. Encodings change which plans the incumbents keep, so that search alone can end on a

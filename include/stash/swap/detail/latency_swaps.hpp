@@ -13,7 +13,7 @@
  * third of what the plan spends over no_swap on pcie4_x16 (predicted). One move, in tiers: the
  * swap entries whose wire time is at most a share of the latency (latency_swap_limits::shares,
  * each tier dropping more) are taken out of the plan (their storages stay on the device), and
- * the greedy (joint_greedy::build from what is left, each of its weightings) covers what that
+ * the greedy (joint_greedy::build from what is left, weights 0, 0.3 and 1) covers what that
  * leaves over the budget, with larger entries or re-runs, and prunes the entries that became
  * redundant. Each plan is offered to the simulator, which weighs the fewer transfers against
  * what covers their bytes. Wrap entries and redrops stay, and so does an entry whose host copy a
@@ -42,7 +42,9 @@ struct latency_swap_limits {
   /// most this share of the latency; ascending.
   std::array<double, 4> shares = {1.0 / 32, 1.0 / 8, 0.5, 2.0};
   /// The greedy's weightings that cover what a tier leaves over the budget.
-  std::array<greedy_variant, 1> cover = {greedy_variant{1.0, 0.3, true}};
+  std::array<greedy_variant, 3> cover = {greedy_variant{1.0, 0.0, true},
+                                         greedy_variant{1.0, 0.3, true},
+                                         greedy_variant{1.0, 1.0, true}};
 };
 
 /// Whether swap entry k of `sw` may be dropped: not a wrap or a redrop, and no redrop of its
@@ -57,8 +59,8 @@ struct latency_swap_limits {
 }
 
 /// The latency-bound swap drops of the file comment on the plan `sw` / `rc`: calls
-/// `offer(swaps, recomputes)` for each tier and weighting whose construction changes the plan;
-/// true when an offer returned true.
+/// `offer(swaps, recomputes)` for each tier and weighting whose construction changes the plan
+/// (once per distinct construction); true when an offer returned true.
 template <typename Offer>
 bool drop_latency_swaps(trace_analysis const& a, std::uint64_t budget, joint_greedy const& greedy,
                         std::vector<swap_entry> const& sw, std::vector<recompute_entry> const& rc,
@@ -75,7 +77,8 @@ bool drop_latency_swaps(trace_analysis const& a, std::uint64_t budget, joint_gre
     }
   }
   bool kept            = false;
-  std::size_t previous = 0;  // entries the tier before dropped
+  std::size_t previous = 0;       // entries the tier before dropped
+  std::vector<greedy_plan> made;  // the constructions offered (a weighting may repeat another)
   for (double const s : limits.shares) {
     std::vector<swap_entry> rest;
     rest.reserve(sw.size());
@@ -88,6 +91,12 @@ bool drop_latency_swaps(trace_analysis const& a, std::uint64_t budget, joint_gre
     for (auto const& var : limits.cover) {
       auto p = greedy.build(budget, var, greedy_plan{rest, rc});
       if (p.swaps == sw && p.recomputes == rc) { continue; }
+      if (std::any_of(made.begin(), made.end(), [&](greedy_plan const& q) {
+            return q.swaps == p.swaps && q.recomputes == p.recomputes;
+          })) {
+        continue;
+      }
+      made.push_back(p);
       if (offer(std::move(p.swaps), std::move(p.recomputes))) { kept = true; }
     }
   }
