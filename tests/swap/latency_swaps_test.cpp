@@ -96,12 +96,11 @@ TEST_CASE("swaps of small storages are dropped and their bytes covered by fewer,
   // A wrap, a redrop and an entry whose host copy a redrop reuses stay.
   std::vector<stash::swap_entry> pinned{{0, 0, 4, 1, 3, 100}};
   pinned[0].wrap = true;
-  CHECK_FALSE(stash::detail::droppable_swap(pinned, 0));
+  CHECK_FALSE(stash::detail::droppable_swaps(pinned)[0]);
   std::vector<stash::swap_entry> chain{{4, 0, 1, 1, 1, 1000}, {4, 1, 3, 1, 2, 1000}};
   chain[1].redrop = true;
-  CHECK_FALSE(stash::detail::droppable_swap(chain, 0));
-  CHECK_FALSE(stash::detail::droppable_swap(chain, 1));
-  CHECK(stash::detail::droppable_swap(sw, 0));
+  CHECK(stash::detail::droppable_swaps(chain) == std::vector<bool>{false, false});
+  CHECK(stash::detail::droppable_swaps(sw) == std::vector<bool>(4, true));
 }
 
 }  // namespace STASH_UNITY_ID

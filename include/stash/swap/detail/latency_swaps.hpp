@@ -47,15 +47,23 @@ struct latency_swap_limits {
                                          greedy_variant{1.0, 1.0, true}};
 };
 
-/// Whether swap entry k of `sw` may be dropped: not a wrap or a redrop, and no redrop of its
-/// storage reuses its host copy (a redrop whose last use is k's next use).
-[[nodiscard]] inline bool droppable_swap(std::vector<swap_entry> const& sw, std::size_t k)
+/// Which entries of `sw` may be dropped: not a wrap or a redrop, and no redrop of its storage
+/// reuses its host copy (a redrop whose last use is the entry's next use). The redrops are looked
+/// up in a sorted list (a deep trace's plan holds tens of thousands of entries).
+[[nodiscard]] inline std::vector<bool> droppable_swaps(std::vector<swap_entry> const& sw)
 {
-  auto const& e = sw[k];
-  if (e.wrap || e.redrop) { return false; }
-  return std::none_of(sw.begin(), sw.end(), [&](swap_entry const& r) {
-    return r.redrop && r.id == e.id && r.last_use == e.next_use;
-  });
+  std::vector<std::pair<storage_id, std::uint64_t>> reused;  // (storage, last use) of redrops
+  for (auto const& r : sw) {
+    if (r.redrop) { reused.emplace_back(r.id, r.last_use); }
+  }
+  std::sort(reused.begin(), reused.end());
+  std::vector<bool> out(sw.size(), false);
+  for (std::size_t k = 0; k < sw.size(); ++k) {
+    auto const& e = sw[k];
+    out[k]        = !e.wrap && !e.redrop &&
+             !std::binary_search(reused.begin(), reused.end(), std::pair{e.id, e.next_use});
+  }
+  return out;
 }
 
 /// The latency-bound swap drops of the file comment on the plan `sw` / `rc`: calls
@@ -71,8 +79,9 @@ bool drop_latency_swaps(trace_analysis const& a, std::uint64_t budget, joint_gre
   if (latency <= 0) { return false; }
   // Each droppable entry's wire time as a share of the latency.
   std::vector<double> share(sw.size(), -1.0);
+  auto const droppable = droppable_swaps(sw);
   for (std::size_t k = 0; k < sw.size(); ++k) {
-    if (droppable_swap(sw, k)) {
+    if (droppable[k]) {
       share[k] = (model.h2d_time(sw[k].bytes, sw[k].encoding) - latency) / latency;
     }
   }
