@@ -69,6 +69,10 @@
  *     for copies, a swap entry's prefetch issued 1 to 64 ops earlier, one entry at a time, so
  *     that a storage needed first does not queue behind one needed later on the H2D engine),
  *     each plan simulated, with step budgets of constructions, candidates and work.
+ *     Last, on what those rounds and the moves after them left (so that no plan they reach gets
+ *     slower), the latency-bound swap drops (detail/latency_swaps.hpp: the swaps whose wire time
+ *     is a small share of the link's latency per copy leave the plan, in four tiers, and the
+ *     greedy covers and prunes the rest; the moves (a)-(e) again from what is kept).
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them. Encodings change which plans the incumbents keep, so that search alone can end on a
@@ -92,6 +96,7 @@
 #include <stash/swap/detail/cut_swap_rerun.hpp>
 #include <stash/swap/detail/hold_split.hpp>
 #include <stash/swap/detail/joint_greedy.hpp>
+#include <stash/swap/detail/latency_swaps.hpp>
 #include <stash/swap/detail/link_exchange.hpp>
 #include <stash/swap/detail/prefetch_advance.hpp>
 #include <stash/swap/detail/recompute_set.hpp>
@@ -986,9 +991,31 @@ struct joint_search {
       if (!exchanged && !cut && !chained && !split && !advanced) { break; }
       kept = true;
     }
-    if (!kept) { return; }
-    improve(a, budget, greedy, inc, stats, max_simulations / 2);
-    if (inc.share) { align_final(a, budget, inc, stats); }
+    if (kept) {
+      improve(a, budget, greedy, inc, stats, max_simulations / 2);
+      if (inc.share) { align_final(a, budget, inc, stats); }
+    }
+    // Last, on what the moves above left (so that no plan they reach gets slower): the
+    // latency-bound swap drops, and the moves again from what they keep.
+    if (drop_latency_swaps(a, budget, greedy, inc, stats)) {
+      improve(a, budget, greedy, inc, stats, max_simulations / 2);
+      if (inc.share) { align_final(a, budget, inc, stats); }
+    }
+  }
+
+  // The latency-bound swap drops (detail/latency_swaps.hpp) on `inc`; true when one was kept.
+  bool drop_latency_swaps(trace_analysis const& a, std::uint64_t budget,
+                          detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                          joint_search_stats& stats) const
+  {
+    if (!inc.best) { return false; }
+    auto const base = *inc.best;
+    auto const who  = base.note + "+latency";
+    auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
+      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
+    };
+    return detail::drop_latency_swaps(a, budget, greedy, base.entries, base.recomputes, {}, offer);
   }
 
   // The link exchange (detail/link_exchange.hpp) on `inc`, while it finds a faster plan and its
