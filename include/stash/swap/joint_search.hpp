@@ -107,6 +107,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -410,15 +411,42 @@ struct joint_incumbent {
   }
 };
 
-// A recompute set over `swaps` holding every entry of `keep` (valid together already), the
-// chains the greedy cached taken from it.
-[[nodiscard]] inline recompute_set set_of(trace_analysis const& a, joint_greedy const& greedy,
-                                          std::vector<swap_entry> const& swaps,
-                                          std::vector<recompute_entry> const& keep)
+// The chains of a plan's recompute entries (recompute_chain_of each), those the greedy cached
+// taken from it as joint_greedy::add_to takes them: the local search's moves build a set of the
+// same entries for each move, and computed each chain again for each.
+class entry_chains {
+ public:
+  entry_chains(trace_analysis const& a, joint_greedy const& greedy,
+               std::vector<recompute_entry> const& rcs)
+  {
+    own_.reserve(rcs.size());  // never reallocated: chains_ points into it
+    for (auto const& e : rcs) {
+      auto const* c = greedy.cached_chain(e);
+      if (c == nullptr) {
+        own_.push_back(recompute_chain_of(a, e.id, e.last_use, e.at));
+        c = &own_.back();
+      }
+      chains_.push_back(c);
+    }
+  }
+
+  [[nodiscard]] recompute_chain const& operator[](std::size_t k) const { return *chains_[k]; }
+
+ private:
+  std::vector<recompute_chain> own_;
+  std::vector<recompute_chain const*> chains_;
+};
+
+// `set` made a recompute set over `swaps` holding every entry of `keep` but the one at `skip`
+// (valid together already), in order, each with its chain from `chains`.
+inline void fill_set(recompute_set& set, std::span<swap_entry const> swaps,
+                     std::vector<recompute_entry> const& keep, entry_chains const& chains,
+                     std::size_t skip = std::numeric_limits<std::size_t>::max())
 {
-  recompute_set set(a, swaps);
-  for (auto const& e : keep) { (void)greedy.add_to(set, e); }
-  return set;
+  set.reset(swaps);
+  for (std::size_t k = 0; k < keep.size(); ++k) {
+    if (k != skip) { (void)set.try_add(keep[k], chains[k]); }
+  }
 }
 
 // The latest op p in (lo, v] whose nominal start leaves `seconds` before op v starts (lo + 1 if
@@ -809,6 +837,8 @@ struct joint_search {
       return attempt_move(a, budget, inc, tried, stats, sims, {kind, id, u}, std::move(sw),
                               std::move(rc), who);
     };
+    detail::entry_chains const chains(a, greedy, best.recomputes);
+    detail::recompute_set set(a, {});  // refilled for each move (detail::fill_set)
     // (a) stalled prefetches become recomputes, longest stall first.
     auto stalls = inc.sim->stalls;
     std::stable_sort(stalls.begin(), stalls.end(),
@@ -821,7 +851,7 @@ struct joint_search {
         if (e.wrap || e.id != *st.storage || e.next_use != st.op) { continue; }
         auto sw = best.entries;
         sw.erase(sw.begin() + static_cast<std::ptrdiff_t>(j));
-        auto set = detail::set_of(a, greedy, sw, best.recomputes);
+        detail::fill_set(set, sw, best.recomputes, chains);
         if (greedy.add_to(set,
                           recompute_entry{e.id, e.last_use, e.next_use, e.next_use, e.bytes}) &&
             attempt(0, e.id, e.last_use, sw, set.entries())) {
@@ -850,7 +880,7 @@ struct joint_search {
                           e.last_use + 1,
                           detail::prefetch_op(a, e.last_use + 1, e.next_use, time),
                           e.bytes};
-      auto set = detail::set_of(a, greedy, best.entries, rc);
+      detail::fill_set(set, best.entries, best.recomputes, chains, k);
       if (set.size() != rc.size() || !set.swap_allowed(sw)) { continue; }
       auto swaps = best.entries;
       swaps.push_back(sw);
