@@ -701,6 +701,15 @@ inline void validate_rules(trace_analysis const& analysis, schedule const& s,
 [[nodiscard]] inline std::uint64_t planned_peak_of(trace_analysis const& analysis,
                                                    schedule const& s, rerun_index const& reruns);
 
+// validate_schedule's last rule: device_peak is the planned peak `peak`.
+inline void check_planned_peak(schedule const& s, std::uint64_t peak)
+{
+  if (s.device_peak != peak) {
+    throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
+                                           " is not the planned peak " + std::to_string(peak));
+  }
+}
+
 }  // namespace detail
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
@@ -721,14 +730,20 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 {
   detail::rerun_index const reruns(analysis, s.recomputes);
   detail::validate_rules(analysis, s, reruns);
-  auto const peak = detail::planned_peak_of(analysis, s, reruns);
-  if (s.device_peak != peak) {
-    throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
-                                           " is not the planned peak " + std::to_string(peak));
-  }
+  detail::check_planned_peak(s, detail::planned_peak_of(analysis, s, reruns));
 }
 
 namespace detail {
+
+// validate_schedule with the chains from `memo` (kept there): a planner that validates many
+// schedules of the same entries computes each chain once.
+inline void validate_schedule_with(trace_analysis const& analysis, schedule const& s,
+                                   chain_memo& memo)
+{
+  rerun_index const reruns(analysis, s.recomputes, &memo);
+  validate_rules(analysis, s, reruns);
+  check_planned_peak(s, planned_peak_of(analysis, s, reruns));
+}
 
 // validate_schedule but its last rule (device_peak is the planned peak), for a caller that
 // computed device_peak as planned_peak does from the same entries; the chains from `memo`.

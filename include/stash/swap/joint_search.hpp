@@ -273,6 +273,18 @@ struct joint_incumbent {
   bool redrop           = false;     // joint_search::redrop: repair with second departures
   bool share            = false;     // joint_search::share_reruns: priced shared in a batch
   seed_memo* memo       = nullptr;   // with encodings: the work both searches share
+  // The re-run chains of the schedules planned and validated (chains_for), kept for the whole
+  // plan() call (both searches with encodings): the same entries come back in many plans.
+  chain_memo* chains                      = nullptr;
+  static constexpr std::size_t max_chains = std::size_t{1} << 16;  // then forgotten, kept anew
+
+  // `chains`, emptied first when it holds max_chains (no reference into it is held between
+  // calls), or null.
+  [[nodiscard]] chain_memo* chains_for() noexcept
+  {
+    if (chains != nullptr && chains->size() >= max_chains) { chains->clear(); }
+    return chains;
+  }
 
   [[nodiscard]] double time() const noexcept
   {
@@ -298,7 +310,12 @@ struct joint_incumbent {
     ++stats.simulations;
     sim_result r;
     try {
-      r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+      if (auto* const memo_chains = chains_for()) {  // validate_schedule, the chains kept
+        validate_schedule_with(a, s, *memo_chains);
+        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
+      } else {
+        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+      }
     } catch (schedule_error const&) {
       return false;
     }
@@ -526,7 +543,9 @@ struct joint_search {
       return make_schedule(a, std::string(name()), budget, {});
     }
     detail::joint_greedy const greedy(a);
-    auto inc = incumbent(nullptr);
+    detail::chain_memo chains(a);
+    auto inc   = incumbent(nullptr);
+    inc.chains = &chains;
     if (!encodings) {
       search(a, budget, greedy, inc, stats);
     } else {
@@ -537,7 +556,8 @@ struct joint_search {
       detail::seed_memo memo;
       joint_search raw = *this;
       raw.encodings.reset();
-      auto raw_inc = incumbent(&memo);
+      auto raw_inc   = incumbent(&memo);
+      raw_inc.chains = &chains;
       joint_search_stats raw_stats;
       raw.search(a, budget, greedy, raw_inc, raw_stats);
       inc.memo = &memo;
@@ -712,14 +732,11 @@ struct joint_search {
       if (missed && greedy.peak(p) > budget) {
         auto q = construct(k, var, no_swap, missed, true);
         if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
-          inc.offer(a,
-                    make_schedule(a, std::string(name()), budget, std::move(q.swaps),
-                                  std::move(q.recomputes)),
+          inc.offer(a, make_plan(a, budget, inc, std::move(q.swaps), std::move(q.recomputes)),
                     starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
         }
       }
-      auto s         = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
-                                     std::move(p.recomputes));
+      auto s         = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
       auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed") +
                        (missed ? "/repair" : "");
       return inc.offer(a, std::move(s), tag, encodings, stats);
@@ -808,6 +825,26 @@ struct joint_search {
            std::to_string(v.swap_weight).substr(0, 4) + (v.link_slots ? "/link" : "");
   }
 
+  // make_schedule(a, name(), budget, sw, rc), the re-runs' chains from inc's memo where it has
+  // one (the same planned peak).
+  [[nodiscard]] static schedule make_plan(trace_analysis const& a, std::uint64_t budget,
+                                          detail::joint_incumbent& inc, std::vector<swap_entry> sw,
+                                          std::vector<recompute_entry> rc)
+  {
+    auto* const chains = inc.chains_for();
+    if (chains == nullptr) {
+      return make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+    }
+    schedule s;
+    s.policy        = std::string(name());
+    s.budget        = budget;
+    s.baseline_peak = a.peak_live_bytes();
+    s.device_peak   = detail::peak_of(a, planned_device_curve(a, sw, rc), sw, rc, *chains);
+    s.entries       = std::move(sw);
+    s.recomputes    = std::move(rc);
+    return s;
+  }
+
   // One move's schedule, offered to `inc` as `who` unless its (kind, storage, use) `key` was
   // tried before or its planned peak is over `budget` (then not simulated); true when kept.
   bool attempt_move(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
@@ -818,7 +855,7 @@ struct joint_search {
   {
     if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
     tried.push_back(key);
-    auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+    auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
     if (s.device_peak > budget) { return false; }
     ++sims;
     return inc.offer(a, std::move(s), who, encodings, stats);
@@ -955,6 +992,7 @@ struct joint_search {
       local.activations_only = inc.activations_only;
       local.redrop           = inc.redrop;
       local.share            = inc.share;
+      local.chains           = inc.chains;
       local.best             = std::move(s);
       local.sim              = std::move(r);
       auto const winner      = stats.winner;
@@ -1028,8 +1066,7 @@ struct joint_search {
       auto const base = *inc.best;
       auto const who  = base.note.ends_with("+exchange") ? base.note : base.note + "+exchange";
       auto offer      = [&](detail::greedy_plan p) {
-        auto s = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
-                                    std::move(p.recomputes));
+        auto s = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
         return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
       };
       if (!detail::link_exchange_round(a, budget, greedy, base.entries, base.recomputes, limits,
@@ -1054,7 +1091,7 @@ struct joint_search {
       auto const base = *inc.best;
       auto const who  = base.note.ends_with("+cut") ? base.note : base.note + "+cut";
       auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
-        auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+        auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
         return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
       };
       if (!detail::cut_swap_reruns(a, budget, base.entries, base.recomputes, cut_candidates,
@@ -1075,7 +1112,7 @@ struct joint_search {
     auto const sim  = *inc.sim;
     auto const who  = base.note.ends_with("+split") ? base.note : base.note + "+split";
     auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
-      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
       return inc.offer(a, std::move(s), who, encodings, stats);
     };
     return detail::split_holds(a, budget, base.entries, base.recomputes, sim, {}, offer);
@@ -1098,14 +1135,13 @@ struct joint_search {
     auto p          = detail::chained_swap_reruns(a, budget, base.entries, base.recomputes, {});
     if (!p) { return false; }
     auto const who  = base.note.ends_with("+chain") ? base.note : base.note + "+chain";
-    auto s          = make_schedule(a, std::string(name()), budget, p->swaps, p->recomputes);
+    auto s          = make_plan(a, budget, inc, p->swaps, p->recomputes);
     bool const over = s.device_peak > budget;
     bool kept       = inc.offer(a, std::move(s), who, encodings, stats);
     for (auto const& var : chain_cover_variants) {
       if (!over) { break; }
       auto q = greedy.build(budget, var, *p);
-      auto c = make_schedule(a, std::string(name()), budget, std::move(q.swaps),
-                             std::move(q.recomputes));
+      auto c = make_plan(a, budget, inc, std::move(q.swaps), std::move(q.recomputes));
       if (c.device_peak <= budget) {
         kept = inc.offer(a, std::move(c), who, encodings, stats) || kept;
       }
@@ -1125,8 +1161,7 @@ struct joint_search {
     auto p = greedy.reinsert(budget, {inc.best->entries, inc.best->recomputes}, reinsert_steps);
     if (p.recomputes == inc.best->recomputes) { return; }
     auto const who = inc.best->note + "+reinsert";
-    auto s =
-        make_schedule(a, std::string(name()), budget, std::move(p.swaps), std::move(p.recomputes));
+    auto s         = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
     if (inc.offer(a, std::move(s), who, encodings, stats)) {
       improve(a, budget, greedy, inc, stats, max_simulations / 2);
     }
