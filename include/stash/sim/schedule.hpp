@@ -875,24 +875,20 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
     trace_analysis const& analysis, std::span<swap_entry const> entries,
     std::span<recompute_entry const> recomputes = {})
 {
-  auto const& t     = analysis.trace();
-  auto const events = t.events();
+  auto const live = analysis.live_bytes();  // per event, nothing swapped
   std::vector<std::int64_t> delta;
   detail::planned_off_deltas(analysis, entries, recomputes, delta);
-  std::vector<std::uint64_t> curve(events.size());
-  std::uint64_t live   = 0;
+  std::vector<std::uint64_t> curve(live.size());
   std::int64_t removed = 0;
-  for (std::uint64_t i = 0; i < events.size(); ++i) {
-    if (events[i].kind == event_kind::alloc) { live += t.storages()[events[i].index].bytes; }
-    if (events[i].kind == event_kind::free) { live -= t.storages()[events[i].index].bytes; }
+  for (std::uint64_t i = 0; i < live.size(); ++i) {
     removed += delta[i];
     auto const away = static_cast<std::uint64_t>(-removed);
-    if (away > live) {  // only invalid entries get here (see the function comment)
+    if (away > live[i]) {  // only invalid entries get here (see the function comment)
       throw schedule_error(std::nullopt, "planned device bytes below zero at event " +
                                              std::to_string(i) + ": " + std::to_string(away) +
-                                             " B away of " + std::to_string(live) + " B live");
+                                             " B away of " + std::to_string(live[i]) + " B live");
     }
-    curve[i] = live - away;
+    curve[i] = live[i] - away;
   }
   return curve;
 }
