@@ -87,4 +87,28 @@ TEST_CASE("recompute set: a swap back for a batch at a re-run use leaves that ba
   CHECK(swapped[op2] + 1000 == kept[op2]);
 }
 
+TEST_CASE("recompute set: reset leaves it as a set constructed over the new swaps")
+{
+  // The local search refills one set per move (detail::fill_set): after reset nothing of the
+  // entries, readers or swap gaps before it is left.
+  auto const t = stash::parse_trace(stash::test::rerun_read_trace_text, "rerun_read");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e9));
+  stash::swap_entry const x_over_rerun{0, 0, 5, 1, 5, 1000};
+  stash::recompute_entry const a_at_3{1, 1, 3, 3, 4000};
+  stash::detail::recompute_set rs(a, std::vector<stash::swap_entry>{x_over_rerun});
+  CHECK_FALSE(rs.try_add(a_at_3));  // x is away for the batch at op3
+  rs.reset({});
+  REQUIRE(rs.try_add(a_at_3));
+  CHECK_FALSE(rs.swap_allowed(x_over_rerun));  // the re-run reads x
+  CHECK_FALSE(rs.try_add(a_at_3));             // its gap is taken
+  rs.reset(std::vector<stash::swap_entry>{x_over_rerun});
+  CHECK(rs.size() == 0);
+  CHECK(rs.entries().empty());
+  CHECK(rs.swap_allowed(stash::swap_entry{1, 1, 3, 1, 3, 4000}));  // no entry holds a's gap
+  CHECK_FALSE(rs.try_add(a_at_3));
+  rs.reset({});
+  CHECK(rs.try_add(a_at_3));
+  CHECK(rs.entries() == std::vector<stash::recompute_entry>{a_at_3});
+}
+
 }  // namespace STASH_UNITY_ID

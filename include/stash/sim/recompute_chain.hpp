@@ -229,7 +229,7 @@ namespace detail {
 // recompute_chain_of by (storage, last use, at), each computed once: a planner that checks
 // many schedules over mostly the same recompute entries (the redrop repair's options and their
 // validation) asks for the same chains again and again. Not thread-safe: one per planning call,
-// on its thread. The references it returns live as long as it does.
+// on its thread. The references it returns live as long as it does (or until clear()).
 class chain_memo {
  public:
   explicit chain_memo(trace_analysis const& a) : a_(a) {}
@@ -244,6 +244,11 @@ class chain_memo {
     }
     return it->second;
   }
+
+  /// The chains kept.
+  [[nodiscard]] std::size_t size() const noexcept { return chains_.size(); }
+  /// Forgets every chain (references handed out before no longer valid).
+  void clear() noexcept { chains_.clear(); }
 
  private:
   trace_analysis const& a_;

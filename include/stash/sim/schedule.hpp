@@ -302,34 +302,52 @@ namespace detail {
          !is_access(a, e.id, e.last_use);
 }
 
+// Values grouped by storage, each storage's ascending and unique: the per-storage lists
+// validation needs, without a vector per storage (the trace's thousands, for each schedule
+// checked).
+class storage_groups {
+ public:
+  // `pairs` holds (storage, value), every storage below `storages`.
+  storage_groups(std::size_t storages, std::vector<std::pair<storage_id, std::uint64_t>> pairs)
+      : end_(storages + 1, 0)
+  {
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    values_.reserve(pairs.size());
+    for (auto const& [id, v] : pairs) {
+      values_.push_back(v);
+      end_[id + 1] = static_cast<std::uint32_t>(values_.size());
+    }
+    for (std::size_t i = 1; i < end_.size(); ++i) { end_[i] = std::max(end_[i], end_[i - 1]); }
+  }
+
+  [[nodiscard]] std::span<std::uint64_t const> operator[](storage_id id) const
+  {
+    return std::span<std::uint64_t const>(values_).subspan(end_[id], end_[id + 1] - end_[id]);
+  }
+
+ private:
+  std::vector<std::uint32_t> end_;  // end_[id + 1]: the end of storage id's values
+  std::vector<std::uint64_t> values_;
+};
+
 // The re-run uses of a schedule (see the file comment): each recompute entry's chain, computed
 // once (null for an entry outside the trace, which validate_schedule refuses), and each
 // storage's re-run uses, sorted and unique (an entry whose chain is not valid adds none). The
 // chains are computed here, or taken from `memo` (kept there) when one is given.
 struct rerun_index {
+ private:
+  std::vector<recompute_chain> owned_;  // the chains computed here (no memo): built first
+
+ public:
   std::vector<recompute_chain const*> chains;
-  std::vector<std::vector<std::uint64_t>> uses;
+  storage_groups uses;
 
   rerun_index(trace_analysis const& a, std::span<recompute_entry const> recomputes,
               chain_memo* memo = nullptr)
-      : chains(recomputes.size(), nullptr), uses(a.trace().storages().size())
+      : chains(recomputes.size(), nullptr),
+        uses(a.trace().storages().size(), use_pairs(a, recomputes, memo, chains, owned_))
   {
-    if (memo == nullptr) { owned_.reserve(recomputes.size()); }  // the pointers stay valid
-    for (std::size_t k = 0; k < recomputes.size(); ++k) {
-      auto const& e = recomputes[k];
-      if (e.id >= uses.size() || e.last_use >= e.at || e.at >= a.op_count()) { continue; }
-      if (memo != nullptr) {
-        chains[k] = &(*memo)(e.id, e.last_use, e.at);
-      } else {
-        chains[k] = &owned_.emplace_back(recompute_chain_of(a, e.id, e.last_use, e.at));
-      }
-      if (!chains[k]->valid()) { continue; }
-      for (auto const r : chains[k]->reads) { uses[r].push_back(e.at); }
-    }
-    for (auto& u : uses) {
-      std::sort(u.begin(), u.end());
-      u.erase(std::unique(u.begin(), u.end()), u.end());
-    }
   }
 
   // Whether `op` is a use of `id`: an access or a re-run use.
@@ -347,7 +365,29 @@ struct rerun_index {
   rerun_index& operator=(rerun_index const&) = delete;
 
  private:
-  std::vector<recompute_chain> owned_;  // the chains computed here (no memo)
+  // Fills `chains` (computed into `owned`, or taken from `memo`); returns the (storage, re-run
+  // use) pairs.
+  static std::vector<std::pair<storage_id, std::uint64_t>> use_pairs(
+      trace_analysis const& a, std::span<recompute_entry const> recomputes, chain_memo* memo,
+      std::vector<recompute_chain const*>& chains, std::vector<recompute_chain>& owned)
+  {
+    if (memo == nullptr) { owned.reserve(recomputes.size()); }  // the pointers stay valid
+    std::vector<std::pair<storage_id, std::uint64_t>> pairs;
+    for (std::size_t k = 0; k < recomputes.size(); ++k) {
+      auto const& e = recomputes[k];
+      if (e.id >= a.trace().storages().size() || e.last_use >= e.at || e.at >= a.op_count()) {
+        continue;
+      }
+      if (memo != nullptr) {
+        chains[k] = &(*memo)(e.id, e.last_use, e.at);
+      } else {
+        chains[k] = &owned.emplace_back(recompute_chain_of(a, e.id, e.last_use, e.at));
+      }
+      if (!chains[k]->valid()) { continue; }
+      for (auto const r : chains[k]->reads) { pairs.emplace_back(r, e.at); }
+    }
+    return pairs;
+  }
 };
 
 // Empty when ops u < v are consecutive uses of `id` (accesses or re-run uses, no access
@@ -369,9 +409,9 @@ struct rerun_index {
 // depth of entries j < k. A swap entry of r ending at `at` keeps r away unless `at` is a re-run
 // use that is not an access of r (the batch waits for that prefetch: see the file comment).
 [[nodiscard]] inline std::optional<std::size_t> read_depth(
-    trace_analysis const& a, schedule const& s, std::span<std::vector<std::size_t> const> swaps_of,
-    std::span<std::vector<std::size_t> const> recomputes_of,
-    std::span<std::size_t const> recompute_depth, storage_id r, std::size_t k)
+    trace_analysis const& a, schedule const& s, storage_groups const& swaps_of,
+    storage_groups const& recomputes_of, std::span<std::size_t const> recompute_depth, storage_id r,
+    std::size_t k)
 {
   auto const at = s.recomputes[k].at;
   for (auto const j : swaps_of[r]) {
@@ -485,13 +525,18 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s,
                                 rerun_index const& reruns)
 {
   auto const& t = a.trace();
-  std::vector<std::vector<std::size_t>> swaps_of(t.storages().size());
-  std::vector<std::vector<std::size_t>> recomputes_of(t.storages().size());
-  for (std::size_t j = 0; j < s.entries.size(); ++j) { swaps_of[s.entries[j].id].push_back(j); }
   for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
     validate_recompute_fields(a, s, reruns, k);
-    recomputes_of[s.recomputes[k].id].push_back(k);
   }
+  auto const storages   = t.storages().size();
+  auto const by_storage = [&](auto const& list) {  // each storage's entries, in index order
+    std::vector<std::pair<storage_id, std::uint64_t>> pairs;
+    pairs.reserve(list.size());
+    for (std::size_t j = 0; j < list.size(); ++j) { pairs.emplace_back(list[j].id, j); }
+    return storage_groups(storages, std::move(pairs));
+  };
+  auto const swaps_of      = by_storage(s.entries);
+  auto const recomputes_of = by_storage(s.recomputes);
   std::vector<std::size_t> depth(s.recomputes.size(), 1);
   for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
     auto const& e = s.recomputes[k];
@@ -656,6 +701,15 @@ inline void validate_rules(trace_analysis const& analysis, schedule const& s,
 [[nodiscard]] inline std::uint64_t planned_peak_of(trace_analysis const& analysis,
                                                    schedule const& s, rerun_index const& reruns);
 
+// validate_schedule's last rule: device_peak is the planned peak `peak`.
+inline void check_planned_peak(schedule const& s, std::uint64_t peak)
+{
+  if (s.device_peak != peak) {
+    throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
+                                           " is not the planned peak " + std::to_string(peak));
+  }
+}
+
 }  // namespace detail
 
 /// @brief Checks `s` against `t`; throws stash::schedule_error naming the entry and the rule.
@@ -676,14 +730,20 @@ inline void validate_schedule(trace_analysis const& analysis, schedule const& s)
 {
   detail::rerun_index const reruns(analysis, s.recomputes);
   detail::validate_rules(analysis, s, reruns);
-  auto const peak = detail::planned_peak_of(analysis, s, reruns);
-  if (s.device_peak != peak) {
-    throw schedule_error(std::nullopt, "device_peak " + std::to_string(s.device_peak) +
-                                           " is not the planned peak " + std::to_string(peak));
-  }
+  detail::check_planned_peak(s, detail::planned_peak_of(analysis, s, reruns));
 }
 
 namespace detail {
+
+// validate_schedule with the chains from `memo` (kept there): a planner that validates many
+// schedules of the same entries computes each chain once.
+inline void validate_schedule_with(trace_analysis const& analysis, schedule const& s,
+                                   chain_memo& memo)
+{
+  rerun_index const reruns(analysis, s.recomputes, &memo);
+  validate_rules(analysis, s, reruns);
+  check_planned_peak(s, planned_peak_of(analysis, s, reruns));
+}
 
 // validate_schedule but its last rule (device_peak is the planned peak), for a caller that
 // computed device_peak as planned_peak does from the same entries; the chains from `memo`.
@@ -815,24 +875,20 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
     trace_analysis const& analysis, std::span<swap_entry const> entries,
     std::span<recompute_entry const> recomputes = {})
 {
-  auto const& t     = analysis.trace();
-  auto const events = t.events();
+  auto const live = analysis.live_bytes();  // per event, nothing swapped
   std::vector<std::int64_t> delta;
   detail::planned_off_deltas(analysis, entries, recomputes, delta);
-  std::vector<std::uint64_t> curve(events.size());
-  std::uint64_t live   = 0;
+  std::vector<std::uint64_t> curve(live.size());
   std::int64_t removed = 0;
-  for (std::uint64_t i = 0; i < events.size(); ++i) {
-    if (events[i].kind == event_kind::alloc) { live += t.storages()[events[i].index].bytes; }
-    if (events[i].kind == event_kind::free) { live -= t.storages()[events[i].index].bytes; }
+  for (std::uint64_t i = 0; i < live.size(); ++i) {
     removed += delta[i];
     auto const away = static_cast<std::uint64_t>(-removed);
-    if (away > live) {  // only invalid entries get here (see the function comment)
+    if (away > live[i]) {  // only invalid entries get here (see the function comment)
       throw schedule_error(std::nullopt, "planned device bytes below zero at event " +
                                              std::to_string(i) + ": " + std::to_string(away) +
-                                             " B away of " + std::to_string(live) + " B live");
+                                             " B away of " + std::to_string(live[i]) + " B live");
     }
-    curve[i] = live - away;
+    curve[i] = live[i] - away;
   }
   return curve;
 }

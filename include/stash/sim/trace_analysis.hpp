@@ -52,7 +52,8 @@ class trace_analysis {
         op_seconds_(model.op_times(t)),
         steps_(compute_memory_steps(t)),
         recompute_classes_(resolve_recompute_classes(t)),
-        workspace_(compute_workspaces(t, ops_))
+        workspace_(compute_workspaces(t, ops_)),
+        live_bytes_(compute_live_bytes(t))
   {
     op_start_.resize(op_seconds_.size() + 1, 0.0);
     for (std::size_t i = 0; i < op_seconds_.size(); ++i) {
@@ -103,6 +104,10 @@ class trace_analysis {
   {
     return workspace_;
   }
+  /// @brief The bytes live after each event of the trace, nothing swapped (planned_device_curve
+  /// of no entries, computed once).
+  /// @return Bytes per event.
+  [[nodiscard]] std::span<std::uint64_t const> live_bytes() const noexcept { return live_bytes_; }
   /// @brief The peak of live bytes without swapping (the trace's lower bound L).
   /// @return Bytes.
   [[nodiscard]] std::uint64_t peak_live_bytes() const noexcept
@@ -111,6 +116,19 @@ class trace_analysis {
   }
 
  private:
+  [[nodiscard]] static std::vector<std::uint64_t> compute_live_bytes(stash::trace const& t)
+  {
+    std::vector<std::uint64_t> out;
+    out.reserve(t.events().size());
+    std::uint64_t live = 0;
+    for (auto const& ev : t.events()) {
+      if (ev.kind == event_kind::alloc) { live += t.storages()[ev.index].bytes; }
+      if (ev.kind == event_kind::free) { live -= t.storages()[ev.index].bytes; }
+      out.push_back(live);
+    }
+    return out;
+  }
+
   [[nodiscard]] static std::vector<memory_step> compute_memory_steps(stash::trace const& t)
   {
     std::vector<memory_step> steps(t.ops().size() + 1);
@@ -182,6 +200,7 @@ class trace_analysis {
   std::vector<memory_step> steps_;
   std::vector<recompute_class> recompute_classes_;
   std::vector<std::uint64_t> workspace_;
+  std::vector<std::uint64_t> live_bytes_;  // per event
 };
 
 }  // namespace stash

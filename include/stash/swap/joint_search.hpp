@@ -116,6 +116,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -281,6 +282,18 @@ struct joint_incumbent {
   bool redrop           = false;     // joint_search::redrop: repair with second departures
   bool share            = false;     // joint_search::share_reruns: priced shared in a batch
   seed_memo* memo       = nullptr;   // with encodings: the work both searches share
+  // The re-run chains of the schedules planned and validated (chains_for), kept for the whole
+  // plan() call (both searches with encodings): the same entries come back in many plans.
+  chain_memo* chains                      = nullptr;
+  static constexpr std::size_t max_chains = std::size_t{1} << 16;  // then forgotten, kept anew
+
+  // `chains`, emptied first when it holds max_chains (no reference into it is held between
+  // calls), or null.
+  [[nodiscard]] chain_memo* chains_for() noexcept
+  {
+    if (chains != nullptr && chains->size() >= max_chains) { chains->clear(); }
+    return chains;
+  }
 
   [[nodiscard]] double time() const noexcept
   {
@@ -306,7 +319,12 @@ struct joint_incumbent {
     ++stats.simulations;
     sim_result r;
     try {
-      r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+      if (auto* const memo_chains = chains_for()) {  // validate_schedule, the chains kept
+        validate_schedule_with(a, s, *memo_chains);
+        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
+      } else {
+        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+      }
     } catch (schedule_error const&) {
       return false;
     }
@@ -419,15 +437,42 @@ struct joint_incumbent {
   }
 };
 
-// A recompute set over `swaps` holding every entry of `keep` (valid together already), the
-// chains the greedy cached taken from it.
-[[nodiscard]] inline recompute_set set_of(trace_analysis const& a, joint_greedy const& greedy,
-                                          std::vector<swap_entry> const& swaps,
-                                          std::vector<recompute_entry> const& keep)
+// The chains of a plan's recompute entries (recompute_chain_of each), those the greedy cached
+// taken from it as joint_greedy::add_to takes them: the local search's moves build a set of the
+// same entries for each move, and computed each chain again for each.
+class entry_chains {
+ public:
+  entry_chains(trace_analysis const& a, joint_greedy const& greedy,
+               std::vector<recompute_entry> const& rcs)
+  {
+    own_.reserve(rcs.size());  // never reallocated: chains_ points into it
+    for (auto const& e : rcs) {
+      auto const* c = greedy.cached_chain(e);
+      if (c == nullptr) {
+        own_.push_back(recompute_chain_of(a, e.id, e.last_use, e.at));
+        c = &own_.back();
+      }
+      chains_.push_back(c);
+    }
+  }
+
+  [[nodiscard]] recompute_chain const& operator[](std::size_t k) const { return *chains_[k]; }
+
+ private:
+  std::vector<recompute_chain> own_;
+  std::vector<recompute_chain const*> chains_;
+};
+
+// `set` made a recompute set over `swaps` holding every entry of `keep` but the one at `skip`
+// (valid together already), in order, each with its chain from `chains`.
+inline void fill_set(recompute_set& set, std::span<swap_entry const> swaps,
+                     std::vector<recompute_entry> const& keep, entry_chains const& chains,
+                     std::size_t skip = std::numeric_limits<std::size_t>::max())
 {
-  recompute_set set(a, swaps);
-  for (auto const& e : keep) { (void)greedy.add_to(set, e); }
-  return set;
+  set.reset(swaps);
+  for (std::size_t k = 0; k < keep.size(); ++k) {
+    if (k != skip) { (void)set.try_add(keep[k], chains[k]); }
+  }
 }
 
 // The latest op p in (lo, v] whose nominal start leaves `seconds` before op v starts (lo + 1 if
@@ -507,7 +552,9 @@ struct joint_search {
       return make_schedule(a, std::string(name()), budget, {});
     }
     detail::joint_greedy const greedy(a);
-    auto inc = incumbent(nullptr);
+    detail::chain_memo chains(a);
+    auto inc   = incumbent(nullptr);
+    inc.chains = &chains;
     if (!encodings) {
       search(a, budget, greedy, inc, stats);
     } else {
@@ -518,7 +565,8 @@ struct joint_search {
       detail::seed_memo memo;
       joint_search raw = *this;
       raw.encodings.reset();
-      auto raw_inc = incumbent(&memo);
+      auto raw_inc   = incumbent(&memo);
+      raw_inc.chains = &chains;
       joint_search_stats raw_stats;
       raw.search(a, budget, greedy, raw_inc, raw_stats);
       inc.memo = &memo;
@@ -693,14 +741,11 @@ struct joint_search {
       if (missed && greedy.peak(p) > budget) {
         auto q = construct(k, var, no_swap, missed, true);
         if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
-          inc.offer(a,
-                    make_schedule(a, std::string(name()), budget, std::move(q.swaps),
-                                  std::move(q.recomputes)),
+          inc.offer(a, make_plan(a, budget, inc, std::move(q.swaps), std::move(q.recomputes)),
                     starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
         }
       }
-      auto s         = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
-                                     std::move(p.recomputes));
+      auto s         = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
       auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed") +
                        (missed ? "/repair" : "");
       return inc.offer(a, std::move(s), tag, encodings, stats);
@@ -789,6 +834,26 @@ struct joint_search {
            std::to_string(v.swap_weight).substr(0, 4) + (v.link_slots ? "/link" : "");
   }
 
+  // make_schedule(a, name(), budget, sw, rc), the re-runs' chains from inc's memo where it has
+  // one (the same planned peak).
+  [[nodiscard]] static schedule make_plan(trace_analysis const& a, std::uint64_t budget,
+                                          detail::joint_incumbent& inc, std::vector<swap_entry> sw,
+                                          std::vector<recompute_entry> rc)
+  {
+    auto* const chains = inc.chains_for();
+    if (chains == nullptr) {
+      return make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+    }
+    schedule s;
+    s.policy        = std::string(name());
+    s.budget        = budget;
+    s.baseline_peak = a.peak_live_bytes();
+    s.device_peak   = detail::peak_of(a, planned_device_curve(a, sw, rc), sw, rc, *chains);
+    s.entries       = std::move(sw);
+    s.recomputes    = std::move(rc);
+    return s;
+  }
+
   // One move's schedule, offered to `inc` as `who` unless its (kind, storage, use) `key` was
   // tried before or its planned peak is over `budget` (then not simulated); true when kept.
   bool attempt_move(trace_analysis const& a, std::uint64_t budget, detail::joint_incumbent& inc,
@@ -799,7 +864,7 @@ struct joint_search {
   {
     if (std::find(tried.begin(), tried.end(), key) != tried.end()) { return false; }
     tried.push_back(key);
-    auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+    auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
     if (s.device_peak > budget) { return false; }
     ++sims;
     return inc.offer(a, std::move(s), who, encodings, stats);
@@ -818,6 +883,8 @@ struct joint_search {
       return attempt_move(a, budget, inc, tried, stats, sims, {kind, id, u}, std::move(sw),
                               std::move(rc), who);
     };
+    detail::entry_chains const chains(a, greedy, best.recomputes);
+    detail::recompute_set set(a, {});  // refilled for each move (detail::fill_set)
     // (a) stalled prefetches become recomputes, longest stall first.
     auto stalls = inc.sim->stalls;
     std::stable_sort(stalls.begin(), stalls.end(),
@@ -830,7 +897,7 @@ struct joint_search {
         if (e.wrap || e.id != *st.storage || e.next_use != st.op) { continue; }
         auto sw = best.entries;
         sw.erase(sw.begin() + static_cast<std::ptrdiff_t>(j));
-        auto set = detail::set_of(a, greedy, sw, best.recomputes);
+        detail::fill_set(set, sw, best.recomputes, chains);
         if (greedy.add_to(set,
                           recompute_entry{e.id, e.last_use, e.next_use, e.next_use, e.bytes}) &&
             attempt(0, e.id, e.last_use, sw, set.entries())) {
@@ -859,7 +926,7 @@ struct joint_search {
                           e.last_use + 1,
                           detail::prefetch_op(a, e.last_use + 1, e.next_use, time),
                           e.bytes};
-      auto set = detail::set_of(a, greedy, best.entries, rc);
+      detail::fill_set(set, best.entries, best.recomputes, chains, k);
       if (set.size() != rc.size() || !set.swap_allowed(sw)) { continue; }
       auto swaps = best.entries;
       swaps.push_back(sw);
@@ -934,6 +1001,7 @@ struct joint_search {
       local.activations_only = inc.activations_only;
       local.redrop           = inc.redrop;
       local.share            = inc.share;
+      local.chains           = inc.chains;
       local.best             = std::move(s);
       local.sim              = std::move(r);
       auto const winner      = stats.winner;
@@ -1031,8 +1099,7 @@ struct joint_search {
       auto const base = *inc.best;
       auto const who  = base.note.ends_with("+exchange") ? base.note : base.note + "+exchange";
       auto offer      = [&](detail::greedy_plan p) {
-        auto s = make_schedule(a, std::string(name()), budget, std::move(p.swaps),
-                                    std::move(p.recomputes));
+        auto s = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
         return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
       };
       if (!detail::link_exchange_round(a, budget, greedy, base.entries, base.recomputes, limits,
@@ -1057,7 +1124,7 @@ struct joint_search {
       auto const base = *inc.best;
       auto const who  = base.note.ends_with("+cut") ? base.note : base.note + "+cut";
       auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
-        auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+        auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
         return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
       };
       if (!detail::cut_swap_reruns(a, budget, base.entries, base.recomputes, cut_candidates,
@@ -1078,7 +1145,7 @@ struct joint_search {
     auto const sim  = *inc.sim;
     auto const who  = base.note.ends_with("+split") ? base.note : base.note + "+split";
     auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
-      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
       return inc.offer(a, std::move(s), who, encodings, stats);
     };
     return detail::split_holds(a, budget, base.entries, base.recomputes, sim, {}, offer);
@@ -1116,14 +1183,13 @@ struct joint_search {
     auto p          = detail::chained_swap_reruns(a, budget, base.entries, base.recomputes, {});
     if (!p) { return false; }
     auto const who  = base.note.ends_with("+chain") ? base.note : base.note + "+chain";
-    auto s          = make_schedule(a, std::string(name()), budget, p->swaps, p->recomputes);
+    auto s          = make_plan(a, budget, inc, p->swaps, p->recomputes);
     bool const over = s.device_peak > budget;
     bool kept       = inc.offer(a, std::move(s), who, encodings, stats);
     for (auto const& var : chain_cover_variants) {
       if (!over) { break; }
       auto q = greedy.build(budget, var, *p);
-      auto c = make_schedule(a, std::string(name()), budget, std::move(q.swaps),
-                             std::move(q.recomputes));
+      auto c = make_plan(a, budget, inc, std::move(q.swaps), std::move(q.recomputes));
       if (c.device_peak <= budget) {
         kept = inc.offer(a, std::move(c), who, encodings, stats) || kept;
       }
@@ -1143,8 +1209,7 @@ struct joint_search {
     auto p = greedy.reinsert(budget, {inc.best->entries, inc.best->recomputes}, reinsert_steps);
     if (p.recomputes == inc.best->recomputes) { return; }
     auto const who = inc.best->note + "+reinsert";
-    auto s =
-        make_schedule(a, std::string(name()), budget, std::move(p.swaps), std::move(p.recomputes));
+    auto s         = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
     if (inc.offer(a, std::move(s), who, encodings, stats)) {
       improve(a, budget, greedy, inc, stats, max_simulations / 2);
     }

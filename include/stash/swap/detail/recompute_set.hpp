@@ -92,6 +92,14 @@ class storage_lists {
   [[nodiscard]] list operator[](std::size_t s) { return {*this, s}; }
   [[nodiscard]] const_list operator[](std::size_t s) const { return {*this, s}; }
 
+  /// Empties every list: only the storages appended to are reset (no pass over all storages).
+  void clear()
+  {
+    for (auto const s : used_) { head_[s] = tail_[s] = none; }
+    used_.clear();
+    nodes_.clear();
+  }
+
  private:
   void append(std::size_t s, T const& v)
   {
@@ -102,6 +110,7 @@ class storage_lists {
     nodes_.push_back(node{v, none});
     if (tail_[s] == none) {
       head_[s] = k;
+      used_.push_back(s);
     } else {
       nodes_[tail_[s]].next = k;
     }
@@ -110,6 +119,7 @@ class storage_lists {
 
   std::vector<std::uint32_t> head_, tail_;  // per storage: its first and last node
   std::vector<node> nodes_;
+  std::vector<std::size_t> used_;  // the storages whose list is not empty
 };
 
 /// Recompute entries that stay valid together with a fixed list of swap entries.
@@ -134,6 +144,17 @@ class recompute_set {
       if (e.last_use < x && x < e.at && (!d || x < *d)) { d = x; }
     }
     return d;
+  }
+
+  /// Empties the set and makes `swaps` its fixed list, as a set constructed so (without a
+  /// pass over every storage: the local search builds thousands of sets).
+  void reset(std::span<swap_entry const> swaps)
+  {
+    items_.clear();
+    drops_of_.clear();
+    readers_of_.clear();
+    swap_gaps_.clear();
+    for (auto const& e : swaps) { swap_gaps_[e.id].emplace_back(e.last_use, e.next_use); }
   }
 
   /// Adds swap entry `e` to the fixed list (the caller checked swap_allowed(e)).
