@@ -133,16 +133,27 @@ struct joint_search_stats {
 
 namespace detail {
 
+// recompute_chain_of(a, e.id, e.last_use, e.at), from `memo` when not null (`own` holds it
+// otherwise).
+[[nodiscard]] inline recompute_chain const& chain_from(trace_analysis const& a,
+                                                       recompute_entry const& e, chain_memo* memo,
+                                                       std::optional<recompute_chain>& own)
+{
+  if (memo != nullptr) { return (*memo)(e.id, e.last_use, e.at); }
+  return own.emplace(recompute_chain_of(a, e.id, e.last_use, e.at));
+}
+
 // Whether recompute entry j of `rc` may run before entries [k, j) of its batch: none of them
 // rematerialises a storage j's re-runs read, and j's storage is not one they read.
 [[nodiscard]] inline bool may_run_before(trace_analysis const& a,
                                          std::vector<recompute_entry> const& rc,
                                          std::vector<storage_id> const& reads, std::size_t k,
-                                         std::size_t j)
+                                         std::size_t j, chain_memo* memo)
 {
   for (std::size_t m = k; m < j; ++m) {
     if (std::binary_search(reads.begin(), reads.end(), rc[m].id)) { return false; }
-    auto const other = recompute_chain_of(a, rc[m].id, rc[m].last_use, rc[m].at).reads;
+    std::optional<recompute_chain> own;
+    auto const& other = chain_from(a, rc[m], memo, own).reads;
     if (std::binary_search(other.begin(), other.end(), rc[j].id)) { return false; }
   }
   return true;
@@ -151,17 +162,19 @@ namespace detail {
 // `s` marked for shared re-runs (schedule::shared_reruns), each batch ordered for them: an entry
 // whose chain rebuilds a storage as a transient input runs right before that storage's own entry
 // of the batch (which adopts the rebuild) when it ran after it and may run earlier; the planned
-// peak recomputed.
-[[nodiscard]] inline schedule sharing_order(trace_analysis const& a, schedule s)
+// peak recomputed. The chains from `memo` when not null (the same chains).
+[[nodiscard]] inline schedule sharing_order(trace_analysis const& a, schedule s,
+                                            chain_memo* memo = nullptr)
 {
   auto& rc   = s.recomputes;
   bool moved = false;
   for (std::size_t j = 0; j < rc.size(); ++j) {
-    auto const chain = recompute_chain_of(a, rc[j].id, rc[j].last_use, rc[j].at);
+    std::optional<recompute_chain> own;
+    auto const& chain = chain_from(a, rc[j], memo, own);
     for (auto const r : chain.transients) {
       for (std::size_t k = j; k-- > 0 && rc[k].at == rc[j].at;) {
         if (rc[k].id != r) { continue; }
-        if (may_run_before(a, rc, chain.reads, k, j)) {
+        if (may_run_before(a, rc, chain.reads, k, j, memo)) {
           auto const e = rc[j];
           rc.erase(rc.begin() + static_cast<std::ptrdiff_t>(j));
           rc.insert(rc.begin() + static_cast<std::ptrdiff_t>(k), e);
@@ -172,7 +185,12 @@ namespace detail {
     }
   }
   s.shared_reruns = true;
-  if (moved) { s.device_peak = planned_peak(a, s.entries, s.recomputes); }
+  if (moved && memo != nullptr) {
+    s.device_peak = peak_of(a, planned_device_curve(a, s.entries, s.recomputes), s.entries,
+                            s.recomputes, *memo);
+  } else if (moved) {
+    s.device_peak = planned_peak(a, s.entries, s.recomputes);
+  }
   return s;
 }
 
@@ -312,16 +330,18 @@ struct joint_incumbent {
         s = with_redrops(a, std::move(s), activations_only);
       }
     }
-    if (share) { s = sharing_order(a, std::move(s)); }
+    auto* const memo_chains = chains_for();  // not emptied again before the simulation
+    if (share) { s = sharing_order(a, std::move(s), memo_chains); }
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
     ++stats.simulations;
     sim_result r;
     try {
-      if (auto* const memo_chains = chains_for()) {  // validate_schedule, the chains kept
+      if (memo_chains != nullptr) {  // validate_schedule, the chains kept
         validate_schedule_with(a, s, *memo_chains);
-        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
+        r = simulate_unvalidated(a, s, sim_options{false, sim_memory::enforce_budget, false},
+                                 *memo_chains);
       } else {
         r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
       }
