@@ -322,15 +322,13 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (repeated(s, family_of(who))) { return false; }
+    auto* const memo_chains = chains_for();  // not emptied again before the simulation
     if (memo && redrop && s.device_peak > s.budget) {
-      s = memo_redrops(a, std::move(s), enc);
+      s = memo_redrops(a, std::move(s), enc, memo_chains);
     } else {
       if (enc) { s = with_encodings(a, std::move(s), *enc); }
-      if (redrop && s.device_peak > s.budget) {
-        s = with_redrops(a, std::move(s), activations_only);
-      }
+      if (redrop && s.device_peak > s.budget) { s = redrops(a, std::move(s), memo_chains); }
     }
-    auto* const memo_chains = chains_for();  // not emptied again before the simulation
     if (share) { s = sharing_order(a, std::move(s), memo_chains); }
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
@@ -363,10 +361,18 @@ struct joint_incumbent {
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
 
+  // with_redrops(s), the chains from `chains` when not null (the same chains).
+  [[nodiscard]] schedule redrops(trace_analysis const& a, schedule s, chain_memo* chains) const
+  {
+    if (chains == nullptr) { return with_redrops(a, std::move(s), activations_only); }
+    return with_redrops_using(a, std::move(s), activations_only, *chains);
+  }
+
   // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
   // entries but for their encodings was repaired before (encode_redropped).
   [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
-                                      std::optional<encoding_options> const& enc)
+                                      std::optional<encoding_options> const& enc,
+                                      chain_memo* chains)
   {
     auto const key = fingerprint(s, 0, false);
     auto const n   = s.entries.size();
@@ -376,7 +382,7 @@ struct joint_incumbent {
       return enc ? encode_redropped(a, it->second, n, *enc) : it->second;
     }
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
-    s = with_redrops(a, std::move(s), activations_only);
+    s = redrops(a, std::move(s), chains);
     if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
     return s;
   }
@@ -1100,7 +1106,7 @@ struct joint_search {
     auto const base = *inc.best;
     auto const who  = base.note + "+latency";
     auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
-      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
       return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
     };
     return detail::drop_latency_swaps(a, budget, greedy, base.entries, base.recomputes, {}, offer);
@@ -1182,8 +1188,11 @@ struct joint_search {
     auto const sim  = *inc.sim;
     auto const who  = base.note.ends_with("+prefetch") ? base.note : base.note + "+prefetch";
     auto offer      = [&](schedule s) { return inc.offer(a, std::move(s), who, encodings, stats); };
-    return detail::advance_prefetches(a, budget, std::string(name()), base.entries, base.recomputes,
-                                      base.shared_reruns, sim, {}, work, offer);
+    auto make       = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
+      return make_plan(a, budget, inc, std::move(sw), std::move(rc));
+    };
+    return detail::advance_prefetches_with(a, budget, make, base.entries, base.recomputes,
+                                           base.shared_reruns, sim, {}, work, offer);
   }
 
   // The greedy's weightings that cover what the chained swap re-runs leave over the budget.
