@@ -405,6 +405,17 @@ TEST_CASE("shared re-runs: q's entry adopts the rebuild of q that pre's chain ru
   CHECK(alone.recompute_s == stash::test::approx_s(8e-6));
   CHECK(once.recompute_s == stash::test::approx_s(6e-6));
   CHECK(once.iteration_s == stash::test::approx_s(alone.iteration_s - 2e-6));
+  // The same with the chains taken from a memo (as the planners simulate).
+  stash::detail::chain_memo memo(a);
+  auto const by_memo = stash::shared_reruns_of(a, rc, memo);
+  REQUIRE(by_memo.size() == 2);
+  CHECK(by_memo[1].adopts == std::optional<std::size_t>{0});
+  CHECK(by_memo[1].skipped == std::vector<std::uint64_t>{6});
+  CHECK(by_memo[1].seconds == shared[1].seconds);
+  auto const memo_run = stash::detail::simulate_unvalidated(a, s, {}, memo);
+  CHECK(memo_run.recompute_s == once.recompute_s);
+  CHECK(memo_run.iteration_s == once.iteration_s);
+  CHECK(memo.size() == 2);
 }
 
 // A rebuilt input whose own input was overwritten in place too: one level only, refused.

@@ -271,42 +271,29 @@ struct shared_rerun {
   std::vector<std::pair<storage_id, std::size_t>> hands;
 };
 
-/// @brief How each entry runs when re-runs are shared inside a batch (schedule::shared_reruns).
-/// Entries are given in the order they run. When entry j's chain rebuilds a storage R into a
-/// transient buffer (recompute_chain::transients: the BatchNorm output a pre-activation `clone`
-/// read before `silu_` or `hardtanh_` overwrote it) and a later entry k of the same batch (same
-/// `at`) rematerialises R itself, j rebuilds R into k's bytes instead and k adopts it: R's
-/// writers that j re-ran (a prefix of k's chain, R's writers in program order; nothing between j
-/// and k writes R, since chains write only their own storage and fresh results) are not re-run
-/// again, and k re-runs only R's writers after them. One BatchNorm then serves both the clone and
-/// the activation it feeds. Every other entry runs its chain (recompute_chain_of) alone.
-/// @tparam Entries A range of recompute entries (fields id, last_use, at).
-/// @param a The recorded iteration's facts.
-/// @param entries The recompute entries in the order they run.
-/// @return Per entry, how it runs.
+namespace detail {
+
+// shared_reruns_of, entry k's chain (recompute_chain_of) given as *chains[k].
 template <class Entries>
-[[nodiscard]] std::vector<shared_rerun> shared_reruns_of(trace_analysis const& a,
-                                                         Entries const& entries)
+[[nodiscard]] std::vector<shared_rerun> shared_reruns_from(
+    trace_analysis const& a, Entries const& entries,
+    std::vector<recompute_chain const*> const& chains)
 {
-  std::vector<recompute_chain> chains;
   std::vector<shared_rerun> out;
-  for (auto const& e : entries) {
-    chains.push_back(recompute_chain_of(a, e.id, e.last_use, e.at));
-    out.push_back(shared_rerun{chains.back().seconds, std::nullopt, {}, {}});
-  }
+  for (auto const* c : chains) { out.push_back(shared_rerun{c->seconds, std::nullopt, {}, {}}); }
   auto const writes = [&](std::uint64_t w, storage_id r) {
     auto const& ws = a.trace().ops()[w].writes;
     return std::find(ws.begin(), ws.end(), r) != ws.end();
   };
   for (std::size_t j = 0; j < chains.size(); ++j) {
-    if (!chains[j].valid()) { continue; }
-    for (auto const r : chains[j].transients) {
+    if (!chains[j]->valid()) { continue; }
+    for (auto const r : chains[j]->transients) {
       for (std::size_t k = j + 1; k < chains.size() && entries[k].at == entries[j].at; ++k) {
-        auto const& ck = chains[k];
+        auto const& ck = *chains[k];
         if (entries[k].id != r) { continue; }
         if (out[k].adopts || !ck.valid()) { break; }
         std::vector<std::uint64_t> shared;  // R's writers j re-ran: each must be one of k's
-        for (auto const w : chains[j].ops) {
+        for (auto const w : chains[j]->ops) {
           if (writes(w, r)) { shared.push_back(w); }
         }
         bool const prefix = std::all_of(shared.begin(), shared.end(), [&](std::uint64_t w) {
@@ -326,17 +313,64 @@ template <class Entries>
   return out;
 }
 
+}  // namespace detail
+
+/// @brief How each entry runs when re-runs are shared inside a batch (schedule::shared_reruns).
+/// Entries are given in the order they run. When entry j's chain rebuilds a storage R into a
+/// transient buffer (recompute_chain::transients: the BatchNorm output a pre-activation `clone`
+/// read before `silu_` or `hardtanh_` overwrote it) and a later entry k of the same batch (same
+/// `at`) rematerialises R itself, j rebuilds R into k's bytes instead and k adopts it: R's
+/// writers that j re-ran (a prefix of k's chain, R's writers in program order; nothing between j
+/// and k writes R, since chains write only their own storage and fresh results) are not re-run
+/// again, and k re-runs only R's writers after them. One BatchNorm then serves both the clone and
+/// the activation it feeds. Every other entry runs its chain (recompute_chain_of) alone.
+/// @tparam Entries A range of recompute entries (fields id, last_use, at).
+/// @param a The recorded iteration's facts.
+/// @param entries The recompute entries in the order they run.
+/// @return Per entry, how it runs.
+template <class Entries>
+[[nodiscard]] std::vector<shared_rerun> shared_reruns_of(trace_analysis const& a,
+                                                         Entries const& entries)
+{
+  std::vector<recompute_chain> own;
+  own.reserve(entries.size());
+  std::vector<recompute_chain const*> chains;
+  for (auto const& e : entries) {
+    chains.push_back(&own.emplace_back(recompute_chain_of(a, e.id, e.last_use, e.at)));
+  }
+  return detail::shared_reruns_from(a, entries, chains);
+}
+
+/// @brief As shared_reruns_of(a, entries), the chains taken from `memo` (the same chains).
+/// @tparam Entries A range of recompute entries (fields id, last_use, at).
+/// @param a The recorded iteration's facts.
+/// @param entries The recompute entries in the order they run.
+/// @param memo Chains of `a`, kept across calls.
+/// @return Per entry, how it runs.
+template <class Entries>
+[[nodiscard]] std::vector<shared_rerun> shared_reruns_of(trace_analysis const& a,
+                                                         Entries const& entries,
+                                                         detail::chain_memo& memo)
+{
+  std::vector<recompute_chain const*> chains;
+  for (auto const& e : entries) { chains.push_back(&memo(e.id, e.last_use, e.at)); }
+  return detail::shared_reruns_from(a, entries, chains);
+}
+
 /// @brief Per entry, its re-run seconds under shared_reruns_of.
 /// @tparam Entries A range of recompute entries (fields id, last_use, at).
 /// @param a The recorded iteration's facts.
 /// @param entries The recompute entries in the order they run.
+/// @param memo When not null, the chains are taken from it (the same chains).
 /// @return Per entry, its re-run seconds.
 template <class Entries>
 [[nodiscard]] std::vector<double> shared_rerun_seconds(trace_analysis const& a,
-                                                       Entries const& entries)
+                                                       Entries const& entries,
+                                                       detail::chain_memo* memo = nullptr)
 {
   std::vector<double> out;
-  for (auto const& x : shared_reruns_of(a, entries)) { out.push_back(x.seconds); }
+  auto const runs = memo ? shared_reruns_of(a, entries, *memo) : shared_reruns_of(a, entries);
+  for (auto const& x : runs) { out.push_back(x.seconds); }
   return out;
 }
 

@@ -839,15 +839,15 @@ namespace detail {
 // (`delta`, events + 1 values): each swap entry's runs (for_each_planned_off_run) and each
 // recompute entry's gap, a re-run back as a prefetch issued at `at` is. Shared with
 // joint_greedy's curve, which adds it to the bytes live per event computed once.
-inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_entry const> entries,
-                               std::span<recompute_entry const> recomputes,
-                               std::vector<std::int64_t>& delta)
+template <class Delta>  // std::int64_t, or std::uint64_t (the same sums modulo 2^64)
+void planned_off_deltas(trace_analysis const& analysis, std::span<swap_entry const> entries,
+                        std::span<recompute_entry const> recomputes, std::vector<Delta>& delta)
 {
   delta.assign(analysis.trace().events().size() + 1, 0);
   auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
     if (from <= through) {
-      delta[from] -= static_cast<std::int64_t>(bytes);
-      delta[through + 1] += static_cast<std::int64_t>(bytes);
+      delta[from] -= static_cast<Delta>(bytes);
+      delta[through + 1] += static_cast<Delta>(bytes);
     }
   };
   for (auto const& e : entries) {
@@ -876,13 +876,11 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
     std::span<recompute_entry const> recomputes = {})
 {
   auto const live = analysis.live_bytes();  // per event, nothing swapped
-  std::vector<std::int64_t> delta;
-  detail::planned_off_deltas(analysis, entries, recomputes, delta);
-  std::vector<std::uint64_t> curve(live.size());
-  std::int64_t removed = 0;
+  std::vector<std::uint64_t> curve;         // the deltas (modulo 2^64), then the curve in place
+  detail::planned_off_deltas(analysis, entries, recomputes, curve);
+  std::uint64_t away = 0;  // bytes away at event i: minus the deltas' sum through i
   for (std::uint64_t i = 0; i < live.size(); ++i) {
-    removed += delta[i];
-    auto const away = static_cast<std::uint64_t>(-removed);
+    away -= curve[i];
     if (away > live[i]) {  // only invalid entries get here (see the function comment)
       throw schedule_error(std::nullopt, "planned device bytes below zero at event " +
                                              std::to_string(i) + ": " + std::to_string(away) +
@@ -890,6 +888,7 @@ inline void planned_off_deltas(trace_analysis const& analysis, std::span<swap_en
     }
     curve[i] = live[i] - away;
   }
+  curve.resize(live.size());
   return curve;
 }
 

@@ -179,8 +179,11 @@ namespace detail {
 /// One simulated iteration (see the file comment); run() once.
 class simulation {
  public:
-  simulation(trace_analysis const& a, schedule const& s, sim_options const& o)
+  // `chains`: when not null, the re-run chains are taken from it (the same chains).
+  simulation(trace_analysis const& a, schedule const& s, sim_options const& o,
+             chain_memo* chains = nullptr)
       : a_(a),
+        chains_(chains),
         entries_(s.entries),
         recomputes_(s.recomputes),
         shared_reruns_(s.shared_reruns),
@@ -298,21 +301,31 @@ class simulation {
                  [&](std::uint32_t k) { return recomputes_[k].last_use; });
     build_subset(rc_early_at_, early_rc, [&](std::uint32_t k) { return recomputes_[k].last_use; });
     build_subset(sw_early_at_, early_sw, [&](std::uint32_t k) { return entries_[k].last_use; });
-    rc_seconds_.reserve(recomputes_.size());
-    rc_transient_.reserve(recomputes_.size());
-    for (std::uint32_t k = 0; k < recomputes_.size(); ++k) {
-      auto const& e    = recomputes_[k];
-      auto const chain = recompute_chain_of(a_, e.id, e.last_use, e.at);
-      rc_seconds_.push_back(chain.seconds);
-      rc_transient_.push_back(chain.transient_bytes);
-    }
-    if (shared_reruns_) { rc_seconds_ = shared_rerun_seconds(a_, recomputes_); }
+    price_reruns();
     d2h_end_.assign(m, inf);
     issued_.assign(m, inf);
     ready_.assign(m, inf);
     cause_.assign(m, stall_cause::transfer);
     granted_.assign(m, false);
     h2d_queue_.reserve(m);
+  }
+
+  // Each recompute entry's re-run seconds and transient bytes (its chain's; shared in a batch
+  // with schedule::shared_reruns).
+  void price_reruns()
+  {
+    rc_seconds_.reserve(recomputes_.size());
+    rc_transient_.reserve(recomputes_.size());
+    for (std::uint32_t k = 0; k < recomputes_.size(); ++k) {
+      auto const& e = recomputes_[k];
+      std::optional<recompute_chain> own;
+      auto const& chain = chains_ != nullptr
+                              ? (*chains_)(e.id, e.last_use, e.at)
+                              : own.emplace(recompute_chain_of(a_, e.id, e.last_use, e.at));
+      rc_seconds_.push_back(chain.seconds);
+      rc_transient_.push_back(chain.transient_bytes);
+    }
+    if (shared_reruns_) { rc_seconds_ = shared_rerun_seconds(a_, recomputes_, chains_); }
   }
 
   // `buckets` over the items `subset` (indices), keyed by `key_of(index)`.
@@ -555,6 +568,7 @@ class simulation {
   }
 
   trace_analysis const& a_;
+  chain_memo* chains_;  // the re-run chains, kept across simulations (or null)
   std::vector<swap_entry> const& entries_;
   std::vector<recompute_entry> const& recomputes_;
   bool shared_reruns_;  // schedule::shared_reruns: re-runs priced by shared_rerun_seconds
@@ -627,5 +641,19 @@ class simulation {
   if (options.validate) { validate_schedule(analysis, s); }
   return detail::simulation(analysis, s, options).run();
 }
+
+namespace detail {
+
+// simulate without validating `s` (the caller did), the re-run chains taken from `chains` (the
+// same chains).
+[[nodiscard]] inline sim_result simulate_unvalidated(trace_analysis const& analysis,
+                                                     schedule const& s, sim_options options,
+                                                     chain_memo& chains)
+{
+  options.validate = false;
+  return simulation(analysis, s, options, &chains).run();
+}
+
+}  // namespace detail
 
 }  // namespace stash

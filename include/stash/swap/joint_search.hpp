@@ -133,16 +133,27 @@ struct joint_search_stats {
 
 namespace detail {
 
+// recompute_chain_of(a, e.id, e.last_use, e.at), from `memo` when not null (`own` holds it
+// otherwise).
+[[nodiscard]] inline recompute_chain const& chain_from(trace_analysis const& a,
+                                                       recompute_entry const& e, chain_memo* memo,
+                                                       std::optional<recompute_chain>& own)
+{
+  if (memo != nullptr) { return (*memo)(e.id, e.last_use, e.at); }
+  return own.emplace(recompute_chain_of(a, e.id, e.last_use, e.at));
+}
+
 // Whether recompute entry j of `rc` may run before entries [k, j) of its batch: none of them
 // rematerialises a storage j's re-runs read, and j's storage is not one they read.
 [[nodiscard]] inline bool may_run_before(trace_analysis const& a,
                                          std::vector<recompute_entry> const& rc,
                                          std::vector<storage_id> const& reads, std::size_t k,
-                                         std::size_t j)
+                                         std::size_t j, chain_memo* memo)
 {
   for (std::size_t m = k; m < j; ++m) {
     if (std::binary_search(reads.begin(), reads.end(), rc[m].id)) { return false; }
-    auto const other = recompute_chain_of(a, rc[m].id, rc[m].last_use, rc[m].at).reads;
+    std::optional<recompute_chain> own;
+    auto const& other = chain_from(a, rc[m], memo, own).reads;
     if (std::binary_search(other.begin(), other.end(), rc[j].id)) { return false; }
   }
   return true;
@@ -151,17 +162,19 @@ namespace detail {
 // `s` marked for shared re-runs (schedule::shared_reruns), each batch ordered for them: an entry
 // whose chain rebuilds a storage as a transient input runs right before that storage's own entry
 // of the batch (which adopts the rebuild) when it ran after it and may run earlier; the planned
-// peak recomputed.
-[[nodiscard]] inline schedule sharing_order(trace_analysis const& a, schedule s)
+// peak recomputed. The chains from `memo` when not null (the same chains).
+[[nodiscard]] inline schedule sharing_order(trace_analysis const& a, schedule s,
+                                            chain_memo* memo = nullptr)
 {
   auto& rc   = s.recomputes;
   bool moved = false;
   for (std::size_t j = 0; j < rc.size(); ++j) {
-    auto const chain = recompute_chain_of(a, rc[j].id, rc[j].last_use, rc[j].at);
+    std::optional<recompute_chain> own;
+    auto const& chain = chain_from(a, rc[j], memo, own);
     for (auto const r : chain.transients) {
       for (std::size_t k = j; k-- > 0 && rc[k].at == rc[j].at;) {
         if (rc[k].id != r) { continue; }
-        if (may_run_before(a, rc, chain.reads, k, j)) {
+        if (may_run_before(a, rc, chain.reads, k, j, memo)) {
           auto const e = rc[j];
           rc.erase(rc.begin() + static_cast<std::ptrdiff_t>(j));
           rc.insert(rc.begin() + static_cast<std::ptrdiff_t>(k), e);
@@ -172,7 +185,12 @@ namespace detail {
     }
   }
   s.shared_reruns = true;
-  if (moved) { s.device_peak = planned_peak(a, s.entries, s.recomputes); }
+  if (moved && memo != nullptr) {
+    s.device_peak = peak_of(a, planned_device_curve(a, s.entries, s.recomputes), s.entries,
+                            s.recomputes, *memo);
+  } else if (moved) {
+    s.device_peak = planned_peak(a, s.entries, s.recomputes);
+  }
   return s;
 }
 
@@ -304,24 +322,24 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (repeated(s, family_of(who))) { return false; }
+    auto* const memo_chains = chains_for();  // not emptied again before the simulation
     if (memo && redrop && s.device_peak > s.budget) {
-      s = memo_redrops(a, std::move(s), enc);
+      s = memo_redrops(a, std::move(s), enc, memo_chains);
     } else {
       if (enc) { s = with_encodings(a, std::move(s), *enc); }
-      if (redrop && s.device_peak > s.budget) {
-        s = with_redrops(a, std::move(s), activations_only);
-      }
+      if (redrop && s.device_peak > s.budget) { s = redrops(a, std::move(s), memo_chains); }
     }
-    if (share) { s = sharing_order(a, std::move(s)); }
+    if (share) { s = sharing_order(a, std::move(s), memo_chains); }
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
     ++stats.simulations;
     sim_result r;
     try {
-      if (auto* const memo_chains = chains_for()) {  // validate_schedule, the chains kept
+      if (memo_chains != nullptr) {  // validate_schedule, the chains kept
         validate_schedule_with(a, s, *memo_chains);
-        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, false});
+        r = simulate_unvalidated(a, s, sim_options{false, sim_memory::enforce_budget, false},
+                                 *memo_chains);
       } else {
         r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
       }
@@ -343,10 +361,18 @@ struct joint_incumbent {
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
 
+  // with_redrops(s), the chains from `chains` when not null (the same chains).
+  [[nodiscard]] schedule redrops(trace_analysis const& a, schedule s, chain_memo* chains) const
+  {
+    if (chains == nullptr) { return with_redrops(a, std::move(s), activations_only); }
+    return with_redrops_using(a, std::move(s), activations_only, *chains);
+  }
+
   // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
   // entries but for their encodings was repaired before (encode_redropped).
   [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
-                                      std::optional<encoding_options> const& enc)
+                                      std::optional<encoding_options> const& enc,
+                                      chain_memo* chains)
   {
     auto const key = fingerprint(s, 0, false);
     auto const n   = s.entries.size();
@@ -356,7 +382,7 @@ struct joint_incumbent {
       return enc ? encode_redropped(a, it->second, n, *enc) : it->second;
     }
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
-    s = with_redrops(a, std::move(s), activations_only);
+    s = redrops(a, std::move(s), chains);
     if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
     return s;
   }
@@ -1080,7 +1106,7 @@ struct joint_search {
     auto const base = *inc.best;
     auto const who  = base.note + "+latency";
     auto offer      = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
-      auto s = make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
+      auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
       return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
     };
     return detail::drop_latency_swaps(a, budget, greedy, base.entries, base.recomputes, {}, offer);
@@ -1162,8 +1188,11 @@ struct joint_search {
     auto const sim  = *inc.sim;
     auto const who  = base.note.ends_with("+prefetch") ? base.note : base.note + "+prefetch";
     auto offer      = [&](schedule s) { return inc.offer(a, std::move(s), who, encodings, stats); };
-    return detail::advance_prefetches(a, budget, std::string(name()), base.entries, base.recomputes,
-                                      base.shared_reruns, sim, {}, work, offer);
+    auto make       = [&](std::vector<swap_entry> sw, std::vector<recompute_entry> rc) {
+      return make_plan(a, budget, inc, std::move(sw), std::move(rc));
+    };
+    return detail::advance_prefetches_with(a, budget, make, base.entries, base.recomputes,
+                                           base.shared_reruns, sim, {}, work, offer);
   }
 
   // The greedy's weightings that cover what the chained swap re-runs leave over the budget.

@@ -99,6 +99,49 @@ inline constexpr std::array<std::uint64_t, 7> prefetch_advance_steps{1, 2, 4, 8,
   return out;
 }
 
+/// advance_prefetches, each schedule made by `make(entries, recomputes)` (make_schedule's
+/// schedule, named as the plan).
+template <typename Make, typename Offer>
+bool advance_prefetches_with(trace_analysis const& a, std::uint64_t budget, Make&& make,
+                             std::vector<swap_entry> sw, std::vector<recompute_entry> const& rc,
+                             bool shared, sim_result const& sim,
+                             prefetch_advance_limits const& limits, std::size_t& work,
+                             Offer&& offer)
+{
+  if (!waited_for_copies(sim)) { return false; }
+  std::size_t const cost = a.op_count() + sw.size() + rc.size();
+  bool kept              = false;
+  for (std::size_t pass = 0; pass < limits.passes; ++pass) {
+    if (work + cost > limits.work) { return kept; }
+    work += cost;
+    auto base          = make(sw, rc);
+    base.shared_reruns = shared;
+    auto const timed   = simulate(a, base, sim_options{true, sim_memory::enforce_budget, false});
+    bool any           = false;
+    for (auto const k : queued_before_stalls(sw, timed)) {
+      auto const e     = sw[k];
+      auto const floor = std::max(e.last_use, e.offload_at) + 1;  // prefetch_at's least value
+      for (auto const d : prefetch_advance_steps) {
+        if (e.prefetch_at < floor + d) { break; }
+        if (work + cost > limits.work) { return kept; }
+        work += cost;
+        auto trial           = sw;
+        trial[k].prefetch_at = e.prefetch_at - d;
+        auto s               = make(std::move(trial), rc);
+        if (s.device_peak > budget) { break; }  // a larger d holds the storage longer still
+        auto entries = s.entries;
+        if (offer(std::move(s))) {
+          sw   = std::move(entries);
+          any  = true;
+          kept = true;
+        }
+      }
+    }
+    if (!any) { break; }
+  }
+  return kept;
+}
+
 /// The prefetch advances of the file comment on the plan `sw` / `rc` (simulated as `sim`):
 /// calls `offer(schedule)` for each trial whose planned peak fits `budget` (a schedule named
 /// `name`, made by make_schedule), while `work` (shared across calls) stays within
@@ -112,38 +155,11 @@ bool advance_prefetches(trace_analysis const& a, std::uint64_t budget, std::stri
                         bool shared, sim_result const& sim, prefetch_advance_limits const& limits,
                         std::size_t& work, Offer&& offer)
 {
-  if (!waited_for_copies(sim)) { return false; }
-  std::size_t const cost = a.op_count() + sw.size() + rc.size();
-  bool kept              = false;
-  for (std::size_t pass = 0; pass < limits.passes; ++pass) {
-    if (work + cost > limits.work) { return kept; }
-    work += cost;
-    auto base          = make_schedule(a, name, budget, sw, rc);
-    base.shared_reruns = shared;
-    auto const timed   = simulate(a, base, sim_options{true, sim_memory::enforce_budget, false});
-    bool any           = false;
-    for (auto const k : queued_before_stalls(sw, timed)) {
-      auto const e     = sw[k];
-      auto const floor = std::max(e.last_use, e.offload_at) + 1;  // prefetch_at's least value
-      for (auto const d : prefetch_advance_steps) {
-        if (e.prefetch_at < floor + d) { break; }
-        if (work + cost > limits.work) { return kept; }
-        work += cost;
-        auto trial           = sw;
-        trial[k].prefetch_at = e.prefetch_at - d;
-        auto s               = make_schedule(a, name, budget, std::move(trial), rc);
-        if (s.device_peak > budget) { break; }  // a larger d holds the storage longer still
-        auto entries = s.entries;
-        if (offer(std::move(s))) {
-          sw   = std::move(entries);
-          any  = true;
-          kept = true;
-        }
-      }
-    }
-    if (!any) { break; }
-  }
-  return kept;
+  auto make = [&](std::vector<swap_entry> entries, std::vector<recompute_entry> const& rcs) {
+    return make_schedule(a, name, budget, std::move(entries), rcs);
+  };
+  return advance_prefetches_with(a, budget, make, std::move(sw), rc, shared, sim, limits, work,
+                                 offer);
 }
 
 }  // namespace stash::detail

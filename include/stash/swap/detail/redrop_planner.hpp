@@ -157,11 +157,12 @@ struct redrop_option {
 };
 
 /// The ways to take candidate `c` off the device after p (see the file comment); none when no
-/// op over the budget lies in (p, q).
+/// op over the budget lies in (p, q). The re-run chains from `chains`.
 [[nodiscard]] inline std::vector<redrop_option> redrop_options(trace_analysis const& a,
                                                                schedule const& s,
                                                                std::span<std::uint64_t const> curve,
-                                                               redrop_candidate const& c)
+                                                               redrop_candidate const& c,
+                                                               chain_memo& chains)
 {
   auto const over = last_op_over(a, curve, s.budget, c.p - 1, c.q - 1);  // op p's step too
   if (!over) { return {}; }
@@ -206,7 +207,7 @@ struct redrop_option {
   }
   auto const kind = a.trace().storages()[c.id].kind;
   if (kind == storage_kind::act || kind == storage_kind::temp) {  // re-run it again before q
-    auto const chain = recompute_chain_of(a, c.id, c.p, c.q);
+    auto const& chain = chains(c.id, c.p, c.q);
     if (chain.valid()) {
       auto rc = base_rc;
       // first in its batch: a re-run there may read it
@@ -233,16 +234,15 @@ struct redrop_option {
   });
 }
 
-/// `s` with second departures after re-run reads where they cut its excess over its budget (see
-/// the file comment); `s` itself when it fits or nothing helps.
-[[nodiscard]] inline schedule with_redrops(trace_analysis const& a, schedule s,
-                                           bool activations_only, std::size_t max_steps = 16)
+/// with_redrops, the re-run chains taken from `chains` (a planner's, kept across calls).
+[[nodiscard]] inline schedule with_redrops_using(trace_analysis const& a, schedule s,
+                                                 bool activations_only, chain_memo& chains,
+                                                 std::size_t max_steps = 16)
 {
   if (s.device_peak <= s.budget || s.recomputes.empty()) { return s; }
   auto curve  = planned_device_curve(a, s.entries, s.recomputes);
   auto excess = excess_of(curve, s.budget);
   std::vector<std::pair<storage_id, std::uint64_t>> tried;
-  chain_memo chains(a);
   std::size_t steps = 0;
   while (steps < max_steps && s.device_peak > s.budget) {
     std::optional<schedule> next;
@@ -255,7 +255,7 @@ struct redrop_option {
       // The options that cut the excess, by (excess, price, order): the first of them that
       // validates is taken. Validating only down to it (a validation is the costly part) takes
       // what keeping the best validated option in order took.
-      auto options = redrop_options(a, s, curve, c);
+      auto options = redrop_options(a, s, curve, c, chains);
       std::vector<std::tuple<std::uint64_t, double, std::size_t>> better;
       std::vector<std::vector<std::uint64_t>> curves(options.size());
       for (std::size_t k = 0; k < options.size(); ++k) {
@@ -303,6 +303,16 @@ struct redrop_option {
     excess = next_excess;
   }
   return s;
+}
+
+/// `s` with second departures after re-run reads where they cut its excess over its budget (see
+/// the file comment); `s` itself when it fits or nothing helps.
+[[nodiscard]] inline schedule with_redrops(trace_analysis const& a, schedule s,
+                                           bool activations_only, std::size_t max_steps = 16)
+{
+  if (s.device_peak <= s.budget || s.recomputes.empty()) { return s; }
+  chain_memo chains(a);
+  return with_redrops_using(a, std::move(s), activations_only, chains, max_steps);
 }
 
 }  // namespace stash::detail
