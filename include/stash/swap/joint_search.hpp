@@ -361,18 +361,18 @@ struct joint_incumbent {
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
 
-  // with_redrops(s), the chains from `chains` when not null (the same chains).
-  [[nodiscard]] schedule redrops(trace_analysis const& a, schedule s, chain_memo* chains) const
+  // with_redrops(s), the chains from `from` when not null (the same chains).
+  [[nodiscard]] schedule redrops(trace_analysis const& a, schedule s, chain_memo* from) const
   {
-    if (chains == nullptr) { return with_redrops(a, std::move(s), activations_only); }
-    return with_redrops_using(a, std::move(s), activations_only, *chains);
+    if (from == nullptr) { return with_redrops(a, std::move(s), activations_only); }
+    return with_redrops_using(a, std::move(s), activations_only, *from);
   }
 
   // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
   // entries but for their encodings was repaired before (encode_redropped).
   [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
                                       std::optional<encoding_options> const& enc,
-                                      chain_memo* chains)
+                                      chain_memo* from)
   {
     auto const key = fingerprint(s, 0, false);
     auto const n   = s.entries.size();
@@ -382,7 +382,7 @@ struct joint_incumbent {
       return enc ? encode_redropped(a, it->second, n, *enc) : it->second;
     }
     if (enc) { s = with_encodings(a, std::move(s), *enc); }
-    s = redrops(a, std::move(s), chains);
+    s = redrops(a, std::move(s), from);
     if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
     return s;
   }
