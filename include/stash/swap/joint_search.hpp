@@ -371,8 +371,7 @@ struct joint_incumbent {
   // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
   // entries but for their encodings was repaired before (encode_redropped).
   [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
-                                      std::optional<encoding_options> const& enc,
-                                      chain_memo* from)
+                                      std::optional<encoding_options> const& enc, chain_memo* from)
   {
     auto const key = fingerprint(s, 0, false);
     auto const n   = s.entries.size();
