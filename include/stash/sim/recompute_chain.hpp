@@ -280,6 +280,7 @@ template <class Entries>
     std::vector<recompute_chain const*> const& chains)
 {
   std::vector<shared_rerun> out;
+  out.reserve(chains.size());
   for (auto const* c : chains) { out.push_back(shared_rerun{c->seconds, std::nullopt, {}, {}}); }
   auto const writes = [&](std::uint64_t w, storage_id r) {
     auto const& ws = a.trace().ops()[w].writes;
@@ -335,6 +336,7 @@ template <class Entries>
   std::vector<recompute_chain> own;
   own.reserve(entries.size());
   std::vector<recompute_chain const*> chains;
+  chains.reserve(entries.size());
   for (auto const& e : entries) {
     chains.push_back(&own.emplace_back(recompute_chain_of(a, e.id, e.last_use, e.at)));
   }
@@ -353,6 +355,7 @@ template <class Entries>
                                                          detail::chain_memo& memo)
 {
   std::vector<recompute_chain const*> chains;
+  chains.reserve(entries.size());
   for (auto const& e : entries) { chains.push_back(&memo(e.id, e.last_use, e.at)); }
   return detail::shared_reruns_from(a, entries, chains);
 }
@@ -370,6 +373,7 @@ template <class Entries>
 {
   std::vector<double> out;
   auto const runs = memo ? shared_reruns_of(a, entries, *memo) : shared_reruns_of(a, entries);
+  out.reserve(runs.size());
   for (auto const& x : runs) { out.push_back(x.seconds); }
   return out;
 }
