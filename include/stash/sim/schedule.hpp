@@ -316,7 +316,7 @@ class storage_groups {
     values_.reserve(pairs.size());
     for (auto const& [id, v] : pairs) {
       values_.push_back(v);
-      end_[id + 1] = static_cast<std::uint32_t>(values_.size());
+      end_[id + 1] = values_.size();
     }
     for (std::size_t i = 1; i < end_.size(); ++i) { end_[i] = std::max(end_[i], end_[i - 1]); }
   }
@@ -327,7 +327,7 @@ class storage_groups {
   }
 
  private:
-  std::vector<std::uint32_t> end_;  // end_[id + 1]: the end of storage id's values
+  std::vector<std::size_t> end_;  // end_[id + 1]: the end of storage id's values
   std::vector<std::uint64_t> values_;
 };
 
