@@ -330,6 +330,34 @@ TEST_CASE("a swap cut at a re-run lets the storage it feeds be re-run instead of
   CHECK(kept.device_peak <= budget);
 }
 
+TEST_CASE("the cut-swap prune drops a re-run the budget does not need, the same with a chain memo")
+{
+  auto const t = stash::parse_trace(cut, "cut");
+  stash::trace_analysis const a(t, link_bound_model());
+  auto const x_bytes = t.storages()[0].bytes, p_bytes = t.storages()[4].bytes;
+  stash::recompute_entry const p{4, 1, 14, 14, p_bytes};
+  // A's re-run (relu(x)) before op 15, as the cut-swap candidate of the test above plans it.
+  std::vector<stash::swap_entry> const x_swap{{0, 0, 16, 1, 16, x_bytes}};
+  auto const cands = stash::detail::cut_rerun_candidates(a, x_swap, {p});
+  REQUIRE_FALSE(cands.empty());
+  auto const a_rerun = cands[0].entry;
+  REQUIRE(a_rerun.id == 3);
+  std::vector<std::pair<double, stash::recompute_entry>> const order{{-1.0, p}};
+  stash::detail::chain_memo chains(a);
+  std::vector<stash::recompute_entry> const both{p, a_rerun}, a_alone{a_rerun};
+  auto const without_p = stash::planned_peak(a, {}, a_alone);
+  REQUIRE(stash::planned_peak(a, {}, both) < without_p);  // P's drop makes room somewhere
+  // With A's re-run alone within the budget, P is dropped; a byte under it, P stays.
+  for (auto const budget : {without_p, without_p - 1}) {
+    auto plain = both, memo = both;
+    stash::detail::prune_in_order(a, budget, {}, plain, order);
+    stash::detail::prune_in_order(a, budget, {}, memo, order, &chains);
+    CHECK(memo == plain);
+    CHECK(plain == (budget == without_p ? a_alone : both));
+  }
+  CHECK(chains.size() > 0);  // the planned peak and the validation read A's chain from the memo
+}
+
 TEST_CASE(
     "a swap whose re-run is cheaper than its prefetch becomes that re-run, its read's swap cut")
 {

@@ -1152,8 +1152,8 @@ struct joint_search {
         auto s = make_plan(a, budget, inc, std::move(sw), std::move(rc));
         return s.device_peak <= budget && inc.offer(a, std::move(s), who, encodings, stats);
       };
-      if (!detail::cut_swap_reruns(a, budget, base.entries, base.recomputes, cut_candidates,
-                                   offer)) {
+      if (!detail::cut_swap_reruns(a, budget, base.entries, base.recomputes, cut_candidates, offer,
+                                   inc.chains_for())) {
         break;
       }
       kept = true;

@@ -220,9 +220,13 @@ class clamped_sums {
     fold();
   }
 
+  // The values into base_ in place (values() without a new vector: a fold runs at every
+  // rebuild of the greedy's excess).
   void fold()
   {
-    base_ = values();
+    for (auto p = pieces_.begin(); p != pieces_.end(); ++p) {
+      for (auto i = p->first; i < end_of(p); ++i) { base_[i] = clamp(base_[i], p->second); }
+    }
     build();
   }
 
@@ -294,8 +298,9 @@ class clamped_sums {
     work_  = 0;
     built_ = base_;
     build_max();
-    prefix_.assign(n_ + 1, 0);
-    auto& cur = cur_;
+    prefix_.resize(n_ + 1);  // every one written below
+    prefix_[0] = 0;
+    auto& cur  = cur_;
     cur.resize(n_);
     next_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) {
@@ -360,8 +365,9 @@ class clamped_sums {
   {
     size_ = 1;
     while (size_ < n_) { size_ *= 2; }
-    max_.assign(2 * size_, 0);
-    std::copy(base_.begin(), base_.end(), max_.begin() + static_cast<std::ptrdiff_t>(size_));
+    max_.resize(2 * size_);  // the leaves past n_ are 0, every inner node written below
+    auto const leaves = max_.begin() + static_cast<std::ptrdiff_t>(size_);
+    std::fill(std::copy(base_.begin(), base_.end(), leaves), max_.end(), std::uint64_t{0});
     for (auto x = size_; x-- > 1;) { max_[x] = std::max(max_[2 * x], max_[2 * x + 1]); }
   }
 

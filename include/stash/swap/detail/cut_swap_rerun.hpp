@@ -30,6 +30,7 @@
 #include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/detail/curve_tree.hpp>
 #include <stash/swap/detail/range_tree.hpp>
+#include <stash/swap/detail/redrop_planner.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -165,11 +166,44 @@ inline void sort_cheapest_per_byte(std::vector<cut_rerun_candidate>& cands)
   return out;
 }
 
+// The planned peak of (`sw`, `rc`), as planned_peak finds it; the chains from `chains` when not
+// null (peak_of: the same peak).
+[[nodiscard]] inline std::uint64_t peak_using(trace_analysis const& a,
+                                              std::vector<swap_entry> const& sw,
+                                              std::vector<recompute_entry> const& rc,
+                                              chain_memo* chains)
+{
+  if (chains == nullptr) { return planned_peak(a, sw, rc); }
+  return peak_of(a, planned_device_curve(a, sw, rc), sw, rc, *chains);
+}
+
+// validate_schedule of (`sw`, `rc`) planned for `budget` with planned peak `peak`; the chains
+// from `chains` when not null (the schedule make_schedule builds, its peak known).
+inline void validate_using(trace_analysis const& a, std::uint64_t budget,
+                           std::vector<swap_entry> const& sw,
+                           std::vector<recompute_entry> const& rc, std::uint64_t peak,
+                           chain_memo* chains)
+{
+  if (chains == nullptr) {
+    validate_schedule(a, make_schedule(a, "", budget, sw, rc));
+    return;
+  }
+  schedule s;
+  s.budget        = budget;
+  s.baseline_peak = a.peak_live_bytes();
+  s.device_peak   = peak;
+  s.entries       = sw;
+  s.recomputes    = rc;
+  validate_schedule_but_peak(a, s, *chains);
+}
+
 /// Drops the entries of `order` ((key, entry), in that order) from `rc` while the planned peak
-/// of (`sw`, rc) stays within `budget` and the schedule validates.
+/// of (`sw`, rc) stays within `budget` and the schedule validates; the re-run chains from
+/// `chains` when not null (a planner's memo: the same results).
 inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
                            std::vector<swap_entry> const& sw, std::vector<recompute_entry>& rc,
-                           std::vector<std::pair<double, recompute_entry>> const& order)
+                           std::vector<std::pair<double, recompute_entry>> const& order,
+                           chain_memo* chains = nullptr)
 {
   // The planned curve of (sw, rc), kept as entries go: dropping one raises it by its bytes over
   // its off run (recompute_off_run) and nowhere else, so where that puts it over the budget the
@@ -190,9 +224,10 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
     }
     auto trial = rc;
     trial.erase(std::find(trial.begin(), trial.end(), e));
-    if (planned_peak(a, sw, trial) > budget) { continue; }
+    auto const peak = peak_using(a, sw, trial, chains);
+    if (peak > budget) { continue; }
     try {
-      validate_schedule(a, make_schedule(a, "", budget, sw, trial));
+      validate_using(a, budget, sw, trial, peak, chains);
     } catch (schedule_error const&) {
       continue;
     }
@@ -231,7 +266,7 @@ template <typename Offer>
 bool cut_swap_reruns(trace_analysis const& a, std::uint64_t budget,
                      std::vector<swap_entry> const& swaps,
                      std::vector<recompute_entry> const& recomputes, std::size_t max_candidates,
-                     Offer&& offer)
+                     Offer&& offer, chain_memo* chains = nullptr)
 {
   // The plan's re-runs, dearest per byte first (the prune's order), and their total time.
   std::vector<std::pair<double, recompute_entry>> order;
@@ -248,7 +283,7 @@ bool cut_swap_reruns(trace_analysis const& a, std::uint64_t budget,
     auto sw = swaps;
     auto rc = recomputes;
     apply_cut(a, cands[k], sw, rc);
-    prune_in_order(a, budget, sw, rc, order);
+    prune_in_order(a, budget, sw, rc, order, chains);
     double after = cands[k].seconds;
     for (auto const& [key, e] : order) {
       if (std::find(rc.begin(), rc.end(), e) != rc.end()) {
