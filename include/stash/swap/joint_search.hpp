@@ -865,18 +865,8 @@ struct joint_search {
                                           detail::joint_incumbent& inc, std::vector<swap_entry> sw,
                                           std::vector<recompute_entry> rc)
   {
-    auto* const chains = inc.chains_for();
-    if (chains == nullptr) {
-      return make_schedule(a, std::string(name()), budget, std::move(sw), std::move(rc));
-    }
-    schedule s;
-    s.policy        = std::string(name());
-    s.budget        = budget;
-    s.baseline_peak = a.peak_live_bytes();
-    s.device_peak   = detail::peak_of(a, planned_device_curve(a, sw, rc), sw, rc, *chains);
-    s.entries       = std::move(sw);
-    s.recomputes    = std::move(rc);
-    return s;
+    return detail::make_schedule_using(a, std::string(name()), budget, std::move(sw), std::move(rc),
+                                       inc.chains_for());
   }
 
   // One move's schedule, offered to `inc` as `who` unless its (kind, storage, use) `key` was

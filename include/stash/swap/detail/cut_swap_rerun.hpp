@@ -166,37 +166,6 @@ inline void sort_cheapest_per_byte(std::vector<cut_rerun_candidate>& cands)
   return out;
 }
 
-// The planned peak of (`sw`, `rc`), as planned_peak finds it; the chains from `chains` when not
-// null (peak_of: the same peak).
-[[nodiscard]] inline std::uint64_t peak_using(trace_analysis const& a,
-                                              std::vector<swap_entry> const& sw,
-                                              std::vector<recompute_entry> const& rc,
-                                              chain_memo* chains)
-{
-  if (chains == nullptr) { return planned_peak(a, sw, rc); }
-  return peak_of(a, planned_device_curve(a, sw, rc), sw, rc, *chains);
-}
-
-// validate_schedule of (`sw`, `rc`) planned for `budget` with planned peak `peak`; the chains
-// from `chains` when not null (the schedule make_schedule builds, its peak known).
-inline void validate_using(trace_analysis const& a, std::uint64_t budget,
-                           std::vector<swap_entry> const& sw,
-                           std::vector<recompute_entry> const& rc, std::uint64_t peak,
-                           chain_memo* chains)
-{
-  if (chains == nullptr) {
-    validate_schedule(a, make_schedule(a, "", budget, sw, rc));
-    return;
-  }
-  schedule s;
-  s.budget        = budget;
-  s.baseline_peak = a.peak_live_bytes();
-  s.device_peak   = peak;
-  s.entries       = sw;
-  s.recomputes    = rc;
-  validate_schedule_but_peak(a, s, *chains);
-}
-
 /// Drops the entries of `order` ((key, entry), in that order) from `rc` while the planned peak
 /// of (`sw`, rc) stays within `budget` and the schedule validates; the re-run chains from
 /// `chains` when not null (a planner's memo: the same results).
@@ -224,10 +193,14 @@ inline void prune_in_order(trace_analysis const& a, std::uint64_t budget,
     }
     auto trial = rc;
     trial.erase(std::find(trial.begin(), trial.end(), e));
-    auto const peak = peak_using(a, sw, trial, chains);
-    if (peak > budget) { continue; }
+    auto const s = make_schedule_using(a, "", budget, sw, trial, chains);
+    if (s.device_peak > budget) { continue; }
     try {
-      validate_using(a, budget, sw, trial, peak, chains);
+      if (chains == nullptr) {
+        validate_schedule(a, s);
+      } else {
+        validate_schedule_but_peak(a, s, *chains);  // device_peak: the planned peak, just computed
+      }
     } catch (schedule_error const&) {
       continue;
     }

@@ -234,6 +234,28 @@ struct redrop_option {
   });
 }
 
+/// make_schedule(a, policy, budget, entries, recomputes), the re-run chains from `chains` when
+/// not null (peak_of: the same planned peak).
+[[nodiscard]] inline schedule make_schedule_using(trace_analysis const& a, std::string policy,
+                                                  std::uint64_t budget,
+                                                  std::vector<swap_entry> entries,
+                                                  std::vector<recompute_entry> recomputes,
+                                                  chain_memo* chains)
+{
+  if (chains == nullptr) {
+    return make_schedule(a, std::move(policy), budget, std::move(entries), std::move(recomputes));
+  }
+  schedule s;
+  s.policy        = std::move(policy);
+  s.budget        = budget;
+  s.baseline_peak = a.peak_live_bytes();
+  s.device_peak =
+      peak_of(a, planned_device_curve(a, entries, recomputes), entries, recomputes, *chains);
+  s.entries    = std::move(entries);
+  s.recomputes = std::move(recomputes);
+  return s;
+}
+
 /// with_redrops, the re-run chains taken from `chains` (a planner's, kept across calls).
 [[nodiscard]] inline schedule with_redrops_using(trace_analysis const& a, schedule s,
                                                  bool activations_only, chain_memo& chains,
