@@ -1054,33 +1054,63 @@ struct joint_search {
 
   // Rounds of the polish moves: the link exchange, the cut-swap re-runs, the chained swap re-runs
   // and the held re-run splits, again while one keeps a faster plan.
-  static constexpr std::size_t polish_rounds = 3;
+  static constexpr std::size_t polish_rounds_max = 3;
 
   // The polish moves (detail/link_exchange.hpp, detail/cut_swap_rerun.hpp) on the winner of the
   // local searches, in rounds; the moves (a)-(d), and (e) with share_reruns, again from what they
   // give. The winner only: the moves cost a construction or a simulation each.
+  // The rounds run twice from the same plan: with the prefetch advances in each round, and
+  // without them. An advance keeps any faster plan, and what the rounds and the moves reach from
+  // there can be slower than from the plan before it (alexnet_b128 at 68.3% on h100_sxm: an
+  // advance right after the chained swap re-runs, 19.49 ms, where the moves from those re-runs
+  // reach 18.25 ms, predicted); elsewhere the advances between the rounds are what gain
+  // (transformer_encoder_b8 at 33% on h100_sxm). The faster result is kept; where it is the one
+  // without them, the advances and the rounds with them follow from it. Never slower than
+  // either order alone.
   void polish(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
               detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    bool kept          = false;
-    std::size_t builds = 0;  // the link exchange's constructions, over the rounds
-    std::size_t work   = 0;  // the prefetch advances' work, over the rounds
-    for (std::size_t round = 0; round < polish_rounds; ++round) {
-      bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
-      bool const cut       = cut_reruns(a, budget, inc, stats);
-      bool const chained   = chain_reruns(a, budget, greedy, inc, stats);
-      bool const split     = split_reruns(a, budget, inc, stats);
-      bool const advanced  = advance_prefetches(a, budget, inc, stats, work);
-      if (!exchanged && !cut && !chained && !split && !advanced) { break; }
-      kept = true;
-    }
-    if (kept) {
-      improve(a, budget, greedy, inc, stats, max_simulations / 2);
-      if (inc.share) { align_final(a, budget, inc, stats); }
+    auto held = inc;  // the plan before the rounds (and what was offered up to it)
+    polish_rounds(a, budget, greedy, inc, stats, true, false);
+    auto const winner = stats.winner;
+    polish_rounds(a, budget, greedy, held, stats, false, false);
+    if (held.time() < inc.time()) {
+      std::size_t work = 0;
+      if (advance_prefetches(a, budget, held, stats, work)) {
+        polish_rounds(a, budget, greedy, held, stats, true, true);
+      }
+      stats.winner = held.best->note;
+      inc.best     = std::move(held.best);
+      inc.sim      = std::move(held.sim);
+    } else {
+      stats.winner = winner;
     }
     // Last, on what the moves above left (so that no plan they reach gets slower): the
     // latency-bound swap drops, and the moves again from what they keep.
     if (drop_latency_swaps(a, budget, greedy, inc, stats)) {
+      improve(a, budget, greedy, inc, stats, max_simulations / 2);
+      if (inc.share) { align_final(a, budget, inc, stats); }
+    }
+  }
+
+  // Rounds of the polish moves on `inc` (the prefetch advances among them when `advances`), while
+  // one keeps a faster plan; then, when one was kept (or `kept` already), the moves (a)-(e).
+  void polish_rounds(trace_analysis const& a, std::uint64_t budget,
+                     detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                     joint_search_stats& stats, bool advances, bool kept) const
+  {
+    std::size_t builds = 0;  // the link exchange's constructions, over the rounds
+    std::size_t work   = 0;  // the prefetch advances' work, over the rounds
+    for (std::size_t round = 0; round < polish_rounds_max; ++round) {
+      bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
+      bool const cut       = cut_reruns(a, budget, inc, stats);
+      bool const chained   = chain_reruns(a, budget, greedy, inc, stats);
+      bool const split     = split_reruns(a, budget, inc, stats);
+      bool const advanced  = advances && advance_prefetches(a, budget, inc, stats, work);
+      if (!exchanged && !cut && !chained && !split && !advanced) { break; }
+      kept = true;
+    }
+    if (kept) {
       improve(a, budget, greedy, inc, stats, max_simulations / 2);
       if (inc.share) { align_final(a, budget, inc, stats); }
     }
