@@ -1070,11 +1070,12 @@ struct joint_search {
   void polish(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
               detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    auto held = inc;  // the plan before the rounds (and what was offered up to it)
-    polish_rounds(a, budget, greedy, inc, stats, true, false);
-    auto const winner = stats.winner;
-    polish_rounds(a, budget, greedy, held, stats, false, false);
-    if (held.time() < inc.time()) {
+    auto held           = inc;  // the plan before the rounds (and what was offered up to it)
+    bool const advanced = polish_rounds(a, budget, greedy, inc, stats, true, false);
+    auto const winner   = stats.winner;
+    // Without an advance kept, the rounds without them take the same path: not run again.
+    if (advanced) { polish_rounds(a, budget, greedy, held, stats, false, false); }
+    if (advanced && held.time() < inc.time()) {
       std::size_t work = 0;
       if (advance_prefetches(a, budget, held, stats, work)) {
         polish_rounds(a, budget, greedy, held, stats, true, true);
@@ -1095,12 +1096,14 @@ struct joint_search {
 
   // Rounds of the polish moves on `inc` (the prefetch advances among them when `advances`), while
   // one keeps a faster plan; then, when one was kept (or `kept` already), the moves (a)-(e).
-  void polish_rounds(trace_analysis const& a, std::uint64_t budget,
+  // True when a prefetch advance was kept.
+  bool polish_rounds(trace_analysis const& a, std::uint64_t budget,
                      detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
                      joint_search_stats& stats, bool advances, bool kept) const
   {
     std::size_t builds = 0;  // the link exchange's constructions, over the rounds
     std::size_t work   = 0;  // the prefetch advances' work, over the rounds
+    bool any_advance   = false;
     for (std::size_t round = 0; round < polish_rounds_max; ++round) {
       bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
       bool const cut       = cut_reruns(a, budget, inc, stats);
@@ -1108,12 +1111,14 @@ struct joint_search {
       bool const split     = split_reruns(a, budget, inc, stats);
       bool const advanced  = advances && advance_prefetches(a, budget, inc, stats, work);
       if (!exchanged && !cut && !chained && !split && !advanced) { break; }
-      kept = true;
+      kept        = true;
+      any_advance = any_advance || advanced;
     }
     if (kept) {
       improve(a, budget, greedy, inc, stats, max_simulations / 2);
       if (inc.share) { align_final(a, budget, inc, stats); }
     }
+    return any_advance;
   }
 
   // The latency-bound swap drops (detail/latency_swaps.hpp) on `inc`; true when one was kept.
