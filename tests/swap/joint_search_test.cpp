@@ -237,8 +237,9 @@ TEST_CASE("search's polish: the prefetch advances do not take the place of a fas
   // alexnet at 851,333,422 B (68.3% of the peak, 1.05x the swap bound) on h100_sxm: with the
   // prefetch advances inside the polish's rounds, one advance right after the chained swap
   // re-runs was kept (19.49 ms), and the moves from it ended there; without the advances the
-  // moves from those re-runs reach 18.25 ms (predicted). The polish runs its rounds both ways
-  // from the same plan and keeps the faster (the advances then follow from it).
+  // moves from those re-runs reach 18.25 ms (predicted). Where the first path kept an advance and
+  // its moves stopped before their simulations ran out, the polish runs its rounds again without
+  // the advances from the same plan and keeps the faster (the advances then follow from it).
   auto const t = stash::read_trace(stash::test::data_path("traces/alexnet_b128.trace"));
   stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("h100_sxm")));
   std::uint64_t const budget = 851333422;

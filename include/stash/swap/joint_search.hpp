@@ -1059,23 +1059,29 @@ struct joint_search {
   // The polish moves (detail/link_exchange.hpp, detail/cut_swap_rerun.hpp) on the winner of the
   // local searches, in rounds; the moves (a)-(d), and (e) with share_reruns, again from what they
   // give. The winner only: the moves cost a construction or a simulation each.
-  // The rounds run twice from the same plan: with the prefetch advances in each round, and
-  // without them. An advance keeps any faster plan, and what the rounds and the moves reach from
-  // there can be slower than from the plan before it (alexnet_b128 at 68.3% on h100_sxm: an
-  // advance right after the chained swap re-runs, 19.49 ms, where the moves from those re-runs
-  // reach 18.25 ms, predicted); elsewhere the advances between the rounds are what gain
-  // (transformer_encoder_b8 at 33% on h100_sxm). The faster result is kept; where it is the one
-  // without them, the advances and the rounds with them follow from it. Never slower than
-  // either order alone.
+  // The prefetch advances run in each round, and an advance keeps any faster plan; what the
+  // rounds and the moves reach from there can be slower than from the plan before it
+  // (alexnet_b128 at 68.3% on h100_sxm: an advance right after the chained swap re-runs,
+  // 19.49 ms, where the moves from those re-runs reach 18.25 ms; transformer_encoder_b8 at 15%:
+  // the cut-swap re-runs of the later rounds reach 76.24 ms without the advance, 81.25 ms after
+  // it; predicted). Elsewhere the advances between the rounds are what gain (transformer at 33%
+  // on h100_sxm). So the rounds run again from the same plan without the advances, and the
+  // faster result is kept (where it is the one without them, the advances and the rounds with
+  // them follow from it) -- but only where the first path kept an advance and its moves (a)-(e)
+  // stopped before their simulations ran out (no faster plan left to them: the path ended where
+  // the advance led it). Where the moves were still finding faster plans when their budget ran
+  // out (regnet_y_400mf_b64 at 33%), the advance did not end the path, and a second path would
+  // cost a second spend of the moves' budget: not run. Never slower than the first path alone
+  // (up to the latency-bound drops, which run on the faster of the two).
   void polish(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
               detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    auto held           = inc;  // the plan before the rounds (and what was offered up to it)
-    bool const advanced = polish_rounds(a, budget, greedy, inc, stats, true, false);
-    auto const winner   = stats.winner;
-    // Without an advance kept, the rounds without them take the same path: not run again.
-    if (advanced) { polish_rounds(a, budget, greedy, held, stats, false, false); }
-    if (advanced && held.time() < inc.time()) {
+    auto held         = inc;  // the plan before the rounds (and what was offered up to it)
+    auto const first  = polish_rounds(a, budget, greedy, inc, stats, true, false);
+    auto const winner = stats.winner;
+    bool const again  = first.advanced && first.settled;
+    if (again) { polish_rounds(a, budget, greedy, held, stats, false, false); }
+    if (again && held.time() < inc.time()) {
       std::size_t work = 0;
       if (advance_prefetches(a, budget, held, stats, work)) {
         polish_rounds(a, budget, greedy, held, stats, true, true);
@@ -1094,16 +1100,22 @@ struct joint_search {
     }
   }
 
+  // What polish_rounds did: whether a prefetch advance was kept, and whether the moves (a)-(e)
+  // after the rounds stopped before their simulations ran out (or did not run).
+  struct rounds_result {
+    bool advanced = false;
+    bool settled  = true;
+  };
+
   // Rounds of the polish moves on `inc` (the prefetch advances among them when `advances`), while
   // one keeps a faster plan; then, when one was kept (or `kept` already), the moves (a)-(e).
-  // True when a prefetch advance was kept.
-  bool polish_rounds(trace_analysis const& a, std::uint64_t budget,
-                     detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
-                     joint_search_stats& stats, bool advances, bool kept) const
+  rounds_result polish_rounds(trace_analysis const& a, std::uint64_t budget,
+                              detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                              joint_search_stats& stats, bool advances, bool kept) const
   {
     std::size_t builds = 0;  // the link exchange's constructions, over the rounds
     std::size_t work   = 0;  // the prefetch advances' work, over the rounds
-    bool any_advance   = false;
+    rounds_result out;
     for (std::size_t round = 0; round < polish_rounds_max; ++round) {
       bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
       bool const cut       = cut_reruns(a, budget, inc, stats);
@@ -1111,14 +1123,14 @@ struct joint_search {
       bool const split     = split_reruns(a, budget, inc, stats);
       bool const advanced  = advances && advance_prefetches(a, budget, inc, stats, work);
       if (!exchanged && !cut && !chained && !split && !advanced) { break; }
-      kept        = true;
-      any_advance = any_advance || advanced;
+      kept         = true;
+      out.advanced = out.advanced || advanced;
     }
     if (kept) {
-      improve(a, budget, greedy, inc, stats, max_simulations / 2);
+      out.settled = improve(a, budget, greedy, inc, stats, max_simulations / 2);
       if (inc.share) { align_final(a, budget, inc, stats); }
     }
-    return any_advance;
+    return out;
   }
 
   // The latency-bound swap drops (detail/latency_swaps.hpp) on `inc`; true when one was kept.
@@ -1268,7 +1280,9 @@ struct joint_search {
     }
   }
 
-  void improve(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
+  // The moves (a)-(e) on `inc` within `limit` simulations; true when they stopped before the
+  // limit (no move left that keeps a faster plan).
+  bool improve(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
                detail::joint_incumbent& inc, joint_search_stats& stats, std::size_t limit) const
   {
     std::vector<std::tuple<int, storage_id, std::uint64_t>> tried;
@@ -1277,6 +1291,7 @@ struct joint_search {
            try_moves(a, budget, greedy, inc, tried, stats, sims, limit)) {
       tried.clear();
     }
+    return sims < limit;
   }
 };
 
