@@ -1065,9 +1065,10 @@ struct joint_search {
   // 19.49 ms, where the moves from those re-runs reach 18.25 ms; transformer_encoder_b8 at 15%:
   // the cut-swap re-runs of the later rounds reach 76.24 ms without the advance, 81.25 ms after
   // it; predicted). Elsewhere the advances between the rounds are what gain (transformer at 33%
-  // on h100_sxm). So the rounds run again from the same plan without the advances, and the
-  // faster result is kept (where it is the one without them, the advances and the rounds with
-  // them follow from it) -- but only where the first path kept an advance and its moves (a)-(e)
+  // on h100_sxm). So the rounds run again without the advances, from the first path's state
+  // before its first advance kept (up to there both take the same steps), and the faster result
+  // is kept (where it is the one without them, the advances and the rounds with them follow from
+  // it) -- but only where the first path kept an advance and its moves (a)-(e)
   // stopped before their simulations ran out (no faster plan left to them: the path ended where
   // the advance led it). Where the moves were still finding faster plans when their budget ran
   // out (regnet_y_400mf_b64 at 33%), the advance did not end the path, and a second path would
@@ -1076,21 +1077,25 @@ struct joint_search {
   void polish(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
               detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    auto held         = inc;  // the plan before the rounds (and what was offered up to it)
-    auto const first  = polish_rounds(a, budget, greedy, inc, stats, true, false);
+    std::optional<rounds_state> held;  // the first path before its first advance kept
+    auto const first  = polish_rounds(a, budget, greedy, inc, stats, true, {}, &held);
     auto const winner = stats.winner;
-    bool const again  = first.advanced && first.settled;
-    if (again) { polish_rounds(a, budget, greedy, held, stats, false, false); }
-    if (again && held.time() < inc.time()) {
-      std::size_t work = 0;
-      if (advance_prefetches(a, budget, held, stats, work)) {
-        polish_rounds(a, budget, greedy, held, stats, true, true);
+    if (held && first.settled) {
+      // The rounds without the advances take the first path's steps up to that advance (the same
+      // moves on the same plans): they go on from there.
+      auto& other = held->inc;
+      polish_rounds(a, budget, greedy, other, stats, false, *held, nullptr);
+      if (other.time() < inc.time()) {
+        std::size_t work = 0;
+        if (advance_prefetches(a, budget, other, stats, work)) {
+          polish_rounds(a, budget, greedy, other, stats, true, {.kept = true}, nullptr);
+        }
+        stats.winner = other.best->note;
+        inc.best     = std::move(other.best);
+        inc.sim      = std::move(other.sim);
+      } else {
+        stats.winner = winner;
       }
-      stats.winner = held.best->note;
-      inc.best     = std::move(held.best);
-      inc.sim      = std::move(held.sim);
-    } else {
-      stats.winner = winner;
     }
     // Last, on what the moves above left (so that no plan they reach gets slower): the
     // latency-bound swap drops, and the moves again from what they keep.
@@ -1100,32 +1105,51 @@ struct joint_search {
     }
   }
 
-  // What polish_rounds did: whether a prefetch advance was kept, and whether the moves (a)-(e)
-  // after the rounds stopped before their simulations ran out (or did not run).
-  struct rounds_result {
-    bool advanced = false;
-    bool settled  = true;
+  // Where polish_rounds goes on from: the round, the link exchange's constructions so far, whether
+  // a move was kept, whether the rounds go on (false: the moves (a)-(e) next); and, for a first
+  // path's state before its first advance kept, the incumbent then.
+  struct rounds_state {
+    std::size_t round  = 0;
+    std::size_t builds = 0;
+    bool kept          = false;
+    bool go_on         = true;
+    detail::joint_incumbent inc{};
   };
 
-  // Rounds of the polish moves on `inc` (the prefetch advances among them when `advances`), while
-  // one keeps a faster plan; then, when one was kept (or `kept` already), the moves (a)-(e).
+  // What polish_rounds did: whether the moves (a)-(e) after the rounds stopped before their
+  // simulations ran out (or did not run).
+  struct rounds_result {
+    bool settled = true;
+  };
+
+  // Rounds of the polish moves on `inc` from `at` (the prefetch advances among them when
+  // `advances`), while one keeps a faster plan; then, when one was kept, the moves (a)-(e). With
+  // `before_advance`, the state before the first advance kept is stored there (its incumbent a
+  // copy of `inc` then, and the rounds going on where the other moves of that round kept one).
   rounds_result polish_rounds(trace_analysis const& a, std::uint64_t budget,
                               detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
-                              joint_search_stats& stats, bool advances, bool kept) const
+                              joint_search_stats& stats, bool advances, rounds_state const& at,
+                              std::optional<rounds_state>* before_advance) const
   {
-    std::size_t builds = 0;  // the link exchange's constructions, over the rounds
-    std::size_t work   = 0;  // the prefetch advances' work, over the rounds
-    rounds_result out;
-    for (std::size_t round = 0; round < polish_rounds_max; ++round) {
+    std::size_t builds = at.builds;  // the link exchange's constructions, over the rounds
+    std::size_t work   = 0;          // the prefetch advances' work, over the rounds
+    bool kept          = at.kept;
+    for (std::size_t round = at.round; at.go_on && round < polish_rounds_max; ++round) {
       bool const exchanged = exchange_links(a, budget, greedy, inc, stats, builds);
       bool const cut       = cut_reruns(a, budget, inc, stats);
       bool const chained   = chain_reruns(a, budget, greedy, inc, stats);
       bool const split     = split_reruns(a, budget, inc, stats);
-      bool const advanced  = advances && advance_prefetches(a, budget, inc, stats, work);
-      if (!exchanged && !cut && !chained && !split && !advanced) { break; }
-      kept         = true;
-      out.advanced = out.advanced || advanced;
+      bool const other     = exchanged || cut || chained || split;
+      std::optional<detail::joint_incumbent> before;
+      if (advances && before_advance != nullptr && !*before_advance) { before = inc; }
+      bool const advanced = advances && advance_prefetches(a, budget, inc, stats, work);
+      if (advanced && before) {
+        *before_advance = rounds_state{round + 1, builds, kept || other, other, std::move(*before)};
+      }
+      if (!other && !advanced) { break; }
+      kept = true;
     }
+    rounds_result out;
     if (kept) {
       out.settled = improve(a, budget, greedy, inc, stats, max_simulations / 2);
       if (inc.share) { align_final(a, budget, inc, stats); }
