@@ -7,7 +7,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace STASH_UNITY_ID {
 
@@ -88,6 +94,36 @@ TEST_CASE("a storage not yet allocated cannot be offloaded")
   bad.entries[0]  = {2, 1, 2, 0, 2, 1000};
   bad.device_peak = stash::planned_peak(stash::test::analysis_of(t), bad.entries);
   expect_rejected(t, bad, "before the storage is allocated");
+}
+
+TEST_CASE("storage_groups lists each storage's values ascending and unique, whatever the order")
+{
+  // Below 64 pairs a comparison sort, above it the radix sort (values in order or not, storages
+  // and values past one 8-bit digit); each storage's list is the set of its values.
+  std::mt19937_64 rng(7);
+  for (std::size_t const n : {0U, 5U, 63U, 64U, 300U, 2000U}) {
+    for (bool const ascending : {false, true}) {
+      CAPTURE(n);
+      CAPTURE(ascending);
+      std::size_t const storages = 700;
+      std::vector<std::pair<stash::storage_id, std::uint64_t>> pairs;
+      for (std::size_t k = 0; k < n; ++k) {
+        pairs.emplace_back(rng() % storages, ascending ? k / 3 : rng() % 1000);
+      }
+      std::map<stash::storage_id, std::vector<std::uint64_t>> expect;
+      for (auto const& [id, v] : pairs) { expect[id].push_back(v); }
+      for (auto& [id, values] : expect) {
+        std::sort(values.begin(), values.end());
+        values.erase(std::unique(values.begin(), values.end()), values.end());
+      }
+      stash::detail::storage_groups const groups(storages, pairs);
+      for (stash::storage_id id = 0; id < storages; ++id) {
+        auto const got  = groups[id];
+        auto const want = expect.count(id) != 0 ? expect[id] : std::vector<std::uint64_t>{};
+        REQUIRE(std::vector<std::uint64_t>(got.begin(), got.end()) == want);
+      }
+    }
+  }
 }
 
 }  // namespace STASH_UNITY_ID

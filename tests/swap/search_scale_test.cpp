@@ -30,46 +30,51 @@ TEST_CASE("search plans what it planned before its excess became an index")
 TEST_CASE("clamped_sums answers as a scan of the plain array does")
 {
   std::mt19937_64 rng(24);
-  for (std::size_t n : {1U, 2U, 9U, 64U, 150U}) {
-    CAPTURE(n);
-    std::vector<std::uint64_t> plain(n);
-    for (auto& x : plain) { x = rng() % 4 == 0 ? 0 : rng() % 40; }
-    stash::detail::clamped_sums sums;
-    sums.assign(plain);
-    for (int step = 0; step < 400; ++step) {
-      auto l = rng() % n, r = rng() % (n + 1);
-      if (l > r) { std::swap(l, r); }
-      switch (rng() % 8) {
-        case 0: {  // set one value
-          auto const v = rng() % 3 == 0 ? 0 : rng() % 50;
-          sums.set(l, v);
-          plain[l] = v;
-          break;
-        }
-        case 1:  // everything anew (rarely)
-          if (rng() % 10 == 0) {
-            for (auto& x : plain) { x = rng() % 60; }
-            sums.assign(plain);
+  // Values below 40 (a few distinct, a shallow matrix) and below 40 x 100 (most distinct: deeper
+  // matrices whose rank counts are not powers of two).
+  for (std::uint64_t const scale : {1U, 100U}) {
+    for (std::size_t n : {1U, 2U, 9U, 64U, 150U}) {
+      CAPTURE(scale);
+      CAPTURE(n);
+      std::vector<std::uint64_t> plain(n);
+      for (auto& x : plain) { x = rng() % 4 == 0 ? 0 : rng() % (40 * scale); }
+      stash::detail::clamped_sums sums;
+      sums.assign(plain);
+      for (int step = 0; step < 400; ++step) {
+        auto l = rng() % n, r = rng() % (n + 1);
+        if (l > r) { std::swap(l, r); }
+        switch (rng() % 8) {
+          case 0: {  // set one value
+            auto const v = rng() % 3 == 0 ? 0 : rng() % (50 * scale);
+            sums.set(l, v);
+            plain[l] = v;
+            break;
           }
-          break;
-        default: {  // subtract, clamped at 0
-          auto const d = rng() % 12;
-          sums.subtract(l, r, d);
-          for (auto j = l; j < r; ++j) { plain[j] = plain[j] > d ? plain[j] - d : 0; }
+          case 1:  // everything anew (rarely)
+            if (rng() % 10 == 0) {
+              for (auto& x : plain) { x = rng() % (60 * scale); }
+              sums.assign(plain);
+            }
+            break;
+          default: {  // subtract, clamped at 0
+            auto const d = rng() % (12 * scale);
+            sums.subtract(l, r, d);
+            for (auto j = l; j < r; ++j) { plain[j] = plain[j] > d ? plain[j] - d : 0; }
+          }
         }
+        for (int q = 0; q < 4; ++q) {
+          auto ql = rng() % n, qr = rng() % (n + 1);
+          if (ql > qr) { std::swap(ql, qr); }
+          auto const b    = rng() % (45 * scale);
+          std::uint64_t s = 0;
+          for (auto j = ql; j < qr; ++j) { s += std::min(b, plain[j]); }
+          REQUIRE(sums.sum_min(ql, qr, b) == s);
+        }
+        REQUIRE(sums.values() == plain);
+        REQUIRE(sums.at(l) == plain[l]);
+        REQUIRE(sums.all_zero() ==
+                std::all_of(plain.begin(), plain.end(), [](std::uint64_t x) { return x == 0; }));
       }
-      for (int q = 0; q < 4; ++q) {
-        auto ql = rng() % n, qr = rng() % (n + 1);
-        if (ql > qr) { std::swap(ql, qr); }
-        auto const b    = rng() % 45;
-        std::uint64_t s = 0;
-        for (auto j = ql; j < qr; ++j) { s += std::min(b, plain[j]); }
-        REQUIRE(sums.sum_min(ql, qr, b) == s);
-      }
-      REQUIRE(sums.values() == plain);
-      REQUIRE(sums.at(l) == plain[l]);
-      REQUIRE(sums.all_zero() ==
-              std::all_of(plain.begin(), plain.end(), [](std::uint64_t x) { return x == 0; }));
     }
   }
 }

@@ -90,6 +90,7 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -304,30 +305,76 @@ namespace detail {
 
 // Values grouped by storage, each storage's ascending and unique: the per-storage lists
 // validation needs, without a vector per storage (the trace's thousands, for each schedule
-// checked).
+// checked). A storage's values are found through a table over every storage holding its slot
+// among those present: 4 bytes a storage, set where present (a prefix pass over 8-byte ends was
+// most of the grouping's cost at thousands of validations a plan).
 class storage_groups {
  public:
   // `pairs` holds (storage, value), every storage below `storages`.
   storage_groups(std::size_t storages, std::vector<std::pair<storage_id, std::uint64_t>> pairs)
-      : end_(storages + 1, 0)
+      : slot_(storages, 0)
   {
-    std::sort(pairs.begin(), pairs.end());
+    sort_pairs(pairs);
     pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
     values_.reserve(pairs.size());
-    for (auto const& [id, v] : pairs) {
-      values_.push_back(v);
-      end_[id + 1] = values_.size();
+    begin_.reserve(pairs.size() + 1);
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+      auto const id = pairs[k].first;
+      if (k == 0 || pairs[k - 1].first != id) {
+        begin_.push_back(values_.size());
+        slot_[id] = static_cast<std::uint32_t>(begin_.size());
+      }
+      values_.push_back(pairs[k].second);
     }
-    for (std::size_t i = 1; i < end_.size(); ++i) { end_[i] = std::max(end_[i], end_[i - 1]); }
+    begin_.push_back(values_.size());
   }
 
   [[nodiscard]] std::span<std::uint64_t const> operator[](storage_id id) const
   {
-    return std::span<std::uint64_t const>(values_).subspan(end_[id], end_[id + 1] - end_[id]);
+    auto const k = slot_[id];
+    if (k == 0) { return {}; }
+    return std::span<std::uint64_t const>(values_).subspan(begin_[k - 1],
+                                                           begin_[k] - begin_[k - 1]);
   }
 
  private:
-  std::vector<std::size_t> end_;  // end_[id + 1]: the end of storage id's values
+  using pair_t = std::pair<storage_id, std::uint64_t>;
+
+  // Sorts `pairs` as std::sort does: a stable radix sort over 8-bit digits (the values', then the
+  // storages'), the digits every key shares skipped and the values' passes skipped when they
+  // already ascend (the callers list them so); a comparison sort below a few dozen pairs.
+  static void sort_pairs(std::vector<pair_t>& pairs)
+  {
+    if (pairs.size() < 64) {
+      std::sort(pairs.begin(), pairs.end());
+      return;
+    }
+    std::vector<pair_t> next(pairs.size());
+    auto const by = [&](auto const key) {
+      std::uint64_t any = 0, every = ~std::uint64_t{0};
+      for (auto const& p : pairs) {
+        any |= key(p);
+        every &= key(p);
+      }
+      for (unsigned shift = 0; shift < 64; shift += 8) {
+        if ((((any ^ every) >> shift) & 0xffU) == 0) { continue; }
+        std::array<std::size_t, 257> start{};
+        for (auto const& p : pairs) { ++start[((key(p) >> shift) & 0xffU) + 1]; }
+        for (std::size_t d = 1; d < start.size(); ++d) { start[d] += start[d - 1]; }
+        for (auto const& p : pairs) { next[start[(key(p) >> shift) & 0xffU]++] = p; }
+        std::swap(pairs, next);
+      }
+    };
+    auto const value = [](pair_t const& p) { return p.second; };
+    if (!std::is_sorted(pairs.begin(), pairs.end(),
+                        [&](pair_t const& x, pair_t const& y) { return value(x) < value(y); })) {
+      by(value);
+    }
+    by([](pair_t const& p) { return p.first; });
+  }
+
+  std::vector<std::uint32_t> slot_;  // per storage: 1 + its place among those present; 0: absent
+  std::vector<std::size_t> begin_;   // per storage present, where its values start; then the end
   std::vector<std::uint64_t> values_;
 };
 
