@@ -88,6 +88,7 @@
  */
 #pragma once
 
+#include <stash/core/parallel_tasks.hpp>
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
@@ -259,10 +260,10 @@ struct seed_memo {
     return starts.size() - 1;
   }
 
-  // make()'s construction for this key, made once.
-  template <typename Make>
-  greedy_plan construct(std::size_t start, greedy_variant const& var, banned const& no_swap,
-                        greedy_plan const* missed, bool batches, Make&& make)
+  // The construction kept for this key, or null.
+  [[nodiscard]] greedy_plan const* find(std::size_t start, greedy_variant const& var,
+                                        banned const& no_swap, greedy_plan const* missed,
+                                        bool batches) const
   {
     auto const same_var = [&](greedy_variant const& v) {
       return v.target_share == var.target_share && v.swap_weight == var.swap_weight &&
@@ -277,17 +278,35 @@ struct seed_memo {
           (c.missed->swaps != missed->swaps || c.missed->recomputes != missed->recomputes)) {
         continue;
       }
-      return c.plan;
+      return &c.plan;
     }
+    return nullptr;
+  }
+
+  // make()'s construction for this key, made once.
+  template <typename Make>
+  greedy_plan construct(std::size_t start, greedy_variant const& var, banned const& no_swap,
+                        greedy_plan const* missed, bool batches, Make&& make)
+  {
+    if (auto const* kept = find(start, var, no_swap, missed, batches)) { return *kept; }
     auto p = make();
-    if (!room(p.swaps.size() + p.recomputes.size() +
+    keep(start, var, no_swap, missed, batches, p);
+    return p;
+  }
+
+  // What construct() keeps of `p`, made for this key elsewhere (on a worker thread): kept when
+  // the key is new and there is room.
+  void keep(std::size_t start, greedy_variant const& var, banned const& no_swap,
+            greedy_plan const* missed, bool batches, greedy_plan const& p)
+  {
+    if (find(start, var, no_swap, missed, batches) != nullptr ||
+        !room(p.swaps.size() + p.recomputes.size() +
               (missed ? missed->swaps.size() + missed->recomputes.size() : 0))) {
-      return p;
+      return;
     }
     constructions.push_back(
         construction{start, var, no_swap,
                      missed ? std::optional<greedy_plan>(*missed) : std::nullopt, batches, p});
-    return p;
   }
 };
 
@@ -510,6 +529,55 @@ inline void fill_set(recompute_set& set, std::span<swap_entry const> swaps,
   return p;
 }
 
+// joint_search's worker threads (joint_search::threads) and what each owns: worker 0, the calling
+// thread, the plan's greedy and chain memo; each other worker a copy of the greedy (its
+// constructions write scratch buffers, so one object serves one thread) and a chain memo of its
+// own. A memo returns what computing again would, so which worker ran a task changes nothing.
+// The copies are made here, before any task runs.
+class search_workers {
+ public:
+  search_workers(trace_analysis const& a, joint_greedy const& greedy, chain_memo& chains,
+                 std::size_t threads)
+      : greedy_(greedy), chains_(chains), threads_(std::max<std::size_t>(threads, 1))
+  {
+    greedies_.reserve(threads_ - 1);
+    memos_.reserve(threads_ - 1);
+    for (std::size_t w = 1; w < threads_; ++w) {
+      greedies_.push_back(greedy);
+      memos_.emplace_back(a);
+    }
+  }
+
+  // The greedy worker `w` uses.
+  [[nodiscard]] joint_greedy const& greedy(std::size_t w) const noexcept
+  {
+    return w == 0 ? greedy_ : greedies_[w - 1];
+  }
+
+  // Worker `w`'s chain memo, emptied first when it holds joint_incumbent::max_chains.
+  [[nodiscard]] chain_memo* chains(std::size_t w) noexcept
+  {
+    auto& m = w == 0 ? chains_ : memos_[w - 1];
+    if (m.size() >= joint_incumbent::max_chains) { m.clear(); }
+    return &m;
+  }
+
+  // task(i, worker) for each i in [0, count) on the workers (stash::run_tasks): the tasks must
+  // write only their own results.
+  template <typename Task>
+  void run(std::size_t count, Task&& task) const
+  {
+    run_tasks(threads_, count, std::forward<Task>(task));
+  }
+
+ private:
+  joint_greedy const& greedy_;
+  chain_memo& chains_;
+  std::size_t threads_;
+  std::vector<joint_greedy> greedies_;
+  std::vector<chain_memo> memos_;
+};
+
 }  // namespace detail
 
 /// @brief stash's keep / swap / recompute planner (see the file comment).
@@ -547,6 +615,16 @@ struct joint_search {
   /// such a pair into one batch where the planned peak allows. stash::allocator executes it
   /// (recompute_step::hands); off, every chain runs alone, as before.
   bool share_reruns = true;
+  /// Worker threads for the search's independent work: the greedy's constructions from the
+  /// seeds' starts (each built and its planned peak computed on a worker, then offered to the
+  /// incumbent in the order of one thread) and the local searches from the fastest seed of each
+  /// kind (each with its own incumbent, compared in order after). Every task writes only its own
+  /// result and the results are consumed in the sequential order, so the plan is the same for
+  /// every count, on any machine and load (work is counted in steps, never in time). 1, the
+  /// default: everything on the calling thread (stash::allocator plans at run time, inside a
+  /// training process that owns its threads; a tool opts in, as stash-plan's --threads does).
+  /// The CPU seconds do not drop with more threads (the same work, spread); the wall time does.
+  unsigned threads = 1;
 
   /// @brief Registry name.
   /// @return "search".
@@ -578,10 +656,11 @@ struct joint_search {
     }
     detail::joint_greedy const greedy(a);
     detail::chain_memo chains(a);
+    detail::search_workers workers(a, greedy, chains, threads);
     auto inc   = incumbent(nullptr);
     inc.chains = &chains;
     if (!encodings) {
-      search(a, budget, greedy, inc, stats);
+      search(a, budget, greedy, workers, inc, stats);
     } else {
       // The search without encodings, then the one with them, sharing their constructions and
       // repairs (detail::seed_memo); the faster plan of the two. The raw plan is a plan with
@@ -593,9 +672,9 @@ struct joint_search {
       auto raw_inc   = incumbent(&memo);
       raw_inc.chains = &chains;
       joint_search_stats raw_stats;
-      raw.search(a, budget, greedy, raw_inc, raw_stats);
+      raw.search(a, budget, greedy, workers, raw_inc, raw_stats);
       inc.memo = &memo;
-      search(a, budget, greedy, inc, stats);
+      search(a, budget, greedy, workers, inc, stats);
       stats.simulations += raw_stats.simulations;
       if (raw_inc.time() < inc.time()) {
         stats.winner       = "raw:" + raw_stats.winner;
@@ -632,15 +711,17 @@ struct joint_search {
 
   // Seeds, local search and polish into `inc` (the file comment's steps 1-3).
   void search(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
-              detail::joint_incumbent& inc, joint_search_stats& stats) const
+              detail::search_workers& workers, detail::joint_incumbent& inc,
+              joint_search_stats& stats) const
   {
-    seed(a, budget, greedy, inc, stats);
-    improve_runners(a, budget, greedy, inc, stats);
+    seed(a, budget, greedy, workers, inc, stats);
+    improve_runners(a, budget, workers, inc, stats);
     polish(a, budget, greedy, inc, stats);
   }
 
   void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
-            detail::joint_incumbent& inc, joint_search_stats& stats) const
+            detail::search_workers& workers, detail::joint_incumbent& inc,
+            joint_search_stats& stats) const
   {
     auto const wraps = needed_wraps(a, budget);
     search_swap const swaps{
@@ -668,7 +749,7 @@ struct joint_search {
       auto hybrid = dtr{}.plan_over(a, budget, std::move(base.entries));
       inc.offer(a, std::move(hybrid), tag, encodings, stats);
     }
-    seed_greedy(a, budget, greedy, starts, inc, stats);
+    seed_greedy(a, budget, greedy, workers, starts, inc, stats);
   }
 
   [[nodiscard]] bool wraps_on() const noexcept { return wrap && also_any_kind; }
@@ -715,7 +796,7 @@ struct joint_search {
   };
 
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
-  // Misses rebuilt with the fit repair (repair_misses): one per weighting and target of the
+  // Misses rebuilt with the fit repair (repair_order): one per weighting and target of the
   // variants that place swaps alone (3 at the full budget, 3 at 90%, 1 at 80%).
   static constexpr std::size_t max_repaired = 7;
   static constexpr detail::greedy_variant exchange_variant{1.0, 1.0, true};
@@ -730,79 +811,141 @@ struct joint_search {
                                                                     {1.0, 0.1, true, true}};
   static constexpr std::size_t budget_free_starts = 1 + std::size(checkpoint_segments);
 
+  // A greedy construction computed on a worker: its plan, the greedy's planned peak of it and its
+  // schedule (make_plan).
+  struct built {
+    detail::greedy_plan plan;
+    std::uint64_t peak = 0;
+    schedule sched;
+  };
+
+  // A construction seed_greedy computes ahead: from start k with variant var (the fit repair of
+  // `missed` when not null), what it gave and, for a repair still over the budget, the repair
+  // that also bans the re-runs whose own batch is over.
+  struct ahead {
+    std::size_t k;
+    detail::greedy_variant var;
+    detail::greedy_plan const* missed = nullptr;
+    std::optional<built> out;
+    std::optional<built> batch;
+  };
+
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
+  // The constructions that do not read the incumbent (all but feed_back's) are built first, on
+  // the workers, then offered in the order of one thread: the same plans, offers and memo.
   void seed_greedy(trace_analysis const& a, std::uint64_t budget,
-                   detail::joint_greedy const& greedy,
+                   detail::joint_greedy const& greedy, detail::search_workers& workers,
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
                    detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
     std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
-    std::vector<miss> misses;
     std::vector<std::size_t> ids;  // each start's index in inc.memo
     if (inc.memo) {
       for (auto const& st : starts) { ids.push_back(inc.memo->start_id(st.second)); }
     }
-    // The construction from start k (the greedy's fit repair of `missed`, if given).
-    auto construct = [&](std::size_t k, detail::greedy_variant const& var,
-                         std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap,
-                         detail::greedy_plan const* missed, bool batches) {
-      auto make = [&] {
-        return missed ? greedy.repair(budget, var, starts[k].second, *missed, batches)
-                      : greedy.build(budget, var, starts[k].second, no_swap);
-      };
-      return inc.memo ? inc.memo->construct(ids[k], var, no_swap, missed, batches, make) : make();
+    // The construction from start k (the fit repair of `missed`, if given) on worker w; from
+    // inc.memo where it holds it (only read while the workers run).
+    auto build_on = [&](std::size_t w, std::size_t k, detail::greedy_variant const& var,
+                        detail::greedy_plan const* missed, bool batches) {
+      auto const& g    = workers.greedy(w);
+      auto const* kept = inc.memo ? inc.memo->find(ids[k], var, {}, missed, batches) : nullptr;
+      auto p           = kept     ? *kept
+                         : missed ? g.repair(budget, var, starts[k].second, *missed, batches)
+                                  : g.build(budget, var, starts[k].second);
+      auto const peak  = g.peak(p);
+      auto sched       = detail::make_schedule_using(a, std::string(name()), budget, p.swaps,
+                                                     p.recomputes, workers.chains(w));
+      return built{std::move(p), peak, std::move(sched)};
     };
-    auto run = [&](std::size_t k, detail::greedy_variant const& var,
-                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {},
-                   detail::greedy_plan const* missed                                = nullptr) {
-      auto p = construct(k, var, no_swap, missed, false);
-      if (!missed && !var.link_slots && no_swap.empty() && greedy.peak(p) > budget) {
-        misses.push_back(miss{k, var, p});
+    // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
+    auto settle = [&](ahead const& j, bool batches, built const& b) {
+      if (inc.memo) { inc.memo->keep(ids[j.k], j.var, {}, j.missed, batches, b.plan); }
+    };
+    // Offers construction `b` (and `batch`, a repair's other form, where it differs).
+    auto offer = [&](std::size_t k, detail::greedy_variant const& var, bool fed,
+                     detail::greedy_plan const* missed, built b, std::optional<built> batch) {
+      if (batch &&
+          (batch->plan.swaps != b.plan.swaps || batch->plan.recomputes != b.plan.recomputes)) {
+        inc.offer(a, std::move(batch->sched),
+                  starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
       }
-      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
-      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
-      if (missed && greedy.peak(p) > budget) {
-        auto q = construct(k, var, no_swap, missed, true);
-        if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
-          inc.offer(a, make_plan(a, budget, inc, std::move(q.swaps), std::move(q.recomputes)),
-                    starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
-        }
-      }
-      auto s         = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
-      auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed") +
+      auto const tag = starts[k].first + ":" + variant_tag(var) + (fed ? "+fed" : "") +
                        (missed ? "/repair" : "");
-      return inc.offer(a, std::move(s), tag, encodings, stats);
+      return inc.offer(a, std::move(b.sched), tag, encodings, stats);
     };
+    // feed_back's construction, which reads the incumbent's simulation: here, in order.
+    auto run = [&](std::size_t k, detail::greedy_variant const& var,
+                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
+      auto make = [&] { return greedy.build(budget, var, starts[k].second, no_swap); };
+      auto p = inc.memo ? inc.memo->construct(ids[k], var, no_swap, nullptr, false, make) : make();
+      auto s = make_plan(a, budget, inc, p.swaps, p.recomputes);
+      return offer(k, var, true, nullptr, built{std::move(p), 0, std::move(s)}, std::nullopt);
+    };
+    // Every start with every variant; then the budget-independent starts (nothing, the
+    // checkpoints) for 90% and 80% of this budget: schedules for tighter budgets (they fit this
+    // one too), so that the plan does not get slower as the budget grows because a construction
+    // happened to do worse at this one (planned for 90% of this budget they repeat exactly what
+    // a plan for that budget constructs).
+    std::vector<ahead> jobs;
     for (std::size_t k = 0; k < starts.size(); ++k) {
       for (auto const& var : full_budget_variants) {
-        if (run(k, var)) { lead = std::make_pair(k, var); }
+        jobs.push_back(ahead{k, var, nullptr, {}, {}});
       }
     }
-    if (lead) { feed_back(a, *lead, run, inc); }
-    // Schedules for tighter budgets (they fit this one too): the plan does not get slower as the
-    // budget grows because a construction happened to do worse at this one.
-    // The budget-independent starts (nothing, the checkpoints) come first: planned for 90% of this
-    // budget they repeat exactly what a plan for that budget constructs.
+    auto const at_budget = jobs.size();
     for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
       for (auto var : full_budget_variants) {
         var.target_share = 0.9;
-        run(k, var);
+        jobs.push_back(ahead{k, var, nullptr, {}, {}});
       }
-      run(k, {0.8, 0.3, true});
+      jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
     }
-    repair_misses(misses, run);  // constructions left over the budget, repaired
+    workers.run(jobs.size(), [&](std::size_t i, std::size_t w) {
+      jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
+    });
+    // The constructions left over the budget (swaps placed alone), repaired (repair_order).
+    std::vector<miss> misses;
+    for (auto const& j : jobs) {
+      if (!j.var.link_slots && j.out->peak > budget) {
+        misses.push_back(miss{j.k, j.var, j.out->plan});
+      }
+    }
+    std::vector<ahead> repairs;
+    for (auto const m : repair_order(misses)) {
+      repairs.push_back(ahead{misses[m].start, misses[m].var, &misses[m].plan, {}, {}});
+    }
+    workers.run(repairs.size(), [&](std::size_t i, std::size_t w) {
+      auto& r = repairs[i];
+      r.out   = build_on(w, r.k, r.var, r.missed, false);
+      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
+      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
+      if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
+    });
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
+      auto& j = jobs[i];
+      settle(j, false, *j.out);
+      if (offer(j.k, j.var, false, nullptr, std::move(*j.out), std::nullopt) && i < at_budget) {
+        lead = std::make_pair(j.k, j.var);
+      }
+    }
+    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
+    for (auto& r : repairs) {
+      settle(r, false, *r.out);
+      if (r.batch) { settle(r, true, *r.batch); }
+      offer(r.k, r.var, false, r.missed, std::move(*r.out), std::move(r.batch));
+    }
   }
 
-  // Constructions that did not fit the budget, built again with the greedy's fit repair
-  // (greedy_variant::repair, up to 1 + max_repairs constructions each): in turns over the
-  // weightings and targets (the first miss of each in the order built, then the second, ...),
-  // skipping a plan equal to one already listed, max_repaired of them. Only the variants that
-  // place each swap alone: with swaps on the link's free room, a re-run taken out has no room
-  // to become a swap, and the repair never fits there.
-  template <typename Run>
-  static void repair_misses(std::vector<miss> const& misses, Run& run)
+  // Which constructions that did not fit the budget are built again with the greedy's fit
+  // repair (greedy_variant::repair, up to 1 + max_repairs constructions each), by index into
+  // `misses`: in turns over the weightings and targets (the first miss of each in the order
+  // built, then the second, ...), skipping a plan equal to one already listed, max_repaired of
+  // them. Only the variants that place each swap alone: with swaps on the link's free room, a
+  // re-run taken out has no room to become a swap, and the repair never fits there.
+  static std::vector<std::size_t> repair_order(std::vector<miss> const& misses)
   {
     std::vector<std::pair<double, double>> keys;  // (target share, swap weight), first seen first
     std::vector<std::size_t> turns;               // per key: misses listed so far
@@ -825,10 +968,11 @@ struct joint_search {
       order.emplace_back(turns[k]++, k, j);
     }
     std::sort(order.begin(), order.end());
+    std::vector<std::size_t> out;
     for (std::size_t j = 0; j < order.size() && j < max_repaired; ++j) {
-      auto const& m = misses[std::get<2>(order[j])];
-      run(m.start, m.var, {}, &m.plan);
+      out.push_back(std::get<2>(order[j]));
     }
+    return out;
   }
 
   // The winning construction again, told not to swap the gaps whose prefetch stalled the compute
@@ -999,8 +1143,10 @@ struct joint_search {
   }
 
   // The local search from the fastest seed of each kind (the fastest first); the best result wins.
+  // Each search has its own incumbent and reads nothing another changes: they run on the
+  // workers, and their results are compared in that order after.
   void improve_runners(trace_analysis const& a, std::uint64_t budget,
-                       detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                       detail::search_workers& workers, detail::joint_incumbent& inc,
                        joint_search_stats& stats) const
   {
     std::vector<std::pair<schedule, sim_result>> runners;
@@ -1010,25 +1156,29 @@ struct joint_search {
     std::stable_sort(runners.begin(), runners.end(), [](auto const& x, auto const& y) {
       return x.second.iteration_s < y.second.iteration_s;
     });
-    for (std::size_t k = 0; k < runners.size(); ++k) {
-      auto& [s, r] = runners[k];
-      detail::joint_incumbent local;
+    std::vector<detail::joint_incumbent> locals(runners.size());
+    std::vector<joint_search_stats> counts(runners.size());
+    workers.run(runners.size(), [&](std::size_t k, std::size_t w) {
+      auto& local            = locals[k];
       local.activations_only = inc.activations_only;
       local.redrop           = inc.redrop;
       local.share            = inc.share;
-      local.chains           = inc.chains;
-      local.best             = std::move(s);
-      local.sim              = std::move(r);
-      auto const winner      = stats.winner;
-      improve(a, budget, greedy, local, stats, max_simulations);
-      reinsert(a, budget, greedy, local, stats);
-      if (local.share) { align_final(a, budget, local, stats); }
+      local.chains           = workers.chains(w);
+      local.best             = std::move(runners[k].first);
+      local.sim              = std::move(runners[k].second);
+      auto const& greedy     = workers.greedy(w);
+      improve(a, budget, greedy, local, counts[k], max_simulations);
+      reinsert(a, budget, greedy, local, counts[k]);
+      if (local.share) { align_final(a, budget, local, counts[k]); }
+      local.chains = nullptr;  // the worker's, which another task may use next
+    });
+    for (std::size_t k = 0; k < locals.size(); ++k) {
+      auto& local = locals[k];
+      stats.simulations += counts[k].simulations;
       if (local.time() < inc.time()) {
         stats.winner = local.best->note;
         inc.best     = std::move(local.best);
         inc.sim      = std::move(local.sim);
-      } else {
-        stats.winner = winner;
       }
     }
   }
