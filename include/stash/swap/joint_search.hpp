@@ -341,40 +341,133 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (repeated(s, family_of(who))) { return false; }
-    auto* const memo_chains = chains_for();  // not emptied again before the simulation
+    auto p = prepare(a, std::move(s), enc, chains_for(), !best, false);
+    keep_redrop(p);
+    return finish(a, std::move(p), who, stats);
+  }
+
+  // What offer() computes of a schedule from the memo alone, not the incumbent: the schedule as
+  // timed (encodings, redrop repair, sharing order) and its simulation. prepare() makes it
+  // (several at once on worker threads while nothing is offered: it only reads `memo`), and
+  // offer_prepared() does with it what offer() would have done at that point.
+  struct prepared {
+    std::optional<schedule> given;     // the schedule offered (kept for offer_prepared)
+    schedule timed;                    // as timed
+    std::optional<schedule> repaired;  // a redrop repair memo->redrops lacked, to keep there
+    std::pair<std::uint64_t, std::uint64_t> key{};  // the memo's key for it (memo_used)
+    bool memo_used = false;                         // the repair was looked up in memo->redrops
+    bool memo_hit  = false;                         // ... and found there
+    bool simulated = false;
+    bool failed    = false;  // validation refused it
+    sim_result sim;
+  };
+
+  // `s` prepared for offer(), its chains from `from` when not null; simulated unless it moves
+  // state with activations_only, or its planned peak is over the budget and not `simulate_over`
+  // (an incumbent exists: offer() does not simulate such a plan); `keep` keeps a copy of `s`.
+  [[nodiscard]] prepared prepare(trace_analysis const& a, schedule s,
+                                 std::optional<encoding_options> const& enc, chain_memo* from,
+                                 bool simulate_over, bool keep) const
+  {
+    prepared p;
+    if (keep) { p.given = s; }
     if (memo && redrop && s.device_peak > s.budget) {
-      s = memo_redrops(a, std::move(s), enc, memo_chains);
+      // with_redrops(with_encodings(s)), taken from `memo` where a plan with the same entries but
+      // for their encodings was repaired before (encode_redropped).
+      p.memo_used   = true;
+      p.key         = fingerprint(s, 0, false);
+      auto const n  = s.entries.size();
+      auto const it = redrop_at(p.key);
+      if (it != memo->redrops.end() && it->first == p.key) {
+        p.memo_hit = true;
+        s          = enc ? encode_redropped(a, it->second, n, *enc) : it->second;
+      } else {
+        if (enc) { s = with_encodings(a, std::move(s), *enc); }
+        s          = redrops(a, std::move(s), from);
+        p.repaired = s;
+      }
     } else {
       if (enc) { s = with_encodings(a, std::move(s), *enc); }
-      if (redrop && s.device_peak > s.budget) { s = redrops(a, std::move(s), memo_chains); }
+      if (redrop && s.device_peak > s.budget) { s = redrops(a, std::move(s), from); }
     }
-    if (share) { s = sharing_order(a, std::move(s), memo_chains); }
+    if (share) { s = sharing_order(a, std::move(s), from); }
+    if (!(activations_only && moves_state(a, s)) && (s.device_peak <= s.budget || simulate_over)) {
+      time_it(a, s, from, p);
+    }
+    p.timed = std::move(s);
+    return p;
+  }
+
+  // `s` validated and simulated into `p`, the chains from `from` when not null.
+  static void time_it(trace_analysis const& a, schedule const& s, chain_memo* from, prepared& p)
+  {
+    p.simulated = true;
+    try {
+      if (from != nullptr) {  // validate_schedule, the chains kept
+        validate_schedule_with(a, s, *from);
+        p.sim = simulate_unvalidated(a, s, sim_options{false, sim_memory::enforce_budget, false},
+                                     *from);
+      } else {
+        p.sim = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+      }
+    } catch (schedule_error const&) {
+      p.failed = true;
+    }
+  }
+
+  // What offer(a, *p.given, who, enc, stats) does, `p` made by prepare(..., keep = true) since the
+  // last offer or from a memo where this plan's repair is as it was then (else offered again).
+  bool offer_prepared(trace_analysis const& a, prepared p, std::string const& who,
+                      std::optional<encoding_options> const& enc, joint_search_stats& stats)
+  {
+    if (p.memo_used) {
+      auto const it  = redrop_at(p.key);
+      bool const hit = it != memo->redrops.end() && it->first == p.key;
+      if (hit != p.memo_hit) { return offer(a, std::move(*p.given), who, enc, stats); }
+    }
+    if (repeated(*p.given, family_of(who))) { return false; }
+    keep_redrop(p);
+    return finish(a, std::move(p), who, stats);
+  }
+
+  // Where `key` is or goes in memo->redrops (sorted by key).
+  [[nodiscard]] decltype(seed_memo::redrops)::iterator redrop_at(
+      std::pair<std::uint64_t, std::uint64_t> const& key) const
+  {
+    return std::lower_bound(memo->redrops.begin(), memo->redrops.end(), key,
+                            [](auto const& x, auto const& k) { return x.first < k; });
+  }
+
+  // The redrop repair `p` computed, kept in memo->redrops where there is room.
+  void keep_redrop(prepared const& p)
+  {
+    if (!p.repaired) { return; }
+    auto const& s = *p.repaired;
+    if (memo->room(s.entries.size() + s.recomputes.size())) {
+      memo->redrops.emplace(redrop_at(p.key), p.key, s);
+    }
+  }
+
+  // offer()'s last steps on `p`, prepared for it: the smallest plan kept, the runners and the
+  // incumbent.
+  bool finish(trace_analysis const& a, prepared p, std::string const& who,
+              joint_search_stats& stats)
+  {
+    auto& s = p.timed;
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
+    if (!p.simulated) { time_it(a, s, chains_for(), p); }    // (prepared without: not reached)
     ++stats.simulations;
-    sim_result r;
-    try {
-      if (memo_chains != nullptr) {  // validate_schedule, the chains kept
-        validate_schedule_with(a, s, *memo_chains);
-        r = simulate_unvalidated(a, s, sim_options{false, sim_memory::enforce_budget, false},
-                                 *memo_chains);
-      } else {
-        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
-      }
-    } catch (schedule_error const&) {
-      return false;
-    }
-    if (!r.fits) { return false; }
+    if (p.failed || !p.sim.fits) { return false; }
     s.note = who;
-    keep_runner(s, r);
-    if (r.iteration_s >= time()) { return false; }
+    keep_runner(s, p.sim);
+    if (p.sim.iteration_s >= time()) { return false; }
     stats.winner = who;
     best         = std::move(s);
-    sim          = std::move(r);
+    sim          = std::move(p.sim);
     return true;
   }
-
   // The fastest fitting schedule of each kind of construction (the policies' seeds and hybrids;
   // the greedy with each swap placed alone; the greedy with swaps on the link's free room), where
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
@@ -385,24 +478,6 @@ struct joint_incumbent {
   {
     if (from == nullptr) { return with_redrops(a, std::move(s), activations_only); }
     return with_redrops_using(a, std::move(s), activations_only, *from);
-  }
-
-  // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
-  // entries but for their encodings was repaired before (encode_redropped).
-  [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
-                                      std::optional<encoding_options> const& enc, chain_memo* from)
-  {
-    auto const key = fingerprint(s, 0, false);
-    auto const n   = s.entries.size();
-    auto it        = std::lower_bound(memo->redrops.begin(), memo->redrops.end(), key,
-                                      [](auto const& x, auto const& k) { return x.first < k; });
-    if (it != memo->redrops.end() && it->first == key) {
-      return enc ? encode_redropped(a, it->second, n, *enc) : it->second;
-    }
-    if (enc) { s = with_encodings(a, std::move(s), *enc); }
-    s = redrops(a, std::move(s), from);
-    if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
-    return s;
   }
 
   // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
@@ -811,12 +886,14 @@ struct joint_search {
                                                                     {1.0, 0.1, true, true}};
   static constexpr std::size_t budget_free_starts = 1 + std::size(checkpoint_segments);
 
-  // A greedy construction computed on a worker: its plan, the greedy's planned peak of it and its
-  // schedule (make_plan).
+  // A greedy construction computed on a worker: its plan, the greedy's planned peak of it, its
+  // schedule (make_plan) and that prepared for the incumbent's offer (timed: redrop repair,
+  // simulation).
   struct built {
     detail::greedy_plan plan;
     std::uint64_t peak = 0;
     schedule sched;
+    std::optional<detail::joint_incumbent::prepared> prep;  // sched prepared for the offer
   };
 
   // A construction seed_greedy computes ahead: from start k with variant var (the fit repair of
@@ -834,7 +911,8 @@ struct joint_search {
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
   // The constructions that do not read the incumbent (all but feed_back's) are built first, on
-  // the workers, then offered in the order of one thread: the same plans, offers and memo.
+  // the workers, with their schedules timed as the offer would (joint_incumbent::prepare), then
+  // offered in the order of one thread (offer_prepared): the same plans, offers and memo.
   void seed_greedy(trace_analysis const& a, std::uint64_t budget,
                    detail::joint_greedy const& greedy, detail::search_workers& workers,
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
@@ -857,31 +935,38 @@ struct joint_search {
       auto const peak  = g.peak(p);
       auto sched       = detail::make_schedule_using(a, std::string(name()), budget, p.swaps,
                                                      p.recomputes, workers.chains(w));
-      return built{std::move(p), peak, std::move(sched)};
+      return built{std::move(p), peak, std::move(sched), std::nullopt};
     };
     // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
     auto settle = [&](ahead const& j, bool batches, built const& b) {
       if (inc.memo) { inc.memo->keep(ids[j.k], j.var, {}, j.missed, batches, b.plan); }
     };
-    // Offers construction `b` (and `batch`, a repair's other form, where it differs).
-    auto offer = [&](std::size_t k, detail::greedy_variant const& var, bool fed,
-                     detail::greedy_plan const* missed, built b, std::optional<built> batch) {
-      if (batch &&
-          (batch->plan.swaps != b.plan.swaps || batch->plan.recomputes != b.plan.recomputes)) {
-        inc.offer(a, std::move(batch->sched),
-                  starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
+    // Whether a repair's batch form differs from its plain one (then both are offered).
+    auto differs = [](ahead const& r) {
+      return r.batch && (r.batch->plan.swaps != r.out->plan.swaps ||
+                         r.batch->plan.recomputes != r.out->plan.recomputes);
+    };
+    // `b`'s schedule prepared for the offer on worker w (the incumbent only read: `fresh`, no
+    // incumbent yet when the workers started).
+    auto prepare = [&](std::size_t w, built& b, bool fresh) {
+      b.prep = inc.prepare(a, std::move(b.sched), encodings, workers.chains(w), fresh, true);
+    };
+    // Offers construction `j` (and its batch form first, where it differs), prepared.
+    auto offer = [&](ahead& j) {
+      auto const tag = starts[j.k].first + ":" + variant_tag(j.var);
+      if (differs(j)) {
+        inc.offer_prepared(a, std::move(*j.batch->prep), tag + "/repair-batch", encodings, stats);
       }
-      auto const tag = starts[k].first + ":" + variant_tag(var) + (fed ? "+fed" : "") +
-                       (missed ? "/repair" : "");
-      return inc.offer(a, std::move(b.sched), tag, encodings, stats);
+      return inc.offer_prepared(a, std::move(*j.out->prep), tag + (j.missed ? "/repair" : ""),
+                                encodings, stats);
     };
     // feed_back's construction, which reads the incumbent's simulation: here, in order.
     auto run = [&](std::size_t k, detail::greedy_variant const& var,
                    std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
       auto make = [&] { return greedy.build(budget, var, starts[k].second, no_swap); };
       auto p = inc.memo ? inc.memo->construct(ids[k], var, no_swap, nullptr, false, make) : make();
-      auto s = make_plan(a, budget, inc, p.swaps, p.recomputes);
-      return offer(k, var, true, nullptr, built{std::move(p), 0, std::move(s)}, std::nullopt);
+      return inc.offer(a, make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes)),
+                       starts[k].first + ":" + variant_tag(var) + "+fed", encodings, stats);
     };
     // Every start with every variant; then the budget-independent starts (nothing, the
     // checkpoints) for 90% and 80% of this budget: schedules for tighter budgets (they fit this
@@ -902,9 +987,17 @@ struct joint_search {
       }
       jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
     }
+    bool fresh = !inc.best;
     workers.run(jobs.size(), [&](std::size_t i, std::size_t w) {
       jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
+      prepare(w, *jobs[i].out, fresh);
     });
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
+      settle(jobs[i], false, *jobs[i].out);
+      if (offer(jobs[i]) && i < at_budget) { lead = std::make_pair(jobs[i].k, jobs[i].var); }
+    }
+    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
     // The constructions left over the budget (swaps placed alone), repaired (repair_order).
     std::vector<miss> misses;
     for (auto const& j : jobs) {
@@ -916,26 +1009,20 @@ struct joint_search {
     for (auto const m : repair_order(misses)) {
       repairs.push_back(ahead{misses[m].start, misses[m].var, &misses[m].plan, {}, {}});
     }
+    fresh = !inc.best;
     workers.run(repairs.size(), [&](std::size_t i, std::size_t w) {
       auto& r = repairs[i];
       r.out   = build_on(w, r.k, r.var, r.missed, false);
       // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
       // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
       if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
+      if (differs(r)) { prepare(w, *r.batch, fresh); }
+      prepare(w, *r.out, fresh);
     });
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
-      auto& j = jobs[i];
-      settle(j, false, *j.out);
-      if (offer(j.k, j.var, false, nullptr, std::move(*j.out), std::nullopt) && i < at_budget) {
-        lead = std::make_pair(j.k, j.var);
-      }
-    }
-    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
     for (auto& r : repairs) {
       settle(r, false, *r.out);
       if (r.batch) { settle(r, true, *r.batch); }
-      offer(r.k, r.var, false, r.missed, std::move(*r.out), std::move(r.batch));
+      offer(r);
     }
   }
 
