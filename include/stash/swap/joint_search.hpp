@@ -85,6 +85,13 @@
  * repairs of plans equal but for their encodings (the repair reads no encodings:
  * detail::encode_redropped); its own work is its search_swap seeds (and the constructions from
  * their hybrids' swaps), its simulations and its local search.
+ * With `threads` above 1, the work of steps 1 and 2 that reads no incumbent runs on worker
+ * threads (stash::run_tasks): the greedy's constructions but the feedback's, their fit repairs,
+ * each one's schedule timed as an offer times it (encodings, redrop repair, simulation:
+ * joint_incumbent::prepare), and the local searches from the runners, each with its own
+ * incumbent. The results are offered and compared in the order of one thread, so the plan, the
+ * simulations counted and the winner are the same for any count. Step 3 (one plan, each move
+ * reading the last) and the seeds of the other policies stay on the calling thread.
  */
 #pragma once
 
