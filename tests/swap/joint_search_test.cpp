@@ -20,6 +20,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -425,6 +426,42 @@ TEST_CASE("search offers a schedule once per runner family: a repeat is not simu
   CHECK_FALSE(inc.offer(a, other, "greedy:c", std::nullopt, stats));
   CHECK(inc.repeats == 1);
   CHECK(inc.best->note == "greedy:a");
+}
+
+TEST_CASE("search plans the same schedule on any number of threads")
+{
+  // joint_search::threads spreads the greedy's constructions and the local searches over
+  // worker threads and consumes their results in the order of one thread: the same plan, the
+  // same simulations counted, the same winner. With encodings, both searches and their shared
+  // constructions (detail::seed_memo) too.
+  auto const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  stash::trace_analysis const a(t, stash::cost_model(stash::hardware_preset("pcie4_x16")));
+  for (auto const share : {0.5, 0.33}) {
+    auto const budget =
+        static_cast<std::uint64_t>(static_cast<double>(a.peak_live_bytes()) * share);
+    for (bool const encoded : {false, true}) {
+      CAPTURE(share);
+      CAPTURE(encoded);
+      stash::joint_search one;
+      if (encoded) { one.encodings = stash::encoding_options{}; }
+      stash::joint_search_stats one_stats;
+      auto const s1 = one.plan(a, budget, one_stats);
+      for (unsigned const threads : {2U, 3U}) {
+        CAPTURE(threads);
+        auto many    = one;
+        many.threads = threads;
+        stash::joint_search_stats many_stats;
+        auto const s = many.plan(a, budget, many_stats);
+        CHECK(s.entries == s1.entries);
+        CHECK(s.recomputes == s1.recomputes);
+        CHECK(s.device_peak == s1.device_peak);
+        CHECK(s.shared_reruns == s1.shared_reruns);
+        CHECK(s.note == s1.note);
+        CHECK(many_stats.simulations == one_stats.simulations);
+        CHECK(many_stats.winner == one_stats.winner);
+      }
+    }
+  }
 }
 
 }  // namespace STASH_UNITY_ID

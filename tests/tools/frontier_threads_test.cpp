@@ -124,7 +124,7 @@ TEST_CASE("run_tasks rethrows the failure of the first failed task in order")
   }
 }
 
-TEST_CASE("--threads: a positive count, with --frontier only")
+TEST_CASE("--threads: a positive count, with --frontier or a policy section")
 {
   auto const opt = stash_plan::parse_args({"--frontier", "--threads", "3", "x.trace"});
   CHECK(opt.threads == 3);
@@ -134,6 +134,7 @@ TEST_CASE("--threads: a positive count, with --frontier only")
                   stash_plan::usage_error);
   CHECK_THROWS_WITH_AS((void)stash_plan::parse_args({"--threads", "2", "x.trace"}),
                        doctest::Contains("add --frontier"), stash_plan::usage_error);
+  CHECK(stash_plan::parse_args({"--policy", "search", "--threads", "2", "x.trace"}).threads == 2);
   CHECK(stash_plan::parse_args({"--frontier", "x.trace"}).threads ==
         stash_tools::default_threads());
 }

@@ -85,9 +85,17 @@
  * repairs of plans equal but for their encodings (the repair reads no encodings:
  * detail::encode_redropped); its own work is its search_swap seeds (and the constructions from
  * their hybrids' swaps), its simulations and its local search.
+ * With `threads` above 1, the work of steps 1 and 2 that reads no incumbent runs on worker
+ * threads (stash::run_tasks): the greedy's constructions but the feedback's, their fit repairs,
+ * each one's schedule timed as an offer times it (encodings, redrop repair, simulation:
+ * joint_incumbent::prepare), and the local searches from the runners, each with its own
+ * incumbent. The results are offered and compared in the order of one thread, so the plan, the
+ * simulations counted and the winner are the same for any count. Step 3 (one plan, each move
+ * reading the last) and the seeds of the other policies stay on the calling thread.
  */
 #pragma once
 
+#include <stash/core/parallel_tasks.hpp>
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
@@ -259,10 +267,10 @@ struct seed_memo {
     return starts.size() - 1;
   }
 
-  // make()'s construction for this key, made once.
-  template <typename Make>
-  greedy_plan construct(std::size_t start, greedy_variant const& var, banned const& no_swap,
-                        greedy_plan const* missed, bool batches, Make&& make)
+  // The construction kept for this key, or null.
+  [[nodiscard]] greedy_plan const* find(std::size_t start, greedy_variant const& var,
+                                        banned const& no_swap, greedy_plan const* missed,
+                                        bool batches) const
   {
     auto const same_var = [&](greedy_variant const& v) {
       return v.target_share == var.target_share && v.swap_weight == var.swap_weight &&
@@ -277,17 +285,35 @@ struct seed_memo {
           (c.missed->swaps != missed->swaps || c.missed->recomputes != missed->recomputes)) {
         continue;
       }
-      return c.plan;
+      return &c.plan;
     }
+    return nullptr;
+  }
+
+  // make()'s construction for this key, made once.
+  template <typename Make>
+  greedy_plan construct(std::size_t start, greedy_variant const& var, banned const& no_swap,
+                        greedy_plan const* missed, bool batches, Make&& make)
+  {
+    if (auto const* kept = find(start, var, no_swap, missed, batches)) { return *kept; }
     auto p = make();
-    if (!room(p.swaps.size() + p.recomputes.size() +
+    keep(start, var, no_swap, missed, batches, p);
+    return p;
+  }
+
+  // What construct() keeps of `p`, made for this key elsewhere (on a worker thread): kept when
+  // the key is new and there is room.
+  void keep(std::size_t start, greedy_variant const& var, banned const& no_swap,
+            greedy_plan const* missed, bool batches, greedy_plan const& p)
+  {
+    if (find(start, var, no_swap, missed, batches) != nullptr ||
+        !room(p.swaps.size() + p.recomputes.size() +
               (missed ? missed->swaps.size() + missed->recomputes.size() : 0))) {
-      return p;
+      return;
     }
     constructions.push_back(
         construction{start, var, no_swap,
                      missed ? std::optional<greedy_plan>(*missed) : std::nullopt, batches, p});
-    return p;
   }
 };
 
@@ -322,40 +348,133 @@ struct joint_incumbent {
              std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
     if (repeated(s, family_of(who))) { return false; }
-    auto* const memo_chains = chains_for();  // not emptied again before the simulation
+    auto p = prepare(a, std::move(s), enc, chains_for(), !best, false);
+    keep_redrop(p);
+    return finish(a, std::move(p), who, stats);
+  }
+
+  // What offer() computes of a schedule from the memo alone, not the incumbent: the schedule as
+  // timed (encodings, redrop repair, sharing order) and its simulation. prepare() makes it
+  // (several at once on worker threads while nothing is offered: it only reads `memo`), and
+  // offer_prepared() does with it what offer() would have done at that point.
+  struct prepared {
+    std::optional<schedule> given;     // the schedule offered (kept for offer_prepared)
+    schedule timed;                    // as timed
+    std::optional<schedule> repaired;  // a redrop repair memo->redrops lacked, to keep there
+    std::pair<std::uint64_t, std::uint64_t> key{};  // the memo's key for it (memo_used)
+    bool memo_used = false;                         // the repair was looked up in memo->redrops
+    bool memo_hit  = false;                         // ... and found there
+    bool simulated = false;
+    bool failed    = false;  // validation refused it
+    sim_result sim;
+  };
+
+  // `s` prepared for offer(), its chains from `from` when not null; simulated unless it moves
+  // state with activations_only, or its planned peak is over the budget and not `simulate_over`
+  // (an incumbent exists: offer() does not simulate such a plan); `keep` keeps a copy of `s`.
+  [[nodiscard]] prepared prepare(trace_analysis const& a, schedule s,
+                                 std::optional<encoding_options> const& enc, chain_memo* from,
+                                 bool simulate_over, bool keep) const
+  {
+    prepared p;
+    if (keep) { p.given = s; }
     if (memo && redrop && s.device_peak > s.budget) {
-      s = memo_redrops(a, std::move(s), enc, memo_chains);
+      // with_redrops(with_encodings(s)), taken from `memo` where a plan with the same entries but
+      // for their encodings was repaired before (encode_redropped).
+      p.memo_used   = true;
+      p.key         = fingerprint(s, 0, false);
+      auto const n  = s.entries.size();
+      auto const it = redrop_at(p.key);
+      if (it != memo->redrops.end() && it->first == p.key) {
+        p.memo_hit = true;
+        s          = enc ? encode_redropped(a, it->second, n, *enc) : it->second;
+      } else {
+        if (enc) { s = with_encodings(a, std::move(s), *enc); }
+        s          = redrops(a, std::move(s), from);
+        p.repaired = s;
+      }
     } else {
       if (enc) { s = with_encodings(a, std::move(s), *enc); }
-      if (redrop && s.device_peak > s.budget) { s = redrops(a, std::move(s), memo_chains); }
+      if (redrop && s.device_peak > s.budget) { s = redrops(a, std::move(s), from); }
     }
-    if (share) { s = sharing_order(a, std::move(s), memo_chains); }
+    if (share) { s = sharing_order(a, std::move(s), from); }
+    if (!(activations_only && moves_state(a, s)) && (s.device_peak <= s.budget || simulate_over)) {
+      time_it(a, s, from, p);
+    }
+    p.timed = std::move(s);
+    return p;
+  }
+
+  // `s` validated and simulated into `p`, the chains from `from` when not null.
+  static void time_it(trace_analysis const& a, schedule const& s, chain_memo* from, prepared& p)
+  {
+    p.simulated = true;
+    try {
+      if (from != nullptr) {  // validate_schedule, the chains kept
+        validate_schedule_with(a, s, *from);
+        p.sim = simulate_unvalidated(a, s, sim_options{false, sim_memory::enforce_budget, false},
+                                     *from);
+      } else {
+        p.sim = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
+      }
+    } catch (schedule_error const&) {
+      p.failed = true;
+    }
+  }
+
+  // What offer(a, *p.given, who, enc, stats) does, `p` made by prepare(..., keep = true) since the
+  // last offer or from a memo where this plan's repair is as it was then (else offered again).
+  bool offer_prepared(trace_analysis const& a, prepared p, std::string const& who,
+                      std::optional<encoding_options> const& enc, joint_search_stats& stats)
+  {
+    if (p.memo_used) {
+      auto const it  = redrop_at(p.key);
+      bool const hit = it != memo->redrops.end() && it->first == p.key;
+      if (hit != p.memo_hit) { return offer(a, std::move(*p.given), who, enc, stats); }
+    }
+    if (repeated(*p.given, family_of(who))) { return false; }
+    keep_redrop(p);
+    return finish(a, std::move(p), who, stats);
+  }
+
+  // Where `key` is or goes in memo->redrops (sorted by key).
+  [[nodiscard]] decltype(seed_memo::redrops)::iterator redrop_at(
+      std::pair<std::uint64_t, std::uint64_t> const& key) const
+  {
+    return std::lower_bound(memo->redrops.begin(), memo->redrops.end(), key,
+                            [](auto const& x, auto const& k) { return x.first < k; });
+  }
+
+  // The redrop repair `p` computed, kept in memo->redrops where there is room.
+  void keep_redrop(prepared const& p)
+  {
+    if (!p.repaired) { return; }
+    auto const& s = *p.repaired;
+    if (memo->room(s.entries.size() + s.recomputes.size())) {
+      memo->redrops.emplace(redrop_at(p.key), p.key, s);
+    }
+  }
+
+  // offer()'s last steps on `p`, prepared for it: the smallest plan kept, the runners and the
+  // incumbent.
+  bool finish(trace_analysis const& a, prepared p, std::string const& who,
+              joint_search_stats& stats)
+  {
+    auto& s = p.timed;
     if (activations_only && moves_state(a, s)) { return false; }  // a seed's any-kind variant
     if (!smallest || s.device_peak < smallest->device_peak) { smallest = s; }
     if (s.device_peak > s.budget && best) { return false; }  // cannot fit: save the simulation
+    if (!p.simulated) { time_it(a, s, chains_for(), p); }    // (prepared without: not reached)
     ++stats.simulations;
-    sim_result r;
-    try {
-      if (memo_chains != nullptr) {  // validate_schedule, the chains kept
-        validate_schedule_with(a, s, *memo_chains);
-        r = simulate_unvalidated(a, s, sim_options{false, sim_memory::enforce_budget, false},
-                                 *memo_chains);
-      } else {
-        r = simulate(a, s, sim_options{false, sim_memory::enforce_budget, true});
-      }
-    } catch (schedule_error const&) {
-      return false;
-    }
-    if (!r.fits) { return false; }
+    if (p.failed || !p.sim.fits) { return false; }
     s.note = who;
-    keep_runner(s, r);
-    if (r.iteration_s >= time()) { return false; }
+    keep_runner(s, p.sim);
+    if (p.sim.iteration_s >= time()) { return false; }
     stats.winner = who;
     best         = std::move(s);
-    sim          = std::move(r);
+    sim          = std::move(p.sim);
     return true;
   }
-
   // The fastest fitting schedule of each kind of construction (the policies' seeds and hybrids;
   // the greedy with each swap placed alone; the greedy with swaps on the link's free room), where
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
@@ -366,24 +485,6 @@ struct joint_incumbent {
   {
     if (from == nullptr) { return with_redrops(a, std::move(s), activations_only); }
     return with_redrops_using(a, std::move(s), activations_only, *from);
-  }
-
-  // with_redrops(with_encodings(s)), the repair taken from `memo` where a plan with the same
-  // entries but for their encodings was repaired before (encode_redropped).
-  [[nodiscard]] schedule memo_redrops(trace_analysis const& a, schedule s,
-                                      std::optional<encoding_options> const& enc, chain_memo* from)
-  {
-    auto const key = fingerprint(s, 0, false);
-    auto const n   = s.entries.size();
-    auto it        = std::lower_bound(memo->redrops.begin(), memo->redrops.end(), key,
-                                      [](auto const& x, auto const& k) { return x.first < k; });
-    if (it != memo->redrops.end() && it->first == key) {
-      return enc ? encode_redropped(a, it->second, n, *enc) : it->second;
-    }
-    if (enc) { s = with_encodings(a, std::move(s), *enc); }
-    s = redrops(a, std::move(s), from);
-    if (memo->room(s.entries.size() + s.recomputes.size())) { memo->redrops.emplace(it, key, s); }
-    return s;
   }
 
   // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
@@ -510,6 +611,55 @@ inline void fill_set(recompute_set& set, std::span<swap_entry const> swaps,
   return p;
 }
 
+// joint_search's worker threads (joint_search::threads) and what each owns: worker 0, the calling
+// thread, the plan's greedy and chain memo; each other worker a copy of the greedy (its
+// constructions write scratch buffers, so one object serves one thread) and a chain memo of its
+// own. A memo returns what computing again would, so which worker ran a task changes nothing.
+// The copies are made here, before any task runs.
+class search_workers {
+ public:
+  search_workers(trace_analysis const& a, joint_greedy const& greedy, chain_memo& chains,
+                 std::size_t threads)
+      : greedy_(greedy), chains_(chains), threads_(std::max<std::size_t>(threads, 1))
+  {
+    greedies_.reserve(threads_ - 1);
+    memos_.reserve(threads_ - 1);
+    for (std::size_t w = 1; w < threads_; ++w) {
+      greedies_.push_back(greedy);
+      memos_.emplace_back(a);
+    }
+  }
+
+  // The greedy worker `w` uses.
+  [[nodiscard]] joint_greedy const& greedy(std::size_t w) const noexcept
+  {
+    return w == 0 ? greedy_ : greedies_[w - 1];
+  }
+
+  // Worker `w`'s chain memo, emptied first when it holds joint_incumbent::max_chains.
+  [[nodiscard]] chain_memo* chains(std::size_t w) noexcept
+  {
+    auto& m = w == 0 ? chains_ : memos_[w - 1];
+    if (m.size() >= joint_incumbent::max_chains) { m.clear(); }
+    return &m;
+  }
+
+  // task(i, worker) for each i in [0, count) on the workers (stash::run_tasks): the tasks must
+  // write only their own results.
+  template <typename Task>
+  void run(std::size_t count, Task&& task) const
+  {
+    run_tasks(threads_, count, std::forward<Task>(task));
+  }
+
+ private:
+  joint_greedy const& greedy_;
+  chain_memo& chains_;
+  std::size_t threads_;
+  std::vector<joint_greedy> greedies_;
+  std::vector<chain_memo> memos_;
+};
+
 }  // namespace detail
 
 /// @brief stash's keep / swap / recompute planner (see the file comment).
@@ -547,6 +697,16 @@ struct joint_search {
   /// such a pair into one batch where the planned peak allows. stash::allocator executes it
   /// (recompute_step::hands); off, every chain runs alone, as before.
   bool share_reruns = true;
+  /// Worker threads for the search's independent work: the greedy's constructions from the
+  /// seeds' starts (each built and its planned peak computed on a worker, then offered to the
+  /// incumbent in the order of one thread) and the local searches from the fastest seed of each
+  /// kind (each with its own incumbent, compared in order after). Every task writes only its own
+  /// result and the results are consumed in the sequential order, so the plan is the same for
+  /// every count, on any machine and load (work is counted in steps, never in time). 1, the
+  /// default: everything on the calling thread (stash::allocator plans at run time, inside a
+  /// training process that owns its threads; a tool opts in, as stash-plan's --threads does).
+  /// The CPU seconds do not drop with more threads (the same work, spread); the wall time does.
+  unsigned threads = 1;
 
   /// @brief Registry name.
   /// @return "search".
@@ -578,10 +738,11 @@ struct joint_search {
     }
     detail::joint_greedy const greedy(a);
     detail::chain_memo chains(a);
+    detail::search_workers workers(a, greedy, chains, threads);
     auto inc   = incumbent(nullptr);
     inc.chains = &chains;
     if (!encodings) {
-      search(a, budget, greedy, inc, stats);
+      search(a, budget, greedy, workers, inc, stats);
     } else {
       // The search without encodings, then the one with them, sharing their constructions and
       // repairs (detail::seed_memo); the faster plan of the two. The raw plan is a plan with
@@ -593,9 +754,9 @@ struct joint_search {
       auto raw_inc   = incumbent(&memo);
       raw_inc.chains = &chains;
       joint_search_stats raw_stats;
-      raw.search(a, budget, greedy, raw_inc, raw_stats);
+      raw.search(a, budget, greedy, workers, raw_inc, raw_stats);
       inc.memo = &memo;
-      search(a, budget, greedy, inc, stats);
+      search(a, budget, greedy, workers, inc, stats);
       stats.simulations += raw_stats.simulations;
       if (raw_inc.time() < inc.time()) {
         stats.winner       = "raw:" + raw_stats.winner;
@@ -632,15 +793,17 @@ struct joint_search {
 
   // Seeds, local search and polish into `inc` (the file comment's steps 1-3).
   void search(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
-              detail::joint_incumbent& inc, joint_search_stats& stats) const
+              detail::search_workers& workers, detail::joint_incumbent& inc,
+              joint_search_stats& stats) const
   {
-    seed(a, budget, greedy, inc, stats);
-    improve_runners(a, budget, greedy, inc, stats);
+    seed(a, budget, greedy, workers, inc, stats);
+    improve_runners(a, budget, workers, inc, stats);
     polish(a, budget, greedy, inc, stats);
   }
 
   void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
-            detail::joint_incumbent& inc, joint_search_stats& stats) const
+            detail::search_workers& workers, detail::joint_incumbent& inc,
+            joint_search_stats& stats) const
   {
     auto const wraps = needed_wraps(a, budget);
     search_swap const swaps{
@@ -668,7 +831,7 @@ struct joint_search {
       auto hybrid = dtr{}.plan_over(a, budget, std::move(base.entries));
       inc.offer(a, std::move(hybrid), tag, encodings, stats);
     }
-    seed_greedy(a, budget, greedy, starts, inc, stats);
+    seed_greedy(a, budget, greedy, workers, starts, inc, stats);
   }
 
   [[nodiscard]] bool wraps_on() const noexcept { return wrap && also_any_kind; }
@@ -715,7 +878,7 @@ struct joint_search {
   };
 
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
-  // Misses rebuilt with the fit repair (repair_misses): one per weighting and target of the
+  // Misses rebuilt with the fit repair (repair_order): one per weighting and target of the
   // variants that place swaps alone (3 at the full budget, 3 at 90%, 1 at 80%).
   static constexpr std::size_t max_repaired = 7;
   static constexpr detail::greedy_variant exchange_variant{1.0, 1.0, true};
@@ -730,79 +893,153 @@ struct joint_search {
                                                                     {1.0, 0.1, true, true}};
   static constexpr std::size_t budget_free_starts = 1 + std::size(checkpoint_segments);
 
+  // A greedy construction computed on a worker: its plan, the greedy's planned peak of it, its
+  // schedule (make_plan) and that prepared for the incumbent's offer (timed: redrop repair,
+  // simulation).
+  struct built {
+    detail::greedy_plan plan;
+    std::uint64_t peak = 0;
+    schedule sched;
+    std::optional<detail::joint_incumbent::prepared> prep;  // sched prepared for the offer
+  };
+
+  // A construction seed_greedy computes ahead: from start k with variant var (the fit repair of
+  // `missed` when not null), what it gave and, for a repair still over the budget, the repair
+  // that also bans the re-runs whose own batch is over.
+  struct ahead {
+    std::size_t k;
+    detail::greedy_variant var;
+    detail::greedy_plan const* missed = nullptr;
+    std::optional<built> out;
+    std::optional<built> batch;
+  };
+
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
+  // The constructions that do not read the incumbent (all but feed_back's) are built first, on
+  // the workers, with their schedules timed as the offer would (joint_incumbent::prepare), then
+  // offered in the order of one thread (offer_prepared): the same plans, offers and memo.
   void seed_greedy(trace_analysis const& a, std::uint64_t budget,
-                   detail::joint_greedy const& greedy,
+                   detail::joint_greedy const& greedy, detail::search_workers& workers,
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
                    detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
     std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
-    std::vector<miss> misses;
     std::vector<std::size_t> ids;  // each start's index in inc.memo
     if (inc.memo) {
       for (auto const& st : starts) { ids.push_back(inc.memo->start_id(st.second)); }
     }
-    // The construction from start k (the greedy's fit repair of `missed`, if given).
-    auto construct = [&](std::size_t k, detail::greedy_variant const& var,
-                         std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap,
-                         detail::greedy_plan const* missed, bool batches) {
-      auto make = [&] {
-        return missed ? greedy.repair(budget, var, starts[k].second, *missed, batches)
-                      : greedy.build(budget, var, starts[k].second, no_swap);
-      };
-      return inc.memo ? inc.memo->construct(ids[k], var, no_swap, missed, batches, make) : make();
+    // The construction from start k (the fit repair of `missed`, if given) on worker w; from
+    // inc.memo where it holds it (only read while the workers run).
+    auto build_on = [&](std::size_t w, std::size_t k, detail::greedy_variant const& var,
+                        detail::greedy_plan const* missed, bool batches) {
+      auto const& g    = workers.greedy(w);
+      auto const* kept = inc.memo ? inc.memo->find(ids[k], var, {}, missed, batches) : nullptr;
+      auto p           = kept     ? *kept
+                         : missed ? g.repair(budget, var, starts[k].second, *missed, batches)
+                                  : g.build(budget, var, starts[k].second);
+      auto const peak  = g.peak(p);
+      auto sched       = detail::make_schedule_using(a, std::string(name()), budget, p.swaps,
+                                                     p.recomputes, workers.chains(w));
+      return built{std::move(p), peak, std::move(sched), std::nullopt};
     };
+    // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
+    auto settle = [&](ahead const& j, bool batches, built const& b) {
+      if (inc.memo) { inc.memo->keep(ids[j.k], j.var, {}, j.missed, batches, b.plan); }
+    };
+    // Whether a repair's batch form differs from its plain one (then both are offered).
+    auto differs = [](ahead const& r) {
+      return r.batch && (r.batch->plan.swaps != r.out->plan.swaps ||
+                         r.batch->plan.recomputes != r.out->plan.recomputes);
+    };
+    // `b`'s schedule prepared for the offer on worker w (the incumbent only read: `fresh`, no
+    // incumbent yet when the workers started).
+    auto prepare = [&](std::size_t w, built& b, bool fresh) {
+      b.prep = inc.prepare(a, std::move(b.sched), encodings, workers.chains(w), fresh, true);
+    };
+    // Offers construction `j` (and its batch form first, where it differs), prepared.
+    auto offer = [&](ahead& j) {
+      auto const tag = starts[j.k].first + ":" + variant_tag(j.var);
+      if (differs(j)) {
+        inc.offer_prepared(a, std::move(*j.batch->prep), tag + "/repair-batch", encodings, stats);
+      }
+      return inc.offer_prepared(a, std::move(*j.out->prep), tag + (j.missed ? "/repair" : ""),
+                                encodings, stats);
+    };
+    // feed_back's construction, which reads the incumbent's simulation: here, in order.
     auto run = [&](std::size_t k, detail::greedy_variant const& var,
-                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap = {},
-                   detail::greedy_plan const* missed                                = nullptr) {
-      auto p = construct(k, var, no_swap, missed, false);
-      if (!missed && !var.link_slots && no_swap.empty() && greedy.peak(p) > budget) {
-        misses.push_back(miss{k, var, p});
-      }
-      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
-      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
-      if (missed && greedy.peak(p) > budget) {
-        auto q = construct(k, var, no_swap, missed, true);
-        if (q.swaps != p.swaps || q.recomputes != p.recomputes) {
-          inc.offer(a, make_plan(a, budget, inc, std::move(q.swaps), std::move(q.recomputes)),
-                    starts[k].first + ":" + variant_tag(var) + "/repair-batch", encodings, stats);
-        }
-      }
-      auto s         = make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes));
-      auto const tag = starts[k].first + ":" + variant_tag(var) + (no_swap.empty() ? "" : "+fed") +
-                       (missed ? "/repair" : "");
-      return inc.offer(a, std::move(s), tag, encodings, stats);
+                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
+      auto make = [&] { return greedy.build(budget, var, starts[k].second, no_swap); };
+      auto p = inc.memo ? inc.memo->construct(ids[k], var, no_swap, nullptr, false, make) : make();
+      return inc.offer(a, make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes)),
+                       starts[k].first + ":" + variant_tag(var) + "+fed", encodings, stats);
     };
+    // Every start with every variant; then the budget-independent starts (nothing, the
+    // checkpoints) for 90% and 80% of this budget: schedules for tighter budgets (they fit this
+    // one too), so that the plan does not get slower as the budget grows because a construction
+    // happened to do worse at this one (planned for 90% of this budget they repeat exactly what
+    // a plan for that budget constructs).
+    std::vector<ahead> jobs;
     for (std::size_t k = 0; k < starts.size(); ++k) {
       for (auto const& var : full_budget_variants) {
-        if (run(k, var)) { lead = std::make_pair(k, var); }
+        jobs.push_back(ahead{k, var, nullptr, {}, {}});
       }
     }
-    if (lead) { feed_back(a, *lead, run, inc); }
-    // Schedules for tighter budgets (they fit this one too): the plan does not get slower as the
-    // budget grows because a construction happened to do worse at this one.
-    // The budget-independent starts (nothing, the checkpoints) come first: planned for 90% of this
-    // budget they repeat exactly what a plan for that budget constructs.
+    auto const at_budget = jobs.size();
     for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
       for (auto var : full_budget_variants) {
         var.target_share = 0.9;
-        run(k, var);
+        jobs.push_back(ahead{k, var, nullptr, {}, {}});
       }
-      run(k, {0.8, 0.3, true});
+      jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
     }
-    repair_misses(misses, run);  // constructions left over the budget, repaired
+    bool fresh = !inc.best;
+    workers.run(jobs.size(), [&](std::size_t i, std::size_t w) {
+      jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
+      prepare(w, *jobs[i].out, fresh);
+    });
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
+      settle(jobs[i], false, *jobs[i].out);
+      if (offer(jobs[i]) && i < at_budget) { lead = std::make_pair(jobs[i].k, jobs[i].var); }
+    }
+    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
+    // The constructions left over the budget (swaps placed alone), repaired (repair_order).
+    std::vector<miss> misses;
+    for (auto const& j : jobs) {
+      if (!j.var.link_slots && j.out->peak > budget) {
+        misses.push_back(miss{j.k, j.var, j.out->plan});
+      }
+    }
+    std::vector<ahead> repairs;
+    for (auto const m : repair_order(misses)) {
+      repairs.push_back(ahead{misses[m].start, misses[m].var, &misses[m].plan, {}, {}});
+    }
+    fresh = !inc.best;
+    workers.run(repairs.size(), [&](std::size_t i, std::size_t w) {
+      auto& r = repairs[i];
+      r.out   = build_on(w, r.k, r.var, r.missed, false);
+      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
+      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
+      if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
+      if (differs(r)) { prepare(w, *r.batch, fresh); }
+      prepare(w, *r.out, fresh);
+    });
+    for (auto& r : repairs) {
+      settle(r, false, *r.out);
+      if (r.batch) { settle(r, true, *r.batch); }
+      offer(r);
+    }
   }
 
-  // Constructions that did not fit the budget, built again with the greedy's fit repair
-  // (greedy_variant::repair, up to 1 + max_repairs constructions each): in turns over the
-  // weightings and targets (the first miss of each in the order built, then the second, ...),
-  // skipping a plan equal to one already listed, max_repaired of them. Only the variants that
-  // place each swap alone: with swaps on the link's free room, a re-run taken out has no room
-  // to become a swap, and the repair never fits there.
-  template <typename Run>
-  static void repair_misses(std::vector<miss> const& misses, Run& run)
+  // Which constructions that did not fit the budget are built again with the greedy's fit
+  // repair (greedy_variant::repair, up to 1 + max_repairs constructions each), by index into
+  // `misses`: in turns over the weightings and targets (the first miss of each in the order
+  // built, then the second, ...), skipping a plan equal to one already listed, max_repaired of
+  // them. Only the variants that place each swap alone: with swaps on the link's free room, a
+  // re-run taken out has no room to become a swap, and the repair never fits there.
+  static std::vector<std::size_t> repair_order(std::vector<miss> const& misses)
   {
     std::vector<std::pair<double, double>> keys;  // (target share, swap weight), first seen first
     std::vector<std::size_t> turns;               // per key: misses listed so far
@@ -825,10 +1062,11 @@ struct joint_search {
       order.emplace_back(turns[k]++, k, j);
     }
     std::sort(order.begin(), order.end());
+    std::vector<std::size_t> out;
     for (std::size_t j = 0; j < order.size() && j < max_repaired; ++j) {
-      auto const& m = misses[std::get<2>(order[j])];
-      run(m.start, m.var, {}, &m.plan);
+      out.push_back(std::get<2>(order[j]));
     }
+    return out;
   }
 
   // The winning construction again, told not to swap the gaps whose prefetch stalled the compute
@@ -999,8 +1237,10 @@ struct joint_search {
   }
 
   // The local search from the fastest seed of each kind (the fastest first); the best result wins.
+  // Each search has its own incumbent and reads nothing another changes: they run on the
+  // workers, and their results are compared in that order after.
   void improve_runners(trace_analysis const& a, std::uint64_t budget,
-                       detail::joint_greedy const& greedy, detail::joint_incumbent& inc,
+                       detail::search_workers& workers, detail::joint_incumbent& inc,
                        joint_search_stats& stats) const
   {
     std::vector<std::pair<schedule, sim_result>> runners;
@@ -1010,25 +1250,29 @@ struct joint_search {
     std::stable_sort(runners.begin(), runners.end(), [](auto const& x, auto const& y) {
       return x.second.iteration_s < y.second.iteration_s;
     });
-    for (std::size_t k = 0; k < runners.size(); ++k) {
-      auto& [s, r] = runners[k];
-      detail::joint_incumbent local;
+    std::vector<detail::joint_incumbent> locals(runners.size());
+    std::vector<joint_search_stats> counts(runners.size());
+    workers.run(runners.size(), [&](std::size_t k, std::size_t w) {
+      auto& local            = locals[k];
       local.activations_only = inc.activations_only;
       local.redrop           = inc.redrop;
       local.share            = inc.share;
-      local.chains           = inc.chains;
-      local.best             = std::move(s);
-      local.sim              = std::move(r);
-      auto const winner      = stats.winner;
-      improve(a, budget, greedy, local, stats, max_simulations);
-      reinsert(a, budget, greedy, local, stats);
-      if (local.share) { align_final(a, budget, local, stats); }
+      local.chains           = workers.chains(w);
+      local.best             = std::move(runners[k].first);
+      local.sim              = std::move(runners[k].second);
+      auto const& greedy     = workers.greedy(w);
+      improve(a, budget, greedy, local, counts[k], max_simulations);
+      reinsert(a, budget, greedy, local, counts[k]);
+      if (local.share) { align_final(a, budget, local, counts[k]); }
+      local.chains = nullptr;  // the worker's, which another task may use next
+    });
+    for (std::size_t k = 0; k < locals.size(); ++k) {
+      auto& local = locals[k];
+      stats.simulations += counts[k].simulations;
       if (local.time() < inc.time()) {
         stats.winner = local.best->note;
         inc.best     = std::move(local.best);
         inc.sim      = std::move(local.sim);
-      } else {
-        stats.winner = winner;
       }
     }
   }

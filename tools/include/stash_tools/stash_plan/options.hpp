@@ -94,8 +94,9 @@ struct options {
   std::optional<stash::swap_encoding> lossy_activations;
   std::optional<std::string> svg;  ///< --svg FILE
   bool frontier = false;           ///< --frontier: every policy from the swap bound to 100%
-  /// --threads: --frontier's worker threads (1: one plan after the other); the output is the same
-  /// for any count. Default: the machine's hardware threads, at most 8.
+  /// --threads: --frontier's worker threads (1: one plan after the other) and `search`'s
+  /// (joint_search::threads, where a frontier does not already spread its plans); the output is
+  /// the same for any count. Default: the machine's hardware threads, at most 8.
   unsigned threads = stash_tools::default_threads();
   std::optional<projection_request> projection;  ///< --cluster with its efficiency model
   bool help = false;                             ///< -h / --help
@@ -556,8 +557,10 @@ inline std::optional<double> parse_decimal(std::string_view text)
         "--hw sets the simulated device, not the cluster's: give hw=PRESET in the "
         "--cluster SPEC");
   }
-  if (threads_given && !opt.frontier) {
-    throw usage_error("--threads sets the worker threads of --frontier: add --frontier");
+  if (threads_given && !opt.frontier && !opt.swap_requested()) {
+    throw usage_error(
+        "--threads sets the worker threads of --frontier and of --policy search: add --frontier, "
+        "--policy or --budget");
   }
   // The cost model only feeds the simulator, which runs for the policy section and --svg (and
   // the codec also the projection's offloads).

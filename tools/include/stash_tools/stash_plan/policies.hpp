@@ -152,14 +152,17 @@ struct policy_section {
 
 /// @brief The schedule of policy `name` for `budget`; with --codec auto (or --lossy), every entry
 /// with the encoding the trace and --lossy allow, and search_swap and search searching with them.
+/// `search` runs on `threads` worker threads (joint_search::threads: the same plan for any count).
 [[nodiscard]] inline stash::schedule plan_policy(std::string const& name,
                                                  stash::trace_analysis const& analysis,
-                                                 std::uint64_t budget, options const& opt)
+                                                 std::uint64_t budget, options const& opt,
+                                                 unsigned threads = 1)
 {
   if (name == stash::joint_search::name()) {
     stash::joint_search search;
     if (opt.auto_encodings) { search.encodings = encoding_options_of(opt); }
-    search.redrop = opt.redrop;  // --no-redrop
+    search.redrop  = opt.redrop;  // --no-redrop
+    search.threads = threads;
     return search.plan(analysis, budget);
   }
   if (!opt.auto_encodings) { return stash::plan_by_name(name, analysis, budget); }
@@ -269,7 +272,7 @@ struct policy_section {
     policy_result p;
     p.name = name;
     try {
-      auto const s = plan_policy(name, analysis, section.budget_bytes, opt);
+      auto const s = plan_policy(name, analysis, section.budget_bytes, opt, opt.threads);
       auto const r = stash::simulate(analysis, s, {false});
       p.fits       = r.fits;
       if (r.failure) { p.stuck = describe_failure(t, *r.failure); }
