@@ -90,7 +90,9 @@
  * each one's schedule timed as an offer times it (encodings, redrop repair, simulation:
  * joint_incumbent::prepare), and the local searches from the runners, each with its own
  * incumbent. The results are offered and compared in the order of one thread, so the plan, the
- * simulations counted and the winner are the same for any count. Step 3 (one plan, each move
+ * simulations counted and the winner are the same for any count; the constructions are built and
+ * offered a few per thread at a time (one at a time with one thread), which bounds the schedules
+ * held. Step 3 (one plan, each move
  * reading the last) and the seeds of the other policies stay on the calling thread.
  */
 #pragma once
@@ -652,6 +654,21 @@ class search_workers {
     run_tasks(threads_, count, std::forward<Task>(task));
   }
 
+  // task(i, worker) for each i in [0, count) in chunks of chunk_per_thread tasks per worker (one
+  // task at a time with one thread), then(i) for each i of a chunk, in order, on the calling
+  // thread before the next chunk starts: a caller holds one chunk's results at a time, not all.
+  template <typename Task, typename Then>
+  void run_chunked(std::size_t count, Task&& task, Then&& then) const
+  {
+    auto const chunk = threads_ == 1 ? 1 : chunk_per_thread * threads_;
+    for (std::size_t lo = 0; lo < count; lo += chunk) {
+      auto const n = std::min(chunk, count - lo);
+      run(n, [&](std::size_t i, std::size_t w) { task(lo + i, w); });
+      for (std::size_t i = lo; i < lo + n; ++i) { then(i); }
+    }
+  }
+  static constexpr std::size_t chunk_per_thread = 4;
+
  private:
   joint_greedy const& greedy_;
   chain_memo& chains_;
@@ -917,9 +934,9 @@ struct joint_search {
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
-  // The constructions that do not read the incumbent (all but feed_back's) are built first, on
-  // the workers, with their schedules timed as the offer would (joint_incumbent::prepare), then
-  // offered in the order of one thread (offer_prepared): the same plans, offers and memo.
+  // The constructions that do not read the incumbent (all but feed_back's) are built a chunk at a
+  // time on the workers, with their schedules timed as the offer would (joint_incumbent::prepare),
+  // then offered in the order of one thread (offer_prepared): the same plans, offers and memo.
   void seed_greedy(trace_analysis const& a, std::uint64_t budget,
                    detail::joint_greedy const& greedy, detail::search_workers& workers,
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
@@ -994,43 +1011,61 @@ struct joint_search {
       }
       jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
     }
-    bool fresh = !inc.best;
-    workers.run(jobs.size(), [&](std::size_t i, std::size_t w) {
-      jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
-      prepare(w, *jobs[i].out, fresh);
-    });
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
-      settle(jobs[i], false, *jobs[i].out);
-      if (offer(jobs[i]) && i < at_budget) { lead = std::make_pair(jobs[i].k, jobs[i].var); }
-    }
-    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
-    // The constructions left over the budget (swaps placed alone), repaired (repair_order).
+    // Built and offered in chunks (search_workers::run_chunked: one at a time with one thread,
+    // as construct-then-offer), which bounds what is held to a chunk's schedules. Between
+    // chunks, offers, feed_back and settle change the incumbent and the memos; none of it
+    // changes what a later chunk hands to offer_prepared: a construction found in inc.memo is
+    // the one building gives (its key holds all the build reads); `fresh` (!inc.best when the
+    // chunk's workers run) only decides whether an over-budget plan is simulated, and finish()
+    // drops such a plan unsimulated-or-not once an incumbent exists, simulating it when none
+    // does; a redrop repair looked up in memo->redrops and found (or not) otherwise at the
+    // offer is offered again (offer_prepared's fallback), and one repaired is the same
+    // repair. Nothing writes inc while a chunk's workers run. So the offers, the incumbent, the
+    // runners and the memos are those of the single-thread order, at any thread count.
     std::vector<miss> misses;
-    for (auto const& j : jobs) {
-      if (!j.var.link_slots && j.out->peak > budget) {
-        misses.push_back(miss{j.k, j.var, j.out->plan});
-      }
-    }
+    workers.run_chunked(
+        jobs.size(),
+        [&](std::size_t i, std::size_t w) {
+          jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
+          prepare(w, *jobs[i].out, !inc.best);
+        },
+        [&](std::size_t i) {
+          auto& j = jobs[i];
+          if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
+          settle(j, false, *j.out);
+          if (offer(j) && i < at_budget) { lead = std::make_pair(j.k, j.var); }
+          // The constructions left over the budget (swaps placed alone), kept for the repairs.
+          if (!j.var.link_slots && j.out->peak > budget) {
+            misses.push_back(miss{j.k, j.var, std::move(j.out->plan)});
+          }
+          j.out.reset();
+        });
+    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
+    // The misses repaired (repair_order), in chunks as above (the same argument).
     std::vector<ahead> repairs;
     for (auto const m : repair_order(misses)) {
       repairs.push_back(ahead{misses[m].start, misses[m].var, &misses[m].plan, {}, {}});
     }
-    fresh = !inc.best;
-    workers.run(repairs.size(), [&](std::size_t i, std::size_t w) {
-      auto& r = repairs[i];
-      r.out   = build_on(w, r.k, r.var, r.missed, false);
-      // Still over with the pin repair: also ban the re-runs whose own batch is over, offered
-      // beside it (the pin repair's plan stays a candidate where it fits after the redrops).
-      if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
-      if (differs(r)) { prepare(w, *r.batch, fresh); }
-      prepare(w, *r.out, fresh);
-    });
-    for (auto& r : repairs) {
-      settle(r, false, *r.out);
-      if (r.batch) { settle(r, true, *r.batch); }
-      offer(r);
-    }
+    workers.run_chunked(
+        repairs.size(),
+        [&](std::size_t i, std::size_t w) {
+          auto& r = repairs[i];
+          r.out   = build_on(w, r.k, r.var, r.missed, false);
+          // Still over with the pin repair: also ban the re-runs whose own batch is over,
+          // offered beside it (the pin repair's plan stays a candidate where it fits after the
+          // redrops).
+          if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
+          if (differs(r)) { prepare(w, *r.batch, !inc.best); }
+          prepare(w, *r.out, !inc.best);
+        },
+        [&](std::size_t i) {
+          auto& r = repairs[i];
+          settle(r, false, *r.out);
+          if (r.batch) { settle(r, true, *r.batch); }
+          offer(r);
+          r.out.reset();
+          r.batch.reset();
+        });
   }
 
   // Which constructions that did not fit the budget are built again with the greedy's fit
