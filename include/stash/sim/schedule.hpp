@@ -83,6 +83,7 @@
 #pragma once
 
 #include <stash/core/error.hpp>
+#include <stash/core/radix_sort.hpp>
 #include <stash/sim/cost_model.hpp>
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -90,7 +91,6 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -349,28 +349,13 @@ class storage_groups {
       std::sort(pairs.begin(), pairs.end());
       return;
     }
-    std::vector<pair_t> next(pairs.size());
-    auto const by = [&](auto const key) {
-      std::uint64_t any = 0, every = ~std::uint64_t{0};
-      for (auto const& p : pairs) {
-        any |= key(p);
-        every &= key(p);
-      }
-      for (unsigned shift = 0; shift < 64; shift += 8) {
-        if ((((any ^ every) >> shift) & 0xffU) == 0) { continue; }
-        std::array<std::size_t, 257> start{};
-        for (auto const& p : pairs) { ++start[((key(p) >> shift) & 0xffU) + 1]; }
-        for (std::size_t d = 1; d < start.size(); ++d) { start[d] += start[d - 1]; }
-        for (auto const& p : pairs) { next[start[(key(p) >> shift) & 0xffU]++] = p; }
-        std::swap(pairs, next);
-      }
-    };
+    std::vector<pair_t> next;
     auto const value = [](pair_t const& p) { return p.second; };
     if (!std::is_sorted(pairs.begin(), pairs.end(),
                         [&](pair_t const& x, pair_t const& y) { return value(x) < value(y); })) {
-      by(value);
+      stable_radix_sort(pairs, next, value);
     }
-    by([](pair_t const& p) { return p.first; });
+    stable_radix_sort(pairs, next, [](pair_t const& p) { return p.first; });
   }
 
   std::vector<std::uint32_t> slot_;  // per storage: 1 + its place among those present; 0: absent

@@ -19,8 +19,9 @@
  */
 #pragma once
 
+#include <stash/core/radix_sort.hpp>
+
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -277,19 +278,7 @@ class clamped_sums {
   // sorts thousands of values, and did so with a comparison sort).
   void sort_by_value()
   {
-    std::uint64_t any = 0, every = ~std::uint64_t{0};
-    for (auto const& x : cur_) {
-      any |= x.first;
-      every &= x.first;
-    }
-    for (unsigned shift = 0; shift < 64; shift += 8) {
-      if ((((any ^ every) >> shift) & 0xffU) == 0) { continue; }
-      std::array<std::size_t, 257> start{};
-      for (auto const& x : cur_) { ++start[((x.first >> shift) & 0xffU) + 1]; }
-      for (std::size_t d = 1; d < start.size(); ++d) { start[d] += start[d - 1]; }
-      for (auto const& x : cur_) { next_[start[(x.first >> shift) & 0xffU]++] = x; }
-      std::swap(cur_, next_);
-    }
+    stable_radix_sort(cur_, next_, [](auto const& x) { return x.first; });
   }
 
   // The wavelet matrix over the ranks of base_, which become the values as built.
