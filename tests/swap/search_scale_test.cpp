@@ -30,10 +30,11 @@ TEST_CASE("search plans what it planned before its excess became an index")
 TEST_CASE("clamped_sums answers as a scan of the plain array does")
 {
   std::mt19937_64 rng(24);
-  // Values below 40 (a few distinct, a shallow matrix) and below 40 x 100 (most distinct: deeper
-  // matrices whose rank counts are not powers of two).
+  // Values below 40 (a few distinct: blocks of ties) and below 40 x 100 (most distinct); sizes
+  // within one block, at a block's edge, and over many whole blocks (ranges that cut two blocks
+  // and cover those between).
   for (std::uint64_t const scale : {1U, 100U}) {
-    for (std::size_t n : {1U, 2U, 9U, 64U, 150U}) {
+    for (std::size_t n : {1U, 2U, 9U, 64U, 65U, 150U, 700U}) {
       CAPTURE(scale);
       CAPTURE(n);
       std::vector<std::uint64_t> plain(n);
@@ -98,8 +99,8 @@ TEST_CASE("clamped_sums keeps exact sums of byte-sized values")
 
 TEST_CASE("clamped_sums::update sets the values that differ, as set() one by one does")
 {
-  // Byte-sized values (several radix digits in the build) under subtractions, then a vector with
-  // some values changed (raised, lowered, zeroed), as the greedy's excess after a pull.
+  // Byte-sized values under subtractions, then a vector with some values changed (raised,
+  // lowered, zeroed), as the greedy's excess after a pull.
   std::mt19937_64 rng(22);
   for (std::size_t n : {1U, 5U, 70U, 300U}) {
     CAPTURE(n);
