@@ -802,6 +802,9 @@ class joint_greedy {
   // the excess was last made exact (refresh).
   struct excess_index {
     std::vector<std::uint64_t> over;
+    // Per event e (and one past the last): the events of `over` before e, so that a window's
+    // positions in `over` are two reads, not two binary searches per benefit.
+    std::vector<std::uint32_t> upto;
     clamped_sums sums;
     point_curve curve;
     std::vector<std::uint64_t> runs_at;
@@ -831,14 +834,19 @@ class joint_greedy {
 
     void assign(std::vector<std::uint64_t> const& ex)
     {
-      over.clear();
-      values.clear();
+      over.resize(ex.size());  // at most every event, cut to those over below
+      values.resize(ex.size());
+      upto.resize(ex.size() + 1);
+      std::uint32_t m = 0;
       for (std::uint64_t i = 0; i < ex.size(); ++i) {
-        if (ex[i] > 0) {
-          over.push_back(i);
-          values.push_back(ex[i]);
-        }
+        upto[i]   = m;
+        over[m]   = i;
+        values[m] = ex[i];
+        m += ex[i] > 0 ? 1 : 0;
       }
+      upto[ex.size()] = m;
+      over.resize(m);
+      values.resize(m);
       sums.assign(values);
     }
     // The excess recomputed: where it differs from the lowered one the values are set
@@ -870,10 +878,13 @@ class joint_greedy {
     [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::uint64_t after,
                                                             std::uint64_t last) const
     {
-      auto const lo = std::upper_bound(over.begin(), over.end(), after);
-      auto const hi = std::upper_bound(lo, over.end(), last);
-      return {static_cast<std::size_t>(lo - over.begin()),
-              static_cast<std::size_t>(hi - over.begin())};
+      auto const lo = from(after + 1);
+      return {lo, std::max(lo, from(last + 1))};
+    }
+    // The position in `over` of the first event at or after e (over.size() when none is).
+    [[nodiscard]] std::size_t from(std::uint64_t e) const
+    {
+      return upto[std::min<std::uint64_t>(e, upto.size() - 1)];
     }
   };
 
@@ -927,8 +938,7 @@ class joint_greedy {
     for (std::size_t k = 0; k < dirty.size(); ++k) {
       if (k > 0 && dirty[k - 1].first == dirty[k].first) { continue; }  // `now` came first
       auto const [event, value] = dirty[k];
-      auto const j              = static_cast<std::size_t>(
-          std::lower_bound(ex.over.begin(), ex.over.end(), event) - ex.over.begin());
+      auto const j              = ex.from(event);
       if (j < ex.over.size() && ex.over[j] == event) {
         if (ex.sums.at(j) != value) { ex.sums.set(j, value); }
       } else if (value > 0) {
@@ -1030,7 +1040,7 @@ class joint_greedy {
     dirty_spans(ex);
     ex.set_at.clear();
     ex.set_to.clear();
-    std::size_t r = 0, j = 0;  // cursors into `now` and ex.over
+    std::size_t r   = 0;  // a cursor into `now`
     bool newly_over = false;
     for (auto const& [from, to] : ex.spans) {
       ex.curve.walk(from, std::min<std::uint64_t>(to, ex.curve.size()),
@@ -1039,7 +1049,7 @@ class joint_greedy {
                       auto const value = r < now.size() && now[r].first == event
                                              ? now[r].second
                                              : over_target(static_cast<std::uint64_t>(level));
-                      while (j < ex.over.size() && ex.over[j] < event) { ++j; }
+                      auto const j     = ex.from(event);
                       if (j < ex.over.size() && ex.over[j] == event) {
                         ex.set_at.push_back(j);
                         ex.set_to.push_back(value);
@@ -1063,8 +1073,8 @@ class joint_greedy {
   [[nodiscard]] double benefit(state const& st, candidate const& c, excess_index const& ex,
                                greedy_variant const& var) const
   {
-    auto it = std::upper_bound(ex.over.begin(), ex.over.end(), c.after);
-    if (it == ex.over.end() || *it > c.last) { return 0; }  // c.last bounds either kind's window
+    auto const [first, end] = ex.range(c.after, c.last);
+    if (first == end) { return 0; }  // c.last bounds either kind's window
     auto after = c.after;
     auto last  = c.swap ? c.last : a_.ops().event[entry_of(st, c).at - 1];
     if (c.swap && var.link_slots) {
