@@ -47,6 +47,7 @@ class clamped_sums {
     order_.resize(n_);
     key_.resize(n_);
     prefix_.resize(blocks * (block + 1));
+    bounds_.resize(blocks);
     for (std::size_t k = 0; k < blocks; ++k) {
       for (auto i = lo_of(k); i < hi_of(k); ++i) { order_[i] = static_cast<std::uint32_t>(i); }
       std::sort(order_.begin() + static_cast<std::ptrdiff_t>(lo_of(k)),
@@ -132,18 +133,10 @@ class clamped_sums {
   {
     r = std::min(r, n_);
     if (l >= r || b == 0) { return 0; }
-    std::uint64_t sum = 0;
-    for (auto k = l / block; k * block < r; ++k) {
-      auto const lo = lo_of(k), hi = hi_of(k);
-      if (l <= lo && hi <= r) {
-        sum += block_sum(k, b);
-        continue;
-      }
-      auto const d = d_[k];
-      for (auto i = std::max(l, lo); i < std::min(r, hi); ++i) {
-        sum += std::min(b, clamp(raw_[i], d));
-      }
-    }
+    auto const first = l / block, last = (r - 1) / block;
+    if (first == last) { return part_sum(first, l, r, b); }
+    auto sum = part_sum(first, l, hi_of(first), b) + part_sum(last, lo_of(last), r, b);
+    for (auto k = first + 1; k < last; ++k) { sum += block_sum(k, b); }
     return sum;
   }
 
@@ -151,7 +144,7 @@ class clamped_sums {
   [[nodiscard]] bool all_zero() const
   {
     for (std::size_t k = 0; k * block < n_; ++k) {
-      if (key_[hi_of(k) - 1] > d_[k]) { return false; }  // its greatest raw value
+      if (bounds_[k].second > d_[k]) { return false; }
     }
     return true;
   }
@@ -173,17 +166,38 @@ class clamped_sums {
     return std::min(n_, (k + 1) * block);
   }
 
+  // Sum of min(b, x) over [a, c) in block k: walked, or (more than half the block) the block's
+  // sum less a walk over the rest.
+  [[nodiscard]] std::uint64_t part_sum(std::size_t k, std::size_t a, std::size_t c,
+                                       std::uint64_t b) const
+  {
+    auto const lo = lo_of(k), hi = hi_of(k);
+    if (2 * (c - a) <= hi - lo) { return walk(k, a, c, b); }
+    return block_sum(k, b) - walk(k, lo, a, b) - walk(k, c, hi, b);
+  }
+
+  // Sum of min(b, x) over [a, c) in block k, value by value.
+  [[nodiscard]] std::uint64_t walk(std::size_t k, std::size_t a, std::size_t c,
+                                   std::uint64_t b) const
+  {
+    auto const d      = d_[k];
+    std::uint64_t sum = 0;
+    for (auto i = a; i < c; ++i) { sum += std::min(b, clamp(raw_[i], d)); }
+    return sum;
+  }
+
   // Sum of min(b, x) over block k: its raw values sorted (key_), with D = d_[k].
   [[nodiscard]] std::uint64_t block_sum(std::size_t k, std::uint64_t b) const
   {
-    auto const d    = d_[k];
+    auto const d             = d_[k];
+    auto const [least, most] = bounds_[k];
+    auto const len           = hi_of(k) - lo_of(k);
+    if (most <= d) { return 0; }                           // every value is 0
+    if (d + b >= d && least >= d + b) { return b * len; }  // every value is b or more
     auto const* key = key_.data() + lo_of(k);
     auto const* pre = prefix_.data() + k * (block + 1);
-    auto const len  = hi_of(k) - lo_of(k);
-    if (key[len - 1] <= d) { return 0; }                              // every value is 0
-    if (d + b >= d && key[0] >= d + b) { return b * len; }            // every value is b or more
-    auto const zero = key[0] > d ? 0 : count_below(key, len, d + 1);  // raw <= d: 0
-    auto const part = d + b < d || key[len - 1] < d + b ? len : count_below(key, len, d + b);
+    auto const zero = least > d ? 0 : count_below(key, len, d + 1);  // raw <= d: 0
+    auto const part = d + b < d || most < d + b ? len : count_below(key, len, d + b);
     return (pre[part] - pre[zero]) - d * (part - zero) + b * (len - part);  // raw >= d + b: b
   }
 
@@ -250,14 +264,17 @@ class clamped_sums {
       key_[i]               = raw_[order_[i]];
       pre[i - lo_of(k) + 1] = pre[i - lo_of(k)] + key_[i];
     }
+    bounds_[k] = {key_[lo_of(k)], key_[hi_of(k) - 1]};
   }
 
   std::size_t n_{0};
-  std::vector<std::uint64_t> raw_;               // x[i] = max(0, raw_[i] - d_[i / block])
-  std::vector<std::uint64_t> d_;                 // per block: the subtractions covering all of it
-  std::vector<std::uint32_t> order_;             // per block: its positions (n < 2^32) by raw value
-  std::vector<std::uint64_t> key_;               // per block: its raw values, ascending
-  std::vector<std::uint64_t> prefix_;            // per block (block + 1 each): prefix sums of key_
+  std::vector<std::uint64_t> raw_;     // x[i] = max(0, raw_[i] - d_[i / block])
+  std::vector<std::uint64_t> d_;       // per block: the subtractions covering all of it
+  std::vector<std::uint32_t> order_;   // per block: its positions (n < 2^32) by raw value
+  std::vector<std::uint64_t> key_;     // per block: its raw values, ascending
+  std::vector<std::uint64_t> prefix_;  // per block (block + 1 each): prefix sums of key_
+  // Per block: its least and greatest raw value (most of a query\'s blocks are settled by them).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> bounds_;
   std::vector<std::uint32_t> inside_, outside_;  // lower_part's scratch
 };
 
