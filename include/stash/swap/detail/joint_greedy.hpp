@@ -41,6 +41,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -816,11 +817,12 @@ class joint_greedy {
       std::int64_t bytes;
     };
     std::vector<fix> fixes;
-    // pull_reset's scratch: the fixes' ends, the runs of events it recomputes, the batches'
-    // excess, the positions and values it sets.
+    // pull_reset's and refresh's scratch: the fixes' ends, the runs of events recomputed (refresh:
+    // the batches' events at the last one), the batches' excess, the positions and values set.
     std::vector<std::pair<std::uint64_t, std::int64_t>> ends;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> now;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> dirty;  // refresh's
     std::vector<std::size_t> set_at;
     std::vector<std::uint64_t> set_to;
 
@@ -924,28 +926,37 @@ class joint_greedy {
       return static_cast<std::uint64_t>(ex.curve.at(i));
     };
     auto const over_target = [&](std::uint64_t x) { return x > target ? x - target : 0; };
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> now;  // (event, exact excess there)
+    auto& now              = ex.now;  // (event, exact excess there)
+    now.clear();
     for_each_run(rcs, curve_at, [&](std::uint64_t event, std::uint64_t run) {
       if (now.empty() || now.back().first != event) {
         now.emplace_back(event, over_target(curve_at(event)));
       }
       now.back().second = std::max(now.back().second, over_target(run));
     });
-    auto dirty = now;
-    for (auto const event : ex.runs_at) { dirty.emplace_back(event, over_target(curve_at(event))); }
-    std::stable_sort(dirty.begin(), dirty.end(),
-                     [](auto const& x, auto const& y) { return x.first < y.first; });
+    auto& last = ex.spans;  // the batches' events at the last refresh, with their excess now
+    last.clear();
+    for (auto const event : ex.runs_at) { last.emplace_back(event, over_target(curve_at(event))); }
+    // Both ascend (entries() sorts by op): merged, `now` first at a tie (std::merge is stable).
+    auto& dirty = ex.dirty;
+    dirty.clear();
+    std::merge(now.begin(), now.end(), last.begin(), last.end(), std::back_inserter(dirty),
+               [](auto const& x, auto const& y) { return x.first < y.first; });
+    ex.set_at.clear();
+    ex.set_to.clear();
     for (std::size_t k = 0; k < dirty.size(); ++k) {
       if (k > 0 && dirty[k - 1].first == dirty[k].first) { continue; }  // `now` came first
       auto const [event, value] = dirty[k];
       auto const j              = ex.from(event);
       if (j < ex.over.size() && ex.over[j] == event) {
-        if (ex.sums.at(j) != value) { ex.sums.set(j, value); }
+        ex.set_at.push_back(j);
+        ex.set_to.push_back(value);
       } else if (value > 0) {
         reset(ex, st, target, true);  // newly over: `over` changes
         return;
       }
     }
+    ex.sums.update_at(ex.set_at, ex.set_to);  // (the values that differ, a block re-sorted once)
     ex.runs_at.clear();
     for (auto const& [event, value] : now) { ex.runs_at.push_back(event); }
   }
@@ -1051,8 +1062,10 @@ class joint_greedy {
                                              : over_target(static_cast<std::uint64_t>(level));
                       auto const j     = ex.from(event);
                       if (j < ex.over.size() && ex.over[j] == event) {
-                        ex.set_at.push_back(j);
-                        ex.set_to.push_back(value);
+                        if (ex.sums.at(j) != value) {  // (update_at skips the others anyway)
+                          ex.set_at.push_back(j);
+                          ex.set_to.push_back(value);
+                        }
                       } else if (value > 0) {
                         newly_over = true;
                       }
