@@ -126,6 +126,22 @@ TEST_CASE("storage_groups lists each storage's values ascending and unique, what
   }
 }
 
+TEST_CASE("sort_by_first sorts pairs listed in index order as std::sort does")
+{
+  // Below 64 pairs a comparison sort, above it a stable radix sort by the first alone: the
+  // same order while each first's seconds ascend (the callers list (storage, index) pairs).
+  std::mt19937_64 rng(5);
+  for (std::size_t const n : {0U, 3U, 63U, 64U, 500U}) {
+    CAPTURE(n);
+    std::vector<std::pair<std::uint64_t, std::size_t>> pairs;
+    for (std::size_t k = 0; k < n; ++k) { pairs.emplace_back(rng() % 100000, k); }
+    auto want = pairs;
+    std::sort(want.begin(), want.end());
+    stash::detail::sort_by_first(pairs);
+    REQUIRE(pairs == want);
+  }
+}
+
 TEST_CASE("off_steps and curve_from_steps: the running sum of a difference array, reused")
 {
   // Against a plain difference array summed over every event: the steps come back in event

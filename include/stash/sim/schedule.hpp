@@ -540,7 +540,7 @@ inline void validate_wrap_entry(trace_analysis const& a, schedule const& s, std:
 
 // Two entries (swap or recompute) of one storage whose gaps overlap.
 inline void check_gap_overlap(trace const& t, storage_id id,
-                              std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps,
+                              std::vector<std::pair<std::uint64_t, std::uint64_t>>& gaps,
                               std::size_t k)
 {
   std::sort(gaps.begin(), gaps.end());
@@ -571,16 +571,17 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s,
   auto const swaps_of      = by_storage(s.entries);
   auto const recomputes_of = by_storage(s.recomputes);
   std::vector<std::size_t> depth(s.recomputes.size(), 1);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;  // one buffer for every entry
   for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
     auto const& e = s.recomputes[k];
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+    gaps.clear();
     for (auto const j : swaps_of[e.id]) {
       gaps.emplace_back(s.entries[j].last_use, s.entries[j].next_use);
     }
     for (auto const j : recomputes_of[e.id]) {
       gaps.emplace_back(s.recomputes[j].last_use, s.recomputes[j].next_use);
     }
-    check_gap_overlap(t, e.id, std::move(gaps), k);
+    check_gap_overlap(t, e.id, gaps, k);
     for (auto const r : reruns.chains[k]->reads) {
       auto const d = read_depth(a, s, swaps_of, recomputes_of, depth, r, k);
       if (!d) {
@@ -679,6 +680,20 @@ inline void check_swap_sequence(trace const& t, schedule const& s, storage_id id
   }
 }
 
+// Sorts pairs as std::sort does, given pairs with equal firsts already in order (listed by
+// index): a stable radix sort by the first alone (a comparison sort below a few dozen pairs).
+// Validation and the redrop repair sort their entries by storage thousands of times a plan.
+template <class Second>
+void sort_by_first(std::vector<std::pair<std::uint64_t, Second>>& pairs)
+{
+  if (pairs.size() < 64) {
+    std::sort(pairs.begin(), pairs.end());
+    return;
+  }
+  std::vector<std::pair<std::uint64_t, Second>> scratch;
+  stable_radix_sort(pairs, scratch, [](auto const& p) { return p.first; });
+}
+
 // Every rule of validate_schedule but the last (device_peak is the planned peak), given the
 // schedule's re-run uses.
 inline void validate_rules(trace_analysis const& analysis, schedule const& s,
@@ -707,8 +722,9 @@ inline void validate_rules(trace_analysis const& analysis, schedule const& s,
     }
     by_storage.emplace_back(e.id, k);
   }
-  // Each storage's entries (storages ascending, entries in index order), by last use.
-  std::sort(by_storage.begin(), by_storage.end());
+  // Each storage's entries (storages ascending, entries in index order), by last use. The pairs
+  // were listed in index order: sorted by storage alone, stably, they are sorted.
+  sort_by_first(by_storage);
   std::vector<std::size_t> list;
   for (std::size_t i = 0; i < by_storage.size();) {
     auto const id = by_storage[i].first;
