@@ -152,6 +152,7 @@ class recompute_set {
   {
     items_.clear();
     order_.clear();
+    reads_.clear();
     drops_of_.clear();
     readers_of_.clear();
     swap_gaps_.clear();
@@ -182,7 +183,8 @@ class recompute_set {
       place(k);
     }
     auto const k = items_.size();
-    items_.push_back(item{e, c.reads, c.ops.front()});
+    items_.push_back(item{e, reads_.size(), reads_.size() + c.reads.size(), c.ops.front()});
+    reads_.insert(reads_.end(), c.reads.begin(), c.reads.end());
     place(k);
     drops_of_[e.id].push_back(k);
     for (auto const r : c.reads) { readers_of_[r].push_back(k); }
@@ -236,7 +238,7 @@ class recompute_set {
  private:
   struct item {
     recompute_entry e;
-    std::vector<storage_id> reads;
+    std::size_t reads_from, reads_to;  // its chain's reads: reads_[reads_from, reads_to)
     std::uint64_t first_op;
   };
 
@@ -276,7 +278,7 @@ class recompute_set {
 
   // Every read is resident at `at`, rematerialised earlier in that batch, or can be pulled into
   // it (appended to `pulls`); `first_op` is the reader's first re-run op.
-  [[nodiscard]] bool reads_resident(std::uint64_t at, std::vector<storage_id> const& reads,
+  [[nodiscard]] bool reads_resident(std::uint64_t at, std::span<storage_id const> reads,
                                     std::uint64_t first_op, std::vector<std::size_t>& pulls) const
   {
     for (auto const r : reads) {
@@ -291,7 +293,9 @@ class recompute_set {
         if (d.first_op >= first_op || pulls.size() >= max_recompute_depth) { return false; }
         if (!recompute_chain_of(a_, d.e.id, d.e.last_use, at).valid()) { return false; }
         pulls.push_back(k);
-        if (!reads_resident(at, d.reads, d.first_op, pulls)) { return false; }
+        auto const d_reads =
+            std::span<storage_id const>(reads_).subspan(d.reads_from, d.reads_to - d.reads_from);
+        if (!reads_resident(at, d_reads, d.first_op, pulls)) { return false; }
       }
     }
     return true;
@@ -326,7 +330,10 @@ class recompute_set {
 
   trace_analysis const& a_;
   std::vector<item> items_;
-  std::vector<std::size_t> order_;         // items_ in the order they run (runs_before)
+  std::vector<std::size_t> order_;  // items_ in the order they run (runs_before)
+  // Every item's chain reads, one after another: one buffer rather than a vector an item (the
+  // local search adds ~800,000 entries a plan to sets it resets and fills again).
+  std::vector<storage_id> reads_;
   storage_lists<std::size_t> drops_of_;    // per storage: its entries
   storage_lists<std::size_t> readers_of_;  // per storage: entries whose chain reads it
   storage_lists<std::pair<std::uint64_t, std::uint64_t>> swap_gaps_;  // per storage: (last, next)
