@@ -10,11 +10,18 @@
 #include <stash/trace/trace_reader.hpp>
 
 #include "support/chain_trace.hpp"
+#include "support/data.hpp"
 #include "support/link_bound_model.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace STASH_UNITY_ID {
@@ -109,6 +116,41 @@ TEST_CASE("recompute set: reset leaves it as a set constructed over the new swap
   rs.reset({});
   CHECK(rs.try_add(a_at_3));
   CHECK(rs.entries() == std::vector<stash::recompute_entry>{a_at_3});
+}
+
+TEST_CASE("recompute set: entries() in the order they run after every addition")
+{
+  // The set keeps its order as entries come in (and as pulls move earlier ones into a batch):
+  // after each addition, entries() holds every entry added, sorted by (at, first re-run op,
+  // storage) as a sort of them gives, the first op noted at the addition (a pull keeps it).
+  auto const t = stash::read_trace(stash::test::data_path("traces/resnet18_b32.trace"));
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e9));
+  std::vector<stash::recompute_entry> gaps;
+  for (stash::storage_id id = 0; id < t.storages().size(); ++id) {
+    auto const& life = a.lifetimes().storages[id];
+    if (life.kind != stash::storage_kind::act) { continue; }
+    for (std::size_t j = 1; j < life.accesses.size(); ++j) {
+      auto const u = life.accesses[j - 1].op, q = life.accesses[j].op;
+      if (q > u + 1) { gaps.push_back({id, u, q, q, life.bytes}); }
+    }
+  }
+  std::shuffle(gaps.begin(), gaps.end(), std::mt19937_64(3));
+  stash::detail::recompute_set rs(a, {});
+  std::map<std::pair<stash::storage_id, std::uint64_t>, std::uint64_t> first_op;
+  std::size_t added = 0;
+  for (auto const& e : gaps) {
+    auto const chain = stash::recompute_chain_of(a, e.id, e.last_use, e.at);
+    if (!chain.valid() || !rs.try_add(e, chain)) { continue; }
+    first_op[{e.id, e.last_use}] = chain.ops.front();
+    ++added;
+    auto const got = rs.entries();
+    REQUIRE(got.size() == added);
+    auto key = [&](stash::recompute_entry const& x) {
+      return std::tuple(x.at, first_op.at({x.id, x.last_use}), x.id);
+    };
+    for (std::size_t k = 1; k < got.size(); ++k) { REQUIRE(key(got[k - 1]) < key(got[k])); }
+  }
+  CHECK(added > 20);
 }
 
 }  // namespace STASH_UNITY_ID

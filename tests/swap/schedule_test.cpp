@@ -126,4 +126,68 @@ TEST_CASE("storage_groups lists each storage's values ascending and unique, what
   }
 }
 
+TEST_CASE("sort_by_first sorts pairs listed in index order as std::sort does")
+{
+  // Below 64 pairs a comparison sort, above it a stable radix sort by the first alone: the
+  // same order while each first's seconds ascend (the callers list (storage, index) pairs).
+  std::mt19937_64 rng(5);
+  for (std::size_t const n : {0U, 3U, 63U, 64U, 500U}) {
+    CAPTURE(n);
+    std::vector<std::pair<std::uint64_t, std::size_t>> pairs;
+    for (std::size_t k = 0; k < n; ++k) { pairs.emplace_back(rng() % 100000, k); }
+    auto want = pairs;
+    std::sort(want.begin(), want.end());
+    stash::detail::sort_by_first(pairs);
+    REQUIRE(pairs == want);
+  }
+}
+
+TEST_CASE("off_steps and curve_from_steps: the running sum of a difference array, reused")
+{
+  // Against a plain difference array summed over every event: the steps come back in event
+  // order, summed per event, and the scratch is all zero again for the next round (one off_steps
+  // reused, as planned_device_curve's and the greedy's are). The curve matches modulo 2^64; no
+  // event over its live bytes means true, one means false; huge values (2^63 and over) may give
+  // false either way (exact_curve decides then), never a wrong true.
+  std::mt19937_64 rng(11);
+  stash::detail::off_steps steps;
+  for (std::size_t const n : {0U, 1U, 63U, 64U, 65U, 1000U}) {
+    for (int round = 0; round < 40; ++round) {
+      CAPTURE(n);
+      CAPTURE(round);
+      bool const huge           = round % 4 == 3;
+      std::uint64_t const scale = huge ? std::uint64_t{1} << 61 : 1000;
+      std::vector<std::uint64_t> live(n);
+      for (auto& x : live) { x = rng() % (4 * scale) + (round % 2 == 0 ? 2 * scale : 0); }
+      steps.size_for(n);
+      std::vector<std::uint64_t> delta(n + 1, 0);
+      auto const count = n == 0 ? 0 : rng() % 40;
+      for (std::size_t k = 0; k < count; ++k) {
+        auto const from = rng() % n, through = from + rng() % (n - from);
+        auto const bytes = rng() % scale;
+        steps.add(from, bytes);
+        steps.add(through + 1, std::uint64_t{0} - bytes);
+        delta[from] += bytes;
+        delta[through + 1] -= bytes;
+      }
+      std::vector<std::uint64_t> want(n);
+      bool over          = false;
+      std::uint64_t away = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        away += delta[i];
+        over    = over || away > live[i];
+        want[i] = live[i] - away;
+      }
+      std::vector<std::uint64_t> got(n, 7);
+      bool const fits = stash::detail::curve_from_steps(live, steps, got);
+      REQUIRE(got == want);
+      if (over) { REQUIRE_FALSE(fits); }
+      if (!huge) { REQUIRE(fits == !over); }
+      std::size_t left = 0;
+      steps.drain([&](std::uint64_t, std::uint64_t) { ++left; });
+      REQUIRE(left == 0);
+    }
+  }
+}
+
 }  // namespace STASH_UNITY_ID

@@ -40,10 +40,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -229,7 +229,9 @@ namespace detail {
 // recompute_chain_of by (storage, last use, at), each computed once: a planner that checks
 // many schedules over mostly the same recompute entries (the redrop repair's options and their
 // validation) asks for the same chains again and again. Not thread-safe: one per planning call,
-// on its thread. The references it returns live as long as it does (or until clear()).
+// on its thread. The references it returns live as long as it does (or until clear()). A hash
+// table, not a tree: search asks it about 870,000 times a plan (regnet_y_400mf_b64, 33%), and
+// nothing walks it in order; its nodes stay put when it grows, so the references hold.
 class chain_memo {
  public:
   explicit chain_memo(trace_analysis const& a) : a_(a) {}
@@ -251,8 +253,19 @@ class chain_memo {
   void clear() noexcept { chains_.clear(); }
 
  private:
+  using chain_key = std::tuple<storage_id, std::uint64_t, std::uint64_t>;
+  // Multiplies and xor-shifts the three fields together: keys differ in a few low bits (nearby
+  // ops, storages), which the table's buckets must still tell apart.
+  struct key_hash {
+    [[nodiscard]] std::size_t operator()(chain_key const& k) const noexcept
+    {
+      auto h = (std::get<0>(k) * 0x9e3779b97f4a7c15ULL ^ std::get<1>(k)) * 0xbf58476d1ce4e5b9ULL;
+      h      = (h ^ std::get<2>(k)) * 0x94d049bb133111ebULL;
+      return static_cast<std::size_t>(h ^ (h >> 31));
+    }
+  };
   trace_analysis const& a_;
-  std::map<std::tuple<storage_id, std::uint64_t, std::uint64_t>, recompute_chain> chains_;
+  std::unordered_map<chain_key, recompute_chain, key_hash> chains_;
 };
 
 }  // namespace detail

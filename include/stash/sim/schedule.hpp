@@ -91,6 +91,7 @@
 #include <stash/trace/trace.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -539,7 +540,7 @@ inline void validate_wrap_entry(trace_analysis const& a, schedule const& s, std:
 
 // Two entries (swap or recompute) of one storage whose gaps overlap.
 inline void check_gap_overlap(trace const& t, storage_id id,
-                              std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps,
+                              std::vector<std::pair<std::uint64_t, std::uint64_t>>& gaps,
                               std::size_t k)
 {
   std::sort(gaps.begin(), gaps.end());
@@ -570,16 +571,17 @@ inline void validate_recomputes(trace_analysis const& a, schedule const& s,
   auto const swaps_of      = by_storage(s.entries);
   auto const recomputes_of = by_storage(s.recomputes);
   std::vector<std::size_t> depth(s.recomputes.size(), 1);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;  // one buffer for every entry
   for (std::size_t k = 0; k < s.recomputes.size(); ++k) {
     auto const& e = s.recomputes[k];
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+    gaps.clear();
     for (auto const j : swaps_of[e.id]) {
       gaps.emplace_back(s.entries[j].last_use, s.entries[j].next_use);
     }
     for (auto const j : recomputes_of[e.id]) {
       gaps.emplace_back(s.recomputes[j].last_use, s.recomputes[j].next_use);
     }
-    check_gap_overlap(t, e.id, std::move(gaps), k);
+    check_gap_overlap(t, e.id, gaps, k);
     for (auto const r : reruns.chains[k]->reads) {
       auto const d = read_depth(a, s, swaps_of, recomputes_of, depth, r, k);
       if (!d) {
@@ -678,6 +680,20 @@ inline void check_swap_sequence(trace const& t, schedule const& s, storage_id id
   }
 }
 
+// Sorts pairs as std::sort does, given pairs with equal firsts already in order (listed by
+// index): a stable radix sort by the first alone (a comparison sort below a few dozen pairs).
+// Validation and the redrop repair sort their entries by storage thousands of times a plan.
+template <class Second>
+void sort_by_first(std::vector<std::pair<std::uint64_t, Second>>& pairs)
+{
+  if (pairs.size() < 64) {
+    std::sort(pairs.begin(), pairs.end());
+    return;
+  }
+  std::vector<std::pair<std::uint64_t, Second>> scratch;
+  stable_radix_sort(pairs, scratch, [](auto const& p) { return p.first; });
+}
+
 // Every rule of validate_schedule but the last (device_peak is the planned peak), given the
 // schedule's re-run uses.
 inline void validate_rules(trace_analysis const& analysis, schedule const& s,
@@ -706,8 +722,9 @@ inline void validate_rules(trace_analysis const& analysis, schedule const& s,
     }
     by_storage.emplace_back(e.id, k);
   }
-  // Each storage's entries (storages ascending, entries in index order), by last use.
-  std::sort(by_storage.begin(), by_storage.end());
+  // Each storage's entries (storages ascending, entries in index order), by last use. The pairs
+  // were listed in index order: sorted by storage alone, stably, they are sorted.
+  sort_by_first(by_storage);
   std::vector<std::size_t> list;
   for (std::size_t i = 0; i < by_storage.size();) {
     auto const id = by_storage[i].first;
@@ -867,19 +884,55 @@ void for_each_planned_off_run(trace_analysis const& analysis, swap_entry const& 
 
 namespace detail {
 
-// planned_device_curve's bytes off the device as a difference array over the trace's events
-// (`delta`, events + 1 values): each swap entry's runs (for_each_planned_off_run) and each
-// recompute entry's gap, a re-run back as a prefetch issued at `at` is. Shared with
-// joint_greedy's curve, which adds it to the bytes live per event computed once.
-template <class Delta>  // std::int64_t, or std::uint64_t (the same sums modulo 2^64)
-void planned_off_deltas(trace_analysis const& analysis, std::span<swap_entry const> entries,
-                        std::span<recompute_entry const> recomputes, std::vector<Delta>& delta)
+// A difference array over a trace's events (one more slot: the end) that is all zero between
+// uses, and a bitmap of the events holding a difference, which gives them back in order without
+// a sort: planned_device_curve's bytes off the device change at two events an entry, hundreds a
+// plan against a trace's ~15,000 events, and search computes thousands of curves, each of which
+// zeroed and summed the whole array.
+class off_steps {
+ public:
+  // Ready for a trace of `events` events (all zero: only a new size clears anything).
+  void size_for(std::size_t events)
+  {
+    if (delta_.size() != events + 1) {
+      delta_.assign(events + 1, 0);
+      bits_.assign((events + 1 + 63) / 64, 0);
+    }
+  }
+  // The bytes away change by `change` (modulo 2^64) from event `at` on.
+  void add(std::uint64_t at, std::uint64_t change)
+  {
+    delta_[at] += change;
+    bits_[at / 64] |= std::uint64_t{1} << (at % 64);
+  }
+  // Calls f(event, change) for each event holding one, in event order, and zeroes them.
+  template <class F>
+  void drain(F&& f)
+  {
+    for (std::size_t w = 0; w < bits_.size(); ++w) {
+      for (auto word = std::exchange(bits_[w], 0); word != 0; word &= word - 1) {
+        auto const at = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
+        f(static_cast<std::uint64_t>(at), std::exchange(delta_[at], 0));
+      }
+    }
+  }
+
+ private:
+  std::vector<std::uint64_t> delta_;
+  std::vector<std::uint64_t> bits_;
+};
+
+// planned_device_curve's bytes off the device into `steps` (sized for the trace): each swap
+// entry's runs (for_each_planned_off_run) and each recompute entry's gap, a re-run back as a
+// prefetch issued at `at` is.
+inline void planned_off_steps(trace_analysis const& analysis, std::span<swap_entry const> entries,
+                              std::span<recompute_entry const> recomputes, off_steps& steps)
 {
-  delta.assign(analysis.trace().events().size() + 1, 0);
+  steps.size_for(analysis.trace().events().size());
   auto off = [&](std::uint64_t from, std::uint64_t through, std::uint64_t bytes) {
     if (from <= through) {
-      delta[from] -= static_cast<Delta>(bytes);
-      delta[through + 1] += static_cast<Delta>(bytes);
+      steps.add(from, bytes);
+      steps.add(through + 1, std::uint64_t{0} - bytes);
     }
   };
   for (auto const& e : entries) {
@@ -889,6 +942,65 @@ void planned_off_deltas(trace_analysis const& analysis, std::span<swap_entry con
   }
   for (auto const& e : recomputes) {
     if (auto const run = recompute_off_run(analysis, e)) { off(run->first, run->second, e.bytes); }
+  }
+}
+
+// out[i] = live[i] less the bytes away at event i (`steps` summed through i, modulo 2^64) for
+// every event, `steps` drained. True when no event has more bytes away than live; false when
+// one might (exact_curve decides). Between two steps the bytes away are constant: a loop the
+// compiler vectorizes, which tells below 2^63 bytes that none is away beyond those live by the
+// sign bits alone (live[i] - away is negative as a signed value exactly then); the few bits of
+// a borrow beyond that.
+[[nodiscard]] inline bool curve_from_steps(std::span<std::uint64_t const> live, off_steps& steps,
+                                           std::span<std::uint64_t> out)
+{
+  constexpr std::uint64_t top = std::uint64_t{1} << 63;
+  std::uint64_t away          = 0;
+  std::uint64_t signs         = 0;  // bit 63 set once some event may have more away than live
+  std::size_t i               = 0;
+  auto fill_to                = [&](std::size_t end) {
+    auto const* l = live.data();
+    auto* o       = out.data();
+    if (away < top) {
+      for (; i < end; ++i) {
+        o[i] = l[i] - away;
+        signs |= o[i] | l[i];
+      }
+      return;
+    }
+    for (; i < end; ++i) {  // a borrow out of bit 63
+      o[i] = l[i] - away;
+      signs |= (~l[i] & away) | (~(l[i] ^ away) & o[i]);
+    }
+  };
+  steps.drain([&](std::uint64_t at, std::uint64_t change) {
+    fill_to(std::min<std::uint64_t>(at, live.size()));
+    away += change;
+  });
+  fill_to(live.size());
+  return (signs & top) == 0;
+}
+
+// planned_device_curve of `entries` and `recomputes` into `out` (sized for the trace) as a
+// running sum over every event, where curve_from_steps could not rule out more bytes away than
+// live: the schedule_error naming the first such event, or the curve when there is none.
+inline void exact_curve(trace_analysis const& analysis, std::span<swap_entry const> entries,
+                        std::span<recompute_entry const> recomputes, std::span<std::uint64_t> out)
+{
+  auto const live = analysis.live_bytes();
+  std::vector<std::uint64_t> delta(live.size() + 1, 0);
+  off_steps steps;
+  planned_off_steps(analysis, entries, recomputes, steps);
+  steps.drain([&](std::uint64_t at, std::uint64_t change) { delta[at] = change; });
+  std::uint64_t away = 0;
+  for (std::uint64_t i = 0; i < live.size(); ++i) {
+    away += delta[i];
+    if (away > live[i]) {
+      throw schedule_error(std::nullopt, "planned device bytes below zero at event " +
+                                             std::to_string(i) + ": " + std::to_string(away) +
+                                             " B away of " + std::to_string(live[i]) + " B live");
+    }
+    out[i] = live[i] - away;
   }
 }
 
@@ -907,20 +1019,14 @@ void planned_off_deltas(trace_analysis const& analysis, std::span<swap_entry con
     trace_analysis const& analysis, std::span<swap_entry const> entries,
     std::span<recompute_entry const> recomputes = {})
 {
+  thread_local detail::off_steps steps;     // all zero between calls (drained)
   auto const live = analysis.live_bytes();  // per event, nothing swapped
-  std::vector<std::uint64_t> curve;         // the deltas (modulo 2^64), then the curve in place
-  detail::planned_off_deltas(analysis, entries, recomputes, curve);
-  std::uint64_t away = 0;  // bytes away at event i: minus the deltas' sum through i
-  for (std::uint64_t i = 0; i < live.size(); ++i) {
-    away -= curve[i];
-    if (away > live[i]) {  // only invalid entries get here (see the function comment)
-      throw schedule_error(std::nullopt, "planned device bytes below zero at event " +
-                                             std::to_string(i) + ": " + std::to_string(away) +
-                                             " B away of " + std::to_string(live[i]) + " B live");
-    }
-    curve[i] = live[i] - away;
+  detail::planned_off_steps(analysis, entries, recomputes, steps);
+  std::vector<std::uint64_t> curve;
+  curve.assign(live.size(), 0);  // (a store loop: value-initialising calls memset, costlier here)
+  if (!detail::curve_from_steps(live, steps, curve)) {  // invalid entries (see above), or huge
+    detail::exact_curve(analysis, entries, recomputes, curve);
   }
-  curve.resize(live.size());
   return curve;
 }
 

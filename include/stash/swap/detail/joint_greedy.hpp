@@ -1291,7 +1291,7 @@ class joint_greedy {
   }
 
   // The runs of events [from, through] over which the effective curve (curve_into) counts entry
-  // k of p (its swaps, then its recomputes) off the device: planned_off_deltas' own.
+  // k of p (its swaps, then its recomputes) off the device: planned_off_steps' own.
   void runs_off(greedy_plan const& p, std::size_t k,
                 std::vector<std::pair<std::uint64_t, std::uint64_t>>& out) const
   {
@@ -1348,26 +1348,14 @@ class joint_greedy {
   }
 
   // planned_device_curve(a_, swaps, rcs) into `out`: the same bytes off the device
-  // (planned_off_deltas) taken from the curve of no entries (live_, built once) instead of
-  // walking the trace's events each time, and the same refusal of bytes away beyond those live.
-  // A construction computes it at every reset.
+  // (planned_off_steps) taken from the curve of no entries (live_, built once), and the same
+  // refusal of bytes away beyond those live. A construction computes it at every reset.
   void curve_into(std::span<swap_entry const> swaps, std::span<recompute_entry const> rcs,
                   std::vector<std::uint64_t>& out) const
   {
-    auto const n = live_.size();
-    planned_off_deltas(a_, swaps, rcs, delta_);
-    out.resize(n);
-    std::int64_t removed = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      removed += delta_[i];
-      auto const away = static_cast<std::uint64_t>(-removed);
-      if (away > live_[i]) {  // only an invalid plan: planned_device_curve refuses it so
-        (void)planned_device_curve(a_, swaps, rcs);
-        throw schedule_error(std::nullopt,
-                             "planned device bytes below zero at event " + std::to_string(i));
-      }
-      out[i] = live_[i] - away;
-    }
+    planned_off_steps(a_, swaps, rcs, steps_);
+    if (out.size() != live_.size()) { out.assign(live_.size(), 0); }  // (resize calls memset)
+    if (!curve_from_steps(live_, steps_, out)) { exact_curve(a_, swaps, rcs, out); }
   }
 
   [[nodiscard]] bool peak_over(greedy_plan const& p, std::uint64_t target) const
@@ -1394,8 +1382,8 @@ class joint_greedy {
   // built per plan, and a plan runs on one thread).
   mutable excess_index ex_;
   std::vector<std::uint64_t> live_;  // the planned curve of no entries: the bytes live per event
-  // curve_into's differences, and the curve and excess of each reset (scratch, as ex_).
-  mutable std::vector<std::int64_t> delta_;
+  // curve_into's steps, and the curve and excess of each reset (scratch, as ex_).
+  mutable off_steps steps_;
   mutable std::vector<std::uint64_t> curve_, exact_;
   std::vector<candidate> cands_;
   std::vector<std::size_t> by_rate_;   // recompute candidates, cheapest re-run per byte first

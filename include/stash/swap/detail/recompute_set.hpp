@@ -151,6 +151,8 @@ class recompute_set {
   void reset(std::span<swap_entry const> swaps)
   {
     items_.clear();
+    order_.clear();
+    reads_.clear();
     drops_of_.clear();
     readers_of_.clear();
     swap_gaps_.clear();
@@ -172,10 +174,18 @@ class recompute_set {
     if (!reads_resident(e.at, c.reads, c.ops.front(), pulls)) { return false; }
     for (auto const k : pulls) {
       if (pulled != nullptr) { pulled->push_back(items_[k].e); }
+      auto it =
+          std::lower_bound(order_.begin(), order_.end(), k,
+                           [this](std::size_t x, std::size_t y) { return runs_before(x, y); });
+      while (*it != k) { ++it; }  // (k itself: no other item ties with it, see runs_before)
+      order_.erase(it);
       items_[k].e.at = e.at;
+      place(k);
     }
     auto const k = items_.size();
-    items_.push_back(item{e, c.reads, c.ops.front()});
+    items_.push_back(item{e, reads_.size(), reads_.size() + c.reads.size(), c.ops.front()});
+    reads_.insert(reads_.end(), c.reads.begin(), c.reads.end());
+    place(k);
     drops_of_[e.id].push_back(k);
     for (auto const r : c.reads) { readers_of_[r].push_back(k); }
     return true;
@@ -217,15 +227,9 @@ class recompute_set {
   /// The entries in the order they run: by `at`, then by first re-run op.
   [[nodiscard]] std::vector<recompute_entry> entries() const
   {
-    std::vector<std::size_t> order(items_.size());
-    for (std::size_t k = 0; k < order.size(); ++k) { order[k] = k; }
-    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return std::tie(items_[x].e.at, items_[x].first_op, items_[x].e.id) <
-             std::tie(items_[y].e.at, items_[y].first_op, items_[y].e.id);
-    });
     std::vector<recompute_entry> out;
-    out.reserve(order.size());
-    for (auto const k : order) { out.push_back(items_[k].e); }
+    out.reserve(order_.size());
+    for (auto const k : order_) { out.push_back(items_[k].e); }
     return out;
   }
 
@@ -234,7 +238,7 @@ class recompute_set {
  private:
   struct item {
     recompute_entry e;
-    std::vector<storage_id> reads;
+    std::size_t reads_from, reads_to;  // its chain's reads: reads_[reads_from, reads_to)
     std::uint64_t first_op;
   };
 
@@ -274,7 +278,7 @@ class recompute_set {
 
   // Every read is resident at `at`, rematerialised earlier in that batch, or can be pulled into
   // it (appended to `pulls`); `first_op` is the reader's first re-run op.
-  [[nodiscard]] bool reads_resident(std::uint64_t at, std::vector<storage_id> const& reads,
+  [[nodiscard]] bool reads_resident(std::uint64_t at, std::span<storage_id const> reads,
                                     std::uint64_t first_op, std::vector<std::size_t>& pulls) const
   {
     for (auto const r : reads) {
@@ -289,7 +293,9 @@ class recompute_set {
         if (d.first_op >= first_op || pulls.size() >= max_recompute_depth) { return false; }
         if (!recompute_chain_of(a_, d.e.id, d.e.last_use, at).valid()) { return false; }
         pulls.push_back(k);
-        if (!reads_resident(at, d.reads, d.first_op, pulls)) { return false; }
+        auto const d_reads =
+            std::span<storage_id const>(reads_).subspan(d.reads_from, d.reads_to - d.reads_from);
+        if (!reads_resident(at, d_reads, d.first_op, pulls)) { return false; }
       }
     }
     return true;
@@ -306,8 +312,28 @@ class recompute_set {
     return true;
   }
 
+  // Whether item x runs before item y: by (at, first re-run op, storage). No two items tie: two
+  // entries of one storage at one op would overlap (gap_free refuses them).
+  [[nodiscard]] bool runs_before(std::size_t x, std::size_t y) const
+  {
+    return std::tie(items_[x].e.at, items_[x].first_op, items_[x].e.id) <
+           std::tie(items_[y].e.at, items_[y].first_op, items_[y].e.id);
+  }
+
+  // Item k into order_ by runs_before: entries() lists the set after each addition (the greedy's
+  // refreshes, thousands a plan), which sorted every item each time.
+  void place(std::size_t k)
+  {
+    auto const before = [this](std::size_t x, std::size_t y) { return runs_before(x, y); };
+    order_.insert(std::upper_bound(order_.begin(), order_.end(), k, before), k);
+  }
+
   trace_analysis const& a_;
   std::vector<item> items_;
+  std::vector<std::size_t> order_;  // items_ in the order they run (runs_before)
+  // Every item's chain reads, one after another: one buffer rather than a vector an item (the
+  // local search adds ~800,000 entries a plan to sets it resets and fills again).
+  std::vector<storage_id> reads_;
   storage_lists<std::size_t> drops_of_;    // per storage: its entries
   storage_lists<std::size_t> readers_of_;  // per storage: entries whose chain reads it
   storage_lists<std::pair<std::uint64_t, std::uint64_t>> swap_gaps_;  // per storage: (last, next)

@@ -26,6 +26,7 @@
  */
 #pragma once
 
+#include <stash/core/radix_sort.hpp>
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -69,7 +70,12 @@ struct redrop_candidate {
       reads.emplace_back(r, rc.at);
     }
   }
-  std::sort(reads.begin(), reads.end());
+  // Sorted as std::sort sorts them (equal pairs are alike): by op, then stably by storage.
+  if (reads.size() >= 64) {
+    std::vector<std::pair<storage_id, std::uint64_t>> scratch;
+    stable_radix_sort(reads, scratch, [](auto const& x) { return x.second; });
+  }
+  sort_by_first(reads);
   reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
   std::vector<redrop_candidate> out;
   for (std::size_t j = 0; j < reads.size(); ++j) {
@@ -90,7 +96,7 @@ struct redrop_candidate {
     std::vector<std::pair<storage_id, std::size_t>> index;
     index.reserve(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) { index.emplace_back(list[k].id, k); }
-    std::sort(index.begin(), index.end());
+    sort_by_first(index);
     return index;
   };
   auto const swaps_by = by_id(s.entries), recomputes_by = by_id(s.recomputes);
