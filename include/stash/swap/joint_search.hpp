@@ -931,6 +931,197 @@ struct joint_search {
     std::optional<built> batch;
   };
 
+  // seed_greedy's work: the constructions (construct()), then the fit repairs of those that
+  // missed the budget (repair()), each built and prepared on the workers a chunk at a time and
+  // offered to `inc` in the order of one thread.
+  class seeding {
+   public:
+    seeding(joint_search const& self, trace_analysis const& a, std::uint64_t budget,
+            detail::joint_greedy const& greedy, detail::search_workers& workers,
+            std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
+            detail::joint_incumbent& inc, joint_search_stats& stats)
+        : self_(self),
+          a_(a),
+          budget_(budget),
+          greedy_(greedy),
+          workers_(workers),
+          starts_(starts),
+          inc_(inc),
+          stats_(stats)
+    {
+      if (inc.memo) {
+        for (auto const& st : starts) { ids_.push_back(inc.memo->start_id(st.second)); }
+      }
+    }
+
+    // Every start with every variant, then feed_back on the fastest; the constructions over the
+    // budget (swaps placed alone) are kept for repair().
+    void construct()
+    {
+      std::size_t at_budget = 0;
+      auto jobs             = construction_jobs(at_budget);
+      // Built and offered in chunks (search_workers::run_chunked: one at a time with one thread,
+      // as construct-then-offer), which bounds what is held to a chunk's schedules. Between
+      // chunks, offers, feed_back and settle change the incumbent and the memos; none of it
+      // changes what a later chunk hands to offer_prepared: a construction found in inc.memo is
+      // the one building gives (its key holds all the build reads); `fresh` (!inc.best when the
+      // chunk's workers run) only decides whether an over-budget plan is simulated, and finish()
+      // drops such a plan unsimulated-or-not once an incumbent exists, simulating it when none
+      // does; a redrop repair looked up in memo->redrops and found (or not) otherwise at the
+      // offer is offered again (offer_prepared's fallback), and one repaired is the same
+      // repair. Nothing writes inc while a chunk's workers run. So the offers, the incumbent, the
+      // runners and the memos are those of the single-thread order, at any thread count.
+      workers_.run_chunked(
+          jobs.size(),
+          [&](std::size_t i, std::size_t w) {
+            jobs[i].out = build(w, jobs[i].k, jobs[i].var, nullptr, false);
+            prepare(w, *jobs[i].out, !inc_.best);
+          },
+          [&](std::size_t i) {
+            auto& j = jobs[i];
+            if (i == at_budget && lead_) { feed_back(); }
+            settle(j, false, *j.out);
+            if (offer(j) && i < at_budget) { lead_ = std::make_pair(j.k, j.var); }
+            if (!j.var.link_slots && j.out->peak > budget_) {
+              misses_.push_back(miss{j.k, j.var, std::move(j.out->plan)});
+            }
+            j.out.reset();
+          });
+      if (jobs.size() == at_budget && lead_) { feed_back(); }
+    }
+
+    // The misses repaired (repair_order), in chunks as construct()'s (the same argument).
+    void repair()
+    {
+      std::vector<ahead> jobs;
+      for (auto const m : repair_order(misses_)) {
+        jobs.push_back(ahead{misses_[m].start, misses_[m].var, &misses_[m].plan, {}, {}});
+      }
+      workers_.run_chunked(
+          jobs.size(),
+          [&](std::size_t i, std::size_t w) {
+            auto& r = jobs[i];
+            r.out   = build(w, r.k, r.var, r.missed, false);
+            // Still over with the pin repair: also ban the re-runs whose own batch is over,
+            // offered beside it (the pin repair's plan stays a candidate where it fits after the
+            // redrops).
+            if (r.out->peak > budget_) { r.batch = build(w, r.k, r.var, r.missed, true); }
+            if (differs(r)) { prepare(w, *r.batch, !inc_.best); }
+            prepare(w, *r.out, !inc_.best);
+          },
+          [&](std::size_t i) {
+            auto& r = jobs[i];
+            settle(r, false, *r.out);
+            if (r.batch) { settle(r, true, *r.batch); }
+            offer(r);
+            r.out.reset();
+            r.batch.reset();
+          });
+    }
+
+   private:
+    // Every start with every variant (the first `at_budget` jobs); then the budget-independent
+    // starts (nothing, the checkpoints) for 90% and 80% of this budget: schedules for tighter
+    // budgets (they fit this one too), so that the plan does not get slower as the budget grows
+    // because a construction happened to do worse at this one (planned for 90% of this budget
+    // they repeat exactly what a plan for that budget constructs).
+    [[nodiscard]] std::vector<ahead> construction_jobs(std::size_t& at_budget) const
+    {
+      std::vector<ahead> jobs;
+      for (std::size_t k = 0; k < starts_.size(); ++k) {
+        for (auto const& var : full_budget_variants) {
+          jobs.push_back(ahead{k, var, nullptr, {}, {}});
+        }
+      }
+      at_budget = jobs.size();
+      for (std::size_t k = 0; k < starts_.size() && k < budget_free_starts; ++k) {
+        for (auto var : full_budget_variants) {
+          var.target_share = 0.9;
+          jobs.push_back(ahead{k, var, nullptr, {}, {}});
+        }
+        jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
+      }
+      return jobs;
+    }
+
+    // The construction from start k (the fit repair of `missed`, if given) on worker w; from
+    // inc.memo where it holds it (only read while the workers run).
+    [[nodiscard]] built build(std::size_t w, std::size_t k, detail::greedy_variant const& var,
+                              detail::greedy_plan const* missed, bool batches) const
+    {
+      auto const& g    = workers_.greedy(w);
+      auto const* kept = inc_.memo ? inc_.memo->find(ids_[k], var, {}, missed, batches) : nullptr;
+      auto p           = kept     ? *kept
+                         : missed ? g.repair(budget_, var, starts_[k].second, *missed, batches)
+                                  : g.build(budget_, var, starts_[k].second);
+      auto const peak  = g.peak(p);
+      auto sched       = detail::make_schedule_using(a_, std::string(name()), budget_, p.swaps,
+                                                     p.recomputes, workers_.chains(w));
+      return built{std::move(p), peak, std::move(sched), std::nullopt};
+    }
+
+    // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
+    void settle(ahead const& j, bool batches, built const& b)
+    {
+      if (inc_.memo) { inc_.memo->keep(ids_[j.k], j.var, {}, j.missed, batches, b.plan); }
+    }
+
+    // Whether a repair's batch form differs from its plain one (then both are offered).
+    [[nodiscard]] static bool differs(ahead const& r)
+    {
+      return r.batch && (r.batch->plan.swaps != r.out->plan.swaps ||
+                         r.batch->plan.recomputes != r.out->plan.recomputes);
+    }
+
+    // `b`'s schedule prepared for the offer on worker w (the incumbent only read: `fresh`, no
+    // incumbent yet when the workers started).
+    void prepare(std::size_t w, built& b, bool fresh) const
+    {
+      b.prep =
+          inc_.prepare(a_, std::move(b.sched), self_.encodings, workers_.chains(w), fresh, true);
+    }
+
+    // Offers construction `j` (and its batch form first, where it differs), prepared.
+    bool offer(ahead& j)
+    {
+      auto const tag = starts_[j.k].first + ":" + variant_tag(j.var);
+      if (differs(j)) {
+        inc_.offer_prepared(a_, std::move(*j.batch->prep), tag + "/repair-batch", self_.encodings,
+                            stats_);
+      }
+      return inc_.offer_prepared(a_, std::move(*j.out->prep), tag + (j.missed ? "/repair" : ""),
+                                 self_.encodings, stats_);
+    }
+
+    // joint_search::feed_back from the lead construction: its constructions read the
+    // incumbent's simulation, so they are built here, in order.
+    void feed_back()
+    {
+      auto fed = [&](std::size_t k, detail::greedy_variant const& var,
+                     std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
+        auto make = [&] { return greedy_.build(budget_, var, starts_[k].second, no_swap); };
+        auto p =
+            inc_.memo ? inc_.memo->construct(ids_[k], var, no_swap, nullptr, false, make) : make();
+        return inc_.offer(
+            a_, make_plan(a_, budget_, inc_, std::move(p.swaps), std::move(p.recomputes)),
+            starts_[k].first + ":" + variant_tag(var) + "+fed", self_.encodings, stats_);
+      };
+      joint_search::feed_back(a_, *lead_, fed, inc_);
+    }
+
+    joint_search const& self_;
+    trace_analysis const& a_;
+    std::uint64_t budget_;
+    detail::joint_greedy const& greedy_;
+    detail::search_workers& workers_;
+    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts_;
+    detail::joint_incumbent& inc_;
+    joint_search_stats& stats_;
+    std::vector<std::size_t> ids_;  // each start's index in inc.memo
+    std::optional<std::pair<std::size_t, detail::greedy_variant>> lead_;  // start and variant
+    std::vector<miss> misses_;  // the constructions left over the budget (swaps placed alone)
+  };
+
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
@@ -942,130 +1133,9 @@ struct joint_search {
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
                    detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
-    std::vector<std::size_t> ids;  // each start's index in inc.memo
-    if (inc.memo) {
-      for (auto const& st : starts) { ids.push_back(inc.memo->start_id(st.second)); }
-    }
-    // The construction from start k (the fit repair of `missed`, if given) on worker w; from
-    // inc.memo where it holds it (only read while the workers run).
-    auto build_on = [&](std::size_t w, std::size_t k, detail::greedy_variant const& var,
-                        detail::greedy_plan const* missed, bool batches) {
-      auto const& g    = workers.greedy(w);
-      auto const* kept = inc.memo ? inc.memo->find(ids[k], var, {}, missed, batches) : nullptr;
-      auto p           = kept     ? *kept
-                         : missed ? g.repair(budget, var, starts[k].second, *missed, batches)
-                                  : g.build(budget, var, starts[k].second);
-      auto const peak  = g.peak(p);
-      auto sched       = detail::make_schedule_using(a, std::string(name()), budget, p.swaps,
-                                                     p.recomputes, workers.chains(w));
-      return built{std::move(p), peak, std::move(sched), std::nullopt};
-    };
-    // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
-    auto settle = [&](ahead const& j, bool batches, built const& b) {
-      if (inc.memo) { inc.memo->keep(ids[j.k], j.var, {}, j.missed, batches, b.plan); }
-    };
-    // Whether a repair's batch form differs from its plain one (then both are offered).
-    auto differs = [](ahead const& r) {
-      return r.batch && (r.batch->plan.swaps != r.out->plan.swaps ||
-                         r.batch->plan.recomputes != r.out->plan.recomputes);
-    };
-    // `b`'s schedule prepared for the offer on worker w (the incumbent only read: `fresh`, no
-    // incumbent yet when the workers started).
-    auto prepare = [&](std::size_t w, built& b, bool fresh) {
-      b.prep = inc.prepare(a, std::move(b.sched), encodings, workers.chains(w), fresh, true);
-    };
-    // Offers construction `j` (and its batch form first, where it differs), prepared.
-    auto offer = [&](ahead& j) {
-      auto const tag = starts[j.k].first + ":" + variant_tag(j.var);
-      if (differs(j)) {
-        inc.offer_prepared(a, std::move(*j.batch->prep), tag + "/repair-batch", encodings, stats);
-      }
-      return inc.offer_prepared(a, std::move(*j.out->prep), tag + (j.missed ? "/repair" : ""),
-                                encodings, stats);
-    };
-    // feed_back's construction, which reads the incumbent's simulation: here, in order.
-    auto run = [&](std::size_t k, detail::greedy_variant const& var,
-                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
-      auto make = [&] { return greedy.build(budget, var, starts[k].second, no_swap); };
-      auto p = inc.memo ? inc.memo->construct(ids[k], var, no_swap, nullptr, false, make) : make();
-      return inc.offer(a, make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes)),
-                       starts[k].first + ":" + variant_tag(var) + "+fed", encodings, stats);
-    };
-    // Every start with every variant; then the budget-independent starts (nothing, the
-    // checkpoints) for 90% and 80% of this budget: schedules for tighter budgets (they fit this
-    // one too), so that the plan does not get slower as the budget grows because a construction
-    // happened to do worse at this one (planned for 90% of this budget they repeat exactly what
-    // a plan for that budget constructs).
-    std::vector<ahead> jobs;
-    for (std::size_t k = 0; k < starts.size(); ++k) {
-      for (auto const& var : full_budget_variants) {
-        jobs.push_back(ahead{k, var, nullptr, {}, {}});
-      }
-    }
-    auto const at_budget = jobs.size();
-    for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
-      for (auto var : full_budget_variants) {
-        var.target_share = 0.9;
-        jobs.push_back(ahead{k, var, nullptr, {}, {}});
-      }
-      jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
-    }
-    // Built and offered in chunks (search_workers::run_chunked: one at a time with one thread,
-    // as construct-then-offer), which bounds what is held to a chunk's schedules. Between
-    // chunks, offers, feed_back and settle change the incumbent and the memos; none of it
-    // changes what a later chunk hands to offer_prepared: a construction found in inc.memo is
-    // the one building gives (its key holds all the build reads); `fresh` (!inc.best when the
-    // chunk's workers run) only decides whether an over-budget plan is simulated, and finish()
-    // drops such a plan unsimulated-or-not once an incumbent exists, simulating it when none
-    // does; a redrop repair looked up in memo->redrops and found (or not) otherwise at the
-    // offer is offered again (offer_prepared's fallback), and one repaired is the same
-    // repair. Nothing writes inc while a chunk's workers run. So the offers, the incumbent, the
-    // runners and the memos are those of the single-thread order, at any thread count.
-    std::vector<miss> misses;
-    workers.run_chunked(
-        jobs.size(),
-        [&](std::size_t i, std::size_t w) {
-          jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
-          prepare(w, *jobs[i].out, !inc.best);
-        },
-        [&](std::size_t i) {
-          auto& j = jobs[i];
-          if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
-          settle(j, false, *j.out);
-          if (offer(j) && i < at_budget) { lead = std::make_pair(j.k, j.var); }
-          // The constructions left over the budget (swaps placed alone), kept for the repairs.
-          if (!j.var.link_slots && j.out->peak > budget) {
-            misses.push_back(miss{j.k, j.var, std::move(j.out->plan)});
-          }
-          j.out.reset();
-        });
-    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
-    // The misses repaired (repair_order), in chunks as above (the same argument).
-    std::vector<ahead> repairs;
-    for (auto const m : repair_order(misses)) {
-      repairs.push_back(ahead{misses[m].start, misses[m].var, &misses[m].plan, {}, {}});
-    }
-    workers.run_chunked(
-        repairs.size(),
-        [&](std::size_t i, std::size_t w) {
-          auto& r = repairs[i];
-          r.out   = build_on(w, r.k, r.var, r.missed, false);
-          // Still over with the pin repair: also ban the re-runs whose own batch is over,
-          // offered beside it (the pin repair's plan stays a candidate where it fits after the
-          // redrops).
-          if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
-          if (differs(r)) { prepare(w, *r.batch, !inc.best); }
-          prepare(w, *r.out, !inc.best);
-        },
-        [&](std::size_t i) {
-          auto& r = repairs[i];
-          settle(r, false, *r.out);
-          if (r.batch) { settle(r, true, *r.batch); }
-          offer(r);
-          r.out.reset();
-          r.batch.reset();
-        });
+    seeding s(*this, a, budget, greedy, workers, starts, inc, stats);
+    s.construct();
+    s.repair();
   }
 
   // Which constructions that did not fit the budget are built again with the greedy's fit
