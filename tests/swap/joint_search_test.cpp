@@ -426,6 +426,25 @@ TEST_CASE("search offers a schedule once per runner family: a repeat is not simu
   CHECK_FALSE(inc.offer(a, other, "greedy:c", std::nullopt, stats));
   CHECK(inc.repeats == 1);
   CHECK(inc.best->note == "greedy:a");
+  // What the chunked seeding screens with before preparing a construction: a fingerprint offered
+  // before (per family) is a repeat now and after, and one not offered is not.
+  CHECK(inc.offered(inc.fingerprint(d, 1)));
+  CHECK(inc.offered(inc.fingerprint(other, 1)));
+  CHECK_FALSE(inc.offered(inc.fingerprint(other, 2)));
+  CHECK(inc.repeated(inc.fingerprint(d, 0)));
+  CHECK(inc.repeats == 2);
+  // Without a memo no redrop repair is looked up, so none has a key; with one, a plan over its
+  // budget has its entries' key (not yet kept), a plan within it none.
+  CHECK_FALSE(inc.repair_key(other).has_value());
+  stash::detail::seed_memo memo;
+  inc.memo   = &memo;
+  inc.redrop = true;
+  REQUIRE(other.device_peak > other.budget);
+  auto const key = inc.repair_key(other);
+  REQUIRE(key.has_value());
+  CHECK(*key == inc.fingerprint(other, 0, false));
+  CHECK_FALSE(inc.repair_kept(*key));
+  CHECK_FALSE(inc.repair_key(d).has_value());
 }
 
 TEST_CASE("search plans the same schedule on any number of threads")

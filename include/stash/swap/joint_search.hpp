@@ -380,11 +380,11 @@ struct joint_incumbent {
   {
     prepared p;
     if (keep) { p.given = s; }
-    if (memo && redrop && s.device_peak > s.budget) {
+    if (auto const key = repair_key(s)) {
       // with_redrops(with_encodings(s)), taken from `memo` where a plan with the same entries but
       // for their encodings was repaired before (encode_redropped).
       p.memo_used   = true;
-      p.key         = fingerprint(s, 0, false);
+      p.key         = *key;
       auto const n  = s.entries.size();
       auto const it = redrop_at(p.key);
       if (it != memo->redrops.end() && it->first == p.key) {
@@ -425,18 +425,35 @@ struct joint_incumbent {
   }
 
   // What offer(a, *p.given, who, enc, stats) does, `p` made by prepare(..., keep = true) since the
-  // last offer or from a memo where this plan's repair is as it was then (else offered again).
+  // last offer or from a memo where this plan's repair is as it was then (else offered again);
+  // `print` is fingerprint(*p.given, family_of(who)).
   bool offer_prepared(trace_analysis const& a, prepared p, std::string const& who,
+                      std::pair<std::uint64_t, std::uint64_t> const& print,
                       std::optional<encoding_options> const& enc, joint_search_stats& stats)
   {
-    if (p.memo_used) {
-      auto const it  = redrop_at(p.key);
-      bool const hit = it != memo->redrops.end() && it->first == p.key;
-      if (hit != p.memo_hit) { return offer(a, std::move(*p.given), who, enc, stats); }
+    if (p.memo_used && repair_kept(p.key) != p.memo_hit) {
+      return offer(a, std::move(*p.given), who, enc, stats);
     }
-    if (repeated(*p.given, family_of(who))) { return false; }
+    if (repeated(print)) { return false; }
     keep_redrop(p);
     return finish(a, std::move(p), who, stats);
+  }
+
+  // The key under which prepare() looks up the redrop repair of `s` in memo->redrops, or none
+  // where it does not (no memo, no redrops, or `s` within its budget).
+  [[nodiscard]] std::optional<std::pair<std::uint64_t, std::uint64_t>> repair_key(
+      schedule const& s) const noexcept
+  {
+    if (!memo || !redrop || s.device_peak <= s.budget) { return std::nullopt; }
+    return fingerprint(s, 0, false);
+  }
+
+  // Whether memo->redrops holds a repair under `key` (then prepare() finds it there; the memo
+  // only grows).
+  [[nodiscard]] bool repair_kept(std::pair<std::uint64_t, std::uint64_t> const& key) const
+  {
+    auto const it = redrop_at(key);
+    return it != memo->redrops.end() && it->first == key;
   }
 
   // Where `key` is or goes in memo->redrops (sorted by key).
@@ -542,10 +559,19 @@ struct joint_incumbent {
     return {h1, h2};
   }
 
-  // True when `s` was offered before for `family` (see `seen`); else it is remembered.
-  bool repeated(schedule const& s, std::size_t family)
+  // Whether fingerprint `f` (fingerprint(s, family)) is in `seen`: then repeated(s, family) is
+  // true now and after (`seen` only grows).
+  [[nodiscard]] bool offered(std::pair<std::uint64_t, std::uint64_t> const& f) const
   {
-    auto const f  = fingerprint(s, family);
+    return std::binary_search(seen.begin(), seen.end(), f);
+  }
+
+  // True when `s` was offered before for `family` (see `seen`); else it is remembered.
+  bool repeated(schedule const& s, std::size_t family) { return repeated(fingerprint(s, family)); }
+
+  // repeated(s, family), given f = fingerprint(s, family).
+  bool repeated(std::pair<std::uint64_t, std::uint64_t> const& f)
+  {
     auto const it = std::lower_bound(seen.begin(), seen.end(), f);
     if (it != seen.end() && *it == f) {
       ++repeats;
@@ -654,18 +680,12 @@ class search_workers {
     run_tasks(threads_, count, std::forward<Task>(task));
   }
 
-  // task(i, worker) for each i in [0, count) in chunks of chunk_per_thread tasks per worker (one
-  // task at a time with one thread), then(i) for each i of a chunk, in order, on the calling
-  // thread before the next chunk starts: a caller holds one chunk's results at a time, not all.
-  template <typename Task, typename Then>
-  void run_chunked(std::size_t count, Task&& task, Then&& then) const
+  // How many tasks a caller that holds each task's result until it consumes it in order hands
+  // out at a time: chunk_per_thread per worker, one with one thread (then task and consumer
+  // alternate, as without workers).
+  [[nodiscard]] std::size_t chunk_size() const noexcept
   {
-    auto const chunk = threads_ == 1 ? 1 : chunk_per_thread * threads_;
-    for (std::size_t lo = 0; lo < count; lo += chunk) {
-      auto const n = std::min(chunk, count - lo);
-      run(n, [&](std::size_t i, std::size_t w) { task(lo + i, w); });
-      for (std::size_t i = lo; i < lo + n; ++i) { then(i); }
-    }
+    return threads_ == 1 ? 1 : chunk_per_thread * threads_;
   }
   static constexpr std::size_t chunk_per_thread = 4;
 
@@ -911,12 +931,14 @@ struct joint_search {
   static constexpr std::size_t budget_free_starts = 1 + std::size(checkpoint_segments);
 
   // A greedy construction computed on a worker: its plan, the greedy's planned peak of it, its
-  // schedule (make_plan) and that prepared for the incumbent's offer (timed: redrop repair,
+  // schedule (make_plan), the fingerprint its offer looks up (joint_incumbent::repeated) and, where
+  // seeding::screen has it prepared, that schedule prepared for the offer (timed: redrop repair,
   // simulation).
   struct built {
     detail::greedy_plan plan;
     std::uint64_t peak = 0;
     schedule sched;
+    std::pair<std::uint64_t, std::uint64_t> print{};        // fingerprint(sched, its family)
     std::optional<detail::joint_incumbent::prepared> prep;  // sched prepared for the offer
   };
 
@@ -931,6 +953,276 @@ struct joint_search {
     std::optional<built> batch;
   };
 
+  // seed_greedy's work: the constructions (construct()), then the fit repairs of those that
+  // missed the budget (repair()), each built and prepared on the workers a chunk at a time and
+  // offered to `inc` in the order of one thread.
+  class seeding {
+   public:
+    seeding(joint_search const& self, trace_analysis const& a, std::uint64_t budget,
+            detail::joint_greedy const& greedy, detail::search_workers& workers,
+            std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
+            detail::joint_incumbent& inc, joint_search_stats& stats)
+        : self_(self),
+          a_(a),
+          budget_(budget),
+          greedy_(greedy),
+          workers_(workers),
+          starts_(starts),
+          inc_(inc),
+          stats_(stats)
+    {
+      if (inc.memo) {
+        for (auto const& st : starts) { ids_.push_back(inc.memo->start_id(st.second)); }
+      }
+    }
+
+    // Every start with every variant, then feed_back on the fastest; the constructions over the
+    // budget (swaps placed alone) are kept for repair().
+    void construct()
+    {
+      std::size_t at_budget = 0;
+      auto jobs             = construction_jobs(at_budget);
+      in_chunks(
+          jobs, [&](ahead& j, std::size_t w) { j.out = build(w, j, false); },
+          [&](std::size_t i) {
+            auto& j = jobs[i];
+            if (i == at_budget && lead_) { feed_back(); }
+            settle(j, false, *j.out);
+            if (offer(j) && i < at_budget) { lead_ = std::make_pair(j.k, j.var); }
+            if (!j.var.link_slots && j.out->peak > budget_) {
+              misses_.push_back(miss{j.k, j.var, std::move(j.out->plan)});
+            }
+            j.out.reset();
+          });
+      if (jobs.size() == at_budget && lead_) { feed_back(); }
+    }
+
+    // The misses repaired (repair_order), in chunks as construct()'s.
+    void repair()
+    {
+      std::vector<ahead> jobs;
+      for (auto const m : repair_order(misses_)) {
+        jobs.push_back(ahead{misses_[m].start, misses_[m].var, &misses_[m].plan, {}, {}});
+      }
+      in_chunks(
+          jobs,
+          [&](ahead& r, std::size_t w) {
+            r.out = build(w, r, false);
+            // Still over with the pin repair: also ban the re-runs whose own batch is over,
+            // offered beside it (the pin repair's plan stays a candidate where it fits after the
+            // redrops).
+            if (r.out->peak > budget_) { r.batch = build(w, r, true); }
+          },
+          [&](std::size_t i) {
+            auto& r = jobs[i];
+            settle(r, false, *r.out);
+            if (r.batch) { settle(r, true, *r.batch); }
+            offer(r);
+            r.out.reset();
+            r.batch.reset();
+          });
+    }
+
+   private:
+    // make(job, worker) for each of `jobs` and then(i) for each index, a chunk at a time
+    // (search_workers::chunk_size: one job with one thread, as build-then-offer), which bounds
+    // what is held to a chunk's schedules: the chunk's jobs built on the workers, screened here,
+    // the forms screen() keeps prepared on the workers, then(i) for each in order here (offer).
+    // Between chunks, offers, feed_back and settle change the incumbent and the memos; none of it
+    // changes what a later chunk hands to offer_prepared: a construction found in inc.memo is the
+    // one building gives (its key holds all the build reads); `fresh` (!inc.best when the chunk
+    // is prepared) only decides whether an over-budget plan is simulated, and finish() drops such
+    // a plan unsimulated-or-not once an incumbent exists, simulating it when none does; a redrop
+    // repair looked up in memo->redrops and found (or not) otherwise at the offer is offered
+    // again (offer_prepared's fallback), and one repaired is the same repair; a form left
+    // unprepared is offered as offer() does, which is the single-thread order by definition.
+    // Nothing writes inc while a chunk's workers run. So the offers, the incumbent, the runners
+    // and the memos are those of the single-thread order, at any thread count.
+    template <typename Make, typename Then>
+    void in_chunks(std::vector<ahead>& jobs, Make&& make, Then&& then)
+    {
+      auto const size = workers_.chunk_size();
+      for (std::size_t lo = 0; lo < jobs.size(); lo += size) {
+        auto const n = std::min(size, jobs.size() - lo);
+        workers_.run(n, [&](std::size_t i, std::size_t w) { make(jobs[lo + i], w); });
+        auto const todo  = screen(std::span(jobs).subspan(lo, n));
+        bool const fresh = !inc_.best;
+        workers_.run(todo.size(),
+                     [&](std::size_t i, std::size_t w) { prepare(w, *todo[i], fresh); });
+        for (std::size_t i = lo; i < lo + n; ++i) { then(i); }
+      }
+    }
+
+    // The forms of `chunk` (in the order offered: a repair's batch form where it differs, then
+    // each job's plain one) whose offer a preparation serves: not one the offer drops as
+    // repeated (its fingerprint offered before or earlier in the chunk: every form is offered
+    // and `seen` only grows), nor one whose redrop repair an earlier form of the chunk computes
+    // and keeps (its offer would find the repair kept and prepare it again: offer_prepared's
+    // fallback). Those are left unprepared: offered, they do what offer() does there.
+    [[nodiscard]] std::vector<built*> screen(std::span<ahead> chunk) const
+    {
+      std::vector<built*> todo;
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> prints;  // of the forms in todo
+      for (auto& j : chunk) {
+        for (auto* b : {differs(j) ? &*j.batch : nullptr, &*j.out}) {
+          if (b == nullptr || inc_.offered(b->print) ||
+              std::find(prints.begin(), prints.end(), b->print) != prints.end()) {
+            continue;
+          }
+          prints.push_back(b->print);
+          todo.push_back(b);
+        }
+      }
+      return shared_repairs_dropped(todo);
+    }
+
+    // `todo` without each form whose redrop repair (joint_incumbent::repair_key) an earlier one
+    // makes and memo->redrops lacks. A key (a hash over every entry) is computed only for a form
+    // over the budget whose sizes and planned peak another such form shares: equal keys need
+    // equal entries and recomputes, of which the planned peak is made. (A pair missed would only
+    // be repaired twice, as before: offer_prepared's fallback keeps the offers as they were.)
+    [[nodiscard]] std::vector<built*> shared_repairs_dropped(std::vector<built*> const& todo) const
+    {
+      if (!inc_.memo || !inc_.redrop) { return todo; }
+      auto const shape = [](built const* b) {
+        return std::make_tuple(b->sched.entries.size(), b->sched.recomputes.size(),
+                               b->sched.device_peak);
+      };
+      auto const may_share = [&](built const* b) {
+        return b->sched.device_peak > b->sched.budget &&
+               std::count_if(todo.begin(), todo.end(),
+                             [&](built const* o) { return shape(o) == shape(b); }) > 1;
+      };
+      std::vector<built*> out;
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> keys;  // of the repairs made in `out`
+      for (auto* b : todo) {
+        if (may_share(b)) {
+          auto const key = *inc_.repair_key(b->sched);  // over the budget: it has one
+          if (!inc_.repair_kept(key)) {
+            if (std::find(keys.begin(), keys.end(), key) != keys.end()) { continue; }
+            keys.push_back(key);
+          }
+        }
+        out.push_back(b);
+      }
+      return out;
+    }
+
+    // Every start with every variant (the first `at_budget` jobs); then the budget-independent
+    // starts (nothing, the checkpoints) for 90% and 80% of this budget: schedules for tighter
+    // budgets (they fit this one too), so that the plan does not get slower as the budget grows
+    // because a construction happened to do worse at this one (planned for 90% of this budget
+    // they repeat exactly what a plan for that budget constructs).
+    [[nodiscard]] std::vector<ahead> construction_jobs(std::size_t& at_budget) const
+    {
+      std::vector<ahead> jobs;
+      for (std::size_t k = 0; k < starts_.size(); ++k) {
+        for (auto const& var : full_budget_variants) {
+          jobs.push_back(ahead{k, var, nullptr, {}, {}});
+        }
+      }
+      at_budget = jobs.size();
+      for (std::size_t k = 0; k < starts_.size() && k < budget_free_starts; ++k) {
+        for (auto var : full_budget_variants) {
+          var.target_share = 0.9;
+          jobs.push_back(ahead{k, var, nullptr, {}, {}});
+        }
+        jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
+      }
+      return jobs;
+    }
+
+    // Job `j`'s construction (its batch form: `batches`) on worker w, from inc.memo where it
+    // holds it (only read while the workers run).
+    [[nodiscard]] built build(std::size_t w, ahead const& j, bool batches) const
+    {
+      auto const& g     = workers_.greedy(w);
+      auto const& start = starts_[j.k].second;
+      auto const* kept =
+          inc_.memo ? inc_.memo->find(ids_[j.k], j.var, {}, j.missed, batches) : nullptr;
+      auto p           = kept       ? *kept
+                         : j.missed ? g.repair(budget_, j.var, start, *j.missed, batches)
+                                    : g.build(budget_, j.var, start);
+      auto const peak  = g.peak(p);
+      auto sched       = detail::make_schedule_using(a_, std::string(name()), budget_, p.swaps,
+                                                     p.recomputes, workers_.chains(w));
+      auto const print = inc_.fingerprint(sched, inc_.family_of(tag(j, batches)));
+      return built{std::move(p), peak, std::move(sched), print, std::nullopt};
+    }
+
+    // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
+    void settle(ahead const& j, bool batches, built const& b)
+    {
+      if (inc_.memo) { inc_.memo->keep(ids_[j.k], j.var, {}, j.missed, batches, b.plan); }
+    }
+
+    // Whether a repair's batch form differs from its plain one (then both are offered).
+    [[nodiscard]] static bool differs(ahead const& r)
+    {
+      return r.batch && (r.batch->plan.swaps != r.out->plan.swaps ||
+                         r.batch->plan.recomputes != r.out->plan.recomputes);
+    }
+
+    // `b`'s schedule prepared for the offer on worker w (the incumbent only read: `fresh`, no
+    // incumbent yet when the workers started).
+    void prepare(std::size_t w, built& b, bool fresh) const
+    {
+      b.prep =
+          inc_.prepare(a_, std::move(b.sched), self_.encodings, workers_.chains(w), fresh, true);
+    }
+
+    // The name `j`'s plain form (or its batch form) is offered as.
+    [[nodiscard]] std::string tag(ahead const& j, bool batch) const
+    {
+      return starts_[j.k].first + ":" + variant_tag(j.var) +
+             (batch      ? "/repair-batch"
+              : j.missed ? "/repair"
+                         : "");
+    }
+
+    // Offers `b` as `who`, prepared where screen() had it prepared.
+    bool offer(built& b, std::string const& who)
+    {
+      if (!b.prep) { return inc_.offer(a_, std::move(b.sched), who, self_.encodings, stats_); }
+      return inc_.offer_prepared(a_, std::move(*b.prep), who, b.print, self_.encodings, stats_);
+    }
+
+    // Offers construction `j` (and its batch form first, where it differs).
+    bool offer(ahead& j)
+    {
+      if (differs(j)) { offer(*j.batch, tag(j, true)); }
+      return offer(*j.out, tag(j, false));
+    }
+
+    // joint_search::feed_back from the lead construction: its constructions read the
+    // incumbent's simulation, so they are built here, in order.
+    void feed_back()
+    {
+      auto fed = [&](std::size_t k, detail::greedy_variant const& var,
+                     std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
+        auto make = [&] { return greedy_.build(budget_, var, starts_[k].second, no_swap); };
+        auto p =
+            inc_.memo ? inc_.memo->construct(ids_[k], var, no_swap, nullptr, false, make) : make();
+        return inc_.offer(
+            a_, make_plan(a_, budget_, inc_, std::move(p.swaps), std::move(p.recomputes)),
+            starts_[k].first + ":" + variant_tag(var) + "+fed", self_.encodings, stats_);
+      };
+      joint_search::feed_back(a_, *lead_, fed, inc_);
+    }
+
+    joint_search const& self_;
+    trace_analysis const& a_;
+    std::uint64_t budget_;
+    detail::joint_greedy const& greedy_;
+    detail::search_workers& workers_;
+    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts_;
+    detail::joint_incumbent& inc_;
+    joint_search_stats& stats_;
+    std::vector<std::size_t> ids_;  // each start's index in inc.memo
+    std::optional<std::pair<std::size_t, detail::greedy_variant>> lead_;  // start and variant
+    std::vector<miss> misses_;  // the constructions left over the budget (swaps placed alone)
+  };
+
   // The greedy constructions (detail::joint_greedy) from each start, for each variant; those
   // planned for a tighter budget than this one are seeds too (a schedule that fits a smaller
   // budget fits this one), which keeps the planner from getting slower as the budget grows.
@@ -942,130 +1234,9 @@ struct joint_search {
                    std::vector<std::pair<std::string, detail::greedy_plan>> const& starts,
                    detail::joint_incumbent& inc, joint_search_stats& stats) const
   {
-    std::optional<std::pair<std::size_t, detail::greedy_variant>> lead;  // the start and variant
-    std::vector<std::size_t> ids;  // each start's index in inc.memo
-    if (inc.memo) {
-      for (auto const& st : starts) { ids.push_back(inc.memo->start_id(st.second)); }
-    }
-    // The construction from start k (the fit repair of `missed`, if given) on worker w; from
-    // inc.memo where it holds it (only read while the workers run).
-    auto build_on = [&](std::size_t w, std::size_t k, detail::greedy_variant const& var,
-                        detail::greedy_plan const* missed, bool batches) {
-      auto const& g    = workers.greedy(w);
-      auto const* kept = inc.memo ? inc.memo->find(ids[k], var, {}, missed, batches) : nullptr;
-      auto p           = kept     ? *kept
-                         : missed ? g.repair(budget, var, starts[k].second, *missed, batches)
-                                  : g.build(budget, var, starts[k].second);
-      auto const peak  = g.peak(p);
-      auto sched       = detail::make_schedule_using(a, std::string(name()), budget, p.swaps,
-                                                     p.recomputes, workers.chains(w));
-      return built{std::move(p), peak, std::move(sched), std::nullopt};
-    };
-    // inc.memo's bookkeeping for a construction built ahead, as construct() would do it.
-    auto settle = [&](ahead const& j, bool batches, built const& b) {
-      if (inc.memo) { inc.memo->keep(ids[j.k], j.var, {}, j.missed, batches, b.plan); }
-    };
-    // Whether a repair's batch form differs from its plain one (then both are offered).
-    auto differs = [](ahead const& r) {
-      return r.batch && (r.batch->plan.swaps != r.out->plan.swaps ||
-                         r.batch->plan.recomputes != r.out->plan.recomputes);
-    };
-    // `b`'s schedule prepared for the offer on worker w (the incumbent only read: `fresh`, no
-    // incumbent yet when the workers started).
-    auto prepare = [&](std::size_t w, built& b, bool fresh) {
-      b.prep = inc.prepare(a, std::move(b.sched), encodings, workers.chains(w), fresh, true);
-    };
-    // Offers construction `j` (and its batch form first, where it differs), prepared.
-    auto offer = [&](ahead& j) {
-      auto const tag = starts[j.k].first + ":" + variant_tag(j.var);
-      if (differs(j)) {
-        inc.offer_prepared(a, std::move(*j.batch->prep), tag + "/repair-batch", encodings, stats);
-      }
-      return inc.offer_prepared(a, std::move(*j.out->prep), tag + (j.missed ? "/repair" : ""),
-                                encodings, stats);
-    };
-    // feed_back's construction, which reads the incumbent's simulation: here, in order.
-    auto run = [&](std::size_t k, detail::greedy_variant const& var,
-                   std::vector<std::pair<storage_id, std::uint64_t>> const& no_swap) {
-      auto make = [&] { return greedy.build(budget, var, starts[k].second, no_swap); };
-      auto p = inc.memo ? inc.memo->construct(ids[k], var, no_swap, nullptr, false, make) : make();
-      return inc.offer(a, make_plan(a, budget, inc, std::move(p.swaps), std::move(p.recomputes)),
-                       starts[k].first + ":" + variant_tag(var) + "+fed", encodings, stats);
-    };
-    // Every start with every variant; then the budget-independent starts (nothing, the
-    // checkpoints) for 90% and 80% of this budget: schedules for tighter budgets (they fit this
-    // one too), so that the plan does not get slower as the budget grows because a construction
-    // happened to do worse at this one (planned for 90% of this budget they repeat exactly what
-    // a plan for that budget constructs).
-    std::vector<ahead> jobs;
-    for (std::size_t k = 0; k < starts.size(); ++k) {
-      for (auto const& var : full_budget_variants) {
-        jobs.push_back(ahead{k, var, nullptr, {}, {}});
-      }
-    }
-    auto const at_budget = jobs.size();
-    for (std::size_t k = 0; k < starts.size() && k < budget_free_starts; ++k) {
-      for (auto var : full_budget_variants) {
-        var.target_share = 0.9;
-        jobs.push_back(ahead{k, var, nullptr, {}, {}});
-      }
-      jobs.push_back(ahead{k, {0.8, 0.3, true}, nullptr, {}, {}});
-    }
-    // Built and offered in chunks (search_workers::run_chunked: one at a time with one thread,
-    // as construct-then-offer), which bounds what is held to a chunk's schedules. Between
-    // chunks, offers, feed_back and settle change the incumbent and the memos; none of it
-    // changes what a later chunk hands to offer_prepared: a construction found in inc.memo is
-    // the one building gives (its key holds all the build reads); `fresh` (!inc.best when the
-    // chunk's workers run) only decides whether an over-budget plan is simulated, and finish()
-    // drops such a plan unsimulated-or-not once an incumbent exists, simulating it when none
-    // does; a redrop repair looked up in memo->redrops and found (or not) otherwise at the
-    // offer is offered again (offer_prepared's fallback), and one repaired is the same
-    // repair. Nothing writes inc while a chunk's workers run. So the offers, the incumbent, the
-    // runners and the memos are those of the single-thread order, at any thread count.
-    std::vector<miss> misses;
-    workers.run_chunked(
-        jobs.size(),
-        [&](std::size_t i, std::size_t w) {
-          jobs[i].out = build_on(w, jobs[i].k, jobs[i].var, nullptr, false);
-          prepare(w, *jobs[i].out, !inc.best);
-        },
-        [&](std::size_t i) {
-          auto& j = jobs[i];
-          if (i == at_budget && lead) { feed_back(a, *lead, run, inc); }
-          settle(j, false, *j.out);
-          if (offer(j) && i < at_budget) { lead = std::make_pair(j.k, j.var); }
-          // The constructions left over the budget (swaps placed alone), kept for the repairs.
-          if (!j.var.link_slots && j.out->peak > budget) {
-            misses.push_back(miss{j.k, j.var, std::move(j.out->plan)});
-          }
-          j.out.reset();
-        });
-    if (jobs.size() == at_budget && lead) { feed_back(a, *lead, run, inc); }
-    // The misses repaired (repair_order), in chunks as above (the same argument).
-    std::vector<ahead> repairs;
-    for (auto const m : repair_order(misses)) {
-      repairs.push_back(ahead{misses[m].start, misses[m].var, &misses[m].plan, {}, {}});
-    }
-    workers.run_chunked(
-        repairs.size(),
-        [&](std::size_t i, std::size_t w) {
-          auto& r = repairs[i];
-          r.out   = build_on(w, r.k, r.var, r.missed, false);
-          // Still over with the pin repair: also ban the re-runs whose own batch is over,
-          // offered beside it (the pin repair's plan stays a candidate where it fits after the
-          // redrops).
-          if (r.out->peak > budget) { r.batch = build_on(w, r.k, r.var, r.missed, true); }
-          if (differs(r)) { prepare(w, *r.batch, !inc.best); }
-          prepare(w, *r.out, !inc.best);
-        },
-        [&](std::size_t i) {
-          auto& r = repairs[i];
-          settle(r, false, *r.out);
-          if (r.batch) { settle(r, true, *r.batch); }
-          offer(r);
-          r.out.reset();
-          r.batch.reset();
-        });
+    seeding s(*this, a, budget, greedy, workers, starts, inc, stats);
+    s.construct();
+    s.repair();
   }
 
   // Which constructions that did not fit the budget are built again with the greedy's fit
