@@ -92,8 +92,9 @@
  * incumbent. The results are offered and compared in the order of one thread, so the plan, the
  * simulations counted and the winner are the same for any count; the constructions are built and
  * offered a few per thread at a time (one at a time with one thread), which bounds the schedules
- * held. Step 3 (one plan, each move
- * reading the last) and the seeds of the other policies stay on the calling thread.
+ * held, and one whose offer would drop it as a repeat is not timed (joint_search::seeding).
+ * Step 3 (one plan, each move reading the last) and the seeds of the other policies stay on the
+ * calling thread.
  */
 #pragma once
 
