@@ -894,7 +894,7 @@ class off_steps {
   // Ready for a trace of `events` events (all zero: only a new size clears anything).
   void size_for(std::size_t events)
   {
-    if (delta_.size() != events + 1) {
+    if (delta_.size() != events + 1 || bits_.size() != (events + 1 + 63) / 64) {
       delta_.assign(events + 1, 0);
       bits_.assign((events + 1 + 63) / 64, 0);
     }
@@ -1021,9 +1021,10 @@ inline void exact_curve(trace_analysis const& analysis, std::span<swap_entry con
 {
   thread_local detail::off_steps steps;     // all zero between calls (drained)
   auto const live = analysis.live_bytes();  // per event, nothing swapped
-  detail::planned_off_steps(analysis, entries, recomputes, steps);
   std::vector<std::uint64_t> curve;
+  // Allocated before any step is added: nothing between the steps and their drain throws.
   curve.assign(live.size(), 0);  // (a store loop: value-initialising calls memset, costlier here)
+  detail::planned_off_steps(analysis, entries, recomputes, steps);
   if (!detail::curve_from_steps(live, steps, curve)) {  // invalid entries (see above), or huge
     detail::exact_curve(analysis, entries, recomputes, curve);
   }

@@ -1353,8 +1353,9 @@ class joint_greedy {
   void curve_into(std::span<swap_entry const> swaps, std::span<recompute_entry const> rcs,
                   std::vector<std::uint64_t>& out) const
   {
+    // (assign before the steps: nothing between them and their drain throws; resize calls memset)
+    if (out.size() != live_.size()) { out.assign(live_.size(), 0); }
     planned_off_steps(a_, swaps, rcs, steps_);
-    if (out.size() != live_.size()) { out.assign(live_.size(), 0); }  // (resize calls memset)
     if (!curve_from_steps(live_, steps_, out)) { exact_curve(a_, swaps, rcs, out); }
   }
 
