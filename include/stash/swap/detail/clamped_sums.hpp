@@ -136,7 +136,7 @@ class clamped_sums {
     auto const first = l / block, last = (r - 1) / block;
     if (first == last) { return part_sum(first, l, r, b); }
     auto sum = part_sum(first, l, hi_of(first), b) + part_sum(last, lo_of(last), r, b);
-    for (auto k = first + 1; k < last; ++k) { sum += block_sum(k, b); }
+    for (auto k = first + 1; k < last; ++k) { sum += block_sum(k, b, block); }  // (not the last)
     return sum;
   }
 
@@ -173,7 +173,7 @@ class clamped_sums {
   {
     auto const lo = lo_of(k), hi = hi_of(k);
     if (2 * (c - a) <= hi - lo) { return walk(k, a, c, b); }
-    return block_sum(k, b) - walk(k, lo, a, b) - walk(k, c, hi, b);
+    return block_sum(k, b, hi - lo) - walk(k, lo, a, b) - walk(k, c, hi, b);
   }
 
   // Sum of min(b, x) over [a, c) in block k, value by value.
@@ -186,12 +186,11 @@ class clamped_sums {
     return sum;
   }
 
-  // Sum of min(b, x) over block k: its raw values sorted (key_), with D = d_[k].
-  [[nodiscard]] std::uint64_t block_sum(std::size_t k, std::uint64_t b) const
+  // Sum of min(b, x) over block k of `len` values: its raw values sorted (key_), D = d_[k].
+  [[nodiscard]] std::uint64_t block_sum(std::size_t k, std::uint64_t b, std::size_t len) const
   {
     auto const d             = d_[k];
     auto const [least, most] = bounds_[k];
-    auto const len           = hi_of(k) - lo_of(k);
     if (most <= d) { return 0; }                           // every value is 0
     if (d + b >= d && least >= d + b) { return b * len; }  // every value is b or more
     auto const* key = key_.data() + lo_of(k);
