@@ -313,7 +313,7 @@ class storage_groups {
  public:
   // `pairs` holds (storage, value), every storage below `storages`.
   storage_groups(std::size_t storages, std::vector<std::pair<storage_id, std::uint64_t>> pairs)
-      : slot_(storages, 0)
+      : slot_(checked(storages), 0)
   {
     sort_pairs(pairs);
     pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
@@ -340,6 +340,15 @@ class storage_groups {
 
  private:
   using pair_t = std::pair<storage_id, std::uint64_t>;
+
+  // The slots are 4 bytes: a trace of 2^32 - 1 storages or more is refused, not wrapped.
+  static std::size_t checked(std::size_t storages)
+  {
+    STASH_EXPECTS(
+        storages < std::size_t{0xFFFFFFFFU},
+        "storage_groups: " + std::to_string(storages) + " storages exceed the limit of 2^32 - 2");
+    return storages;
+  }
 
   // Sorts `pairs` as std::sort does: a stable radix sort over 8-bit digits (the values', then the
   // storages'), the digits every key shares skipped and the values' passes skipped when they

@@ -22,10 +22,13 @@
  */
 #pragma once
 
+#include <stash/core/error.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,10 @@ class clamped_sums {
   /// Replaces every value (O(n log block)).
   void assign(std::span<std::uint64_t const> values)
   {
+    // (positions are kept in 4 bytes)
+    STASH_EXPECTS(
+        values.size() < std::size_t{0xFFFFFFFFU},
+        "clamped_sums: " + std::to_string(values.size()) + " values exceed the limit of 2^32 - 2");
     n_ = values.size();
     raw_.assign(values.begin(), values.end());
     auto const blocks = (n_ + block - 1) / block;

@@ -28,6 +28,7 @@
  */
 #pragma once
 
+#include <stash/core/error.hpp>
 #include <stash/sim/recompute_chain.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/trace_analysis.hpp>
@@ -836,6 +837,9 @@ class joint_greedy {
 
     void assign(std::vector<std::uint64_t> const& ex)
     {
+      STASH_EXPECTS(
+          ex.size() < std::size_t{0xFFFFFFFFU},  // `upto` counts in 4 bytes
+          "joint_greedy: " + std::to_string(ex.size()) + " events exceed the limit of 2^32 - 2");
       over.resize(ex.size());  // at most every event, cut to those over below
       values.resize(ex.size());
       upto.resize(ex.size() + 1);
