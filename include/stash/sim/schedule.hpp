@@ -304,6 +304,26 @@ namespace detail {
          !is_access(a, e.id, e.last_use);
 }
 
+// Sorts pairs as std::sort does, given pairs with equal firsts already in order (listed by
+// index): a stable radix sort by the first alone (a comparison sort below a few dozen pairs).
+// Validation and the redrop repair sort their entries by storage thousands of times a plan.
+template <class Second>
+void sort_by_first(std::vector<std::pair<std::uint64_t, Second>>& pairs,
+                   std::vector<std::pair<std::uint64_t, Second>>& scratch)
+{
+  if (pairs.size() < 64) {
+    std::sort(pairs.begin(), pairs.end());
+    return;
+  }
+  stable_radix_sort(pairs, scratch, [](auto const& p) { return p.first; });
+}
+template <class Second>
+void sort_by_first(std::vector<std::pair<std::uint64_t, Second>>& pairs)
+{
+  std::vector<std::pair<std::uint64_t, Second>> scratch;
+  sort_by_first(pairs, scratch);
+}
+
 // Values grouped by storage, each storage's ascending and unique: the per-storage lists
 // validation needs, without a vector per storage (the trace's thousands, for each schedule
 // checked). A storage's values are found through a table over every storage holding its slot
@@ -350,22 +370,18 @@ class storage_groups {
     return storages;
   }
 
-  // Sorts `pairs` as std::sort does: a stable radix sort over 8-bit digits (the values', then the
-  // storages'), the digits every key shares skipped and the values' passes skipped when they
-  // already ascend (the callers list them so); a comparison sort below a few dozen pairs.
+  // Sorts `pairs` as std::sort does: stably by value (skipped when they already ascend, as the
+  // callers list them), then sort_by_first.
   static void sort_pairs(std::vector<pair_t>& pairs)
   {
-    if (pairs.size() < 64) {
-      std::sort(pairs.begin(), pairs.end());
-      return;
-    }
     std::vector<pair_t> next;
     auto const value = [](pair_t const& p) { return p.second; };
-    if (!std::is_sorted(pairs.begin(), pairs.end(),
+    if (pairs.size() >= 64 &&
+        !std::is_sorted(pairs.begin(), pairs.end(),
                         [&](pair_t const& x, pair_t const& y) { return value(x) < value(y); })) {
       stable_radix_sort(pairs, next, value);
     }
-    stable_radix_sort(pairs, next, [](pair_t const& p) { return p.first; });
+    sort_by_first(pairs, next);
   }
 
   std::vector<std::uint32_t> slot_;  // per storage: 1 + its place among those present; 0: absent
@@ -687,20 +703,6 @@ inline void check_swap_sequence(trace const& t, schedule const& s, storage_id id
     throw schedule_error(list.front(), describe(t, id) + " overlaps wrap entry " +
                                            std::to_string(list.back()) + " of the same storage");
   }
-}
-
-// Sorts pairs as std::sort does, given pairs with equal firsts already in order (listed by
-// index): a stable radix sort by the first alone (a comparison sort below a few dozen pairs).
-// Validation and the redrop repair sort their entries by storage thousands of times a plan.
-template <class Second>
-void sort_by_first(std::vector<std::pair<std::uint64_t, Second>>& pairs)
-{
-  if (pairs.size() < 64) {
-    std::sort(pairs.begin(), pairs.end());
-    return;
-  }
-  std::vector<std::pair<std::uint64_t, Second>> scratch;
-  stable_radix_sort(pairs, scratch, [](auto const& p) { return p.first; });
 }
 
 // Every rule of validate_schedule but the last (device_peak is the planned peak), given the
