@@ -101,4 +101,19 @@ TEST_CASE("the late cover issues a prefetch that lands before an op over the bud
   CHECK(room[0].prefetch_at == 3);
 }
 
+TEST_CASE("covers_gap: a listed gap of the storage that overlaps (u, v), not one touching it")
+{
+  // Storage 1 away over (2, 5) (a swap) and (9, 12) (a recompute); storage 2 over (0, 20).
+  std::vector<stash::swap_entry> const sw{{1, 2, 5, 3, 5, 100}, {2, 0, 20, 1, 20, 100}};
+  std::vector<stash::recompute_entry> const rc{{1, 9, 12, 12, 100}};
+  auto const gaps = stash::detail::covered_gaps(sw, rc);
+  CHECK(stash::detail::covers_gap(gaps, 1, 3, 4));
+  CHECK(stash::detail::covers_gap(gaps, 1, 4, 10));
+  CHECK(stash::detail::covers_gap(gaps, 1, 0, 3));
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 1, 5, 9));  // touches both at its ends
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 1, 0, 2));
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 1, 12, 15));
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 3, 0, 20));  // no gap of storage 3
+}
+
 }  // namespace STASH_UNITY_ID
