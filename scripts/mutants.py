@@ -69,6 +69,16 @@ REDROP_TESTS = ["tests/swap/joint_search_test.cpp"]
 BOUND_TESTS = ["tests/swap/swap_bounds_test.cpp", "tests/swap/time_bound_cases_test.cpp"]
 SIM_RC_TESTS = ["tests/sim/recompute_test.cpp", "tests/sim/simulator_test.cpp"]
 KEPT_COPY_TESTS = ["tests/offload/offload_manager_test.cpp"]
+# Session 28's mutants (code written since session 14: the greedy's excess index, the radix
+# sort behind sort_by_first and storage_groups, search's local moves): the test files nearest each.
+CLAMPED_TESTS = ["tests/swap/search_scale_test.cpp"]
+SCHEDULE_TESTS = ["tests/swap/schedule_test.cpp"]
+LATENCY_TESTS = ["tests/swap/latency_swaps_test.cpp"]
+ADVANCE_TESTS = ["tests/swap/prefetch_advance_test.cpp"]
+GREEDY_TESTS = ["tests/swap/search_scale_test.cpp", "tests/swap/joint_greedy_test.cpp"]
+HOLD_TESTS = ["tests/swap/hold_split_test.cpp"]
+LINK_TESTS = ["tests/swap/joint_greedy_test.cpp"]
+SEED_TESTS = ["tests/swap/search_scale_test.cpp", "tests/swap/joint_search_test.cpp"]
 MUTANTS = [
     # --- core
     m("core.align_up_plus_one", "core/units.hpp",
@@ -339,6 +349,82 @@ MUTANTS = [
     m("facade.foreign_handle_accepted", "allocator.hpp",
       "if (h.owner() != manager_.owner_tag()) {", "if (h.is_null()) {",
       tests=["tests/allocator/allocator_robustness_test.cpp"]),
+    # --- session 28: clamped_sums (the joint greedy's excess index)
+    m("cs.block_d_unsaturated", "swap/detail/clamped_sums.hpp",
+      "d_[k] = d_[k] + d < d ? top : d_[k] + d;", "d_[k] = d_[k] + d;", tests=CLAMPED_TESTS),
+    m("cs.full_b_wraps", "swap/detail/clamped_sums.hpp",
+      "if (d + b >= d && least >= d + b) { return b * len; }  // every value is b or more",
+      "if (least >= d + b) { return b * len; }", tests=CLAMPED_TESTS),
+    m("cs.part_wraps", "swap/detail/clamped_sums.hpp",
+      "auto const part = d + b < d || most < d + b ? len : count_below(key, len, d + b);",
+      "auto const part = most < d + b ? len : count_below(key, len, d + b);", tests=CLAMPED_TESTS),
+    m("cs.update_at_last_only", "swap/detail/clamped_sums.hpp",
+      "differs = differs || this->at(at[end]) != v[end];",
+      "differs = this->at(at[end]) != v[end];", tests=CLAMPED_TESTS),
+    m("cs.all_zero_at_d", "swap/detail/clamped_sums.hpp",
+      "if (bounds_[k].second > d_[k]) { return false; }",
+      "if (bounds_[k].second >= d_[k]) { return false; }", tests=CLAMPED_TESTS),
+    m("cs.part_sum_rest_from_c1", "swap/detail/clamped_sums.hpp",
+      "return block_sum(k, b, hi - lo) - walk(k, lo, a, b) - walk(k, c, hi, b);",
+      "return block_sum(k, b, hi - lo) - walk(k, lo, a, b) - walk(k, c + 1, hi, b);",
+      tests=CLAMPED_TESTS),
+    # --- session 28: stable_radix_sort (sort_by_first, storage_groups, the redrop repair)
+    m("radix.digit_mask_7bit", "core/radix_sort.hpp",
+      "if ((((any ^ every) >> shift) & 0xffU) == 0) { continue; }",
+      "if ((((any ^ every) >> shift) & 0x7fU) == 0) { continue; }", tests=SCHEDULE_TESTS),
+    m("radix.low_32_bits", "core/radix_sort.hpp",
+      "for (unsigned shift = 0; shift < 64; shift += 8) {",
+      "for (unsigned shift = 0; shift < 32; shift += 8) {", tests=SCHEDULE_TESTS),
+    m("groups.one_group", "sim/schedule.hpp",
+      "if (k == 0 || pairs[k - 1].first != id) {", "if (k == 0) {", tests=SCHEDULE_TESTS),
+    # --- session 28: search's local moves
+    m("latency.share_with_latency", "swap/detail/latency_swaps.hpp",
+      "share[k] = (model.h2d_time(sw[k].bytes, sw[k].encoding) - latency) / latency;",
+      "share[k] = model.h2d_time(sw[k].bytes, sw[k].encoding) / latency;", tests=LATENCY_TESTS),
+    m("latency.reused_by_last_use", "swap/detail/latency_swaps.hpp",
+      "!std::binary_search(reused.begin(), reused.end(), std::pair{e.id, e.next_use});",
+      "!std::binary_search(reused.begin(), reused.end(), std::pair{e.id, e.last_use});",
+      tests=LATENCY_TESTS),
+    m("padv.floor_at_offload", "swap/detail/prefetch_advance.hpp",
+      "auto const floor = std::max(e.last_use, e.offload_at) + 1;  // prefetch_at's least value",
+      "auto const floor = std::max(e.last_use, e.offload_at);", tests=ADVANCE_TESTS),
+    m("padv.queue_ignores_gaps", "swap/detail/prefetch_advance.hpp",
+      "if (p == 0 || end[p - 1] < start[p]) { break; }", "if (p == 0) { break; }",
+      tests=ADVANCE_TESTS),
+    # --- session 28: the joint greedy's excess index, the chain memo, search's seeding
+    m("jg.range_last_excluded", "swap/detail/joint_greedy.hpp",
+      "return {lo, std::max(lo, from(last + 1))};", "return {lo, std::max(lo, from(last))};",
+      tests=GREEDY_TESTS),
+    m("jg.refresh_last_wins", "swap/detail/joint_greedy.hpp",
+      "if (k > 0 && dirty[k - 1].first == dirty[k].first) { continue; }  // `now` came first",
+      "(void)0;", tests=GREEDY_TESTS),
+    m("jg.pull_fixes_unapplied", "swap/detail/joint_greedy.hpp",
+      "for (auto const& f : ex.fixes) { ex.curve.add(f.from, f.to, f.bytes); }", "(void)0;",
+      tests=GREEDY_TESTS),
+    m("jg.upto_end_unset", "swap/detail/joint_greedy.hpp",
+      "upto[ex.size()] = m;", "(void)m;", tests=GREEDY_TESTS),
+    m("memo.key_ignores_at", "sim/recompute_chain.hpp",
+      "auto const key = std::make_tuple(id, last_use, at);",
+      "auto const key = std::make_tuple(id, last_use, last_use);",
+      tests=["tests/sim/recompute_test.cpp"]),
+    m("seed.no_batch_repair", "swap/joint_search.hpp",
+      "if (r.out->peak > budget_) { r.batch = build(w, r, true); }", "(void)0;",
+      tests=SEED_TESTS),
+    m("seed.no_early_feed_back", "swap/joint_search.hpp",
+      "if (i == at_budget && lead_) { feed_back(); }", "(void)0;", tests=SEED_TESTS),
+    # --- session 28: held re-run splits, the link exchange
+    m("hs.covers_touching_gap", "swap/detail/hold_split.hpp",
+      "if ((*it)[1] < v && u < (*it)[2]) { return true; }",
+      "if ((*it)[1] <= v && u <= (*it)[2]) { return true; }", tests=HOLD_TESTS),
+    m("hs.drops_unstalled_swaps", "swap/detail/hold_split.hpp",
+      "return std::binary_search(stalled.begin(), stalled.end(), std::pair{s.id, s.next_use});",
+      "return true;", tests=HOLD_TESTS),
+    m("link.displaces_redrops", "swap/detail/link_exchange.hpp",
+      "if (e.wrap || e.redrop) { continue; }", "if (e.wrap) { continue; }", tests=LINK_TESTS),
+    m("link.prefetch_at_offload", "swap/detail/link_exchange.hpp",
+      "while (pre > r.last_use + 2 && a.op_start(r.next_use) - a.op_start(pre) < link_s(r.bytes)) {",
+      "while (pre > r.last_use + 1 && a.op_start(r.next_use) - a.op_start(pre) < link_s(r.bytes)) {",
+      tests=LINK_TESTS),
 ]
 
 

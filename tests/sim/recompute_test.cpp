@@ -375,6 +375,22 @@ TEST_CASE("in-place ops: a re-run that needs a read's value from before an in-pl
   CHECK(q.ops == std::vector<std::uint64_t>{6, 8});
 }
 
+TEST_CASE("chain_memo: a chain per op it is needed back at, as recompute_chain_of's")
+{
+  // pre after op7: back before op8 its chain is mul alone; before op9 (after relu_ overwrote q)
+  // it first rebuilds q's old value. The memo keeps both, one per `at`.
+  auto const t = stash::parse_trace(inplace_text, "inplace");
+  stash::trace_analysis const a(t, model());
+  stash::detail::chain_memo memo(a);
+  auto const& early = memo(7, 7, 8);
+  auto const& late  = memo(7, 7, 9);
+  CHECK(early.ops == std::vector<std::uint64_t>{7});
+  CHECK(late.ops == std::vector<std::uint64_t>{6, 7});
+  CHECK(late.transients == std::vector<stash::storage_id>{6});
+  CHECK(memo.size() == 2);
+  CHECK(&memo(7, 7, 8) == &early);
+}
+
 TEST_CASE("shared re-runs: q's entry adopts the rebuild of q that pre's chain runs before it")
 {
   auto const t = stash::parse_trace(inplace_text, "inplace");

@@ -45,6 +45,33 @@ f 1
 f 4
 )";
 
+// `held` with k (100 B), written by op4 beside g and read by op7.
+std::string const held_k = R"(# stash-trace v1 model=held_k dtype=float32
+t 0 1000 input x
+p forward
+t 1 4000 act a
+o aten::relu 0 1
+t 2 2000 act b
+o aten::mul.Tensor 1 2
+t 3 1000 act c
+o aten::sum.dim_IntList 2 3
+p backward
+t 4 1000 temp g
+o my::bwd 3 4
+f 3
+t 5 100 act k
+o my::bwd 2,4 4,5
+f 2
+t 6 8000 temp w
+o my::bwd 4 6
+o my::bwd 6 4
+f 6
+o my::bwd 1,4,5 4
+f 1
+f 4
+f 5
+)";
+
 }  // namespace
 
 TEST_CASE("a re-run held from its batch to its use is re-run again at its use")
@@ -99,6 +126,49 @@ TEST_CASE("the late cover issues a prefetch that lands before an op over the bud
   std::vector<stash::swap_entry> room{{1, 1, 7, 2, 3, 4000}};
   stash::detail::late_cover(a, 14000, room, {}, 48);
   CHECK(room[0].prefetch_at == 3);
+}
+
+TEST_CASE("a split drops the swaps inside the hold that stalled, and keeps those that did not")
+{
+  // held_k: k (100 B) swapped over (4, 7), inside a's hold from its batch at op4 to op7. Its
+  // prefetch did not stall (no stall recorded): the split keeps it; once a stall waited for it
+  // at op7, the split drops it.
+  auto const t = stash::parse_trace(held_k, "held_k");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e10));
+  std::vector<stash::recompute_entry> const rcs{{1, 1, 7, 4, 4000}, {2, 2, 4, 4, 2000}};
+  stash::swap_entry const k{5, 4, 7, 5, 7, 100};
+  CHECK_NOTHROW(stash::validate_schedule(a, stash::make_schedule(a, "k", 1u << 20, {k}, rcs)));
+  std::vector<std::vector<stash::swap_entry>> offered;
+  auto offer = [&](std::vector<stash::swap_entry> sw, std::vector<stash::recompute_entry> const&) {
+    offered.push_back(std::move(sw));
+    return false;
+  };
+  (void)stash::detail::split_holds(a, 1u << 20, {k}, rcs, stash::sim_result{}, {}, offer);
+  REQUIRE(offered.size() == 1);
+  CHECK(offered.front() == std::vector<stash::swap_entry>{k});
+
+  stash::sim_result stalled;
+  stalled.stalls = {
+      stash::stall_record{7, 1e-6, stash::storage_id{5}, stash::stall_cause::transfer}};
+  offered.clear();
+  (void)stash::detail::split_holds(a, 1u << 20, {k}, rcs, stalled, {}, offer);
+  REQUIRE(offered.size() == 1);
+  CHECK(offered.front().empty());  // nothing over the budget: the late cover adds nothing
+}
+
+TEST_CASE("covers_gap: a listed gap of the storage that overlaps (u, v), not one touching it")
+{
+  // Storage 1 away over (2, 5) (a swap) and (9, 12) (a recompute); storage 2 over (0, 20).
+  std::vector<stash::swap_entry> const sw{{1, 2, 5, 3, 5, 100}, {2, 0, 20, 1, 20, 100}};
+  std::vector<stash::recompute_entry> const rc{{1, 9, 12, 12, 100}};
+  auto const gaps = stash::detail::covered_gaps(sw, rc);
+  CHECK(stash::detail::covers_gap(gaps, 1, 3, 4));
+  CHECK(stash::detail::covers_gap(gaps, 1, 4, 10));
+  CHECK(stash::detail::covers_gap(gaps, 1, 0, 3));
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 1, 5, 9));  // touches both at its ends
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 1, 0, 2));
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 1, 12, 15));
+  CHECK_FALSE(stash::detail::covers_gap(gaps, 3, 0, 20));  // no gap of storage 3
 }
 
 }  // namespace STASH_UNITY_ID

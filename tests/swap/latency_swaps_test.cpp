@@ -103,4 +103,30 @@ TEST_CASE("swaps of small storages are dropped and their bytes covered by fewer,
   CHECK(stash::detail::droppable_swaps(sw) == std::vector<bool>(4, true));
 }
 
+TEST_CASE("a tier drops the swaps whose wire time, less the link latency, is that share of it")
+{
+  // Each parameter's copy is 10 us of latency and 0.1 us on the wire: 1/100 of the latency, so
+  // a single tier of 1/32 drops all four (one offer), and a tier of 1/200 none (no offer).
+  auto const t = stash::parse_trace(small, "small");
+  stash::trace_analysis const a(t, latency_model());
+  std::vector<stash::swap_entry> sw;
+  for (stash::storage_id p = 0; p < 4; ++p) { sw.push_back({p, 0, 4 + p, 1, 3 + p, 100}); }
+  stash::detail::joint_greedy const greedy(a);
+  std::size_t offers = 0;
+  auto offer         = [&](std::vector<stash::swap_entry> const& s,
+                   std::vector<stash::recompute_entry> const&) {
+    ++offers;
+    CHECK(std::none_of(s.begin(), s.end(), [](auto const& e) { return e.id < 4; }));
+    return false;
+  };
+  stash::detail::latency_swap_limits tight;
+  tight.shares = {1.0 / 32, 1.0 / 32, 1.0 / 32, 1.0 / 32};
+  CHECK_FALSE(stash::detail::drop_latency_swaps(a, 6000, greedy, sw, {}, tight, offer));
+  CHECK(offers == 1);
+  tight.shares = {1.0 / 200, 1.0 / 200, 1.0 / 200, 1.0 / 200};
+  offers       = 0;
+  CHECK_FALSE(stash::detail::drop_latency_swaps(a, 6000, greedy, sw, {}, tight, offer));
+  CHECK(offers == 0);
+}
+
 }  // namespace STASH_UNITY_ID

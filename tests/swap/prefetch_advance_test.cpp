@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -169,6 +170,53 @@ TEST_CASE("prefetch advances: nothing offered without a copy stall or without wo
     CHECK(offer.offers == 0);
     CHECK(work == 0);
   }
+}
+
+TEST_CASE("prefetch advances: a trial's prefetch stays after the entry's offload")
+{
+  // A and B both prefetched at op 12, B's copy behind A's (B waits at op 14); B offloaded at op
+  // 4, 8 ops before its prefetch: the trials advance it 1, 2 and 4 ops (to 8 at most: 8 ops
+  // earlier would be op 4, no longer after its offload). The budget is the peak, so no trial is
+  // cut short by the planned peak; every trial offered is a valid schedule (simulate validates).
+  auto const t = stash::parse_trace(queue, "queue");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e9));
+  auto const budget = a.peak_live_bytes();
+  std::vector<stash::swap_entry> const plan{{a_id, 0, a_use, 1, 12, t.storages()[a_id].bytes},
+                                            {b_id, 1, b_use, 4, 12, t.storages()[b_id].bytes}};
+  auto const s = stash::make_schedule(a, "hand", budget, plan);
+  stash::validate_schedule(a, s);
+  auto const before = stash::simulate(a, s);
+  REQUIRE(stash::detail::waited_for_copies(before));
+  std::uint64_t earliest = b_use;
+  std::size_t offers     = 0;
+  auto offer             = [&](stash::schedule const& trial) {
+    ++offers;
+    CHECK_NOTHROW(stash::validate_schedule(a, trial));
+    REQUIRE(trial.entries.size() == 2);
+    earliest = std::min(earliest, trial.entries[1].prefetch_at);
+    return false;
+  };
+  std::size_t work = 0;
+  CHECK_FALSE(stash::detail::advance_prefetches(a, budget, "hand", plan, {}, false, before, {},
+                                                work, offer));
+  CHECK(offers > 0);
+  CHECK(earliest == 8);
+}
+
+TEST_CASE("prefetch advances: a stall's queue ends at a gap on the H2D engine")
+{
+  // Three prefetches on the H2D engine: entry 0's copy, a gap, then entry 1's and entry 2's back
+  // to back; the op reading entry 2's storage waited. Its queue is entry 2 and entry 1 (whose
+  // copy ended as entry 2's began), not entry 0.
+  std::vector<stash::swap_entry> const sw{
+      {10, 0, 5, 1, 2, 100}, {11, 0, 6, 1, 3, 100}, {12, 0, 7, 1, 4, 100}};
+  stash::sim_result sim;
+  using span   = stash::timeline_span;
+  sim.timeline = {span{span::kind_t::prefetch, stash::sim_resource::h2d, 0.0, 1.0, 0},
+                  span{span::kind_t::prefetch, stash::sim_resource::h2d, 2.0, 3.0, 1},
+                  span{span::kind_t::prefetch, stash::sim_resource::h2d, 3.0, 4.0, 2}};
+  sim.stalls   = {stash::stall_record{7, 0.5, stash::storage_id{12}, stash::stall_cause::transfer}};
+  CHECK(stash::detail::queued_before_stalls(sw, sim) == std::vector<std::size_t>{2, 1});
 }
 
 }  // namespace STASH_UNITY_ID

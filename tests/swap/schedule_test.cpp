@@ -142,6 +142,23 @@ TEST_CASE("sort_by_first sorts pairs listed in index order as std::sort does")
   }
 }
 
+TEST_CASE("sort_by_first: firsts that differ only in a digit's top bit, or past 32 bits")
+{
+  // The radix sort skips the 8-bit digits every first shares: here the firsts differ in bit 7
+  // (the top of the first digit), in bit 15 and in bits 39 and 63 only, so every digit that
+  // differs must be sorted, past the low 32 bits too.
+  std::mt19937_64 rng(9);
+  std::vector<std::pair<std::uint64_t, std::size_t>> pairs;
+  for (std::size_t k = 0; k < 300; ++k) {
+    auto const bit = [&](unsigned b) { return (rng() % 2) << b; };
+    pairs.emplace_back(bit(7) | bit(15) | bit(39) | bit(63), k);
+  }
+  auto want = pairs;
+  std::sort(want.begin(), want.end());
+  stash::detail::sort_by_first(pairs);
+  CHECK(pairs == want);
+}
+
 TEST_CASE("off_steps and curve_from_steps: the running sum of a difference array, reused")
 {
   // Against a plain difference array summed over every event: the steps come back in event

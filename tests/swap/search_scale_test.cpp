@@ -97,6 +97,29 @@ TEST_CASE("clamped_sums keeps exact sums of byte-sized values")
   CHECK(sums.sum_min(0, 5, ~std::uint64_t{0}) == 0);
 }
 
+TEST_CASE("clamped_sums: a whole block lowered past 2^64 in all stays 0; b past 2^64 - D")
+{
+  // A block of 64 values lowered as a whole keeps one total D: two subtractions of 2^63 saturate
+  // it (every value 0), never wrap it back to 0.
+  std::uint64_t const half = std::uint64_t{1} << 63;
+  stash::detail::clamped_sums sums;
+  sums.assign(std::vector<std::uint64_t>(64, 5));
+  sums.subtract(0, 64, half);
+  sums.subtract(0, 64, half);
+  CHECK(sums.values() == std::vector<std::uint64_t>(64, 0));
+  CHECK(sums.sum_min(0, 64, 10) == 0);
+  CHECK(sums.all_zero());
+
+  // Raw values 2^63 + 10 under D = 2^63 are 10 each; a query with b >= 2^63 makes D + b wrap:
+  // every value is below b, so the block sums to 64 x 10.
+  sums.assign(std::vector<std::uint64_t>(64, half + 10));
+  sums.subtract(0, 64, half);
+  CHECK(sums.at(0) == 10);
+  CHECK(sums.sum_min(0, 64, half) == 640);
+  CHECK(sums.sum_min(0, 64, ~std::uint64_t{0}) == 640);
+  CHECK(sums.sum_min(0, 64, 4) == 256);
+}
+
 TEST_CASE("clamped_sums::update sets the values that differ, as set() one by one does")
 {
   // Byte-sized values under subtractions, then a vector with some values changed (raised,
