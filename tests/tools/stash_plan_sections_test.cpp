@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <stash/core/units.hpp>
 #include <stash/trace/trace_reader.hpp>
 
 #include <algorithm>
@@ -499,6 +500,40 @@ TEST_CASE("stash-plan draws a well-formed SVG of the iteration")
   CHECK(stash_plan::svg_path("out.svg", "data/traces/vgg16_b32.trace", true) ==
         "out_vgg16_b32.svg");
   CHECK(stash_plan::svg_path("pics/out", "a/b.csv", true) == "pics/out_b.svg");
+}
+
+TEST_CASE("stash-plan's SVG draws recomputed storages off the device")
+{
+  // search recomputes 9 storages of squeezenet at 50% of its peak: the drawn memory is the
+  // planned curve, so its peak stays within the budget (until 2026-11-28 the picture left
+  // recomputed storages resident and labelled 1.1 GiB against a 691 MiB budget).
+  auto opt = stash_plan::parse_args(
+      {"--policy", "search", "--budget", "50%", "--search-nodes", "0", "--svg", "x.svg"});
+  opt.planners = false;
+  auto const report =
+      stash_plan::analyze_file(stash::test::data_path("traces/squeezenet1_1_b64.trace"), opt);
+  REQUIRE_FALSE(report.error.has_value());
+  REQUIRE(report.policies.has_value());
+  REQUIRE(report.svg.has_value());
+  REQUIRE(report.policies->policies.size() == 1);
+  auto const& search = report.policies->policies.front();
+  REQUIRE(search.fits);
+  REQUIRE(search.recompute_entries > 0);  // what this case is about
+  auto const& svg  = *report.svg;
+  auto const group = svg.find("<g id=\"peak\">");
+  REQUIRE(group != std::string::npos);
+  auto const label = svg.find(">peak ", group);
+  REQUIRE(label != std::string::npos);
+  auto const text  = svg.substr(label + 6, svg.find("</text>", label) - label - 6);
+  auto const space = text.find(' ');
+  REQUIRE(space != std::string::npos);
+  double const unit = text.substr(space + 1) == "GiB"   ? double(stash::GiB)
+                      : text.substr(space + 1) == "MiB" ? double(stash::MiB)
+                                                        : 1.0;
+  CAPTURE(text);
+  // format_bytes prints one decimal: the label may round up by half a unit's tenth.
+  CHECK(std::stod(text.substr(0, space)) * unit <=
+        double(report.policies->budget_bytes) + 0.05 * unit);
 }
 
 }  // namespace STASH_UNITY_ID

@@ -210,15 +210,25 @@ inline std::string bytes_label(double bytes)
     }
   }
 
-  // Bytes each kind gives up while a swap entry holds it off the device (planned model).
+  // Bytes each kind gives up while an entry holds it off the device: a swap entry's runs (early
+  // departures and wrap heads included) and a recompute entry's gap, as planned_device_curve
+  // counts them (a plan that recomputes a gigabyte drew it resident until 2026-11-28).
   std::vector<std::array<std::int64_t, K>> off_delta(events.size() + 1,
                                                      std::array<std::int64_t, K>{});
+  auto off_run = [&](stash::storage_id id, std::uint64_t bytes, std::uint64_t from,
+                     std::uint64_t through) {
+    auto const k = static_cast<std::size_t>(t.storages()[id].kind);
+    off_delta[from][k] -= static_cast<std::int64_t>(bytes);
+    off_delta[through + 1][k] += static_cast<std::int64_t>(bytes);
+  };
   for (auto const& entry : shown.entries) {
-    auto const w = stash::planned_off_window(entry, ops);
-    if (w.after < w.last) {
-      auto const k = static_cast<std::size_t>(t.storages()[entry.id].kind);
-      off_delta[w.after + 1][k] -= static_cast<std::int64_t>(entry.bytes);
-      off_delta[w.last + 1][k] += static_cast<std::int64_t>(entry.bytes);
+    stash::for_each_planned_off_run(analysis, entry, [&](std::uint64_t from, std::uint64_t to) {
+      off_run(entry.id, entry.bytes, from, to);
+    });
+  }
+  for (auto const& entry : shown.recomputes) {
+    if (auto const run = stash::recompute_off_run(analysis, entry)) {
+      off_run(entry.id, entry.bytes, run->first, run->second);
     }
   }
 
