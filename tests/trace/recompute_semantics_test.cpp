@@ -42,6 +42,16 @@ TEST_CASE("the default table: pure ops yes, batch norm skip_state, rng ops rng, 
         stash::recompute_class::skip_state);
   CHECK(stash::default_recompute_class("aten::bernoulli_.float") == stash::recompute_class::rng);
   CHECK(stash::default_recompute_class("aten::sgd_step") == stash::recompute_class::no);
+  // Transformers' forward ops beyond data/traces' models: attention scores with a mask, token
+  // embeddings, Swin's shifted windows, group norm; torch.rand* draws are rng.
+  for (auto const* op :
+       {"aten::baddbmm", "aten::embedding", "aten::roll", "aten::constant_pad_nd",
+        "aten::native_group_norm", "aten::masked_fill.Scalar", "aten::index.Tensor"}) {
+    CAPTURE(op);
+    CHECK(stash::default_recompute_class(op) == stash::recompute_class::yes);
+  }
+  CHECK(stash::default_recompute_class("aten::randn") == stash::recompute_class::rng);
+  CHECK(stash::default_recompute_class("aten::native_dropout") == stash::recompute_class::rng);
   CHECK(stash::default_recompute_class("") == stash::recompute_class::no);
   CHECK_FALSE(stash::recomputable(stash::recompute_class::rng));
   CHECK(stash::recomputable(stash::recompute_class::skip_state));
