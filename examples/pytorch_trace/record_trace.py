@@ -69,6 +69,24 @@ def build_gpt(vocab=8192, seq=256, width=512, heads=8, blocks=6):
     return Gpt(), seq, vocab
 
 
+def build_transformer_encoder():
+    """data/traces' transformer_encoder: nn.TransformerEncoder (d_model 768, 12 heads, feed-forward
+    3072, 4 layers; post-norm, ReLU, dropout 0.1, sequence first), mean-pooled, Linear(768, 1000)."""
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072)
+            self.encoder = nn.TransformerEncoder(layer, num_layers=4)
+            self.head = nn.Linear(768, 1000)
+
+        def forward(self, x):
+            return self.head(self.encoder(x).mean(dim=0))
+
+    return Encoder()
+
+
 def make_step(name, batch):
     """The model, its inputs (named), the loss target and a header's input description."""
     import torch
@@ -83,6 +101,11 @@ def make_step(name, batch):
         target = torch.randint(0, vocab, (batch * seq,))
         inputs = {"tokens": tokens, "positions": positions, "mask": mask}
         return model, inputs, target, f"{seq}tokens"
+    if name == "transformer_encoder":
+        model = build_transformer_encoder()
+        x = torch.randn(512, batch, 768)
+        target = torch.randint(0, 1000, (batch,))
+        return model, {"x": x}, target, "seq512xd768"
     model = getattr(torchvision.models, name)(weights=None, num_classes=1000)
     x = torch.randn(batch, 3, 224, 224)
     target = torch.randint(0, 1000, (batch,))
@@ -139,8 +162,8 @@ def op_name(func):
 
 
 def schema_tensors(func, args, kwargs):
-    """(tensor, written, out_arg) for each tensor argument, following the op's schema; tensor
-    None for a Python number passed to a Tensor argument."""
+    """(tensor, written, out_arg) for each tensor argument, following the op's schema; the
+    number instead of a tensor for a Python number passed to a Tensor argument."""
     import torch
 
     found = []
@@ -151,7 +174,7 @@ def schema_tensors(func, args, kwargs):
             if isinstance(t, torch.Tensor):
                 found.append((t, written, written and a.is_out))
             elif isinstance(t, (bool, int, float, complex)) and str(a.type) == "Tensor":
-                found.append((None, False, False))  # a wrapped number (see Builder.begin)
+                found.append((t, False, False))  # a wrapped number (see Builder.begin_op)
     if func._overloadpacket.__name__ == "native_batch_norm" and len(args) > 5 and args[5]:
         for t in args[3:5]:  # training: the running statistics are updated in place
             if isinstance(t, torch.Tensor):
@@ -208,7 +231,7 @@ class Recorder:
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
                 k = len(rec.ops)
-                found = [(None if t is None else storage_ptr(t), w, o)
+                found = [(storage_ptr(t) if isinstance(t, torch.Tensor) else ("number", t), w, o)
                          for t, w, o in schema_tensors(func, args, kwargs)]
                 rec.marks.append(("op", k, "begin"))
                 marker()
@@ -279,6 +302,7 @@ class Builder:
         self.pending = []  # allocated between ops, not yet labelled
         self.inside = None  # (op index, ids allocated inside, reads, in-place writes)
         self.hide = 0  # the mode's own wraps of numbers still to come inside this op
+        self.wrap_value = {}  # id -> the number a wrap of a Python number holds
         self.hidden = set()  # their addresses, until freed
         for t, kind, label in declared:
             ptr = storage_ptr(t)
@@ -305,24 +329,38 @@ class Builder:
             self.end_op()
 
     def begin_op(self, k):
-        """Op k's reads and in-place writes, resolved against the storages live now. A Python
-        number passed to a Tensor argument was wrapped in an 8-byte tensor just before the op
-        (the last such allocations between ops), but the mode sees the number and the op wraps
-        it again when the mode calls it: that second wrap is the mode's, not the step's, and is
-        left out (self.hide). A number the backward passes from a tensor saved in the forward
-        has no fresh wrap before the op: that read of 8 bytes is not named (the mode cannot
-        tell which storage held it)."""
+        """Op k's reads and in-place writes, resolved against the storages live now."""
         name, _, found, _ = self.rec.ops[k]
-        wraps = sum(1 for p, _, _ in found if p is None)
-        fresh = [sid for sid in self.pending if self.st.bytes[sid] == 8]
-        scalars = fresh[max(0, len(fresh) - wraps):] if wraps else []
-        it = iter([None] * (wraps - len(scalars)) + scalars)
-        reads = [next(it) if p is None else self.resolve(p, name)
+        numbers = [p[1] for p, _, _ in found if isinstance(p, tuple)]
+        wrapped = iter(self.wraps_of(numbers))
+        reads = [next(wrapped) if isinstance(p, tuple) else self.resolve(p, name)
                  for p, _, out in found if p != 0 and not out]
-        reads = [r for r in reads if r is not None]
-        written = [self.resolve(p, name) for p, w, _ in found if p and w]
-        self.hide = wraps
-        self.inside = (k, [], reads, written)
+        written = [self.resolve(p, name) for p, w, _ in found if isinstance(p, int) and p and w]
+        self.hide = len(numbers)
+        self.inside = (k, [], [r for r in reads if r is not None], written)
+
+    def wraps_of(self, numbers):
+        """The storages of the Python numbers an op got at Tensor arguments (None: not known).
+        PyTorch wraps each in an 8-byte tensor just before the op (the last such allocations
+        between ops); the mode sees the number, and the op wraps it again when the mode calls
+        it: that second wrap is the mode's, not the step's, and is left out (self.hide). A
+        number the backward passes from a tensor saved in the forward has no fresh wrap: it is
+        the latest live wrap of the same value (the saved one of the layer backward reaches
+        first; saved wraps are freed once used)."""
+        fresh = [sid for sid in self.pending if self.st.bytes[sid] == 8]
+        fresh = fresh[max(0, len(fresh) - len(numbers)):]
+        missing = len(numbers) - len(fresh)
+        out = []
+        for j, value in enumerate(numbers):
+            if j >= missing:
+                sid = fresh[j - missing]
+                self.wrap_value[sid] = value
+            else:
+                live = [sid for sid, v in self.wrap_value.items()
+                        if v == value and not self.st.freed[sid]]
+                sid = max(live) if live else None
+            out.append(sid)
+        return out
 
     def end_op(self):
         k, allocated, reads, written = self.inside
