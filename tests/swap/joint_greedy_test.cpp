@@ -299,6 +299,61 @@ TEST_CASE("the link exchange gives the link to the storage dear to re-run")
                      [](auto const& e) { return e.id == 4; }));
 }
 
+// R = relu(x), written by op 0, is read again by op 3: its gap spans ops 1 and 2. H, op 1's
+// temporary, makes the peak: the budget (peak - 8000) needs R away during op 1. R's 8 us
+// transfer does not fit in its gap (ops of a few hundred ns).
+std::string const late = R"(# stash-trace v1 model=late dtype=float32
+t 0 1000 input x
+p forward
+t 1 8000 act R
+o aten::relu 0 1
+t 2 30000 temp H
+o aten::mm 0 2
+f 2
+t 3 8 temp z
+o aten::mm 0 3
+p backward
+o my::bwd 1,3 3
+f 1
+f 3
+)";
+
+// link_exchange.hpp: the swap that replaces a re-run is prefetched as late as the link allows,
+// but never earlier than the second op after the last use: its offload is issued at the first,
+// and a prefetch there too would be an invalid entry (offload_at < prefetch_at is a rule) that
+// keeps R away during no op, so the plan would stay over at H and nothing be offered. Pins
+// where the prefetch's walk towards the offload stops (mutant link.prefetch_at_offload: one op
+// earlier).
+TEST_CASE("the link exchange's swap is prefetched after its offload op, however slow the link")
+{
+  auto const t = stash::parse_trace(late, "late");
+  stash::trace_analysis const a(t, link_bound_model());
+  auto const budget  = a.peak_live_bytes() - 8000;
+  auto const r_bytes = t.storages()[1].bytes;
+  stash::recompute_entry const rc_r{1, 0, 3, 3, r_bytes};
+  REQUIRE(time_of(a, budget, {}, {rc_r}) < 1e9);
+  // The link cannot hide R's transfer even from op 1 on: a prefetch at op 2 stalls op 3.
+  REQUIRE(a.op_start(3) - a.op_start(1) <
+          a.model().prefetch_time(r_bytes, stash::swap_encoding::configured));
+  stash::detail::joint_greedy const greedy(a);
+  std::vector<stash::detail::greedy_plan> offered;
+  auto offer = [&](stash::detail::greedy_plan p) {
+    CHECK_NOTHROW(stash::validate_schedule(
+        a, stash::make_schedule(a, "exchange", budget, p.swaps, p.recomputes)));
+    offered.push_back(std::move(p));
+    return false;  // see every proposal
+  };
+  std::size_t builds = 0;
+  CHECK_FALSE(stash::detail::link_exchange_round(a, budget, greedy, {}, {rc_r}, {}, builds, offer));
+  CHECK(builds == 1);  // R, nothing to displace
+  REQUIRE(offered.size() == 1);
+  CHECK(offered[0].recomputes.empty());
+  REQUIRE(offered[0].swaps.size() == 1);
+  stash::swap_entry const want{1, 0, 3, 1, 2, r_bytes};  // away during op 1, back for op 2
+  CHECK(offered[0].swaps[0] == want);
+  CHECK(greedy.peak(offered[0]) <= budget);
+}
+
 TEST_CASE("a swap cut at a re-run lets the storage it feeds be re-run instead of a dear one")
 {
   auto const t = stash::parse_trace(cut, "cut");
