@@ -2,8 +2,10 @@
 // swap/detail/joint_greedy.hpp): on a hand trace whose best schedule swaps the tensor that is
 // expensive to re-run and recomputes the one that is cheap, the kinds chosen; on a hand trace
 // where a cheap re-run holds the storage it reads on the device, and on one where a re-run's own
-// batch is over the budget, the greedy's fit repair; on
-// recorded traces, search does not get slower as the budget grows.
+// batch is over the budget, the greedy's fit repair; the link exchange's proposals (where its
+// swap is prefetched, which swaps it displaces) and cut-swap re-runs; the greedy reaching its
+// target after a pull (a fuzz-found trace); on recorded traces, search does not get slower as the
+// budget grows.
 #include <stash/sim/hardware.hpp>
 #include <stash/sim/schedule.hpp>
 #include <stash/sim/simulator.hpp>
