@@ -402,7 +402,12 @@ MUTANTS = [
       "for (auto const& f : ex.fixes) { ex.curve.add(f.from, f.to, f.bytes); }", "(void)0;",
       tests=GREEDY_TESTS),
     m("jg.upto_end_unset", "swap/detail/joint_greedy.hpp",
-      "upto[ex.size()] = m;", "(void)m;", tests=GREEDY_TESTS),
+      "upto[ex.size()] = m;", "(void)m;", tests=GREEDY_TESTS,
+      equivalent="upto's end slot is read only by from(e) for e >= the event count, and no caller "
+                 "passes such an e: a candidate's window (and a placed swap's) ends at the event of "
+                 "op prefetch_at - 1 or at - 1, at most op v - 1 with v a use of the storage, so "
+                 "before the last op's event (range() asks from(last + 1) <= that event); "
+                 "refresh and pull_reset ask events of the curve. Session 29: mutation.md"),
     m("memo.key_ignores_at", "sim/recompute_chain.hpp",
       "auto const key = std::make_tuple(id, last_use, at);",
       "auto const key = std::make_tuple(id, last_use, last_use);",

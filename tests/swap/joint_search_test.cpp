@@ -483,4 +483,130 @@ TEST_CASE("search plans the same schedule on any number of threads")
   }
 }
 
+// Two random traces (from a differential fuzz of search against mutants of its seeding: random
+// forward ops over x, W and earlier activations, a backward that reads them in reverse,
+// temporaries k and h for peaks, padding ops), timed on the hand-trace model at 10 GB/s of
+// device memory. In the first, a4 = relu(x) and a5 = sigmoid(a4) are read again by the last two
+// backward ops.
+std::string const batch_rebuild = R"(# stash-trace v1 model=batch_rebuild dtype=float32
+t 0 7000 input x
+t 1 7000 param W
+t 2 19000 param W
+t 3 8 temp z
+p forward
+t 4 9000 act a4
+o aten::relu 0 4
+t 5 4000 act a5
+o aten::sigmoid 4 5
+t 6 9000 act a6
+o aten::relu 0 6
+t 7 6000 act a7
+o aten::relu 5 7
+p backward
+t 8 1000 temp g
+o my::bwd 0 8
+o aten::mm 0,1 3
+o aten::mm 0,1 3
+o my::bwd 7,8 8
+f 7
+o my::bwd 6,8 8
+f 6
+o my::bwd 5,8 8
+f 5
+o my::bwd 4,8 8
+f 4
+f 8
+f 3
+)";
+
+std::string const feed_back = R"(# stash-trace v1 model=feed_back dtype=float32
+t 0 2000 input x
+t 1 6000 param W
+t 2 8 temp z
+p forward
+t 3 2000 act a3
+o aten::mul.Tensor 0 3
+t 4 10000 act a4
+o aten::relu 3 4
+t 5 5000 temp k5
+o aten::mm 0,1 5
+f 5
+t 6 4000 act a6
+o aten::mm 0,1 6
+t 7 8000 act a7
+o aten::add.Tensor 4,6 7
+t 8 2000 act a8
+o aten::sigmoid 7,6 8
+t 9 5000 act a9
+o aten::add.Tensor 0,7 9
+p backward
+t 10 1000 temp g
+o my::bwd 0 10
+o my::bwd 9,10 10
+f 9
+t 11 17000 temp h11
+o my::bwd 10 11
+f 11
+o aten::mm 0,1 2
+o my::bwd 8,10 10
+f 8
+o my::bwd 7,10 10
+f 7
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o my::bwd 6,10 10
+f 6
+o aten::mm 0,1 2
+o aten::mm 0,1 2
+o my::bwd 4,10 10
+f 4
+t 12 14000 temp h12
+o my::bwd 10 12
+f 12
+o my::bwd 3,10 10
+f 3
+f 10
+f 2
+)";
+
+// joint_search.hpp, repair(): a construction left over the budget is rebuilt with the re-runs
+// that pin a storage banned and, when still over, also with those whose own batch is over the
+// budget, both offered. At 85% of this trace's peak only that second rebuild leads to the fastest
+// plan search finds: a4 and a5 re-run in one batch before op 9, where a5 is read (a4 is read at
+// op 10) (15.60 us); without it
+// (mutant seed.no_batch_repair) search keeps a plan that re-runs a6 and a4 apart (15.90 us).
+TEST_CASE("search's repair offers the rebuild without the re-runs whose own batch is over")
+{
+  auto const t = stash::parse_trace(batch_rebuild, "batch_rebuild");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e10));
+  REQUIRE(a.peak_live_bytes() == 62008);
+  std::uint64_t const budget = 52706;  // 85%
+  auto const s               = stash::joint_search{}.plan(a, budget);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(r.iteration_s < 15.7e-6);
+  CHECK(s.entries.empty());
+  std::vector<stash::recompute_entry> const batch{{4, 1, 10, 9, 9000}, {5, 3, 9, 9, 4000}};
+  CHECK(s.recomputes == batch);
+}
+
+// joint_search.hpp, construct(): feed_back (the lead construction built again with the gaps whose
+// prefetch stalled the incumbent's simulation kept from swapping) runs once the constructions at
+// the budget are offered, before those over it, so it reads the stalls of the incumbent they
+// made. At 50% of this trace's peak search then plans 50.60 us; running it only after every
+// construction (mutant seed.no_early_feed_back) ends at 53.20 us, with x swapped after op 3 too.
+TEST_CASE("search feeds the constructions at the budget back before those over it")
+{
+  auto const t = stash::parse_trace(feed_back, "feed_back");
+  stash::trace_analysis const a(t, stash::test::link_bound_model(1e10));
+  REQUIRE(a.peak_live_bytes() == 52008);
+  std::uint64_t const budget = 26004;  // 50%
+  auto const s               = stash::joint_search{}.plan(a, budget);
+  CHECK_NOTHROW(stash::validate_schedule(a, s));
+  auto const r = stash::simulate(a, s);
+  REQUIRE(r.fits);
+  CHECK(r.iteration_s < 51e-6);
+}
+
 }  // namespace STASH_UNITY_ID
