@@ -4,8 +4,8 @@ data/traces (see data/README.md), for stash-plan and the planners.
 
     record_trace.py MODEL [--batch B] [--out FILE] [--threads N]
 
-MODEL is a torchvision classifier name (resnet18, vit_b_16, swin_t, convnext_tiny, ...) or
-`gpt` (a small causal decoder: token embedding, learned positions, pre-norm blocks of causal
+MODEL is a torchvision classifier name (resnet18, vit_b_16, swin_t, convnext_tiny, ...),
+`transformer_encoder` (data/traces' model) or `gpt` (a small causal decoder: token embedding, learned positions, pre-norm blocks of causal
 self-attention and a GELU MLP, tied head; sequence 256, width 512, 8 heads, 6 blocks, vocabulary
 8192). The step is the one data/traces records: random weights (seed 0), one untraced step so
 that SGD's momentum buffers exist, then forward + cross-entropy, backward, SGD(lr=0.01,
