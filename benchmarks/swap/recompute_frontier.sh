@@ -10,6 +10,7 @@
 # lossless encodings), in OUT_DIR/recompute_targets_codec_auto.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source benchmarks/swap/targets_json.sh
 plan=${1:-build/default/examples/stash-plan}
 out=${2:-benchmarks/results}
 codec_auto=${CODEC_AUTO:-0}
@@ -57,17 +58,7 @@ policies=(--policy no_swap --policy vdnn_all --policy search_swap --policy check
 specs=()
 for pct in 50% 33%; do
   f=/tmp/recompute_targets_$$_${pct%\%}.json
-  echo "[" > "$f"
-  first=1
-  for hw in pcie4_x16 h100_sxm; do
-    for trace in data/traces/*.trace; do
-      [ $first = 1 ] || echo "," >> "$f"
-      first=0
-      "$plan" --json --budget "$pct" --hw "$hw" --search-nodes 0 --no-times "${policies[@]}" \
-        ${extra[@]+"${extra[@]}"} "$trace" | sed -e '1s/^\[//' -e '$s/\]$//' >> "$f"
-    done
-  done
-  echo "]" >> "$f"
+  targets_json "$plan" "$pct" "$f" data/traces/*.trace -- "${policies[@]}" ${extra[@]+"${extra[@]}"}
   specs+=("$pct=$f")
 done
 python3 benchmarks/swap/recompute_targets.py "${specs[@]}" >> "$md"

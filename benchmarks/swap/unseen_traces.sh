@@ -9,6 +9,7 @@
 #   /usr/bin/python3 examples/pytorch_trace/record_trace.py gpt --batch 8 --threads 1 --out DIR/gpt_b8.trace
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source benchmarks/swap/targets_json.sh
 plan=$1
 dir=$2
 md=$3
@@ -31,17 +32,7 @@ for codec in raw auto; do
   specs=()
   for pct in 50% 33%; do
     f=$(mktemp)
-    echo "[" > "$f"
-    first=1
-    for hw in pcie4_x16 h100_sxm; do
-      for trace in "$dir"/*.trace; do
-        [ $first = 1 ] || echo "," >> "$f"
-        first=0
-        "$plan" --json --budget "$pct" --hw "$hw" --search-nodes 0 --no-times "${policies[@]}" \
-          ${extra[@]+"${extra[@]}"} "$trace" | sed -e '1s/^\[//' -e '$s/\]$//' >> "$f"
-      done
-    done
-    echo "]" >> "$f"
+    targets_json "$plan" "$pct" "$f" "$dir"/*.trace -- "${policies[@]}" ${extra[@]+"${extra[@]}"}
     specs+=("$pct=$f")
   done
   {
