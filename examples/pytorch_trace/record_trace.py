@@ -33,7 +33,6 @@ MARK = 1_000_003  # bytes of a marker allocation (a prime: no float tensor has t
 
 def build_gpt(vocab=8192, seq=256, width=512, heads=8, blocks=6):
     """A GPT-like causal decoder (pre-norm, GELU MLP, head tied to the embedding)."""
-    import torch
     from torch import nn
 
     class Block(nn.Module):
@@ -408,6 +407,7 @@ class Builder:
 
 
 def unique(ids):
+    """The ids in their first order, each once."""
     seen = []
     for i in ids:
         if i not in seen:
@@ -454,9 +454,14 @@ def kinds(builder):
     return st
 
 
+def ids(xs):
+    """An o line's id list: comma-separated, '-' when empty."""
+    return ",".join(str(x) for x in xs) if xs else "-"
+
+
 def write_trace(out, header, builder):
+    """The trace file: the header line, then one line per event."""
     st = kinds(builder)
-    ids = lambda xs: ",".join(str(x) for x in xs) if xs else "-"  # noqa: E731
     out.write(header + "\n")
     for e in builder.events:
         if e[0] == "t":
