@@ -408,11 +408,7 @@ class Builder:
 
 def unique(ids):
     """The ids in their first order, each once."""
-    seen = []
-    for i in ids:
-        if i not in seen:
-            seen.append(i)
-    return seen
+    return list(dict.fromkeys(ids))
 
 
 def walk_stream(builder, stream, marks):
