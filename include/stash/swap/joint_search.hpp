@@ -27,12 +27,19 @@
  *     bring some op within the budget (detail::wrap_choice::needed is not empty: optimizer
  *     state used once per step, weights allocated long before their first use), search_swap's
  *     seed plans wrap entries too and the greedy also starts from the needed wraps and from
- *     every wrap (its pruning drops the redundant ones); elsewhere the seeds and starts are
- *     those without wraps.
+ *     every wrap (its pruning drops the redundant ones). Elsewhere, below the swap bound of
+ *     activations (swap_bound_bytes: where persistent storages leave in every swap schedule),
+ *     the greedy also starts from every wrap ("greedy+wrap:optional"): gaps
+ *     inside the iteration can make room, but a storage used only in the optimizer step (SGD's
+ *     momentum) costs no transfer on the busy links of forward and backward when it wraps,
+ *     where taking weights off inside the iteration does (convnext_tiny, batch 8, at 33% on
+ *     pcie4_x16: +36.9% -> +24.9%, predicted). Those constructions have a runner of their own
+ *     (step 2) and are neither repaired nor fed back: they add options, not competitors for the
+ *     other constructions' repairs.
  *  2. Local search from the fastest seed of each kind (policies' seeds and hybrids; greedy with
- *     swaps placed alone; greedy on the link's free room: the fastest seed's neighbourhood is
- *     not always the best one), one simulation per move, a move kept when the
- *     planned peak stays within the budget and the simulated time drops: (a) a swap whose
+ *     swaps placed alone; greedy on the link's free room; greedy from the optional wraps: the
+ *     fastest seed's neighbourhood is not always the best one), one simulation per move, a move
+ * kept when the planned peak stays within the budget and the simulated time drops: (a) a swap whose
  *     prefetch stalled the compute stream becomes a recompute right before its next use; (b) a
  *     recompute, most expensive first, is dropped (the storage stays); (c) it becomes a swap
  *     (offload after its last use, prefetch as late as the nominal timeline allows); (d) a
@@ -51,9 +58,12 @@
  *     earlier's op) when the planned peak stays within the budget, so one re-run serves both
  *     (schedule::shared_reruns: the clone of a pre-activation and the activation's output,
  *     one BatchNorm for the two).
- *  3. Polish of the winner, in rounds while either keeps a faster plan (the moves (a)-(e) again
- *     after): the link exchange (detail/link_exchange.hpp: a recompute entry dear per transfer
- *     second becomes a swap, the swaps that save the fewest re-run seconds per transfer second
+ *  3. Polish of each local search's result within polish_ratio of the fastest of them (the
+ *     polish moves change plans more than the local moves: a runner 1.5x slower after step 2
+ *     can end fastest after polish, GPT-like decoder at 50% on h100_sxm: +26.8% -> +10.5%), the
+ *     fastest result wins; each polish in rounds while either keeps a faster plan (the moves
+ * (a)-(e) again after): the link exchange (detail/link_exchange.hpp: a recompute entry dear per
+ * transfer second becomes a swap, the swaps that save the fewest re-run seconds per transfer second
  *     make room for it on the link, the greedy covers the rest) and the cut-swap re-runs
  *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that
  *     swap ending at the re-run, and dearer re-runs are dropped; then a swap whose re-run costs
@@ -88,13 +98,13 @@
  * With `threads` above 1, the work of steps 1 and 2 that reads no incumbent runs on worker
  * threads (stash::run_tasks): the greedy's constructions but the feedback's, their fit repairs,
  * each one's schedule timed as an offer times it (encodings, redrop repair, simulation:
- * joint_incumbent::prepare), and the local searches from the runners, each with its own
- * incumbent. The results are offered and compared in the order of one thread, so the plan, the
- * simulations counted and the winner are the same for any count; the constructions are built and
- * offered a few per thread at a time (one at a time with one thread), which bounds the schedules
- * held, and one whose offer would drop it as a repeat is not timed (joint_search::seeding).
- * Step 3 (one plan, each move reading the last) and the seeds of the other policies stay on the
- * calling thread.
+ * joint_incumbent::prepare), and the local searches and polishes from the runners, each with
+ * its own incumbent. The results are offered and compared in the order of one thread, so the
+ * plan, the simulations counted and the winner are the same for any count; the constructions are
+ * built and offered a few per thread at a time (one at a time with one thread), which bounds the
+ * schedules held, and one whose offer would drop it as a repeat is not timed
+ * (joint_search::seeding). Each polish (one plan, each move reading the last) and the seeds of
+ * the other policies stay on one thread.
  */
 #pragma once
 
@@ -117,6 +127,7 @@
 #include <stash/swap/dtr.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/search_swap.hpp>
+#include <stash/swap/swap_bounds.hpp>
 
 #include <algorithm>
 #include <array>
@@ -498,7 +509,7 @@ struct joint_incumbent {
   // The fastest fitting schedule of each kind of construction (the policies' seeds and hybrids;
   // the greedy with each swap placed alone; the greedy with swaps on the link's free room), where
   // the local search starts from: the fastest seed's neighbourhood is not always the best one.
-  std::array<std::optional<std::pair<schedule, sim_result>>, 3> runners;
+  std::array<std::optional<std::pair<schedule, sim_result>>, 4> runners;
 
   // with_redrops(s), the chains from `from` when not null (the same chains).
   [[nodiscard]] schedule redrops(trace_analysis const& a, schedule s, chain_memo* from) const
@@ -508,9 +519,11 @@ struct joint_incumbent {
   }
 
   // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
-  // greedy with swaps placed alone, 2 the greedy on the link's free room.
+  // greedy with swaps placed alone, 2 the greedy on the link's free room, 3 the greedy from the
+  // optional wraps (joint_search::optional_wrap_start).
   [[nodiscard]] static std::size_t family_of(std::string const& who) noexcept
   {
+    if (who.starts_with("greedy+wrap:optional")) { return 3; }
     return !who.starts_with("greedy") ? 0 : who.find("/link") == std::string::npos ? 1 : 2;
   }
 
@@ -835,8 +848,7 @@ struct joint_search {
               joint_search_stats& stats) const
   {
     seed(a, budget, greedy, workers, inc, stats);
-    improve_runners(a, budget, workers, inc, stats);
-    polish(a, budget, greedy, inc, stats);
+    if (!improve_runners(a, budget, workers, inc, stats)) { polish(a, budget, greedy, inc, stats); }
   }
 
   void seed(trace_analysis const& a, std::uint64_t budget, detail::joint_greedy const& greedy,
@@ -891,17 +903,26 @@ struct joint_search {
   }
 
   // Greedy starts from the needed wraps, and from every persistent storage that may wrap
-  // ("all"). The greedy covers the rest with gaps inside the iteration and prunes the wraps
-  // that end up redundant.
-  static void add_wrap_starts(trace_analysis const& a, std::uint64_t budget,
-                              std::vector<swap_entry> const& needed,
-                              std::vector<std::pair<std::string, detail::greedy_plan>>& starts)
+  // ("all"; where none is needed, the optional_wrap_start, where swapping activations alone
+  // cannot make room: below swap_bound_bytes(activations), persistent storages leave in every
+  // swap schedule). The greedy covers the rest with gaps inside the iteration and prunes the
+  // wraps that end up redundant.
+  void add_wrap_starts(trace_analysis const& a, std::uint64_t budget,
+                       std::vector<swap_entry> const& needed,
+                       std::vector<std::pair<std::string, detail::greedy_plan>>& starts) const
   {
-    if (needed.empty()) { return; }
+    if (!wraps_on()) { return; }
+    auto const cands = detail::wrap_candidates(a, 0);
+    if (cands.empty()) { return; }
     std::vector<double> nominal(a.op_count());
     for (std::size_t i = 0; i < nominal.size(); ++i) { nominal[i] = a.op_start(i); }
-    auto all = detail::choose_wraps(a, detail::wrap_candidates(a, 0), budget,
-                                    detail::wrap_choice::all, nominal);
+    auto all = detail::choose_wraps(a, cands, budget, detail::wrap_choice::all, nominal);
+    if (needed.empty()) {
+      if (budget < swap_bound_bytes(a, swap_scope::activations)) {
+        starts.emplace_back(optional_wrap_start, detail::greedy_plan{std::move(all), {}});
+      }
+      return;
+    }
     if (needed.size() != all.size()) {
       starts.emplace_back("greedy+wrap:needed", detail::greedy_plan{needed, {}});
     }
@@ -916,6 +937,9 @@ struct joint_search {
   };
 
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
+  // The start of every wrap where none is needed (add_wrap_starts): its constructions are not
+  // repaired nor fed back (seeding::optional_start) and have a runner of their own.
+  static constexpr char const* optional_wrap_start = "greedy+wrap:optional";
   // Misses rebuilt with the fit repair (repair_order): one per weighting and target of the
   // variants that place swaps alone (3 at the full budget, 3 at 90%, 1 at 80%).
   static constexpr std::size_t max_repaired = 7;
@@ -989,8 +1013,9 @@ struct joint_search {
             auto& j = jobs[i];
             if (i == at_budget && lead_) { feed_back(); }
             settle(j, false, *j.out);
-            if (offer(j) && i < at_budget) { lead_ = std::make_pair(j.k, j.var); }
-            if (!j.var.link_slots && j.out->peak > budget_) {
+            bool const optional = optional_start(j.k);
+            if (offer(j) && i < at_budget && !optional) { lead_ = std::make_pair(j.k, j.var); }
+            if (!j.var.link_slots && j.out->peak > budget_ && !optional) {
               misses_.push_back(miss{j.k, j.var, std::move(j.out->plan)});
             }
             j.out.reset();
@@ -1025,6 +1050,11 @@ struct joint_search {
     }
 
    private:
+    [[nodiscard]] bool optional_start(std::size_t k) const
+    {
+      return starts_[k].first == optional_wrap_start;
+    }
+
     // make(job, worker) for each of `jobs` and then(i) for each index, a chunk at a time
     // (search_workers::chunk_size: one job with one thread, as build-then-offer), which bounds
     // what is held to a chunk's schedules: the chunk's jobs built on the workers, screened here,
@@ -1443,10 +1473,18 @@ struct joint_search {
     return false;
   }
 
-  // The local search from the fastest seed of each kind (the fastest first); the best result wins.
-  // Each search has its own incumbent and reads nothing another changes: they run on the
-  // workers, and their results are compared in that order after.
-  void improve_runners(trace_analysis const& a, std::uint64_t budget,
+  // A polish (step 3) runs on each local search's result at most this many times as slow as
+  // the fastest of them: the polish moves take a result up to 1.54x slower than the fastest to
+  // the fastest plan (resnet18, batch 32, at 50% on h100_sxm: no other ratio of a winner over
+  // data/traces and four recorded traces came above 1.5), and one 2x slower, polished, is CPU
+  // spent on a plan that loses (regnet_y_400mf at 33%: 0.5 of its 2 CPU s).
+  static constexpr double polish_ratio = 1.75;
+
+  // The local search from the fastest seed of each kind (the fastest first), then the polish of
+  // each result within polish_ratio of the fastest; the best result wins. Each runner has its own
+  // incumbent and reads nothing another changes: they run on the workers, and their results are
+  // compared in that order after. False when no runner fits (the caller polishes `inc`).
+  bool improve_runners(trace_analysis const& a, std::uint64_t budget,
                        detail::search_workers& workers, detail::joint_incumbent& inc,
                        joint_search_stats& stats) const
   {
@@ -1471,17 +1509,39 @@ struct joint_search {
       improve(a, budget, greedy, local, counts[k], max_simulations);
       reinsert(a, budget, greedy, local, counts[k]);
       if (local.share) { align_final(a, budget, local, counts[k]); }
-      local.chains = nullptr;  // the worker's, which another task may use next
+      counts[k].winner = local.best->note;
+      local.chains     = nullptr;  // the worker's, which another task may use next
     });
+    polish_runners(a, budget, workers, locals, counts);
     for (std::size_t k = 0; k < locals.size(); ++k) {
       auto& local = locals[k];
       stats.simulations += counts[k].simulations;
       if (local.time() < inc.time()) {
-        stats.winner = local.best->note;
+        stats.winner = counts[k].winner;
         inc.best     = std::move(local.best);
         inc.sim      = std::move(local.sim);
       }
     }
+    return !locals.empty();
+  }
+
+  // Step 3 on each of `locals` within polish_ratio of the fastest, on the workers.
+  void polish_runners(trace_analysis const& a, std::uint64_t budget,
+                      detail::search_workers& workers, std::vector<detail::joint_incumbent>& locals,
+                      std::vector<joint_search_stats>& counts) const
+  {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (auto const& local : locals) { fastest = std::min(fastest, local.time()); }
+    std::vector<std::size_t> chosen;
+    for (std::size_t k = 0; k < locals.size(); ++k) {
+      if (locals[k].time() <= fastest * polish_ratio) { chosen.push_back(k); }
+    }
+    workers.run(chosen.size(), [&](std::size_t i, std::size_t w) {
+      auto& local  = locals[chosen[i]];
+      local.chains = workers.chains(w);
+      polish(a, budget, workers.greedy(w), local, counts[chosen[i]]);
+      local.chains = nullptr;
+    });
   }
 
   // Simulations of the (e) moves on a local search's result (share_reruns).
