@@ -29,13 +29,14 @@
  *     seed plans wrap entries too and the greedy also starts from the needed wraps and from
  *     every wrap (its pruning drops the redundant ones). Elsewhere, below the swap bound of
  *     activations (swap_bound_bytes: where persistent storages leave in every swap schedule),
- *     the greedy also starts from every wrap ("greedy+wrap:optional"): gaps
+ *     search_swap's seed with wraps is offered too and the greedy also starts from every wrap
+ *     ("seed:search_swap+wrap", "greedy+wrap:optional"): gaps
  *     inside the iteration can make room, but a storage used only in the optimizer step (SGD's
  *     momentum) costs no transfer on the busy links of forward and backward when it wraps,
  *     where taking weights off inside the iteration does (convnext_tiny, batch 8, at 33% on
  *     pcie4_x16: +36.9% -> +24.9%, predicted). Those constructions have a runner of their own
  *     (step 2) and are neither repaired nor fed back: they add options, not competitors for the
- *     other constructions' repairs.
+ *     other constructions' runners and repairs.
  *  2. Local search from the fastest seed of each kind (policies' seeds and hybrids; greedy with
  *     swaps placed alone; greedy on the link's free room; greedy from the optional wraps: the
  *     fastest seed's neighbourhood is not always the best one), one simulation per move, a move
@@ -523,7 +524,9 @@ struct joint_incumbent {
   // optional wraps (joint_search::optional_wrap_start).
   [[nodiscard]] static std::size_t family_of(std::string const& who) noexcept
   {
-    if (who.starts_with("greedy+wrap:optional")) { return 3; }
+    if (who.starts_with("greedy+wrap:optional") || who.starts_with("seed:search_swap+wrap")) {
+      return 3;
+    }
     return !who.starts_with("greedy") ? 0 : who.find("/link") == std::string::npos ? 1 : 2;
   }
 
@@ -859,6 +862,11 @@ struct joint_search {
     search_swap const swaps{
         .also_any_kind = also_any_kind, .wrap = !wraps.empty(), .encodings = encodings};
     inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
+    if (optional_wraps(a, budget, wraps)) {
+      auto wrapping = swaps;
+      wrapping.wrap = true;
+      inc.offer(a, wrapping.plan(a, budget), optional_wrap_seed, encodings, stats);
+    }
     inc.offer(a, checkpoint{}.plan(a, budget), "seed:checkpoint", encodings, stats);
     inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
     std::vector<std::pair<std::string, detail::greedy_plan>> starts;
@@ -885,6 +893,16 @@ struct joint_search {
   }
 
   [[nodiscard]] bool wraps_on() const noexcept { return wrap && also_any_kind; }
+
+  // Whether search also tries wraps none of which is `needed`: where swapping activations alone
+  // cannot make room (below swap_bound_bytes(activations), persistent storages leave in every
+  // swap schedule) and some persistent storage may wrap.
+  [[nodiscard]] bool optional_wraps(trace_analysis const& a, std::uint64_t budget,
+                                    std::vector<swap_entry> const& needed) const
+  {
+    return wraps_on() && needed.empty() && budget < swap_bound_bytes(a, swap_scope::activations) &&
+           !detail::wrap_candidates(a, 0).empty();
+  }
 
   // The wraps some op needs (wraps_on): detail::wrap_choice::needed, those without which gaps
   // inside the iteration cannot bring every op within the budget (optimizer state used once per
@@ -918,7 +936,7 @@ struct joint_search {
     for (std::size_t i = 0; i < nominal.size(); ++i) { nominal[i] = a.op_start(i); }
     auto all = detail::choose_wraps(a, cands, budget, detail::wrap_choice::all, nominal);
     if (needed.empty()) {
-      if (budget < swap_bound_bytes(a, swap_scope::activations)) {
+      if (optional_wraps(a, budget, needed)) {
         starts.emplace_back(optional_wrap_start, detail::greedy_plan{std::move(all), {}});
       }
       return;
@@ -940,6 +958,8 @@ struct joint_search {
   // The start of every wrap where none is needed (add_wrap_starts): its constructions are not
   // repaired nor fed back (seeding::optional_start) and have a runner of their own.
   static constexpr char const* optional_wrap_start = "greedy+wrap:optional";
+  // search_swap's seed with wraps where none is needed (optional_wraps), in the same runner.
+  static constexpr char const* optional_wrap_seed = "seed:search_swap+wrap";
   // Misses rebuilt with the fit repair (repair_order): one per weighting and target of the
   // variants that place swaps alone (3 at the full budget, 3 at 90%, 1 at 80%).
   static constexpr std::size_t max_repaired = 7;
