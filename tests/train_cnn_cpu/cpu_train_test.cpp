@@ -180,22 +180,24 @@ TEST_CASE("train_cnn cpu recompute vgg: search at 75%, checkpoint at 92% of the 
   check_run(cnn_arch::vgg, policy_kind::checkpoint, codec_kind::none, 92, recompute_steps);
 }
 
-// A redrop (issue 22, item 5): at batch 16 and 71% of the peak, search swaps an activation out
+// A redrop (issue 22, item 5): at batch 16 and 69% of the peak, search swaps an activation out
 // after its forward use and re-runs an op that reads it in the backward. The activation is
 // prefetched for that re-run with its host copy kept (offload manager's host_copy_mode::keep)
 // and leaves again right after it by giving its device bytes back to that copy (redrop_async):
 // no second device -> host copy. (Until 2026-11-27 this was batch 8 at 78%; since re-runs may
 // read a swap brought back for their batch, search plans no redrop there. At batch 32 no budget
-// from 30% to 99% of the peak, in 1% steps, gave one on either network.) Every replayed step
+// from 30% to 99% of the peak, in 1% steps, gave one on either network. Until 2026-11-29 it was
+// 71%: since search polishes every runner, it plans none there; of 40% to 98% in 1% steps at
+// batch 16, vgg has one at 69% alone.) Every replayed step
 // runs the redrop, none falls back to a copy, the offloads are the other entries' alone
 // (check_run), and the parameters are bitwise those of keeping everything. Should the planner
 // stop choosing a redrop here, find another budget (train_cnn_cpu --policy search --check prints
 // "N redrops") rather than dropping the case.
-TEST_CASE("train_cnn cpu recompute vgg redrop: search at 71% of the peak at batch 16, bitwise")
+TEST_CASE("train_cnn cpu recompute vgg redrop: search at 69% of the peak at batch 16, bitwise")
 {
   constexpr long n = 4;  // the recorded step and 3 that redrop
   cpu_run_result const r =
-      check_run(cnn_arch::vgg, policy_kind::search, codec_kind::none, 71, n, 16);
+      check_run(cnn_arch::vgg, policy_kind::search, codec_kind::none, 69, n, 16);
   REQUIRE(r.plan.planned_redrops > 0);
   CHECK(r.plan.executed_redrops == r.plan.planned_redrops * std::uint64_t(n - 1));
   CHECK(r.memory.manager_redrops == r.plan.executed_redrops);  // redrop_async ran each
