@@ -1495,7 +1495,7 @@ struct joint_search {
 
   // A polish (step 3) runs on each local search's result at most this many times as slow as
   // the fastest of them: the polish moves took a result 1.54x slower than the fastest to the
-  // fastest plan (resnet18, batch 32, at 50% on h100_sxm: the largest such ratio at the 88
+  // fastest plan (resnet18, batch 32, at 50% on h100_sxm: the largest such ratio at the 104
   // target points of data/traces and four recorded traces; 1.59 for the transformer at 45% on
   // h100_sxm), and one 2x slower, polished, is CPU spent on a plan that loses (regnet_y_400mf at
   // 33%: 0.5 of its 2 CPU s). A bound on CPU, not a guarantee: a runner beyond it may lose a
