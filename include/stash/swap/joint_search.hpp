@@ -30,8 +30,8 @@
  *     every wrap (its pruning drops the redundant ones). Elsewhere, below the swap bound of
  *     activations (swap_bound_bytes: where persistent storages leave in every swap schedule),
  *     search_swap's seed with wraps is offered too and the greedy also starts from every wrap
- *     ("seed:search_swap+wrap", "greedy+wrap:optional"): gaps
- *     inside the iteration can make room, but a storage used only in the optimizer step (SGD's
+ *     ("seed:search_swap+wrap", "greedy+wrap:optional"): gaps inside the iteration can make
+ *     room, but a storage used only in the optimizer step (SGD's
  *     momentum) costs no transfer on the busy links of forward and backward when it wraps,
  *     where taking weights off inside the iteration does (convnext_tiny, batch 8, at 33% on
  *     pcie4_x16: +36.9% -> +24.9%, predicted). Those constructions have a runner of their own
@@ -39,14 +39,14 @@
  *     other constructions' runners and repairs.
  *  2. Local search from the fastest seed of each kind (policies' seeds and hybrids; greedy with
  *     swaps placed alone; greedy on the link's free room; greedy from the optional wraps: the
- *     fastest seed's neighbourhood is not always the best one), one simulation per move, a move
- * kept when the planned peak stays within the budget and the simulated time drops: (a) a swap whose
- *     prefetch stalled the compute stream becomes a recompute right before its next use; (b) a
- *     recompute, most expensive first, is dropped (the storage stays); (c) it becomes a swap
- *     (offload after its last use, prefetch as late as the nominal timeline allows); (d) a
- *     recompute, dearest per byte first, is exchanged: the greedy covers what its removal leaves
- *     over the budget with other entries. From each start until no move helps or
- *     `max_simulations` are spent. Then, from each start's result, insert and prune
+ *     fastest seed's neighbourhood is not always the best one), one simulation per move, a
+ *     move kept when the planned peak stays within the budget and the simulated time drops:
+ *     (a) a swap whose prefetch stalled the compute stream becomes a recompute right before its
+ *     next use; (b) a recompute, most expensive first, is dropped (the storage stays); (c) it
+ *     becomes a swap (offload after its last use, prefetch as late as the nominal timeline
+ *     allows); (d) a recompute, dearest per byte first, is exchanged: the greedy covers what its
+ *     removal leaves over the budget with other entries. From each start until no move helps
+ *     or `max_simulations` are spent. Then, from each start's result, insert and prune
  *     (detail::joint_greedy::reinsert): a recompute not in the plan, cheapest per byte first, is
  *     added and the plan's other recomputes are dropped, dearest per byte first, while the planned
  *     peak stays within the budget, kept when the re-runs' total time drops (a step budget of
@@ -59,31 +59,31 @@
  *     earlier's op) when the planned peak stays within the budget, so one re-run serves both
  *     (schedule::shared_reruns: the clone of a pre-activation and the activation's output,
  *     one BatchNorm for the two).
- *  3. Polish of each local search's result within polish_ratio of the fastest of them (the
- *     polish moves change plans more than the local moves: a runner 1.5x slower after step 2
- *     can end fastest after polish, GPT-like decoder at 50% on h100_sxm: +26.8% -> +10.5%), the
- *     fastest result wins; each polish in rounds while either keeps a faster plan (the moves
- * (a)-(e) again after): the link exchange (detail/link_exchange.hpp: a recompute entry dear per
- * transfer second becomes a swap, the swaps that save the fewest re-run seconds per transfer second
- *     make room for it on the link, the greedy covers the rest) and the cut-swap re-runs
- *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that
- *     swap ending at the re-run, and dearer re-runs are dropped; then a swap whose re-run costs
- *     less than its prefetch becomes that re-run, its reads' swaps cut likewise) and the chained
- *     swap re-runs (detail/swap_rerun_chain.hpp: the same where a recompute entry drops one of
- *     the re-run's reads there, that entry's batch moved forward to it; every one of the plan at
- *     once, the greedy covering what it leaves over the budget: a dropout's product re-run from
- *     its softmax's re-run and its prefetched mask instead of crossing the link) and the held
- *     re-run splits (detail/hold_split.hpp: a recompute entry whose batch runs before its next
- *     use, held on the device in between, is re-run again at that use instead, the swaps that
- *     stalled inside the hold dropped and what is left over the budget covered by later
- *     prefetches) and the prefetch advances (detail/prefetch_advance.hpp: where the plan waited
- *     for copies, a swap entry's prefetch issued 1 to 64 ops earlier, one entry at a time, so
- *     that a storage needed first does not queue behind one needed later on the H2D engine),
- *     each plan simulated, with step budgets of constructions, candidates and work.
+ *  3. Polish of each local search's result within polish_ratio of the fastest of them (the polish
+ *     moves change plans more than the local moves: a runner 1.5x slower after step 2 can end
+ *     fastest after polish, GPT-like decoder at 50% on h100_sxm: +26.8% -> +10.5%), the fastest
+ *     result wins; each polish in rounds while either keeps a faster plan (the moves (a)-(e) again
+ *     after): the link exchange (detail/link_exchange.hpp: a recompute entry dear per transfer
+ *     second becomes a swap, the swaps that save the fewest re-run seconds per transfer second make
+ *     room for it on the link, the greedy covers the rest) and the cut-swap re-runs
+ *     (detail/cut_swap_rerun.hpp: a storage whose re-run reads a swapped one is re-run, that swap
+ *     ending at the re-run, and dearer re-runs are dropped; then a swap whose re-run costs less
+ *     than its prefetch becomes that re-run, its reads' swaps cut likewise) and the chained swap
+ *     re-runs (detail/swap_rerun_chain.hpp: the same where a recompute entry drops one of the
+ *     re-run's reads there, that entry's batch moved forward to it; every one of the plan at once,
+ *     the greedy covering what it leaves over the budget: a dropout's product re-run from its
+ *     softmax's re-run and its prefetched mask instead of crossing the link) and the held re-run
+ *     splits (detail/hold_split.hpp: a recompute entry whose batch runs before its next use, held
+ *     on the device in between, is re-run again at that use instead, the swaps that stalled inside
+ *     the hold dropped and what is left over the budget covered by later prefetches) and the
+ *     prefetch advances (detail/prefetch_advance.hpp: where the plan waited for copies, a swap
+ *     entry's prefetch issued 1 to 64 ops earlier, one entry at a time, so that a storage needed
+ *     first does not queue behind one needed later on the H2D engine), each plan simulated, with
+ *     step budgets of constructions, candidates and work.
  *     Last, on what those rounds and the moves after them left (so that no plan they reach gets
- *     slower), the latency-bound swap drops (detail/latency_swaps.hpp: the swaps whose wire time
- *     is a small share of the link's latency per copy leave the plan, in four tiers, and the
- *     greedy covers and prunes the rest; the moves (a)-(e) again from what is kept).
+ *     slower), the latency-bound swap drops (detail/latency_swaps.hpp: the swaps whose wire time is
+ *     a small share of the link's latency per copy leave the plan, in four tiers, and the greedy
+ *     covers and prunes the rest; the moves (a)-(e) again from what is kept).
  * With `encodings` set, every swap entry gets the encoding encoding_choice allows (lossy
  * precision only where the options opt in) before it is timed, and search_swap searches with
  * them. Encodings change which plans the incumbents keep, so that search alone can end on a
@@ -332,6 +332,11 @@ struct seed_memo {
   }
 };
 
+/// The notes of the constructions from wraps none of which is needed (joint_search::seed): the
+/// greedy's start from every wrap and search_swap's seed with wraps. They share a runner.
+inline constexpr std::string_view optional_wrap_start = "greedy+wrap:optional";
+inline constexpr std::string_view optional_wrap_seed  = "seed:search_swap+wrap";
+
 /// The fastest fitting schedule so far (joint search).
 struct joint_incumbent {
   std::optional<schedule> best;
@@ -508,8 +513,9 @@ struct joint_incumbent {
     return true;
   }
   // The fastest fitting schedule of each kind of construction (the policies' seeds and hybrids;
-  // the greedy with each swap placed alone; the greedy with swaps on the link's free room), where
-  // the local search starts from: the fastest seed's neighbourhood is not always the best one.
+  // the greedy with each swap placed alone; the greedy with swaps on the link's free room; the
+  // constructions from optional wraps), where the local search starts from: the fastest seed's
+  // neighbourhood is not always the best one.
   std::array<std::optional<std::pair<schedule, sim_result>>, 4> runners;
 
   // with_redrops(s), the chains from `from` when not null (the same chains).
@@ -520,13 +526,11 @@ struct joint_incumbent {
   }
 
   // The runner slot of a construction named `who`: 0 the policies' seeds and hybrids, 1 the
-  // greedy with swaps placed alone, 2 the greedy on the link's free room, 3 the greedy from the
-  // optional wraps (joint_search::optional_wrap_start).
+  // greedy with swaps placed alone, 2 the greedy on the link's free room, 3 the constructions
+  // from optional wraps (optional_wrap_start, optional_wrap_seed).
   [[nodiscard]] static std::size_t family_of(std::string const& who) noexcept
   {
-    if (who.starts_with("greedy+wrap:optional") || who.starts_with("seed:search_swap+wrap")) {
-      return 3;
-    }
+    if (who.starts_with(optional_wrap_start) || who.starts_with(optional_wrap_seed)) { return 3; }
     return !who.starts_with("greedy") ? 0 : who.find("/link") == std::string::npos ? 1 : 2;
   }
 
@@ -862,10 +866,12 @@ struct joint_search {
     search_swap const swaps{
         .also_any_kind = also_any_kind, .wrap = !wraps.empty(), .encodings = encodings};
     inc.offer(a, swaps.plan(a, budget), "seed:search_swap", encodings, stats);
-    if (optional_wraps(a, budget, wraps)) {
+    bool const optional = optional_wraps(a, budget, wraps);
+    if (optional) {
       auto wrapping = swaps;
       wrapping.wrap = true;
-      inc.offer(a, wrapping.plan(a, budget), optional_wrap_seed, encodings, stats);
+      inc.offer(a, wrapping.plan(a, budget), std::string(detail::optional_wrap_seed), encodings,
+                stats);
     }
     inc.offer(a, checkpoint{}.plan(a, budget), "seed:checkpoint", encodings, stats);
     inc.offer(a, dtr{}.plan(a, budget), "seed:dtr", encodings, stats);
@@ -875,7 +881,7 @@ struct joint_search {
       starts.emplace_back("greedy+checkpoint" + std::to_string(segments),
                           detail::greedy_plan{{}, checkpoint{segments}.plan(a, budget).recomputes});
     }
-    add_wrap_starts(a, budget, wraps, starts);
+    add_wrap_starts(a, budget, wraps, optional, starts);
     for (double const f : {1.15, 1.35, 1.7}) {
       auto const higher = static_cast<std::uint64_t>(static_cast<double>(budget) * f);
       if (higher >= a.peak_live_bytes()) { break; }
@@ -921,24 +927,20 @@ struct joint_search {
   }
 
   // Greedy starts from the needed wraps, and from every persistent storage that may wrap
-  // ("all"; where none is needed, the optional_wrap_start, where swapping activations alone
-  // cannot make room: below swap_bound_bytes(activations), persistent storages leave in every
-  // swap schedule). The greedy covers the rest with gaps inside the iteration and prunes the
-  // wraps that end up redundant.
-  void add_wrap_starts(trace_analysis const& a, std::uint64_t budget,
-                       std::vector<swap_entry> const& needed,
-                       std::vector<std::pair<std::string, detail::greedy_plan>>& starts) const
+  // ("all"; where none is needed and `optional` (optional_wraps), the optional_wrap_start). The
+  // greedy covers the rest with gaps inside the iteration and prunes the wraps that end up
+  // redundant.
+  static void add_wrap_starts(trace_analysis const& a, std::uint64_t budget,
+                              std::vector<swap_entry> const& needed, bool optional,
+                              std::vector<std::pair<std::string, detail::greedy_plan>>& starts)
   {
-    if (!wraps_on()) { return; }
-    auto const cands = detail::wrap_candidates(a, 0);
-    if (cands.empty()) { return; }
+    if (needed.empty() && !optional) { return; }
     std::vector<double> nominal(a.op_count());
     for (std::size_t i = 0; i < nominal.size(); ++i) { nominal[i] = a.op_start(i); }
-    auto all = detail::choose_wraps(a, cands, budget, detail::wrap_choice::all, nominal);
+    auto all = detail::choose_wraps(a, detail::wrap_candidates(a, 0), budget,
+                                    detail::wrap_choice::all, nominal);
     if (needed.empty()) {
-      if (optional_wraps(a, budget, needed)) {
-        starts.emplace_back(optional_wrap_start, detail::greedy_plan{std::move(all), {}});
-      }
+      starts.emplace_back(detail::optional_wrap_start, detail::greedy_plan{std::move(all), {}});
       return;
     }
     if (needed.size() != all.size()) {
@@ -955,11 +957,6 @@ struct joint_search {
   };
 
   static constexpr std::size_t checkpoint_segments[] = {0, 32, 64, 128};
-  // The start of every wrap where none is needed (add_wrap_starts): its constructions are not
-  // repaired nor fed back (seeding::optional_start) and have a runner of their own.
-  static constexpr char const* optional_wrap_start = "greedy+wrap:optional";
-  // search_swap's seed with wraps where none is needed (optional_wraps), in the same runner.
-  static constexpr char const* optional_wrap_seed = "seed:search_swap+wrap";
   // Misses rebuilt with the fit repair (repair_order): one per weighting and target of the
   // variants that place swaps alone (3 at the full budget, 3 at 90%, 1 at 80%).
   static constexpr std::size_t max_repaired = 7;
@@ -1072,7 +1069,7 @@ struct joint_search {
    private:
     [[nodiscard]] bool optional_start(std::size_t k) const
     {
-      return starts_[k].first == optional_wrap_start;
+      return starts_[k].first == detail::optional_wrap_start;
     }
 
     // make(job, worker) for each of `jobs` and then(i) for each index, a chunk at a time
