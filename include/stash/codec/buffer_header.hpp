@@ -27,6 +27,7 @@ inline constexpr std::uint16_t precision   = 0x0600;  ///< stash::precision (| f
 inline constexpr std::uint16_t rle         = 0x0700;  ///< stash::rle
 inline constexpr std::uint16_t chain       = 0x0800;  ///< stash::chain
 inline constexpr std::uint16_t two_value   = 0x0900;  ///< stash::two_value
+inline constexpr std::uint16_t range_mask  = 0x0A00;  ///< stash::range_mask
 }  // namespace codec_ids
 
 /// @brief The decoded header of a compressed buffer.

@@ -44,6 +44,8 @@ enum class swap_encoding : std::uint8_t {
   fp8_e4m3,     ///< lossy: 8-bit float, 4 exponent and 3 mantissa bits
   two_value,    ///< lossless, 1 bit per element + one value c: data that is all 0 or c (a
                 ///< scaled dropout mask); the encoder refuses other data (it then travels raw)
+  range_mask,   ///< 1 bit per element, whether it lies inside a clamp's (lo, hi): exact where
+                ///< readers need only that (hardtanh's backward, e.g. ReLU6's input)
 };
 
 /// @brief Spelling of a swap encoding.
@@ -70,6 +72,8 @@ enum class swap_encoding : std::uint8_t {
       return "fp8_e4m3";
     case swap_encoding::two_value:
       return "two_value";
+    case swap_encoding::range_mask:
+      return "range_mask";
   }
   return "?";
 }
@@ -98,6 +102,8 @@ enum class swap_encoding : std::uint8_t {
       return swap_encoding::fp8_e4m3;
     case codec_ids::two_value:
       return swap_encoding::two_value;
+    case codec_ids::range_mask:
+      return swap_encoding::range_mask;
     default:
       return std::nullopt;
   }
@@ -208,9 +214,9 @@ class cost_model {
     return times;
   }
 
-  /// @brief Uncompressed / compressed bytes of `e`: bitmask, two_value and pool_argmax by their
-  /// formats (32, 32 and 16), reduced precision by its width, zvc and `configured` from the
-  /// parameters.
+  /// @brief Uncompressed / compressed bytes of `e`: bitmask, two_value, range_mask and
+  /// pool_argmax by their formats (32, 32, 32 and 16), reduced precision by its width, zvc and
+  /// `configured` from the parameters.
   /// @param e How the bytes cross the link.
   /// @return Raw bytes per wire byte.
   [[nodiscard]] double encoding_ratio(swap_encoding e) const noexcept
@@ -223,7 +229,8 @@ class cost_model {
       case swap_encoding::zvc:
         return params_.zvc_ratio;
       case swap_encoding::bitmask:
-      case swap_encoding::two_value:  // 1 bit per float32 element (the value: 8 bytes, ignored)
+      case swap_encoding::two_value:   // 1 bit per float32 element (the value: 8 bytes, ignored)
+      case swap_encoding::range_mask:  // 1 bit per float32 element (the bounds: 8 bytes, ignored)
         return 32.0;
       case swap_encoding::pool_argmax:
         return 16.0;
