@@ -121,6 +121,70 @@ f 3
 
 namespace {
 
+// ReLU6 as PyTorch records it in place: c = clone(b) (saved for the backward), then hardtanh_(b).
+// c is read after its gap by a view and as hardtanh_backward's `self`; d = clone(b) is read as
+// hardtanh_backward's `grad` too; b (hardtanh's output) feeds a mul and is read again by it.
+std::string relu6_trace(std::string const& header)
+{
+  return "# stash-trace v1 model=relu6" + header + R"(
+p forward
+t 0 4000 input x
+t 1 4000 act b
+o aten::native_batch_norm 0 1
+t 2 4000 act c
+o aten::clone 1 2
+t 3 4000 act d
+o aten::clone 1 3
+o aten::hardtanh_ 1 1
+t 4 4000 act y
+o aten::mul.Tensor 1,0 4
+p backward
+t 5 4000 temp g
+o aten::mul.Tensor 4,1 5
+o aten::detach 2 -
+t 6 4000 temp g2
+o aten::hardtanh_backward 5,2 6
+t 7 4000 temp g3
+o aten::hardtanh_backward 3,3 7
+f 1
+f 2
+f 3
+f 4
+f 5
+f 6
+f 7
+)";
+}
+
+}  // namespace
+
+TEST_CASE("a copy only hardtanh's backward reads crosses as one bit per element (range_mask)")
+{
+  auto const t = stash::parse_trace(relu6_trace(""), "relu6");
+  stash::trace_analysis const a(t, pcie4());
+  auto entry = [&](stash::storage_id id, std::uint64_t u, std::uint64_t v) {
+    return stash::swap_entry{id, u, v, u + 1, v, t.storages()[id].bytes};
+  };
+  // c: read after its gap only as hardtanh_backward's self (and by a view): whether each element
+  // lies inside (min, max) suffices.
+  CHECK(stash::choose_encoding(a, entry(2, 1, 6)) == stash::swap_encoding::range_mask);
+  // d: hardtanh_backward reads it as its grad too (its values): raw.
+  CHECK(stash::choose_encoding(a, entry(3, 2, 8)) == stash::swap_encoding::raw);
+  // b: hardtanh's output, read by a mul after its gap: zvc, as every ReLU-like output.
+  CHECK(stash::choose_encoding(a, entry(1, 4, 5)) == stash::swap_encoding::zvc);
+  // Lossless codecs off: raw; a trace whose tensors are not float32: not a float mask.
+  CHECK(stash::choose_encoding(a, entry(2, 1, 6), stash::encoding_options{false, {}}) ==
+        stash::swap_encoding::raw);
+  auto const half = stash::parse_trace(relu6_trace(" dtype=float16"), "relu6_half");
+  stash::trace_analysis const ah(half, pcie4());
+  CHECK(stash::choose_encoding(ah, entry(2, 1, 6)) == stash::swap_encoding::raw);
+  auto const m = pcie4();
+  CHECK(m.wire_bytes(32000, stash::swap_encoding::range_mask) == 1000);
+  CHECK(stash::encoding_of_codec(stash::codec_ids::range_mask) == stash::swap_encoding::range_mask);
+}
+
+namespace {
+
 // A dropout written as a draw: m = bernoulli_(empty_like(x)) holds 0 or 1 in every element; d is
 // the same draw scaled in place by 1/(1-p) (PyTorch's CPU dropout), holding {0, 1/(1-p)}. Both
 // are read by a mul in the forward and again in the backward.

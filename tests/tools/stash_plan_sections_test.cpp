@@ -419,7 +419,9 @@ TEST_CASE("stash-plan swap-policy section on vgg16 at 70% of the no_swap peak")
 // Issue 22 items 4 and 7: with --codec auto the time bound prices each storage's gap at the
 // encoding it may take there (choose_encoding's or raw), not every byte at the best ratio of any
 // encoding (32x, which read the compute time everywhere). mobilenet_v2 at 50% on pcie4_x16: its
-// ReLU6 outputs may cross as zvc (1.6x), the rest raw, and the bound is above +10% (predicted).
+// ReLU6 outputs may cross as zvc (1.6x), the copies hardtanh's backward alone reads as range_mask
+// (32x), the rest raw, and the bound is above +1.5% (predicted; +10.6% when written, before
+// range_mask, +1.8% with it).
 TEST_CASE("stash-plan --codec auto: the time bound prices each storage at its own encoding")
 {
   auto const path = stash::test::data_path("traces/mobilenet_v2_b32.trace");
@@ -435,7 +437,7 @@ TEST_CASE("stash-plan --codec auto: the time bound prices each storage at its ow
   REQUIRE(coded.policies.has_value());
   auto const& s = *coded.policies;
   CHECK(s.baseline_ms == plain.policies->baseline_ms);
-  CHECK(s.time_lower_bound_ms > s.baseline_ms * 1.10);                 // +10.6% when written
+  CHECK(s.time_lower_bound_ms > s.baseline_ms * 1.015);  // not the compute time (32x everywhere)
   CHECK(s.time_lower_bound_ms < plain.policies->time_lower_bound_ms);  // raw: +12.0%
   CHECK(s.time_lower_bound_ms <= s.swap_time_lower_bound_ms);
   int fitting = 0;

@@ -28,6 +28,12 @@
  *    the trace does not record k, and the codec takes c from the data. This is a prediction the
  *    codec checks: data with a third bit pattern (a negative k makes 0 * k = -0.0, a k of 0 or
  *    inf gives NaN) is refused by its encoder and travels raw, so nothing is lost.
+ *  - range_mask (Gist's Binarize for a clamp, 1 bit per element): every access from the entry's
+ *    next use on reads it as `self` of aten::hardtanh_backward (view ops aside, as for bitmask),
+ *    which needs only whether each element lies inside the clamp's (min, max) (ReLU6 = hardtanh
+ *    in place on a copy PyTorch saves for the backward), and the trace's tensors may be taken to
+ *    be float32. The codec needs the bounds, which a trace does not record: the loop describes
+ *    the tensor at allocate_async() (range_bounds); undescribed, it travels raw.
  *  - zvc (cDMA): it is a ReLU-like output (its last write before the gap is aten::relu, relu_,
  *    threshold, threshold_, hardtanh or hardtanh_): zeros are common.
  *  - the lossy encoding the user chose for activations (fp16, bf16, fp8), if any, for any other
@@ -56,7 +62,7 @@ namespace stash {
 
 /// @brief What encodings an encoding choice may use.
 struct encoding_options {
-  /// Use zvc, bitmask, two_value and pool_argmax where the trace says they are exact.
+  /// Use zvc, bitmask, two_value, range_mask and pool_argmax where the trace says they are exact.
   bool lossless_codecs = true;
   /// A lossy encoding (fp16, bf16 or fp8_e4m3) for activations no lossless rule covers; none by
   /// default (lossy formats only where the user opts in).
@@ -113,23 +119,37 @@ namespace detail {
   return std::find(names.begin(), names.end(), op) != names.end();
 }
 
-// Every access from op `v` on reads `id` as `self` (the second read) of threshold_backward, or
-// through a view op that writes nothing (e.g. aten::detach: it reads no values).
-[[nodiscard]] inline bool sign_only_after(trace const& t, storage_lifetime const& s,
-                                          std::uint64_t v)
+// Every access from op `v` on reads `id` as `self` (the second read) of `reader`, or through a view
+// op that writes nothing (e.g. aten::detach: it reads no values); at least one such read.
+[[nodiscard]] inline bool read_only_as_self_of(trace const& t, storage_lifetime const& s,
+                                               std::uint64_t v, std::string_view reader)
 {
   bool any = false;
   for (auto const& acc : s.accesses) {
     if (acc.op < v) { continue; }
     auto const& op = t.ops()[acc.op];
     if (!acc.write && op.writes.empty() && view_op(op.name)) { continue; }
-    if (acc.write || op.name != "aten::threshold_backward" || op.reads.size() < 2 ||
-        op.reads[1] != s.id || op.reads[0] == s.id) {
+    if (acc.write || op.name != reader || op.reads.size() < 2 || op.reads[1] != s.id ||
+        op.reads[0] == s.id) {
       return false;
     }
     any = true;
   }
   return any;
+}
+
+// ReLU's backward reads only the sign of its `self`: Binarize is exact for it.
+[[nodiscard]] inline bool sign_only_after(trace const& t, storage_lifetime const& s,
+                                          std::uint64_t v)
+{
+  return read_only_as_self_of(t, s, v, "aten::threshold_backward");
+}
+
+// hardtanh's backward (ReLU6's) reads only whether its `self` lies inside (min, max).
+[[nodiscard]] inline bool range_only_after(trace const& t, storage_lifetime const& s,
+                                           std::uint64_t v)
+{
+  return read_only_as_self_of(t, s, v, "aten::hardtanh_backward");
 }
 
 // A Bernoulli draw (aten::bernoulli, aten::bernoulli.p, aten::bernoulli_.float, ...): it
@@ -225,6 +245,9 @@ namespace detail {
     if (w && detail::scaled_bernoulli(t, s, e.last_use) && detail::float32_trace(t) &&
         detail::sized_like_its_source(t, s)) {
       return swap_encoding::two_value;
+    }
+    if (detail::float32_trace(t) && detail::range_only_after(t, s, e.next_use)) {
+      return swap_encoding::range_mask;
     }
     if (w && detail::relu_like(t.ops()[*w].name)) {
       return detail::sign_only_after(t, s, e.next_use) ? swap_encoding::bitmask
