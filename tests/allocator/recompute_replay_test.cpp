@@ -314,7 +314,9 @@ TEST_CASE("recompute replay: a storage leaves again after a re-run read it (redr
 {
   auto const kept = run_rerun_read(stash::no_swap{});
   REQUIRE(kept.g.size() == 4);
-  auto check = [&](rerun_read_result const& r, std::uint64_t copies, std::uint64_t redrops) {
+  // `copy_bytes`: one host copy of x (250 floats raw, or zvc's largest buffer for them).
+  auto check = [&](rerun_read_result const& r, std::uint64_t copies, std::uint64_t redrops,
+                   std::uint64_t copy_bytes = 1000) {
     CHECK(r.g == kept.g);  // bit for bit (no NaN)
     CHECK(r.stats.deviations == 0);
     CHECK(r.stats.failed_offloads == 0);
@@ -332,10 +334,12 @@ TEST_CASE("recompute replay: a storage leaves again after a re-run read it (redr
     CHECK(r.schedule.device_peak == 7000);
     CHECK(r.peak == r.schedule.device_peak);
     CHECK(r.peak < kept.peak);
-    // One host copy of x at a time, none left.
+    // One host copy of x per iteration, none left: two at most at once (the previous step's,
+    // freed in stream order, may not be back in the pool when the next offload takes one: seen
+    // under load with zvc's 1,536-byte blocks), each in 512-byte blocks.
     CHECK(r.host.in_use_bytes == 0);
     CHECK(r.host.peak_in_use_bytes > 0);
-    CHECK(r.host.peak_in_use_bytes < 2 * 1000 + 512);
+    CHECK(r.host.peak_in_use_bytes <= 2 * ((copy_bytes + 511) / 512 * 512));
   };
   CHECK(kept.peak == 8000);
   SUBCASE("redrop right after the re-runs")
@@ -352,7 +356,8 @@ TEST_CASE("recompute replay: a storage leaves again after a re-run read it (redr
   }
   SUBCASE("zvc: the kept copy's decodes are checked")
   {
-    check(run_rerun_read<stash::zvc<float>>(stash::test::rerun_read_policy{}), 1, 1);
+    check(run_rerun_read<stash::zvc<float>>(stash::test::rerun_read_policy{}), 1, 1,
+          stash::zvc<float>::max_compressed_bytes(250));
   }
 }
 
