@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <span>
 
 namespace STASH_UNITY_ID {
 

@@ -94,9 +94,12 @@ __global__ void range_mask_decode_kernel(std::byte const* src, float* dst,
   std::uint64_t const n = n_shared;
   float const outside   = f32_from_bits(bounds_shared[0]);
   float const inside    = f32_from_bits(range_mask_inside_bits(bounds_shared[0], bounds_shared[1]));
+  // Aligned word loads, not range_mask_bit's four byte loads: on the transfer's mapped slot each
+  // load is a bus request (the 32 threads of a warp read one word, coalesced).
+  auto const* const mask = reinterpret_cast<std::uint32_t const*>(src + range_mask_words_off);
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
-    bool const bit = range_mask_bit(src, i);
+    bool const bit = ((mask[i / 32] >> (i % 32)) & 1u) != 0;
     if constexpr (ApplyToGradient) {
       if (!bit) { dst[i] = 0.0f; }
     } else {
