@@ -65,7 +65,9 @@
  * Gist's 4-bit pool argmax (`pool_argmax` in the slot) replaces a max
  * pool's int64 indices and needs that pool's geometry, which a trace does not carry: pass it to
  * allocate_async() (a `pool_geometry`: pool_argmax's per-transfer descriptor, see descriptor_type)
- * every iteration. The member is
+ * every iteration. Likewise `range_mask` (1 bit per element, exact for hardtanh's / ReLU6's
+ * backward) needs the clamp's bounds: pass a `range_bounds` ({0, 6} for ReLU6) for the clamp's
+ * saved input. The member is
  * chosen from the recorded iteration's descriptions; a replayed tensor described otherwise (or
  * not at all) travels raw and is counted in encoding_fallbacks.
  *
@@ -142,6 +144,7 @@
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/pool_argmax_transfer.hpp>
+#include <stash/offload/range_mask_transfer.hpp>
 #include <stash/offload/tensor_handle.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/offload/two_value_transfer.hpp>
@@ -198,10 +201,12 @@ constexpr std::optional<swap_encoding> transfer_encoding() noexcept
   }
 }
 
-// Encodings exact only for particular readers (a sign, a max-pool index): never a default.
+// Encodings exact only for particular readers (a sign, a max-pool index, a clamp's inside bit):
+// never a default.
 constexpr bool sign_or_index_only(std::optional<swap_encoding> e) noexcept
 {
-  return e == swap_encoding::bitmask || e == swap_encoding::pool_argmax;
+  return e == swap_encoding::bitmask || e == swap_encoding::pool_argmax ||
+         e == swap_encoding::range_mask;
 }
 
 template <class Set>
@@ -443,13 +448,14 @@ class allocator {
   /// @brief What the offload manager runs: transfer_type's members, then raw copies.
   using manager_transfer_type = typename detail::with_raw<transfer_type>::type;
   /// @brief What allocate_async() may be told about a tensor: the descriptor of a member that
-  /// takes one (a pool_geometry for pool_argmax), its element_type (lossy members refuse a tensor
-  /// not of theirs), or none (`{}`); see transfer_descriptor_t.
+  /// takes one (a pool_geometry for pool_argmax, a range_bounds for range_mask), its element_type
+  /// (lossy members refuse a tensor not of theirs), or none (`{}`); see transfer_descriptor_t.
   using descriptor_type = transfer_descriptor_t<manager_transfer_type>;
   static_assert(!detail::sign_or_index_only(detail::set_encodings<manager_transfer_type>::value[0]),
                 "stash::allocator: the Codec slot's first member runs every entry whose encoding "
-                "is 'configured' (any tensor); it must not be bitmask or pool_argmax, which keep "
-                "only a sign or an index: put it after a general codec (or void) in the set");
+                "is 'configured' (any tensor); it must not be bitmask, pool_argmax or "
+                "range_mask, which keep only a sign, an index or a clamp's inside bit: put it "
+                "after a general codec (or void) in the set");
   /// @brief The host staging pool.
   using host_pool_type =
       caching_pool<detail::staging_upstream_t<Backend>, typename Backend::stream_order>;
@@ -475,8 +481,9 @@ class allocator {
     STASH_EXPECTS(!detail::sign_or_index_only(d) && d != swap_encoding::configured,
                   "stash::allocator: default_encoding " +
                       std::string(to_string(d.value_or(swap_encoding::raw))) +
-                      " cannot run every tensor (bitmask and pool_argmax keep only a sign or an "
-                      "index; 'configured' is what it defines)");
+                      " cannot run every tensor (bitmask, pool_argmax and range_mask keep only "
+                      "a sign, an index or a clamp's inside bit; 'configured' is what it "
+                      "defines)");
   }
 
   allocator(allocator const&)            = delete;
@@ -539,8 +546,10 @@ class allocator {
   /// @param label Its name in the trace.
   /// @param stream The stream of its first use.
   /// @param desc A member's descriptor of the tensor: for max-pool indices, the pool's
-  ///   pool_geometry, without which pool_argmax entries travel raw; for other data that is not
-  ///   float32, its element_type (lossy members then refuse it: it travels lossless or raw).
+  ///   pool_geometry, without which pool_argmax entries travel raw; for a clamp's saved input
+  ///   (ReLU6's), its range_bounds, without which range_mask entries travel raw; for other data
+  ///   that is not float32, its element_type (lossy members then refuse it: it travels lossless
+  ///   or raw).
   /// @throws stash::out_of_memory when the device pool cannot take it, or for a size no
   ///   allocation can have (above offload_manager::max_tensor_bytes); nothing is then taken or
   ///   recorded.

@@ -17,6 +17,7 @@
 #include <stash/codec/device_csr.cuh>
 #include <stash/codec/device_pool_argmax.cuh>
 #include <stash/codec/device_precision.cuh>
+#include <stash/codec/device_range_mask.cuh>
 #include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_staging.cuh>
 #include <stash/codec/device_two_value.cuh>
@@ -25,6 +26,7 @@
 #include <stash/codec/identity.hpp>
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/codec/precision.hpp>
+#include <stash/codec/range_mask.hpp>
 #include <stash/codec/rle.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
@@ -47,11 +49,13 @@
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
 #include <stash/offload/device_pool_argmax_transfer.cuh>
+#include <stash/offload/device_range_mask_transfer.cuh>
 #include <stash/offload/device_two_value_transfer.cuh>
 #include <stash/offload/offload_backend.hpp>
 #include <stash/offload/offload_manager.hpp>
 #include <stash/offload/pinned_host_pool.hpp>
 #include <stash/offload/pool_argmax_transfer.hpp>
+#include <stash/offload/range_mask_transfer.hpp>
 #include <stash/offload/transfer.hpp>
 #include <stash/offload/two_value_transfer.hpp>
 #include <stash/pool/async_pool.hpp>

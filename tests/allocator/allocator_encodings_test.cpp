@@ -2,6 +2,7 @@
 // runs the codec its schedule entry names, on the host backend, along a real training step whose
 // every read is checked (lossless bytes identical, Gist's Binarize sign-exact, fp16 within its
 // rounding), and what the slot cannot run travels raw and is counted.
+#include "codec/codec_test_support.hpp"
 #include "support/allocator_drive.hpp"
 #include "support/argmax_step.hpp"
 #include "support/data.hpp"
@@ -10,12 +11,15 @@
 #include <stash/allocator.hpp>
 #include <stash/codec/bitmask.hpp>
 #include <stash/codec/precision.hpp>
+#include <stash/codec/range_mask.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
 #include <stash/core/host_upstream.hpp>
 #include <stash/offload/backend/host_backend.hpp>
 #include <stash/offload/pool_argmax_transfer.hpp>
 #include <stash/pool/caching_pool.hpp>
+#include <stash/sim/schedule.hpp>
+#include <stash/sim/trace_analysis.hpp>
 #include <stash/swap/encoding_choice.hpp>
 #include <stash/swap/search_swap.hpp>
 #include <stash/swap/vdnn.hpp>
@@ -23,10 +27,12 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace STASH_UNITY_ID {
@@ -71,6 +77,27 @@ schedule_view view_of(Allocator const& alloc, stash::trace const& t)
   }
   return v;
 }
+
+// Swaps the storages labelled x and u as range_mask from their write (the clamp's clone of its
+// input) to their read (hardtanh's backward).
+struct clamp_step_policy {
+  [[nodiscard]] static constexpr std::string_view name() noexcept { return "clamp_step"; }
+  [[nodiscard]] stash::schedule plan(stash::trace_analysis const& analysis,
+                                     std::uint64_t budget) const
+  {
+    std::vector<stash::swap_entry> entries;
+    for (auto const& life : analysis.lifetimes().storages) {
+      auto const& label = analysis.trace().storages()[life.id].label;
+      if (label != "x" && label != "u") { continue; }
+      std::uint64_t const w = life.accesses.at(0).op;
+      std::uint64_t const r = life.accesses.at(1).op;
+      entries.push_back(
+          stash::swap_entry{life.id, w, r, w + 1, r, life.bytes, stash::swap_encoding::range_mask});
+    }
+    return stash::make_schedule(analysis, "clamp_step", budget, std::move(entries));
+  }
+};
+static_assert(stash::swap_policy<clamp_step_policy>);
 
 }  // namespace
 
@@ -402,6 +429,80 @@ TEST_CASE(
   CHECK_THROWS_AS(m.synchronize(), stash::codec_error);
   CHECK(back == std::vector<std::int64_t>(n, 0));
   m.deallocate_async(h);
+}
+
+TEST_CASE("allocator: ReLU6's saved input crosses as range_mask, hardtanh's gradient bitwise exact")
+{
+  // MobileNet's in-place ReLU6 keeps a clone of its input x for hardtanh_backward(grad, x, 0, 6).
+  // x is described with ReLU6's bounds: 1 bit per element on the wire. u, the same values
+  // undescribed, cannot be encoded: it travels raw (exact), counted once, when planned.
+  stash::host_backend backend;
+  host_caching pool;
+  using codecs     = stash::transfer_set<stash::zvc<float>, stash::range_mask>;
+  using alloc_type = stash::allocator<host_caching, clamp_step_policy, codecs, stash::host_backend>;
+  using ids        = std::vector<stash::tensor_handle>;
+  std::size_t const n     = 4099;
+  std::size_t const bytes = n * sizeof(float);
+  auto const specials     = stash::test::range_mask_special_cases(0.0f, 6.0f);
+  std::vector<float> xv(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    xv[i] = i < specials.size() ? std::bit_cast<float>(specials[i])
+                                : -2.0f + static_cast<float>(i * 7919 % 1000) / 100.0f;
+  }
+  std::vector<float> const grad(n, 0.25f);
+  auto const expected = stash::test::hardtanh_backward(grad, xv, 0.0f, 6.0f);
+  auto const s        = backend.create_stream();
+  alloc_type alloc(backend, pool, stash::allocator_options{});
+  std::vector<float> got_x(n), got_u(n);
+  for (int it = 0; it < 3; ++it) {
+    CAPTURE(it);
+    alloc.begin_iteration();
+    alloc.phase(stash::phase::forward);
+    auto const x   = alloc.allocate_async(bytes, stash::storage_kind::act, "x", s,
+                                          stash::range_bounds{0.0f, 6.0f});
+    auto const u   = alloc.allocate_async(bytes, stash::storage_kind::act, "u", s);
+    auto const out = alloc.op("aten::clone", ids{}, ids{x, u}, s);
+    backend.copy_async(out[0], xv.data(), bytes, s);
+    backend.copy_async(out[1], xv.data(), bytes, s);
+    auto const y = alloc.allocate_async(bytes, stash::storage_kind::act, "y", s);
+    (void)alloc.op("aten::hardtanh_", ids{}, ids{y}, s);
+    (void)alloc.op("aten::sum", ids{y}, ids{}, s);
+    alloc.phase(stash::phase::backward);
+    auto const back = alloc.op("aten::hardtanh_backward", ids{x, u}, ids{}, s);
+    backend.copy_async(got_x.data(), back[0], bytes, s);
+    backend.copy_async(got_u.data(), back[1], bytes, s);
+    for (auto h : {x, u, y}) { alloc.deallocate_async(h); }
+    alloc.end_iteration();
+    backend.synchronize(s);
+    alloc.synchronize();
+    CHECK(stash::test::bitwise_equal(stash::test::hardtanh_backward(grad, got_x, 0.0f, 6.0f),
+                                     expected));
+    CHECK(stash::test::bitwise_equal(got_u, xv));
+    if (it > 0) {  // replayed: x came back as 0 or 2 (range_mask ran), not as its values
+      std::size_t other = 0;
+      for (float const v : got_x) { other += v != 0.0f && v != 2.0f; }
+      CHECK(other == 0);
+    }
+  }
+  auto const& st = alloc.stats();
+  CHECK(st.scheduled_offloads == 2 * 2);
+  CHECK(st.encoding_fallbacks == 1);  // u, when planned
+  CHECK(st.offload.decode_failures == 0);
+  // Per replayed iteration: x as 40 + 4 ceil(n/32) bytes, u raw.
+  CHECK(st.offload.bytes_encoded == 2 * ((40 + 4 * ((n + 31) / 32)) + bytes));
+}
+
+TEST_CASE("allocator: range_mask cannot be the first member or the default encoding")
+{
+  using alloc_type =
+      stash::allocator<host_caching, stash::vdnn_all, stash::transfer_set<void, stash::range_mask>,
+                       stash::host_backend>;
+  static_assert(stash::detail::sign_or_index_only(stash::swap_encoding::range_mask));
+  stash::host_backend backend;
+  host_caching pool;
+  stash::allocator_options o;
+  o.default_encoding = stash::swap_encoding::range_mask;
+  CHECK_THROWS_AS(alloc_type(backend, pool, o), stash::logic_error);
 }
 
 }  // namespace STASH_UNITY_ID

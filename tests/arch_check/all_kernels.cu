@@ -10,11 +10,13 @@
 #include <stash/codec/device_csr.cuh>
 #include <stash/codec/device_pool_argmax.cuh>
 #include <stash/codec/device_precision.cuh>
+#include <stash/codec/device_range_mask.cuh>
 #include <stash/codec/device_rle.cuh>
 #include <stash/codec/device_two_value.cuh>
 #include <stash/codec/device_zvc.cuh>
 #include <stash/offload/backend/cuda_backend.hpp>
 #include <stash/offload/device_codec_transfer.cuh>
+#include <stash/offload/device_range_mask_transfer.cuh>
 #include <stash/offload/device_two_value_transfer.cuh>
 
 #include <cstddef>
@@ -80,4 +82,14 @@ void stash_arch_check_every_kernel(stash::cuda_backend& backend, cudaStream_t s)
   stash::pool_geometry const g{1, 2, 2, 2, 2, 1, 1};
   stash::device_pool_argmax::encode_indices_async(nullptr, g, nullptr, 0, nullptr, nullptr, 0, s);
   stash::device_pool_argmax::decode_indices_async(nullptr, 0, g, nullptr, 0, nullptr, s);
+  // range_mask (the bounds are per call) and its transfer.
+  stash::range_bounds const relu6{0.0f, 6.0f};
+  stash::device_range_mask::encode_async(nullptr, 0, relu6, nullptr, 0, nullptr, s);
+  stash::device_range_mask::decode_async(nullptr, 0, nullptr, 0, nullptr, s);
+  stash::device_range_mask::decode_exact_async(nullptr, 0, nullptr, 0, nullptr, s);
+  stash::device_range_mask::apply_mask_to_gradient_async(nullptr, 0, nullptr, 0, nullptr, s);
+  stash::device_range_mask_transfer::encode(backend, s, nullptr, 0, nullptr, 0, nullptr, nullptr,
+                                            relu6);
+  stash::device_range_mask_transfer::decode(backend, s, nullptr, 0, nullptr, 0, nullptr, nullptr, 0,
+                                            relu6);
 }

@@ -4,6 +4,7 @@
 #include "support/data.hpp"
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -75,5 +76,50 @@ inline std::vector<std::uint32_t> bitmask_sign_cases()
 /// follows the 32-byte header.
 inline constexpr std::array<std::byte, 4> bitmask_sign_mask = {std::byte{0xec}, std::byte{0x01},
                                                                std::byte{0x00}, std::byte{0x00}};
+
+/// The bounds range_mask's tests run with: ReLU6's, a symmetric one holding 0, an asymmetric
+/// one, one with an infinite end and one a few denormals wide (lo, hi as float32).
+inline std::vector<std::array<float, 2>> range_mask_bounds_cases()
+{
+  float const inf = std::bit_cast<float>(0x7f800000u);
+  return {{0.0f, 6.0f},
+          {-1.0f, 1.0f},
+          {-0.75f, 3.25f},
+          {-inf, 2.5f},
+          {std::bit_cast<float>(0x00000002u), std::bit_cast<float>(0x00000009u)}};
+}
+
+/// The IEEE edge cases of range_mask's inside test for bounds (lo, hi), as bit patterns: NaNs,
+/// +-inf, +-0, denormals, the extremes, lo and hi and their neighbours on both sides. Shared by
+/// the host test (range_mask_test.cpp) and the device one (device_range_mask_test.cu).
+inline std::vector<std::uint32_t> range_mask_special_cases(float lo, float hi)
+{
+  std::vector<std::uint32_t> v{0x7fc00000u, 0x7f800001u, 0xffc00000u, 0x7fffffffu,  // NaNs
+                               0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u,  // inf, 0
+                               0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu,  // denormals
+                               0x00800000u, 0x80800000u, 0x7f7fffffu, 0xff7fffffu,  // extremes
+                               0x3f800000u, 0xbf800000u, 0x40000000u, 0x40c00000u};
+  for (float const b : {lo, hi}) {
+    std::uint32_t const bits = std::bit_cast<std::uint32_t>(b);
+    // The bound, its other sign, and its neighbours away from 0 and towards 0.
+    v.push_back(bits);
+    v.push_back(bits ^ 0x80000000u);
+    if ((bits & 0x7fffffffu) < 0x7f800000u) { v.push_back(bits + 1); }
+    if ((bits & 0x7fffffffu) != 0) { v.push_back(bits - 1); }
+  }
+  return v;
+}
+
+/// aten::hardtanh_backward's rule, element by element: `grad_in = (x <= lo || x >= hi) ? 0 :
+/// grad` (a NaN x passes the gradient), as float comparisons.
+inline std::vector<float> hardtanh_backward(std::vector<float> const& grad,
+                                            std::vector<float> const& x, float lo, float hi)
+{
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    out[i] = (x[i] <= lo || x[i] >= hi) ? 0.0f : grad[i];
+  }
+  return out;
+}
 
 }  // namespace stash::test

@@ -8,6 +8,7 @@
 #include <stash/codec/csr.hpp>
 #include <stash/codec/identity.hpp>
 #include <stash/codec/precision.hpp>
+#include <stash/codec/range_mask.hpp>
 #include <stash/codec/rle.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
@@ -15,12 +16,21 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <span>
 
 namespace STASH_UNITY_ID {
 
 namespace {
 
 using fp16_then_zvc = stash::chain<stash::precision<float, stash::fp16>, stash::zvc<std::uint16_t>>;
+
+// range_mask with ReLU6's bounds as a stash::codec (its encoder takes the bounds).
+struct relu6_mask : stash::range_mask {
+  static std::size_t host_encode(std::span<float const> in, std::span<std::byte> out)
+  {
+    return stash::range_mask::host_encode(in, out, stash::range_bounds{0.0f, 6.0f});
+  }
+};
 
 struct fuzz_counts {
   int ok       = 0;
@@ -77,7 +87,7 @@ fuzz_counts fuzz(std::vector<float> const& in, int iterations, std::uint32_t see
 TEST_CASE_TEMPLATE("decoders survive corrupted and truncated buffers", C, stash::identity<float>,
                    stash::zvc<float>, stash::csr<float>, stash::rle<float>, stash::bitmask,
                    stash::precision<float, stash::fp16>, stash::precision<float, stash::fp10>,
-                   fp16_then_zvc)
+                   fp16_then_zvc, relu6_mask)
 {
   // 5000 real activations (a slice of relu4 at its final state: 72% zeros), sizes not a multiple
   // of any chunk, plus a small input so the tables are a large share of the bytes.

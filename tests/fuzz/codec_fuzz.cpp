@@ -2,8 +2,9 @@
 // verify_checksum). Input: one selector byte choosing the decoder (pool_argmax, backward and index
 // decoder, takes four more bytes of geometry), then the buffer. Decodes or throws
 // stash::codec_error; nothing else.
-// Oracles beyond "no crash": a destination one element short is refused, and a lossless
-// codec's decode(encode(x)) reproduces x bit-exactly.
+// Oracles beyond "no crash": a destination one element short is refused, a lossless codec's
+// decode(encode(x)) reproduces x bit-exactly, and range_mask's decode re-encodes (with the
+// buffer's bounds) to the same payload.
 #include "fuzz_support.hpp"
 
 #include <stash/codec/bitmask.hpp>
@@ -12,6 +13,7 @@
 #include <stash/codec/identity.hpp>
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/codec/precision.hpp>
+#include <stash/codec/range_mask.hpp>
 #include <stash/codec/rle.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
@@ -84,6 +86,41 @@ void pool_backward(bytes geometry, bytes src)
   stash::pool_argmax::host_backward(src, g, grad_out, grad_in);
 }
 
+// range_mask (not a stash::codec: its encoder takes the bounds): decode as decode<C> does, then
+// the decoded values (lo or the inside value) must encode with the buffer's own bounds to the
+// same payload, and the gradient mask must keep exactly the inside elements.
+void range_mask_decode(bytes src)
+{
+  auto const h = stash::read_header(src);
+  if (h.element_count > stash::fuzz::max_elements) { return; }
+  std::vector<float> out(static_cast<std::size_t>(h.element_count));
+  std::size_t const n = stash::range_mask::host_decode(src, out);
+  if (n > 0) {
+    std::vector<float> short_dst(n - 1);
+    bool refused = false;
+    try {
+      (void)stash::range_mask::host_decode(src, short_dst);
+    } catch (stash::codec_error const&) {
+      refused = true;
+    }
+    if (!refused) { stash::fuzz::contract_violation("decoded into a too small destination"); }
+  }
+  std::vector<std::byte> again(stash::range_mask::max_compressed_bytes(n));
+  std::size_t const used =
+      stash::range_mask::host_encode(out, again, stash::range_mask::bounds_of(src));
+  if (used != h.total_bytes() || std::memcmp(again.data() + 32, src.data() + 32, used - 32) != 0) {
+    stash::fuzz::contract_violation("range_mask's decode does not re-encode to its payload");
+  }
+  std::vector<float> grad(n, 1.0f);
+  stash::range_mask::apply_mask_to_gradient(src, grad);
+  float const lo = stash::range_mask::bounds_of(src).lo;
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((grad[i] != 0.0f) == (std::memcmp(&out[i], &lo, sizeof lo) == 0)) {
+      stash::fuzz::contract_violation("range_mask's gradient mask disagrees with its decode");
+    }
+  }
+}
+
 void check_header(bytes src)
 {
   auto const h = stash::read_header(src);
@@ -102,7 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   bytes const src = all.subspan(1);
   using stash::fp10, stash::fp16, stash::bf16, stash::fp8_e4m3, stash::fp8_e5m2;
   try {
-    switch (data[0] % 22) {
+    switch (data[0] % 23) {
       case 0:
         check_header(src);
         break;
@@ -166,8 +203,11 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       case 20:
         decode<stash::two_value<float>>(src);
         break;
-      default:
+      case 21:
         decode<stash::two_value<std::uint8_t>>(src);
+        break;
+      default:
+        range_mask_decode(src);
         break;
     }
   } catch (stash::codec_error const&) {

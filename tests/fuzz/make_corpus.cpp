@@ -8,6 +8,7 @@
 #include <stash/codec/identity.hpp>
 #include <stash/codec/pool_argmax.hpp>
 #include <stash/codec/precision.hpp>
+#include <stash/codec/range_mask.hpp>
 #include <stash/codec/rle.hpp>
 #include <stash/codec/two_value.hpp>
 #include <stash/codec/zvc.hpp>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,20 @@ void seed(fs::path const& dir, std::string const& name, std::uint8_t selector,
     }
   }
 }
+
+// range_mask with ReLU6's bounds, and with {-1, 1}, as codecs for seed().
+struct relu6_mask : stash::range_mask {
+  static std::size_t host_encode(std::span<float const> in, std::span<std::byte> out)
+  {
+    return stash::range_mask::host_encode(in, out, stash::range_bounds{0.0f, 6.0f});
+  }
+};
+struct unit_mask : stash::range_mask {
+  static std::size_t host_encode(std::span<float const> in, std::span<std::byte> out)
+  {
+    return stash::range_mask::host_encode(in, out, stash::range_bounds{-1.0f, 1.0f});
+  }
+};
 
 }  // namespace
 
@@ -159,6 +175,10 @@ int main(int argc, char** argv)
   tagged.resize(pool_argmax::host_encode_indices(indices, g, tagged));
   write(codec, "pool_argmax_indices_0", 17,
         {std::byte{0x55}, std::byte{1}, std::byte{12}, std::byte{12}}, tagged);
+  // range_mask: ReLU outputs under ReLU6's bounds (inside, at 0, some >= 6) and under {-1, 1}.
+  seed<relu6_mask>(codec, "range_mask_relu6", 22, f);
+  seed<unit_mask>(codec, "range_mask_unit", 22, {f[0]});
+  seed<relu6_mask>(codec, "range_mask_empty", 22, empty);
   // Chains, selectors as in chain_fuzz.cpp.
   seed<chain<precision<float, fp16>, zvc<std::uint16_t>>>(chains, "fp16_zvc", 0, f);
   seed<chain<precision<float, fp8_e4m3>, zvc<std::uint8_t>>>(chains, "fp8_e4m3_zvc", 1, f);

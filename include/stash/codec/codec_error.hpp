@@ -33,7 +33,8 @@ enum class codec_errc : std::uint32_t {
   checksum_mismatch,      ///< the payload checksum does not match
   bad_inner_buffer,       ///< a chained codec's inner buffer is inconsistent
   bad_index,              ///< a pooling argmax outside its window
-  bad_value,              ///< two_value's value field disagrees with its mask
+  bad_value,              ///< a value field: two_value's disagrees with its mask, range_mask's
+                          ///< bounds are unusable (NaN, no float strictly between them)
 };
 
 /// @brief A short English description of `code`.
@@ -81,7 +82,7 @@ enum class codec_errc : std::uint32_t {
     case codec_errc::bad_index:
       return "pooling argmax outside its window";
     case codec_errc::bad_value:
-      return "value field disagrees with the mask";
+      return "value field invalid or disagreeing with the mask";
   }
   return "unknown codec error";
 }

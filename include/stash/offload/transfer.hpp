@@ -35,7 +35,8 @@
  *   (codec_ids); a transfer without one copies raw bytes. stash::allocator maps it to the
  *   encoding a schedule entry names (swap_entry::encoding).
  * - optional, for a transfer that needs more than the size: `using descriptor_type = D;` its
- *   per-tensor descriptor (pool_argmax_transfer: the max pool's `pool_geometry`), owned by the
+ *   per-tensor descriptor (pool_argmax_transfer: the max pool's `pool_geometry`;
+ *   range_mask_transfer: the clamp's `range_bounds`), owned by the
  *   transfer, not by the generic API. Then `accepts`, `host_bytes` and encode / decode take a
  *   `D const&` after their other parameters. The manager passes the descriptor given to
  *   offload_async (kept with the tensor for its prefetch) as a transfer_descriptor_t of its set;
@@ -332,10 +333,12 @@ using transfer_descriptor_t = typename detail::descriptor_variant<Set>::type;
 /// runs its host reference on a host-task backend (host_codec_transfer) and its device codec on
 /// cuda_backend (device_codec_transfer.cuh, with the codec's device header included);
 /// `pool_argmax` is pool_argmax_transfer / device_pool_argmax_transfer, `two_value<T>`
-/// two_value_transfer / device_two_value_transfer (both with an unchanged fallback); a
-/// transfer_set maps each member so.
+/// two_value_transfer / device_two_value_transfer (both with an unchanged fallback),
+/// `range_mask` range_mask_transfer / device_range_mask_transfer; a transfer_set maps each member
+/// so.
 /// @tparam Backend The offload backend.
-/// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
+/// @tparam Codec `void`, a codec, `pool_argmax`, `range_mask`, a transfer policy, or a
+///   transfer_set of them.
 template <class Backend, class Codec>
 struct transfer_for {
   static_assert(detail::no_transfer_for<Codec>,
@@ -343,7 +346,9 @@ struct transfer_for {
                 "cuda_backend include <stash/offload/device_codec_transfer.cuh> and the codec's "
                 "device header (e.g. <stash/codec/device_zvc.cuh>; for pool_argmax "
                 "<stash/offload/device_pool_argmax_transfer.cuh>, for two_value "
-                "<stash/offload/device_two_value_transfer.cuh>)");
+                "<stash/offload/device_two_value_transfer.cuh>, for range_mask "
+                "<stash/offload/device_range_mask_transfer.cuh>; on the host backend, for "
+                "range_mask <stash/offload/range_mask_transfer.hpp>)");
 };
 
 /// @brief Raw copies.
@@ -372,7 +377,8 @@ struct transfer_for<Backend, transfer_set<Cs...>> {
 
 /// @brief transfer_for's type.
 /// @tparam Backend The offload backend.
-/// @tparam Codec `void`, a codec, `pool_argmax`, a transfer policy, or a transfer_set of them.
+/// @tparam Codec `void`, a codec, `pool_argmax`, `range_mask`, a transfer policy, or a
+///   transfer_set of them.
 template <class Backend, class Codec>
 using transfer_for_t = typename transfer_for<Backend, Codec>::type;
 

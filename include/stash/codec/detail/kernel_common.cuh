@@ -65,6 +65,15 @@ inline unsigned int warp_grid_for(std::uint64_t items)
   return static_cast<unsigned int>(b < max_blocks ? b : max_blocks);
 }
 
+/// @brief Blocks for a grid-stride loop over `items` one-thread work items (elements): one thread
+/// each up to a cap of 65,535 blocks (so a huge capacity cannot overflow the grid).
+inline unsigned int thread_grid_for(std::uint64_t items)
+{
+  constexpr std::uint64_t max_blocks = 65535;
+  std::uint64_t const b              = blocks_for(items, codec_block_threads);
+  return static_cast<unsigned int>(b < max_blocks ? b : max_blocks);
+}
+
 /// @brief This thread's warp in the grid, and the number of warps in the grid.
 __device__ STASH_FORCEINLINE std::uint64_t global_warp()
 {

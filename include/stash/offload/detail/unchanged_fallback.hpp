@@ -3,7 +3,8 @@
  * @brief What the host transfers with an "unchanged" fallback share (pool_argmax_transfer,
  * two_value_transfer): data their codec cannot encode is written as an identity buffer, so the
  * decode first asks which form the host copy holds, and reports a bad copy in the status with the
- * tensor zeroed. Internals of those transfers.
+ * tensor zeroed (the report range_mask_transfer, which needs no fallback, uses too). Internals of
+ * those transfers.
  */
 #pragma once
 
