@@ -77,15 +77,24 @@ inline std::vector<std::uint32_t> bitmask_sign_cases()
 inline constexpr std::array<std::byte, 4> bitmask_sign_mask = {std::byte{0xec}, std::byte{0x01},
                                                                std::byte{0x00}, std::byte{0x00}};
 
-/// The bounds range_mask's tests run with: ReLU6's, a symmetric one holding 0, an asymmetric
-/// one, one with an infinite end and one a few denormals wide (lo, hi as float32).
+/// The bounds range_mask's tests run with: ReLU6's (and with lo = -0), a symmetric one holding
+/// 0, asymmetric and all-negative ones (hi = -0 too), infinite ends, the whole finite range,
+/// bounds two floats apart (one float inside) and a few denormals wide (lo, hi as float32).
 inline std::vector<std::array<float, 2>> range_mask_bounds_cases()
 {
   float const inf = std::bit_cast<float>(0x7f800000u);
+  float const max = std::bit_cast<float>(0x7f7fffffu);
   return {{0.0f, 6.0f},
+          {-0.0f, 6.0f},
           {-1.0f, 1.0f},
           {-0.75f, 3.25f},
+          {-6.0f, -0.0f},
+          {-3.5f, -1.25f},
           {-inf, 2.5f},
+          {1.0f, inf},
+          {-inf, inf},
+          {-max, max},
+          {1.0f, std::bit_cast<float>(0x3f800002u)},
           {std::bit_cast<float>(0x00000002u), std::bit_cast<float>(0x00000009u)}};
 }
 

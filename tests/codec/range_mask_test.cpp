@@ -151,10 +151,16 @@ TEST_CASE("range_mask: the inside bit is decided on the bits, in any FP mode")
 #if defined(__x86_64__) || defined(__i386__)
   // Flush-to-zero and denormals-are-zero on (MXCSR bits 15 and 6): a float comparison would now
   // call a positive denormal not > 0, but the bytes are those of the plain run.
-  unsigned const saved = _mm_getcsr();
-  _mm_setcsr(saved | 0x8040u);
-  auto const flushed = encode(x, {0.0f, 6.0f});
-  _mm_setcsr(saved);
+  struct csr_guard {  // restores the mode even when encode throws
+    unsigned saved = _mm_getcsr();
+    ~csr_guard() { _mm_setcsr(saved); }
+  };
+  std::vector<std::byte> flushed;
+  {
+    csr_guard const guard;
+    _mm_setcsr(guard.saved | 0x8040u);
+    flushed = encode(x, {0.0f, 6.0f});
+  }
   CHECK(flushed == plain);
 #endif
 }
@@ -250,9 +256,9 @@ TEST_CASE("range_mask decoders refuse malformed buffers with codec_error and an 
     CHECK(e.code() == stash::codec_errc::bad_mask_tail);
     CHECK(e.offset() == 44);
   }
-  auto longer = clean;
-  stash::detail::store_u64(longer.data() + stash::detail::off_payload, 8 + 4 * 2 - 4);
-  CHECK(decode_error(longer, 45).code() == stash::codec_errc::payload_size_mismatch);
+  auto shorter = clean;
+  stash::detail::store_u64(shorter.data() + stash::detail::off_payload, 8 + 4 * 2 - 4);
+  CHECK(decode_error(shorter, 45).code() == stash::codec_errc::payload_size_mismatch);
   auto truncated = clean;
   truncated.resize(clean.size() - 1);
   CHECK(decode_error(truncated, 45).code() == stash::codec_errc::truncated_payload);

@@ -9,9 +9,12 @@
  * Decoding writes lo for an element outside and one fixed value strictly inside (lo, hi) for an
  * element inside (range_bounds::inside_value: 2.0f for ReLU6's {0, 6}), so hardtanh_backward with
  * the same bounds gives, on the decoded tensor, bitwise the gradient it gives on the original, for
- * every input: NaN, +-inf, +-0, denormals, values at lo or hi. Exact for that reader only (a
- * lossy codec of values). The inside bit is decided on the bit patterns, as bitmask decides its
- * sign, so host and device bytes agree in any floating-point mode.
+ * every input: NaN, +-inf, +-0, denormals, values at lo or hi, when the reader compares in IEEE
+ * mode. A reader that flushes denormals (DAZ, torch.set_flush_denormal(True) on the CPU) takes a
+ * positive denormal as 0, outside {0, 6}, where the mask says inside: there the gradients differ.
+ * Exact for that reader only (a lossy codec of values). The inside bit is decided on the bit
+ * patterns, as bitmask decides its sign, so host and device bytes agree in any floating-point
+ * mode.
  */
 #pragma once
 
@@ -29,11 +32,14 @@
 namespace stash {
 
 /// @brief The clamp whose backward reads a range_mask tensor: its float32 bounds, as
-/// hardtanh(x, lo, hi) takes them (ReLU6: {0.0f, 6.0f}). Usable when neither is NaN and some
-/// float lies strictly between them (then lo < hi).
+/// hardtanh(x, lo, hi) takes them (ReLU6: {0.0f, 6.0f}), and what the tensor holds. Usable when
+/// neither bound is NaN and some float lies strictly between them (then lo < hi). range_mask
+/// reads float32: a tensor described as holding anything else (fp16 or bf16 under autocast) is
+/// refused by the transfers and travels raw, never read as pairs of halves.
 struct range_bounds {
-  float lo;  ///< the lower bound (min_val)
-  float hi;  ///< the upper bound (max_val)
+  float lo;                               ///< the lower bound (min_val)
+  float hi;                               ///< the upper bound (max_val)
+  element_type type = element_type::f32;  ///< what the tensor holds (f32 only is encoded)
 
   /// @brief Whether the bounds are usable (see the struct docs).
   /// @return Neither NaN, some float strictly between them.

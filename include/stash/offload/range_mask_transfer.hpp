@@ -37,6 +37,9 @@ inline range_bounds const& range_mask_bounds(std::size_t bytes, range_bounds con
                                              const char* who)
 {
   b.validate(who);
+  STASH_EXPECTS(b.type == element_type::f32,
+                std::string(who) + ": range_mask reads float32; the tensor is described as " +
+                    std::string(to_string(b.type)));
   STASH_EXPECTS(bytes % sizeof(float) == 0, std::string(who) + ": a tensor of " +
                                                 std::to_string(bytes) +
                                                 " bytes is not a whole number of float32 elements");
@@ -65,7 +68,7 @@ struct range_mask_transfer {
   /// @return Whether the bounds are usable and the tensor whole float32 elements.
   static bool accepts(std::size_t bytes, range_bounds const& bounds) noexcept
   {
-    return bytes % sizeof(float) == 0 && bounds.valid();
+    return bytes % sizeof(float) == 0 && bounds.type == element_type::f32 && bounds.valid();
   }
   /// @brief The host slot: range_mask's size for the tensor's elements.
   /// @param bytes The tensor's size.

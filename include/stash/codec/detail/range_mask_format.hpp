@@ -105,7 +105,8 @@ STASH_HOST_DEVICE inline std::uint32_t range_mask_word(float const* in, std::uin
 STASH_HOST_DEVICE inline check_result range_mask_check_body(std::byte const* src, std::uint64_t n,
                                                             std::uint64_t payload)
 {
-  if (payload != range_mask_payload_bytes(n)) {
+  // Past 2^62 elements ceil(n/32) words would wrap the payload size: no real buffer has them.
+  if (n > (std::uint64_t{1} << 62) || payload != range_mask_payload_bytes(n)) {
     return {codec_errc::payload_size_mismatch, off_payload};
   }
   if (!range_mask_bounds_ok(load_u32(src + range_mask_lo_off), load_u32(src + range_mask_hi_off))) {
