@@ -120,7 +120,7 @@ TEST_CASE("range_mask_transfer refuses tensors it cannot encode before taking me
   CHECK_FALSE(rm_manager::accepts(400, 1, stash::element_type::f32));
   CHECK(rm_manager::accepts(400, 1, relu6));
   // A clamp input that holds halves (ReLU6 under autocast): never read as pairs of halves.
-  stash::range_bounds const half{0.0f, 6.0f, stash::element_type::f16};
+  stash::range_bounds const half{0.0f, 6.0f, stash::element_type::u16};
   CHECK_FALSE(transfer::accepts(400, half));
   CHECK_THROWS_AS((void)transfer::host_bytes(400, half), stash::logic_error);
   CHECK_FALSE(rm_manager::accepts(400, 1, half));

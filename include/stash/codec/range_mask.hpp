@@ -34,7 +34,7 @@ namespace stash {
 /// @brief The clamp whose backward reads a range_mask tensor: its float32 bounds, as
 /// hardtanh(x, lo, hi) takes them (ReLU6: {0.0f, 6.0f}), and what the tensor holds. Usable when
 /// neither bound is NaN and some float lies strictly between them (then lo < hi). range_mask
-/// reads float32: a tensor described as holding anything else (fp16 or bf16 under autocast) is
+/// reads float32: a tensor described as holding anything else (u16: fp16 or bf16 bits) is
 /// refused by the transfers and travels raw, never read as pairs of halves.
 struct range_bounds {
   float lo;                               ///< the lower bound (min_val)
