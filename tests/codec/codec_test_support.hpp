@@ -119,6 +119,19 @@ inline std::vector<std::uint32_t> range_mask_special_cases(float lo, float hi)
   return v;
 }
 
+/// ReLU6's input for the transfer tests (host and CUDA): range_mask_special_cases(0, 6), then
+/// values spread over [-3, 9).
+inline std::vector<float> relu6_pre_activation(std::size_t n)
+{
+  auto const specials = range_mask_special_cases(0.0f, 6.0f);
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = i < specials.size() ? std::bit_cast<float>(specials[i])
+                               : -3.0f + static_cast<float>(i * 7919 % 1200) / 100.0f;
+  }
+  return v;
+}
+
 /// aten::hardtanh_backward's rule, element by element: `grad_in = (x <= lo || x >= hi) ? 0 :
 /// grad` (a NaN x passes the gradient), as float comparisons.
 inline std::vector<float> hardtanh_backward(std::vector<float> const& grad,

@@ -42,17 +42,6 @@ static_assert(std::is_same_v<stash::transfer_for_t<stash::cuda_backend, stash::r
 
 constexpr stash::range_bounds relu6{0.0f, 6.0f};
 
-std::vector<float> pre_activation(std::size_t n)
-{
-  auto const specials = stash::test::range_mask_special_cases(0.0f, 6.0f);
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    v[i] = i < specials.size() ? std::bit_cast<float>(specials[i])
-                               : -3.0f + static_cast<float>(i * 7919 % 1200) / 100.0f;
-  }
-  return v;
-}
-
 struct fixture {
   stash::cuda_backend backend;
   device_pool device;
@@ -85,7 +74,7 @@ TEST_CASE("gpu: range_mask on cuda_backend: the host's bytes, hardtanh's gradien
   fixture f;
   for (std::size_t const n : {1, 33, (1 << 20) + 77}) {
     CAPTURE(n);
-    auto const x = pre_activation(n);
+    auto const x = stash::test::relu6_pre_activation(n);
     auto const t = f.put(x);
     f.m.offload_async(t, f.s, 1, relu6);
     auto const copy = f.m.host_copy(t);
@@ -107,7 +96,7 @@ TEST_CASE("gpu: range_mask on cuda_backend: a corrupted copy is a decode failure
 {
   fixture f;
   std::size_t const n = 1000;
-  auto const t        = f.put(pre_activation(n));
+  auto const t        = f.put(stash::test::relu6_pre_activation(n));
   f.m.offload_async(t, f.s, 1, relu6);
   auto const copy = f.m.host_copy(t);
   stash::detail::store_u32(const_cast<std::byte*>(copy.data()) + 36, 0xc0000000u);  // hi = -2
@@ -120,7 +109,7 @@ TEST_CASE("gpu: range_mask on cuda_backend: a corrupted copy is a decode failure
 TEST_CASE("gpu: range_mask on cuda_backend refuses a tensor without usable bounds")
 {
   fixture f;
-  auto const x = pre_activation(100);
+  auto const x = stash::test::relu6_pre_activation(100);
   auto const t = f.put(x);
   CHECK_THROWS_AS(f.m.offload_async(t, f.s, 1), stash::logic_error);
   CHECK_THROWS_AS(f.m.offload_async(t, f.s, 1, stash::range_bounds{0.0f, -0.0f}),

@@ -40,18 +40,6 @@ static_assert(std::is_constructible_v<rm_manager::descriptor_type, stash::range_
 
 constexpr stash::range_bounds relu6{0.0f, 6.0f};
 
-// ReLU6's edge cases, then values spread over [-3, 9).
-std::vector<float> pre_activation(std::size_t n)
-{
-  auto const specials = stash::test::range_mask_special_cases(0.0f, 6.0f);
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    v[i] = i < specials.size() ? std::bit_cast<float>(specials[i])
-                               : -3.0f + static_cast<float>(i * 7919 % 1200) / 100.0f;
-  }
-  return v;
-}
-
 struct fixture {
   stash::host_backend backend;
   host_pool device;
@@ -82,7 +70,7 @@ TEST_CASE("range_mask_transfer: ReLU6's input crosses as bits, its backward's gr
   fixture f;
   for (std::size_t const n : {1, 33, 1000}) {
     CAPTURE(n);
-    auto const x = pre_activation(n);
+    auto const x = stash::test::relu6_pre_activation(n);
     auto const h = f.put(x);
     f.m.offload_async(h, f.compute, 1, relu6);
     auto const copy   = f.m.host_copy(h);
@@ -125,7 +113,7 @@ TEST_CASE("range_mask_transfer refuses tensors it cannot encode before taking me
   CHECK_THROWS_AS((void)transfer::host_bytes(400, half), stash::logic_error);
   CHECK_FALSE(rm_manager::accepts(400, 1, half));
   fixture f;
-  auto const x = pre_activation(100);
+  auto const x = stash::test::relu6_pre_activation(100);
   auto const h = f.put(x);
   CHECK_THROWS_AS(f.m.offload_async(h, f.compute, 1), stash::logic_error);
   CHECK_THROWS_AS(f.m.offload_async(h, f.compute, 1, stash::range_bounds{1.0f, 1.0f}),
@@ -138,7 +126,7 @@ TEST_CASE("range_mask_transfer: a corrupted host copy is a decode failure, the t
 {
   fixture f;
   std::size_t const n = 100;
-  auto const x        = pre_activation(n);
+  auto const x        = stash::test::relu6_pre_activation(n);
   auto const h        = f.put(x);
   f.m.offload_async(h, f.compute, 1, relu6);
   auto const copy = f.m.host_copy(h);
