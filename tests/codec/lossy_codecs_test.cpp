@@ -201,6 +201,37 @@ TEST_CASE("bitmask keeps x > 0 and drives ReLU backward")
                   stash::logic_error);
 }
 
+TEST_CASE("bitmask drives LeakyReLU's backward exactly (self > 0 ? grad : grad * slope)")
+{
+  // encoding_choice gives bitmask to a storage only leaky_relu_backward reads as `self`: on the
+  // decoded 1.0f / 0.0f that backward takes each element's branch as on the original.
+  auto leaky_backward = [](std::vector<float> const& grad, std::vector<float> const& self) {
+    std::vector<float> out(grad.size());
+    for (std::size_t i = 0; i < grad.size(); ++i) {
+      out[i] = self[i] > 0.0f ? grad[i] : grad[i] * 0.01f;
+    }
+    return out;
+  };
+  std::vector<float> in = {-0.0f,
+                           0.0f,
+                           std::numeric_limits<float>::quiet_NaN(),
+                           -1.0f,
+                           1e-40f,
+                           -1e-40f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           3.5f,
+                           -2.25f};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int i = 0; i < 1000; ++i) { in.push_back(normal(rng)); }
+  std::vector<float> grad(in.size());
+  for (std::size_t i = 0; i < grad.size(); ++i) { grad[i] = normal(rng); }
+  auto const decoded =
+      stash::host_decode_vector<stash::bitmask>(stash::host_encode_vector<stash::bitmask>(in));
+  CHECK(stash::test::bitwise_equal(leaky_backward(grad, decoded), leaky_backward(grad, in)));
+}
+
 namespace {
 
 // The host's flush-to-zero and denormals-are-zero modes (x86 MXCSR bits 15 and 6), as -ffast-math

@@ -183,6 +183,54 @@ TEST_CASE("a copy only hardtanh's backward reads crosses as one bit per element 
   CHECK(stash::encoding_of_codec(stash::codec_ids::range_mask) == stash::swap_encoding::range_mask);
 }
 
+TEST_CASE("a storage only LeakyReLU's backward reads crosses as its sign (bitmask)")
+{
+  // a = conv(x) is read by leaky_relu and, after its gap, only as leaky_relu_backward's self;
+  // b is made in place by leaky_relu_ and read the same way (self_is_result); c is read after
+  // its gap by leaky_relu_backward and by a mul (its values).
+  std::string const body = R"(
+p forward
+t 0 4000 input x
+t 1 4000 act a
+o aten::convolution 0 1
+t 2 4000 act y
+o aten::leaky_relu 1 2
+t 3 4000 act b
+o aten::convolution 2 3
+o aten::leaky_relu_ 3 3
+t 4 4000 act c
+o aten::convolution 3 4
+t 5 4000 act z
+o aten::leaky_relu 4 5
+o aten::sum 5 -
+p backward
+t 6 4000 temp g
+o aten::leaky_relu_backward 5,4 6
+o aten::mul.Tensor 4,6 6
+o aten::leaky_relu_backward 6,3 6
+o aten::leaky_relu_backward 6,1 6
+f 1
+f 2
+f 3
+f 4
+f 5
+f 6
+)";
+  auto const t           = stash::parse_trace("# stash-trace v1 model=leaky" + body, "leaky");
+  stash::trace_analysis const a(t, pcie4());
+  auto entry = [&](stash::storage_id id, std::uint64_t u, std::uint64_t v) {
+    return stash::swap_entry{id, u, v, u + 1, v, t.storages()[id].bytes};
+  };
+  CHECK(stash::choose_encoding(a, entry(1, 1, 10)) == stash::swap_encoding::bitmask);  // a
+  CHECK(stash::choose_encoding(a, entry(3, 4, 9)) == stash::swap_encoding::bitmask);   // b
+  CHECK(stash::choose_encoding(a, entry(4, 5, 7)) == stash::swap_encoding::raw);       // c
+  CHECK(stash::choose_encoding(a, entry(1, 1, 10), stash::encoding_options{false, {}}) ==
+        stash::swap_encoding::raw);
+  auto const half = stash::parse_trace("# stash-trace v1 model=leaky dtype=float16" + body, "h");
+  stash::trace_analysis const ah(half, pcie4());
+  CHECK(stash::choose_encoding(ah, entry(1, 1, 10)) == stash::swap_encoding::raw);
+}
+
 namespace {
 
 // A dropout written as a draw: m = bernoulli_(empty_like(x)) holds 0 or 1 in every element; d is

@@ -28,6 +28,11 @@
  *    the trace does not record k, and the codec takes c from the data. This is a prediction the
  *    codec checks: data with a third bit pattern (a negative k makes 0 * k = -0.0, a k of 0 or
  *    inf gives NaN) is refused by its encoder and travels raw, so nothing is lost.
+ *  - bitmask, for LeakyReLU: every access from the entry's next use on reads it as `self` of
+ *    aten::leaky_relu_backward (view ops aside), which needs only its sign (`self > 0 ? grad :
+ *    grad * negative_slope`; with self_is_result the output, of the same sign), whatever wrote
+ *    it, and the trace's tensors may be taken to be float32: Binarize's 1.0f / 0.0f give the same
+ *    gradient.
  *  - range_mask (Gist's Binarize for a clamp, 1 bit per element): every access from the entry's
  *    next use on reads it as `self` of aten::hardtanh_backward (view ops aside, as for bitmask),
  *    which needs only whether each element lies inside the clamp's (min, max) (ReLU6 = hardtanh
@@ -145,6 +150,14 @@ namespace detail {
   return read_only_as_self_of(t, s, v, "aten::threshold_backward");
 }
 
+// LeakyReLU's backward reads only the sign of its `self` (`self > 0 ? grad : grad * slope`), its
+// input or, in place, its output: Binarize is exact for it, whatever wrote the storage.
+[[nodiscard]] inline bool leaky_sign_only_after(trace const& t, storage_lifetime const& s,
+                                                std::uint64_t v)
+{
+  return read_only_as_self_of(t, s, v, "aten::leaky_relu_backward");
+}
+
 // hardtanh's backward (ReLU6's) reads only whether its `self` lies inside (min, max).
 [[nodiscard]] inline bool range_only_after(trace const& t, storage_lifetime const& s,
                                            std::uint64_t v)
@@ -248,6 +261,9 @@ namespace detail {
     }
     if (detail::float32_trace(t) && detail::range_only_after(t, s, e.next_use)) {
       return swap_encoding::range_mask;
+    }
+    if (detail::float32_trace(t) && detail::leaky_sign_only_after(t, s, e.next_use)) {
+      return swap_encoding::bitmask;
     }
     if (w && detail::relu_like(t.ops()[*w].name)) {
       return detail::sign_only_after(t, s, e.next_use) ? swap_encoding::bitmask
