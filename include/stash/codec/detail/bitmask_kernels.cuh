@@ -65,17 +65,12 @@ __global__ void bitmask_decode_kernel(std::byte const* src, float* dst, codec_st
   }
 }
 
-inline unsigned int bitmask_grid(std::uint64_t items)
-{
-  std::uint64_t const b = (items + codec_block_threads - 1) / codec_block_threads;
-  return static_cast<unsigned int>(b == 0 ? 1 : (b > 65535 ? 65535 : b));
-}
-
 inline cudaError_t bitmask_encode_async(float const* in, std::uint64_t n, std::byte* out,
                                         std::size_t* d_size, cudaStream_t stream)
 {
-  bitmask_encode_kernel<><<<bitmask_grid(words_for_bits(n) * 32), codec_block_threads, 0, stream>>>(
-      in, n, out, d_size);
+  bitmask_encode_kernel<>
+      <<<thread_grid_for(words_for_bits(n) * 32), codec_block_threads, 0, stream>>>(in, n, out,
+                                                                                    d_size);
   return cudaGetLastError();
 }
 
@@ -86,7 +81,7 @@ cudaError_t bitmask_decode_async(std::byte const* src, std::uint64_t src_bytes, 
   bitmask_validate_kernel<><<<1, 1, 0, stream>>>(src, src_bytes, capacity, status);
   if (cudaError_t const e = cudaGetLastError(); e != cudaSuccess) { return e; }
   bitmask_decode_kernel<ApplyToGradient>
-      <<<bitmask_grid(capacity), codec_block_threads, 0, stream>>>(src, dst, status);
+      <<<thread_grid_for(capacity), codec_block_threads, 0, stream>>>(src, dst, status);
   return cudaGetLastError();
 }
 
